@@ -1,0 +1,216 @@
+"""Shared fixtures: tiny random NLI models built offline (no hub, no network).
+
+Two architectures:
+
+* ``bert_dir``: BERT-style encoder, WordPiece tokenizer that emits
+  ``token_type_ids``, id2label in the default MNLI-ish order
+  ``{0: entailment, 1: neutral, 2: contradiction}``.
+* ``deberta_dir``: DeBERTa-v2-style encoder (relative attention, no
+  token types), Unigram/Metaspace tokenizer that emits NO ``token_type_ids``,
+  id2label in a non-default order ``{0: contradiction, 1: entailment, 2: neutral}``.
+
+Both have a 64-token window so truncation and "label does not fit" paths are
+cheap to exercise. Builders are plain functions so other tests can make
+variants (e.g. generic ``LABEL_0`` names) in their own tmp dirs.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+WINDOW = 64
+
+_WORDS = (
+    "the a an of to in on for with and or but not is are was were be been this that these those "
+    "sport sports football match team player goal score win lose game season league "
+    "business market stock company profit bank money trade price economy shares "
+    "science technology computer software research space data phone internet chip "
+    "world politics government election minister war peace country president law "
+    "text about news story article review film movie music book food good bad great "
+    "terrible happy sad love hate weather rain sun day night city people child school"
+).split()
+
+_CORPUS = [
+    " ".join(_WORDS[(i * 7 + j * 3) % len(_WORDS)] for j in range(12)) + " ." for i in range(200)
+] + [
+    "This text is about sport.",
+    "This text is about business.",
+    "The example is about {}.",
+    "東京 北京 上海 😀 🎉 مرحبا שלום 123 456 789 !?,.;:'\"()-",
+]
+
+NLI_LABELS_DEFAULT = {0: "entailment", 1: "neutral", 2: "contradiction"}
+NLI_LABELS_SHUFFLED = {0: "contradiction", 1: "entailment", 2: "neutral"}
+
+
+def _wordpiece_tokenizer():
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=400, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False
+    )
+    tok.train_from_iterator(_CORPUS, trainer=trainer)
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return tok
+
+
+def _unigram_tokenizer():
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers, decoders
+
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(
+        vocab_size=300,
+        special_tokens=["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"],
+        unk_token="[UNK]",
+        show_progress=False,
+    )
+    tok.train_from_iterator(_CORPUS, trainer=trainer)
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return tok
+
+
+def build_bert_nli(path: Path, id2label: dict | None = None, window: int = WINDOW, seed: int = 0) -> Path:
+    """Write a tiny random BERT NLI model + WordPiece tokenizer (with token_type_ids) to ``path``."""
+    from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    raw = _wordpiece_tokenizer()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=window,
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )
+    tok.save_pretrained(path)
+    id2label = dict(id2label or NLI_LABELS_DEFAULT)
+    cfg = BertConfig(
+        vocab_size=raw.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=window,
+        type_vocab_size=2,
+        initializer_range=0.2,
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+        pad_token_id=raw.token_to_id("[PAD]"),
+    )
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(cfg).eval()
+    model.save_pretrained(path)
+    return path
+
+
+def build_deberta_nli(path: Path, id2label: dict | None = None, window: int = WINDOW, seed: int = 1) -> Path:
+    """Write a tiny random DeBERTa-v2 NLI model + Unigram tokenizer (no token_type_ids) to ``path``."""
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification, PreTrainedTokenizerFast
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    raw = _unigram_tokenizer()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=window,
+        model_input_names=["input_ids", "attention_mask"],
+    )
+    tok.save_pretrained(path)
+    id2label = dict(id2label or NLI_LABELS_SHUFFLED)
+    cfg = DebertaV2Config(
+        vocab_size=raw.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=window,
+        type_vocab_size=0,
+        relative_attention=True,
+        position_biased_input=False,
+        pos_att_type=["p2c", "c2p"],
+        max_relative_positions=-1,
+        initializer_range=0.2,
+        pooler_hidden_size=32,
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+        pad_token_id=raw.token_to_id("[PAD]"),
+    )
+    torch.manual_seed(seed)
+    model = DebertaV2ForSequenceClassification(cfg).eval()
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def bert_dir(tmp_path_factory) -> Path:
+    return build_bert_nli(tmp_path_factory.mktemp("bert") / "model")
+
+
+@pytest.fixture(scope="session")
+def deberta_dir(tmp_path_factory) -> Path:
+    return build_deberta_nli(tmp_path_factory.mktemp("deberta") / "model")
+
+
+@pytest.fixture(scope="session", params=["bert", "deberta"])
+def model_dir(request, bert_dir, deberta_dir) -> Path:
+    """Each tiny architecture in turn."""
+    return bert_dir if request.param == "bert" else deberta_dir
+
+
+@pytest.fixture(scope="session")
+def bert_model(bert_dir):
+    from zsnli.scoring import NliModel
+
+    return NliModel.load(bert_dir, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def deberta_model(deberta_dir):
+    from zsnli.scoring import NliModel
+
+    return NliModel.load(deberta_dir, device="cpu")
+
+
+@pytest.fixture(scope="session", params=["bert", "deberta"])
+def nli_model(request, bert_dir, deberta_dir):
+    """A loaded ``NliModel`` for each tiny architecture."""
+    from zsnli.scoring import NliModel
+
+    return NliModel.load(bert_dir if request.param == "bert" else deberta_dir, device="cpu")
