@@ -1,0 +1,337 @@
+"""Choose the scoring rule and fit the temperature on held-out NLI rows.
+
+Synthetic zero-shot choice tasks are built from the calibration hold-out
+(`zsnli.nli_data.hold_out_by_premise`: train-role rows never trained on): one
+premise, K candidate hypotheses, exactly one of them labelled as entailed by
+that premise; the others are the premise's own neutral/contradiction
+hypotheses and then hypotheses of other premises. K is drawn uniformly from
+`K_CHOICES` (2 to 20). Tasks are split in two halves by premise: the *fit*
+half fits each candidate's temperature parameters by minimising the negative
+log-likelihood (NLL) of the entailed hypothesis; the *select* half scores
+every fitted candidate (NLL, ECE with 15 bins, accuracy).
+
+Candidates = score rule (`zsnli.scoring.RULES`) x content-free correction
+(none, or subtracting each label's score against the premise ``"N/A"``) x
+temperature form (one global T, or ``T(K) = t0 * K ** b``). Which decides what:
+
+* the temperature form, and everything when no dev set is given: lowest NLL
+  on the NLI *select* half (the issue's rule);
+* the score rule and the content-free correction, when a team-written
+  zero-shot dev set is given (``dev/zeroshot_dev.jsonl``): highest mean
+  calibrated macro-F1 over its datasets, since the NLI tasks do not contain
+  the label-description wording the product is used with.
+
+The choice and every candidate's figures are written to ``calibration.json``;
+the server reads its ``chosen`` object as a `zsnli.scoring.ScoringConfig`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import metrics
+from .manifest import CALIBRATION_NAME, MANIFEST_NAME, load_manifest
+from .nli_data import build_nli_data, read_jsonl
+from .presets import Preset
+from .scoring import RULES, ScoringConfig, scores_from_logits
+
+log = logging.getLogger(__name__)
+
+K_CHOICES = (2, 3, 4, 5, 6, 8, 10, 12, 15, 20)
+"""Number of candidate hypotheses per synthetic task, drawn uniformly."""
+
+CONTENT_FREE_PREMISE = "N/A"
+"""The content-free premise of the correction candidates (as in Zhao et al. 2021, "Calibrate before use")."""
+
+
+@dataclass(frozen=True)
+class ChoiceTask:
+    """One synthetic task: ``premise``, ``hypotheses`` [K], index ``gold`` of the entailed one."""
+
+    premise: str
+    hypotheses: tuple[str, ...]
+    gold: int
+
+
+def build_choice_tasks(rows: Sequence[dict[str, str]], n_tasks: int, seed: int) -> list[ChoiceTask]:
+    """Build up to ``n_tasks`` choice tasks (at most one per premise) from labelled NLI rows.
+
+    Each premise with at least one entailed hypothesis gives a task: that
+    hypothesis (gold), the premise's own neutral/contradiction hypotheses,
+    then hypotheses of other premises until K (drawn from `K_CHOICES`) is
+    reached; the order is shuffled. Seeded with ``random.Random(seed)``.
+    """
+    rng = random.Random(seed)
+    by_premise: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        by_premise.setdefault(row["premise"], []).append(row)
+    premises = sorted(p for p, rs in by_premise.items() if any(r["label"] == "entailment" for r in rs))
+    rng.shuffle(premises)
+    all_hypotheses = sorted({r["hypothesis"] for r in rows})
+    tasks = []
+    for premise in premises[:n_tasks]:
+        own = by_premise[premise]
+        gold_h = rng.choice(sorted(r["hypothesis"] for r in own if r["label"] == "entailment"))
+        own_h = {r["hypothesis"] for r in own}
+        k = min(rng.choice(K_CHOICES), len(all_hypotheses) - len(own_h) + 1)
+        if k < 2:
+            continue
+        negatives = sorted({r["hypothesis"] for r in own if r["label"] != "entailment"} - {gold_h})
+        rng.shuffle(negatives)
+        negatives = negatives[: k - 1]
+        chosen = set(negatives) | {gold_h}
+        while len(negatives) < k - 1:
+            h = rng.choice(all_hypotheses)
+            if h not in chosen and h not in own_h:
+                negatives.append(h)
+                chosen.add(h)
+        hyps = [gold_h, *negatives]
+        rng.shuffle(hyps)
+        tasks.append(ChoiceTask(premise, tuple(hyps), hyps.index(gold_h)))
+    return tasks
+
+
+def _pack(score_lists: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pad variable-K score vectors into ``[n, Kmax]`` with a mask and the K of each row."""
+    k = np.array([len(s) for s in score_lists])
+    out = np.zeros((len(score_lists), int(k.max())))
+    mask = np.zeros_like(out, dtype=bool)
+    for i, s in enumerate(score_lists):
+        out[i, : len(s)] = s
+        mask[i, : len(s)] = True
+    return out, mask, k
+
+
+def _softmax_rows(scores: np.ndarray, mask: np.ndarray, temps: np.ndarray) -> np.ndarray:
+    z = np.where(mask, scores / temps[:, None], -np.inf)
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.where(mask, np.exp(z), 0.0)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def temperatures(k: np.ndarray, log_t0: float, b: float) -> np.ndarray:
+    """``T(K) = exp(log_t0) * K ** b`` for each K (the form `ScoringConfig.temperature_for` applies)."""
+    return np.exp(log_t0 + b * np.log(k))
+
+
+def nll(scores: np.ndarray, mask: np.ndarray, k: np.ndarray, gold: np.ndarray, log_t0: float, b: float) -> float:
+    """Mean negative log-likelihood (nats) of the gold labels under ``softmax(scores / T(K))``."""
+    temps = temperatures(k, log_t0, b)
+    z = np.where(mask, scores / temps[:, None], -np.inf)
+    m = z.max(axis=1)
+    lse = m + np.log(np.where(mask, np.exp(z - m[:, None]), 0.0).sum(axis=1))
+    return float(np.mean(lse - z[np.arange(len(gold)), gold]))
+
+
+def fit_temperature(scores: np.ndarray, mask: np.ndarray, k: np.ndarray, gold: np.ndarray, k_dependent: bool) -> tuple[float, float]:
+    """Minimise `nll` over ``log_t0`` (and ``b`` when ``k_dependent``) with L-BFGS-B.
+
+    Returns ``(t0, b)`` (``b = 0`` for the global form). ``log_t0`` is
+    bounded to [-5, 5] and ``b`` to [-2, 2].
+    """
+    from scipy.optimize import minimize
+
+    if k_dependent:
+        res = minimize(lambda p: nll(scores, mask, k, gold, p[0], p[1]), x0=[0.0, 0.0],
+                       method="L-BFGS-B", bounds=[(-5, 5), (-2, 2)])
+        return float(math.exp(res.x[0])), float(res.x[1])
+    res = minimize(lambda p: nll(scores, mask, k, gold, p[0], 0.0), x0=[0.0], method="L-BFGS-B", bounds=[(-5, 5)])
+    return float(math.exp(res.x[0])), 0.0
+
+
+def choice_figures(scores: np.ndarray, mask: np.ndarray, k: np.ndarray, gold: np.ndarray, t0: float, b: float) -> dict[str, float]:
+    """NLL, ECE (15 bins) and accuracy of choice tasks at temperature ``T(K) = t0 * K ** b``."""
+    probs = _softmax_rows(scores, mask, temperatures(k, math.log(t0), b))
+    pred = probs.argmax(axis=1)
+    conf = probs.max(axis=1)
+    return {
+        "nll": round(nll(scores, mask, k, gold, math.log(t0), b), 5),
+        "ece": round(metrics.expected_calibration_error(conf, pred == gold), 5),
+        "accuracy": round(metrics.accuracy(gold, pred), 5),
+    }
+
+
+def candidate_configs(t0: float = 1.0) -> list[dict[str, Any]]:
+    """Every (rule, content-free premise, temperature form) combination considered."""
+    return [
+        {"rule": rule, "content_free_premise": cf, "k_dependent": kd}
+        for rule in RULES
+        for cf in (None, CONTENT_FREE_PREMISE)
+        for kd in (False, True)
+    ]
+
+
+class _Scorer:
+    """Scores (premise, hypothesis) pairs once each with a loaded model, remembering nothing across runs."""
+
+    def __init__(self, nli) -> None:
+        self.nli = nli
+        self.logits: dict[tuple[str, str], np.ndarray] = {}
+
+    def add(self, pairs: Sequence[tuple[str, str]]) -> None:
+        todo = sorted({p for p in pairs if p not in self.logits})
+        if not todo:
+            return
+        out = self.nli.predict_logits([p for p, _ in todo], [h for _, h in todo])
+        for pair, row in zip(todo, out):
+            self.logits[pair] = row
+
+    def scores(self, premise: str, hypotheses: Sequence[str], rule: str, cf: str | None) -> np.ndarray:
+        logits = np.stack([self.logits[(premise, h)] for h in hypotheses])
+        s = scores_from_logits(logits, rule, self.nli.entail_idx, self.nli.contra_idx)
+        if cf is not None:
+            cf_logits = np.stack([self.logits[(cf, h)] for h in hypotheses])
+            s = s - scores_from_logits(cf_logits, rule, self.nli.entail_idx, self.nli.contra_idx)
+        return s
+
+
+def _dev_figures(scorer: _Scorer, dev_rows: list[dict[str, Any]], config: ScoringConfig) -> dict[str, Any]:
+    """Per-dataset and mean metrics of a scoring config on the team dev set (examples format)."""
+    by_ds: dict[str, tuple[list[np.ndarray], list[int]]] = {}
+    for row in dev_rows:
+        s = scorer.scores(row["text"], row["labels"], config.rule, config.content_free_premise)
+        z = s / config.temperature_for(len(s))
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        probs, gold = by_ds.setdefault(row["dataset"], ([], []))
+        probs.append(p)
+        gold.append(int(row["label"]))
+    per = {name: metrics.score_rows(probs, gold).as_dict() for name, (probs, gold) in sorted(by_ds.items())}
+    keys = ("accuracy", "macro_f1", "ece", "calibrated_macro_f1", "normalised")
+    mean = {key: round(float(np.nanmean([d[key] if d[key] is not None else np.nan for d in per.values()])), 5) for key in keys}
+    return {"mean": mean, "datasets": {n: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in d.items()} for n, d in per.items()}}
+
+
+def calibrate(
+    preset: Preset,
+    model_dir: str | Path,
+    manifest_dir: str | Path,
+    out: str | Path | None = None,
+    dev_examples: str | Path | None = None,
+    n_tasks: int = 2000,
+) -> dict[str, Any]:
+    """Fit and choose the scoring config of ``model_dir``; write ``calibration.json``.
+
+    The hold-out rows are rebuilt from ``preset`` exactly as training built
+    them and checked against ``holdout_sha256`` in the manifest (raises
+    ``RuntimeError`` on a difference: calibrating on other rows could leak
+    training data). ``dev_examples`` is a JSONL file in the examples format
+    written by the team; the public zero-shot examples must never be given
+    here. Returns the written document.
+    """
+    from .scoring import NliModel
+    from .training import holdout_digest
+
+    t_start = time.time()
+    manifest_dir = Path(manifest_dir)
+    manifest = load_manifest(manifest_dir / MANIFEST_NAME)
+    data = build_nli_data(list(preset.train_sources), list(preset.validation_sources), preset.n_holdout,
+                          preset.seed, preset.max_validation_rows)
+    digest = holdout_digest(data.holdout)
+    if digest != manifest.get("data", {}).get("holdout_sha256"):
+        raise RuntimeError("rebuilt calibration hold-out differs from the one recorded in the manifest")
+
+    tasks = build_choice_tasks(data.holdout, n_tasks, preset.seed)
+    rng = random.Random(preset.seed + 1)
+    order = list(range(len(tasks)))
+    rng.shuffle(order)
+    half = len(order) // 2
+    fit_idx, sel_idx = sorted(order[:half]), sorted(order[half:])
+
+    nli = NliModel.load(model_dir)
+    scorer = _Scorer(nli)
+    pairs = [(t.premise, h) for t in tasks for h in t.hypotheses]
+    pairs += [(CONTENT_FREE_PREMISE, h) for t in tasks for h in t.hypotheses]
+    dev_rows: list[dict[str, Any]] = []
+    if dev_examples:
+        if "zsc" in Path(dev_examples).parts:
+            raise ValueError("the public zero-shot examples (shared/data/zsc) are for reporting only")
+        dev_rows = read_jsonl(dev_examples)
+        pairs += [(r["text"], lab) for r in dev_rows for lab in r["labels"]]
+        pairs += [(CONTENT_FREE_PREMISE, lab) for r in dev_rows for lab in r["labels"]]
+    log.info("scoring %d pairs (%d tasks, %d dev documents)", len(set(pairs)), len(tasks), len(dev_rows))
+    scorer.add(pairs)
+
+    gold = np.array([t.gold for t in tasks])
+    candidates = []
+    for cand in candidate_configs():
+        rows = [scorer.scores(t.premise, t.hypotheses, cand["rule"], cand["content_free_premise"]) for t in tasks]
+        scores, mask, k = _pack(rows)
+        f, s = np.array(fit_idx), np.array(sel_idx)
+        before = choice_figures(scores[s], mask[s], k[s], gold[s], 1.0, 0.0)
+        t0, b = fit_temperature(scores[f], mask[f], k[f], gold[f], cand["k_dependent"])
+        after = choice_figures(scores[s], mask[s], k[s], gold[s], t0, b)
+        config = ScoringConfig(rule=cand["rule"], temperature=round(t0, 6), k_exponent=round(b, 6),
+                               content_free_premise=cand["content_free_premise"])
+        entry = {"config": config.to_dict(), "temperature_form": "t0*K^b" if cand["k_dependent"] else "global",
+                 "nli_select_before": before, "nli_select_after": after}
+        if dev_rows:
+            entry["dev"] = _dev_figures(scorer, dev_rows, config)
+        candidates.append(entry)
+        log.info("%s cf=%s %s: NLL %.4f -> %.4f ECE %.4f -> %.4f%s", cand["rule"], cand["content_free_premise"],
+                 entry["temperature_form"], before["nll"], after["nll"], before["ece"], after["ece"],
+                 f" dev calF1 {entry['dev']['mean']['calibrated_macro_f1']:.4f}" if dev_rows else "")
+
+    chosen, decided_by = choose(candidates, use_dev=bool(dev_rows))
+    k_hist = {str(kk): int((np.array([len(t.hypotheses) for t in tasks]) == kk).sum()) for kk in K_CHOICES}
+    doc = {
+        "chosen": chosen["config"],
+        "decided_by": decided_by,
+        "chosen_figures": {k: v for k, v in chosen.items() if k != "config"},
+        "model_sha256": manifest.get("model_sha256"),
+        "method": {
+            "tasks": "synthetic K-way choice tasks from the calibration hold-out (train-role rows never trained on): "
+                     "one premise, one entailed hypothesis, the premise's own neutral/contradiction hypotheses, "
+                     "then hypotheses of other premises",
+            "k_distribution": f"uniform over {list(K_CHOICES)}",
+            "k_counts": k_hist,
+            "n_tasks": len(tasks),
+            "n_fit": len(fit_idx),
+            "n_select": len(sel_idx),
+            "holdout_rows": len(data.holdout),
+            "holdout_sha256": digest,
+            "fit": "temperature parameters by minimising NLL (L-BFGS-B) on the fit half",
+            "ece_bins": metrics.N_BINS,
+            "content_free_premise": CONTENT_FREE_PREMISE,
+            "dev_examples": str(dev_examples) if dev_examples else None,
+            "dev_documents": len(dev_rows),
+            "seconds": round(time.time() - t_start, 1),
+        },
+        "candidates": candidates,
+    }
+    path = Path(out) if out else manifest_dir / CALIBRATION_NAME
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(doc, handle, indent=2)
+        handle.write("\n")
+    return doc
+
+
+def choose(candidates: list[dict[str, Any]], use_dev: bool) -> tuple[dict[str, Any], str]:
+    """Pick the candidate: see the module docstring for which data decides what.
+
+    Returns ``(candidate, explanation)``.
+    """
+    if not use_dev:
+        best = min(candidates, key=lambda c: c["nli_select_after"]["nll"])
+        return best, "lowest NLL on the NLI select half"
+
+    def key(c):
+        return (c["config"]["rule"], c["config"]["content_free_premise"])
+
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for c in candidates:
+        groups.setdefault(key(c), []).append(c)
+    # Within each (rule, correction): the temperature form with the lowest NLI select NLL.
+    finalists = [min(g, key=lambda c: c["nli_select_after"]["nll"]) for g in groups.values()]
+    best = max(finalists, key=lambda c: c["dev"]["mean"]["calibrated_macro_f1"])
+    return best, ("rule and content-free correction: highest mean calibrated macro-F1 on the team dev set; "
+                  "temperature form and parameters: lowest NLL on the NLI select half")
