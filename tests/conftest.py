@@ -214,3 +214,77 @@ def nli_model(request, bert_dir, deberta_dir):
     from zsnli.scoring import NliModel
 
     return NliModel.load(bert_dir if request.param == "bert" else deberta_dir, device="cpu")
+
+
+# --------------------------------------------------------------------------- app helpers
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def make_settings(model_dir, **overrides):
+    """Test settings: no exit on load failure, short batch wait; ``overrides`` win."""
+    from zsnli.config import Settings
+
+    base = dict(model_dir=str(model_dir), exit_on_startup_error=False, max_batch_wait_ms=2.0, log_level="warning")
+    base.update(overrides)
+    return Settings(**base).with_()
+
+
+_MODEL_CACHE: dict = {}
+
+
+def cached_loader(settings):
+    """Load each tiny model once per session (tests share it across apps)."""
+    from zsnli.scoring import NliModel
+
+    key = (str(settings.model_dir), settings.dtype)
+    if key not in _MODEL_CACHE:
+        _MODEL_CACHE[key] = NliModel.load(settings.model_dir, device="cpu", dtype=settings.dtype)
+    return _MODEL_CACHE[key]
+
+
+class running_app:
+    """``async with running_app(app) as client``: run the lifespan, wait for /health 200, yield an httpx client."""
+
+    def __init__(self, app, wait_ready: bool = True, timeout: float = 60.0):
+        self.app, self.wait_ready, self.timeout = app, wait_ready, timeout
+
+    async def __aenter__(self):
+        import asyncio
+        import time
+
+        import httpx
+
+        self._lifespan = self.app.router.lifespan_context(self.app)
+        await self._lifespan.__aenter__()
+        self._client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=self.app), base_url="http://testserver", timeout=self.timeout
+        )
+        if self.wait_ready:
+            deadline = time.monotonic() + self.timeout
+            while True:
+                r = await self._client.get("/health")
+                if r.status_code == 200:
+                    break
+                if r.json().get("status") == "error" or time.monotonic() > deadline:
+                    raise RuntimeError(f"app did not become ready: {r.json()}")
+                await asyncio.sleep(0.01)
+        return self._client
+
+    async def __aexit__(self, *exc):
+        await self._client.aclose()
+        await self._lifespan.__aexit__(*exc)
+
+
+@pytest.fixture
+def make_app():
+    """``make_app(model_dir, loader=cached_loader, **settings) -> FastAPI``."""
+    from zsnli.app import create_app
+
+    def _make(model_dir, loader=cached_loader, **overrides):
+        return create_app(make_settings(model_dir, **overrides), loader=loader)
+
+    return _make

@@ -453,6 +453,7 @@ class NliModel:
                 truncation=False,
                 return_attention_mask=False,
                 return_token_type_ids=False,
+                verbose=False,
             )
         return [len(i) for i in enc["input_ids"]]
 

@@ -1,0 +1,769 @@
+"""HTTP layer: FastAPI app with ``POST /classify`` and ``GET /health``.
+
+Only HTTP concerns live here: request/response models, limits, the error
+shape, startup and shutdown. Tokenising, batching and scoring are delegated
+to `zsnli.scoring` and `zsnli.batching`.
+
+Every error answer is JSON ``{"error": str, "field": str | null,
+"error_type": str}`` (422s also carry ``"errors"``, one entry per problem).
+Status codes: 400 malformed body (invalid JSON/UTF-8, empty body), 413 body
+over ``ZSNLI_MAX_BODY_BYTES``, 415 non-JSON content type, 422 schema
+violations, 503 loading / queue full / timed out (with ``Retry-After``),
+500 inference failure or non-finite logits (never NaN in a body).
+
+Unknown extra fields in a request are ignored (so a line of the examples
+JSONL, with ``dataset`` and ``label``, can be posted as it is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import math
+import os
+import signal
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Callable, Union
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+
+from . import __version__
+from .batching import BatchError, Batcher, BatcherClosed, QueueFull
+from .config import Settings
+from .manifest import ManifestError, model_dir_digest, hash_model_dir, verify_model_dir
+from .scoring import (
+    ModelConfigError,
+    NliModel,
+    ScoringConfig,
+    ScoringConfigError,
+    label_indices,
+    label_probabilities,
+    load_scoring_config,
+    multi_label_probabilities,
+    scores_from_logits,
+)
+
+logger = logging.getLogger("zsnli")
+
+# --------------------------------------------------------------------------- schema
+
+FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+RequestId = Union[StrictStr, StrictInt, FiniteFloat, None]
+
+_EXAMPLE_REQUEST = {
+    "id": "doc-1",
+    "text": "The striker scored twice as the home side won the derby 3-1.",
+    "labels": ["This text is about sport.", "This text is about business.", "This text is about science."],
+}
+_EXAMPLE_TEMPLATE = {
+    "id": 7,
+    "text": "Shares fell 4% after the bank cut its profit forecast.",
+    "candidate_labels": ["sport", "business", "science"],
+    "hypothesis_template": "This text is about {}.",
+}
+_EXAMPLE_MULTI = {
+    "id": "doc-3",
+    "text": "The new phone's chip was designed by the football club's sponsor.",
+    "labels": ["technology", "sport", "politics"],
+    "hypothesis_template": "This text is about {}.",
+    "multi_label": True,
+}
+
+
+class ClassifyRequest(BaseModel):
+    """One document and its candidate labels."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={"examples": [_EXAMPLE_REQUEST, _EXAMPLE_TEMPLATE, _EXAMPLE_MULTI]},
+    )
+
+    id: RequestId = Field(None, description="Echoed back as given (string or number).")
+    text: StrictStr = Field(
+        description="The document (NLI premise). May be empty. Cut to ZSNLI_MAX_TEXT_CHARS characters, "
+        "then truncated to the model window on the text side only."
+    )
+    labels: list[StrictStr] = Field(
+        min_length=1,
+        description="Label descriptions (NLI hypotheses), used as given unless hypothesis_template is set. "
+        "`candidate_labels` is accepted as an alias. At most ZSNLI_MAX_LABELS; none may be empty "
+        "or too long to fit the model window alone.",
+    )
+    hypothesis_template: StrictStr | None = Field(
+        None, description="Optional format string with one `{}`, e.g. `This text is about {}.`"
+    )
+    multi_label: StrictBool = Field(
+        False,
+        description="Score each label independently (softmax over entailment vs contradiction); "
+        "the probabilities then need not sum to 1.",
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _no_blank_labels(cls, labels: list[str]) -> list[str]:
+        for i, label in enumerate(labels):
+            if not label.strip():
+                raise _LabelError(i, "label is empty or whitespace only")
+        return labels
+
+    @field_validator("hypothesis_template")
+    @classmethod
+    def _template_has_slot(cls, template: str | None) -> str | None:
+        if template is None:
+            return None
+        marker = "\x00zsnli-slot\x00"
+        try:
+            ok = marker in template.format(marker)
+        except (IndexError, KeyError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError("hypothesis_template must contain exactly one '{}' slot (e.g. 'This text is about {}.')")
+        return template
+
+
+class _LabelError(ValueError):
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class ClassifyResponse(BaseModel):
+    """One probability per label, in the request's label order."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"id": "doc-1", "probabilities": [0.93, 0.04, 0.03]}]}
+    )
+    id: RequestId = None
+    probabilities: list[float]
+
+
+class ErrorResponse(BaseModel):
+    """The one error shape."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"error": "labels: List should have at least 1 item after validation, not 0",
+                          "field": "labels", "error_type": "validation"}]
+        }
+    )
+    error: str
+    field: str | None = None
+    error_type: str
+
+
+class HealthResponse(BaseModel):
+    """Service state: ``ok`` (ready), ``loading`` or ``error`` (with ``reason``)."""
+
+    model_config = ConfigDict(extra="allow")
+    status: str
+    model: str | None = None
+    model_sha256: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    reason: str | None = None
+
+
+class StartupRefused(RuntimeError):
+    """A preflight check failed; the server does not start (uvicorn exits non-zero)."""
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error", "field", "error_type"}`` with ``status``."""
+
+    def __init__(self, status: int, message: str, error_type: str, field: str | None = None,
+                 headers: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.error_type = error_type
+        self.field = field
+        self.headers = headers
+        self.extra = extra or {}
+
+    def response(self) -> JSONResponse:
+        body = {"error": self.message, "field": self.field, "error_type": self.error_type, **self.extra}
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass
+class ServiceState:
+    """What the running service knows; replaced wholesale at startup."""
+
+    status: str = "loading"  # loading | ok | error
+    reason: str | None = None
+    model: NliModel | None = None
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    calibrated: bool = False
+    batcher: Batcher | None = None
+    model_name: str | None = None
+    model_sha256: str | None = None
+    startup_seconds: float | None = None
+    exit_code: int = 0
+
+
+ModelLoader = Callable[[Settings], NliModel]
+
+
+def _default_loader(settings: Settings) -> NliModel:
+    return NliModel.load(settings.model_dir, device=settings.device, dtype=settings.dtype, max_length=settings.max_length)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{exc}".strip() or type(exc).__name__
+    return " ".join(text.split())
+
+
+def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool]:
+    """The fast startup checks, before the server listens: refuse early and loudly.
+
+    Checks the model directory and its config.json (an entailment and a
+    contradiction label in ``id2label``), verifies every file against the
+    training manifest when one exists (unless ``skip_manifest_check``), and
+    reads calibration.json. Returns ``(model_sha256, scoring_config, calibrated)``.
+    Raises ``ManifestError``, ``ModelConfigError`` or ``ScoringConfigError``
+    with a one-line reason.
+    """
+    model_dir = Path(settings.model_dir)
+    if not model_dir.is_dir():
+        raise ModelConfigError(f"model directory not found: {model_dir} (set ZSNLI_MODEL_DIR)")
+    config_path = model_dir / "config.json"
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ModelConfigError(f"no config.json in {model_dir}") from exc
+    except (OSError, ValueError) as exc:
+        raise ModelConfigError(f"config.json unreadable: {_one_line(exc)}") from exc
+    label_indices(config.get("id2label") or {})
+    manifest_path = settings.resolved_manifest_path()
+    if settings.skip_manifest_check:
+        logger.warning("manifest check SKIPPED (ZSNLI_SKIP_MANIFEST_CHECK): development only")
+        digest = model_dir_digest(hash_model_dir(model_dir))
+    elif manifest_path.exists():
+        digest = verify_model_dir(model_dir, manifest_path)
+        logger.info("model files match %s", manifest_path)
+    else:
+        logger.warning("no training manifest at %s: serving %s unverified", manifest_path, model_dir)
+        digest = model_dir_digest(hash_model_dir(model_dir))
+    calibration_path = settings.resolved_calibration_path()
+    scoring, calibrated = load_scoring_config(calibration_path)
+    if calibrated:
+        logger.info("scoring from %s: %s", calibration_path, scoring.to_dict())
+    else:
+        logger.warning("no calibration at %s: using the entailment logit and T = 1", calibration_path)
+    return digest, scoring, calibrated
+
+
+# --------------------------------------------------------------------------- app
+
+
+def create_app(settings: Settings | None = None, *, loader: ModelLoader | None = None,
+               shutdown_hook: Callable[[], None] | None = None) -> FastAPI:
+    """Build the FastAPI app.
+
+    settings: default ``Settings.from_env()``.
+    loader: ``f(settings) -> NliModel`` (tests inject tiny or faulty models);
+        default ``NliModel.load`` on ``settings.model_dir``.
+    shutdown_hook: called when the background load fails and
+        ``exit_on_startup_error`` is set (``server.py`` stops uvicorn with exit
+        code 1); default sends SIGTERM to this process.
+
+    Startup: ``preflight`` runs in the lifespan before the socket opens
+    (failure: uvicorn exits non-zero); loading weights and one warm-up
+    forward run in a background task while ``/health`` answers 503 loading.
+    """
+    settings = settings or Settings.from_env()
+    loader = loader or _default_loader
+    state_box: dict[str, ServiceState] = {"state": ServiceState()}
+    tokenize_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-tokenize")
+
+    def state() -> ServiceState:
+        return state_box["state"]
+
+    async def load_in_background(digest: str, scoring: ScoringConfig, calibrated: bool, t0: float) -> None:
+        loop = asyncio.get_running_loop()
+        st = state()
+        try:
+            model = await loop.run_in_executor(tokenize_pool, loader, settings)
+            batcher = Batcher(
+                model.logits,
+                token_budget=settings.token_budget,
+                max_wait_s=settings.max_batch_wait_ms / 1000.0,
+                capacity_pairs=settings.queue_capacity_pairs,
+                num_outputs=model.num_labels,
+            )
+            await batcher.start()
+            warm = await loop.run_in_executor(
+                tokenize_pool, model.encode, ["Warm-up premise."], ["This text is about warming up."]
+            )
+            logits = await batcher.submit(warm).result()
+            if not np.all(np.isfinite(logits)):
+                raise ModelConfigError("warm-up forward produced non-finite logits")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any load failure is reported, one line
+            st.status, st.reason = "error", f"model load failed: {type(exc).__name__}: {_one_line(exc)}"
+            logger.error("refusing to serve: %s", st.reason)
+            if settings.exit_on_startup_error:
+                st.exit_code = 1
+                hook = getattr(app.state, "shutdown_hook", None) or shutdown_hook
+                if hook is not None:
+                    hook()
+                else:
+                    os.kill(os.getpid(), signal.SIGTERM)
+            return
+        st.model, st.batcher, st.scoring, st.calibrated = model, batcher, scoring, calibrated
+        st.model_name = str(Path(settings.model_dir).resolve().name)
+        st.model_sha256 = digest
+        st.startup_seconds = time.monotonic() - t0
+        st.status = "ok"
+        logger.info(
+            "ready in %.2f s: model=%s sha256=%s device=%s dtype=%s window=%d entail=%d contra=%d",
+            st.startup_seconds, settings.model_dir, digest, model.device, _dtype_name(model.dtype),
+            model.max_length, model.entail_idx, model.contra_idx,
+        )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        t0 = time.monotonic()
+        _configure_logging(settings.log_level)
+        logger.info("zsnli %s starting; settings:", __version__)
+        for line in settings.describe():
+            logger.info("  %s", line)
+        if settings.torch_threads:
+            import torch
+
+            torch.set_num_threads(settings.torch_threads)
+        try:
+            digest, scoring, calibrated = preflight(settings)
+        except (ManifestError, ModelConfigError, ScoringConfigError, OSError) as exc:
+            reason = _one_line(exc)
+            state_box["state"] = ServiceState(status="error", reason=reason, exit_code=1)
+            logger.error("refusing to start: %s", reason)
+            raise StartupRefused(reason) from None
+        loading = asyncio.create_task(load_in_background(digest, scoring, calibrated, t0), name="zsnli-load")
+        app.state.loading_task = loading
+        try:
+            yield
+        finally:
+            if not loading.done():
+                loading.cancel()
+                try:
+                    await loading
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                    pass
+            st = state()
+            if st.batcher is not None:
+                await st.batcher.close()
+            tokenize_pool.shutdown(wait=False, cancel_futures=True)
+            logger.info("stopped")
+
+    app = FastAPI(
+        title="zsnli",
+        version=__version__,
+        description="Zero-shot text classification served from an NLI cross-encoder. "
+        "POST a document and its label descriptions; get one probability per label.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.service = state
+
+    # ----------------------------------------------------------- error handlers
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _validation_response(exc.errors(), strip_body=True).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kinds = {404: "not_found", 405: "method_not_allowed"}
+        return JSONResponse(
+            {"error": str(exc.detail), "field": None, "error_type": kinds.get(exc.status_code, "http_error")},
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:  # pragma: no cover - last resort
+        logger.exception("unhandled error")
+        return JSONResponse({"error": f"internal error: {type(exc).__name__}", "field": None,
+                             "error_type": "internal"}, status_code=500)
+
+    # ----------------------------------------------------------- routes
+
+    @app.get(
+        "/health",
+        response_model=HealthResponse,
+        response_model_exclude_none=True,
+        responses={503: {"model": HealthResponse, "description": "Loading, or failed to start (`reason`)."}},
+    )
+    async def health() -> Any:
+        """200 once the model is loaded and warmed up; 503 ``loading`` or ``error`` before that."""
+        st = state()
+        if st.status != "ok" or st.model is None:
+            body = {"status": st.status}
+            if st.reason:
+                body["reason"] = st.reason
+            return JSONResponse(body, status_code=503, headers={"Retry-After": str(settings.retry_after_s)})
+        return {
+            "status": "ok",
+            "model": st.model_name,
+            "model_sha256": st.model_sha256,
+            "device": st.model.device,
+            "dtype": _dtype_name(st.model.dtype),
+            "architecture": (getattr(st.model.model.config, "architectures", None) or [None])[0],
+            "max_length": st.model.max_length,
+            "scoring": st.scoring.to_dict(),
+            "calibrated": st.calibrated,
+        }
+
+    error_responses = {
+        400: {"model": ErrorResponse, "description": "Malformed body: invalid JSON or UTF-8, empty body."},
+        413: {"model": ErrorResponse, "description": "Body over ZSNLI_MAX_BODY_BYTES."},
+        415: {"model": ErrorResponse, "description": "Content type is not JSON."},
+        422: {"model": ErrorResponse, "description": "A field is missing or invalid (named in `field`)."},
+        500: {"model": ErrorResponse, "description": "Inference failed for this request (batch fault, non-finite logits)."},
+        503: {"model": ErrorResponse, "description": "Loading, queue full or timed out; retry after `Retry-After` s."},
+    }
+    request_schema = ClassifyRequest.model_json_schema()
+
+    @app.post(
+        "/classify",
+        response_model=ClassifyResponse,
+        responses=error_responses,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": request_schema,
+                        "examples": {
+                            "labels": {"summary": "label descriptions", "value": _EXAMPLE_REQUEST},
+                            "template": {"summary": "candidate_labels + hypothesis_template", "value": _EXAMPLE_TEMPLATE},
+                            "multi_label": {"summary": "independent labels", "value": _EXAMPLE_MULTI},
+                        },
+                    }
+                },
+            }
+        },
+    )
+    async def classify(request: Request) -> Any:
+        """Probabilities of each label description for one document (see DESIGN.md)."""
+        st = state()
+        if st.status != "ok" or st.batcher is None or st.model is None:
+            raise ApiError(503, "model is loading" if st.status == "loading" else f"service unavailable: {st.reason}",
+                           "loading" if st.status == "loading" else "unavailable",
+                           headers={"Retry-After": str(settings.retry_after_s)})
+        payload = await _read_json(request, settings.max_body_bytes)
+        req, used_alias = _validate(payload)
+        if len(req.labels) > settings.max_labels:
+            raise ApiError(422, f"too many labels: {len(req.labels)} > {settings.max_labels}", "validation",
+                           "candidate_labels" if used_alias else "labels")
+        return await _classify(st, req, used_alias, request)
+
+    async def _classify(st: ServiceState, req: ClassifyRequest, used_alias: bool, request: Request) -> Any:
+        model, batcher = st.model, st.batcher
+        assert model is not None and batcher is not None
+        labels_field = "candidate_labels" if used_alias else "labels"
+        text = clean_text(req.text)[: settings.max_text_chars]
+        template = clean_text(req.hypothesis_template) if req.hypothesis_template is not None else None
+        hyps = [template.format(clean_text(lb)) if template else clean_text(lb) for lb in req.labels]
+        slot = {h: i for i, h in enumerate(dict.fromkeys(hyps))}
+        unique = list(slot)
+        where = [slot[h] for h in hyps]
+        content_free = st.scoring.content_free_premise if not req.multi_label else None
+        n_pairs = len(unique) * (2 if content_free is not None else 1)
+        retry = {"Retry-After": str(settings.retry_after_s)}
+        try:
+            with batcher.admit(n_pairs):
+                loop = asyncio.get_running_loop()
+                encoded, too_long = await loop.run_in_executor(
+                    tokenize_pool, _prepare, model, text, unique, content_free
+                )
+                if too_long is not None:
+                    i = hyps.index(unique[too_long])
+                    raise ApiError(
+                        422,
+                        f"label {i} does not fit the model window ({model.max_length} tokens with the text): "
+                        "shorten it; labels are never cut",
+                        "label_too_long",
+                        f"{labels_field}[{i}]",
+                    )
+                logits = await _await_job(batcher, encoded, request, settings.request_timeout_s)
+        except QueueFull as exc:
+            raise ApiError(503, f"overloaded: {exc}; retry later", "overloaded", headers=retry) from None
+        except asyncio.TimeoutError:
+            raise ApiError(503, f"timed out after {settings.request_timeout_s:g} s in the queue; retry later",
+                           "timeout", headers=retry) from None
+        except BatchError as exc:
+            raise ApiError(500, str(exc), "inference") from None
+        except BatcherClosed as exc:
+            raise ApiError(503, str(exc), "unavailable", headers=retry) from None
+        except _ClientGone:
+            return JSONResponse({"error": "client disconnected", "field": None, "error_type": "disconnected"},
+                                status_code=499)
+
+        if not np.all(np.isfinite(logits)):
+            logger.error("non-finite logits for request id=%r", req.id)
+            raise ApiError(500, "the model produced non-finite logits for this request", "non_finite")
+        k = len(unique)
+        try:
+            if req.multi_label:
+                probs_u = multi_label_probabilities(logits[:k], model.entail_idx, model.contra_idx)
+            else:
+                scores = scores_from_logits(logits, st.scoring.rule, model.entail_idx, model.contra_idx)
+                probs_u = _request_probabilities(scores, k, len(hyps), where, st.scoring,
+                                                 content_free is not None)
+        except ValueError as exc:
+            raise ApiError(500, f"scoring failed: {exc}", "non_finite") from None
+        probs = probs_u[where] if req.multi_label else probs_u
+        if not np.all(np.isfinite(probs)):
+            raise ApiError(500, "scoring produced non-finite probabilities", "non_finite")
+        return {"id": req.id, "probabilities": [float(p) for p in probs]}
+
+    return app
+
+
+def _request_probabilities(scores: np.ndarray, k: int, n_labels: int, where: list[int],
+                           config: ScoringConfig, with_cf: bool) -> np.ndarray:
+    """Softmax over the request's labels (duplicates included, K = number of labels sent)."""
+    s = scores[:k][where]
+    cf = scores[k:2 * k][where] if with_cf else None
+    return label_probabilities(s, config, cf)
+
+
+def _prepare(model: NliModel, text: str, hypotheses: list[str], content_free: str | None):
+    """Tokeniser thread: check label lengths, then encode all pairs. Returns (encoded, None) or (None, bad_index)."""
+    limit = model.max_hypothesis_tokens()
+    for i, n in enumerate(model.hypothesis_lengths(hypotheses)):
+        if n > limit:
+            return None, i
+    premises = [text] * len(hypotheses)
+    hyps = list(hypotheses)
+    if content_free is not None:
+        premises += [content_free] * len(hypotheses)
+        hyps += list(hypotheses)
+    return model.encode(premises, hyps), None
+
+
+class _ClientGone(Exception):
+    pass
+
+
+async def _wait_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
+
+
+async def _await_job(batcher: Batcher, encoded, request: Request, timeout: float) -> np.ndarray:
+    """Submit and wait; drop the job's queued pairs if the client leaves or the timeout passes."""
+    job = batcher.submit(encoded)
+    result = asyncio.ensure_future(job.result())
+    gone = asyncio.ensure_future(_wait_disconnect(request))
+    try:
+        done, _ = await asyncio.wait({result, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if result in done:
+            return result.result()
+        batcher.cancel(job)
+        if gone in done:
+            logger.info("client disconnected: dropped its queued pairs")
+            raise _ClientGone()
+        raise asyncio.TimeoutError()
+    except asyncio.CancelledError:
+        batcher.cancel(job)
+        raise
+    finally:
+        for t in (result, gone):
+            if not t.done():
+                t.cancel()
+        if result.done() and not result.cancelled():
+            result.exception()  # mark retrieved
+
+
+# --------------------------------------------------------------------------- body parsing
+
+_JSON_TYPES = ("application/json",)
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
+
+
+async def _read_json(request: Request, limit: int) -> Any:
+    """Read and parse the body: 415 / 413 / 400 on a wrong type, size, or malformed JSON."""
+    ctype = request.headers.get("content-type")
+    if ctype is not None:
+        media = ctype.split(";", 1)[0].strip().lower()
+        if media and media not in _JSON_TYPES and not media.endswith("+json"):
+            raise ApiError(415, f"content type must be application/json, got {media!r}",
+                           "unsupported_media_type", "content-type")
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise ApiError(413, f"body is {int(length)} bytes; the limit is {limit}", "payload_too_large", "body")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"body exceeds the limit of {limit} bytes", "payload_too_large", "body")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ApiError(400, "client disconnected while sending the body", "disconnected", "body") from None
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise ApiError(400, "empty body: send a JSON object with text and labels", "invalid_json", "body")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, f"body is not valid UTF-8 (byte {exc.start})", "invalid_json", "body") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+                       "invalid_json", "body") from None
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, f"invalid JSON: {_one_line(exc)[:200]}", "invalid_json", "body") from None
+
+
+def _validate(payload: Any) -> tuple[ClassifyRequest, bool]:
+    """Validate a parsed body; returns (request, used_candidate_labels). Raises ApiError 422."""
+    if not isinstance(payload, dict):
+        raise ApiError(422, f"body must be a JSON object, got {_json_type(payload)}", "validation", "body")
+    used_alias = False
+    if "candidate_labels" in payload:
+        if "labels" in payload:
+            raise ApiError(422, "give either labels or candidate_labels, not both", "validation", "candidate_labels")
+        payload = dict(payload)
+        payload["labels"] = payload.pop("candidate_labels")
+        used_alias = True
+    try:
+        return ClassifyRequest.model_validate(payload), used_alias
+    except ValidationError as exc:
+        err = _validation_response(exc.errors(), strip_body=False)
+        if used_alias and err.field and err.field.startswith("labels"):
+            err.field = "candidate_labels" + err.field[len("labels"):]
+            err.message = "candidate_labels" + err.message[len("labels"):]
+        raise err from None
+
+
+def _json_type(value: Any) -> str:
+    return {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _field_name(loc: tuple) -> str | None:
+    name = ""
+    for part in loc:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        else:
+            name += ("." if name else "") + str(part)
+    return name or None
+
+
+def _validation_response(errors: list[dict], strip_body: bool) -> ApiError:
+    items = []
+    for e in errors:
+        loc = tuple(e.get("loc", ()))
+        if strip_body and loc[:1] == ("body",):
+            loc = loc[1:]
+        ctx_err = (e.get("ctx") or {}).get("error")
+        if isinstance(ctx_err, _LabelError):
+            loc = loc + (ctx_err.index,)
+            msg = str(ctx_err)
+        else:
+            msg = str(e.get("msg", "invalid value"))
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+        if e.get("type") == "missing":
+            msg = "field required"
+        items.append({"field": _field_name(loc) or "body", "error": msg, "type": e.get("type")})
+    if not items:
+        items = [{"field": "body", "error": "invalid request", "type": "invalid"}]
+    first = items[0]
+    return ApiError(422, f"{first['field']}: {first['error']}", "validation", first["field"],
+                    extra={"errors": items})
+
+
+def clean_text(s: str) -> str:
+    """Make a JSON string safe for the tokenizer: lone surrogates become U+FFFD."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _configure_logging(level: str) -> None:
+    root = logging.getLogger("zsnli")
+    root.setLevel(level.upper())
+    if not root.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+
+
+def serve(app: FastAPI, host: str | None = None, port: int | None = None) -> int:
+    """Run ``app`` under uvicorn in this process; returns the exit code.
+
+    0 after a clean stop (SIGTERM/SIGINT: stop accepting, drain in-flight
+    requests for up to ``ZSNLI_DRAIN_TIMEOUT_S``), 3 when a preflight check
+    refused to start (manifest mismatch, no entailment label, bad
+    calibration, missing model), 1 when loading the model failed.
+    Host and port default to ``$HOST`` (0.0.0.0) and ``$PORT`` (8000).
+    """
+    import uvicorn
+
+    settings: Settings = app.state.settings
+    host = host or os.environ.get("HOST") or "0.0.0.0"
+    port = int(port or os.environ.get("PORT") or 8000)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        workers=1,
+        lifespan="on",
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=settings.drain_timeout_s or None,
+    )
+    server = uvicorn.Server(config)
+    app.state.shutdown_hook = lambda: setattr(server, "should_exit", True)
+    # uvicorn re-raises a handled SIGTERM/SIGINT with the handlers it found at
+    # start; make those no-ops so a drained shutdown exits 0, not 143.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    server.run()
+    if not server.started:
+        return 3
+    return app.state.service().exit_code

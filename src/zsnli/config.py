@@ -1,0 +1,155 @@
+"""Server settings: every limit is an environment variable with a default.
+
+All variables are prefixed ``ZSNLI_`` (``HOST``/``PORT`` are read by
+``server.py``/``serve.sh`` only). ``Settings.from_env()`` parses them and
+raises ``SettingsError`` with a one-line reason on a bad value;
+``Settings.describe()`` gives the lines printed at startup.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from .manifest import CALIBRATION_NAME, MANIFEST_NAME
+
+
+class SettingsError(ValueError):
+    """A ZSNLI_* environment variable has an invalid value."""
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Server configuration (see the README's configuration table).
+
+    Paths: ``manifest_path``/``calibration_path`` default to the file of that
+    name inside ``model_dir`` if present, else in ``model_dir``'s parent (the
+    repository top level when ``model_dir`` is ``./model``).
+    """
+
+    model_dir: str = "./model"
+    manifest_path: str | None = None
+    calibration_path: str | None = None
+    skip_manifest_check: bool = False
+    device: str | None = None
+    dtype: str | None = None
+    max_length: int = 512
+    token_budget: int = 16384
+    max_batch_wait_ms: float = 3.0
+    max_labels: int = 256
+    max_body_bytes: int = 2 * 1024 * 1024
+    max_text_chars: int = 20000
+    queue_capacity_pairs: int = 8192
+    request_timeout_s: float = 60.0
+    retry_after_s: int = 1
+    drain_timeout_s: float = 30.0
+    exit_on_startup_error: bool = True
+    torch_threads: int | None = None
+    log_level: str = "info"
+
+    # env var name -> field name
+    @staticmethod
+    def env_name(field_name: str) -> str:
+        return "ZSNLI_" + field_name.upper()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        """Read ``ZSNLI_*`` variables from ``env`` (default ``os.environ``); ``overrides`` win.
+
+        Raises ``SettingsError`` on an unparsable or out-of-range value.
+        """
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(cls.env_name(f.name))
+            if raw is None:
+                continue
+            values[f.name] = _parse(f.name, f.default, raw)
+        values.update(overrides)
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def with_(self, **changes: Any) -> "Settings":
+        """A copy with some fields changed (validated)."""
+        s = replace(self, **changes)
+        s.validate()
+        return s
+
+    def validate(self) -> None:
+        """Raise ``SettingsError`` when limits are inconsistent or out of range."""
+        positive = ("max_length", "token_budget", "max_labels", "max_body_bytes", "max_text_chars",
+                    "queue_capacity_pairs", "request_timeout_s", "retry_after_s")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{self.env_name(name)} must be > 0, got {getattr(self, name)!r}")
+        if self.max_batch_wait_ms < 0 or self.drain_timeout_s < 0:
+            raise SettingsError("ZSNLI_MAX_BATCH_WAIT_MS and ZSNLI_DRAIN_TIMEOUT_S must be >= 0")
+        if self.token_budget < self.max_length:
+            raise SettingsError(
+                f"ZSNLI_TOKEN_BUDGET ({self.token_budget}) must be >= ZSNLI_MAX_LENGTH ({self.max_length})"
+            )
+        # A request with max_labels labels plus its content-free pairs must fit in an empty queue.
+        if self.queue_capacity_pairs < 2 * self.max_labels:
+            raise SettingsError(
+                f"ZSNLI_QUEUE_CAPACITY_PAIRS ({self.queue_capacity_pairs}) must be >= 2 x ZSNLI_MAX_LABELS ({self.max_labels})"
+            )
+
+    # ------------------------------------------------------------- resolved paths
+
+    def _beside_model(self, explicit: str | None, name: str) -> Path:
+        if explicit:
+            return Path(explicit)
+        inside = Path(self.model_dir) / name
+        if inside.exists():
+            return inside
+        return Path(self.model_dir).resolve().parent / name
+
+    def resolved_manifest_path(self) -> Path:
+        """The training manifest to verify against (may not exist)."""
+        return self._beside_model(self.manifest_path, MANIFEST_NAME)
+
+    def resolved_calibration_path(self) -> Path:
+        """The calibration.json holding the scoring rule and temperature (may not exist)."""
+        return self._beside_model(self.calibration_path, CALIBRATION_NAME)
+
+    def describe(self) -> list[str]:
+        """``NAME=value`` lines for the startup log."""
+        lines = [f"{self.env_name(f.name)}={getattr(self, f.name)!r}" for f in fields(self)]
+        lines.append(f"(manifest: {self.resolved_manifest_path()}, calibration: {self.resolved_calibration_path()})")
+        return lines
+
+
+def _parse(name: str, default: Any, raw: str) -> Any:
+    env = Settings.env_name(name)
+    text = raw.strip()
+    if isinstance(default, bool):
+        low = text.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise SettingsError(f"{env} must be a boolean (1/0/true/false), got {raw!r}")
+    if name in ("device", "dtype", "manifest_path", "calibration_path"):
+        return text or None
+    if name == "torch_threads":
+        if not text:
+            return None
+        default = 0
+    try:
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            value = float(text)
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValueError(text)
+            return value
+    except ValueError as exc:
+        raise SettingsError(f"{env} must be a number, got {raw!r}") from exc
+    return text
