@@ -128,7 +128,7 @@ class ClassifyRequest(BaseModel):
         except (IndexError, KeyError, ValueError):
             ok = False
         if not ok:
-            raise ValueError("hypothesis_template must contain exactly one '{}' slot (e.g. 'This text is about {}.')")
+            raise ValueError("hypothesis_template must contain a '{}' slot (e.g. 'This text is about {}.')")
         return template
 
 
@@ -536,7 +536,8 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         probs = probs_u[where] if req.multi_label else probs_u
         if not np.all(np.isfinite(probs)):
             raise ApiError(500, "scoring produced non-finite probabilities", "non_finite")
-        return {"id": req.id, "probabilities": [float(p) for p in probs]}
+        rid = clean_text(req.id) if isinstance(req.id, str) else req.id
+        return {"id": rid, "probabilities": [float(p) for p in probs]}
 
     return app
 
@@ -679,17 +680,22 @@ def _json_type(value: Any) -> str:
 
 
 def _field_name(loc: tuple) -> str | None:
+    """``("labels", 3)`` -> ``labels[3]``; union member tags (``id.str``) are dropped."""
     name = ""
     for part in loc:
         if isinstance(part, int):
             name += f"[{part}]"
-        else:
-            name += ("." if name else "") + str(part)
+        elif not name:
+            name = str(part)
     return name or None
 
 
+_UNION_MESSAGES = {"id": "must be a string, a number or null"}
+
+
 def _validation_response(errors: list[dict], strip_body: bool) -> ApiError:
-    items = []
+    items: list[dict] = []
+    seen: set[str] = set()
     for e in errors:
         loc = tuple(e.get("loc", ()))
         if strip_body and loc[:1] == ("body",):
@@ -704,7 +710,12 @@ def _validation_response(errors: list[dict], strip_body: bool) -> ApiError:
                 msg = msg[len("Value error, "):]
         if e.get("type") == "missing":
             msg = "field required"
-        items.append({"field": _field_name(loc) or "body", "error": msg, "type": e.get("type")})
+        field = _field_name(loc) or "body"
+        msg = _UNION_MESSAGES.get(field, msg)
+        if field in seen:
+            continue
+        seen.add(field)
+        items.append({"field": field, "error": msg, "type": e.get("type")})
     if not items:
         items = [{"field": "body", "error": "invalid request", "type": "invalid"}]
     first = items[0]
