@@ -91,10 +91,6 @@ class Settings:
                 raise SettingsError(f"{self.env_name(name)} must be > 0, got {getattr(self, name)!r}")
         if self.max_batch_wait_ms < 0 or self.drain_timeout_s < 0:
             raise SettingsError("ZSNLI_MAX_BATCH_WAIT_MS and ZSNLI_DRAIN_TIMEOUT_S must be >= 0")
-        if self.token_budget < self.max_length:
-            raise SettingsError(
-                f"ZSNLI_TOKEN_BUDGET ({self.token_budget}) must be >= ZSNLI_MAX_LENGTH ({self.max_length})"
-            )
         # A request with max_labels labels plus its content-free pairs must fit in an empty queue.
         if self.queue_capacity_pairs < 2 * self.max_labels:
             raise SettingsError(

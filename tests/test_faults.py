@@ -1,0 +1,260 @@
+"""Faults: a failing batch, non-finite logits, disconnects, timeouts, a full queue, SIGTERM, refusal to start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import cached_loader, make_settings, running_app
+
+from zsnli.app import create_app
+from zsnli.manifest import hash_model_dir
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+LABELS = ["This text is about sport.", "This text is about business.", "This text is about science."]
+
+
+class FaultyModel:
+    """Delegates to a real NliModel; its ``logits`` can raise, return NaN/inf rows, or block."""
+
+    def __init__(self, model, marker: str, mode: str = "raise"):
+        self._model = model
+        self.marker_id = model.tokenizer.convert_tokens_to_ids(marker)
+        assert self.marker_id != model.tokenizer.unk_token_id
+        self.mode = mode
+        self.gate: threading.Event | None = None
+        self.failed_batches: list[set[tuple]] = []
+        self.seen: list[tuple] = []
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def logits(self, batch):
+        if self.gate is not None:
+            self.gate.wait(20)
+        self.seen.extend(tuple(e.input_ids) for e in batch)
+        hit = [self.marker_id in e.input_ids for e in batch]
+        if self.mode == "raise" and any(hit):
+            self.failed_batches.append({tuple(e.input_ids) for e in batch})
+            raise RuntimeError("injected CUDA error: device-side assert")
+        out = self._model.logits(batch)
+        if self.mode in ("nan", "inf"):
+            out[np.array(hit, dtype=bool)] = np.nan if self.mode == "nan" else np.inf
+        return out
+
+
+def faulty_app(model_dir, mode, marker="terrible", **overrides):
+    holder = {}
+
+    def loader(settings):
+        holder["model"] = FaultyModel(cached_loader(settings), marker, mode)
+        return holder["model"]
+
+    return create_app(make_settings(model_dir, **overrides), loader=loader), holder
+
+
+def _texts(n):
+    return [" ".join(["the team won the match"] * (1 + i % 5)) + f" {i}" for i in range(n)]
+
+
+async def test_batch_fault_fails_only_that_batch(bert_dir):
+    app, holder = faulty_app(bert_dir, "raise", max_batch_wait_ms=30, token_budget=256)
+    async with running_app(app) as client:
+        fm = holder["model"]
+        reqs = [{"id": i, "text": t, "labels": LABELS} for i, t in enumerate(_texts(20))]
+        reqs.insert(7, {"id": "bad", "text": "a terrible match", "labels": LABELS})
+        rs = await asyncio.gather(*(client.post("/classify", json=r) for r in reqs))
+        assert fm.failed_batches
+        failed_pairs = set().union(*fm.failed_batches)
+        for req, r in zip(reqs, rs):
+            pairs = {tuple(e.input_ids) for e in fm.encode([req["text"]] * 3, LABELS)}
+            if pairs & failed_pairs:
+                assert r.status_code == 500, (req["id"], r.text)
+                err = r.json()
+                assert err["error_type"] == "inference" and "injected CUDA error" in err["error"]
+            else:
+                assert r.status_code == 200, (req["id"], r.text)
+        assert rs[7].status_code == 500
+        assert sum(r.status_code == 200 for r in rs) >= 1
+        # the worker keeps running
+        assert (await client.post("/classify", json={"text": "fine", "labels": LABELS})).status_code == 200
+        assert (await client.get("/health")).status_code == 200
+
+
+@pytest.mark.parametrize("mode", ["nan", "inf"])
+async def test_non_finite_logits_are_a_clear_5xx(bert_dir, mode):
+    app, _ = faulty_app(bert_dir, mode, max_batch_wait_ms=20)
+    async with running_app(app) as client:
+        bad = {"id": "bad", "text": "a terrible day", "labels": LABELS}
+        good = {"id": "good", "text": "a great day", "labels": LABELS}
+        r_bad, r_good = await asyncio.gather(client.post("/classify", json=bad), client.post("/classify", json=good))
+        assert r_bad.status_code == 500 and r_bad.json()["error_type"] == "non_finite"
+        assert "NaN" not in r_bad.text and "Infinity" not in r_bad.text
+        assert r_good.status_code == 200 and all(np.isfinite(r_good.json()["probabilities"]))
+        multi = await client.post("/classify", json={**bad, "multi_label": True})
+        assert multi.status_code == 500 and "NaN" not in multi.text
+
+
+async def test_disconnected_client_has_its_pairs_dropped(bert_dir):
+    app, holder = faulty_app(bert_dir, "none")
+    async with running_app(app) as client:
+        fm = holder["model"]
+        batcher = app.state.service().batcher
+        fm.gate = threading.Event()
+        blocker = asyncio.create_task(client.post("/classify", json={"text": "first", "labels": ["a"]}))
+        await asyncio.sleep(0.2)  # the blocker's batch is now inside the forward
+
+        body = json.dumps({"text": "a terrible thing", "labels": LABELS}).encode()
+        disconnect = asyncio.Event()
+        sent: list[dict] = []
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await disconnect.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/classify", "raw_path": b"/classify", "query_string": b"",
+                 "root_path": "", "headers": [(b"content-type", b"application/json"), (b"host", b"testserver")],
+                 "client": ("127.0.0.1", 1), "server": ("testserver", 80)}
+        call = asyncio.create_task(app(scope, receive, send))
+        for _ in range(200):
+            if batcher.pending_pairs == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert batcher.pending_pairs == 3
+        dropped_before = batcher.stats.dropped_pairs
+        disconnect.set()
+        await asyncio.wait_for(call, 10)
+        assert batcher.pending_pairs == 0
+        assert batcher.stats.dropped_pairs - dropped_before == 3
+        assert batcher.admitted_pairs <= 1  # only the blocker still holds room
+        fm.gate.set()
+        assert (await blocker).status_code == 200
+        assert not any(fm.marker_id in ids for ids in fm.seen)  # never computed
+
+
+async def test_request_timeout_is_503_and_drops_pairs(bert_dir):
+    app, holder = faulty_app(bert_dir, "none", request_timeout_s=0.3)
+    async with running_app(app) as client:
+        fm = holder["model"]
+        fm.gate = threading.Event()
+        first = asyncio.create_task(client.post("/classify", json={"text": "one", "labels": ["a"]}))
+        await asyncio.sleep(0.05)
+        r = await client.post("/classify", json={"text": "a terrible wait", "labels": LABELS})
+        assert r.status_code == 503 and r.json()["error_type"] == "timeout" and "Retry-After" in r.headers
+        fm.gate.set()
+        await first
+        assert app.state.service().batcher.pending_pairs == 0
+        assert not any(fm.marker_id in ids for ids in fm.seen)
+
+
+async def test_full_queue_is_503_with_retry_after(bert_dir):
+    app, holder = faulty_app(bert_dir, "none", max_labels=4, queue_capacity_pairs=8, retry_after_s=2)
+    async with running_app(app) as client:
+        fm = holder["model"]
+        fm.gate = threading.Event()
+        labels = ["a", "b", "c", "d"]
+        held = [asyncio.create_task(client.post("/classify", json={"text": f"t{i}", "labels": labels})) for i in range(2)]
+        await asyncio.sleep(0.2)
+        r = await client.post("/classify", json={"text": "t3", "labels": labels})
+        assert r.status_code == 503 and r.json()["error_type"] == "overloaded"
+        assert r.headers["Retry-After"] == "2"
+        assert (await client.get("/health")).status_code == 200  # health answers while full
+        fm.gate.set()
+        assert [(await t).status_code for t in held] == [200, 200]
+        assert (await client.post("/classify", json={"text": "t4", "labels": labels})).status_code == 200
+        assert app.state.service().batcher.admitted_pairs == 0
+
+
+# --------------------------------------------------------------------- real processes
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _server(model_dir, port, **env_extra):
+    env = {**os.environ, "ZSNLI_MODEL_DIR": str(model_dir), "HOST": "127.0.0.1", "PORT": str(port),
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1", "ZSNLI_LOG_LEVEL": "info",
+           **env_extra}
+    return subprocess.Popen([sys.executable, "server.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def test_sigterm_drains_in_flight_and_exits_0(bert_dir):
+    import httpx
+
+    port = _free_port()
+    # a long batch wait keeps a request in flight long enough to SIGTERM it
+    proc = _server(bert_dir, port, ZSNLI_MAX_BATCH_WAIT_MS="1500", ZSNLI_DRAIN_TIMEOUT_S="20")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stdout.read()
+            time.sleep(0.2)
+        result = {}
+
+        def call():
+            result["r"] = httpx.post(f"{url}/classify", json={"id": 1, "text": "a match", "labels": LABELS}, timeout=30)
+
+        t = threading.Thread(target=call)
+        t.start()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        t.join(30)
+        assert result["r"].status_code == 200 and len(result["r"].json()["probabilities"]) == 3
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_manifest_mismatch_exits_nonzero_with_one_line_reason(tmp_path, bert_dir):
+    model_dir = tmp_path / "model"
+    shutil.copytree(bert_dir, model_dir)
+    files = hash_model_dir(model_dir)
+    files["model.safetensors"]["sha256"] = "0" * 64
+    (tmp_path / "training_manifest.json").write_text(json.dumps({"files": files}))
+    proc = _server(model_dir, _free_port())
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode not in (0, None)
+    lines = [line for line in out.splitlines() if "refusing to start" in line]
+    assert lines and "model.safetensors (mismatch)" in lines[0], out
+
+
+def test_corrupt_weights_exit_nonzero(tmp_path, bert_dir):
+    model_dir = tmp_path / "model"
+    shutil.copytree(bert_dir, model_dir)
+    (model_dir / "model.safetensors").write_bytes(b"not a safetensors file")
+    proc = _server(model_dir, _free_port())
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    assert any("refusing to serve: model load failed" in line for line in out.splitlines()), out
