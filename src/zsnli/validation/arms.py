@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from zsnli.manifest import MANIFEST_NAME, hash_model_dir, model_dir_digest, sha256_file
+from zsnli.manifest import CALIBRATION_NAME, MANIFEST_NAME, hash_model_dir, model_dir_digest, sha256_file
 from zsnli.validation.client import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS, run_requests
 from zsnli.validation.examples import Example
 from zsnli.validation.server import DEFAULT_SERVE_CMD, ServerError, ServerProcess, get_health
@@ -94,13 +94,15 @@ def parse_arm(kind: str, value: str | None) -> ArmSpec:
 
 
 def model_dir_identity(model_dir: Path) -> dict[str, Any]:
-    """Digest of a model directory's files, plus the sha256 of the training manifest beside it, if any."""
+    """Digest of a model directory's files, plus the sha256 of the training manifest and calibration.json
+    the server would use with it (inside the directory, else beside it), if any."""
     ident: dict[str, Any] = {"model_dir": str(model_dir), "model_sha256": model_dir_digest(hash_model_dir(model_dir))}
-    for candidate in (model_dir / MANIFEST_NAME, model_dir.parent / MANIFEST_NAME):
-        if candidate.is_file():
-            ident["manifest"] = str(candidate)
-            ident["manifest_sha256"] = sha256_file(candidate)
-            break
+    for name, key in ((MANIFEST_NAME, "manifest"), (CALIBRATION_NAME, "calibration")):
+        for candidate in (model_dir / name, model_dir.parent / name):  # where the server looks, in its order
+            if candidate.is_file():
+                ident[key] = str(candidate)
+                ident[f"{key}_sha256"] = sha256_file(candidate)
+                break
     return ident
 
 
@@ -159,8 +161,9 @@ def run_arm(spec: ArmSpec, examples: Sequence[Example], opts: ArmOptions, pipeli
                 if time.monotonic() - t0 > opts.startup_timeout:
                     raise ServerError(f"{url}: /health not 200 after {opts.startup_timeout:.0f} s ({err or code})")
                 time.sleep(0.25)
-            run.identity.update({"url": url, "model": (body or {}).get("model"),
-                                 "model_sha256": (body or {}).get("model_sha256")})
+            body = body or {}
+            run.identity.update({"url": url, "model": body.get("model"), "model_sha256": body.get("model_sha256"),
+                                 "scoring": body.get("scoring"), "calibrated": body.get("calibrated")})
             _http_run(run, url, examples, opts)
         elif spec.kind == "model_dir":
             model_dir = Path(spec.target).resolve()
@@ -171,7 +174,9 @@ def run_arm(spec: ArmSpec, examples: Sequence[Example], opts: ArmOptions, pipeli
                 startup = server.wait_healthy(opts.startup_timeout)
                 run.identity["startup_s"] = round(startup, 2)
                 _, body, _ = get_health(server.url)
-                run.identity["served_model_sha256"] = (body or {}).get("model_sha256")
+                body = body or {}
+                run.identity.update({"served_model_sha256": body.get("model_sha256"), "scoring": body.get("scoring"),
+                                     "calibrated": body.get("calibrated")})
                 _http_run(run, server.url, examples, opts)
         elif spec.kind == "pipeline":
             from zsnli.baselines import PipelineBaseline

@@ -128,8 +128,9 @@ def run_compare(opts: CompareOptions, console=None) -> tuple[dict[str, Any], dic
             if run.error:
                 console.print(f"  [red]failed[/red]: {run.error}", highlight=False, markup=False)
             else:
-                console.print(f"  done in {entry['elapsed_s']:.1f} s; headline "
-                              f"{_nan_none(entry['scores']['headline_mean_normalised'])}", highlight=False)
+                h = entry["scores"]["headline_mean_normalised"]
+                console.print(f"  done in {entry['elapsed_s']:.1f} s; mean normalised score "
+                              f"{'n/a' if h is None or math.isnan(h) else f'{h:.1f}'}", highlight=False)
     report: dict[str, Any] = {
         "tool": "zsnli validate compare",
         "version": __version__,

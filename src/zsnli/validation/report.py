@@ -65,8 +65,9 @@ def reliability_png(bins: ReliabilityBins, title: str) -> bytes:
     filled = bins.counts > 0
     top.bar(centres[filled], bins.accuracy[filled], width=width * 0.95, color="#4c72b0", edgecolor="white",
             label="accuracy")
-    top.bar(centres[filled], bins.confidence[filled] - bins.accuracy[filled], bottom=bins.accuracy[filled],
-            width=width * 0.95, color="#dd8452", alpha=0.45, label="gap to confidence")
+    acc, conf = bins.accuracy[filled], bins.confidence[filled]
+    top.bar(centres[filled], np.abs(conf - acc), bottom=np.minimum(acc, conf), width=width * 0.95,
+            facecolor="none", edgecolor="#c44e52", hatch="///", linewidth=0.8, label="gap to mean confidence")
     top.plot([0, 1], [0, 1], "k--", linewidth=1)
     top.set_xlim(0, 1)
     top.set_ylim(0, 1)

@@ -2,7 +2,9 @@
 
 The harness starts ``serve.sh`` (or any command given with ``--serve-cmd``)
 in its own process group with ``ZSNLI_HOST``/``ZSNLI_PORT`` (and
-``ZSNLI_MODEL_DIR`` for a model-directory arm) in the environment, polls
+``ZSNLI_MODEL_DIR`` for a model-directory arm) in the environment, plus
+``HOST``/``PORT`` (what serve.sh reads) and ``PYTHON`` (this interpreter,
+unless already set), polls
 ``GET /health`` until it answers 200, and on exit terminates the whole
 group (SIGTERM, then SIGKILL after a grace period) whatever happened.
 """
@@ -14,6 +16,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -73,7 +76,9 @@ class ServerProcess:
         self.argv = [a.replace("{port}", str(self.port)).replace("{host}", host) for a in argv]
         self.cwd = Path(cwd)
         self.env = dict(os.environ)
-        self.env.update({"ZSNLI_HOST": host, "ZSNLI_PORT": str(self.port)})
+        # serve.sh reads HOST/PORT and runs $PYTHON (default python3): point it at this interpreter
+        self.env.update({"HOST": host, "PORT": str(self.port), "ZSNLI_HOST": host, "ZSNLI_PORT": str(self.port)})
+        self.env.setdefault("PYTHON", sys.executable)
         self.env.update(env or {})
         self.grace_s = grace_s
         self.proc: subprocess.Popen | None = None
