@@ -269,3 +269,33 @@ def test_hub_btzsc_fails_clearly_offline(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "ExamplesError" in proc.stderr and "network" in proc.stderr
+
+
+def test_sigterm_stops_the_server_it_started(project, tmp_path):
+    """validate.py killed while waiting for /health still stops the server it started (the whole group)."""
+    import signal
+    import time
+
+    pid_file = tmp_path / "server.pid"
+    never_healthy = f"bash -c 'echo $$ > {pid_file}; exec sleep 600'"
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve().parents[1] / "validate.py"), "--root", str(project),
+         "--examples", str(project / "examples.jsonl"), "--serve-cmd", never_healthy, "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline, "server command never started"
+        time.sleep(0.1)
+    server_pid = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    for _ in range(50):
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"server process {server_pid} still alive after validate.py was terminated")
