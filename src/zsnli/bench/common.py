@@ -1,0 +1,438 @@
+"""Shared benchmark helpers: examples, latency summaries, RSS, matmul rate, FLOP counts.
+
+The compute ceiling
+-------------------
+A transformer encoder's forward pass costs about ``2 N`` FLOPs per token,
+where ``N`` is the number of non-embedding parameters (one multiply and one
+add per weight per token): Kaplan et al. 2020, "Scaling Laws for Neural
+Language Models", arXiv:2001.08361, section 2.1 / Table 1
+(``C_forward ~ 2N + 2 n_layer n_ctx d_attn``). We keep the ``2N`` term and
+drop the attention-context term ``2 n_layer n_ctx d_attn`` (for a pair of L
+tokens it adds ``L / (12 d_model)`` relative to ``2N``: about 2 % at L = 100,
+d = 384 and 5.5 % at L = 512, d = 768; DeBERTa's disentangled attention costs
+somewhat more), so the ceiling is slightly optimistic for the model, i.e.
+conservative for our fraction of it. Per (premise, hypothesis) pair of L real
+(unpadded) tokens::
+
+    FLOPs(pair) = 2 * P_enc * L + 2 * P_head
+
+``P_enc``: parameters of the encoder stack (everything under the base
+model's ``encoder`` except embedding tables), applied to every token;
+``P_head``: the remaining non-embedding parameters (pooler, classifier),
+applied once per pair. Embedding tables (word, position, token type,
+DeBERTa's relative-position table) are lookups and cost nothing here.
+Padding tokens are *not* counted: the ceiling is for useful work.
+
+The rate ``R`` (FLOP/s) is measured in the same run with ``torch.matmul`` on
+square matrices (``matmul_rate``). Ceiling docs/s = ``R / mean FLOPs(doc)``
+where a document's FLOPs are the sum over its K pairs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+DEFAULT_EXAMPLES = "../shared/data/zsc/public.jsonl"
+
+
+# --------------------------------------------------------------------------- examples
+
+
+def load_examples(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Read an examples JSONL file (``{"id", "text", "labels", ...}`` a line).
+
+    limit: keep the first ``limit`` documents (None: all).
+    Returns a list of dicts with at least ``text`` (str) and ``labels``
+    (non-empty list of str). Raises ``ValueError`` naming the line of a
+    malformed document, ``FileNotFoundError`` when the file is absent.
+    """
+    docs: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if not isinstance(row.get("text"), str) or not isinstance(row.get("labels"), list) or not row["labels"]:
+                raise ValueError(f"{path}:{lineno}: need a string 'text' and a non-empty list 'labels'")
+            docs.append(row)
+            if limit is not None and len(docs) >= limit:
+                break
+    return docs
+
+
+def write_examples(path: str | Path, docs: Iterable[dict[str, Any]]) -> Path:
+    """Write documents as JSONL (the inverse of ``load_examples``); returns the path."""
+    p = Path(path)
+    with open(p, "w", encoding="utf-8") as handle:
+        for d in docs:
+            handle.write(json.dumps(d, ensure_ascii=False) + "\n")
+    return p
+
+
+# --------------------------------------------------------------------------- latency
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) by linear interpolation (numpy's default); NaN when empty."""
+    if not values:
+        return float("nan")
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def latency_summary(latencies_s: Sequence[float]) -> dict[str, float]:
+    """``{"mean_s", "p50_s", "p95_s", "max_s"}`` of per-document seconds (NaN when empty)."""
+    if not latencies_s:
+        nan = float("nan")
+        return {"mean_s": nan, "p50_s": nan, "p95_s": nan, "max_s": nan}
+    return {
+        "mean_s": sum(latencies_s) / len(latencies_s),
+        "p50_s": percentile(latencies_s, 50),
+        "p95_s": percentile(latencies_s, 95),
+        "max_s": max(latencies_s),
+    }
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident set size (bytes) of process ``pid`` plus all its descendants (psutil); 0 if gone."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def hwm_bytes(pid: int) -> int | None:
+    """Peak RSS since the process started (Linux ``VmHWM``), bytes; None where unavailable."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+class RssSampler:
+    """Sample a process tree's RSS in a background thread; ``peak_bytes`` is the maximum seen.
+
+    Use as a context manager around the measured window::
+
+        with RssSampler(pid) as rss:
+            run()
+        rss.peak_bytes
+
+    interval_s: sampling period (default 50 ms). A spike shorter than the
+    period can be missed; ``hwm_bytes`` gives the exact all-time peak.
+    """
+
+    def __init__(self, pid: int, interval_s: float = 0.05) -> None:
+        self.pid = pid
+        self.interval_s = interval_s
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> int:
+        """Take one sample now; returns it (bytes) and updates ``peak_bytes``."""
+        value = tree_rss_bytes(self.pid)
+        self.peak_bytes = max(self.peak_bytes, value)
+        return value
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def __enter__(self) -> "RssSampler":
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+
+
+def mib(n: int | float | None) -> float | None:
+    """Bytes to MiB (None stays None)."""
+    return None if n is None else n / (1024 * 1024)
+
+
+# --------------------------------------------------------------------------- matmul rate
+
+
+def matmul_rate(device: str = "cpu", dtype: str = "float32", n: int | None = None,
+                min_time_s: float = 1.0, threads: int | None = None) -> dict[str, Any]:
+    """Measured dense matmul throughput: ``torch.matmul`` of two ``n x n`` matrices.
+
+    device: ``"cpu"`` or ``"cuda[:i]"``; dtype: ``"float32"``/``"bfloat16"``/``"float16"``.
+    n: matrix side (default 1024 on CPU, 8192 on CUDA).
+    min_time_s: keep repeating for at least this long (after one warm-up).
+    threads: ``torch.set_num_threads`` for the measurement (CPU); None leaves it.
+    One matmul costs ``2 n^3`` FLOPs. Returns ``{"flops_per_s" (best
+    repetition), "median_flops_per_s", "n", "reps", "device", "dtype",
+    "threads"}``.
+    """
+    import torch
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    tdtype = getattr(torch, {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(dtype, dtype))
+    cuda = str(device).startswith("cuda")
+    if n is None:
+        n = 8192 if cuda else 1024
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(n, n, generator=gen).to(device=device, dtype=tdtype)
+    b = torch.randn(n, n, generator=gen).to(device=device, dtype=tdtype)
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    times: list[float] = []
+    with torch.inference_mode():
+        torch.matmul(a, b)
+        sync()
+        start = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            torch.matmul(a, b)
+            sync()
+            times.append(time.perf_counter() - t0)
+            if time.perf_counter() - start >= min_time_s and len(times) >= 3:
+                break
+    flops = 2.0 * n**3
+    times.sort()
+    del a, b
+    if cuda:
+        torch.cuda.empty_cache()
+    return {
+        "flops_per_s": flops / times[0],
+        "median_flops_per_s": flops / times[len(times) // 2],
+        "n": n,
+        "reps": len(times),
+        "device": str(device),
+        "dtype": str(tdtype).replace("torch.", ""),
+        "threads": torch.get_num_threads() if not cuda else None,
+    }
+
+
+# --------------------------------------------------------------------------- FLOPs
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts of a sequence-classification model, split by how often they are applied.
+
+    per_token: encoder-stack parameters (applied to every token).
+    per_pair: other non-embedding parameters (pooler, classifier; once per pair).
+    embedding: embedding tables and the embedding block (lookups; 0 FLOPs).
+    """
+
+    per_token: int
+    per_pair: int
+    embedding: int
+
+    @property
+    def non_embedding(self) -> int:
+        """``per_token + per_pair`` (Kaplan et al.'s N)."""
+        return self.per_token + self.per_pair
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready dict, with ``non_embedding`` added."""
+        return {**asdict(self), "non_embedding": self.non_embedding}
+
+
+def param_counts(model_dir: str | Path) -> ParamCounts:
+    """Split a model's parameters into per-token, per-pair and embedding counts (see module docstring).
+
+    The model is instantiated from ``config.json`` on the ``meta`` device
+    (no weights read, no memory). Per-token: parameters under
+    ``base_model.encoder`` that are not in an ``nn.Embedding``; embedding:
+    every ``nn.Embedding`` plus ``base_model.embeddings``; per-pair: the rest.
+    A model without ``base_model.encoder`` counts all non-embedding
+    parameters as per-token.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    cfg = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    with torch.device("meta"):
+        model = AutoModelForSequenceClassification.from_config(cfg)
+    embed_ids: set[int] = set()
+    for module in model.modules():
+        if isinstance(module, torch.nn.Embedding):
+            embed_ids.update(id(p) for p in module.parameters())
+    base = model.base_model
+    if getattr(base, "embeddings", None) is not None:
+        embed_ids.update(id(p) for p in base.embeddings.parameters())
+    encoder = getattr(base, "encoder", None)
+    enc_ids = {id(p) for p in encoder.parameters()} if encoder is not None else None
+    per_token = per_pair = embedding = 0
+    for p in model.parameters():
+        if id(p) in embed_ids:
+            embedding += p.numel()
+        elif enc_ids is None or id(p) in enc_ids:
+            per_token += p.numel()
+        else:
+            per_pair += p.numel()
+    return ParamCounts(per_token=per_token, per_pair=per_pair, embedding=embedding)
+
+
+def model_window(model_dir: str | Path, cap: int = 512) -> int:
+    """The pair window in tokens as the server computes it by default: the smallest of the
+    tokenizer's ``model_max_length``, the config's ``max_position_embeddings`` (less the
+    padding offset for RoBERTa-like models) and ``cap`` (the server's ZSNLI_MAX_LENGTH)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    cfg = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    window = cap
+    tmax = getattr(tok, "model_max_length", None)
+    if isinstance(tmax, int) and 0 < tmax < (1 << 16):
+        window = min(window, tmax)
+    pmax = getattr(cfg, "max_position_embeddings", None)
+    if isinstance(pmax, int) and 0 < pmax < (1 << 16):
+        if "roberta" in str(getattr(cfg, "model_type", "")):
+            pmax -= (getattr(cfg, "pad_token_id", 1) or 1) + 1
+        window = min(window, pmax)
+    return window
+
+
+def pair_token_counts(model_dir: str | Path, docs: Sequence[dict[str, Any]], max_length: int | None = None) -> list[list[int]]:
+    """Real token count of every (document, label) pair, as the model sees it.
+
+    Tokenised as pairs with special tokens, truncated ``only_first`` (the
+    text) to ``max_length`` (default ``model_window``), no padding.
+    Returns one list per document with one count per label (tokens).
+    """
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    window = max_length or model_window(model_dir)
+    texts: list[str] = []
+    hyps: list[str] = []
+    for d in docs:
+        texts.extend([d["text"]] * len(d["labels"]))
+        hyps.extend(d["labels"])
+    lengths: list[int] = []
+    step = 4096
+    for i in range(0, len(texts), step):
+        enc = tok(texts[i:i + step], hyps[i:i + step], truncation="only_first", max_length=window,
+                  padding=False, return_attention_mask=False, return_token_type_ids=False)
+        lengths.extend(len(ids) for ids in enc["input_ids"])
+    out: list[list[int]] = []
+    pos = 0
+    for d in docs:
+        k = len(d["labels"])
+        out.append(lengths[pos:pos + k])
+        pos += k
+    return out
+
+
+def pair_flops(tokens: int, params: ParamCounts) -> float:
+    """FLOPs of one forward of one pair of ``tokens`` real tokens: ``2 * P_enc * L + 2 * P_head``."""
+    return 2.0 * params.per_token * tokens + 2.0 * params.per_pair
+
+
+def compute_ceiling(token_counts: Sequence[Sequence[int]], params: ParamCounts, rate_flops_per_s: float) -> dict[str, float]:
+    """The compute ceiling for a document set.
+
+    token_counts: per document, the token count of each of its pairs (``pair_token_counts``).
+    rate_flops_per_s: measured matmul rate (``matmul_rate``).
+    Returns ``{"total_flops", "flops_per_doc", "flops_per_pair", "mean_tokens_per_pair",
+    "pairs", "docs", "ceiling_docs_per_s", "ceiling_pairs_per_s", "rate_flops_per_s"}``.
+    """
+    docs = len(token_counts)
+    pairs = sum(len(c) for c in token_counts)
+    tokens = sum(sum(c) for c in token_counts)
+    total = sum(pair_flops(L, params) for c in token_counts for L in c)
+    per_doc = total / docs if docs else float("nan")
+    per_pair = total / pairs if pairs else float("nan")
+    return {
+        "docs": docs,
+        "pairs": pairs,
+        "mean_tokens_per_pair": tokens / pairs if pairs else float("nan"),
+        "total_flops": total,
+        "flops_per_doc": per_doc,
+        "flops_per_pair": per_pair,
+        "rate_flops_per_s": rate_flops_per_s,
+        "ceiling_docs_per_s": rate_flops_per_s / per_doc if docs else float("nan"),
+        "ceiling_pairs_per_s": rate_flops_per_s / per_pair if pairs else float("nan"),
+    }
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+def agreement(reference: Sequence[Sequence[float] | None], other: Sequence[Sequence[float] | None]) -> dict[str, Any]:
+    """Compare two runs' per-document probabilities (same documents, same label order).
+
+    Returns ``{"docs" (compared), "same_argmax" (count), "missing" (docs
+    absent from either run), "max_abs_dp" (max over docs and labels of
+    ``|p_ref - p_other|``), "worst_doc" (index)}``.
+    """
+    same = missing = 0
+    compared = 0
+    max_dp = 0.0
+    worst = None
+    for i, (ref, oth) in enumerate(zip(reference, other)):
+        if ref is None or oth is None or len(ref) != len(oth):
+            missing += 1
+            continue
+        compared += 1
+        if max(range(len(ref)), key=ref.__getitem__) == max(range(len(oth)), key=oth.__getitem__):
+            same += 1
+        dp = max(abs(a - b) for a, b in zip(ref, oth))
+        if worst is None or dp > max_dp:
+            max_dp, worst = dp, i
+    return {"docs": compared, "same_argmax": same, "missing": missing, "max_abs_dp": max_dp, "worst_doc": worst}
+
+
+def thread_env(threads: int | None) -> dict[str, str]:
+    """Environment variables pinning BLAS/OpenMP thread pools to ``threads`` (empty when None)."""
+    if not threads:
+        return {}
+    n = str(int(threads))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}
+
+
+def offline_env() -> dict[str, str]:
+    """Environment for child processes: no hub access, no tokenizer thread pools fighting torch."""
+    return {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1"}
+
+
+def child_env(extra: dict[str, str] | None = None, threads: int | None = None) -> dict[str, str]:
+    """``os.environ`` plus ``offline_env``, ``thread_env(threads)`` and ``extra``."""
+    env = dict(os.environ)
+    env.update(offline_env())
+    env.update(thread_env(threads))
+    env.update(extra or {})
+    return env

@@ -1,0 +1,272 @@
+"""Side-by-side throughput benchmark: transformers zero-shot pipeline vs the zsnli server.
+
+``python -m zsnli.bench --model-dir model --examples ../shared/data/zsc/public.jsonl [--docs N] [--out report.json]``
+
+Arms, all on the same model, the same documents, one run:
+
+* (a) ``pipeline("zero-shot-classification")``, one document at a time,
+  labels as given (``hypothesis_template="{}"``), default ``batch_size`` 1;
+* (b) the same pipeline with ``batch_size`` in a sweep (``--batch-sizes``),
+  documents grouped by label set and streamed (see `zsnli.bench.pipeline_arm`);
+  the best (highest docs/s) is reported as (b);
+* (c) the zsnli server (serve.sh, 127.0.0.1, free port) driven over HTTP at
+  concurrency 1 and 32 (``--concurrency``).
+
+Each pipeline arm runs in its own process (its peak RSS is its own); the
+server's RSS is sampled from outside during each of its arms. Every arm
+first runs ``--warmup`` untimed documents. The server is pointed at a
+calibration file with the pipeline's semantics (entailment logit, T = 1, no
+K correction, no content-free premise), so its answers are compared with
+arm (a)'s: same argmax count and max |dp|. Then ratios (c@32)/(a) and
+(c@32)/(b), and the compute ceiling (see `zsnli.bench.common`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from .common import (
+    DEFAULT_EXAMPLES,
+    RssSampler,
+    agreement,
+    child_env,
+    compute_ceiling,
+    hwm_bytes,
+    latency_summary,
+    load_examples,
+    matmul_rate,
+    mib,
+    pair_token_counts,
+    param_counts,
+    write_examples,
+)
+from .serving import ServerProcess, run_load
+
+#: calibration.json content giving the transformers pipeline's semantics.
+PIPELINE_SEMANTICS = {
+    "chosen": {"rule": "entailment", "temperature": 1.0, "k_exponent": 0.0, "content_free_premise": None},
+    "note": "zsnli.bench: transformers zero-shot pipeline semantics (entailment-logit softmax, T = 1)",
+}
+
+
+def arm_row(name: str, docs: int, pairs: int, wall_s: float, latencies_s: Sequence[float],
+            peak_rss_bytes: int | None, hwm: int | None, **extra: Any) -> dict[str, Any]:
+    """One arm's figures: docs/s, pairs/s, latency summary (s/doc), peak RSS (MiB)."""
+    lat = latency_summary([x for x in latencies_s if x == x])
+    return {
+        "arm": name,
+        "docs": docs,
+        "pairs": pairs,
+        "wall_s": wall_s,
+        "docs_per_s": docs / wall_s if wall_s > 0 else float("nan"),
+        "pairs_per_s": pairs / wall_s if wall_s > 0 else float("nan"),
+        **lat,
+        "peak_rss_mib": mib(peak_rss_bytes),
+        "hwm_rss_mib": mib(hwm),
+        **extra,
+    }
+
+
+def run_pipeline_arm(model_dir: Path, examples: Path, docs: int, batch_size: int, mode: str, warmup: int,
+                     threads: int | None, workdir: Path, progress: bool) -> dict[str, Any]:
+    """Run one pipeline arm in a child process (``zsnli.bench.pipeline_arm``); returns its result JSON."""
+    out = workdir / f"pipeline-{mode}-bs{batch_size}.json"
+    cmd = [sys.executable, "-m", "zsnli.bench.pipeline_arm", "--model-dir", str(model_dir), "--examples",
+           str(examples), "--docs", str(docs), "--batch-size", str(batch_size), "--mode", mode,
+           "--warmup", str(warmup), "--out", str(out)]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    if not progress:
+        cmd.append("--no-progress")
+    proc = subprocess.run(cmd, env=child_env(threads=threads), stderr=None if progress else subprocess.PIPE,
+                          text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pipeline arm {mode} bs={batch_size} failed (exit {proc.returncode}): "
+                           f"{(proc.stderr or '')[-2000:]}")
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every arm and return the report dict (also what ``--out`` gets)."""
+    model_dir = Path(args.model_dir).resolve()
+    docs = load_examples(args.examples, args.docs)
+    n_pairs = sum(len(d["labels"]) for d in docs)
+    progress = not args.no_progress
+    workdir = Path(tempfile.mkdtemp(prefix="zsnli-bench-"))
+    examples = write_examples(workdir / "docs.jsonl", docs)  # the exact documents every arm gets
+    log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if progress else (lambda *a: None)
+
+    log(f"[bench] {len(docs)} documents, {n_pairs} pairs; model {model_dir}")
+    params = param_counts(model_dir)
+    tokens = pair_token_counts(model_dir, docs, args.max_length)
+    log(f"[bench] measuring fp32 matmul rate (n={args.matmul_n or 1024})")
+    rate = matmul_rate("cpu", "float32", n=args.matmul_n, min_time_s=args.matmul_seconds, threads=args.threads)
+    ceiling = compute_ceiling(tokens, params, rate["flops_per_s"])
+
+    rows: list[dict[str, Any]] = []
+    probs: dict[str, list] = {}
+
+    # (a) pipeline, one document at a time
+    res = run_pipeline_arm(model_dir, examples, len(docs), 1, "doc", args.warmup, args.threads, workdir, progress)
+    rows.append(arm_row("(a) pipeline, 1 doc/call", res["docs"], res["pairs"], res["wall_s"],
+                        res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key="a", batch_size=1,
+                        mode="doc"))
+    probs["a"] = res["probabilities"]
+
+    # (b) pipeline batch_size sweep
+    sweep = []
+    for bs in args.batch_sizes:
+        res = run_pipeline_arm(model_dir, examples, len(docs), bs, args.pipeline_mode, args.warmup, args.threads,
+                               workdir, progress)
+        row = arm_row(f"(b) pipeline, bs={bs} {args.pipeline_mode}", res["docs"], res["pairs"], res["wall_s"],
+                      res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key=f"b{bs}", batch_size=bs,
+                      mode=args.pipeline_mode)
+        sweep.append(row)
+        probs[f"b{bs}"] = res["probabilities"]
+    best_b = max(sweep, key=lambda r: r["docs_per_s"]) if sweep else None
+    if best_b is not None:
+        best_b = {**best_b, "key": "b", "arm": best_b["arm"] + " (best)"}
+        rows.extend(sweep)
+
+    # (c) the server
+    calib = workdir / "calibration.pipeline-semantics.json"
+    calib.write_text(json.dumps(PIPELINE_SEMANTICS), encoding="utf-8")
+    settings = {"ZSNLI_CALIBRATION_PATH": str(calib), "ZSNLI_DEVICE": "cpu", "ZSNLI_DTYPE": "float32"}
+    if args.skip_manifest_check:
+        settings["ZSNLI_SKIP_MANIFEST_CHECK"] = "1"
+    server_info: dict[str, Any] = {}
+    log(f"[bench] starting the zsnli server ({args.launcher})")
+    with ServerProcess(model_dir, settings, launcher=args.launcher, repo_root=args.repo_root,
+                       threads=args.threads) as server:
+        server_info = {"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health}
+        for conc in args.concurrency:
+            with RssSampler(server.pid) as rss:
+                load = run_load(server.url, docs, conc, warmup=args.warmup if conc == 1 else max(args.warmup, conc),
+                                progress=progress, desc=f"zsnli c={conc}")
+            rows.append(arm_row(f"(c) zsnli, concurrency {conc}", load.docs, load.pairs, load.wall_s,
+                                load.latencies_s, rss.peak_bytes, hwm_bytes(server.pid), key=f"c{conc}",
+                                concurrency=conc, errors=load.errors, retries_503=load.retries_503))
+            probs[f"c{conc}"] = load.probabilities
+        server_info["exit_code"] = server.stop()
+
+    by_key = {r["key"]: r for r in rows}
+    c_top = f"c{max(args.concurrency)}"
+    ratios = {}
+    if c_top in by_key:
+        ratios[f"{c_top}/a"] = by_key[c_top]["docs_per_s"] / by_key["a"]["docs_per_s"]
+        if best_b is not None:
+            ratios[f"{c_top}/b"] = by_key[c_top]["docs_per_s"] / best_b["docs_per_s"]
+    agree = {k: agreement(probs["a"], v) for k, v in probs.items() if k != "a"}
+    for r in rows:
+        r["fraction_of_ceiling"] = r["docs_per_s"] / ceiling["ceiling_docs_per_s"]
+        r["achieved_flops_per_s"] = ceiling["total_flops"] / r["wall_s"] if r["wall_s"] > 0 else float("nan")
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "model_dir": str(model_dir),
+        "examples": str(Path(args.examples).resolve()),
+        "docs": len(docs),
+        "pairs": n_pairs,
+        "threads": args.threads,
+        "cpu_count": os.cpu_count(),
+        "warmup": args.warmup,
+        "arms": rows,
+        "best_b": best_b,
+        "ratios": ratios,
+        "agreement_vs_a": agree,
+        "params": params.to_dict(),
+        "matmul": rate,
+        "ceiling": ceiling,
+        "ceiling_formula": "FLOPs(pair) = 2 * P_enc * L + 2 * P_head (Kaplan et al. 2020, arXiv:2001.08361, "
+                           "C_forward ~ 2N per token; attention-context term dropped; L = real unpadded tokens)",
+        "server": server_info,
+        "pipeline_semantics": PIPELINE_SEMANTICS["chosen"],
+    }
+
+
+def _fmt(x: Any, spec: str) -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return "-"
+    return format(x, spec)
+
+
+def render(report: dict[str, Any], console=None) -> None:
+    """Print the report as a rich table plus ratio, agreement and ceiling lines."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=max(Console().width, 110))
+    t = Table(title=f"zsnli bench: {report['docs']} docs, {report['pairs']} pairs, {Path(report['model_dir']).name}")
+    for col in ("arm", "docs/s", "pairs/s", "p50 s/doc", "p95 s/doc", "peak RSS MiB", "% ceiling"):
+        t.add_column(col, justify="left" if col == "arm" else "right")
+    for r in report["arms"]:
+        t.add_row(r["arm"], _fmt(r["docs_per_s"], ".2f"), _fmt(r["pairs_per_s"], ".1f"), _fmt(r["p50_s"], ".3f"),
+                  _fmt(r["p95_s"], ".3f"), _fmt(r["peak_rss_mib"], ".0f"), _fmt(100 * r["fraction_of_ceiling"], ".1f"))
+    console.print(t)
+    if report.get("best_b"):
+        console.print(f"(b) best: {report['best_b']['arm']} "
+                      f"({report['best_b']['docs_per_s']:.2f} docs/s); (b) p50/p95 are intervals between "
+                      "completed documents (cross-document batching)")
+    for k, v in report["ratios"].items():
+        console.print(f"ratio ({k.replace('/', ')/(')}) docs/s: {v:.2f}x")
+    for k, a in report["agreement_vs_a"].items():
+        console.print(f"agreement {k} vs (a): same argmax {a['same_argmax']}/{a['docs']}"
+                      f"{' (' + str(a['missing']) + ' missing)' if a['missing'] else ''}, max |dp| {a['max_abs_dp']:.2e}")
+    c, m, p = report["ceiling"], report["matmul"], report["params"]
+    console.print(
+        f"compute ceiling: FLOPs/pair = 2 x {p['per_token']:,} (encoder params) x L + 2 x {p['per_pair']:,} (head); "
+        f"mean L = {c['mean_tokens_per_pair']:.1f} tokens -> {c['flops_per_doc'] / 1e9:.3f} GFLOP/doc; "
+        f"matmul {m['dtype']} {m['flops_per_s'] / 1e9:.1f} GFLOP/s (n={m['n']}, threads={m['threads']}) "
+        f"-> ceiling {c['ceiling_docs_per_s']:.2f} docs/s")
+    for r in report["arms"]:
+        if r["key"].startswith("c"):
+            console.print(f"  {r['arm']}: {r['docs_per_s']:.2f} docs/s = {100 * r['fraction_of_ceiling']:.1f}% of the "
+                          f"ceiling ({r['achieved_flops_per_s'] / 1e9:.1f} useful GFLOP/s)")
+    errs = {r["key"]: r.get("errors") for r in report["arms"] if r.get("errors")}
+    if errs:
+        console.print(f"[red]server errors: {errs}[/red]")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """CLI arguments (see module docstring)."""
+    ap = argparse.ArgumentParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--model-dir", default="model")
+    ap.add_argument("--examples", default=DEFAULT_EXAMPLES)
+    ap.add_argument("--docs", type=int, default=None, help="first N documents (default all)")
+    ap.add_argument("--out", default=None, help="write the JSON report here")
+    ap.add_argument("--batch-sizes", default="8,32,64", help="pipeline batch_size sweep for (b)")
+    ap.add_argument("--pipeline-mode", choices=("stream", "doc"), default="stream",
+                    help="(b): stream label-set groups across documents (default) or one call per document")
+    ap.add_argument("--concurrency", default="1,32", help="server concurrency levels for (c)")
+    ap.add_argument("--warmup", type=int, default=4, help="untimed documents before each arm")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch/OMP threads for every arm (default: leave the environment's)")
+    ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto")
+    ap.add_argument("--repo-root", default=".", help="where serve.sh lives (default .)")
+    ap.add_argument("--skip-manifest-check", action="store_true",
+                    help="set ZSNLI_SKIP_MANIFEST_CHECK for the server (model dirs without a matching manifest)")
+    ap.add_argument("--max-length", type=int, default=None, help="window for token counts (default: the server's)")
+    ap.add_argument("--matmul-n", type=int, default=None, help="matmul side for the rate (default 1024)")
+    ap.add_argument("--matmul-seconds", type=float, default=2.0)
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    args.batch_sizes = [int(x) for x in str(args.batch_sizes).split(",") if x.strip()]
+    args.concurrency = [int(x) for x in str(args.concurrency).split(",") if x.strip()]
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark, print the table, write ``--out``; returns 0 (1 when a server request failed)."""
+    args = parse_args(argv)
+    report = run(args)
+    render(report)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return 1 if any(r.get("errors") for r in report["arms"]) else 0

@@ -1,0 +1,145 @@
+"""One transformers zero-shot-pipeline arm, run in its own process so its peak RSS is its own.
+
+``python -m zsnli.bench.pipeline_arm --model-dir DIR --examples FILE --docs N
+--batch-size B --mode doc|stream --warmup W --out result.json``
+
+* ``doc`` mode: one ``pipe(text, candidate_labels=labels,
+  hypothesis_template="{}", batch_size=B)`` call per document, timed one by
+  one (B = 1 is arm (a), the pipeline's default).
+* ``stream`` mode: documents grouped by label set (the pipeline takes one
+  ``candidate_labels`` per call), each group passed as a generator with
+  ``batch_size=B`` so the pipeline batches pairs across documents (its
+  documented way to batch). Per-document seconds are then the intervals
+  between successive completed documents (amortised service time), since a
+  document's own start is not observable.
+
+The output JSON holds ``wall_s`` (timed part only), ``latencies_s``,
+``probabilities`` (per document, in the request's label order: the
+pipeline returns labels sorted by score and we put them back), ``pairs``,
+``peak_rss_bytes`` (psutil samples during the timed part),
+``hwm_bytes`` (VmHWM, whole process life, model load included) and ``load_s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from itertools import groupby
+from typing import Any, Sequence
+
+from .common import RssSampler, hwm_bytes, load_examples
+
+
+def _probs_in_order(result: dict[str, Any], labels: Sequence[str]) -> list[float]:
+    by_label = dict(zip(result["labels"], result["scores"]))
+    return [float(by_label[label]) for label in labels]
+
+
+def build_pipeline(model_dir: str, device: str = "cpu", dtype: str = "float32"):
+    """``transformers.pipeline("zero-shot-classification")`` on a local model directory.
+
+    dtype is passed explicitly (the server loads in the same dtype).
+    """
+    import torch
+    from transformers import pipeline
+
+    return pipeline("zero-shot-classification", model=model_dir, tokenizer=model_dir, device=device,
+                    dtype=getattr(torch, dtype))
+
+
+def run_doc_mode(pipe, docs: Sequence[dict[str, Any]], batch_size: int, progress: bool = True):
+    """One call per document. Returns ``(wall_s, latencies_s, probabilities)``."""
+    from tqdm import tqdm
+
+    latencies: list[float] = []
+    probs: list[list[float]] = []
+    t_start = time.perf_counter()
+    for d in tqdm(docs, desc=f"pipeline bs={batch_size}", unit="doc", disable=not progress, file=sys.stderr):
+        t0 = time.perf_counter()
+        out = pipe(d["text"], candidate_labels=list(d["labels"]), hypothesis_template="{}", batch_size=batch_size)
+        latencies.append(time.perf_counter() - t0)
+        probs.append(_probs_in_order(out, d["labels"]))
+    return time.perf_counter() - t_start, latencies, probs
+
+
+def run_stream_mode(pipe, docs: Sequence[dict[str, Any]], batch_size: int, progress: bool = True):
+    """Documents grouped by label set, each group streamed with ``batch_size``.
+
+    Returns ``(wall_s, latencies_s, probabilities)`` with probabilities in
+    the input document order and latencies = inter-completion intervals.
+    """
+    from tqdm import tqdm
+
+    order = sorted(range(len(docs)), key=lambda i: (tuple(docs[i]["labels"]), i))
+    probs: list[list[float] | None] = [None] * len(docs)
+    latencies: list[float] = []
+    bar = tqdm(total=len(docs), desc=f"pipeline stream bs={batch_size}", unit="doc", disable=not progress,
+               file=sys.stderr)
+    t_start = last = time.perf_counter()
+    for labels, group in groupby(order, key=lambda i: tuple(docs[i]["labels"])):
+        idx = list(group)
+        texts = (docs[i]["text"] for i in idx)
+        outputs = pipe(texts, candidate_labels=list(labels), hypothesis_template="{}", batch_size=batch_size)
+        for i, out in zip(idx, outputs):
+            now = time.perf_counter()
+            latencies.append(now - last)
+            last = now
+            probs[i] = _probs_in_order(out, docs[i]["labels"])
+            bar.update(1)
+    bar.close()
+    return time.perf_counter() - t_start, latencies, probs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry (see module docstring); writes the result JSON to ``--out``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--examples", required=True)
+    ap.add_argument("--docs", type=int, default=None)
+    ap.add_argument("--batch-size", type=int, default=1)
+    ap.add_argument("--mode", choices=("doc", "stream"), default="doc")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    docs = load_examples(args.examples, args.docs)
+    t0 = time.perf_counter()
+    pipe = build_pipeline(args.model_dir, args.device, args.dtype)
+    load_s = time.perf_counter() - t0
+    run = run_doc_mode if args.mode == "doc" else run_stream_mode
+    if args.warmup:
+        run(pipe, docs[: args.warmup], args.batch_size, progress=False)
+    with RssSampler(os.getpid()) as rss:
+        wall, latencies, probs = run(pipe, docs, args.batch_size, progress=not args.no_progress)
+    result = {
+        "mode": args.mode,
+        "batch_size": args.batch_size,
+        "docs": len(docs),
+        "pairs": sum(len(d["labels"]) for d in docs),
+        "wall_s": wall,
+        "latencies_s": latencies,
+        "probabilities": probs,
+        "peak_rss_bytes": rss.peak_bytes,
+        "hwm_bytes": hwm_bytes(os.getpid()),
+        "load_s": load_s,
+        "torch_threads": torch.get_num_threads(),
+        "transformers_version": __import__("transformers").__version__,
+    }
+    with open(args.out, "w", encoding="utf-8") as handle:
+        json.dump(result, handle)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
