@@ -1,0 +1,163 @@
+"""Random-weight NLI models built offline, for throughput runs when no trained model of the
+wanted architecture is at hand.
+
+Throughput does not depend on the weights, only on the architecture, the
+dtype and the token counts, so a randomly initialised deberta-v3-base is a
+faithful stand-in for timing (never for accuracy). ``python -m
+zsnli.bench.models --arch deberta-v3-base --out DIR [--tokenizer-from DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+#: id2label of the models built here (MNLI order).
+NLI_ID2LABEL = {0: "entailment", 1: "neutral", 2: "contradiction"}
+
+#: microsoft/deberta-v3-base's config.json sizes (the model card's config), 3-way NLI head added.
+DEBERTA_V3_BASE = dict(
+    vocab_size=128100, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    type_vocab_size=0, initializer_range=0.02, layer_norm_eps=1e-7, relative_attention=True,
+    max_relative_positions=-1, position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True,
+    pos_att_type=["p2c", "c2p"], position_biased_input=False, pooler_hidden_size=768, pooler_dropout=0,
+    pooler_hidden_act="gelu", pad_token_id=0,
+)
+
+#: A deberta-v2 architecture small enough for CPU tests (same code paths as v3-base).
+DEBERTA_TINY = dict(
+    DEBERTA_V3_BASE, vocab_size=2000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    intermediate_size=64, position_buckets=32, pooler_hidden_size=32,
+)
+
+ARCHS = {"deberta-v3-base": DEBERTA_V3_BASE, "deberta-tiny": DEBERTA_TINY}
+
+#: Where a real deberta-v3 tokenizer may already sit in a local Hugging Face cache.
+DEBERTA_V3_TOKENIZER_IDS = ("microsoft/deberta-v3-base", "microsoft/deberta-v3-large", "microsoft/deberta-v3-small",
+                            "microsoft/deberta-v3-xsmall")
+
+_FALLBACK_CORPUS = (
+    "the a of to in and is was for on that with as by at from it this be are an or not have has but which "
+    "news sport sports business science technology world politics market stock company bank money card "
+    "transfer refund payment account review movie film music story good bad great terrible happy sad "
+    "anger fear joy love sadness surprise sentiment investor perspective positive negative neutral "
+    "example text message customer tweet expresses emotion about"
+).split()
+
+
+def train_unigram_tokenizer(texts: Iterable[str], vocab_size: int = 8000, window: int = 512):
+    """A Unigram/Metaspace fast tokenizer (deberta-v3's kind) trained offline on ``texts``.
+
+    Returns a ``PreTrainedTokenizerFast`` with ``[PAD]=0, [CLS], [SEP], [UNK], [MASK]``,
+    pair template ``[CLS] A [SEP] B [SEP]``, no token type ids, ``model_max_length=window``.
+    Token counts are close to, not equal to, the real 128k SentencePiece vocabulary's.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"],
+                                      unk_token="[UNK]", show_progress=False)
+    tok.train_from_iterator(list(texts) or [" ".join(_FALLBACK_CORPUS)], trainer=trainer)
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=window,
+                                   model_input_names=["input_ids", "attention_mask"])
+
+
+def find_tokenizer(tokenizer_from: str | Path | None, corpus: Sequence[str], vocab_limit: int,
+                   window: int = 512) -> tuple[Any, str]:
+    """The tokenizer for a random-weight model, and a sentence saying which one it is.
+
+    Tried in order: a deberta-v3 tokenizer already in the local Hugging Face
+    cache (``local_files_only``, no network); the tokenizer in
+    ``tokenizer_from`` (e.g. ./model) when its vocabulary fits ``vocab_limit``;
+    a Unigram tokenizer trained now on ``corpus``. The returned tokenizer
+    emits no token type ids (DeBERTa-v3 has none).
+    """
+    from transformers import AutoTokenizer
+
+    for hub_id in DEBERTA_V3_TOKENIZER_IDS:
+        try:
+            tok = AutoTokenizer.from_pretrained(hub_id, local_files_only=True)
+        except Exception:  # noqa: BLE001 - not cached / no sentencepiece: try the next
+            continue
+        if getattr(tok, "is_fast", False) and len(tok) <= vocab_limit:
+            tok.model_max_length = window
+            return tok, f"the real {hub_id} tokenizer (local Hugging Face cache)"
+    if tokenizer_from and (Path(tokenizer_from) / "config.json").exists():
+        try:
+            tok = AutoTokenizer.from_pretrained(str(tokenizer_from), local_files_only=True)
+            if getattr(tok, "is_fast", False) and len(tok) <= vocab_limit:
+                tok.model_input_names = ["input_ids", "attention_mask"]
+                tok.model_max_length = min(int(getattr(tok, "model_max_length", window) or window), window)
+                return tok, (f"the tokenizer of {tokenizer_from} ({type(tok).__name__}, {len(tok)} tokens), "
+                             "NOT deberta-v3's 128k SentencePiece vocabulary: token counts differ somewhat")
+        except Exception:  # noqa: BLE001 - unusable: fall through to training one
+            pass
+    tok = train_unigram_tokenizer(corpus, vocab_size=min(8000, vocab_limit), window=window)
+    return tok, (f"a Unigram tokenizer trained offline on the benchmark texts ({len(tok)} tokens), NOT deberta-v3's "
+                 "128k SentencePiece vocabulary: token counts differ somewhat")
+
+
+def build_random_nli(out_dir: str | Path, arch: str = "deberta-v3-base", tokenizer_from: str | Path | None = None,
+                     corpus: Sequence[str] = (), seed: int = 0) -> dict[str, Any]:
+    """Write a randomly initialised ``arch`` NLI model plus a tokenizer to ``out_dir`` (offline).
+
+    arch: ``"deberta-v3-base"`` (184M parameters, 12 x 768) or ``"deberta-tiny"``.
+    The config keeps ``vocab_size`` of the architecture (embedding table of
+    the real size) whatever tokenizer is used. Saved in float32 safetensors.
+    Returns ``{"model_dir", "arch", "tokenizer", "parameters", "random_weights": True}``
+    and writes the same as ``bench_model.json`` in ``out_dir``.
+    """
+    import torch
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification
+
+    if arch not in ARCHS:
+        raise ValueError(f"unknown arch {arch!r}; expected one of {sorted(ARCHS)}")
+    spec = dict(ARCHS[arch])
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok, tok_note = find_tokenizer(tokenizer_from, corpus, spec["vocab_size"], spec["max_position_embeddings"])
+    tok.save_pretrained(out)
+    spec["pad_token_id"] = int(tok.pad_token_id if tok.pad_token_id is not None else 0)
+    cfg = DebertaV2Config(**spec, id2label=dict(NLI_ID2LABEL), label2id={v: k for k, v in NLI_ID2LABEL.items()})
+    torch.manual_seed(seed)
+    model = DebertaV2ForSequenceClassification(cfg).eval()
+    model.save_pretrained(out, safe_serialization=True)
+    info = {"model_dir": str(out), "arch": arch, "tokenizer": tok_note,
+            "parameters": sum(p.numel() for p in model.parameters()), "random_weights": True}
+    (out / "bench_model.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+    return info
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: build a random model (see module docstring); prints the info JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", choices=sorted(ARCHS), default="deberta-v3-base")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tokenizer-from", default=None)
+    ap.add_argument("--examples", default=None, help="JSONL whose texts and labels train a fallback tokenizer")
+    args = ap.parse_args(argv)
+    corpus: list[str] = []
+    if args.examples and Path(args.examples).is_file():
+        from .common import load_examples
+
+        for d in load_examples(args.examples):
+            corpus.append(d["text"])
+            corpus.extend(d["labels"])
+    print(json.dumps(build_random_nli(args.out, args.arch, args.tokenizer_from, corpus), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
