@@ -1,0 +1,196 @@
+"""zsnli.bench: helpers, the random-model builder, and tiny end-to-end runs of both benchmarks.
+
+The end-to-end runs start real server processes (serve.sh) on tiny models
+with a handful of documents and one thread; they check that the scripts run
+and report, not any speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from zsnli.bench.common import (
+    ParamCounts,
+    agreement,
+    compute_ceiling,
+    latency_summary,
+    load_examples,
+    pair_flops,
+    pair_token_counts,
+    param_counts,
+    percentile,
+    write_examples,
+)
+from zsnli.bench.gate import PUBLIC_PROFILE, gate_documents, is_deberta_v3_base, synthetic_examples
+
+REPO = Path(__file__).resolve().parents[1]
+
+_DOCS = [
+    {"id": "d0", "text": "the team won the football match and the player scored a goal .",
+     "labels": ["This text is about sport.", "This text is about business."], "label": 0},
+    {"id": "d1", "text": "the bank said the stock market price and company profit were good .",
+     "labels": ["This text is about sport.", "This text is about business.", "about science"], "label": 1},
+    {"id": "d2", "text": "research on space and computer software data .",
+     "labels": ["about science", "about politics", "about music", "about food"], "label": 0},
+    {"id": "d3", "text": "", "labels": ["about weather", "about the city"], "label": 0},
+]
+
+
+@pytest.fixture()
+def examples_file(tmp_path) -> Path:
+    return write_examples(tmp_path / "ex.jsonl", _DOCS)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1", "PYTHON": sys.executable})
+    return env
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def test_percentile_and_latency_summary():
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([5.0], 95) == 5.0
+    assert percentile([], 50) != percentile([], 50)  # NaN
+    s = latency_summary([0.1, 0.2, 0.3, 0.4, 1.0])
+    assert s["p50_s"] == pytest.approx(0.3) and s["max_s"] == 1.0
+    assert s["p95_s"] == pytest.approx(0.88)
+    assert s["mean_s"] == pytest.approx(0.4)
+
+
+def test_agreement_counts_argmax_and_max_dp():
+    ref = [[0.7, 0.3], [0.2, 0.5, 0.3], [0.5, 0.5]]
+    oth = [[0.69, 0.31], [0.6, 0.1, 0.3], None]
+    a = agreement(ref, oth)
+    assert a == {"docs": 2, "same_argmax": 1, "missing": 1, "max_abs_dp": pytest.approx(0.4), "worst_doc": 1}
+
+
+def test_compute_ceiling_arithmetic():
+    params = ParamCounts(per_token=1000, per_pair=10, embedding=99999)
+    assert pair_flops(5, params) == 2 * 1000 * 5 + 2 * 10
+    c = compute_ceiling([[5, 7], [6]], params, rate_flops_per_s=1e6)
+    total = pair_flops(5, params) + pair_flops(7, params) + pair_flops(6, params)
+    assert c["total_flops"] == total
+    assert c["pairs"] == 3 and c["docs"] == 2 and c["mean_tokens_per_pair"] == 6
+    assert c["ceiling_docs_per_s"] == pytest.approx(1e6 / (total / 2))
+
+
+def test_param_counts_split_bert(bert_dir):
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(bert_dir)
+    enc = sum(p.numel() for p in model.bert.encoder.parameters())
+    emb = sum(p.numel() for p in model.bert.embeddings.parameters())
+    total = sum(p.numel() for p in model.parameters())
+    counts = param_counts(bert_dir)
+    assert counts.per_token == enc
+    assert counts.embedding == emb
+    assert counts.per_pair == total - enc - emb  # pooler + classifier
+    assert counts.non_embedding == total - emb
+
+
+def test_param_counts_deberta_excludes_relative_embeddings(deberta_dir):
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(deberta_dir)
+    rel = model.deberta.encoder.rel_embeddings.weight.numel()
+    enc = sum(p.numel() for p in model.deberta.encoder.parameters())
+    assert param_counts(deberta_dir).per_token == enc - rel
+
+
+def test_pair_token_counts_match_the_server_tokenisation(model_dir):
+    from zsnli.scoring import NliModel
+
+    nli_model = NliModel.load(model_dir, device="cpu")
+    docs = [{"text": "the team won " * 40, "labels": ["This text is about sport.", "about music"]},
+            {"text": "short", "labels": ["about food"]}]
+    counts = pair_token_counts(model_dir, docs)
+    enc = nli_model.encode([docs[0]["text"]] * 2 + ["short"], docs[0]["labels"] + ["about food"])
+    assert counts == [[len(enc[0]), len(enc[1])], [len(enc[2])]]
+    assert max(counts[0]) <= nli_model.max_length
+
+
+def test_gate_documents_keep_the_label_count_mix():
+    examples = synthetic_examples(per_dataset=4)
+    assert Counter(len(d["labels"]) for d in examples) == Counter({k: 4 for k, _ in PUBLIC_PROFILE.values()})
+    docs = gate_documents(examples, 3 * len(examples) + 2)
+    assert len(docs) == 3 * len(examples) + 2
+    assert len({d["id"] for d in docs}) == len(docs)
+    full = Counter(len(d["labels"]) for d in docs[: 3 * len(examples)])
+    assert full == Counter({k: 12 for k, _ in PUBLIC_PROFILE.values()})
+    assert all(d["text"] for d in examples)
+
+
+def test_is_deberta_v3_base(tmp_path, bert_dir, deberta_dir):
+    assert not is_deberta_v3_base(bert_dir)
+    assert not is_deberta_v3_base(deberta_dir)  # deberta-v2 type, but tiny
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "deberta-v2", "hidden_size": 768,
+                                                      "num_hidden_layers": 12}))
+    assert is_deberta_v3_base(tmp_path)
+    assert not is_deberta_v3_base(tmp_path / "missing")
+
+
+def test_random_model_uses_a_given_tokenizer_offline(tmp_path, bert_dir):
+    from zsnli.bench.models import build_random_nli
+    from zsnli.scoring import NliModel
+
+    info = build_random_nli(tmp_path / "m", "deberta-tiny", tokenizer_from=bert_dir)
+    assert info["random_weights"] and "tokenizer of" in info["tokenizer"]
+    model = NliModel.load(info["model_dir"], device="cpu")
+    assert model.model.config.model_type == "deberta-v2"
+    assert not model.emits_token_type_ids
+    logits = model.predict_logits(["the team won"], ["This text is about sport."])
+    assert logits.shape == (1, 3)
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_gpu_sh_runs_tiny_on_cpu(tmp_path, examples_file):
+    out = tmp_path / "gate.json"
+    proc = subprocess.run(
+        ["bash", str(REPO / "bench" / "gpu.sh"), "--tiny", "--examples", str(examples_file), "--docs", "8",
+         "--warmup", "2", "--concurrency", "4", "--threads", "1", "--matmul-n", "128", "--matmul-seconds", "0.05",
+         "--no-progress", "--work-dir", str(tmp_path / "work"), "--out", str(out)],
+        env=_env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for needle in ("RANDOM WEIGHTS", "throughput:", "docs/s", "request seconds: mean", "p95", "GPU memory",
+                   "compute ceiling", "matmul"):
+        assert needle in proc.stdout, needle
+    r = json.loads(out.read_text())
+    assert r["docs"] == 8 and r["errors"] == {} and r["docs_per_s"] > 0
+    assert r["label_counts"] == {"2": 4, "3": 2, "4": 2}
+    assert r["random_weights"] is True and r["device"] == "cpu"
+    assert 0 < r["fraction_of_ceiling"]
+
+
+def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir, examples_file):
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "zsnli.bench", "--model-dir", str(bert_dir), "--examples", str(examples_file),
+         "--docs", "3", "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "1", "--threads", "1",
+         "--matmul-n", "128", "--matmul-seconds", "0.05", "--repo-root", str(REPO), "--no-progress",
+         "--out", str(out)],
+        env=_env(), capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4"]
+    assert r["server"]["launcher"] == "serve.sh"
+    for arm in r["arms"]:
+        assert arm["docs"] == 3 and arm["pairs"] == 2 + 3 + 4 and arm["docs_per_s"] > 0
+        assert arm["peak_rss_mib"] > 0
+    assert set(r["ratios"]) == {"c4/a", "c4/b"}
+    for key in ("b2", "c1", "c4"):
+        a = r["agreement_vs_a"][key]
+        assert a["same_argmax"] == a["docs"] == 3 and a["max_abs_dp"] <= 1e-4, (key, a)
+    assert "ratio (c4)/(a)" in proc.stdout and "compute ceiling" in proc.stdout
