@@ -54,7 +54,7 @@ def test_every_gate_passes_on_the_real_server_with_a_tiny_model(tiny_project, tm
     assert code == 0, out
     assert [g["verdict"] for g in report["gates"]] == ["PASS"] * 6
     assert report["health"]["status"] == "ok"
-    assert report["health"]["model_sha256"] in report["gates"][0]["figure"] or report["health"]["model_sha256"]
+    assert any("the model/ of training_manifest.json" in line for line in report["gates"][1]["details"])
     assert "Metrics per dataset" in out
 
 

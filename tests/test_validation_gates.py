@@ -218,6 +218,7 @@ def test_url_mode_with_docs_resampling(project, fake_script, monkeypatch):
         assert code == 0
         assert report["throughput"]["docs"] == 50
         assert report["health"]["model"] == "fake-good"
+        assert any("NOT the model/" in line for line in report["gates"][1]["details"])
         assert sum(c["n"] for c in report["metrics"]["per_dataset"].values()) == 22  # unrotated docs only
     assert port_closed(server.url)
 

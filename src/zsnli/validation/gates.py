@@ -160,6 +160,10 @@ def run_selfcheck(opts: SelfCheckOptions, console=None) -> SelfCheckResult:
         say(g)
         return g
 
+    def say_detail(line: str) -> None:
+        if console is not None:
+            console.print(f"      {line}", highlight=False, markup=False)
+
     add(gate_prerequisites(root))
     server: ServerProcess | None = None
     health: dict | None = None
@@ -189,6 +193,10 @@ def run_selfcheck(opts: SelfCheckOptions, console=None) -> SelfCheckResult:
                 add(Gate(n, name, None, "not run: no healthy server"))
         else:
             _, health, _ = get_health(url)
+            note = _served_model_note(root, health)
+            if note:
+                g2.details.append(note)
+                say_detail(note)
             probe = next((e for e in examples if len(e.labels) >= 2), examples[0])
             add(gate_one_request(url, probe))
             sent = resample(examples, opts.docs, seed=opts.seed)
@@ -233,6 +241,20 @@ def run_selfcheck(opts: SelfCheckOptions, console=None) -> SelfCheckResult:
         "metrics": scores.as_dict() if scores else None,
     }
     return SelfCheckResult(gates, scores, report)
+
+
+def _served_model_note(root: Path, health: dict | None) -> str | None:
+    """One line saying whether the server's reported model_sha256 is the digest of the local manifest's model/."""
+    served = (health or {}).get("model_sha256")
+    try:
+        local = model_dir_digest(load_manifest(root / MANIFEST_NAME)["files"])
+    except ManifestError:
+        return f"server reports model_sha256 {served}" if served else None
+    if not served:
+        return "server reports no model_sha256"
+    if served == local:
+        return f"server reports model_sha256 {served[:12]}: the model/ of {MANIFEST_NAME}"
+    return f"server reports model_sha256 {served[:12]}, NOT the model/ of {MANIFEST_NAME} ({local[:12]})"
 
 
 def _wait_url(url: str, timeout: float) -> Gate:
