@@ -219,6 +219,9 @@ ModelLoader = Callable[[Settings], NliModel]
 
 
 def _default_loader(settings: Settings) -> NliModel:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     return NliModel.load(settings.model_dir, device=settings.device, dtype=settings.dtype, max_length=settings.max_length)
 
 
@@ -622,7 +625,8 @@ async def _read_json(request: Request, limit: int) -> Any:
     if ctype is not None:
         media = ctype.split(";", 1)[0].strip().lower()
         if media and media not in _JSON_TYPES and not media.endswith("+json"):
-            raise ApiError(415, f"content type must be application/json, got {media!r}",
+            raise ApiError(415, f"content type must be application/json, got {media!r} "
+                           "(curl: add -H 'Content-Type: application/json')",
                            "unsupported_media_type", "content-type")
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:

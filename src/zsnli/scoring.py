@@ -377,8 +377,6 @@ class NliModel:
         else:
             torch_dtype = _resolve_dtype(dtype)
         tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-        if not getattr(tokenizer, "is_fast", False):
-            raise ModelConfigError(f"no fast tokenizer could be loaded from {model_dir}")
         model = AutoModelForSequenceClassification.from_pretrained(
             model_dir, local_files_only=True, dtype=torch_dtype
         )
@@ -396,6 +394,8 @@ class NliModel:
         while a request's K pairs no longer re-tokenise a long document K times.
         """
         unique = list(dict.fromkeys(premises))
+        if not getattr(self.tokenizer, "is_fast", False):  # no offsets: tokenise in full
+            return {text: text for text in unique}
         enc = self.tokenizer(
             unique,
             add_special_tokens=False,
