@@ -207,7 +207,12 @@ def run_selfcheck(opts: SelfCheckOptions, console=None) -> SelfCheckResult:
                       f"{stats['wall_s']:.1f} s ({limit}), {stats['docs_per_s']:.2f} docs/s; request s "
                       f"mean {stats['mean_s']:.3f} p50 {stats['p50_s']:.3f} p95 {stats['p95_s']:.3f}")
             unanswered = len(sent) - stats["answered"]
-            details = [f"{unanswered} documents not answered within the time limit"] if run.timed_out else []
+            details = []
+            if run.timed_out:
+                details.append(f"{unanswered} documents not answered within the time limit")
+            elif unanswered:
+                first = next(a.error for a in run.answers if a.status is None)
+                details.append(f"{unanswered} requests got no HTTP response, e.g. {first}")
             if run.warmup_errors:
                 details.append(f"{len(run.warmup_errors)} warm-up requests failed, e.g. {run.warmup_errors[0]}")
             add(Gate(4, "throughput", not run.timed_out and unanswered == 0, figure, details))
