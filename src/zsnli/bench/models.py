@@ -99,7 +99,7 @@ def find_tokenizer(tokenizer_from: str | Path | None, corpus: Sequence[str], voc
             tok = AutoTokenizer.from_pretrained(str(tokenizer_from), local_files_only=True)
             if getattr(tok, "is_fast", False) and len(tok) <= vocab_limit:
                 tok.model_input_names = ["input_ids", "attention_mask"]
-                tok.model_max_length = min(int(getattr(tok, "model_max_length", window) or window), window)
+                tok.model_max_length = window  # the new model's window, not the donor model's
                 return tok, (f"the tokenizer of {tokenizer_from} ({type(tok).__name__}, {len(tok)} tokens), "
                              "NOT deberta-v3's 128k SentencePiece vocabulary: token counts differ somewhat")
         except Exception:  # noqa: BLE001 - unusable: fall through to training one
