@@ -325,34 +325,49 @@ def model_window(model_dir: str | Path, cap: int = 512) -> int:
     return window
 
 
+class LabelTooLong(ValueError):
+    """A label (hypothesis) does not fit the model window with its pair's special tokens:
+    the server answers such a request 422, so the benchmark refuses it up front."""
+
+
 def pair_token_counts(model_dir: str | Path, docs: Sequence[dict[str, Any]], max_length: int | None = None) -> list[list[int]]:
     """Real token count of every (document, label) pair, as the model sees it.
 
-    Tokenised as pairs with special tokens, truncated ``only_first`` (the
-    text) to ``max_length`` (default ``model_window``), no padding.
-    Returns one list per document with one count per label (tokens).
+    Pair length = special tokens + label tokens + text tokens, the text cut
+    (``only_first``) so the pair fits ``max_length`` (default
+    ``model_window``); no padding. Texts and labels are tokenised separately
+    (one batched call each), which gives the same counts as tokenising the
+    pairs. Returns one list per document with one count per label (tokens).
+    Raises ``LabelTooLong`` naming the first label that cannot fit.
     """
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     window = max_length or model_window(model_dir)
-    texts: list[str] = []
-    hyps: list[str] = []
-    for d in docs:
-        texts.extend([d["text"]] * len(d["labels"]))
-        hyps.extend(d["labels"])
-    lengths: list[int] = []
-    step = 4096
-    for i in range(0, len(texts), step):
-        enc = tok(texts[i:i + step], hyps[i:i + step], truncation="only_first", max_length=window,
-                  padding=False, return_attention_mask=False, return_token_type_ids=False)
-        lengths.extend(len(ids) for ids in enc["input_ids"])
+    special = int(tok.num_special_tokens_to_add(pair=True))
+
+    def lengths(strings: list[str]) -> dict[str, int]:
+        uniq = list(dict.fromkeys(strings))
+        out: dict[str, int] = {}
+        for i in range(0, len(uniq), 4096):
+            chunk = uniq[i:i + 4096]
+            enc = tok(chunk, add_special_tokens=False, truncation=False, return_attention_mask=False,
+                      return_token_type_ids=False)
+            out.update(zip(chunk, (len(ids) for ids in enc["input_ids"])))
+        return out
+
+    text_len = lengths([d["text"] for d in docs])
+    label_len = lengths([label for d in docs for label in d["labels"]])
     out: list[list[int]] = []
-    pos = 0
     for d in docs:
-        k = len(d["labels"])
-        out.append(lengths[pos:pos + k])
-        pos += k
+        row = []
+        for label in d["labels"]:
+            room = window - special - label_len[label]
+            if room < 1:
+                raise LabelTooLong(f"label {label[:80]!r} ({label_len[label]} tokens) does not fit the "
+                                   f"{window}-token window with a text token and {special} special tokens")
+            row.append(special + label_len[label] + min(text_len[d["text"]], room))
+        out.append(row)
     return out
 
 

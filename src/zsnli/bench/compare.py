@@ -7,8 +7,9 @@ Arms, all on the same model, the same documents, one run:
 * (a) ``pipeline("zero-shot-classification")``, one document at a time,
   labels as given (``hypothesis_template="{}"``), default ``batch_size`` 1;
 * (b) the same pipeline with ``batch_size`` in a sweep (``--batch-sizes``),
-  documents grouped by label set and streamed (see `zsnli.bench.pipeline_arm`);
-  the best (highest docs/s) is reported as (b);
+  documents grouped by label set and streamed (see `zsnli.bench.pipeline_arm`;
+  ``--pipeline-mode doc`` or ``stream,doc`` also tries batching within each
+  document); the best (highest docs/s) is reported as (b);
 * (c) the zsnli server (serve.sh, 127.0.0.1, free port) driven over HTTP at
   concurrency 1 and 32 (``--concurrency``).
 
@@ -35,6 +36,7 @@ from typing import Any, Sequence
 
 from .common import (
     DEFAULT_EXAMPLES,
+    LabelTooLong,
     RssSampler,
     agreement,
     child_env,
@@ -97,16 +99,23 @@ def run_pipeline_arm(model_dir: Path, examples: Path, docs: int, batch_size: int
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run every arm and return the report dict (also what ``--out`` gets)."""
     model_dir = Path(args.model_dir).resolve()
-    docs = load_examples(args.examples, args.docs)
+    loaded = load_examples(args.examples, args.docs)
+    # transformers' pipeline raises on an empty text ("at least one sequence"); the server takes it.
+    docs = [d for d in loaded if d["text"]]
+    skipped_empty = len(loaded) - len(docs)
     n_pairs = sum(len(d["labels"]) for d in docs)
     progress = not args.no_progress
     workdir = Path(tempfile.mkdtemp(prefix="zsnli-bench-"))
     examples = write_examples(workdir / "docs.jsonl", docs)  # the exact documents every arm gets
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if progress else (lambda *a: None)
 
-    log(f"[bench] {len(docs)} documents, {n_pairs} pairs; model {model_dir}")
+    log(f"[bench] {len(docs)} documents, {n_pairs} pairs; model {model_dir}"
+        + (f" ({skipped_empty} empty-text documents left out: the pipeline refuses them)" if skipped_empty else ""))
     params = param_counts(model_dir)
-    tokens = pair_token_counts(model_dir, docs, args.max_length)
+    try:
+        tokens = pair_token_counts(model_dir, docs, args.max_length)
+    except LabelTooLong as exc:
+        raise SystemExit(f"zsnli.bench: {exc} (the server would answer 422): choose documents whose labels fit")
     log(f"[bench] measuring fp32 matmul rate (n={args.matmul_n or 1024})")
     rate = matmul_rate("cpu", "float32", n=args.matmul_n, min_time_s=args.matmul_seconds, threads=args.threads)
     ceiling = compute_ceiling(tokens, params, rate["flops_per_s"])
@@ -123,14 +132,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     # (b) pipeline batch_size sweep
     sweep = []
-    for bs in args.batch_sizes:
-        res = run_pipeline_arm(model_dir, examples, len(docs), bs, args.pipeline_mode, args.warmup, args.threads,
-                               workdir, progress)
-        row = arm_row(f"(b) pipeline, bs={bs} {args.pipeline_mode}", res["docs"], res["pairs"], res["wall_s"],
-                      res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key=f"b{bs}", batch_size=bs,
-                      mode=args.pipeline_mode)
-        sweep.append(row)
-        probs[f"b{bs}"] = res["probabilities"]
+    for mode in args.pipeline_mode:
+        for bs in args.batch_sizes:
+            key = f"b{bs}" if mode == "stream" else f"b{bs}doc"
+            res = run_pipeline_arm(model_dir, examples, len(docs), bs, mode, args.warmup, args.threads,
+                                   workdir, progress)
+            row = arm_row(f"(b) pipeline, bs={bs} {mode}", res["docs"], res["pairs"], res["wall_s"],
+                          res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key=key, batch_size=bs,
+                          mode=mode)
+            sweep.append(row)
+            probs[key] = res["probabilities"]
     best_b = max(sweep, key=lambda r: r["docs_per_s"]) if sweep else None
     if best_b is not None:
         best_b = {**best_b, "key": "b", "arm": best_b["arm"] + " (best)"}
@@ -174,6 +185,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "examples": str(Path(args.examples).resolve()),
         "docs": len(docs),
         "pairs": n_pairs,
+        "skipped_empty_text": skipped_empty,
         "threads": args.threads,
         "cpu_count": os.cpu_count(),
         "warmup": args.warmup,
@@ -211,9 +223,10 @@ def render(report: dict[str, Any], console=None) -> None:
                   _fmt(r["p95_s"], ".3f"), _fmt(r["peak_rss_mib"], ".0f"), _fmt(100 * r["fraction_of_ceiling"], ".1f"))
     console.print(t)
     if report.get("best_b"):
-        console.print(f"(b) best: {report['best_b']['arm']} "
-                      f"({report['best_b']['docs_per_s']:.2f} docs/s); (b) p50/p95 are intervals between "
-                      "completed documents (cross-document batching)")
+        best = report["best_b"]
+        console.print(f"(b) best: {best['arm']} ({best['docs_per_s']:.2f} docs/s)"
+                      + ("; stream arms' p50/p95 are intervals between completed documents (cross-document "
+                         "batching)" if any(r.get("mode") == "stream" for r in report["arms"]) else ""))
     for k, v in report["ratios"].items():
         console.print(f"ratio ({k.replace('/', ')/(')}) docs/s: {v:.2f}x")
     for k, a in report["agreement_vs_a"].items():
@@ -242,8 +255,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--docs", type=int, default=None, help="first N documents (default all)")
     ap.add_argument("--out", default=None, help="write the JSON report here")
     ap.add_argument("--batch-sizes", default="8,32,64", help="pipeline batch_size sweep for (b)")
-    ap.add_argument("--pipeline-mode", choices=("stream", "doc"), default="stream",
-                    help="(b): stream label-set groups across documents (default) or one call per document")
+    ap.add_argument("--pipeline-mode", default="stream",
+                    help="(b) modes, comma-separated: stream (label-set groups streamed across documents, "
+                         "default) and/or doc (one call per document, pairs batched within it)")
     ap.add_argument("--concurrency", default="1,32", help="server concurrency levels for (c)")
     ap.add_argument("--warmup", type=int, default=4, help="untimed documents before each arm")
     ap.add_argument("--threads", type=int, default=None,
@@ -259,6 +273,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     args.batch_sizes = [int(x) for x in str(args.batch_sizes).split(",") if x.strip()]
     args.concurrency = [int(x) for x in str(args.concurrency).split(",") if x.strip()]
+    args.pipeline_mode = [m.strip() for m in str(args.pipeline_mode).split(",") if m.strip()]
+    bad = [m for m in args.pipeline_mode if m not in ("stream", "doc")]
+    if bad:
+        ap.error(f"--pipeline-mode: unknown mode(s) {bad}; use stream and/or doc")
     return args
 
 

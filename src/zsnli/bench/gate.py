@@ -41,6 +41,7 @@ from typing import Any, Sequence
 
 from .common import (
     DEFAULT_EXAMPLES,
+    LabelTooLong,
     RssSampler,
     compute_ceiling,
     latency_summary,
@@ -266,7 +267,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     say(f"[gate] measuring {dtype} matmul rate on {device}")
     rate = matmul_rate(device, dtype, n=args.matmul_n, min_time_s=args.matmul_seconds, threads=args.threads)
     params = param_counts(model_dir)
-    tokens = pair_token_counts(model_dir, docs)
+    try:
+        tokens = pair_token_counts(model_dir, docs)
+    except LabelTooLong as exc:
+        raise SystemExit(f"zsnli.bench: {exc} (the server would answer 422): choose documents whose labels fit")
     ceiling = compute_ceiling(tokens, params, rate["flops_per_s"])
     device_name = torch.cuda.get_device_name(torch.device(device)) if on_gpu else "cpu"
 
