@@ -258,3 +258,23 @@ def test_corrupt_weights_exit_nonzero(tmp_path, bert_dir):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, out
     assert any("refusing to serve: model load failed" in line for line in out.splitlines()), out
+
+
+@pytest.mark.parametrize("damage", ["tokenizer", "weights-missing"])
+async def test_unreadable_files_report_error_on_health(tmp_path, bert_dir, damage):
+    model_dir = tmp_path / "model"
+    shutil.copytree(bert_dir, model_dir)
+    if damage == "tokenizer":
+        (model_dir / "tokenizer.json").write_text("{ not json")
+    else:
+        (model_dir / "model.safetensors").unlink()
+    app = create_app(make_settings(model_dir))  # the real loader
+    async with running_app(app, wait_ready=False) as client:
+        for _ in range(3000):
+            r = await client.get("/health")
+            if r.json()["status"] != "loading":
+                break
+            await asyncio.sleep(0.01)
+        assert r.status_code == 503 and r.json()["status"] == "error", r.json()
+        assert r.json()["reason"].startswith("model load failed:") and "\n" not in r.json()["reason"]
+        assert (await client.post("/classify", json={"text": "a", "labels": ["b"]})).status_code == 503

@@ -299,6 +299,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     async def load_in_background(digest: str, scoring: ScoringConfig, calibrated: bool, t0: float) -> None:
         loop = asyncio.get_running_loop()
         st = state()
+        batcher: Batcher | None = None
         try:
             model = await loop.run_in_executor(tokenize_pool, loader, settings)
             batcher = Batcher(
@@ -316,8 +317,12 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
             if not np.all(np.isfinite(logits)):
                 raise ModelConfigError("warm-up forward produced non-finite logits")
         except asyncio.CancelledError:
+            if batcher is not None:
+                await batcher.close()
             raise
         except Exception as exc:  # noqa: BLE001 - any load failure is reported, one line
+            if batcher is not None:
+                await batcher.close()
             st.status, st.reason = "error", f"model load failed: {type(exc).__name__}: {_one_line(exc)}"
             logger.error("refusing to serve: %s", st.reason)
             if settings.exit_on_startup_error:
