@@ -338,9 +338,15 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         st.model_sha256 = digest
         st.startup_seconds = time.monotonic() - t0
         st.status = "ok"
+        try:
+            import psutil
+
+            since_start = f" ({time.time() - psutil.Process().create_time():.2f} s since process start)"
+        except Exception:  # noqa: BLE001 - psutil is optional here
+            since_start = ""
         logger.info(
-            "ready in %.2f s: model=%s sha256=%s device=%s dtype=%s window=%d entail=%d contra=%d",
-            st.startup_seconds, settings.model_dir, digest, model.device, _dtype_name(model.dtype),
+            "ready in %.2f s%s: model=%s sha256=%s device=%s dtype=%s window=%d entail=%d contra=%d",
+            st.startup_seconds, since_start, settings.model_dir, digest, model.device, _dtype_name(model.dtype),
             model.max_length, model.entail_idx, model.contra_idx,
         )
 
