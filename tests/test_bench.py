@@ -21,7 +21,6 @@ from zsnli.bench.common import (
     agreement,
     compute_ceiling,
     latency_summary,
-    load_examples,
     pair_flops,
     pair_token_counts,
     param_counts,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -97,7 +98,19 @@ def run_pipeline_arm(model_dir: Path, examples: Path, docs: int, batch_size: int
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Run every arm and return the report dict (also what ``--out`` gets)."""
+    """Run every arm and return the report dict (also what ``--out`` gets).
+
+    Scratch files (the documents, per-arm results, the calibration file) live
+    in a temporary directory removed at the end.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="zsnli-bench-"))
+    try:
+        return _run(args, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     model_dir = Path(args.model_dir).resolve()
     loaded = load_examples(args.examples, args.docs)
     # transformers' pipeline raises on an empty text ("at least one sequence"); the server takes it.
@@ -105,7 +118,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     skipped_empty = len(loaded) - len(docs)
     n_pairs = sum(len(d["labels"]) for d in docs)
     progress = not args.no_progress
-    workdir = Path(tempfile.mkdtemp(prefix="zsnli-bench-"))
     examples = write_examples(workdir / "docs.jsonl", docs)  # the exact documents every arm gets
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if progress else (lambda *a: None)
 
@@ -157,7 +169,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     log(f"[bench] starting the zsnli server ({args.launcher})")
     with ServerProcess(model_dir, settings, launcher=args.launcher, repo_root=args.repo_root,
                        threads=args.threads) as server:
-        server_info = {"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health}
+        server_info = {"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health,
+                       "log": str(server.log_path)}
         for conc in args.concurrency:
             with RssSampler(server.pid) as rss:
                 load = run_load(server.url, docs, conc, warmup=args.warmup if conc == 1 else max(args.warmup, conc),

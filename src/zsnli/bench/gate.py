@@ -31,7 +31,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -220,7 +219,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Prepare the model and documents, start the server, run the gate; returns the result dict."""
+    """Prepare the model and documents, start the server, run the gate; returns the result dict.
+
+    A random model built without ``--work-dir`` goes to a temporary directory removed at the end.
+    """
+    work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="zsnli-gate-"))
+    try:
+        return _run(args, work)
+    finally:
+        if not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import torch
 
     say = lambda msg: print(msg, flush=True)  # noqa: E731
@@ -244,7 +255,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     counts = Counter(len(d["labels"]) for d in docs)
 
     # model
-    work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="zsnli-gate-"))
     if not args.tiny and is_deberta_v3_base(args.model_dir):
         model_dir = Path(args.model_dir).resolve()
         model_note = f"{model_dir} (trained deberta-v3-base-architecture model)"
@@ -283,6 +293,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             desc=f"gate c={args.concurrency}")
         health = server.health
         launcher = server.launcher
+        server_log = str(server.log_path)
     lat = latency_summary([x for x in load.latencies_s if x == x])
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -300,6 +311,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "dtype": dtype,
         "launcher": launcher,
         "health": health,
+        "server_log": server_log,
         "wall_s": load.wall_s,
         "docs_per_s": load.docs_per_s,
         "pairs_per_s": load.pairs_per_s,
