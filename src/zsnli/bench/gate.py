@@ -16,7 +16,8 @@
 4. Prints docs/s, pairs/s, request seconds mean/p50/p95, errors, GPU memory
    (peak used by the server's process, ``nvidia-smi``; CPU: server peak RSS)
    and the compute-ceiling line against a matmul rate measured here in the
-   serving dtype (see `zsnli.bench.common` for the formula).
+   serving dtype once the server has stopped (no contention; this process's
+   CUDA context stays out of the memory figure); formula in `zsnli.bench.common`.
 
 Environment defaults (flags win): ``ZSNLI_BENCH_TINY=1``,
 ``ZSNLI_BENCH_DOCS``, ``ZSNLI_BENCH_WARMUP``, ``ZSNLI_BENCH_CONCURRENCY``,
@@ -151,8 +152,14 @@ class GpuMemorySampler:
             apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
                                   capture_output=True, text=True, timeout=10).stdout
             pids = self._pids()
-            used = sum(float(parts[1]) for parts in (line.split(",") for line in apps.splitlines() if "," in line)
-                       if parts[0].strip().isdigit() and int(parts[0]) in pids)
+            used = 0.0
+            for line in apps.splitlines():
+                parts = [x.strip() for x in line.split(",")]
+                try:
+                    if len(parts) >= 2 and int(parts[0]) in pids:
+                        used += float(parts[1])
+                except ValueError:  # "[N/A]" inside some containers: fall back to the device figure
+                    continue
             if used > 0:
                 self.source = "server process (nvidia-smi)"
             else:
@@ -273,19 +280,15 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         random_weights = True
     say(f"[gate] model: {model_note}")
 
-    # ceiling inputs
-    say(f"[gate] measuring {dtype} matmul rate on {device}")
-    rate = matmul_rate(device, dtype, n=args.matmul_n, min_time_s=args.matmul_seconds, threads=args.threads)
+    # token counts first: a label that cannot fit stops the run before anything starts
     params = param_counts(model_dir)
     try:
         tokens = pair_token_counts(model_dir, docs)
     except LabelTooLong as exc:
         raise SystemExit(f"zsnli.bench: {exc} (the server would answer 422): choose documents whose labels fit")
-    ceiling = compute_ceiling(tokens, params, rate["flops_per_s"])
-    device_name = torch.cuda.get_device_name(torch.device(device)) if on_gpu else "cpu"
 
     settings = {"ZSNLI_DEVICE": device, "ZSNLI_DTYPE": dtype}
-    say(f"[gate] starting the server on {device} ({device_name}), {dtype}")
+    say(f"[gate] starting the server on {device}, {dtype}")
     with ServerProcess(model_dir, settings, launcher=args.launcher, repo_root=args.repo_root,
                        threads=args.threads) as server:
         with RssSampler(server.pid) as rss, GpuMemorySampler(server.pid) as gpu_mem:
@@ -294,6 +297,13 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         health = server.health
         launcher = server.launcher
         server_log = str(server.log_path)
+
+    # the matmul rate after the server is gone: no contention, and this process's own CUDA
+    # context never shows in the GPU memory figure
+    say(f"[gate] measuring the {dtype} matmul rate on {device}")
+    rate = matmul_rate(device, dtype, n=args.matmul_n, min_time_s=args.matmul_seconds, threads=args.threads)
+    ceiling = compute_ceiling(tokens, params, rate["flops_per_s"])
+    device_name = torch.cuda.get_device_name(torch.device(device)) if on_gpu else "cpu"
     lat = latency_summary([x for x in load.latencies_s if x == x])
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
