@@ -193,3 +193,15 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
         a = r["agreement_vs_a"][key]
         assert a["same_argmax"] == a["docs"] == 3 and a["max_abs_dp"] <= 1e-4, (key, a)
     assert "ratio (c4)/(a)" in proc.stdout and "compute ceiling" in proc.stdout
+
+
+def test_server_process_reports_a_refused_start(tmp_path):
+    from conftest import build_bert_nli
+    from zsnli.bench.serving import ServerError, ServerProcess
+
+    bad = build_bert_nli(tmp_path / "generic", id2label={0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
+    server = ServerProcess(bad, repo_root=REPO, threads=1, health_timeout_s=120)
+    with pytest.raises(ServerError, match="entailment"):
+        server.start()
+    assert server.proc is not None and server.proc.returncode not in (None, 0)
+    server.log_path.unlink(missing_ok=True)

@@ -169,8 +169,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     log(f"[bench] starting the zsnli server ({args.launcher})")
     with ServerProcess(model_dir, settings, launcher=args.launcher, repo_root=args.repo_root,
                        threads=args.threads) as server:
-        server_info = {"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health,
-                       "log": str(server.log_path)}
+        server_info = {"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health}
         for conc in args.concurrency:
             with RssSampler(server.pid) as rss:
                 load = run_load(server.url, docs, conc, warmup=args.warmup if conc == 1 else max(args.warmup, conc),

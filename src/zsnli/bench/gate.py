@@ -296,7 +296,6 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                             desc=f"gate c={args.concurrency}")
         health = server.health
         launcher = server.launcher
-        server_log = str(server.log_path)
 
     # the matmul rate after the server is gone: no contention, and this process's own CUDA
     # context never shows in the GPU memory figure
@@ -321,7 +320,6 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "dtype": dtype,
         "launcher": launcher,
         "health": health,
-        "server_log": server_log,
         "wall_s": load.wall_s,
         "docs_per_s": load.docs_per_s,
         "pairs_per_s": load.pairs_per_s,

@@ -46,8 +46,9 @@ class ServerProcess:
         ``repo_root/serve.sh`` exists).
     threads: pins OMP/MKL threads and ZSNLI_TORCH_THREADS (None: defaults).
     health_timeout_s: how long to wait for /health 200.
-    Attributes after start: ``url``, ``pid``, ``launcher``, ``log_path``,
-    ``startup_s``, ``health`` (the /health body).
+    Attributes after start: ``url``, ``pid``, ``launcher``, ``log_path``
+    (the server's output; removed when the ``with`` block ends without an
+    error), ``startup_s``, ``health`` (the /health body).
     """
 
     def __init__(self, model_dir: str | Path, settings: dict[str, str] | None = None, launcher: str = "auto",
@@ -113,7 +114,8 @@ class ServerProcess:
             while True:
                 code = self.proc.poll()
                 if code is not None:
-                    raise ServerError(f"server exited with code {code} before becoming healthy:\n{self.log_tail()}")
+                    raise ServerError(f"server exited with code {code} before becoming healthy "
+                                      f"(log {self.log_path}):\n{self.log_tail()}")
                 try:
                     r = client.get(self.url + "/health")
                     if r.status_code == 200:
@@ -123,7 +125,8 @@ class ServerProcess:
                     pass
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise ServerError(f"server not healthy after {self.health_timeout_s:.0f} s:\n{self.log_tail()}")
+                    raise ServerError(f"server not healthy after {self.health_timeout_s:.0f} s "
+                                      f"(log {self.log_path}):\n{self.log_tail()}")
                 time.sleep(0.25)
         self.startup_s = time.perf_counter() - t0
         return self
@@ -145,9 +148,11 @@ class ServerProcess:
     def __enter__(self) -> "ServerProcess":
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.stop()
         self._log.close()
+        if exc_type is None:  # kept (path in the error) only when something went wrong
+            self.log_path.unlink(missing_ok=True)
 
 
 @dataclass
