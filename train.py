@@ -50,6 +50,7 @@ def main(argv: list[str]) -> int:
     t.add_argument("--seed", type=int)
     t.add_argument("--eval-steps", type=int)
     t.add_argument("--time-budget-s", type=float)
+    t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
 
     c = sub.add_parser("calibrate", help="fit scoring rule and temperature on held-out NLI choice tasks")
     _preset_args(c)
@@ -60,6 +61,8 @@ def main(argv: list[str]) -> int:
     e = sub.add_parser("evaluate", help="accuracy per validation and test split of a model directory")
     _preset_args(e)
     e.add_argument("--out", default=None, help="write the figures as JSON here")
+    e.add_argument("--update-manifest", action="store_true",
+                   help="record the figures as 'evaluation' in training_manifest.json (model hashes untouched)")
 
     v = sub.add_parser("verify", help="re-hash the model directory against the manifest")
     v.add_argument("--model-dir", default="model")
@@ -97,7 +100,8 @@ def main(argv: list[str]) -> int:
         if args.dry_run:
             print(json.dumps(training.plan(preset, args.model_dir, output_dir), indent=2))
             return 0
-        manifest = training.train(preset, args.model_dir, output_dir, manifest_dir, resume=not args.no_resume)
+        manifest = training.train(preset, args.model_dir, output_dir, manifest_dir, resume=not args.no_resume,
+                                  notes=tuple(args.note))
         print(json.dumps(manifest["training"], indent=2))
         return 0
 
@@ -110,16 +114,15 @@ def main(argv: list[str]) -> int:
         return 0
 
     if args.command == "evaluate":
-        from zsnli.training import evaluate_sources
+        from zsnli.training import evaluate_model, record_evaluation
 
-        figures = {
-            "validation": evaluate_sources(args.model_dir, list(preset.validation_sources)),
-            "test": evaluate_sources(args.model_dir, list(preset.test_sources)),
-        }
+        figures = evaluate_model(args.model_dir, preset)
         text = json.dumps(figures, indent=2)
         print(text)
         if args.out:
             Path(args.out).write_text(text + "\n", encoding="utf-8")
+        if args.update_manifest:
+            record_evaluation(manifest_dir, figures)
         return 0
     return 2
 

@@ -310,3 +310,45 @@ async def test_openapi_documents_models_and_examples(bert_dir, make_app):
         assert body["examples"]
         assert "ClassifyResponse" in json.dumps(post["responses"]["200"])
         assert (await client.get("/docs")).status_code == 200
+
+
+# --------------------------------------------------------------------- embedding term (issue 7)
+
+
+async def test_embedding_term_from_calibration_json(tmp_path, bert_dir, deberta_dir):
+    """w * cos(text, label) of the sentence encoder is added to each score before the softmax."""
+    from zsnli.embedding import SentenceEncoder, embedding_digest
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(deberta_dir, model_dir)
+    chosen = {"rule": "entailment_minus_contradiction", "temperature": 1.5, "k_exponent": 0.0,
+              "embedding_weight": 4.0, "embedding_sha256": embedding_digest(bert_dir)}
+    (tmp_path / "calibration.json").write_text(json.dumps({"chosen": chosen, "candidates": []}))
+    app = create_app(make_settings(model_dir, embedding_dir=str(bert_dir)), loader=cached_loader)
+    async with running_app(app) as client:
+        st = app.state.service()
+        assert st.encoder is not None
+        out = await classify(client, {"text": TEXT, "labels": LABELS})
+        cos = SentenceEncoder(bert_dir).cosine(TEXT, LABELS)
+        assert np.ptp(cos) > 1e-4  # the term is not a constant shift, so the check below can fail
+        logits = np.stack([st.model.logits(st.model.encode([TEXT], [h]))[0] for h in LABELS])
+        s = scores_from_logits(logits, chosen["rule"], st.model.entail_idx, st.model.contra_idx)
+        z = (s + 4.0 * cos) / 1.5
+        expected = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+        np.testing.assert_allclose(out["probabilities"], expected, atol=1e-5)
+        without = direct(st.model, TEXT, LABELS, ScoringConfig(rule=chosen["rule"], temperature=1.5))
+        assert np.abs(np.array(out["probabilities"]) - without).max() > 1e-4
+        perm = [3, 1, 0, 2]
+        permuted = await classify(client, {"text": TEXT, "labels": [LABELS[i] for i in perm]})
+        np.testing.assert_allclose(permuted["probabilities"], np.array(out["probabilities"])[perm], atol=1e-6)
+
+
+async def test_embedding_weights_other_than_calibrated_refuse_to_start(tmp_path, bert_dir, deberta_dir):
+    model_dir = tmp_path / "model"
+    shutil.copytree(deberta_dir, model_dir)
+    chosen = {"rule": "entailment", "embedding_weight": 2.0, "embedding_sha256": "0" * 64}
+    (tmp_path / "calibration.json").write_text(json.dumps({"chosen": chosen, "candidates": []}))
+    app = create_app(make_settings(model_dir, embedding_dir=str(bert_dir)), loader=cached_loader)
+    with pytest.raises(StartupRefused, match="embedding model"):
+        async with running_app(app):
+            pass

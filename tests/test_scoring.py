@@ -254,3 +254,17 @@ def test_load_refuses_generic_labels(tmp_path):
 
 def test_encoded_len():
     assert len(Encoded([1, 2, 3])) == 3
+
+
+def test_embedding_weight_adds_cosine_before_temperature():
+    cfg = ScoringConfig(rule="entailment", temperature=2.0, embedding_weight=3.0, embedding_sha256="x")
+    s, cos = np.array([1.0, 0.5, -1.0]), np.array([0.1, 0.9, 0.2])
+    z = (s + 3.0 * cos) / 2.0
+    np.testing.assert_allclose(label_probabilities(s, cfg, cosine=cos), np.exp(z) / np.exp(z).sum(), atol=1e-12)
+    with pytest.raises(ValueError, match="cosine"):
+        label_probabilities(s, cfg)
+    with pytest.raises(ScoringConfigError, match="embedding_sha256"):
+        ScoringConfig(embedding_weight=1.0)
+    # w = 0 ignores any cosine given
+    plain = ScoringConfig(rule="entailment", temperature=2.0)
+    np.testing.assert_allclose(label_probabilities(s, plain, cosine=cos), label_probabilities(s, plain), atol=0)

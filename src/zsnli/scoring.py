@@ -101,17 +101,23 @@ class ScoringConfig:
         (e.g. ``""`` or ``"N/A"``) is subtracted from its score against the
         document before the softmax. Computed inside the same request (K extra
         pairs), never cached.
+    embedding_weight: w; when non-zero, ``w * cos(text, label)`` of the base
+        encoder's sentence embeddings (`zsnli.embedding`) is added to each
+        score; ``embedding_sha256`` names the embedding weights that w was
+        chosen with (the server refuses other weights).
     """
 
     rule: str = "entailment"
     temperature: float = 1.0
     k_exponent: float = 0.0
     content_free_premise: str | None = None
+    embedding_weight: float = 0.0
+    embedding_sha256: str | None = None
 
     def __post_init__(self) -> None:
         if self.rule not in RULES:
             raise ScoringConfigError(f"unknown scoring rule {self.rule!r}; expected one of {RULES}")
-        for name in ("temperature", "k_exponent"):
+        for name in ("temperature", "k_exponent", "embedding_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ScoringConfigError(f"{name} must be a finite number, got {value!r}")
@@ -119,6 +125,8 @@ class ScoringConfig:
             raise ScoringConfigError(f"temperature must be > 0, got {self.temperature!r}")
         if self.content_free_premise is not None and not isinstance(self.content_free_premise, str):
             raise ScoringConfigError("content_free_premise must be a string or null")
+        if self.embedding_weight != 0 and not isinstance(self.embedding_sha256, str):
+            raise ScoringConfigError("embedding_weight != 0 needs embedding_sha256 (the digest of the embedding model)")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ScoringConfig":
@@ -130,7 +138,7 @@ class ScoringConfig:
             raise ScoringConfigError(f"scoring config must be an object, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in known}
-        for name in ("temperature", "k_exponent"):
+        for name in ("temperature", "k_exponent", "embedding_weight"):
             if name in kwargs and isinstance(kwargs[name], int) and not isinstance(kwargs[name], bool):
                 kwargs[name] = float(kwargs[name])
         return cls(**kwargs)
@@ -205,12 +213,15 @@ def label_probabilities(
     scores: np.ndarray,
     config: ScoringConfig,
     content_free_scores: np.ndarray | None = None,
+    cosine: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Probabilities over one request's K labels: ``softmax((scores - cf) / T(K))``.
+    """Probabilities over one request's K labels: ``softmax((scores - cf + w * cos) / T(K))``.
 
     scores: ``[K]`` per-label scores (``scores_from_logits``), K >= 1.
     content_free_scores: optional ``[K]`` scores of the same labels against the
         content-free premise, subtracted first.
+    cosine: ``[K]`` cosine similarities of the text with each label; required
+        when ``config.embedding_weight`` is non-zero, ignored otherwise.
     Returns float64 ``[K]``, each in [0, 1], summing to 1 (max-subtracted
     softmax; one label gives exactly ``[1.0]``).
     Raises ``ValueError`` on an empty or non-1-D input, a shape mismatch, or
@@ -226,6 +237,14 @@ def label_probabilities(
             raise ValueError(f"content_free_scores shape {cf.shape} != scores shape {s.shape}")
         _check_finite("content_free_scores", cf)
         s = s - cf
+    if config.embedding_weight != 0:
+        if cosine is None:
+            raise ValueError("embedding_weight is set but no cosine similarities were given")
+        cos = np.asarray(cosine, dtype=np.float64)
+        if cos.shape != s.shape:
+            raise ValueError(f"cosine shape {cos.shape} != scores shape {s.shape}")
+        _check_finite("cosine", cos)
+        s = s + config.embedding_weight * cos
     z = s / config.temperature_for(s.size)
     _check_finite("scaled scores", z)
     z = z - z.max()

