@@ -171,19 +171,24 @@ def test_tiny_calibration_writes_candidates(tiny_run):
     out = tiny_run["out"]
     preset = get_preset("tiny", str(tiny_run["data"]), str(tiny_run["base"]))
     dev = out.parent / "dev.jsonl"
-    dev.write_text("".join(line for line in (ROOT / "dev" / "smoke.jsonl").read_text().splitlines(True)[:12]))
+    dev.write_text("".join((ROOT / "dev" / "smoke.jsonl").read_text().splitlines(True)[::4]))  # all 4 datasets
     doc = calibration.calibrate(preset, out / "model", out, n_tasks=50, dev_examples=dev,
                                 embedding_dir=tiny_run["base"])
     written = json.loads((out / "calibration.json").read_text())
     assert written["chosen"] == doc["chosen"]
-    assert len(written["candidates"]) == len(calibration.candidate_configs(calibration.EMBEDDING_WEIGHTS))
+    assert len(written["candidates"]) == 2 * len(calibration.candidate_configs(calibration.EMBEDDING_WEIGHTS))
     for cand in written["candidates"]:
         assert math.isfinite(cand["nli_select_after"]["nll"])
         assert cand["config"]["temperature"] > 0
         assert 0 <= cand["dev"]["mean"]["calibrated_macro_f1"] <= 1
         assert (cand["config"]["embedding_sha256"] is not None) == (cand["config"]["embedding_weight"] != 0)
     assert "team dev set" in written["decided_by"]
-    assert written["method"]["dev_documents"] == 12
+    assert written["method"]["dev_documents"] == 11
+    declared = {s["name"]: s for s in json.loads((out / "data_sources.json").read_text())["sources"]}
+    assert declared["team-zero-shot-dev"]["rows"] == 11 and declared["tiny:train"]["role"] == "train"
+    dev_fitted = [c for c in written["candidates"] if c["temperature_fitted_on"].startswith("team dev set")]
+    assert len(dev_fitted) == len(written["candidates"]) // 2
+    assert all(len(c["dev"]["datasets"]) == 4 for c in dev_fitted)
     manifest = load_manifest(out / "training_manifest.json")
     assert written["method"]["n_tasks"] == manifest["data"]["counts"]["holdout_premises"] >= 3
     assert written["model_sha256"] == manifest["model_sha256"]

@@ -16,12 +16,16 @@ embedding weight w (`EMBEDDING_WEIGHTS`: ``w * cos`` of the base encoder's
 sentence embeddings added to the score, `zsnli.embedding`) x temperature
 form (one global T, or ``T(K) = t0 * K ** b``). Which decides what:
 
-* the temperature form, and everything when no dev set is given: lowest NLL
-  on the NLI *select* half (the issue's rule);
-* the score rule, the content-free correction and w, when a team-written
-  zero-shot dev set is given (``dev/zeroshot_dev.jsonl``): highest mean
+* the temperature form of NLI-fitted candidates, and everything when no dev
+  set is given: lowest NLL on the NLI *select* half (the issue's rule);
+* the score rule, the content-free correction, w, and whether T comes from
+  the NLI tasks or from the team-written zero-shot dev set
+  (``dev/zeroshot_dev.jsonl``), when that dev set is given: highest mean
   calibrated macro-F1 over its datasets, since the NLI tasks do not contain
-  the label-description wording the product is used with.
+  the label-description wording the product is used with. A dev-fitted T
+  competes on cross-fitted figures (fitted on one half of the dev datasets,
+  scored on the other, both ways), so that no candidate is scored on the
+  rows its temperature was fitted on.
 
 The choice and every candidate's figures are written to ``calibration.json``;
 the server reads its ``chosen`` object as a `zsnli.scoring.ScoringConfig`.
@@ -41,7 +45,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import metrics
-from .manifest import CALIBRATION_NAME, MANIFEST_NAME, load_manifest
+from .manifest import CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, load_manifest, sha256_file
 from .nli_data import build_nli_data, read_jsonl
 from .presets import Preset
 from .scoring import RULES, ScoringConfig, scores_from_logits
@@ -222,9 +226,54 @@ def _dev_figures(scorer: _Scorer, dev_rows: list[dict[str, Any]], config: Scorin
         probs.append(p)
         gold.append(int(row["label"]))
     per = {name: metrics.score_rows(probs, gold).as_dict() for name, (probs, gold) in sorted(by_ds.items())}
+    return _with_mean({n: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in d.items()} for n, d in per.items()})
+
+
+def _with_mean(per: dict[str, dict[str, Any]]) -> dict[str, Any]:
     keys = ("accuracy", "macro_f1", "ece", "calibrated_macro_f1", "normalised")
-    mean = {key: round(float(np.nanmean([d[key] if d[key] is not None else np.nan for d in per.values()])), 5) for key in keys}
-    return {"mean": mean, "datasets": {n: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in d.items()} for n, d in per.items()}}
+    mean = {key: round(float(np.nanmean([d[key] if d[key] is not None else np.nan for d in per.values()])), 5)
+            for key in keys}
+    return {"mean": mean, "datasets": dict(sorted(per.items()))}
+
+
+def dev_folds(dev_rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Two folds of the dev set by whole datasets (sorted names, alternating), for cross-fitting."""
+    names = sorted({r["dataset"] for r in dev_rows})
+    fold_of = {name: i % 2 for i, name in enumerate(names)}
+    return [[r for r in dev_rows if fold_of[r["dataset"]] == f] for f in (0, 1)]
+
+
+def _fit_on_rows(scorer: _Scorer, rows: Sequence[dict[str, Any]], cand: dict[str, Any]) -> tuple[float, float]:
+    w = cand["embedding_weight"]
+    scores, mask, k = _pack([scorer.scores(r["text"], r["labels"], cand["rule"], cand["content_free_premise"], w)
+                             for r in rows])
+    return fit_temperature(scores, mask, k, np.array([int(r["label"]) for r in rows]), cand["k_dependent"])
+
+
+def _dev_fitted_entry(scorer: _Scorer, dev_rows: list[dict[str, Any]], cand: dict[str, Any],
+                      emb_digest: str | None) -> dict[str, Any]:
+    """A candidate whose temperature is fitted on the team dev set.
+
+    Its dev figures are cross-fitted (T fitted on one fold of datasets,
+    scored on the other, both ways), so they compare fairly with candidates
+    whose T comes from the NLI tasks; the final T is fitted on the whole dev set.
+    """
+    w = cand["embedding_weight"]
+
+    def config(t0: float, b: float) -> ScoringConfig:
+        return ScoringConfig(rule=cand["rule"], temperature=round(t0, 6), k_exponent=round(b, 6),
+                             content_free_premise=cand["content_free_premise"], embedding_weight=w,
+                             embedding_sha256=emb_digest if w else None)
+
+    folds = dev_folds(dev_rows)
+    per: dict[str, dict[str, Any]] = {}
+    for train_fold, test_fold in ((folds[0], folds[1]), (folds[1], folds[0])):
+        if train_fold and test_fold:
+            per.update(_dev_figures(scorer, test_fold, config(*_fit_on_rows(scorer, train_fold, cand)))["datasets"])
+    final = config(*_fit_on_rows(scorer, dev_rows, cand))
+    return {"config": final.to_dict(), "temperature_form": "t0*K^b" if cand["k_dependent"] else "global",
+            "temperature_fitted_on": "team dev set (figures cross-fitted over 2 folds of datasets)",
+            "dev": _with_mean(per)}
 
 
 def calibrate(
@@ -303,9 +352,15 @@ def calibrate(
                                embedding_sha256=emb_digest if w else None)
         entry = {"config": config.to_dict(), "temperature_form": "t0*K^b" if cand["k_dependent"] else "global",
                  "nli_select_before": before, "nli_select_after": after}
+        entry["temperature_fitted_on"] = "NLI fit half"
         if dev_rows:
             entry["dev"] = _dev_figures(scorer, dev_rows, config)
         candidates.append(entry)
+        if dev_rows:
+            dev_entry = _dev_fitted_entry(scorer, dev_rows, cand, emb_digest)
+            dev_entry["nli_select_after"] = choice_figures(
+                scores[s], mask[s], k[s], gold[s], dev_entry["config"]["temperature"], dev_entry["config"]["k_exponent"])
+            candidates.append(dev_entry)
         log.info("%s cf=%s w=%g %s: NLL %.4f -> %.4f ECE %.4f -> %.4f%s", cand["rule"], cand["content_free_premise"],
                  w, entry["temperature_form"], before["nll"], after["nll"], before["ece"], after["ece"],
                  f" dev calF1 {entry['dev']['mean']['calibrated_macro_f1']:.4f}" if dev_rows else "")
@@ -344,7 +399,28 @@ def calibrate(
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(doc, handle, indent=2)
         handle.write("\n")
+    if out is None:
+        declared = []
+        if dev_examples:
+            declared.append({"name": "team-zero-shot-dev", "kind": "local", "path": str(dev_examples),
+                             "sha256": sha256_file(dev_examples), "rows": len(dev_rows),
+                             "licence": "written by the zsnli team (original text)",
+                             "role": "calibration: choice of scoring rule, correction, embedding weight, temperature"})
+        if chosen["config"].get("embedding_weight"):
+            declared.append({"name": "all-MiniLM-L6-v2-embeddings", "kind": "model",
+                             "id": "sentence-transformers/all-MiniLM-L6-v2", "sha256": emb_digest,
+                             "licence": "Apache-2.0", "role": "serving: cosine term of the score"})
+        declare_sources(manifest_dir, declared)
     return doc
+
+
+def declare_sources(manifest_dir: str | Path, entries: list[dict[str, Any]]) -> None:
+    """Add (or replace, by name) ``entries`` in ``data_sources.json``: every input of the served scores is declared."""
+    path = Path(manifest_dir) / DATA_SOURCES_NAME
+    doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"sources": []}
+    names = {e["name"] for e in entries}
+    doc["sources"] = [e for e in doc.get("sources", []) if e.get("name") not in names] + entries
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
 def choose(candidates: list[dict[str, Any]], use_dev: bool) -> tuple[dict[str, Any], str]:
@@ -362,9 +438,14 @@ def choose(candidates: list[dict[str, Any]], use_dev: bool) -> tuple[dict[str, A
     groups: dict[Any, list[dict[str, Any]]] = {}
     for c in candidates:
         groups.setdefault(key(c), []).append(c)
-    # Within each (rule, correction): the temperature form with the lowest NLI select NLL.
-    finalists = [min(g, key=lambda c: c["nli_select_after"]["nll"]) for g in groups.values()]
+    # Within each (rule, correction, w): the NLI-fitted temperature form with the lowest NLI select NLL,
+    # and the dev-fitted forms, which compete on their cross-fitted dev figures.
+    finalists = []
+    for g in groups.values():
+        nli_fitted = [c for c in g if c.get("temperature_fitted_on", "").startswith("NLI")]
+        finalists.append(min(nli_fitted, key=lambda c: c["nli_select_after"]["nll"]))
+        finalists.extend(c for c in g if not c.get("temperature_fitted_on", "").startswith("NLI"))
     best = max(finalists, key=lambda c: c["dev"]["mean"]["calibrated_macro_f1"])
-    return best, ("rule, content-free correction and embedding weight: highest mean calibrated macro-F1 "
-                  "on the team dev set; "
-                  "temperature form and parameters: lowest NLL on the NLI select half")
+    return best, ("rule, content-free correction, embedding weight and where T is fitted (NLI tasks, or the team "
+                  "dev set with cross-fitted figures): highest mean calibrated macro-F1 on the team dev set; "
+                  f"chosen T fitted on: {best['temperature_fitted_on']}")
