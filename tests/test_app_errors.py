@@ -66,6 +66,18 @@ BAD = [
     ("template-named-slot", body(hypothesis_template="About {topic}."), J, 422, "hypothesis_template", "validation"),
     ("template-broken", body(hypothesis_template="About {."), J, 422, "hypothesis_template", "validation"),
     ("template-number", body(hypothesis_template=3), J, 422, "hypothesis_template", "validation"),
+    ("template-format-spec", body(hypothesis_template="{:>10000000}"), J, 422, "hypothesis_template", "validation"),
+    ("template-slot-and-spec", body(hypothesis_template="About {} {:>10000000}"), J, 422, "hypothesis_template", "validation"),
+    ("template-two-slots", body(hypothesis_template="About {} and {}."), J, 422, "hypothesis_template", "validation"),
+    ("template-escaped-braces", body(hypothesis_template="About {{}}."), J, 422, "hypothesis_template", "validation"),
+    ("template-stray-brace", body(hypothesis_template="About {} }."), J, 422, "hypothesis_template", "validation"),
+    ("template-huge", body(hypothesis_template="x" * 500_000 + "{}"), J, 422, "hypothesis_template", "label_too_long"),
+    ("label-huge", body(labels=["sport", "x" * 500_000]), J, 422, "labels[1]", "label_too_long"),
+    ("label-huge-spaces", body(labels=["sport", " " * 500_000 + "sport"]), J, 422, "labels[1]", "label_too_long"),
+    ("label-zero-width", body(labels=["sport", "\u200b"]), J, 422, "labels[1]", "validation"),
+    ("label-control-only", body(labels=["sport", "business", "\u0001\u0002"]), J, 422, "labels[2]", "validation"),
+    ("label-empty-in-template", body(labels=["sport", "\u200b\u0001"], hypothesis_template="About {}."), J, 422, "labels[1]", "validation"),
+    ("candidate-label-zero-width", body(labels=_DROP, candidate_labels=["\u200b", "sport"]), J, 422, "candidate_labels[0]", "validation"),
     ("template-makes-too-long", body(labels=["sport"], hypothesis_template="{} " + "word " * 100), J, 422, "labels[0]", "label_too_long"),
     ("multi-label-string", body(multi_label="true"), J, 422, "multi_label", "validation"),
     ("multi-label-int", body(multi_label=1), J, 422, "multi_label", "validation"),
@@ -148,7 +160,8 @@ EXTREME = [
     ("single-label", {"labels": ["anything"]}),
     ("256-labels", {"labels": [f"This text is about topic {i}." for i in range(256)]}),
     ("unicode-template", {"labels": ["体育", "sport"], "hypothesis_template": "Ce texte parle de {} — 😀."}),
-    ("multi-label-extreme", {"text": "", "labels": ["😀", "\x00", "東京"], "multi_label": True}),
+    ("multi-label-extreme", {"text": "", "labels": ["😀", "x\x00", "東京"], "multi_label": True}),
+    ("template-literal-label", {"labels": ["{0}", "{:>10000000}", "sport"], "hypothesis_template": "About {}."}),
 ]
 
 

@@ -57,6 +57,10 @@ from .scoring import (
 
 logger = logging.getLogger("zsnli")
 
+# A hypothesis longer than this many characters per window token is rejected
+# (label_too_long) before it is tokenised: no tokenizer packs that much into a token.
+HYPOTHESIS_CHARS_PER_TOKEN = 20
+
 # --------------------------------------------------------------------------- schema
 
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
@@ -102,7 +106,8 @@ class ClassifyRequest(BaseModel):
         "or too long to fit the model window alone.",
     )
     hypothesis_template: StrictStr | None = Field(
-        None, description="Optional format string with one `{}`, e.g. `This text is about {}.`"
+        None, description="Optional template with exactly one `{}` slot and no other braces, e.g. "
+        "`This text is about {}.`; the label replaces the slot literally (not a Python format string)."
     )
     multi_label: StrictBool = Field(
         False,
@@ -123,14 +128,18 @@ class ClassifyRequest(BaseModel):
     def _template_has_slot(cls, template: str | None) -> str | None:
         if template is None:
             return None
-        marker = "\x00zsnli-slot\x00"
-        try:
-            ok = marker in template.format(marker)
-        except (IndexError, KeyError, ValueError):
-            ok = False
-        if not ok:
-            raise ValueError("hypothesis_template must contain a '{}' slot (e.g. 'This text is about {}.')")
+        if template.count("{}") != 1 or template.replace("{}", "", 1).count("{") or template.replace("{}", "", 1).count("}"):
+            raise ValueError(TEMPLATE_RULE)
         return template
+
+
+TEMPLATE_RULE = ("hypothesis_template must contain exactly one '{}' slot and no other '{' or '}' "
+                 "(e.g. 'This text is about {}.'); the label replaces the slot literally")
+
+
+def fill_template(template: str | None, label: str) -> str:
+    """The hypothesis for ``label``: the template's single ``{}`` replaced literally (never ``str.format``)."""
+    return label if template is None else template.replace("{}", label, 1)
 
 
 class _LabelError(ValueError):
@@ -524,7 +533,20 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         labels_field = "candidate_labels" if used_alias else "labels"
         text = clean_text(req.text)[: settings.max_text_chars]
         template = clean_text(req.hypothesis_template) if req.hypothesis_template is not None else None
-        hyps = [template.format(clean_text(lb)) if template else clean_text(lb) for lb in req.labels]
+        labels = [clean_text(lb) for lb in req.labels]
+        # Cheap character cap before anything is built or tokenised: no token covers
+        # HYPOTHESIS_CHARS_PER_TOKEN characters, so a longer hypothesis cannot fit the window.
+        char_cap = HYPOTHESIS_CHARS_PER_TOKEN * model.max_length
+        extra = len(template) - 2 if template is not None else 0
+        if extra > char_cap:
+            raise ApiError(422, f"hypothesis_template is {extra} characters without its slot (limit {char_cap}): "
+                           "it cannot fit the model window", "label_too_long", "hypothesis_template")
+        for i, lb in enumerate(labels):
+            if len(lb) + extra > char_cap:
+                raise ApiError(422, f"label {i} is {len(lb) + extra} characters with the template (limit {char_cap}): "
+                               f"it cannot fit the model window ({model.max_length} tokens); labels are never cut",
+                               "label_too_long", f"{labels_field}[{i}]")
+        hyps = [fill_template(template, lb) for lb in labels]
         slot = {h: i for i, h in enumerate(dict.fromkeys(hyps))}
         unique = list(slot)
         where = [slot[h] for h in hyps]
@@ -534,9 +556,15 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         try:
             with batcher.admit(n_pairs):
                 loop = asyncio.get_running_loop()
-                encoded, too_long = await loop.run_in_executor(
-                    tokenize_pool, _prepare, model, text, unique, content_free
+                bare = list(dict.fromkeys(labels)) if template is not None else None
+                encoded, empty, too_long = await loop.run_in_executor(
+                    tokenize_pool, _prepare, model, text, unique, content_free, bare
                 )
+                if empty is not None:
+                    i = labels.index(bare[empty]) if bare is not None else hyps.index(unique[empty])
+                    raise ApiError(422, f"{labels_field}[{i}]: label is empty after normalisation "
+                                   "(it has no tokens: only invisible, control or whitespace characters)",
+                                   "validation", f"{labels_field}[{i}]")
                 if too_long is not None:
                     i = hyps.index(unique[too_long])
                     raise ApiError(
@@ -595,18 +623,29 @@ def _request_probabilities(scores: np.ndarray, k: int, n_labels: int, where: lis
     return label_probabilities(s, config, cf, cos)
 
 
-def _prepare(model: NliModel, text: str, hypotheses: list[str], content_free: str | None):
-    """Tokeniser thread: check label lengths, then encode all pairs. Returns (encoded, None) or (None, bad_index)."""
+def _prepare(model: NliModel, text: str, hypotheses: list[str], content_free: str | None,
+             bare_labels: list[str] | None = None):
+    """Tokeniser thread: check labels, then encode all pairs.
+
+    Returns ``(encoded, None, None)``, ``(None, i, None)`` when label ``i`` has no
+    tokens (of ``bare_labels`` when a template was used, else of ``hypotheses``),
+    or ``(None, None, i)`` when hypothesis ``i`` does not fit the window.
+    """
     limit = model.max_hypothesis_tokens()
-    for i, n in enumerate(model.hypothesis_lengths(hypotheses)):
+    lengths = model.hypothesis_lengths(hypotheses)
+    bare_lengths = model.hypothesis_lengths(bare_labels) if bare_labels is not None else lengths
+    for i, n in enumerate(bare_lengths):
+        if n == 0:
+            return None, i, None
+    for i, n in enumerate(lengths):
         if n > limit:
-            return None, i
+            return None, None, i
     premises = [text] * len(hypotheses)
     hyps = list(hypotheses)
     if content_free is not None:
         premises += [content_free] * len(hypotheses)
         hyps += list(hypotheses)
-    return model.encode(premises, hyps), None
+    return model.encode(premises, hyps), None, None
 
 
 class _ClientGone(Exception):
