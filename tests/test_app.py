@@ -284,6 +284,48 @@ async def test_refuses_manifest_mismatch(tmp_path, bert_dir, caplog):
         assert (await client.get("/health")).status_code == 200
 
 
+async def test_verified_flag_and_head_health(tmp_path, bert_dir):
+    model_dir, _ = _with_manifest(tmp_path, bert_dir, tamper=False)
+    app = create_app(make_settings(model_dir), loader=cached_loader)
+    async with running_app(app) as client:
+        assert (await client.get("/health")).json()["verified"] is True
+        r = await client.head("/health")
+        assert r.status_code == 200 and not r.content
+    # default lookup finds no manifest: served unverified, and /health says so
+    app = create_app(make_settings(bert_dir), loader=cached_loader)
+    async with running_app(app) as client:
+        assert (await client.get("/health")).json()["verified"] is False
+    skipped = create_app(make_settings(model_dir, skip_manifest_check=True), loader=cached_loader)
+    async with running_app(skipped) as client:
+        assert (await client.get("/health")).json()["verified"] is False
+
+
+async def test_head_health_is_503_while_loading(bert_dir):
+    gate = threading.Event()
+
+    def slow_loader(settings):
+        gate.wait(30)
+        return cached_loader(settings)
+
+    app = create_app(make_settings(bert_dir), loader=slow_loader)
+    async with running_app(app, wait_ready=False) as client:
+        r = await client.head("/health")
+        assert r.status_code == 503 and "Retry-After" in r.headers
+        gate.set()
+
+
+@pytest.mark.parametrize("which", ["manifest_path", "calibration_path"])
+async def test_explicit_missing_manifest_or_calibration_refuses_to_start(tmp_path, bert_dir, which):
+    missing = tmp_path / "nowhere" / f"{which}.json"
+    app = create_app(make_settings(bert_dir, **{which: str(missing)}), loader=cached_loader)
+    env = "ZSNLI_" + which.upper()
+    with pytest.raises(StartupRefused, match=f"{env}=.* does not exist") as info:
+        async with running_app(app):
+            pass
+    assert "\n" not in str(info.value)
+    assert app.state.service().status == "error"
+
+
 async def test_refuses_model_without_entailment_label(tmp_path):
     from conftest import build_bert_nli
 

@@ -250,6 +250,15 @@ def test_manifest_mismatch_exits_nonzero_with_one_line_reason(tmp_path, bert_dir
     assert lines and "model.safetensors (mismatch)" in lines[0], out
 
 
+def test_explicit_missing_manifest_exits_with_one_line_no_traceback(tmp_path, bert_dir):
+    proc = _server(bert_dir, _free_port(), ZSNLI_MANIFEST_PATH=str(tmp_path / "missing.json"))
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode not in (0, None), out
+    lines = [line for line in out.splitlines() if "refusing to start" in line]
+    assert lines and "ZSNLI_MANIFEST_PATH=" in lines[0] and "does not exist" in lines[0], out
+    assert "Traceback" not in out, out
+
+
 def test_corrupt_weights_exit_nonzero(tmp_path, bert_dir):
     model_dir = tmp_path / "model"
     shutil.copytree(bert_dir, model_dir)

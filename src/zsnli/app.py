@@ -218,6 +218,7 @@ class ServiceState:
     model: NliModel | None = None
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     calibrated: bool = False
+    verified: bool = False  # model files matched the training manifest
     encoder: SentenceEncoder | None = None
     batcher: Batcher | None = None
     model_name: str | None = None
@@ -241,13 +242,16 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool]:
+def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool, bool]:
     """The fast startup checks, before the server listens: refuse early and loudly.
 
     Checks the model directory and its config.json (an entailment and a
     contradiction label in ``id2label``), verifies every file against the
     training manifest when one exists (unless ``skip_manifest_check``), and
-    reads calibration.json. Returns ``(model_sha256, scoring_config, calibrated)``.
+    reads calibration.json. An explicitly set ``ZSNLI_MANIFEST_PATH`` or
+    ``ZSNLI_CALIBRATION_PATH`` that does not exist is a refusal; only the
+    default lookup falls back (unverified / uncalibrated, with a warning).
+    Returns ``(model_sha256, scoring_config, calibrated, verified)``.
     Raises ``ManifestError``, ``ModelConfigError`` or ``ScoringConfigError``
     with a one-line reason.
     """
@@ -263,11 +267,19 @@ def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool]:
         raise ModelConfigError(f"config.json unreadable: {_one_line(exc)}") from exc
     label_indices(config.get("id2label") or {})
     manifest_path = settings.resolved_manifest_path()
+    if settings.manifest_path and not settings.skip_manifest_check and not manifest_path.is_file():
+        raise ManifestError(f"ZSNLI_MANIFEST_PATH={settings.manifest_path} does not exist: "
+                            "refusing to serve unverified (unset it to use the default lookup)")
+    if settings.calibration_path and not Path(settings.calibration_path).is_file():
+        raise ScoringConfigError(f"ZSNLI_CALIBRATION_PATH={settings.calibration_path} does not exist: "
+                                 "refusing to serve uncalibrated (unset it to use the default lookup)")
+    verified = False
     if settings.skip_manifest_check:
         logger.warning("manifest check SKIPPED (ZSNLI_SKIP_MANIFEST_CHECK): development only")
         digest = model_dir_digest(hash_model_dir(model_dir))
     elif manifest_path.exists():
         digest = verify_model_dir(model_dir, manifest_path)
+        verified = True
         logger.info("model files match %s", manifest_path)
     else:
         logger.warning("no training manifest at %s: serving %s unverified", manifest_path, model_dir)
@@ -284,7 +296,7 @@ def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool]:
         if found != scoring.embedding_sha256:
             raise ManifestError(f"embedding model {embedding_dir} has digest {found[:12]}, "
                                 f"calibration was fitted with {str(scoring.embedding_sha256)[:12]}")
-    return digest, scoring, calibrated
+    return digest, scoring, calibrated, verified
 
 
 def resolved_embedding_dir(settings: Settings) -> Path:
@@ -396,12 +408,13 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
 
             torch.set_num_threads(settings.torch_threads)
         try:
-            digest, scoring, calibrated = preflight(settings)
+            digest, scoring, calibrated, verified = preflight(settings)
         except (ManifestError, ModelConfigError, ScoringConfigError, OSError) as exc:
             reason = _one_line(exc)
             state_box["state"] = ServiceState(status="error", reason=reason, exit_code=1)
             logger.error("refusing to start: %s", reason)
             raise StartupRefused(reason) from None
+        state().verified = verified
         loading = asyncio.create_task(load_in_background(digest, scoring, calibrated, t0), name="zsnli-load")
         app.state.loading_task = loading
         try:
@@ -481,7 +494,13 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
             "max_length": st.model.max_length,
             "scoring": st.scoring.to_dict(),
             "calibrated": st.calibrated,
+            "verified": st.verified,
         }
+
+    @app.head("/health", include_in_schema=False)
+    async def health_head() -> Any:
+        """HEAD /health: the status code (200 / 503) of GET, no body."""
+        return await health()
 
     error_responses = {
         400: {"model": ErrorResponse, "description": "Malformed body: invalid JSON or UTF-8, empty body."},
@@ -830,6 +849,26 @@ def _configure_logging(level: str) -> None:
         root.addHandler(handler)
 
 
+def _quiet_startup_refusal(app: FastAPI):
+    """ASGI wrapper: a ``StartupRefused`` is reported by its one-line log, not a traceback.
+
+    Starlette puts the formatted traceback in ``lifespan.startup.failed``; uvicorn logs it.
+    """
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "lifespan":
+            return await app(scope, receive, send)
+
+        async def quiet_send(message):
+            if message.get("type") == "lifespan.startup.failed" and "StartupRefused" in message.get("message", ""):
+                message = {**message, "message": ""}
+            await send(message)
+
+        return await app(scope, receive, quiet_send)
+
+    return wrapped
+
+
 def serve(app: FastAPI, host: str | None = None, port: int | None = None) -> int:
     """Run ``app`` under uvicorn in this process; returns the exit code.
 
@@ -845,7 +884,7 @@ def serve(app: FastAPI, host: str | None = None, port: int | None = None) -> int
     host = host or os.environ.get("HOST") or "0.0.0.0"
     port = int(port or os.environ.get("PORT") or 8000)
     config = uvicorn.Config(
-        app,
+        _quiet_startup_refusal(app),
         host=host,
         port=port,
         workers=1,
