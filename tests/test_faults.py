@@ -190,6 +190,36 @@ async def test_full_queue_is_503_with_retry_after(bert_dir):
         assert app.state.service().batcher.admitted_pairs == 0
 
 
+async def test_drain_deadline_answers_in_flight_with_503(bert_dir):
+    app, holder = faulty_app(bert_dir, "none", drain_timeout_s=0.8, retry_after_s=3)
+    async with running_app(app) as client:
+        fm = holder["model"]
+        fm.gate = threading.Event()
+        try:
+            held = [asyncio.create_task(client.post("/classify", json={"text": f"t{i}", "labels": LABELS}))
+                    for i in range(3)]
+            await asyncio.sleep(0.2)
+            assert app.state.drain.inflight == 3
+            t0 = time.monotonic()
+            app.state.begin_drain()
+            r = await client.post("/classify", json={"text": "late", "labels": LABELS})  # not admitted
+            assert r.status_code == 503 and r.json()["error_type"] == "unavailable" and r.headers["Retry-After"] == "3"
+            h = await client.get("/health")
+            assert h.status_code == 503 and h.json()["status"] == "draining"
+            rs = await asyncio.wait_for(asyncio.gather(*held), 5)
+            waited = time.monotonic() - t0
+            assert 0.4 < waited < 0.8, waited  # before the drain timeout, when uvicorn would cancel
+            for r in rs:
+                assert r.status_code == 503, r.text
+                err = r.json()
+                assert err["error_type"] == "unavailable" and "drain deadline" in err["error"] and err["field"] is None
+                assert r.headers["Retry-After"] == "3"
+            assert app.state.drain.cut_off == 3 and app.state.drain.inflight == 0
+            assert app.state.service().batcher.pending_pairs == 0
+        finally:
+            fm.gate.set()
+
+
 # --------------------------------------------------------------------- real processes
 
 
@@ -236,6 +266,52 @@ def test_sigterm_drains_in_flight_and_exits_0(bert_dir):
         t.join(30)
         assert result["r"].status_code == 200 and len(result["r"].json()["probabilities"]) == 3
         assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigterm_past_drain_timeout_answers_503_json(bert_dir):
+    import httpx
+
+    port = _free_port()
+    # a batch wait longer than the drain timeout keeps the requests queued past the deadline
+    proc = _server(bert_dir, port, ZSNLI_MAX_BATCH_WAIT_MS="8000", ZSNLI_DRAIN_TIMEOUT_S="1.5")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stdout.read()
+            time.sleep(0.2)
+        results: dict[int, httpx.Response] = {}
+
+        def call(i):
+            results[i] = httpx.post(f"{url}/classify", json={"id": i, "text": "a match", "labels": LABELS}, timeout=30)
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(0.7)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(30)
+        assert time.monotonic() - t0 < 10
+        for i in range(3):
+            r = results[i]
+            assert r.status_code == 503, r.text
+            assert r.headers["content-type"].startswith("application/json") and "Retry-After" in r.headers
+            assert r.json()["error_type"] == "unavailable"
+        assert proc.wait(30) == 0
+        out = proc.stdout.read()
+        assert "3 request(s) cut off at the drain deadline" in out, out
+        assert "Traceback" not in out, out
     finally:
         if proc.poll() is None:
             proc.kill()

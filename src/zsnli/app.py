@@ -173,7 +173,7 @@ class ErrorResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    """Service state: ``ok`` (ready), ``loading`` or ``error`` (with ``reason``)."""
+    """Service state: ``ok`` (ready), ``loading``, ``draining`` (shutting down) or ``error`` (with ``reason``)."""
 
     model_config = ConfigDict(extra="allow")
     status: str
@@ -182,6 +182,16 @@ class HealthResponse(BaseModel):
     device: str | None = None
     dtype: str | None = None
     reason: str | None = None
+
+
+@dataclass
+class _Drain:
+    """Shutdown bookkeeping: requests in flight, the drain deadline, how many were cut off."""
+
+    draining: bool = False
+    inflight: int = 0
+    cut_off: int = 0
+    cutoff: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class StartupRefused(RuntimeError):
@@ -331,6 +341,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     settings = settings or Settings.from_env()
     loader = loader or _default_loader
     state_box: dict[str, ServiceState] = {"state": ServiceState()}
+    drain = _Drain()
     tokenize_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-tokenize")
     embed_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-embed")
 
@@ -396,9 +407,55 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
             model.max_length, model.entail_idx, model.contra_idx,
         )
 
+    def begin_drain() -> None:
+        """Shutdown began (SIGTERM/SIGINT): admit no new work, and answer requests still in
+        flight with 503 shortly before ZSNLI_DRAIN_TIMEOUT_S, when uvicorn would cancel them."""
+        if drain.draining:
+            return
+        drain.draining = True
+        timeout = settings.drain_timeout_s
+        logger.info("draining: %d request(s) in flight, no new work admitted", drain.inflight)
+        if timeout > 0:  # 0: uvicorn waits for in-flight requests without a limit
+            cutoff = max(0.0, timeout - min(1.0, timeout / 4))
+            asyncio.get_running_loop().call_later(cutoff, cut_off)
+
+    def cut_off() -> None:
+        if drain.inflight:
+            logger.warning("drain deadline: answering %d in-flight request(s) with 503", drain.inflight)
+        drain.cutoff.set()
+
+    def request_drain() -> None:
+        """Thread- and signal-safe ``begin_drain`` (what ``serve`` calls from its signal handler)."""
+        loop = getattr(app.state, "loop", None)
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(begin_drain)
+
+    async def until_cutoff(work) -> Any:
+        """Run a request's work; at the drain deadline cancel it (its queued pairs are dropped) -> 503."""
+        task = asyncio.ensure_future(work)
+        cut = asyncio.ensure_future(drain.cutoff.wait())
+        try:
+            done, _ = await asyncio.wait({task, cut}, return_when=asyncio.FIRST_COMPLETED)
+            if task not in done:
+                task.cancel()
+                try:
+                    return await task  # finished after all (cancel came too late)
+                except asyncio.CancelledError:
+                    pass
+                drain.cut_off += 1
+                raise ApiError(503, "server shutting down: not answered before the drain deadline; retry",
+                               "unavailable", headers={"Retry-After": str(settings.retry_after_s)})
+            return task.result()
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            cut.cancel()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         t0 = time.monotonic()
+        app.state.loop = asyncio.get_running_loop()
         _configure_logging(settings.log_level)
         logger.info("zsnli %s starting; settings:", __version__)
         for line in settings.describe():
@@ -431,7 +488,10 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
                 await st.batcher.close()
             tokenize_pool.shutdown(wait=False, cancel_futures=True)
             embed_pool.shutdown(wait=False, cancel_futures=True)
-            logger.info("stopped")
+            if drain.cut_off:
+                logger.warning("stopped: %d request(s) cut off at the drain deadline (answered 503)", drain.cut_off)
+            else:
+                logger.info("stopped")
 
     app = FastAPI(
         title="zsnli",
@@ -442,6 +502,9 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     )
     app.state.settings = settings
     app.state.service = state
+    app.state.begin_drain = begin_drain
+    app.state.request_drain = request_drain
+    app.state.drain = drain
 
     # ----------------------------------------------------------- error handlers
 
@@ -479,6 +542,9 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     async def health() -> Any:
         """200 once the model is loaded and warmed up; 503 ``loading`` or ``error`` before that."""
         st = state()
+        if drain.draining:
+            return JSONResponse({"status": "draining"}, status_code=503,
+                                headers={"Retry-After": str(settings.retry_after_s)})
         if st.status != "ok" or st.model is None:
             body = {"status": st.status}
             if st.reason:
@@ -535,10 +601,20 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     async def classify(request: Request) -> Any:
         """Probabilities of each label description for one document (see DESIGN.md)."""
         st = state()
+        if drain.draining:
+            raise ApiError(503, "server shutting down: no new requests accepted; retry", "unavailable",
+                           headers={"Retry-After": str(settings.retry_after_s)})
         if st.status != "ok" or st.batcher is None or st.model is None:
             raise ApiError(503, "model is loading" if st.status == "loading" else f"service unavailable: {st.reason}",
                            "loading" if st.status == "loading" else "unavailable",
                            headers={"Retry-After": str(settings.retry_after_s)})
+        drain.inflight += 1
+        try:
+            return await until_cutoff(_handle(st, request))
+        finally:
+            drain.inflight -= 1
+
+    async def _handle(st: ServiceState, request: Request) -> Any:
         payload = await _read_json(request, settings.max_body_bytes)
         req, used_alias = _validate(payload)
         if len(req.labels) > settings.max_labels:
@@ -873,7 +949,9 @@ def serve(app: FastAPI, host: str | None = None, port: int | None = None) -> int
     """Run ``app`` under uvicorn in this process; returns the exit code.
 
     0 after a clean stop (SIGTERM/SIGINT: stop accepting, drain in-flight
-    requests for up to ``ZSNLI_DRAIN_TIMEOUT_S``), 3 when a preflight check
+    requests for up to ``ZSNLI_DRAIN_TIMEOUT_S``; requests still unanswered
+    shortly before that deadline get a JSON 503 ``unavailable`` with
+    ``Retry-After`` instead of being cancelled, and the log says how many), 3 when a preflight check
     refused to start (manifest mismatch, no entailment label, bad
     calibration, missing model), 1 when loading the model failed.
     Host and port default to ``$HOST`` (0.0.0.0) and ``$PORT`` (8000).
@@ -892,7 +970,12 @@ def serve(app: FastAPI, host: str | None = None, port: int | None = None) -> int
         log_level=settings.log_level,
         timeout_graceful_shutdown=settings.drain_timeout_s or None,
     )
-    server = uvicorn.Server(config)
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:  # signal handler: stop admitting, start the drain clock
+            super().handle_exit(sig, frame)
+            app.state.request_drain()
+
+    server = _Server(config)
     app.state.shutdown_hook = lambda: setattr(server, "should_exit", True)
     # uvicorn re-raises a handled SIGTERM/SIGINT with the handlers it found at
     # start; make those no-ops so a drained shutdown exits 0, not 143.
