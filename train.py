@@ -102,7 +102,8 @@ def main(argv: list[str]) -> int:
             return 0
         manifest = training.train(preset, args.model_dir, output_dir, manifest_dir, resume=not args.no_resume,
                                   notes=tuple(args.note))
-        print(json.dumps(manifest["training"], indent=2))
+        if manifest:
+            print(json.dumps(manifest["training"], indent=2))
         return 0
 
     if args.command == "calibrate":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
 import time
 from dataclasses import asdict
@@ -179,7 +180,8 @@ def train(
     ``config.json`` and the tokenizer files; ``training_manifest.json`` and
     ``data_sources.json`` go to ``manifest_dir`` (default: the parent of
     ``model_dir``). ``notes`` (e.g. why a resumed run changed ``max_steps``)
-    are recorded in the manifest. Returns the manifest dict.
+    are recorded in the manifest. Returns the manifest dict (an empty dict
+    on ranks other than 0 of a multi-process run, which write nothing).
     """
     import torch
     import transformers
@@ -203,10 +205,10 @@ def train(
                           preset.seed, preset.max_validation_rows)
     log.info("data: %s train rows, %s held out, validation %s", len(data.train), len(data.holdout),
              {k: len(v) for k, v in data.validation.items()})
-    holdout_path = output_dir / "holdout.jsonl"
-    with open(holdout_path, "w", encoding="utf-8") as handle:
-        for row in data.holdout:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    if int(os.environ.get("RANK", "0")) == 0:
+        with open(output_dir / "holdout.jsonl", "w", encoding="utf-8") as handle:
+            for row in data.holdout:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     tokenizer = AutoTokenizer.from_pretrained(preset.base_model, revision=preset.base_revision)
     model = AutoModelForSequenceClassification.from_pretrained(
@@ -284,6 +286,8 @@ def train(
     result = trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if resumed_from else None)
     train_seconds = time.time() - train_start
     final_eval = trainer.evaluate()
+    if not trainer.is_world_process_zero():  # under torchrun / accelerate launch only rank 0 writes
+        return {}
 
     # Save the best model (load_best_model_at_end) in the shipping dtype.
     save_dtype = getattr(torch, preset.save_dtype)
@@ -316,7 +320,9 @@ def train(
             "validation": {k: v for k, v in final_eval.items() if k.startswith("eval_")},
             "wall_seconds": round(time.time() - t0, 1),
             "train_seconds_this_process": round(train_seconds, 1),
-            "train_pairs_per_second": round(steps_this_run * preset.batch_size / max(train_seconds, 1e-9), 2),
+            "train_pairs_per_second": round(
+                steps_this_run * preset.batch_size * args.world_size / max(train_seconds, 1e-9), 2),
+            "world_size": args.world_size,
             "saved_dtype": preset.save_dtype,
             "resumed_from_checkpoint": resumed_from,
             "steps_this_process": steps_this_run,
