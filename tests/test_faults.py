@@ -368,3 +368,29 @@ async def test_unreadable_files_report_error_on_health(tmp_path, bert_dir, damag
         assert r.status_code == 503 and r.json()["status"] == "error", r.json()
         assert r.json()["reason"].startswith("model load failed:") and "\n" not in r.json()["reason"]
         assert (await client.post("/classify", json={"text": "a", "labels": ["b"]})).status_code == 503
+
+
+async def test_timed_out_requests_drop_their_queued_embedding_jobs(bert_dir):
+    """Abandoned requests must not leave cosine jobs queued in the embedding thread (post-burst latency)."""
+    app, holder = faulty_app(bert_dir, "none", request_timeout_s=0.3)
+    calls: list[float] = []
+
+    class SlowEncoder:
+        def cosine(self, text, labels):
+            calls.append(time.monotonic())
+            time.sleep(0.3)
+            return np.zeros(len(labels))
+
+    async with running_app(app) as client:
+        fm = holder["model"]
+        app.state.service().encoder = SlowEncoder()
+        fm.gate = threading.Event()
+        blocker = asyncio.create_task(client.post("/classify", json={"text": "one", "labels": ["a", "b"]}))
+        await asyncio.sleep(0.05)
+        rs = await asyncio.gather(*[client.post("/classify", json={"text": f"wait {i}", "labels": LABELS})
+                                    for i in range(6)])
+        assert [r.json()["error_type"] for r in rs] == ["timeout"] * 6
+        await asyncio.sleep(1.0)  # without the cancel, the 6 queued jobs would run one after another now
+        assert len(calls) <= 3, len(calls)
+        fm.gate.set()
+        await blocker

@@ -672,8 +672,14 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
                 cosine_future = None
                 if st.encoder is not None and not req.multi_label:
                     cosine_future = loop.run_in_executor(embed_pool, st.encoder.cosine, text, unique)
-                logits = await _await_job(batcher, encoded, request, settings.request_timeout_s)
-                cosine = await cosine_future if cosine_future is not None else None
+                try:
+                    logits = await _await_job(batcher, encoded, request, settings.request_timeout_s)
+                    cosine = await cosine_future if cosine_future is not None else None
+                finally:
+                    # A request that gives up (timeout, disconnect, failed batch) drops its queued
+                    # embedding job too, so abandoned work does not pile up behind a burst.
+                    if cosine_future is not None and not cosine_future.done():
+                        cosine_future.cancel()
         except QueueFull as exc:
             raise ApiError(503, f"overloaded: {exc}; retry later", "overloaded", headers=retry) from None
         except asyncio.TimeoutError:
