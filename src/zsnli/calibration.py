@@ -48,7 +48,7 @@ from . import metrics
 from .manifest import CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, load_manifest, sha256_file
 from .nli_data import build_nli_data, read_jsonl
 from .presets import Preset
-from .scoring import RULES, ScoringConfig, scores_from_logits
+from .scoring import RULES, ScoringConfig, combined_scores, label_probabilities, scores_from_logits
 
 log = logging.getLogger(__name__)
 
@@ -203,25 +203,26 @@ class _Scorer:
                     self.embeddings[text] = vec
 
     def scores(self, premise: str, hypotheses: Sequence[str], rule: str, cf: str | None, w: float = 0.0) -> np.ndarray:
-        logits = np.stack([self.logits[(premise, h)] for h in hypotheses])
-        s = scores_from_logits(logits, rule, self.nli.entail_idx, self.nli.contra_idx)
-        if cf is not None:
-            cf_logits = np.stack([self.logits[(cf, h)] for h in hypotheses])
-            s = s - scores_from_logits(cf_logits, rule, self.nli.entail_idx, self.nli.contra_idx)
+        """The served pre-temperature score of each hypothesis (`zsnli.scoring.combined_scores`)."""
+        def rule_scores(p: str) -> np.ndarray:
+            logits = np.stack([self.logits[(p, h)] for h in hypotheses])
+            return scores_from_logits(logits, rule, self.nli.entail_idx, self.nli.contra_idx)
+
+        cosine = None
         if w:
             doc = self.embeddings[premise]
-            s = s + w * np.array([float(self.embeddings[h] @ doc) for h in hypotheses])
-        return s
+            cosine = np.array([float(self.embeddings[h] @ doc) for h in hypotheses])
+        return combined_scores(rule_scores(premise), rule_scores(cf) if cf is not None else None, cosine, w)
 
 
 def _dev_figures(scorer: _Scorer, dev_rows: list[dict[str, Any]], config: ScoringConfig) -> dict[str, Any]:
     """Per-dataset and mean metrics of a scoring config on the team dev set (examples format)."""
+    # scorer.scores already applies the correction and the cosine term; only T(K) remains.
+    temperature_only = ScoringConfig(rule=config.rule, temperature=config.temperature, k_exponent=config.k_exponent)
     by_ds: dict[str, tuple[list[np.ndarray], list[int]]] = {}
     for row in dev_rows:
         s = scorer.scores(row["text"], row["labels"], config.rule, config.content_free_premise, config.embedding_weight)
-        z = s / config.temperature_for(len(s))
-        p = np.exp(z - z.max())
-        p /= p.sum()
+        p = label_probabilities(s, temperature_only)
         probs, gold = by_ds.setdefault(row["dataset"], ([], []))
         probs.append(p)
         gold.append(int(row["label"]))

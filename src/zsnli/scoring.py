@@ -209,6 +209,42 @@ def scores_from_logits(logits: np.ndarray, rule: str, entail_idx: int, contra_id
     raise ValueError(f"unknown scoring rule {rule!r}; expected one of {RULES}")
 
 
+def combined_scores(
+    scores: np.ndarray,
+    content_free_scores: np.ndarray | None = None,
+    cosine: np.ndarray | None = None,
+    embedding_weight: float = 0.0,
+) -> np.ndarray:
+    """Per-label score before the temperature: ``scores - cf + w * cos``.
+
+    scores: ``[K]`` (``scores_from_logits``), K >= 1; content_free_scores:
+    optional ``[K]``, subtracted; cosine: ``[K]``, required when
+    ``embedding_weight`` (w) is non-zero, ignored otherwise. Returns float64
+    ``[K]``. Raises ``ValueError`` on an empty or non-1-D input, a shape
+    mismatch, or any non-finite value. The server (`label_probabilities`)
+    and calibration use this one formula.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"scores must be a non-empty 1-D array, got shape {s.shape}")
+    _check_finite("scores", s)
+    if content_free_scores is not None:
+        cf = np.asarray(content_free_scores, dtype=np.float64)
+        if cf.shape != s.shape:
+            raise ValueError(f"content_free_scores shape {cf.shape} != scores shape {s.shape}")
+        _check_finite("content_free_scores", cf)
+        s = s - cf
+    if embedding_weight != 0:
+        if cosine is None:
+            raise ValueError("embedding_weight is set but no cosine similarities were given")
+        cos = np.asarray(cosine, dtype=np.float64)
+        if cos.shape != s.shape:
+            raise ValueError(f"cosine shape {cos.shape} != scores shape {s.shape}")
+        _check_finite("cosine", cos)
+        s = s + embedding_weight * cos
+    return s
+
+
 def label_probabilities(
     scores: np.ndarray,
     config: ScoringConfig,
@@ -227,24 +263,7 @@ def label_probabilities(
     Raises ``ValueError`` on an empty or non-1-D input, a shape mismatch, or
     any non-finite value.
     """
-    s = np.asarray(scores, dtype=np.float64)
-    if s.ndim != 1 or s.size == 0:
-        raise ValueError(f"scores must be a non-empty 1-D array, got shape {s.shape}")
-    _check_finite("scores", s)
-    if content_free_scores is not None:
-        cf = np.asarray(content_free_scores, dtype=np.float64)
-        if cf.shape != s.shape:
-            raise ValueError(f"content_free_scores shape {cf.shape} != scores shape {s.shape}")
-        _check_finite("content_free_scores", cf)
-        s = s - cf
-    if config.embedding_weight != 0:
-        if cosine is None:
-            raise ValueError("embedding_weight is set but no cosine similarities were given")
-        cos = np.asarray(cosine, dtype=np.float64)
-        if cos.shape != s.shape:
-            raise ValueError(f"cosine shape {cos.shape} != scores shape {s.shape}")
-        _check_finite("cosine", cos)
-        s = s + config.embedding_weight * cos
+    s = combined_scores(scores, content_free_scores, cosine, config.embedding_weight)
     z = s / config.temperature_for(s.size)
     _check_finite("scaled scores", z)
     z = z - z.max()
