@@ -11,13 +11,14 @@ recorded in ``calibration.json`` and checked by the server at startup.
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from .manifest import hash_model_dir, model_dir_digest
+from .manifest import model_dir_digest, sha256_file
 
 EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDING_MAX_LENGTH = 256
@@ -34,11 +35,15 @@ def default_embedding_dir() -> Path:
     return Path(get_model_path())
 
 
+DEFINING_FILES = ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt")
+"""The files whose bytes define the embeddings (the others in the package's directory do not)."""
+
+
 def embedding_digest(model_dir: str | Path) -> str:
-    """Digest of the weight and tokenizer files that define the embeddings (`zsnli.manifest.model_dir_digest`)."""
-    files = hash_model_dir(model_dir)
-    keep = {k: v for k, v in files.items() if k in ("model.safetensors", "config.json", "tokenizer.json", "vocab.txt")}
-    return model_dir_digest(keep)
+    """Digest of the `DEFINING_FILES` present in ``model_dir`` (`zsnli.manifest.model_dir_digest`)."""
+    root = Path(model_dir)
+    files = {name: {"sha256": sha256_file(root / name)} for name in DEFINING_FILES if (root / name).is_file()}
+    return model_dir_digest(files)
 
 
 class SentenceEncoder:
@@ -54,8 +59,12 @@ class SentenceEncoder:
         self.model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True, dtype=torch.float32)
         self.model.to(device).eval()
         self.device = device
-        self.digest = embedding_digest(self.model_dir)
         self._lock = threading.Lock()
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """`embedding_digest` of the loaded directory (hashed on first use: the server checks it in preflight)."""
+        return embedding_digest(self.model_dir)
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """Embed ``texts`` -> float32 ``[N, D]`` unit vectors (D = 384 for MiniLM-L6)."""

@@ -412,15 +412,12 @@ def write_manifests(manifest: dict[str, Any], preset: Preset, data: NliData, man
         handle.write("\n")
 
 
-def evaluate_sources(model_dir: str | Path, sources: list[Source], token_budget: int = 8192) -> dict[str, Any]:
-    """Accuracy of a served-format model directory on each source (validation or test files).
+def evaluate_sources(nli, sources: list[Source], token_budget: int = 8192) -> dict[str, Any]:
+    """Accuracy of a loaded `zsnli.scoring.NliModel` on each source (validation or test files).
 
-    Returns ``{source_name: {"n": rows, "accuracy": float}}``. Uses
-    `zsnli.scoring.NliModel` so the figures are those of the model as served.
+    Returns ``{source_name: {"n": rows, "accuracy": float}}``; the figures are
+    those of the model as served.
     """
-    from .scoring import NliModel
-
-    nli = NliModel.load(model_dir)
     id2label = {int(k): v.lower() for k, v in nli.model.config.id2label.items()}
     out: dict[str, Any] = {}
     for src in sources:
@@ -439,11 +436,14 @@ def evaluate_model(model_dir: str | Path, preset: Preset) -> dict[str, Any]:
     Returns ``{"model_sha256", "validation": {...}, "test": {...}, "seconds"}``
     (see `evaluate_sources`).
     """
+    from .scoring import NliModel
+
     t0 = time.time()
+    nli = NliModel.load(model_dir)
     return {
         "model_sha256": model_dir_digest(hash_model_dir(model_dir)),
-        "validation": evaluate_sources(model_dir, list(preset.validation_sources)),
-        "test": evaluate_sources(model_dir, list(preset.test_sources)),
+        "validation": evaluate_sources(nli, list(preset.validation_sources)),
+        "test": evaluate_sources(nli, list(preset.test_sources)),
         "seconds": round(time.time() - t0, 1),
     }
 
