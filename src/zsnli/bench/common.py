@@ -136,7 +136,41 @@ def hwm_bytes(pid: int) -> int | None:
     return None
 
 
-class RssSampler:
+class BackgroundSampler:
+    """Calls ``sample()`` now, every ``interval_s`` in a daemon thread, and once more on exit.
+
+    Subclasses implement ``sample`` (and keep their own peak); use as a
+    context manager around the measured window.
+    """
+
+    thread_name = "sampler"
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> object:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def __enter__(self):
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+
+
+class RssSampler(BackgroundSampler):
     """Sample a process tree's RSS in a background thread; ``peak_bytes`` is the maximum seen.
 
     Use as a context manager around the measured window::
@@ -149,34 +183,18 @@ class RssSampler:
     period can be missed; ``hwm_bytes`` gives the exact all-time peak.
     """
 
+    thread_name = "rss-sampler"
+
     def __init__(self, pid: int, interval_s: float = 0.05) -> None:
+        super().__init__(interval_s)
         self.pid = pid
-        self.interval_s = interval_s
         self.peak_bytes = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def sample(self) -> int:
         """Take one sample now; returns it (bytes) and updates ``peak_bytes``."""
         value = tree_rss_bytes(self.pid)
         self.peak_bytes = max(self.peak_bytes, value)
         return value
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample()
-
-    def __enter__(self) -> "RssSampler":
-        self.sample()
-        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.sample()
 
 
 def mib(n: int | float | None) -> float | None:

@@ -33,13 +33,13 @@ import random
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
 from .common import (
+    BackgroundSampler,
     DEFAULT_EXAMPLES,
     LabelTooLong,
     RssSampler,
@@ -117,7 +117,7 @@ def is_deberta_v3_base(model_dir: str | Path) -> bool:
             and cfg.get("num_hidden_layers") == 12)
 
 
-class GpuMemorySampler:
+class GpuMemorySampler(BackgroundSampler):
     """Peak GPU memory (MiB) used by a process tree, polled with ``nvidia-smi`` every ``interval_s``.
 
     Falls back to the device-wide used memory when per-process figures are
@@ -125,14 +125,14 @@ class GpuMemorySampler:
     stays None without ``nvidia-smi``.
     """
 
+    thread_name = "gpu-mem-sampler"
+
     def __init__(self, pid: int, interval_s: float = 0.5) -> None:
+        super().__init__(interval_s)
         self.pid = pid
-        self.interval_s = interval_s
         self.peak_mib: float | None = None
         self.total_mib: float | None = None
         self.source = "none"
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.available = shutil.which("nvidia-smi") is not None
 
     def _pids(self) -> set[int]:
@@ -170,22 +170,6 @@ class GpuMemorySampler:
             self.peak_mib = max(self.peak_mib or 0.0, used)
         except (OSError, subprocess.SubprocessError, ValueError, IndexError):
             pass
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample()
-
-    def __enter__(self) -> "GpuMemorySampler":
-        self.sample()
-        self._thread = threading.Thread(target=self._run, name="gpu-mem-sampler", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.sample()
 
 
 def _env_int(name: str, default: int) -> int:
