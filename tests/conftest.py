@@ -97,13 +97,13 @@ def _unigram_tokenizer():
     return tok
 
 
-def build_bert_nli(path: Path, id2label: dict | None = None, window: int = WINDOW, seed: int = 0) -> Path:
-    """Write a tiny random BERT NLI model + WordPiece tokenizer (with token_type_ids) to ``path``."""
-    from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
+def _write_tiny(path: Path, raw, input_names: list[str], config_cls, model_cls, id2label: dict, window: int,
+                seed: int, **arch) -> Path:
+    """Wrap ``raw`` as a fast tokenizer, build a 2-layer, 32-wide random model of ``model_cls``, save both."""
+    from transformers import PreTrainedTokenizerFast
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    raw = _wordpiece_tokenizer()
     tok = PreTrainedTokenizerFast(
         tokenizer_object=raw,
         unk_token="[UNK]",
@@ -112,70 +112,45 @@ def build_bert_nli(path: Path, id2label: dict | None = None, window: int = WINDO
         sep_token="[SEP]",
         mask_token="[MASK]",
         model_max_length=window,
-        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        model_input_names=input_names,
     )
     tok.save_pretrained(path)
-    id2label = dict(id2label or NLI_LABELS_DEFAULT)
-    cfg = BertConfig(
+    cfg = config_cls(
         vocab_size=raw.get_vocab_size(),
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=window,
-        type_vocab_size=2,
         initializer_range=0.2,
         id2label=id2label,
         label2id={v: k for k, v in id2label.items()},
         pad_token_id=raw.token_to_id("[PAD]"),
+        **arch,
     )
     torch.manual_seed(seed)
-    model = BertForSequenceClassification(cfg).eval()
+    model = model_cls(cfg).eval()
     model.save_pretrained(path)
     return path
+
+
+def build_bert_nli(path: Path, id2label: dict | None = None, window: int = WINDOW, seed: int = 0) -> Path:
+    """Write a tiny random BERT NLI model + WordPiece tokenizer (with token_type_ids) to ``path``."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    return _write_tiny(path, _wordpiece_tokenizer(), ["input_ids", "token_type_ids", "attention_mask"],
+                       BertConfig, BertForSequenceClassification, dict(id2label or NLI_LABELS_DEFAULT), window, seed,
+                       type_vocab_size=2)
 
 
 def build_deberta_nli(path: Path, id2label: dict | None = None, window: int = WINDOW, seed: int = 1) -> Path:
     """Write a tiny random DeBERTa-v2 NLI model + Unigram tokenizer (no token_type_ids) to ``path``."""
-    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification, PreTrainedTokenizerFast
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification
 
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    raw = _unigram_tokenizer()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=raw,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-        model_max_length=window,
-        model_input_names=["input_ids", "attention_mask"],
-    )
-    tok.save_pretrained(path)
-    id2label = dict(id2label or NLI_LABELS_SHUFFLED)
-    cfg = DebertaV2Config(
-        vocab_size=raw.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=window,
-        type_vocab_size=0,
-        relative_attention=True,
-        position_biased_input=False,
-        pos_att_type=["p2c", "c2p"],
-        max_relative_positions=-1,
-        initializer_range=0.2,
-        pooler_hidden_size=32,
-        id2label=id2label,
-        label2id={v: k for k, v in id2label.items()},
-        pad_token_id=raw.token_to_id("[PAD]"),
-    )
-    torch.manual_seed(seed)
-    model = DebertaV2ForSequenceClassification(cfg).eval()
-    model.save_pretrained(path)
-    return path
+    return _write_tiny(path, _unigram_tokenizer(), ["input_ids", "attention_mask"],
+                       DebertaV2Config, DebertaV2ForSequenceClassification, dict(id2label or NLI_LABELS_SHUFFLED),
+                       window, seed, type_vocab_size=0, relative_attention=True, position_biased_input=False,
+                       pos_att_type=["p2c", "c2p"], max_relative_positions=-1, pooler_hidden_size=32)
 
 
 @pytest.fixture(scope="session")
