@@ -237,6 +237,23 @@ def _server(model_dir, port, **env_extra):
                             stderr=subprocess.STDOUT, text=True)
 
 
+def _wait_ready(proc, port: int, limit_s: float = 120) -> str:
+    """Poll /health of a spawned server until 200 (fails if the process exits first); returns its URL."""
+    import httpx
+
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    return url
+
+
 def test_sigterm_drains_in_flight_and_exits_0(bert_dir):
     import httpx
 
@@ -244,16 +261,7 @@ def test_sigterm_drains_in_flight_and_exits_0(bert_dir):
     # a long batch wait keeps a request in flight long enough to SIGTERM it
     proc = _server(bert_dir, port, ZSNLI_MAX_BATCH_WAIT_MS="1500", ZSNLI_DRAIN_TIMEOUT_S="20")
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stdout.read()
-            time.sleep(0.2)
+        url = _wait_ready(proc, port)
         result = {}
 
         def call():
@@ -279,16 +287,7 @@ def test_sigterm_past_drain_timeout_answers_503_json(bert_dir):
     # a batch wait longer than the drain timeout keeps the requests queued past the deadline
     proc = _server(bert_dir, port, ZSNLI_MAX_BATCH_WAIT_MS="8000", ZSNLI_DRAIN_TIMEOUT_S="1.5")
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stdout.read()
-            time.sleep(0.2)
+        url = _wait_ready(proc, port)
         results: dict[int, httpx.Response] = {}
 
         def call(i):
