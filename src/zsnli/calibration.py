@@ -215,16 +215,29 @@ class _Scorer:
         return combined_scores(rule_scores(premise), rule_scores(cf) if cf is not None else None, cosine, w)
 
 
-def _dev_figures(scorer: _Scorer, dev_rows: list[dict[str, Any]], config: ScoringConfig) -> dict[str, Any]:
-    """Per-dataset and mean metrics of a scoring config on the team dev set (examples format)."""
-    # scorer.scores already applies the correction and the cosine term; only T(K) remains.
+DevItem = tuple[dict[str, Any], np.ndarray]
+"""A dev document (examples format) and its combined scores under one candidate (`_Scorer.scores`)."""
+
+
+def _config(cand: dict[str, Any], t0: float, b: float, emb_digest: str | None) -> ScoringConfig:
+    """The `ScoringConfig` of candidate ``cand`` at temperature ``T(K) = t0 * K ** b``."""
+    w = cand["embedding_weight"]
+    return ScoringConfig(rule=cand["rule"], temperature=round(t0, 6), k_exponent=round(b, 6),
+                         content_free_premise=cand["content_free_premise"], embedding_weight=w,
+                         embedding_sha256=emb_digest if w else None)
+
+
+def _dev_figures(items: Sequence[DevItem], config: ScoringConfig) -> dict[str, Any]:
+    """Per-dataset and mean metrics of a scoring config on the team dev set.
+
+    ``items`` carry scores that already include the correction and the cosine
+    term, so only ``config``'s temperature is applied here.
+    """
     temperature_only = ScoringConfig(rule=config.rule, temperature=config.temperature, k_exponent=config.k_exponent)
     by_ds: dict[str, tuple[list[np.ndarray], list[int]]] = {}
-    for row in dev_rows:
-        s = scorer.scores(row["text"], row["labels"], config.rule, config.content_free_premise, config.embedding_weight)
-        p = label_probabilities(s, temperature_only)
+    for row, s in items:
         probs, gold = by_ds.setdefault(row["dataset"], ([], []))
-        probs.append(p)
+        probs.append(label_probabilities(s, temperature_only))
         gold.append(int(row["label"]))
     per = {name: metrics.score_rows(probs, gold).as_dict() for name, (probs, gold) in sorted(by_ds.items())}
     return _with_mean({n: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in d.items()} for n, d in per.items()})
@@ -244,34 +257,26 @@ def dev_folds(dev_rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [[r for r in dev_rows if fold_of[r["dataset"]] == f] for f in (0, 1)]
 
 
-def _fit_on_rows(scorer: _Scorer, rows: Sequence[dict[str, Any]], cand: dict[str, Any]) -> tuple[float, float]:
-    w = cand["embedding_weight"]
-    scores, mask, k = _pack([scorer.scores(r["text"], r["labels"], cand["rule"], cand["content_free_premise"], w)
-                             for r in rows])
-    return fit_temperature(scores, mask, k, np.array([int(r["label"]) for r in rows]), cand["k_dependent"])
+def _fit_on_items(items: Sequence[DevItem], k_dependent: bool) -> tuple[float, float]:
+    scores, mask, k = _pack([s for _, s in items])
+    return fit_temperature(scores, mask, k, np.array([int(row["label"]) for row, _ in items]), k_dependent)
 
 
-def _dev_fitted_entry(scorer: _Scorer, dev_rows: list[dict[str, Any]], cand: dict[str, Any],
-                      emb_digest: str | None) -> dict[str, Any]:
+def _dev_fitted_entry(items: list[DevItem], cand: dict[str, Any], emb_digest: str | None) -> dict[str, Any]:
     """A candidate whose temperature is fitted on the team dev set.
 
     Its dev figures are cross-fitted (T fitted on one fold of datasets,
     scored on the other, both ways), so they compare fairly with candidates
     whose T comes from the NLI tasks; the final T is fitted on the whole dev set.
     """
-    w = cand["embedding_weight"]
-
-    def config(t0: float, b: float) -> ScoringConfig:
-        return ScoringConfig(rule=cand["rule"], temperature=round(t0, 6), k_exponent=round(b, 6),
-                             content_free_premise=cand["content_free_premise"], embedding_weight=w,
-                             embedding_sha256=emb_digest if w else None)
-
-    folds = dev_folds(dev_rows)
+    fold_names = [{r["dataset"] for r in fold} for fold in dev_folds([row for row, _ in items])]
+    folds = [[it for it in items if it[0]["dataset"] in names] for names in fold_names]
     per: dict[str, dict[str, Any]] = {}
     for train_fold, test_fold in ((folds[0], folds[1]), (folds[1], folds[0])):
         if train_fold and test_fold:
-            per.update(_dev_figures(scorer, test_fold, config(*_fit_on_rows(scorer, train_fold, cand)))["datasets"])
-    final = config(*_fit_on_rows(scorer, dev_rows, cand))
+            fitted = _config(cand, *_fit_on_items(train_fold, cand["k_dependent"]), emb_digest)
+            per.update(_dev_figures(test_fold, fitted)["datasets"])
+    final = _config(cand, *_fit_on_items(items, cand["k_dependent"]), emb_digest)
     return {"config": final.to_dict(), "temperature_form": "t0*K^b" if cand["k_dependent"] else "global",
             "temperature_fitted_on": "team dev set (figures cross-fitted over 2 folds of datasets)",
             "dev": _with_mean(per)}
@@ -348,17 +353,16 @@ def calibrate(
         before = choice_figures(scores[s], mask[s], k[s], gold[s], 1.0, 0.0)
         t0, b = fit_temperature(scores[f], mask[f], k[f], gold[f], cand["k_dependent"])
         after = choice_figures(scores[s], mask[s], k[s], gold[s], t0, b)
-        config = ScoringConfig(rule=cand["rule"], temperature=round(t0, 6), k_exponent=round(b, 6),
-                               content_free_premise=cand["content_free_premise"], embedding_weight=w,
-                               embedding_sha256=emb_digest if w else None)
+        config = _config(cand, t0, b, emb_digest)
         entry = {"config": config.to_dict(), "temperature_form": "t0*K^b" if cand["k_dependent"] else "global",
                  "nli_select_before": before, "nli_select_after": after}
         entry["temperature_fitted_on"] = "NLI fit half"
-        if dev_rows:
-            entry["dev"] = _dev_figures(scorer, dev_rows, config)
         candidates.append(entry)
         if dev_rows:
-            dev_entry = _dev_fitted_entry(scorer, dev_rows, cand, emb_digest)
+            dev_items = [(r, scorer.scores(r["text"], r["labels"], cand["rule"], cand["content_free_premise"], w))
+                         for r in dev_rows]
+            entry["dev"] = _dev_figures(dev_items, config)
+            dev_entry = _dev_fitted_entry(dev_items, cand, emb_digest)
             dev_entry["nli_select_after"] = choice_figures(
                 scores[s], mask[s], k[s], gold[s], dev_entry["config"]["temperature"], dev_entry["config"]["k_exponent"])
             candidates.append(dev_entry)
