@@ -181,6 +181,16 @@ async def test_alone_vs_among_31_concurrent(model_dir, make_app, token_budget):
             assert stats.batches >= 10  # 5-pair request split over several batches
 
 
+@pytest.mark.parametrize(("configured", "expected"), [(None, 2048), (4096, 4096)])
+async def test_token_budget_defaults_to_the_devices(model_dir, make_app, configured, expected):
+    """Unset ZSNLI_TOKEN_BUDGET takes the CPU default (2048, measured fastest on CPU); a set one wins."""
+    app = make_app(model_dir, token_budget=configured)
+    async with running_app(app) as client:
+        assert app.state.service().batcher.token_budget == expected
+        out = await classify(client, {"text": TEXT, "labels": LABELS})
+        assert abs(sum(out["probabilities"]) - 1) < 1e-6
+
+
 async def test_64_concurrent_requests_all_correct(model_dir, make_app):
     app = make_app(model_dir, token_budget=512, max_batch_wait_ms=5)
     reqs = _varied_requests(64)

@@ -9,7 +9,7 @@ from zsnli.config import Settings, SettingsError
 
 def test_defaults():
     s = Settings.from_env({})
-    assert s.model_dir == "./model" and s.token_budget == 16384 and s.max_labels == 256
+    assert s.model_dir == "./model" and s.token_budget is None and s.max_labels == 256
     assert s.queue_capacity_pairs >= 2 * s.max_labels
     assert not s.skip_manifest_check and s.device is None and s.dtype is None
     assert any(line.startswith("ZSNLI_TOKEN_BUDGET=") for line in s.describe())
@@ -25,12 +25,14 @@ def test_from_env_parses_types():
     assert s.skip_manifest_check is True and s.exit_on_startup_error is False
     assert (s.device, s.dtype, s.torch_threads) == ("cuda:1", "bf16", 4)
     assert Settings.from_env({"ZSNLI_TOKEN_BUDGET": "100"}, token_budget=200).token_budget == 200
+    assert Settings.from_env({"ZSNLI_TOKEN_BUDGET": ""}).token_budget is None
 
 
 @pytest.mark.parametrize(
     "env",
     [
         {"ZSNLI_TOKEN_BUDGET": "lots"},
+        {"ZSNLI_TOKEN_BUDGET": "0"},
         {"ZSNLI_MAX_LABELS": "0"},
         {"ZSNLI_SKIP_MANIFEST_CHECK": "maybe"},
         {"ZSNLI_REQUEST_TIMEOUT_S": "nan"},

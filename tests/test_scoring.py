@@ -14,6 +14,7 @@ from zsnli.scoring import (
     NliModel,
     ScoringConfig,
     ScoringConfigError,
+    default_token_budget,
     label_indices,
     label_probabilities,
     load_scoring_config,
@@ -268,3 +269,8 @@ def test_embedding_weight_adds_cosine_before_temperature():
     # w = 0 ignores any cosine given
     plain = ScoringConfig(rule="entailment", temperature=2.0)
     np.testing.assert_allclose(label_probabilities(s, plain, cosine=cos), label_probabilities(s, plain), atol=0)
+
+
+@pytest.mark.parametrize(("device", "budget"), [("cpu", 2048), ("cuda", 16384), ("cuda:1", 16384), ("mps", 16384)])
+def test_default_token_budget_by_device(device, budget):
+    assert default_token_budget(device) == budget

@@ -48,6 +48,7 @@ from .scoring import (
     NliModel,
     ScoringConfig,
     ScoringConfigError,
+    default_token_budget,
     label_indices,
     label_probabilities,
     load_scoring_config,
@@ -361,7 +362,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
                 await loop.run_in_executor(embed_pool, encoder.cosine, "Warm-up text.", ["A label."])
             batcher = Batcher(
                 model.logits,
-                token_budget=settings.token_budget,
+                token_budget=settings.token_budget or default_token_budget(model.device),
                 max_wait_s=settings.max_batch_wait_ms / 1000.0,
                 capacity_pairs=settings.queue_capacity_pairs,
                 num_outputs=model.num_labels,
@@ -402,9 +403,9 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         except Exception:  # noqa: BLE001 - psutil is optional here
             since_start = ""
         logger.info(
-            "ready in %.2f s%s: model=%s sha256=%s device=%s dtype=%s window=%d entail=%d contra=%d",
+            "ready in %.2f s%s: model=%s sha256=%s device=%s dtype=%s window=%d token_budget=%d entail=%d contra=%d",
             st.startup_seconds, since_start, settings.model_dir, digest, model.device, _dtype_name(model.dtype),
-            model.max_length, model.entail_idx, model.contra_idx,
+            model.max_length, batcher.token_budget, model.entail_idx, model.contra_idx,
         )
 
     def begin_drain() -> None:

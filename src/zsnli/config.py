@@ -43,7 +43,7 @@ class Settings:
     device: str | None = None
     dtype: str | None = None
     max_length: int = 512
-    token_budget: int = 16384
+    token_budget: int | None = None
     max_batch_wait_ms: float = 3.0
     max_labels: int = 256
     max_body_bytes: int = 2 * 1024 * 1024
@@ -87,7 +87,9 @@ class Settings:
 
     def validate(self) -> None:
         """Raise ``SettingsError`` when limits are inconsistent or out of range."""
-        positive = ("max_length", "token_budget", "max_labels", "max_body_bytes", "max_text_chars",
+        if self.token_budget is not None and self.token_budget <= 0:
+            raise SettingsError(f"ZSNLI_TOKEN_BUDGET must be > 0, got {self.token_budget!r}")
+        positive = ("max_length", "max_labels", "max_body_bytes", "max_text_chars",
                     "queue_capacity_pairs", "request_timeout_s", "retry_after_s")
         for name in positive:
             if getattr(self, name) <= 0:
@@ -137,7 +139,7 @@ def _parse(name: str, default: Any, raw: str) -> Any:
         raise SettingsError(f"{env} must be a boolean (1/0/true/false), got {raw!r}")
     if name in ("device", "dtype", "manifest_path", "calibration_path", "embedding_dir"):
         return text or None
-    if name == "torch_threads":
+    if name in ("torch_threads", "token_budget"):
         if not text:
             return None
         default = 0

@@ -412,13 +412,14 @@ def write_manifests(manifest: dict[str, Any], preset: Preset, data: NliData, man
         handle.write("\n")
 
 
-def evaluate_sources(nli, sources: list[Source], token_budget: int = 8192) -> dict[str, Any]:
+def evaluate_sources(nli, sources: list[Source], token_budget: int | None = None) -> dict[str, Any]:
     """Accuracy of a loaded `zsnli.scoring.NliModel` on each source (validation or test files).
 
     Returns ``{source_name: {"n": rows, "accuracy": float}}``; the figures are
-    those of the model as served.
+    those of the model as served. ``token_budget``: padded tokens per batch
+    (default: the device's, see ``zsnli.scoring.default_token_budget``).
     """
-    id2label = {int(k): v.lower() for k, v in nli.model.config.id2label.items()}
+    id2label = {k: v.lower() for k, v in nli.id2label.items()}
     out: dict[str, Any] = {}
     for src in sources:
         rows, _ = load_source(src)
