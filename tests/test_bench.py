@@ -179,20 +179,32 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
         [sys.executable, "-m", "zsnli.bench", "--model-dir", str(bert_dir), "--examples", str(examples_file),
          "--docs", "3", "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "1", "--threads", "1",
          "--matmul-n", "128", "--matmul-seconds", "0.05", "--repo-root", str(REPO), "--no-progress",
-         "--out", str(out)],
+         "--variant", "small:ZSNLI_TOKEN_BUDGET=64", "--out", str(out)],
         env=_env(), capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads(out.read_text())
-    assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4"]
+    assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4", "c4-small"]
+    assert r["server"]["variants"]["small"]["settings"] == {"ZSNLI_TOKEN_BUDGET": "64"}
     assert r["server"]["launcher"] == "serve.sh"
     for arm in r["arms"]:
         assert arm["docs"] == 3 and arm["pairs"] == 2 + 3 + 4 and arm["docs_per_s"] > 0
         assert arm["peak_rss_mib"] > 0
-    assert set(r["ratios"]) == {"c4/a", "c4/b"}
-    for key in ("b2", "c1", "c4"):
+    assert set(r["ratios"]) == {"c4/a", "c4/b", "c4-small/a", "c4-small/b"}
+    for key in ("b2", "c1", "c4", "c4-small"):
         a = r["agreement_vs_a"][key]
         assert a["same_argmax"] == a["docs"] == 3 and a["max_abs_dp"] <= 1e-4, (key, a)
     assert "ratio (c4)/(a)" in proc.stdout and "compute ceiling" in proc.stdout
+
+
+def test_parse_variant():
+    from zsnli.bench.compare import parse_variant
+
+    assert parse_variant("bf16:ZSNLI_DTYPE=bfloat16, ZSNLI_TOKEN_BUDGET=1024") == (
+        "bf16", {"ZSNLI_DTYPE": "bfloat16", "ZSNLI_TOKEN_BUDGET": "1024"})
+    for bad in ("bf16", ":ZSNLI_DTYPE=x", "default:ZSNLI_DTYPE=x", "a b:ZSNLI_DTYPE=x", "x:DTYPE=bf16",
+                "x:ZSNLI_DTYPE", "x:"):
+        with pytest.raises(ValueError):
+            parse_variant(bad)
 
 
 def test_server_process_reports_a_refused_start(tmp_path):

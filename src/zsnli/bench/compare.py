@@ -11,7 +11,10 @@ Arms, all on the same model, the same documents, one run:
   ``--pipeline-mode doc`` or ``stream,doc`` also tries batching within each
   document); the best (highest docs/s) is reported as (b);
 * (c) the zsnli server (serve.sh, 127.0.0.1, free port) driven over HTTP at
-  concurrency 1 and 32 (``--concurrency``).
+  concurrency 1 and 32 (``--concurrency``); each ``--variant NAME:ZSNLI_X=v,...``
+  starts another server with those settings and drives it at the top
+  concurrency (e.g. ``bf16:ZSNLI_DTYPE=bfloat16``), with its own ratios and
+  agreement lines.
 
 Each pipeline arm runs in its own process (its peak RSS is its own); the
 server's RSS is sampled from outside during each of its arms. Every arm
@@ -159,34 +162,45 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         best_b = {**best_b, "key": "b", "arm": best_b["arm"] + " (best)"}
         rows.extend(sweep)
 
-    # (c) the server
+    # (c) the server: the default configuration at every concurrency, then each
+    # --variant (extra ZSNLI_* settings) at the top concurrency only.
     calib = workdir / "calibration.pipeline-semantics.json"
     calib.write_text(json.dumps(PIPELINE_SEMANTICS), encoding="utf-8")
     settings = {"ZSNLI_CALIBRATION_PATH": str(calib), "ZSNLI_DEVICE": "cpu", "ZSNLI_DTYPE": "float32"}
     if args.skip_manifest_check:
         settings["ZSNLI_SKIP_MANIFEST_CHECK"] = "1"
-    server_info: dict[str, Any] = {}
-    log(f"[bench] starting the zsnli server ({args.launcher})")
-    with ServerProcess(model_dir, settings, launcher=args.launcher, repo_root=args.repo_root,
-                       threads=args.threads) as server:
-        server_info = {"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health}
-        for conc in args.concurrency:
-            with RssSampler(server.pid) as rss:
-                load = run_load(server.url, docs, conc, warmup=args.warmup if conc == 1 else max(args.warmup, conc),
-                                progress=progress, desc=f"zsnli c={conc}")
-            rows.append(arm_row(f"(c) zsnli, concurrency {conc}", load.docs, load.pairs, load.wall_s,
-                                load.latencies_s, rss.peak_bytes, hwm_bytes(server.pid), key=f"c{conc}",
-                                concurrency=conc, errors=load.errors, retries_503=load.retries_503))
-            probs[f"c{conc}"] = load.probabilities
-        server_info["exit_code"] = server.stop()
+    servers: dict[str, Any] = {}
+    for name, extra in [("default", {}), *args.variant]:
+        levels = args.concurrency if name == "default" else [max(args.concurrency)]
+        log(f"[bench] starting the zsnli server ({args.launcher}) {name} {extra or ''}")
+        with ServerProcess(model_dir, {**settings, **extra}, launcher=args.launcher, repo_root=args.repo_root,
+                           threads=args.threads) as server:
+            info = {"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health,
+                    "settings": extra}
+            for conc in levels:
+                key = f"c{conc}" if name == "default" else f"c{conc}-{name}"
+                with RssSampler(server.pid) as rss:
+                    load = run_load(server.url, docs, conc,
+                                    warmup=args.warmup if conc == 1 else max(args.warmup, conc),
+                                    progress=progress, desc=f"zsnli c={conc} {name}")
+                label = f"(c) zsnli, concurrency {conc}" + ("" if name == "default" else f", {name}")
+                rows.append(arm_row(label, load.docs, load.pairs, load.wall_s, load.latencies_s, rss.peak_bytes,
+                                    hwm_bytes(server.pid), key=key, concurrency=conc, errors=load.errors,
+                                    retries_503=load.retries_503, variant=name))
+                probs[key] = load.probabilities
+            info["exit_code"] = server.stop()
+        servers[name] = info
+    server_info = servers.pop("default")
+    server_info["variants"] = servers
 
     by_key = {r["key"]: r for r in rows}
     c_top = f"c{max(args.concurrency)}"
     ratios = {}
     if c_top in by_key:
-        ratios[f"{c_top}/a"] = by_key[c_top]["docs_per_s"] / by_key["a"]["docs_per_s"]
-        if best_b is not None:
-            ratios[f"{c_top}/b"] = by_key[c_top]["docs_per_s"] / best_b["docs_per_s"]
+        for key in [k for k in by_key if k == c_top or k.startswith(c_top + "-")]:
+            ratios[f"{key}/a"] = by_key[key]["docs_per_s"] / by_key["a"]["docs_per_s"]
+            if best_b is not None:
+                ratios[f"{key}/b"] = by_key[key]["docs_per_s"] / best_b["docs_per_s"]
     agree = {k: agreement(probs["a"], v) for k, v in probs.items() if k != "a"}
     for r in rows:
         r["fraction_of_ceiling"] = r["docs_per_s"] / ceiling["ceiling_docs_per_s"]
@@ -259,6 +273,27 @@ def render(report: dict[str, Any], console=None) -> None:
         console.print(f"[red]server errors: {errs}[/red]")
 
 
+def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
+    """``"bf16:ZSNLI_DTYPE=bfloat16,ZSNLI_TOKEN_BUDGET=2048"`` -> ``("bf16", {...})``.
+
+    Raises ``ValueError`` on a missing name, an item without ``=`` or a key
+    that is not a ``ZSNLI_*`` variable.
+    """
+    name, sep, rest = spec.partition(":")
+    name = name.strip()
+    if not sep or not name or name == "default" or not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"{spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE] with a plain NAME other than 'default'")
+    env: dict[str, str] = {}
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.startswith("ZSNLI_"):
+            raise ValueError(f"{spec!r}: {item!r} is not ZSNLI_NAME=VALUE")
+        env[key.strip()] = value.strip()
+    if not env:
+        raise ValueError(f"{spec!r}: no settings")
+    return name, env
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """CLI arguments (see module docstring)."""
     ap = argparse.ArgumentParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0])
@@ -281,8 +316,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--max-length", type=int, default=None, help="window for token counts (default: the server's)")
     ap.add_argument("--matmul-n", type=int, default=None, help="matmul side for the rate (default 1024)")
     ap.add_argument("--matmul-seconds", type=float, default=2.0)
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+                    help="also run the server with these ZSNLI_* settings at the top concurrency (repeatable), "
+                         "e.g. bf16:ZSNLI_DTYPE=bfloat16 or int8:ZSNLI_BACKEND=onnx-int8")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
+    try:
+        args.variant = [parse_variant(v) for v in args.variant]
+    except ValueError as exc:
+        ap.error(f"--variant: {exc}")
     args.batch_sizes = [int(x) for x in str(args.batch_sizes).split(",") if x.strip()]
     args.concurrency = [int(x) for x in str(args.concurrency).split(",") if x.strip()]
     args.pipeline_mode = [m.strip() for m in str(args.pipeline_mode).split(",") if m.strip()]
