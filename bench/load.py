@@ -10,6 +10,9 @@ request must end 200 or 503 (+ Retry-After). Bounded in count and time
     python bench/load.py --url http://127.0.0.1:8000 --pid 12345
     # or start one (server.py, this interpreter) on a free port, and stop it (SIGTERM) at the end:
     python bench/load.py --spawn-model-dir ./model
+    # memory bound (issue 5): 32 concurrent 256-label requests of 2,000-character texts, all admitted:
+    ZSNLI_QUEUE_CAPACITY_PAIRS=16384 python bench/load.py --spawn-model-dir ./model \
+        --requests 32 --concurrency 32 --labels 256 --text-chars 2000 --after 1
     # small smoke run:
     python bench/load.py --spawn-model-dir ./model --requests 50 --concurrency 16 --labels 5
 
@@ -44,9 +47,12 @@ WORDS = ("the team won the match after a late goal while markets fell and the ba
          "scientists found new data on the chip as the election campaign reached the city").split()
 
 
-def make_request(i: int, n_labels: int, rng: random.Random) -> dict:
-    n_words = rng.choice([5, 20, 60, 150, 400])
+def make_request(i: int, n_labels: int, rng: random.Random, text_chars: int | None = None) -> dict:
+    """One request: a random-word text (``text_chars`` characters exactly, else 5-400 words), n_labels labels."""
+    n_words = rng.choice([5, 20, 60, 150, 400]) if text_chars is None else text_chars // 2 + 1
     text = " ".join(rng.choice(WORDS) for _ in range(n_words))
+    if text_chars is not None:
+        text = text[:text_chars]
     labels = [f"This text is about topic number {j} and {rng.choice(WORDS)}." for j in range(n_labels)]
     return {"id": i, "text": text, "labels": labels}
 
@@ -117,7 +123,7 @@ async def health_poller(client: httpx.AsyncClient, stop: asyncio.Event, out: dic
 
 async def burst(args, client: httpx.AsyncClient) -> dict:
     rng = random.Random(args.seed)
-    bodies = [make_request(i, args.labels, rng) for i in range(args.requests)]
+    bodies = [make_request(i, args.labels, rng, args.text_chars) for i in range(args.requests)]
     sem = asyncio.Semaphore(args.concurrency)
     statuses: dict[str, int] = {}
     latencies: list[float] = []
@@ -174,7 +180,7 @@ async def after_burst(args, client: httpx.AsyncClient) -> dict:
     codes = []
     for i in range(args.after):
         t = time.monotonic()
-        r = await client.post("/classify", json=make_request(10**6 + i, args.labels, rng), timeout=args.timeout)
+        r = await client.post("/classify", json=make_request(10**6 + i, args.labels, rng, args.text_chars), timeout=args.timeout)
         lat.append(time.monotonic() - t)
         codes.append(r.status_code)
     return {"after_requests": args.after, "after_statuses": sorted(set(codes)),
@@ -259,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, default=256)
     ap.add_argument("--labels", type=int, default=50)
+    ap.add_argument("--text-chars", type=int, default=None,
+                    help="every text exactly this many characters (default: 5-400 random words)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-request client timeout, s")
     ap.add_argument("--max-seconds", type=float, default=600.0, help="bound on the whole burst, s")
     ap.add_argument("--ready-timeout", type=float, default=300.0)
