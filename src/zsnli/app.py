@@ -43,6 +43,7 @@ from .batching import BatchError, Batcher, BatcherClosed, QueueFull
 from .config import Settings
 from .embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from .manifest import ManifestError, model_dir_digest, hash_model_dir, verify_model_dir
+from .onnx_backend import OnnxUnavailableError, require_onnx
 from .scoring import (
     ModelConfigError,
     NliModel,
@@ -180,8 +181,10 @@ class HealthResponse(BaseModel):
     status: str
     model: str | None = None
     model_sha256: str | None = None
+    backend: str | None = Field(None, description="torch, onnx-fp32 or onnx-int8 (ZSNLI_BACKEND).")
     device: str | None = None
     dtype: str | None = None
+    onnx_sha256: str | None = Field(None, description="sha256 of the ONNX file served (ONNX backends only).")
     reason: str | None = None
 
 
@@ -242,9 +245,17 @@ ModelLoader = Callable[[Settings], NliModel]
 
 
 def _default_loader(settings: Settings) -> NliModel:
+    """``settings.backend``: torch -> ``NliModel.load``; onnx-fp32 / onnx-int8 -> ``OnnxNliModel.load``
+    (ORT intra-op threads = ``ZSNLI_TORCH_THREADS`` when set)."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    if settings.backend.startswith("onnx-"):
+        from .onnx_backend import OnnxNliModel
+
+        return OnnxNliModel.load(settings.model_dir, variant=settings.backend[len("onnx-"):],
+                                 threads=settings.torch_threads, cache_dir=settings.onnx_cache_dir,
+                                 max_length=settings.max_length)
     return NliModel.load(settings.model_dir, device=settings.device, dtype=settings.dtype, max_length=settings.max_length)
 
 
@@ -257,15 +268,18 @@ def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool, bool]:
     """The fast startup checks, before the server listens: refuse early and loudly.
 
     Checks the model directory and its config.json (an entailment and a
-    contradiction label in ``id2label``), verifies every file against the
+    contradiction label in ``id2label``), that onnxruntime and onnx are
+    installed for an ONNX backend, verifies every file against the
     training manifest when one exists (unless ``skip_manifest_check``), and
     reads calibration.json. An explicitly set ``ZSNLI_MANIFEST_PATH`` or
     ``ZSNLI_CALIBRATION_PATH`` that does not exist is a refusal; only the
     default lookup falls back (unverified / uncalibrated, with a warning).
     Returns ``(model_sha256, scoring_config, calibrated, verified)``.
-    Raises ``ManifestError``, ``ModelConfigError`` or ``ScoringConfigError``
-    with a one-line reason.
+    Raises ``ManifestError``, ``ModelConfigError``, ``ScoringConfigError`` or
+    ``OnnxUnavailableError`` with a one-line reason.
     """
+    if settings.backend.startswith("onnx-"):
+        require_onnx()
     model_dir = Path(settings.model_dir)
     if not model_dir.is_dir():
         raise ModelConfigError(f"model directory not found: {model_dir} (set ZSNLI_MODEL_DIR)")
@@ -403,9 +417,12 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         except Exception:  # noqa: BLE001 - psutil is optional here
             since_start = ""
         logger.info(
-            "ready in %.2f s%s: model=%s sha256=%s device=%s dtype=%s window=%d token_budget=%d entail=%d contra=%d",
-            st.startup_seconds, since_start, settings.model_dir, digest, model.device, _dtype_name(model.dtype),
-            model.max_length, batcher.token_budget, model.entail_idx, model.contra_idx,
+            "ready in %.2f s%s: model=%s sha256=%s backend=%s%s device=%s dtype=%s window=%d token_budget=%d "
+            "entail=%d contra=%d",
+            st.startup_seconds, since_start, settings.model_dir, digest, getattr(model, "backend", "torch"),
+            f" onnx={model.onnx_path} onnx_sha256={model.onnx_sha256}" if getattr(model, "onnx_sha256", None) else "",
+            model.device, _dtype_name(model.dtype), model.max_length, batcher.token_budget,
+            model.entail_idx, model.contra_idx,
         )
 
     def begin_drain() -> None:
@@ -467,7 +484,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
             torch.set_num_threads(settings.torch_threads)
         try:
             digest, scoring, calibrated, verified = preflight(settings)
-        except (ManifestError, ModelConfigError, ScoringConfigError, OSError) as exc:
+        except (ManifestError, ModelConfigError, ScoringConfigError, OnnxUnavailableError, OSError) as exc:
             reason = _one_line(exc)
             state_box["state"] = ServiceState(status="error", reason=reason, exit_code=1)
             logger.error("refusing to start: %s", reason)
@@ -551,18 +568,22 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
             if st.reason:
                 body["reason"] = st.reason
             return JSONResponse(body, status_code=503, headers={"Retry-After": str(settings.retry_after_s)})
-        return {
+        body = {
             "status": "ok",
             "model": st.model_name,
             "model_sha256": st.model_sha256,
+            "backend": getattr(st.model, "backend", "torch"),
             "device": st.model.device,
             "dtype": _dtype_name(st.model.dtype),
-            "architecture": (getattr(st.model.model.config, "architectures", None) or [None])[0],
+            "architecture": (getattr(st.model.config, "architectures", None) or [None])[0],
             "max_length": st.model.max_length,
             "scoring": st.scoring.to_dict(),
             "calibrated": st.calibrated,
             "verified": st.verified,
         }
+        if getattr(st.model, "onnx_sha256", None):
+            body["onnx_sha256"] = st.model.onnx_sha256  # the exact ONNX file the session runs
+        return body
 
     @app.head("/health", include_in_schema=False)
     async def health_head() -> Any:

@@ -23,6 +23,9 @@ class SettingsError(ValueError):
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
+#: Values of ``ZSNLI_BACKEND``: torch, or ONNX Runtime on CPU (`zsnli.onnx_backend`).
+BACKENDS = ("torch", "onnx-fp32", "onnx-int8")
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -55,6 +58,8 @@ class Settings:
     exit_on_startup_error: bool = True
     torch_threads: int | None = None
     log_level: str = "info"
+    backend: str = "torch"
+    onnx_cache_dir: str | None = None
 
     # env var name -> field name
     @staticmethod
@@ -101,6 +106,15 @@ class Settings:
             raise SettingsError(
                 f"ZSNLI_QUEUE_CAPACITY_PAIRS ({self.queue_capacity_pairs}) must be >= 2 x ZSNLI_MAX_LABELS ({self.max_labels})"
             )
+        if self.backend not in BACKENDS:
+            raise SettingsError(f"ZSNLI_BACKEND must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.backend != "torch":
+            if self.device not in (None, "cpu"):
+                raise SettingsError(f"ZSNLI_BACKEND={self.backend} runs on the CPU only: "
+                                    f"unset ZSNLI_DEVICE or set it to cpu, got {self.device!r}")
+            if self.dtype not in (None, "float32", "fp32"):
+                raise SettingsError(f"ZSNLI_BACKEND={self.backend} fixes the precision: "
+                                    f"unset ZSNLI_DTYPE, got {self.dtype!r}")
 
     # ------------------------------------------------------------- resolved paths
 
@@ -137,7 +151,7 @@ def _parse(name: str, default: Any, raw: str) -> Any:
         if low in _FALSE:
             return False
         raise SettingsError(f"{env} must be a boolean (1/0/true/false), got {raw!r}")
-    if name in ("device", "dtype", "manifest_path", "calibration_path", "embedding_dir"):
+    if name in ("device", "dtype", "manifest_path", "calibration_path", "embedding_dir", "onnx_cache_dir"):
         return text or None
     if name in ("torch_threads", "token_budget"):
         if not text:

@@ -372,22 +372,29 @@ class Encoded:
 class NliModel:
     """A tokenizer plus an ``AutoModelForSequenceClassification`` NLI head.
 
-    Attributes: ``tokenizer``, ``model`` (eval mode), ``device`` (str),
-    ``dtype`` (torch dtype), ``entail_idx``, ``contra_idx``, ``max_length``
-    (model window in tokens, including special tokens), ``id2label``.
+    Attributes: ``tokenizer``, ``model`` (eval mode; None for a backend that
+    runs without a torch model, e.g. `zsnli.onnx_backend.OnnxNliModel`),
+    ``config`` (the HF config), ``backend`` (``"torch"`` here), ``device``
+    (str), ``dtype`` (torch dtype here), ``entail_idx``, ``contra_idx``,
+    ``max_length`` (model window in tokens, including special tokens), ``id2label``.
 
     Tokenizer calls are serialised by a lock (fast tokenizers are not safe to
     reconfigure from several threads); ``logits`` may run in another thread
     concurrently with ``encode``.
     """
 
-    def __init__(self, tokenizer, model, device: str, dtype, max_length: int) -> None:
+    #: Which runtime computes ``logits`` (shown by /health and the startup log).
+    backend = "torch"
+
+    def __init__(self, tokenizer, model, device: str, dtype, max_length: int, config=None) -> None:
+        """``config``: the HF config; default ``model.config`` (give it when ``model`` is None)."""
         self.tokenizer = tokenizer
         self.model = model
         self.device = device
         self.dtype = dtype
         self.max_length = int(max_length)
-        cfg = model.config
+        cfg = config if config is not None else model.config
+        self.config = cfg
         self.id2label = {int(k): str(v) for k, v in cfg.id2label.items()}
         self.entail_idx, self.contra_idx = label_indices(self.id2label)
         self.num_labels = len(self.id2label)
