@@ -96,6 +96,8 @@ def test_model_attributes(pair, cache_dir):
                                                               torch_model.max_length)
         assert m.onnx_path == str(cache_path(model_dir, variant, cache_dir))
         assert m.onnx_sha256 == _sha256(m.onnx_path)
+        # no busy-waiting ORT threads (they starve the embedding and tokeniser threads)
+        assert m.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert fp32.onnx_sha256 != int8.onnx_sha256
 
 
