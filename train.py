@@ -42,6 +42,9 @@ def main(argv: list[str]) -> int:
     t.add_argument("--output-dir", help="checkpoints and logs (default runs/<preset>)")
     t.add_argument("--dry-run", action="store_true", help="print the plan as JSON; load and download nothing")
     t.add_argument("--no-resume", action="store_true")
+    t.add_argument("--reset-best", action="store_true",
+                   help="on resume, forget the best checkpoint/metric of earlier processes (their evaluation "
+                        "is not comparable, e.g. written before a fix to evaluation)")
     t.add_argument("--max-steps", type=int)
     t.add_argument("--epochs", type=float)
     t.add_argument("--batch-size", type=int)
@@ -101,7 +104,7 @@ def main(argv: list[str]) -> int:
             print(json.dumps(training.plan(preset, args.model_dir, output_dir), indent=2))
             return 0
         manifest = training.train(preset, args.model_dir, output_dir, manifest_dir, resume=not args.no_resume,
-                                  notes=tuple(args.note))
+                                  notes=tuple(args.note), reset_best=args.reset_best)
         if manifest:
             print(json.dumps(manifest["training"], indent=2))
         return 0

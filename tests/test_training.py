@@ -292,3 +292,31 @@ def test_evaluate_records_full_split_accuracy_in_manifest(tiny_run, tmp_path):
     names = [nli.model.config.id2label[int(i)] for i in logits.argmax(-1)]
     assert ev["accuracy"] == round(float(np.mean([n == r["label"] for n, r in zip(names, rows)])), 4)
     assert verify_model_dir(out / "model", out / "training_manifest.json") == manifest["model_sha256"]
+
+
+@pytest.mark.parametrize("reset", [False, True])
+def test_reset_best_on_resume_ignores_a_stale_best_metric(tiny_run, tmp_path, reset):
+    """A resumed state whose best metric came from an older evaluation (here an unbeatable 99)
+    keeps choosing that old checkpoint unless --reset-best is given."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run["root"] / "run", run)
+    last = max(run.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    state = json.loads((last / "trainer_state.json").read_text())
+    state["best_metric"], state["best_model_checkpoint"] = 99.0, str(last)
+    state["best_global_step"] = int(last.name.split("-")[-1])
+    (last / "trainer_state.json").write_text(json.dumps(state))
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "tiny", "--data-dir", str(tiny_run["data"]),
+           "--base-model", str(tiny_run["base"]), "--model-dir", str(out / "model"), "--output-dir", str(run),
+           "--max-steps", "8", *(["--reset-best"] if reset else [])]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    training = load_manifest(out / "training_manifest.json")["training"]
+    assert training["resumed_from_checkpoint"] == last.name and training["steps"] == 8
+    assert training["best_reset_on_resume"] is reset
+    if reset:
+        assert training["best_checkpoint"] != last.name and training["best_metric"] < 99
+    else:
+        assert training["best_checkpoint"] == last.name and training["best_metric"] == 99.0

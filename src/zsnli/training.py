@@ -172,6 +172,7 @@ def train(
     manifest_dir: str | Path | None = None,
     resume: bool = True,
     notes: tuple[str, ...] = (),
+    reset_best: bool = False,
 ) -> dict[str, Any]:
     """Run the preset and write the model and its manifests.
 
@@ -180,7 +181,11 @@ def train(
     ``config.json`` and the tokenizer files; ``training_manifest.json`` and
     ``data_sources.json`` go to ``manifest_dir`` (default: the parent of
     ``model_dir``). ``notes`` (e.g. why a resumed run changed ``max_steps``)
-    are recorded in the manifest. Returns the manifest dict (an empty dict
+    are recorded in the manifest. ``reset_best``: on resume, forget the best
+    checkpoint and metric recorded by earlier processes, so the model saved
+    is the best among evaluations made by this process (use it when the
+    evaluation changed since those checkpoints were written: the stored
+    best metric is not comparable). Returns the manifest dict (an empty dict
     on ranks other than 0 of a multi-process run, which write nothing).
     """
     import torch
@@ -242,6 +247,17 @@ def train(
                 control.should_evaluate = True
             return control
 
+    class ResetBest(TrainerCallback):
+        """Drop the resumed state's best metric and checkpoint (see ``reset_best``)."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            if state.best_metric is not None or state.best_model_checkpoint is not None:
+                log.warning("forgetting the resumed best metric %s (%s)", state.best_metric, state.best_model_checkpoint)
+            state.best_metric = None
+            state.best_model_checkpoint = None
+            state.best_global_step = None
+            return control
+
     args = TrainingArguments(
         output_dir=str(output_dir),
         num_train_epochs=preset.epochs,
@@ -278,7 +294,7 @@ def train(
         eval_dataset=eval_ds,
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
         compute_metrics=compute_metrics,
-        callbacks=[TimeBudget()],
+        callbacks=[TimeBudget(), *([ResetBest()] if reset_best else [])],
     )
     checkpoints = sorted(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     resumed_from = checkpoints[-1].name if (resume and checkpoints) else None
@@ -325,6 +341,7 @@ def train(
             "world_size": args.world_size,
             "saved_dtype": preset.save_dtype,
             "resumed_from_checkpoint": resumed_from,
+            "best_reset_on_resume": bool(reset_best and resumed_from),
             "steps_this_process": steps_this_run,
             "notes": list(notes),
         },
