@@ -1,12 +1,14 @@
 """Serve zero-shot classification: the FastAPI ``app`` (settings from ZSNLI_* env vars).
 
 ``uvicorn server:app`` works; ``python server.py`` (what serve.sh runs) also
-sets the exit code: 0 after a drained SIGTERM, non-zero when startup is refused.
+sets the exit code: 0 after a drained SIGTERM, 3 when startup is refused
+(a bad setting or a failed startup check, before listening), 1 when the
+model failed to load.
 """
 
-from zsnli.app import create_app, serve
-
-app = create_app()
+from zsnli.app import create_app, main
 
 if __name__ == "__main__":
-    raise SystemExit(serve(app))
+    raise SystemExit(main())
+
+app = create_app()

@@ -56,3 +56,12 @@ def test_manifest_and_calibration_paths(tmp_path):
     assert s.resolved_calibration_path() == model / "calibration.json"
     explicit = Settings(model_dir=str(model), manifest_path="/x/m.json")
     assert str(explicit.resolved_manifest_path()) == "/x/m.json"
+
+
+def test_unknown_settings_warn_with_the_closest_name():
+    from zsnli.config import unknown_settings
+
+    lines = unknown_settings({"ZSNLI_BACKEN": "onnx-int8", "ZSNLI_FOO": "1", "ZSNLI_BACKEND": "torch",
+                              "ZSNLI_BENCH_DOCS": "4", "ZSNLI_PORT": "1", "PATH": "/bin"})
+    assert lines == ["unknown setting ZSNLI_BACKEN ignored (did you mean ZSNLI_BACKEND?)",
+                     "unknown setting ZSNLI_FOO ignored"]

@@ -339,6 +339,32 @@ def test_explicit_missing_manifest_exits_with_one_line_no_traceback(tmp_path, be
     assert "Traceback" not in out, out
 
 
+@pytest.mark.parametrize("env", [
+    {"ZSNLI_BACKEND": "onnx"},
+    {"ZSNLI_TOKEN_BUDGET": "abc"},
+    {"ZSNLI_TOKEN_BUDGET": "-5"},
+    {"ZSNLI_BACKEND": "onnx-int8", "ZSNLI_DEVICE": "cuda"},
+])
+def test_bad_setting_is_a_one_line_refusal_exit_3(bert_dir, env):
+    proc = _server(bert_dir, _free_port(), **env)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out
+    assert "Traceback" not in out, out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("refusing to start: ZSNLI_"), out
+
+
+def test_unwritable_onnx_cache_refused_before_listening(tmp_path, bert_dir):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    proc = _server(bert_dir, _free_port(), ZSNLI_BACKEND="onnx-int8", ZSNLI_ONNX_CACHE_DIR=str(blocker / "cache"))
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out
+    assert "Uvicorn running" not in out and "Traceback" not in out, out
+    lines = [line for line in out.splitlines() if "refusing to start" in line]
+    assert lines and "ZSNLI_ONNX_CACHE_DIR" in lines[0], out
+
+
 def test_corrupt_weights_exit_nonzero(tmp_path, bert_dir):
     model_dir = tmp_path / "model"
     shutil.copytree(bert_dir, model_dir)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -132,7 +134,8 @@ def test_cache_hit_does_not_export(tmp_path, bert_dir, monkeypatch):
     assert calls_after_hit == []
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert second.onnx_sha256 == first.onnx_sha256
-    assert sorted(p.name for p in path.parent.iterdir()) == ["int8.onnx"]  # no temp files left behind
+    assert sorted(p.name for p in path.parent.iterdir()) == ["int8.onnx", "int8.onnx.sha256"]  # no temp files
+    assert onnx_backend.digest_path(path).read_text().strip() == first.onnx_sha256
 
 
 def test_cache_dir_from_env(tmp_path, bert_dir, monkeypatch):
@@ -204,13 +207,50 @@ def test_stale_temp_files_do_not_break_loading(tmp_path, bert_dir, bert_model):
     np.testing.assert_allclose(model.logits(enc), bert_model.logits(enc), atol=1e-4, rtol=0)
 
 
-def test_corrupt_cached_file_names_the_file(tmp_path, bert_dir):
+def test_unparsable_cached_file_is_exported_again(tmp_path, bert_dir, bert_model):
     path = cache_path(bert_dir, "fp32", tmp_path)
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not an onnx model")
-    with pytest.raises(RuntimeError, match="delete it to re-export") as info:
-        OnnxNliModel.load(bert_dir, variant="fp32", threads=1, cache_dir=tmp_path)
-    assert str(path) in str(info.value)
+    m = OnnxNliModel.load(bert_dir, variant="fp32", threads=1, cache_dir=tmp_path)
+    assert m.onnx_sha256 == _sha256(path) == onnx_backend.digest_path(path).read_text().strip()
+    enc = m.encode(PREMISES, HYPOTHESES)
+    np.testing.assert_allclose(m.logits(enc), bert_model.logits(enc), atol=1e-4)
+
+
+def test_damaged_but_parsable_cached_file_is_never_served(tmp_path, bert_dir, bert_model, caplog):
+    """A cached graph whose weights were changed (still valid ONNX) no longer matches the digest
+    recorded at export: it is exported again instead of being served."""
+    first = OnnxNliModel.load(bert_dir, variant="fp32", threads=1, cache_dir=tmp_path)
+    path = Path(first.onnx_path)
+    data = bytearray(path.read_bytes())
+    mid = len(data) // 2
+    data[mid:mid + 4096] = bytes(4096)  # zero a slice of some weight tensor
+    path.write_bytes(bytes(data))
+    assert _sha256(path) != first.onnx_sha256
+    with caplog.at_level(logging.WARNING, logger="zsnli.onnx_backend"):
+        again = OnnxNliModel.load(bert_dir, variant="fp32", threads=1, cache_dir=tmp_path)
+    assert "exporting it again" in caplog.text
+    assert again.onnx_sha256 == first.onnx_sha256 == _sha256(path)
+    enc = again.encode(PREMISES, HYPOTHESES)
+    np.testing.assert_allclose(again.logits(enc), bert_model.logits(enc), atol=1e-4)
+
+
+def test_unwritable_cache_dir_names_the_setting(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    for bad in (blocker, blocker / "sub"):
+        with pytest.raises(OSError, match="ZSNLI_ONNX_CACHE_DIR"):
+            onnx_backend.ensure_cache_dir(bad)
+    assert onnx_backend.ensure_cache_dir(tmp_path / "new" / "dir").is_dir()
+
+
+def test_int8_export_leaves_the_root_logger_alone(tmp_path, bert_dir, monkeypatch):
+    """onnxruntime's quantiser warns via logging.warning(), which would install a root handler
+    (every later log line printed twice)."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    onnx_backend.export_onnx(bert_dir, tmp_path / "int8.onnx", quantize=True)
+    assert root.handlers == []
 
 
 def test_missing_safetensors_is_a_clear_error(tmp_path, bert_dir):

@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -40,10 +41,10 @@ from starlette.requests import ClientDisconnect
 
 from . import __version__
 from .batching import BatchError, Batcher, BatcherClosed, QueueFull
-from .config import Settings
+from .config import Settings, SettingsError, unknown_settings
 from .embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from .manifest import ManifestError, model_dir_digest, hash_model_dir, verify_model_dir
-from .onnx_backend import OnnxUnavailableError, require_onnx
+from .onnx_backend import OnnxUnavailableError, ensure_cache_dir, require_onnx
 from .scoring import (
     ModelConfigError,
     NliModel,
@@ -269,7 +270,7 @@ def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool, bool]:
 
     Checks the model directory and its config.json (an entailment and a
     contradiction label in ``id2label``), that onnxruntime and onnx are
-    installed for an ONNX backend, verifies every file against the
+    installed and the ONNX cache directory is writable for an ONNX backend, verifies every file against the
     training manifest when one exists (unless ``skip_manifest_check``), and
     reads calibration.json. An explicitly set ``ZSNLI_MANIFEST_PATH`` or
     ``ZSNLI_CALIBRATION_PATH`` that does not exist is a refusal; only the
@@ -280,6 +281,7 @@ def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool, bool]:
     """
     if settings.backend.startswith("onnx-"):
         require_onnx()
+        ensure_cache_dir(settings.onnx_cache_dir)
     model_dir = Path(settings.model_dir)
     if not model_dir.is_dir():
         raise ModelConfigError(f"model directory not found: {model_dir} (set ZSNLI_MODEL_DIR)")
@@ -478,6 +480,8 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         logger.info("zsnli %s starting; settings:", __version__)
         for line in settings.describe():
             logger.info("  %s", line)
+        for warning in unknown_settings():
+            logger.warning("%s", warning)
         if settings.torch_threads:
             import torch
 
@@ -971,6 +975,21 @@ def _quiet_startup_refusal(app: FastAPI):
         return await app(scope, receive, quiet_send)
 
     return wrapped
+
+
+def main() -> int:
+    """``python server.py``: build the app from ``ZSNLI_*`` and serve it; returns the exit code.
+
+    A setting that does not parse or is out of range is refused like the
+    preflight checks: one line ``refusing to start: <reason>`` on stderr,
+    exit code 3, nothing listens. Otherwise as `serve`.
+    """
+    try:
+        app = create_app()
+    except SettingsError as exc:
+        print(f"refusing to start: {_one_line(exc)}", file=sys.stderr, flush=True)
+        return 3
+    return serve(app)
 
 
 def serve(app: FastAPI, host: str | None = None, port: int | None = None) -> int:

@@ -168,3 +168,27 @@ def _parse(name: str, default: Any, raw: str) -> Any:
     except ValueError as exc:
         raise SettingsError(f"{env} must be a number, got {raw!r}") from exc
     return text
+
+
+#: ZSNLI_* variables that belong to other tools, not to the server: the benchmark scripts'
+#: ZSNLI_BENCH_*, and ZSNLI_HOST/ZSNLI_PORT that validate.py hands to a --serve-cmd.
+OTHER_TOOLS_PREFIXES = ("ZSNLI_BENCH_", "ZSNLI_HOST", "ZSNLI_PORT")
+
+
+def unknown_settings(env: Mapping[str, str] | None = None) -> list[str]:
+    """One warning line per ``ZSNLI_*`` variable in ``env`` (default ``os.environ``) that is
+    no server setting (a typo is otherwise silently ignored), naming the closest setting
+    when one is close (``difflib``). Variables of other tools (`OTHER_TOOLS_PREFIXES`) are skipped.
+    """
+    import difflib
+
+    env = os.environ if env is None else env
+    known = [Settings.env_name(f.name) for f in fields(Settings)]
+    lines = []
+    for name in sorted(env):
+        if not name.startswith("ZSNLI_") or name in known or name.startswith(OTHER_TOOLS_PREFIXES):
+            continue
+        # compared without the shared ZSNLI_ prefix, which would make every name look close
+        close = difflib.get_close_matches(name[6:], [k[6:] for k in known], n=1, cutoff=0.75)
+        lines.append(f"unknown setting {name} ignored" + (f" (did you mean ZSNLI_{close[0]}?)" if close else ""))
+    return lines

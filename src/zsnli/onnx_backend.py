@@ -168,7 +168,8 @@ def export_onnx(model_dir: str | Path, out_path: str | Path, quantize: bool) -> 
     ``onnxruntime.quantization.quantize_dynamic`` (QInt8, per channel).
 
     The file is written under a temporary name in ``out_path``'s directory
-    and renamed into place, so ``out_path`` is either absent or complete.
+    and renamed into place, so ``out_path`` is either absent or complete;
+    its sha256 is recorded beside it (``digest_path(out_path)``) first.
     Raises ``OnnxUnavailableError`` when onnx/onnxruntime are missing,
     ``OSError`` when the directory is not writable, and what transformers or
     the exporter raise on a model they cannot load or trace.
@@ -222,16 +223,75 @@ def export_onnx(model_dir: str | Path, out_path: str | Path, quantize: bool) -> 
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
             final = Path(tmp) / "int8.onnx"
-            quantize_dynamic(str(fp32), str(final), weight_type=QuantType.QInt8, per_channel=True)
+            # The quantiser warns through logging.warning(), which installs a root handler when
+            # there is none, after which every log line of the process is printed twice.
+            root = logging.getLogger()
+            guard = logging.NullHandler() if not root.handlers else None
+            if guard is not None:
+                root.addHandler(guard)
+            try:
+                quantize_dynamic(str(fp32), str(final), weight_type=QuantType.QInt8, per_channel=True)
+            finally:
+                if guard is not None:
+                    root.removeHandler(guard)
         with open(final, "rb+") as handle:
             data = handle.read()
             os.fsync(handle.fileno())
-        # The work directory is inside out_path's directory, so this rename is atomic.
+        digest = _sha256_bytes(data)
+        # The digest goes in place first, then the model: a reader that finds the model always
+        # finds a digest (the export is deterministic, so concurrent exports agree on it). The
+        # work directory is inside out_path's directory, so both renames are atomic.
+        staged = Path(tmp) / "digest"
+        staged.write_text(digest + "\n", encoding="utf-8")
+        os.replace(staged, digest_path(out_path))
         os.replace(final, out_path)
-    digest = _sha256_bytes(data)
     logger.info("exported %s (%s, %.1f MB, sha256 %s)", out_path, "int8" if quantize else "fp32",
                 len(data) / 1e6, digest[:12])
     return digest
+
+
+def digest_path(onnx_path: str | Path) -> Path:
+    """Where the sha256 (hex) recorded at export sits: ``<onnx_path>.sha256``."""
+    onnx_path = Path(onnx_path)
+    return onnx_path.with_name(onnx_path.name + ".sha256")
+
+
+def ensure_cache_dir(cache_dir: str | Path | None = None) -> Path:
+    """Create the cache root if needed and check that a file can be written there.
+
+    Returns the root. Raises ``OSError`` naming ``ZSNLI_ONNX_CACHE_DIR`` when
+    it cannot be created or written (a file in the way, no permission).
+    """
+    root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(prefix=_TMP_PREFIX, dir=root):
+            pass
+    except OSError as exc:
+        raise OSError(f"the ONNX cache {root} is not a writable directory ({exc.strerror or exc}); "
+                      f"set {CACHE_ENV}") from exc
+    return root
+
+
+def _cached_bytes(model_dir: Path, path: Path, variant: str) -> tuple[bytes, str]:
+    """The ONNX file's bytes and sha256, exported first when missing or not matching its recorded digest."""
+    for attempt in (1, 2):
+        if not path.is_file() or not digest_path(path).is_file():
+            logger.info("no cached ONNX %s model at %s: exporting", variant, path)
+            try:
+                export_onnx(model_dir, path, quantize=variant == "int8")
+            except OSError as exc:
+                raise OSError(f"cannot write the ONNX cache {path.parent}: {exc} (set {CACHE_ENV})") from exc
+        # Hash and load the same bytes: another process may replace the file meanwhile.
+        data = path.read_bytes()
+        digest = _sha256_bytes(data)
+        expected = digest_path(path).read_text(encoding="utf-8").strip()
+        if digest == expected:
+            return data, digest
+        logger.warning("cached ONNX file %s has sha256 %s, not the %s recorded at export: exporting it again",
+                       path, digest[:12], expected[:12])
+        path.unlink(missing_ok=True)
+    raise RuntimeError(f"the ONNX file {path} does not match its recorded digest even after a fresh export")
 
 
 # --------------------------------------------------------------------------- model
@@ -283,8 +343,10 @@ class OnnxNliModel(NliModel):
         Raises ``ModelConfigError`` when id2label has no entailment/contradiction
         label, ``OnnxUnavailableError`` when onnxruntime/onnx are missing,
         ``FileNotFoundError`` without ``model.safetensors``, ``OSError`` when
-        the cache is not writable, ``RuntimeError`` when ORT cannot load the
-        cached file (the message names it: delete it to re-export).
+        the cache is not writable (the message names ZSNLI_ONNX_CACHE_DIR),
+        ``RuntimeError`` when ORT cannot load the file. A cached file whose
+        sha256 differs from the digest recorded at export (damaged, edited)
+        is never served: it is exported again, with a warning.
         """
         from transformers import AutoConfig, AutoTokenizer
 
@@ -295,16 +357,7 @@ class OnnxNliModel(NliModel):
         label_indices(config.id2label)  # refuse early, before exporting
         tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         path = cache_path(model_dir, variant, cache_dir)
-        if not path.is_file():
-            logger.info("no cached ONNX %s model at %s: exporting", variant, path)
-            try:
-                export_onnx(model_dir, path, quantize=variant == "int8")
-            except PermissionError as exc:
-                raise PermissionError(f"cannot write the ONNX cache {path.parent}: {exc} "
-                                      f"(set {CACHE_ENV})") from exc
-        # Hash and load the same bytes: another process may replace the file meanwhile.
-        data = path.read_bytes()
-        digest = _sha256_bytes(data)
+        data, digest = _cached_bytes(model_dir, path, variant)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = int(threads or 0)
         opts.inter_op_num_threads = 1
