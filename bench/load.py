@@ -256,17 +256,30 @@ async def main_async(args) -> dict:
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
+def at_least_one(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """CLI arguments; ``--requests`` (at most 100,000), ``--concurrency``, ``--labels`` and
+    ``--text-chars`` must be >= 1 (argparse error, exit 2, otherwise)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", default="http://127.0.0.1:8000", help="server base URL (loopback only)")
     ap.add_argument("--spawn-model-dir", help="start server.py on this model dir (free port) and stop it after")
     ap.add_argument("--server-log", default="runs/load_server.log", help="where a spawned server logs")
     ap.add_argument("--pid", type=int, help="server pid, for peak RSS (when not spawned)")
-    ap.add_argument("--requests", type=int, default=2000)
-    ap.add_argument("--concurrency", type=int, default=256)
-    ap.add_argument("--labels", type=int, default=50)
-    ap.add_argument("--text-chars", type=int, default=None,
-                    help="every text exactly this many characters (default: 5-400 random words)")
+    ap.add_argument("--requests", type=at_least_one, default=2000, help="1..100000 (default: %(default)s)")
+    ap.add_argument("--concurrency", type=at_least_one, default=256)
+    ap.add_argument("--labels", type=at_least_one, default=50, help="labels per request")
+    ap.add_argument("--text-chars", type=at_least_one, default=None,
+                    help="every text exactly this many characters, >= 1 (default: 5-400 random words)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-request client timeout, s")
     ap.add_argument("--max-seconds", type=float, default=600.0, help="bound on the whole burst, s")
     ap.add_argument("--ready-timeout", type=float, default=300.0)
@@ -274,8 +287,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the report here")
     args = ap.parse_args(argv)
-    if args.requests <= 0 or args.concurrency <= 0 or args.requests > 100_000:
-        ap.error("--requests must be in 1..100000 and --concurrency > 0")
+    if args.requests > 100_000:
+        ap.error(f"argument --requests: must be at most 100000, got {args.requests}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     report = asyncio.run(main_async(args))
     for key, value in report.items():
         print(f"{key:>26}: {value}")

@@ -217,3 +217,177 @@ def test_server_process_reports_a_refused_start(tmp_path):
         server.start()
     assert server.proc is not None and server.proc.returncode not in (None, 0)
     server.log_path.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- CLI checks (no servers)
+
+
+def _compare_args(examples_file, *extra):
+    from zsnli.bench.compare import parse_args
+
+    return parse_args(["--examples", str(examples_file), *extra])
+
+
+def _refused(capsys, call) -> str:
+    """Run ``call``; it must be an argparse error (exit 2). Returns the error line."""
+    with pytest.raises(SystemExit) as info:
+        call()
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if "error:" in x]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("variant, needle", [
+    ("x:ZSNLI_BACKEND=onnx", "ZSNLI_BACKEND must be one of"),
+    ("x:ZSNLI_BACKEN=onnx-int8", "unknown setting ZSNLI_BACKEN (did you mean ZSNLI_BACKEND?)"),
+    ("x:ZSNLI_FOO=1", "unknown setting ZSNLI_FOO (known: ZSNLI_BACKEND, "),
+    ("x:ZSNLI_TOKEN_BUDGET=lots", "ZSNLI_TOKEN_BUDGET must be a number"),
+    ("x:ZSNLI_MAX_LABELS=0", "ZSNLI_MAX_LABELS must be > 0"),
+    ("x:ZSNLI_BACKEND=onnx-int8,ZSNLI_DTYPE=bfloat16", "fixes the precision"),
+])
+def test_compare_refuses_a_bad_variant_before_any_arm(examples_file, capsys, variant, needle):
+    line = _refused(capsys, lambda: _compare_args(examples_file, "--variant", variant))
+    assert needle in line and "--variant" in line
+
+
+def test_compare_refuses_duplicate_variant_names(examples_file, capsys):
+    line = _refused(capsys, lambda: _compare_args(examples_file, "--variant", "a:ZSNLI_DTYPE=bfloat16",
+                                                  "--variant", "a:ZSNLI_TOKEN_BUDGET=64"))
+    assert "duplicate" in line and " a" in line
+
+
+def test_compare_accepts_good_variants(examples_file):
+    args = _compare_args(examples_file, "--variant", "int8:ZSNLI_BACKEND=onnx-int8", "--variant",
+                         "bf16:ZSNLI_DTYPE=bfloat16,ZSNLI_TOKEN_BUDGET=2048")
+    assert args.variant == [("int8", {"ZSNLI_BACKEND": "onnx-int8"}),
+                            ("bf16", {"ZSNLI_DTYPE": "bfloat16", "ZSNLI_TOKEN_BUDGET": "2048"})]
+
+
+@pytest.mark.parametrize("option, value", [("--concurrency", "1,x"), ("--batch-sizes", "a"),
+                                           ("--concurrency", "0"), ("--batch-sizes", "8,-1"),
+                                           ("--concurrency", ",")])
+def test_compare_refuses_bad_integer_lists(examples_file, capsys, option, value):
+    line = _refused(capsys, lambda: _compare_args(examples_file, f"{option}={value}"))
+    assert f"argument {option}" in line and "positive integer" in line
+
+
+def test_compare_integer_lists_parse(examples_file):
+    args = _compare_args(examples_file, "--concurrency", "1, 8", "--batch-sizes", "4")
+    assert args.concurrency == [1, 8] and args.batch_sizes == [4]
+    assert _compare_args(examples_file).concurrency == [1, 32]  # string defaults go through the same type
+
+
+def test_compare_refuses_a_missing_examples_file(tmp_path, monkeypatch, capsys):
+    from zsnli.bench.common import DEFAULT_EXAMPLES
+    from zsnli.bench.compare import parse_args
+
+    monkeypatch.chdir(tmp_path)  # no ../shared here
+    line = _refused(capsys, lambda: parse_args([]))
+    assert DEFAULT_EXAMPLES in line and "pass --examples" in line
+    line = _refused(capsys, lambda: parse_args(["--examples", "nope.jsonl"]))
+    assert "nope.jsonl" in line
+    with pytest.raises(SystemExit) as info:
+        parse_args(["--help"])
+    assert info.value.code == 0
+    assert f"default: {DEFAULT_EXAMPLES}" in " ".join(capsys.readouterr().out.split())
+
+
+def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, examples_file, monkeypatch, capsys):
+    """Servers and pipeline arms are faked: 'bad' refuses to start, 'flaky' loses its connection mid-arm,
+    'good' runs; the report and table still come, the failures are recorded, the exit code is 1."""
+    import httpx
+
+    from zsnli.bench import compare
+    from zsnli.bench.common import ParamCounts, load_examples
+    from zsnli.bench.serving import LoadResult, ServerError
+
+    def uniform(docs):
+        return [[1 / len(d["labels"])] * len(d["labels"]) for d in docs]
+
+    def fake_pipeline_arm(model_dir, examples, docs, batch_size, mode, warmup, threads, workdir, progress):
+        ds = load_examples(examples, docs)
+        return {"docs": len(ds), "pairs": sum(len(d["labels"]) for d in ds), "wall_s": 1.0,
+                "latencies_s": [0.1] * len(ds), "peak_rss_bytes": 2**20, "hwm_bytes": 2**20,
+                "probabilities": uniform(ds)}
+
+    class FakeServer:
+        def __init__(self, model_dir, settings, launcher, repo_root, threads):
+            self.settings, self.launcher, self.url, self.pid = settings, "fake", "http://fake", os.getpid()
+            self.startup_s, self.health = 0.1, {"status": "ok"}
+
+        def __enter__(self):
+            if self.settings.get("ZSNLI_MAX_LABELS") == "7":
+                raise ServerError("server exited with code 3 before becoming healthy (log /tmp/x.log):\n"
+                                  "Traceback (most recent call last):\nzsnli.config.SettingsError: boom")
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def stop(self):
+            return 0
+
+    def fake_load(url, docs, concurrency, warmup=0, progress=True, desc=""):
+        if desc.endswith(" flaky"):
+            raise httpx.ConnectError("connection refused")
+        return LoadResult(docs=len(docs), pairs=sum(len(d["labels"]) for d in docs), wall_s=0.5,
+                          latencies_s=[0.05] * len(docs), probabilities=uniform(docs))
+
+    monkeypatch.setattr(compare, "run_pipeline_arm", fake_pipeline_arm)
+    monkeypatch.setattr(compare, "ServerProcess", FakeServer)
+    monkeypatch.setattr(compare, "run_load", fake_load)
+    monkeypatch.setattr(compare, "param_counts", lambda model_dir: ParamCounts(per_token=1000, per_pair=10,
+                                                                               embedding=5))
+    monkeypatch.setattr(compare, "pair_token_counts",
+                        lambda model_dir, docs, max_length=None: [[10] * len(d["labels"]) for d in docs])
+    monkeypatch.setattr(compare, "matmul_rate", lambda *a, **k: {"device": "cpu", "dtype": "float32", "n": 128,
+                                                                 "threads": 1, "flops_per_s": 1e9})
+    out = tmp_path / "report.json"
+    code = compare.main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
+                         "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "0", "--no-progress",
+                         "--variant", "bad:ZSNLI_MAX_LABELS=7", "--variant", "flaky:ZSNLI_TOKEN_BUDGET=64",
+                         "--variant", "good:ZSNLI_MAX_BATCH_WAIT_MS=1", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1
+    r = json.loads(out.read_text())
+    assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4", "c4-good"]
+    variants = r["server"]["variants"]
+    assert variants["bad"]["error"] == ("ServerError: server exited with code 3 before becoming healthy "
+                                        "(log /tmp/x.log): ... zsnli.config.SettingsError: boom")
+    assert "boom" in variants["bad"]["error_detail"]
+    assert variants["flaky"]["error"] == "ConnectError: connection refused"
+    assert "error" not in variants["good"] and "error" not in r["server"]
+    assert variants["good"]["exit_code"] == 0 and variants["bad"]["settings"] == {"ZSNLI_MAX_LABELS": "7"}
+    assert set(r["ratios"]) == {"c4/a", "c4/b", "c4-good/a", "c4-good/b"}
+    failed = [x for x in captured.err.splitlines() if "failed, skipped" in x]
+    assert failed == [f"zsnli.bench: server bad failed, skipped: {variants['bad']['error']}",
+                      f"zsnli.bench: server flaky failed, skipped: {variants['flaky']['error']}"]
+    assert "server bad failed: ServerError" in captured.out and "ratio (c4-good)/(a)" in captured.out
+
+
+def _load_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("zsnli_bench_load_script", REPO / "bench" / "load.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--text-chars", "0"], "--text-chars"), (["--text-chars=-5"], "--text-chars"),
+    (["--requests", "0"], "--requests"), (["--requests", "100001"], "--requests"),
+    (["--concurrency", "0"], "--concurrency"), (["--labels", "0"], "--labels"), (["--labels", "x"], "--labels"),
+])
+def test_load_script_refuses_non_positive_counts(capsys, argv, option):
+    load = _load_script()
+    line = _refused(capsys, lambda: load.parse_args(argv))
+    assert f"argument {option}" in line
+
+
+def test_load_script_accepts_ones():
+    args = _load_script().parse_args(["--text-chars", "1", "--requests", "1", "--concurrency", "1", "--labels", "1"])
+    assert (args.text_chars, args.requests, args.concurrency, args.labels) == (1, 1, 1, 1)
+    assert _load_script().parse_args([]).text_chars is None

@@ -175,20 +175,35 @@ def _parse(name: str, default: Any, raw: str) -> Any:
 OTHER_TOOLS_PREFIXES = ("ZSNLI_BENCH_", "ZSNLI_HOST", "ZSNLI_PORT")
 
 
-def unknown_settings(env: Mapping[str, str] | None = None) -> list[str]:
-    """One warning line per ``ZSNLI_*`` variable in ``env`` (default ``os.environ``) that is
-    no server setting (a typo is otherwise silently ignored), naming the closest setting
-    when one is close (``difflib``). Variables of other tools (`OTHER_TOOLS_PREFIXES`) are skipped.
+def setting_names() -> list[str]:
+    """The ``ZSNLI_*`` names the server reads, one per `Settings` field, in field order."""
+    return [Settings.env_name(f.name) for f in fields(Settings)]
+
+
+def closest_setting(name: str) -> str | None:
+    """The setting name closest to ``name`` (``difflib``, ratio >= 0.75), or None.
+
+    Compared without the shared ``ZSNLI_`` prefix, which would make every name look close.
     """
     import difflib
 
+    close = difflib.get_close_matches(name.removeprefix("ZSNLI_"), [k[6:] for k in setting_names()], n=1,
+                                      cutoff=0.75)
+    return f"ZSNLI_{close[0]}" if close else None
+
+
+def unknown_settings(env: Mapping[str, str] | None = None) -> list[str]:
+    """One warning line per ``ZSNLI_*`` variable in ``env`` (default ``os.environ``) that is
+    no server setting (a typo is otherwise silently ignored), naming the closest setting
+    when one is close (`closest_setting`). Variables of other tools (`OTHER_TOOLS_PREFIXES`)
+    are skipped.
+    """
     env = os.environ if env is None else env
-    known = [Settings.env_name(f.name) for f in fields(Settings)]
+    known = set(setting_names())
     lines = []
     for name in sorted(env):
         if not name.startswith("ZSNLI_") or name in known or name.startswith(OTHER_TOOLS_PREFIXES):
             continue
-        # compared without the shared ZSNLI_ prefix, which would make every name look close
-        close = difflib.get_close_matches(name[6:], [k[6:] for k in known], n=1, cutoff=0.75)
-        lines.append(f"unknown setting {name} ignored" + (f" (did you mean ZSNLI_{close[0]}?)" if close else ""))
+        close = closest_setting(name)
+        lines.append(f"unknown setting {name} ignored" + (f" (did you mean {close}?)" if close else ""))
     return lines

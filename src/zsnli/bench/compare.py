@@ -14,7 +14,10 @@ Arms, all on the same model, the same documents, one run:
   concurrency 1 and 32 (``--concurrency``); each ``--variant NAME:ZSNLI_X=v,...``
   starts another server with those settings and drives it at the top
   concurrency (e.g. ``bf16:ZSNLI_DTYPE=bfloat16``), with its own ratios and
-  agreement lines.
+  agreement lines. Variants are checked before any arm runs (known
+  ``ZSNLI_*`` names, values that `zsnli.config.Settings` accepts); a server
+  that still fails to start, or whose arm fails, is recorded in the report
+  (``server.variants.NAME.error``) and the run goes on (exit code 1).
 
 Each pipeline arm runs in its own process (its peak RSS is its own); the
 server's RSS is sampled from outside during each of its arms. Every arm
@@ -54,13 +57,36 @@ from .common import (
     param_counts,
     write_examples,
 )
-from .serving import ServerProcess, run_load
+from ..config import closest_setting, setting_names
+from .serving import ServerError, ServerProcess, run_load
 
 #: calibration.json content giving the transformers pipeline's semantics.
 PIPELINE_SEMANTICS = {
     "chosen": {"rule": "entailment", "temperature": 1.0, "k_exponent": 0.0, "content_free_premise": None},
     "note": "zsnli.bench: transformers zero-shot pipeline semantics (entailment-logit softmax, T = 1)",
 }
+
+#: settings every server arm gets (besides ZSNLI_CALIBRATION_PATH); a variant's own settings override them.
+SERVER_BASE_SETTINGS = {"ZSNLI_DEVICE": "cpu", "ZSNLI_DTYPE": "float32"}
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line`` of an error, plus its last non-empty line when it has more (a server log
+    tail's last line usually holds the reason)."""
+    lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    if len(lines) > 1:
+        text += f" ... {lines[-1]}"
+    return text
+
+
+def server_arm_errors() -> tuple[type[BaseException], ...]:
+    """What a server arm may raise that ends that arm only: the server refused to start or timed out
+    (``ServerError``), could not be launched (``OSError``), the connection broke (``httpx.HTTPError``), or an
+    answer was malformed (``ValueError``, ``KeyError``)."""
+    import httpx
+
+    return (ServerError, OSError, httpx.HTTPError, ValueError, KeyError)
 
 
 def arm_row(name: str, docs: int, pairs: int, wall_s: float, latencies_s: Sequence[float],
@@ -166,29 +192,34 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     # --variant (extra ZSNLI_* settings) at the top concurrency only.
     calib = workdir / "calibration.pipeline-semantics.json"
     calib.write_text(json.dumps(PIPELINE_SEMANTICS), encoding="utf-8")
-    settings = {"ZSNLI_CALIBRATION_PATH": str(calib), "ZSNLI_DEVICE": "cpu", "ZSNLI_DTYPE": "float32"}
-    if args.skip_manifest_check:
-        settings["ZSNLI_SKIP_MANIFEST_CHECK"] = "1"
+    settings = {"ZSNLI_CALIBRATION_PATH": str(calib), **server_base_settings(args)}
     servers: dict[str, Any] = {}
+    arm_errors = server_arm_errors()
     for name, extra in [("default", {}), *args.variant]:
         levels = args.concurrency if name == "default" else [max(args.concurrency)]
         log(f"[bench] starting the zsnli server ({args.launcher}) {name} {extra or ''}")
-        with ServerProcess(model_dir, {**settings, **extra}, launcher=args.launcher, repo_root=args.repo_root,
-                           threads=args.threads) as server:
-            info = {"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health,
-                    "settings": extra}
-            for conc in levels:
-                key = f"c{conc}" if name == "default" else f"c{conc}-{name}"
-                with RssSampler(server.pid) as rss:
-                    load = run_load(server.url, docs, conc,
-                                    warmup=args.warmup if conc == 1 else max(args.warmup, conc),
-                                    progress=progress, desc=f"zsnli c={conc} {name}")
-                label = f"(c) zsnli, concurrency {conc}" + ("" if name == "default" else f", {name}")
-                rows.append(arm_row(label, load.docs, load.pairs, load.wall_s, load.latencies_s, rss.peak_bytes,
-                                    hwm_bytes(server.pid), key=key, concurrency=conc, errors=load.errors,
-                                    retries_503=load.retries_503, variant=name))
-                probs[key] = load.probabilities
-            info["exit_code"] = server.stop()
+        info: dict[str, Any] = {"settings": extra}
+        try:
+            with ServerProcess(model_dir, {**settings, **extra}, launcher=args.launcher, repo_root=args.repo_root,
+                               threads=args.threads) as server:
+                info.update({"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health})
+                for conc in levels:
+                    key = f"c{conc}" if name == "default" else f"c{conc}-{name}"
+                    with RssSampler(server.pid) as rss:
+                        load = run_load(server.url, docs, conc,
+                                        warmup=args.warmup if conc == 1 else max(args.warmup, conc),
+                                        progress=progress, desc=f"zsnli c={conc} {name}")
+                    label = f"(c) zsnli, concurrency {conc}" + ("" if name == "default" else f", {name}")
+                    rows.append(arm_row(label, load.docs, load.pairs, load.wall_s, load.latencies_s,
+                                        rss.peak_bytes, hwm_bytes(server.pid), key=key, concurrency=conc,
+                                        errors=load.errors, retries_503=load.retries_503, variant=name))
+                    probs[key] = load.probabilities
+                info["exit_code"] = server.stop()
+        except arm_errors as exc:
+            # Recorded, and the run goes on: the arms already measured (minutes) still make the report.
+            info["error"] = one_line(exc)
+            info["error_detail"] = str(exc)
+            print(f"zsnli.bench: server {name} failed, skipped: {info['error']}", file=sys.stderr, flush=True)
         servers[name] = info
     server_info = servers.pop("default")
     server_info["variants"] = servers
@@ -196,11 +227,10 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     by_key = {r["key"]: r for r in rows}
     c_top = f"c{max(args.concurrency)}"
     ratios = {}
-    if c_top in by_key:
-        for key in [k for k in by_key if k == c_top or k.startswith(c_top + "-")]:
-            ratios[f"{key}/a"] = by_key[key]["docs_per_s"] / by_key["a"]["docs_per_s"]
-            if best_b is not None:
-                ratios[f"{key}/b"] = by_key[key]["docs_per_s"] / best_b["docs_per_s"]
+    for key in [k for k in by_key if k == c_top or k.startswith(c_top + "-")]:  # a failed server has no row
+        ratios[f"{key}/a"] = by_key[key]["docs_per_s"] / by_key["a"]["docs_per_s"]
+        if best_b is not None:
+            ratios[f"{key}/b"] = by_key[key]["docs_per_s"] / best_b["docs_per_s"]
     agree = {k: agreement(probs["a"], v) for k, v in probs.items() if k != "a"}
     for r in rows:
         r["fraction_of_ceiling"] = r["docs_per_s"] / ceiling["ceiling_docs_per_s"]
@@ -271,13 +301,24 @@ def render(report: dict[str, Any], console=None) -> None:
     errs = {r["key"]: r.get("errors") for r in report["arms"] if r.get("errors")}
     if errs:
         console.print(f"[red]server errors: {errs}[/red]")
+    for name, info in failed_servers(report).items():
+        console.print(f"server {name} failed: {info['error']}", style="red", markup=False, highlight=False)
+
+
+def failed_servers(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{name: server info}`` of the servers (default and variants) that failed (have an ``error``)."""
+    server = report.get("server") or {}
+    out = {"default": server} if server.get("error") else {}
+    out.update({k: v for k, v in (server.get("variants") or {}).items() if v.get("error")})
+    return out
 
 
 def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
     """``"bf16:ZSNLI_DTYPE=bfloat16,ZSNLI_TOKEN_BUDGET=2048"`` -> ``("bf16", {...})``.
 
     Raises ``ValueError`` on a missing name, an item without ``=`` or a key
-    that is not a ``ZSNLI_*`` variable.
+    that is not a ``ZSNLI_*`` setting the server knows (the message suggests
+    the closest known name). Values are checked by `check_variant`.
     """
     name, sep, rest = spec.partition(":")
     name = name.strip()
@@ -286,26 +327,79 @@ def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
     env: dict[str, str] = {}
     for item in filter(None, (x.strip() for x in rest.split(","))):
         key, eq, value = item.partition("=")
+        key = key.strip()
         if not eq or not key.startswith("ZSNLI_"):
             raise ValueError(f"{spec!r}: {item!r} is not ZSNLI_NAME=VALUE")
-        env[key.strip()] = value.strip()
+        known = setting_names()
+        if key not in known:
+            close = closest_setting(key)
+            hint = f"did you mean {close}?" if close else f"known: {', '.join(sorted(known))}"
+            raise ValueError(f"{spec!r}: unknown setting {key} ({hint})")
+        env[key] = value.strip()
     if not env:
         raise ValueError(f"{spec!r}: no settings")
     return name, env
 
 
+def server_base_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The ``ZSNLI_*`` settings every server arm gets from the CLI (calibration path aside)."""
+    settings = dict(SERVER_BASE_SETTINGS)
+    if args.skip_manifest_check:
+        settings["ZSNLI_SKIP_MANIFEST_CHECK"] = "1"
+    return settings
+
+
+def check_variant(name: str, env: dict[str, str], base: dict[str, str] | None = None) -> None:
+    """Raise ``ValueError`` (one line) when the server would refuse ``base`` + ``env``: the same
+    `zsnli.config.Settings.from_env` parse and checks it runs at startup."""
+    from ..config import Settings, SettingsError
+
+    try:
+        Settings.from_env({**(base or {}), **env})
+    except SettingsError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def _positive_ints(text: str) -> list[int]:
+    """argparse type: ``"1,32"`` -> ``[1, 32]``; every item a positive integer, at least one."""
+    items = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers, e.g. 1,32")
+    values = []
+    for item in items:
+        try:
+            value = int(item)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{item!r} is not a positive integer (expected e.g. 1,32)")
+        values.append(value)
+    return values
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """CLI arguments (see module docstring)."""
+    """CLI arguments (see module docstring).
+
+    Refused here (argparse error, exit 2, before any arm runs): a missing
+    ``--examples`` file, ``--batch-sizes``/``--concurrency`` items that are
+    not positive integers, malformed or duplicate ``--variant`` names, and
+    variants whose settings the server would refuse (unknown ``ZSNLI_*``
+    name, bad value).
+    """
     ap = argparse.ArgumentParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--model-dir", default="model")
-    ap.add_argument("--examples", default=DEFAULT_EXAMPLES)
+    ap.add_argument("--examples", default=DEFAULT_EXAMPLES,
+                    help="examples JSONL, one {text, labels} document a line "
+                         "(default: %(default)s, relative to the current directory)")
     ap.add_argument("--docs", type=int, default=None, help="first N documents (default all)")
     ap.add_argument("--out", default=None, help="write the JSON report here")
-    ap.add_argument("--batch-sizes", default="8,32,64", help="pipeline batch_size sweep for (b)")
+    ap.add_argument("--batch-sizes", type=_positive_ints, default="8,32,64",
+                    help="pipeline batch_size sweep for (b) (default: %(default)s)")
     ap.add_argument("--pipeline-mode", default="stream",
                     help="(b) modes, comma-separated: stream (label-set groups streamed across documents, "
                          "default) and/or doc (one call per document, pairs batched within it)")
-    ap.add_argument("--concurrency", default="1,32", help="server concurrency levels for (c)")
+    ap.add_argument("--concurrency", type=_positive_ints, default="1,32",
+                    help="server concurrency levels for (c) (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=4, help="untimed documents before each arm")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch/OMP threads for every arm (default: leave the environment's)")
@@ -323,10 +417,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     try:
         args.variant = [parse_variant(v) for v in args.variant]
+        for name, env in args.variant:
+            check_variant(name, env, server_base_settings(args))
     except ValueError as exc:
-        ap.error(f"--variant: {exc}")
-    args.batch_sizes = [int(x) for x in str(args.batch_sizes).split(",") if x.strip()]
-    args.concurrency = [int(x) for x in str(args.concurrency).split(",") if x.strip()]
+        ap.error(f"--variant {exc}")
+    names = [name for name, _ in args.variant]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        ap.error(f"--variant: duplicate name(s) {', '.join(dup)}; give each variant its own NAME")
+    if not Path(args.examples).is_file():
+        ap.error(f"--examples: no such file {args.examples} (resolved: {Path(args.examples).resolve()}); "
+                 "pass --examples PATH to an examples JSONL file")
     args.pipeline_mode = [m.strip() for m in str(args.pipeline_mode).split(",") if m.strip()]
     bad = [m for m in args.pipeline_mode if m not in ("stream", "doc")]
     if bad:
@@ -335,10 +436,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark, print the table, write ``--out``; returns 0 (1 when a server request failed)."""
+    """Run the benchmark, print the table, write ``--out``; returns 0, or 1 when a server request failed
+    or a server (default or variant) failed to start or run."""
     args = parse_args(argv)
     report = run(args)
     render(report)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
-    return 1 if any(r.get("errors") for r in report["arms"]) else 0
+    return 1 if any(r.get("errors") for r in report["arms"]) or failed_servers(report) else 0
