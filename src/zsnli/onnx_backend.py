@@ -12,7 +12,9 @@ without them.
   ``<cache_dir>/<weights_key>/<variant>.onnx``, ``cache_dir`` =
   ``ZSNLI_ONNX_CACHE_DIR`` else ``~/.cache/zsnli/onnx``. The key hashes the
   (manifest-verified) weights and config, the export format and the torch /
-  onnxruntime / onnx versions: a change to any of them gets a new directory. A file is exported only when missing, written to a
+  transformers / onnxruntime / onnx versions: a change to any of them gets a
+  new directory. A file is exported when missing or when it no longer
+  matches the sha256 recorded beside it at export; it is written to a
   temporary name in the same directory and renamed into place
   (``os.replace``), so a crash never leaves a partial file under the final
   name and two processes exporting at once each rename a complete file.
@@ -109,8 +111,8 @@ def weights_key(model_dir: str | Path) -> str:
     """The cache key of a model directory (16 hex characters).
 
     First 16 hex of sha256 over: sha256(model.safetensors), sha256(config.json)
-    (its id2label and shapes shape the graph), ``EXPORT_FORMAT`` and the torch
-    and onnxruntime versions that export and quantise. Any change to one of
+    (its id2label and shapes shape the graph), ``EXPORT_FORMAT`` and the torch,
+    transformers, onnxruntime and onnx versions that trace, export and quantise. Any change to one of
     them gives a new directory, so a stale export is never served.
     Raises ``FileNotFoundError`` when the directory has no ``model.safetensors``
     or ``config.json`` (e.g. sharded or ``pytorch_model.bin`` checkpoints, which
@@ -133,7 +135,7 @@ def _library_versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     out = []
-    for dist in ("torch", "onnxruntime", "onnx"):
+    for dist in ("torch", "transformers", "onnxruntime", "onnx"):
         try:
             out.append(f"{dist}={version(dist)}")
         except PackageNotFoundError:
