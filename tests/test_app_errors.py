@@ -96,6 +96,8 @@ async def test_bad_request_is_4xx_naming_the_field(bert_dir, make_app, case, raw
         err = r.json()
         assert {"error", "field", "error_type"} <= set(err)
         assert err["field"] == field, err
+        for item in err.get("errors", []):  # the items name the field the client sent, like the top level
+            assert str(item["field"]).split("[")[0] == field.split("[")[0], err
         assert err["error_type"] == error_type, err
         assert isinstance(err["error"], str) and err["error"]
         # the server is still fine afterwards

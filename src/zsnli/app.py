@@ -880,9 +880,13 @@ def _validate(payload: Any) -> tuple[ClassifyRequest, bool]:
         return ClassifyRequest.model_validate(payload), used_alias
     except ValidationError as exc:
         err = _validation_response(exc.errors(), strip_body=False)
-        if used_alias and err.field and err.field.startswith("labels"):
-            err.field = "candidate_labels" + err.field[len("labels"):]
-            err.message = "candidate_labels" + err.message[len("labels"):]
+        if used_alias:  # name the field the client sent, at the top and in every item of errors[]
+            if err.field and err.field.startswith("labels"):
+                err.field = "candidate_labels" + err.field[len("labels"):]
+                err.message = "candidate_labels" + err.message[len("labels"):]
+            for item in err.extra.get("errors", []):
+                if str(item.get("field") or "").startswith("labels"):
+                    item["field"] = "candidate_labels" + item["field"][len("labels"):]
         raise err from None
 
 
