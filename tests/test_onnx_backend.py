@@ -6,6 +6,7 @@ import hashlib
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -201,10 +202,16 @@ def test_stale_temp_files_do_not_break_loading(tmp_path, bert_dir, bert_model):
     (path.parent / ".tmp-fp32.onnx.abc123").write_bytes(b"\x08\x07half an onnx file")
     (path.parent / ".tmp-dead").mkdir()
     (path.parent / ".tmp-dead" / "fp32.onnx").write_bytes(b"garbage")
+    (path.parent / ".tmp-running").mkdir()  # a concurrent export's work directory: young, kept
+    old = time.time() - 2 * onnx_backend.STALE_TEMP_S
+    for name in (".tmp-fp32.onnx.abc123", ".tmp-dead"):
+        os.utime(path.parent / name, (old, old))
     model = OnnxNliModel.load(bert_dir, variant="fp32", threads=1, cache_dir=tmp_path)
     assert model.onnx_path == str(path) and path.is_file()
     enc = bert_model.encode(PREMISES, HYPOTHESES)
     np.testing.assert_allclose(model.logits(enc), bert_model.logits(enc), atol=1e-4, rtol=0)
+    # the killed export's leftovers are gone; the young one is left to its owner
+    assert sorted(p.name for p in path.parent.glob(".tmp-*")) == [".tmp-running"]
 
 
 def test_unparsable_cached_file_is_exported_again(tmp_path, bert_dir, bert_model):

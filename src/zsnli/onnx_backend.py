@@ -275,8 +275,39 @@ def ensure_cache_dir(cache_dir: str | Path | None = None) -> Path:
     return root
 
 
+#: A ``.tmp-*`` entry older than this in a cache directory is a crashed export's leftover.
+STALE_TEMP_S = 3600.0
+
+
+def remove_stale_temps(directory: Path, max_age_s: float = STALE_TEMP_S) -> list[Path]:
+    """Delete ``.tmp-*`` files and directories in ``directory`` last modified over ``max_age_s`` ago
+    (an export killed mid-way leaves one; a running export's is younger). Returns what was removed;
+    errors (already gone, no permission) are ignored."""
+    import shutil
+    import time
+
+    removed: list[Path] = []
+    if not directory.is_dir():
+        return removed
+    now = time.time()
+    for entry in directory.glob(_TMP_PREFIX + "*"):
+        try:
+            if now - entry.stat().st_mtime <= max_age_s:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+            removed.append(entry)
+        except OSError:
+            continue
+    return removed
+
+
 def _cached_bytes(model_dir: Path, path: Path, variant: str) -> tuple[bytes, str]:
     """The ONNX file's bytes and sha256, exported first when missing or not matching its recorded digest."""
+    for stale in remove_stale_temps(path.parent):
+        logger.info("removed a stale temporary export %s", stale)
     for attempt in (1, 2):
         if not path.is_file() or not digest_path(path).is_file():
             logger.info("no cached ONNX %s model at %s: exporting", variant, path)
