@@ -24,9 +24,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from zsnli.embedding import EMBEDDING_MODEL_ID
 from zsnli.manifest import hash_model_dir, model_dir_digest
 
-EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_EMBEDDING_SCALE = 20.0
 
 

@@ -45,6 +45,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import metrics
+from .embedding import EMBEDDING_MODEL_ID
 from .manifest import CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, load_manifest, sha256_file
 from .nli_data import build_nli_data, read_jsonl
 from .presets import Preset
@@ -392,7 +393,7 @@ def calibrate(
             "ece_bins": metrics.N_BINS,
             "content_free_premise": CONTENT_FREE_PREMISE,
             "embedding_weights": list(embedding_weights),
-            "embedding_model": {"id": "sentence-transformers/all-MiniLM-L6-v2", "sha256": emb_digest,
+            "embedding_model": {"id": EMBEDDING_MODEL_ID, "sha256": emb_digest,
                                 "dir": str(encoder.model_dir) if encoder else None},
             "dev_examples": str(dev_examples) if dev_examples else None,
             "dev_documents": len(dev_rows),
@@ -413,7 +414,7 @@ def calibrate(
                              "role": "calibration: choice of scoring rule, correction, embedding weight, temperature"})
         if chosen["config"].get("embedding_weight"):
             declared.append({"name": "all-MiniLM-L6-v2-embeddings", "kind": "model",
-                             "id": "sentence-transformers/all-MiniLM-L6-v2", "sha256": emb_digest,
+                             "id": EMBEDDING_MODEL_ID, "sha256": emb_digest,
                              "licence": "Apache-2.0", "role": "serving: cosine term of the score"})
         declare_sources(manifest_dir, declared)
     return doc
