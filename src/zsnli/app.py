@@ -421,7 +421,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         logger.info(
             "ready in %.2f s%s: model=%s sha256=%s backend=%s%s device=%s dtype=%s window=%d token_budget=%d "
             "entail=%d contra=%d",
-            st.startup_seconds, since_start, settings.model_dir, digest, getattr(model, "backend", "torch"),
+            st.startup_seconds, since_start, settings.model_dir, digest, model.backend,
             f" onnx={model.onnx_path} onnx_sha256={model.onnx_sha256}" if getattr(model, "onnx_sha256", None) else "",
             model.device, _dtype_name(model.dtype), model.max_length, batcher.token_budget,
             model.entail_idx, model.contra_idx,
@@ -576,7 +576,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
             "status": "ok",
             "model": st.model_name,
             "model_sha256": st.model_sha256,
-            "backend": getattr(st.model, "backend", "torch"),
+            "backend": st.model.backend,
             "device": st.model.device,
             "dtype": _dtype_name(st.model.dtype),
             "architecture": (getattr(st.model.config, "architectures", None) or [None])[0],
@@ -881,12 +881,17 @@ def _validate(payload: Any) -> tuple[ClassifyRequest, bool]:
     except ValidationError as exc:
         err = _validation_response(exc.errors(), strip_body=False)
         if used_alias:  # name the field the client sent, at the top and in every item of errors[]
+
+            def aliased(text: str | None) -> str | None:
+                if text and text.startswith("labels"):
+                    return "candidate_labels" + text[len("labels"):]
+                return text
+
             if err.field and err.field.startswith("labels"):
-                err.field = "candidate_labels" + err.field[len("labels"):]
-                err.message = "candidate_labels" + err.message[len("labels"):]
+                err.field, err.message = aliased(err.field), aliased(err.message)
             for item in err.extra.get("errors", []):
-                if str(item.get("field") or "").startswith("labels"):
-                    item["field"] = "candidate_labels" + item["field"][len("labels"):]
+                if "field" in item:
+                    item["field"] = aliased(item["field"])
         raise err from None
 
 
