@@ -218,14 +218,19 @@ async def test_stateless_same_request_same_answer(model_dir, make_app):
 # --------------------------------------------------------------------- health & startup
 
 
-async def test_health_503_while_loading_then_200(bert_dir):
+def _gated_app(model_dir):
+    """An app whose model load waits until the returned event is set (at most 30 s)."""
     gate = threading.Event()
 
     def slow_loader(settings):
         gate.wait(30)
         return cached_loader(settings)
 
-    app = create_app(make_settings(bert_dir), loader=slow_loader)
+    return create_app(make_settings(model_dir), loader=slow_loader), gate
+
+
+async def test_health_503_while_loading_then_200(bert_dir):
+    app, gate = _gated_app(bert_dir)
     async with running_app(app, wait_ready=False) as client:
         r = await client.get("/health")
         assert r.status_code == 503 and r.json() == {"status": "loading"}
@@ -311,13 +316,7 @@ async def test_verified_flag_and_head_health(tmp_path, bert_dir):
 
 
 async def test_head_health_is_503_while_loading(bert_dir):
-    gate = threading.Event()
-
-    def slow_loader(settings):
-        gate.wait(30)
-        return cached_loader(settings)
-
-    app = create_app(make_settings(bert_dir), loader=slow_loader)
+    app, gate = _gated_app(bert_dir)
     async with running_app(app, wait_ready=False) as client:
         r = await client.head("/health")
         assert r.status_code == 503 and "Retry-After" in r.headers
