@@ -171,14 +171,14 @@ def model_dir(request, bert_dir, deberta_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def bert_model(bert_dir):
-    from zsnli.scoring import NliModel
+    from zsnli.model import NliModel
 
     return NliModel.load(bert_dir, device="cpu")
 
 
 @pytest.fixture(scope="session")
 def deberta_model(deberta_dir):
-    from zsnli.scoring import NliModel
+    from zsnli.model import NliModel
 
     return NliModel.load(deberta_dir, device="cpu")
 
@@ -186,7 +186,7 @@ def deberta_model(deberta_dir):
 @pytest.fixture(scope="session", params=["bert", "deberta"])
 def nli_model(request, bert_dir, deberta_dir):
     """A loaded ``NliModel`` for each tiny architecture."""
-    from zsnli.scoring import NliModel
+    from zsnli.model import NliModel
 
     return NliModel.load(bert_dir if request.param == "bert" else deberta_dir, device="cpu")
 
@@ -213,7 +213,7 @@ _MODEL_CACHE: dict = {}
 
 def cached_loader(settings):
     """Load each tiny model once per session (tests share it across apps)."""
-    from zsnli.scoring import NliModel
+    from zsnli.model import NliModel
 
     key = (str(settings.model_dir), settings.dtype)
     if key not in _MODEL_CACHE:

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from conftest import cached_loader, make_settings, running_app
 
-from zsnli.app import StartupRefused, create_app
+from zsnli.app import create_app
+from zsnli.startup import StartupRefused
 from zsnli.manifest import hash_model_dir, model_dir_digest
 from zsnli.scoring import ScoringConfig, label_probabilities, multi_label_probabilities, scores_from_logits
 
@@ -48,7 +49,7 @@ async def classify(client, body):
 async def test_contract(model_dir, make_app):
     app = make_app(model_dir)
     async with running_app(app) as client:
-        model = app.state.service().model
+        model = app.state.classifier.state.model
         for rid in ("doc-1", 17, 2.5, None):
             out = await classify(client, {"id": rid, "text": TEXT, "labels": LABELS})
             assert set(out) == {"id", "probabilities"}
@@ -78,7 +79,7 @@ async def test_permutation_single_and_duplicate_labels(model_dir, make_app):
 async def test_multi_label_template_and_alias(model_dir, make_app):
     app = make_app(model_dir)
     async with running_app(app) as client:
-        model = app.state.service().model
+        model = app.state.classifier.state.model
         names = ["sport", "business", "science"]
         formatted = [f"This text is about {n}." for n in names]
         multi = await classify(client, {"text": TEXT, "labels": formatted, "multi_label": True})
@@ -104,7 +105,7 @@ async def test_extra_fields_are_ignored(bert_dir, make_app):
 async def test_text_is_cut_before_tokenising(bert_dir, make_app):
     app = make_app(bert_dir, max_text_chars=1000)
     async with running_app(app) as client:
-        model = app.state.service().model
+        model = app.state.classifier.state.model
         long_text = "the market rallied and the bank shares rose " * 5000  # 220,000 chars
         out = await classify(client, {"text": long_text, "labels": LABELS})
         np.testing.assert_allclose(out["probabilities"], direct(model, long_text[:1000], LABELS), atol=1e-6)
@@ -128,7 +129,7 @@ async def test_scoring_config_from_calibration_json(tmp_path, deberta_dir, chose
     (tmp_path / "calibration.json").write_text(json.dumps({"chosen": chosen, "candidates": []}))
     app = create_app(make_settings(model_dir), loader=cached_loader)
     async with running_app(app) as client:
-        st = app.state.service()
+        st = app.state.classifier.state
         assert st.calibrated and st.scoring == ScoringConfig.from_dict(chosen)
         out = await classify(client, {"text": TEXT, "labels": LABELS})
         np.testing.assert_allclose(out["probabilities"], direct(st.model, TEXT, LABELS, st.scoring), atol=1e-6)
@@ -175,7 +176,7 @@ async def test_alone_vs_among_31_concurrent(model_dir, make_app, token_budget):
         assert outs[15]["id"] == "target"
         assert np.max(np.abs(alone - crowd)) <= 1e-4
         assert np.argmax(alone) == np.argmax(crowd)
-        stats = app.state.service().batcher.stats
+        stats = app.state.classifier.state.batcher.stats
         assert stats.max_batch_pairs > 1  # requests really shared batches
         if token_budget == 96:
             assert stats.batches >= 10  # 5-pair request split over several batches
@@ -186,7 +187,7 @@ async def test_token_budget_defaults_to_the_devices(model_dir, make_app, configu
     """Unset ZSNLI_TOKEN_BUDGET takes the CPU default (2048, measured fastest on CPU); a set one wins."""
     app = make_app(model_dir, token_budget=configured)
     async with running_app(app) as client:
-        assert app.state.service().batcher.token_budget == expected
+        assert app.state.classifier.state.batcher.token_budget == expected
         out = await classify(client, {"text": TEXT, "labels": LABELS})
         assert abs(sum(out["probabilities"]) - 1) < 1e-6
 
@@ -195,7 +196,7 @@ async def test_64_concurrent_requests_all_correct(model_dir, make_app):
     app = make_app(model_dir, token_budget=512, max_batch_wait_ms=5)
     reqs = _varied_requests(64)
     async with running_app(app) as client:
-        model = app.state.service().model
+        model = app.state.classifier.state.model
         outs = await asyncio.gather(*(classify(client, r) for r in reqs))
         for req, out in zip(reqs, outs):
             assert out["id"] == req["id"]
@@ -291,7 +292,7 @@ async def test_refuses_manifest_mismatch(tmp_path, bert_dir, caplog):
     with pytest.raises(StartupRefused, match=r"config.json \(mismatch\)"):
         async with running_app(app):
             pass
-    assert app.state.service().status == "error"
+    assert app.state.classifier.state.status == "error"
     assert any("refusing to start" in r.getMessage() and "\n" not in r.getMessage() for r in caplog.records)
     # the development flag skips the check
     ok = create_app(make_settings(model_dir, skip_manifest_check=True), loader=cached_loader)
@@ -332,7 +333,7 @@ async def test_explicit_missing_manifest_or_calibration_refuses_to_start(tmp_pat
         async with running_app(app):
             pass
     assert "\n" not in str(info.value)
-    assert app.state.service().status == "error"
+    assert app.state.classifier.state.status == "error"
 
 
 async def test_refuses_model_without_entailment_label(tmp_path):
@@ -377,7 +378,7 @@ async def test_embedding_term_from_calibration_json(tmp_path, bert_dir, deberta_
     (tmp_path / "calibration.json").write_text(json.dumps({"chosen": chosen, "candidates": []}))
     app = create_app(make_settings(model_dir, embedding_dir=str(bert_dir)), loader=cached_loader)
     async with running_app(app) as client:
-        st = app.state.service()
+        st = app.state.classifier.state
         assert st.encoder is not None
         out = await classify(client, {"text": TEXT, "labels": LABELS})
         cos = SentenceEncoder(bert_dir).cosine(TEXT, LABELS)

@@ -8,8 +8,8 @@ import threading
 import numpy as np
 import pytest
 
-from zsnli.batching import Batcher, BatcherClosed, BatchError, QueueFull, padded
-from zsnli.scoring import Encoded
+from zsnli.batching import Batcher, BatcherClosed, BatchError, QueueFull
+from zsnli.model import Encoded, pad_to
 
 pytestmark = pytest.mark.anyio
 
@@ -68,7 +68,7 @@ async def test_budget_respected_and_request_split_across_batches():
         assert len(set(res[:, 2].tolist())) > 1  # split over several batches
         assert len(fwd.batches) > 1
         for batch in fwd.batches:
-            width = max(padded(lengths[t]) for t in batch)
+            width = max(pad_to(lengths[t]) for t in batch)
             assert width * len(batch) <= 64 or len(batch) == 1
     finally:
         await b.close()

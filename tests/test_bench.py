@@ -108,7 +108,7 @@ def test_param_counts_deberta_excludes_relative_embeddings(deberta_dir):
 
 
 def test_pair_token_counts_match_the_server_tokenisation(model_dir):
-    from zsnli.scoring import NliModel
+    from zsnli.model import NliModel
 
     nli_model = NliModel.load(model_dir, device="cpu")
     docs = [{"text": "the team won " * 40, "labels": ["This text is about sport.", "about music"]},
@@ -141,7 +141,7 @@ def test_is_deberta_v3_base(tmp_path, bert_dir, deberta_dir):
 
 def test_random_model_uses_a_given_tokenizer_offline(tmp_path, bert_dir):
     from zsnli.bench.models import build_random_nli
-    from zsnli.scoring import NliModel
+    from zsnli.model import NliModel
 
     info = build_random_nli(tmp_path / "m", "deberta-tiny", tokenizer_from=bert_dir)
     assert info["random_weights"] and "tokenizer of" in info["tokenizer"]

@@ -117,7 +117,7 @@ async def test_disconnected_client_has_its_pairs_dropped(bert_dir):
     app, holder = faulty_app(bert_dir, "none")
     async with running_app(app) as client:
         fm = holder["model"]
-        batcher = app.state.service().batcher
+        batcher = app.state.classifier.state.batcher
         fm.gate = threading.Event()
         blocker = asyncio.create_task(client.post("/classify", json={"text": "first", "labels": ["a"]}))
         await asyncio.sleep(0.2)  # the blocker's batch is now inside the forward
@@ -168,7 +168,7 @@ async def test_request_timeout_is_503_and_drops_pairs(bert_dir):
         assert r.status_code == 503 and r.json()["error_type"] == "timeout" and "Retry-After" in r.headers
         fm.gate.set()
         await first
-        assert app.state.service().batcher.pending_pairs == 0
+        assert app.state.classifier.state.batcher.pending_pairs == 0
         assert not any(fm.marker_id in ids for ids in fm.seen)
 
 
@@ -187,7 +187,7 @@ async def test_full_queue_is_503_with_retry_after(bert_dir):
         fm.gate.set()
         assert [(await t).status_code for t in held] == [200, 200]
         assert (await client.post("/classify", json={"text": "t4", "labels": labels})).status_code == 200
-        assert app.state.service().batcher.admitted_pairs == 0
+        assert app.state.classifier.state.batcher.admitted_pairs == 0
 
 
 async def test_drain_deadline_answers_in_flight_with_503(bert_dir):
@@ -199,9 +199,9 @@ async def test_drain_deadline_answers_in_flight_with_503(bert_dir):
             held = [asyncio.create_task(client.post("/classify", json={"text": f"t{i}", "labels": LABELS}))
                     for i in range(3)]
             await asyncio.sleep(0.2)
-            assert app.state.drain.inflight == 3
+            assert app.state.classifier.drain.inflight == 3
             t0 = time.monotonic()
-            app.state.begin_drain()
+            app.state.classifier.begin_drain()
             r = await client.post("/classify", json={"text": "late", "labels": LABELS})  # not admitted
             assert r.status_code == 503 and r.json()["error_type"] == "unavailable" and r.headers["Retry-After"] == "3"
             h = await client.get("/health")
@@ -214,8 +214,8 @@ async def test_drain_deadline_answers_in_flight_with_503(bert_dir):
                 err = r.json()
                 assert err["error_type"] == "unavailable" and "drain deadline" in err["error"] and err["field"] is None
                 assert r.headers["Retry-After"] == "3"
-            assert app.state.drain.cut_off == 3 and app.state.drain.inflight == 0
-            assert app.state.service().batcher.pending_pairs == 0
+            assert app.state.classifier.drain.cut_off == 3 and app.state.classifier.drain.inflight == 0
+            assert app.state.classifier.state.batcher.pending_pairs == 0
         finally:
             fm.gate.set()
 
@@ -408,7 +408,7 @@ async def test_timed_out_requests_drop_their_queued_embedding_jobs(bert_dir):
 
     async with running_app(app) as client:
         fm = holder["model"]
-        app.state.service().encoder = SlowEncoder()
+        app.state.classifier.state.encoder = SlowEncoder()
         fm.gate = threading.Event()
         blocker = asyncio.create_task(client.post("/classify", json={"text": "one", "labels": ["a", "b"]}))
         await asyncio.sleep(0.05)

@@ -226,7 +226,7 @@ def test_verify_fails_on_a_flipped_byte(tiny_run, tmp_path):
 
 
 def test_trained_tiny_model_loads_in_scoring(tiny_run):
-    from zsnli.scoring import NliModel
+    from zsnli.model import NliModel
 
     nli = NliModel.load(tiny_run["out"] / "model")
     assert (nli.entail_idx, nli.contra_idx) == (0, 2)
@@ -284,7 +284,7 @@ def test_evaluate_records_full_split_accuracy_in_manifest(tiny_run, tmp_path):
     manifest = load_manifest(out / "training_manifest.json")
     ev = manifest["evaluation"]["validation"]["tiny:validation"]
     assert ev["n"] == 12 and 0 <= ev["accuracy"] <= 1
-    from zsnli.scoring import NliModel
+    from zsnli.model import NliModel
 
     nli = NliModel.load(out / "model")
     rows = [json.loads(line) for line in (tiny_run["data"] / "validation.jsonl").read_text().splitlines()]

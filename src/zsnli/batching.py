@@ -18,6 +18,9 @@ A failing forward fails exactly the jobs that had a pair in that batch (their
 other pending pairs are dropped) and the worker carries on. A cancelled job
 (client gone, timeout) has its pending pairs dropped. Nothing is cached and
 nothing survives a job.
+
+May import: numpy, `zsnli.model` (the pair record and the padding rule).
+Used by `zsnli.service`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from .scoring import PAD_MULTIPLE, Encoded
+from .model import Encoded, pad_to
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +53,6 @@ class BatchError(RuntimeError):
 
 class BatcherClosed(RuntimeError):
     """The batcher was stopped before the job finished."""
-
-
-def padded(n: int) -> int:
-    """``n`` rounded up to the padding multiple (8): the cost of one pair in a batch row."""
-    return ((n + PAD_MULTIPLE - 1) // PAD_MULTIPLE) * PAD_MULTIPLE
 
 
 @dataclass(eq=False)
@@ -205,7 +203,7 @@ class Batcher:
         job = Job(n=n, future=loop.create_future(), logits=np.zeros((n, self.num_outputs), np.float32), remaining=n)
         now = time.monotonic()
         for i, enc in enumerate(encoded):
-            p = _Pair(job, i, enc, padded(len(enc)), next(self._seq), now)
+            p = _Pair(job, i, enc, pad_to(len(enc)), next(self._seq), now)
             job.pairs.append(p)
             self._pending[p.seq] = p
             self._pending_tokens += p.width

@@ -305,7 +305,7 @@ def calibrate(
     lists the w tried (``(0.0,)`` turns the term off). Returns the written
     document.
     """
-    from .scoring import NliModel
+    from .model import NliModel
     from .training import holdout_digest
 
     t_start = time.time()

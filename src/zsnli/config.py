@@ -23,7 +23,7 @@ class SettingsError(ValueError):
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
-#: Values of ``ZSNLI_BACKEND``: torch, or ONNX Runtime on CPU (`zsnli.onnx_backend`).
+#: Values of ``ZSNLI_BACKEND``: torch, or ONNX Runtime on CPU (`zsnli.onnx_model`).
 BACKENDS = ("torch", "onnx-fp32", "onnx-int8")
 
 

@@ -432,11 +432,11 @@ def write_manifests(manifest: dict[str, Any], preset: Preset, data: NliData, man
 
 
 def evaluate_sources(nli, sources: list[Source], token_budget: int | None = None) -> dict[str, Any]:
-    """Accuracy of a loaded `zsnli.scoring.NliModel` on each source (validation or test files).
+    """Accuracy of a loaded `zsnli.model.NliModel` on each source (validation or test files).
 
     Returns ``{source_name: {"n": rows, "accuracy": float}}``; the figures are
     those of the model as served. ``token_budget``: padded tokens per batch
-    (default: the device's, see ``zsnli.scoring.default_token_budget``).
+    (default: the device's, see ``zsnli.model.default_token_budget``).
     """
     id2label = {k: v.lower() for k, v in nli.id2label.items()}
     out: dict[str, Any] = {}
@@ -456,7 +456,7 @@ def evaluate_model(model_dir: str | Path, preset: Preset) -> dict[str, Any]:
     Returns ``{"model_sha256", "validation": {...}, "test": {...}, "seconds"}``
     (see `evaluate_sources`).
     """
-    from .scoring import NliModel
+    from .model import NliModel
 
     t0 = time.time()
     nli = NliModel.load(model_dir)

@@ -1,4 +1,4 @@
-"""ONNX Runtime backend for CPU serving: export, int8 quantisation, cache, model.
+"""ONNX export for the CPU backend: export, int8 quantisation and the weights-keyed cache.
 
 Optional (``pip install 'zsnli[onnx]'``): nothing here imports onnxruntime
 or onnx until a function that needs them runs, so the torch backend works
@@ -18,17 +18,11 @@ without them.
   temporary name in the same directory and renamed into place
   (``os.replace``), so a crash never leaves a partial file under the final
   name and two processes exporting at once each rename a complete file.
-* `OnnxNliModel` is an `zsnli.scoring.NliModel` (same tokenisation, truncation,
-  padding and ``predict_logits``) whose ``logits`` runs an ONNX Runtime CPU
-  session instead of torch.
 
-int8 changes the numbers: on the shipped MiniLM the logits moved by up to
-about 0.46 from fp32 (measured on this project's 2-core CPU, where the int8
-graph ran 2.3x faster than torch fp32); the README's performance section
-carries the measured figures. Dynamic quantisation also scales each
-activation tensor by its batch-wide range, so with int8 a pair's logits
-depend slightly on the other pairs in its batch (other requests' pairs
-under the server's cross-request batching); fp32 is batch-invariant.
+The runtime that serves these files is `zsnli.onnx_model.OnnxNliModel`.
+
+May import: `zsnli.manifest` (file hashing); torch, transformers, onnx and
+onnxruntime lazily. Imported by `zsnli.onnx_model` and `zsnli.startup`.
 """
 
 from __future__ import annotations
@@ -40,11 +34,6 @@ import os
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Sequence
-
-import numpy as np
-
-from .scoring import DEFAULT_MAX_LENGTH, Encoded, NliModel, _window, label_indices
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +69,7 @@ def require_onnx() -> None:
         raise OnnxUnavailableError(f"the ONNX backend needs {' and '.join(missing)}: {INSTALL_HINT}")
 
 
-def _import_ort():
+def import_ort():
     try:
         import onnxruntime
     except ImportError as exc:
@@ -88,7 +77,7 @@ def _import_ort():
     return onnxruntime
 
 
-def _check_variant(variant: str) -> str:
+def check_variant(variant: str) -> str:
     if variant not in VARIANTS:
         raise ValueError(f"unknown ONNX variant {variant!r}; expected one of {VARIANTS}")
     return variant
@@ -149,7 +138,7 @@ def cache_path(model_dir: str | Path, variant: str, cache_dir: str | Path | None
     ``<cache_dir or default_cache_dir()>/<weights_key(model_dir)>/<variant>.onnx``.
     Raises ``ValueError`` on an unknown variant, ``FileNotFoundError`` as `weights_key`.
     """
-    _check_variant(variant)
+    check_variant(variant)
     root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     return root / weights_key(model_dir) / f"{variant}.onnx"
 
@@ -304,7 +293,7 @@ def remove_stale_temps(directory: Path, max_age_s: float = STALE_TEMP_S) -> list
     return removed
 
 
-def _cached_bytes(model_dir: Path, path: Path, variant: str) -> tuple[bytes, str]:
+def cached_bytes(model_dir: Path, path: Path, variant: str) -> tuple[bytes, str]:
     """The ONNX file's bytes and sha256, exported first when missing or not matching its recorded digest."""
     for stale in remove_stale_temps(path.parent):
         logger.info("removed a stale temporary export %s", stale)
@@ -325,99 +314,3 @@ def _cached_bytes(model_dir: Path, path: Path, variant: str) -> tuple[bytes, str
                        path, digest[:12], expected[:12])
         path.unlink(missing_ok=True)
     raise RuntimeError(f"the ONNX file {path} does not match its recorded digest even after a fresh export")
-
-
-# --------------------------------------------------------------------------- model
-
-
-class OnnxNliModel(NliModel):
-    """An `NliModel` whose forward runs in an ONNX Runtime CPU session.
-
-    Tokenisation, truncation (``only_first``), padding (to a multiple of 8)
-    and ``predict_logits`` are `NliModel`'s. Extra attributes: ``session``
-    (``onnxruntime.InferenceSession``), ``variant`` (``"fp32"``/``"int8"``),
-    ``backend`` (``"onnx-fp32"``/``"onnx-int8"``), ``onnx_path`` (str) and
-    ``onnx_sha256`` (hex digest of the exact bytes the session was built
-    from). ``model`` is None; ``device`` is ``"cpu"``; ``dtype`` is
-    ``"float32"`` or ``"int8-dynamic"`` (int8 weights, activations quantised
-    at run time).
-    """
-
-    def __init__(self, tokenizer, config, session, variant: str, max_length: int,
-                 onnx_path: str | Path, onnx_sha256: str) -> None:
-        _check_variant(variant)
-        super().__init__(tokenizer, None, "cpu", VARIANT_DTYPES[variant], max_length, config=config)
-        self.session = session
-        self.variant = variant
-        self.backend = f"onnx-{variant}"
-        self.onnx_path = str(onnx_path)
-        self.onnx_sha256 = onnx_sha256
-        self._inputs = [i.name for i in session.get_inputs()]
-
-    @classmethod
-    def load(
-        cls,
-        model_dir: str | Path,
-        variant: str = "int8",
-        threads: int | None = None,
-        cache_dir: str | Path | None = None,
-        max_length: int | None = None,
-    ) -> "OnnxNliModel":
-        """Load the tokenizer and config from ``model_dir`` and an ORT session on the cached ONNX file.
-
-        variant: ``"fp32"`` or ``"int8"``.
-        threads: ORT intra-op threads (None or 0: ORT's default, one per
-            physical core); inter-op threads are 1, graph optimisation
-            ``ORT_ENABLE_ALL``.
-        cache_dir: cache root (default `default_cache_dir`); the file is
-            ``cache_path(model_dir, variant, cache_dir)`` and is exported
-            (`export_onnx`) only when missing.
-        max_length: cap on the model window in tokens (default 512).
-        Raises ``ModelConfigError`` when id2label has no entailment/contradiction
-        label, ``OnnxUnavailableError`` when onnxruntime/onnx are missing,
-        ``FileNotFoundError`` without ``model.safetensors``, ``OSError`` when
-        the cache is not writable (the message names ZSNLI_ONNX_CACHE_DIR),
-        ``RuntimeError`` when ORT cannot load the file. A cached file whose
-        sha256 differs from the digest recorded at export (damaged, edited)
-        is never served: it is exported again, with a warning.
-        """
-        from transformers import AutoConfig, AutoTokenizer
-
-        _check_variant(variant)
-        ort = _import_ort()
-        model_dir = Path(model_dir)
-        config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
-        label_indices(config.id2label)  # refuse early, before exporting
-        tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-        path = cache_path(model_dir, variant, cache_dir)
-        data, digest = _cached_bytes(model_dir, path, variant)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = int(threads or 0)
-        opts.inter_op_num_threads = 1
-        # No busy-waiting between ops, so idle ORT threads do not compete with the embedding,
-        # tokeniser and event-loop threads on a small CPU. Not a measured speed-up: int8 with the
-        # calibrated scoring, 100 public documents, two runs each, gave 5.82 / 4.34 docs/s spinning
-        # and 4.36 / 4.92 without (run-to-run spread about 20%).
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        try:
-            session = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-            raise RuntimeError(f"ONNX Runtime cannot load {path}: {exc} (delete it to re-export)") from exc
-        window = _window(tokenizer, config, max_length or DEFAULT_MAX_LENGTH)
-        return cls(tokenizer, config, session, variant, window, path, digest)
-
-    def logits(self, encoded_batch: Sequence[Encoded]) -> np.ndarray:
-        """Forward one batch of encoded pairs in the ORT session.
-
-        Pads as `NliModel.collate` (longest pair rounded up to a multiple of
-        8), feeds int64 numpy arrays, returns float32 ``[B, C]`` (C = 3) in
-        batch order. Non-finite values are returned as they are (callers check).
-        """
-        if not encoded_batch:
-            return np.zeros((0, self.num_labels), dtype=np.float32)
-        inputs = self.collate(encoded_batch)
-        feed = {name: inputs[name].numpy().astype(np.int64, copy=False) for name in self._inputs}
-        (out,) = self.session.run(["logits"], feed)
-        return np.asarray(out, dtype=np.float32)

@@ -1,4 +1,4 @@
-"""zsnli.onnx_backend: ONNX export (fp32 / dynamic int8), the weights-keyed cache, OnnxNliModel, and serving it."""
+"""zsnli.onnx_model (OnnxNliModel, serving it) and zsnli.onnx_export (fp32 / dynamic int8 export, the weights-keyed cache)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from conftest import WINDOW, build_bert_nli, make_settings, running_app
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-from zsnli import onnx_backend  # noqa: E402
-from zsnli.app import StartupRefused, create_app  # noqa: E402
+from zsnli import onnx_export  # noqa: E402
+from zsnli.app import create_app
+from zsnli.startup import StartupRefused  # noqa: E402
 from zsnli.config import Settings, SettingsError  # noqa: E402
-from zsnli.onnx_backend import OnnxNliModel, OnnxUnavailableError, cache_path  # noqa: E402
+from zsnli.onnx_export import OnnxUnavailableError, cache_path  # noqa: E402
+from zsnli.onnx_model import OnnxNliModel  # noqa: E402
 
 LONG = " ".join(["the market fell and the bank cut its profit forecast for the year"] * 30)
 PREMISES = [
@@ -109,7 +111,7 @@ def test_model_attributes(pair, cache_dir):
 
 def _spy(monkeypatch, fail: bool = False):
     calls = []
-    real = onnx_backend.export_onnx
+    real = onnx_export.export_onnx
 
     def spy(model_dir, out_path, quantize):
         calls.append((str(model_dir), str(out_path), quantize))
@@ -117,7 +119,7 @@ def _spy(monkeypatch, fail: bool = False):
             raise AssertionError("export_onnx must not run on a cache hit")
         return real(model_dir, out_path, quantize)
 
-    monkeypatch.setattr(onnx_backend, "export_onnx", spy)
+    monkeypatch.setattr(onnx_export, "export_onnx", spy)
     return calls
 
 
@@ -127,7 +129,7 @@ def test_cache_hit_does_not_export(tmp_path, bert_dir, monkeypatch):
     assert len(calls) == 1 and calls[0][2] is True
     path = cache_path(bert_dir, "int8", tmp_path)
     assert first.onnx_path == str(path)
-    assert path.parent.name == onnx_backend.weights_key(bert_dir) and len(path.parent.name) == 16
+    assert path.parent.name == onnx_export.weights_key(bert_dir) and len(path.parent.name) == 16
     before = os.stat(path)
     calls_after_hit = _spy(monkeypatch, fail=True)
     second = OnnxNliModel.load(bert_dir, variant="int8", threads=1, cache_dir=tmp_path)
@@ -136,7 +138,7 @@ def test_cache_hit_does_not_export(tmp_path, bert_dir, monkeypatch):
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert second.onnx_sha256 == first.onnx_sha256
     assert sorted(p.name for p in path.parent.iterdir()) == ["int8.onnx", "int8.onnx.sha256"]  # no temp files
-    assert onnx_backend.digest_path(path).read_text().strip() == first.onnx_sha256
+    assert onnx_export.digest_path(path).read_text().strip() == first.onnx_sha256
 
 
 def test_cache_dir_from_env(tmp_path, bert_dir, monkeypatch):
@@ -173,9 +175,9 @@ def test_config_or_library_change_gets_a_new_cache_entry(tmp_path, bert_dir, mon
     cfg["id2label"] = {str(k): v for k, v in reversed(list(cfg["id2label"].items()))}
     (copy / "config.json").write_text(json.dumps(cfg))
     assert cache_path(copy, "int8", tmp_path) != before
-    monkeypatch.setattr(onnx_backend, "_library_versions", lambda: "torch=9.9,onnxruntime=9.9,onnx=9.9")
+    monkeypatch.setattr(onnx_export, "_library_versions", lambda: "torch=9.9,onnxruntime=9.9,onnx=9.9")
     assert cache_path(bert_dir, "int8", tmp_path) != before
-    monkeypatch.setattr(onnx_backend, "EXPORT_FORMAT", "v-next")
+    monkeypatch.setattr(onnx_export, "EXPORT_FORMAT", "v-next")
     assert cache_path(bert_dir, "int8", tmp_path).parent.name != before.parent.name
 
 
@@ -186,7 +188,7 @@ def test_crash_mid_export_leaves_nothing_that_loads(tmp_path, bert_dir, monkeypa
         raise OSError("disk full")
 
     with monkeypatch.context() as m:
-        m.setattr(onnx_backend.os, "replace", crash)
+        m.setattr(onnx_export.os, "replace", crash)
         with pytest.raises(OSError, match="disk full"):
             OnnxNliModel.load(bert_dir, variant="int8", threads=1, cache_dir=tmp_path)
     assert not path.exists()
@@ -203,7 +205,7 @@ def test_stale_temp_files_do_not_break_loading(tmp_path, bert_dir, bert_model):
     (path.parent / ".tmp-dead").mkdir()
     (path.parent / ".tmp-dead" / "fp32.onnx").write_bytes(b"garbage")
     (path.parent / ".tmp-running").mkdir()  # a concurrent export's work directory: young, kept
-    old = time.time() - 2 * onnx_backend.STALE_TEMP_S
+    old = time.time() - 2 * onnx_export.STALE_TEMP_S
     for name in (".tmp-fp32.onnx.abc123", ".tmp-dead"):
         os.utime(path.parent / name, (old, old))
     model = OnnxNliModel.load(bert_dir, variant="fp32", threads=1, cache_dir=tmp_path)
@@ -219,7 +221,7 @@ def test_unparsable_cached_file_is_exported_again(tmp_path, bert_dir, bert_model
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not an onnx model")
     m = OnnxNliModel.load(bert_dir, variant="fp32", threads=1, cache_dir=tmp_path)
-    assert m.onnx_sha256 == _sha256(path) == onnx_backend.digest_path(path).read_text().strip()
+    assert m.onnx_sha256 == _sha256(path) == onnx_export.digest_path(path).read_text().strip()
     enc = m.encode(PREMISES, HYPOTHESES)
     np.testing.assert_allclose(m.logits(enc), bert_model.logits(enc), atol=1e-4)
 
@@ -234,7 +236,7 @@ def test_damaged_but_parsable_cached_file_is_never_served(tmp_path, bert_dir, be
     data[mid:mid + 4096] = bytes(4096)  # zero a slice of some weight tensor
     path.write_bytes(bytes(data))
     assert _sha256(path) != first.onnx_sha256
-    with caplog.at_level(logging.WARNING, logger="zsnli.onnx_backend"):
+    with caplog.at_level(logging.WARNING, logger="zsnli.onnx_export"):
         again = OnnxNliModel.load(bert_dir, variant="fp32", threads=1, cache_dir=tmp_path)
     assert "exporting it again" in caplog.text
     assert again.onnx_sha256 == first.onnx_sha256 == _sha256(path)
@@ -247,8 +249,8 @@ def test_unwritable_cache_dir_names_the_setting(tmp_path):
     blocker.write_text("x")
     for bad in (blocker, blocker / "sub"):
         with pytest.raises(OSError, match="ZSNLI_ONNX_CACHE_DIR"):
-            onnx_backend.ensure_cache_dir(bad)
-    assert onnx_backend.ensure_cache_dir(tmp_path / "new" / "dir").is_dir()
+            onnx_export.ensure_cache_dir(bad)
+    assert onnx_export.ensure_cache_dir(tmp_path / "new" / "dir").is_dir()
 
 
 def test_int8_export_leaves_the_root_logger_alone(tmp_path, bert_dir, monkeypatch):
@@ -256,7 +258,7 @@ def test_int8_export_leaves_the_root_logger_alone(tmp_path, bert_dir, monkeypatc
     (every later log line printed twice)."""
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])
-    onnx_backend.export_onnx(bert_dir, tmp_path / "int8.onnx", quantize=True)
+    onnx_export.export_onnx(bert_dir, tmp_path / "int8.onnx", quantize=True)
     assert root.handlers == []
 
 
@@ -303,7 +305,7 @@ async def test_server_with_onnx_int8(tmp_path, bert_dir, caplog):
         assert health["backend"] == "onnx-int8" and health["dtype"] == "int8-dynamic" and health["device"] == "cpu"
         assert health["onnx_sha256"] == _sha256(path)
         assert health["architecture"] == "BertForSequenceClassification"
-        model = app.state.service().model
+        model = app.state.classifier.state.model
         assert isinstance(model, OnnxNliModel) and model.session.get_session_options().intra_op_num_threads == 1
         r = await client.post("/classify", json={"id": "x", "text": LONG, "labels": HYPOTHESES})
         assert r.status_code == 200, r.text
@@ -325,11 +327,11 @@ async def test_server_reports_torch_backend(bert_dir, make_app):
 
 @pytest.mark.anyio
 async def test_missing_onnxruntime_refuses_to_start(bert_dir, monkeypatch):
-    real = onnx_backend.importlib.util.find_spec
-    monkeypatch.setattr(onnx_backend.importlib.util, "find_spec",
+    real = onnx_export.importlib.util.find_spec
+    monkeypatch.setattr(onnx_export.importlib.util, "find_spec",
                         lambda name, *a: None if name == "onnxruntime" else real(name, *a))
     with pytest.raises(OnnxUnavailableError, match=r"pip install 'zsnli\[onnx\]'"):
-        onnx_backend.require_onnx()
+        onnx_export.require_onnx()
     app = create_app(make_settings(bert_dir, backend="onnx-fp32"))
     with pytest.raises(StartupRefused, match=r"onnxruntime: pip install 'zsnli\[onnx\]'"):
         async with running_app(app):

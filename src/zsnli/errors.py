@@ -1,0 +1,91 @@
+"""The one error table: every error the service answers, with its HTTP status and ``Retry-After``.
+
+`ErrorType` lists the error kinds (wire name in ``error_type``, status code,
+whether the answer carries ``Retry-After``); `ApiError` is raised by the
+service and the HTTP layer alike and derives the JSON body and headers from
+its type. Every answer has the shape ``{"error": str, "field": str | null,
+"error_type": str}``; a 422 also carries ``"errors"``, one ``{"field",
+"error", "type"}`` entry per problem (one entry built from the error itself
+when the raiser gives none).
+
+May import: the standard library only (no FastAPI: the HTTP layer turns
+``body()`` and ``headers()`` into a response).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+
+class ErrorType(Enum):
+    """``(wire name, HTTP status, carries Retry-After)`` of each kind of error."""
+
+    INVALID_JSON = ("invalid_json", 400, False)
+    BODY_DISCONNECTED = ("disconnected", 400, False)
+    NOT_FOUND = ("not_found", 404, False)
+    METHOD_NOT_ALLOWED = ("method_not_allowed", 405, False)
+    PAYLOAD_TOO_LARGE = ("payload_too_large", 413, False)
+    UNSUPPORTED_MEDIA_TYPE = ("unsupported_media_type", 415, False)
+    VALIDATION = ("validation", 422, False)
+    LABEL_TOO_LONG = ("label_too_long", 422, False)
+    CLIENT_GONE = ("disconnected", 499, False)
+    INTERNAL = ("internal", 500, False)
+    INFERENCE = ("inference", 500, False)
+    NON_FINITE = ("non_finite", 500, False)
+    LOADING = ("loading", 503, True)
+    UNAVAILABLE = ("unavailable", 503, True)
+    OVERLOADED = ("overloaded", 503, True)
+    TIMEOUT = ("timeout", 503, True)
+
+    def __init__(self, wire: str, status: int, retry_after: bool) -> None:
+        self.wire = wire
+        self.status = status
+        self.retry_after = retry_after
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error", "field", "error_type"}`` with the status of ``error_type``.
+
+    message: one line for the client; field: the request field it is about
+    (``labels[3]``, ``body``) or None; errors: for a 422, the per-problem
+    entries (default: one built from ``field`` and ``message``); status:
+    overrides the type's status (only for errors passed through from the
+    framework, e.g. an HTTP error other than 404/405).
+    """
+
+    def __init__(self, error_type: ErrorType, message: str, field: str | None = None, *,
+                 errors: list[dict[str, Any]] | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+        self.field = field
+        self.status = status or error_type.status
+        if errors is None and self.status == 422:
+            errors = [{"field": field or "body", "error": message, "type": error_type.wire}]
+        self.errors = errors
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body: ``error``, ``field``, ``error_type`` and, for a 422, ``errors``."""
+        out: dict[str, Any] = {"error": self.message, "field": self.field, "error_type": self.error_type.wire}
+        if self.errors is not None:
+            out["errors"] = self.errors
+        return out
+
+    def headers(self, retry_after_s: int) -> dict[str, str] | None:
+        """``{"Retry-After": str(retry_after_s)}`` when the type carries it, else None."""
+        return {"Retry-After": str(retry_after_s)} if self.error_type.retry_after else None
+
+    def renamed(self, old: str, new: str) -> "ApiError":
+        """Rename the field ``old`` (and ``old[i]``) to ``new`` in ``field``, a message that starts
+        with it and every ``errors`` entry (the HTTP layer names the alias the client sent)."""
+
+        def swap(text: str | None) -> str | None:
+            return new + text[len(old):] if text and text.startswith(old) else text
+
+        if self.field and self.field.startswith(old):
+            self.field, self.message = swap(self.field), swap(self.message)
+        for item in self.errors or []:
+            if "field" in item:
+                item["field"] = swap(item["field"])
+        return self

@@ -1,0 +1,100 @@
+"""Run the app under uvicorn in this process, with the exit codes ``serve.sh`` relies on.
+
+`main` (``python server.py``) builds the service from ``ZSNLI_*`` and calls
+`serve`; the signal handler starts the service's drain, and the service's
+shutdown hook (an argument, set here) stops uvicorn when loading fails.
+
+May import: uvicorn, `zsnli.app`, `zsnli.config`, `zsnli.service`, `zsnli.startup`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from fastapi import FastAPI
+
+from .app import Extension, create_app
+from .config import Settings, SettingsError
+from .service import ZeroShotClassifier
+from .startup import ModelLoader, one_line
+
+
+def _quiet_startup_refusal(app: FastAPI):
+    """ASGI wrapper: a ``StartupRefused`` is reported by its one-line log, not a traceback.
+
+    Starlette puts the formatted traceback in ``lifespan.startup.failed``; uvicorn logs it.
+    """
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "lifespan":
+            return await app(scope, receive, send)
+
+        async def quiet_send(message):
+            if message.get("type") == "lifespan.startup.failed" and "StartupRefused" in message.get("message", ""):
+                message = {**message, "message": ""}
+            await send(message)
+
+        return await app(scope, receive, quiet_send)
+
+    return wrapped
+
+
+def main() -> int:
+    """``python server.py``: serve with settings from ``ZSNLI_*``; returns the exit code.
+
+    A setting that does not parse or is out of range is refused like the
+    preflight checks: one line ``refusing to start: <reason>`` on stderr,
+    exit code 3, nothing listens. Otherwise as `serve`.
+    """
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
+        return 3
+    return serve(settings)
+
+
+def serve(settings: Settings, host: str | None = None, port: int | None = None, *,
+          loader: ModelLoader | None = None, extend: Extension | None = None) -> int:
+    """Serve a `ZeroShotClassifier` for ``settings`` under uvicorn in this process; returns the exit code.
+
+    0 after a clean stop (SIGTERM/SIGINT: stop accepting, drain in-flight
+    requests for up to ``ZSNLI_DRAIN_TIMEOUT_S``; requests still unanswered
+    shortly before that deadline get a JSON 503 ``unavailable`` with
+    ``Retry-After`` instead of being cancelled, and the log says how many), 3 when a preflight check
+    refused to start (manifest mismatch, no entailment label, bad
+    calibration, missing model), 1 when loading the model failed.
+    Host and port default to ``$HOST`` (0.0.0.0) and ``$PORT`` (8000).
+    loader, extend: as `create_app`.
+    """
+    import uvicorn
+
+    host = host or os.environ.get("HOST") or "0.0.0.0"
+    port = int(port or os.environ.get("PORT") or 8000)
+    servers: list[uvicorn.Server] = []
+
+    def stop_server() -> None:  # the service's shutdown hook: a failed load stops uvicorn
+        for server in servers:
+            server.should_exit = True
+
+    service = ZeroShotClassifier(settings, loader, shutdown_hook=stop_server)
+    app = create_app(service=service, extend=extend)
+    config = uvicorn.Config(_quiet_startup_refusal(app), host=host, port=port, workers=1, lifespan="on",
+                            log_level=settings.log_level, timeout_graceful_shutdown=settings.drain_timeout_s or None)
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:  # signal handler: stop admitting, start the drain clock
+            super().handle_exit(sig, frame)
+            service.drain.request()
+
+    servers.append(_Server(config))
+    # uvicorn re-raises a handled SIGTERM/SIGINT with the handlers it found at
+    # start; make those no-ops so a drained shutdown exits 0, not 143.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    servers[0].run()
+    if not servers[0].started:
+        return 3
+    return service.state.exit_code
