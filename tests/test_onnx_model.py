@@ -21,6 +21,7 @@ from zsnli.app import create_app
 from zsnli.startup import StartupRefused  # noqa: E402
 from zsnli.config import Settings, SettingsError  # noqa: E402
 from zsnli.onnx_export import OnnxUnavailableError, cache_path  # noqa: E402
+from zsnli.model import NliModel, NliRuntime  # noqa: E402
 from zsnli.onnx_model import OnnxNliModel  # noqa: E402
 
 LONG = " ".join(["the market fell and the bank cut its profit forecast for the year"] * 30)
@@ -96,7 +97,11 @@ def test_model_attributes(pair, cache_dir):
     torch_model, model_dir, fp32, int8 = pair
     assert torch_model.backend == "torch" and torch_model.config is torch_model.model.config
     for m, variant, dtype in ((fp32, "fp32", "float32"), (int8, "int8", "int8-dynamic")):
-        assert (m.backend, m.variant, m.dtype, m.device, m.model) == (f"onnx-{variant}", variant, dtype, "cpu", None)
+        assert (m.backend, m.variant, m.dtype, m.device) == (f"onnx-{variant}", variant, dtype, "cpu")
+        # the same interface as the torch runtime, not a subclass of it
+        assert isinstance(m, NliRuntime) and not isinstance(m, NliModel) and not hasattr(m, "model")
+        assert m.describe() == {**torch_model.describe(), "backend": f"onnx-{variant}", "dtype": dtype,
+                                "onnx_sha256": m.onnx_sha256}
         assert (m.entail_idx, m.contra_idx, m.max_length) == (torch_model.entail_idx, torch_model.contra_idx,
                                                               torch_model.max_length)
         assert m.onnx_path == str(cache_path(model_dir, variant, cache_dir))
