@@ -15,6 +15,9 @@
 Both expose ``predict(text, labels) -> list[float]`` (one probability per
 label, in order, summing to 1) and ``identity() -> dict`` (what the receipt
 records).
+
+May import: numpy, transformers (lazily), `zsnli.embedding` (the one place
+that embeds and takes cosines) and `zsnli.manifest`. Used by `zsnli.validation`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from zsnli.embedding import EMBEDDING_MODEL_ID
+from zsnli.embedding import EMBEDDING_MODEL_ID, SentenceEncoder, default_embedding_dir, embedding_digest
 from zsnli.manifest import hash_model_dir, model_dir_digest
 
 DEFAULT_EMBEDDING_SCALE = 20.0
@@ -94,35 +97,24 @@ class EmbeddingBaseline:
     name = "embedding"
 
     def __init__(self, model_path: str | Path | None = None, scale: float = DEFAULT_EMBEDDING_SCALE) -> None:
-        """Load the sentence-transformers model (default: the repository's ``model/embedding``) on CPU.
+        """Load the encoder (default: the repository's ``model/embedding``) on CPU as a `SentenceEncoder`.
 
-        Raises ``BaselineError`` when the package or the files are missing.
+        Raises ``BaselineError`` when the directory is missing or cannot be loaded.
         """
-        if model_path is None:
-            from zsnli.embedding import default_embedding_dir
-
-            model_path = default_embedding_dir()
-        self.model_path = Path(model_path)
+        self.model_path = Path(model_path) if model_path is not None else default_embedding_dir()
         if not self.model_path.is_dir():
             raise BaselineError(f"embedding baseline: model directory not found: {self.model_path}")
         try:
-            from sentence_transformers import SentenceTransformer
-
-            self._model = SentenceTransformer(str(self.model_path), device="cpu")
-        except Exception as exc:
+            self._encoder = SentenceEncoder(self.model_path, device="cpu")
+        except Exception as exc:  # transformers raises many types here
             raise BaselineError(f"embedding baseline: cannot load {self.model_path}: {type(exc).__name__}: {exc}") from exc
         self.scale = float(scale)
-        self._digest: str | None = None
 
     def predict(self, text: str, labels: Sequence[str]) -> list[float]:
-        """softmax(scale x cos(doc, label_k)) over ``labels`` (K >= 1), one encode call per document."""
-        emb = self._model.encode([text, *labels], normalize_embeddings=True, convert_to_numpy=True,
-                                 show_progress_bar=False)
-        cosine = emb[1:] @ emb[0]
-        return softmax(self.scale * cosine).tolist()
+        """softmax(scale x cos(doc, label_k)) over ``labels`` (K >= 1), cosines from `SentenceEncoder.cosine`."""
+        return softmax(self.scale * self._encoder.cosine(text, list(labels))).tolist()
 
     def identity(self) -> dict[str, Any]:
-        """``{"kind": "embedding", "model": id, "model_sha256": directory digest, "scale": ...}``."""
-        if self._digest is None:
-            self._digest = model_dir_digest(hash_model_dir(self.model_path))
-        return {"kind": "embedding", "model": EMBEDDING_MODEL_ID, "model_sha256": self._digest, "scale": self.scale}
+        """``{"kind": "embedding", "model": id, "model_sha256": embedding_digest (as calibration.json), "scale"}``."""
+        return {"kind": "embedding", "model": EMBEDDING_MODEL_ID, "model_sha256": self._encoder.digest,
+                "scale": self.scale}

@@ -7,6 +7,12 @@ non-padding tokens, L2-normalised: the pooling that model was trained with,
 per its sentence-transformers configuration). The weights are shipped in
 ``model/embedding/`` (or any local directory); their digest is
 recorded in ``calibration.json`` and checked by the server at startup.
+
+`SentenceEncoder` is the only place that embeds text and takes cosines (the
+server's cosine term, calibration and the embedding baseline arm all use
+it); `embedding_digest` is the one digest of the embedding weights.
+
+May import: numpy, torch and transformers (lazily), `zsnli.manifest`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from zsnli.baselines import BaselineError, EmbeddingBaseline, PipelineBaseline, softmax
+from zsnli.embedding import default_embedding_dir, embedding_digest
 
 TEXT = "the team won the football match and the league season"
 LABELS = ["This text is about sport.", "This text is about business.", "This text is about food.",
@@ -42,6 +43,8 @@ def test_embedding_baseline_probabilities():
     flat = EmbeddingBaseline(scale=0.0).predict(TEXT, LABELS)
     np.testing.assert_allclose(flat, [0.25] * 4)
     assert base.identity()["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    # one digest for the embedding weights: the one calibration.json records and the server checks
+    assert base.identity()["model_sha256"] == embedding_digest(default_embedding_dir())
 
 
 def test_missing_model_dir_is_a_clear_error(tmp_path):
