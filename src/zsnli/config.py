@@ -4,6 +4,9 @@ All variables are prefixed ``ZSNLI_`` (``HOST``/``PORT`` are read by
 ``server.py``/``serve.sh`` only). ``Settings.from_env()`` parses them and
 raises ``SettingsError`` with a one-line reason on a bad value;
 ``Settings.describe()`` gives the lines printed at startup.
+
+May import: the standard library and `zsnli.manifest` (file names). Imported by
+the serving modules (`zsnli.startup`, `zsnli.service`, `zsnli.app`, `zsnli.serve`).
 """
 
 from __future__ import annotations

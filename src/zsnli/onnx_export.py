@@ -209,22 +209,7 @@ def export_onnx(model_dir: str | Path, out_path: str | Path, quantize: bool) -> 
             warnings.filterwarnings("ignore", message="Exporting aten::index", category=UserWarning)
             torch.onnx.export(_Logits().eval(), args, str(fp32), dynamo=False, input_names=names,
                               output_names=["logits"], dynamic_axes=axes, opset_version=OPSET)
-        final = fp32
-        if quantize:
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-
-            final = Path(tmp) / "int8.onnx"
-            # The quantiser warns through logging.warning(), which installs a root handler when
-            # there is none, after which every log line of the process is printed twice.
-            root = logging.getLogger()
-            guard = logging.NullHandler() if not root.handlers else None
-            if guard is not None:
-                root.addHandler(guard)
-            try:
-                quantize_dynamic(str(fp32), str(final), weight_type=QuantType.QInt8, per_channel=True)
-            finally:
-                if guard is not None:
-                    root.removeHandler(guard)
+        final = _quantize(fp32, Path(tmp) / "int8.onnx") if quantize else fp32
         with open(final, "rb+") as handle:
             data = handle.read()
             os.fsync(handle.fileno())
@@ -239,6 +224,24 @@ def export_onnx(model_dir: str | Path, out_path: str | Path, quantize: bool) -> 
     logger.info("exported %s (%s, %.1f MB, sha256 %s)", out_path, "int8" if quantize else "fp32",
                 len(data) / 1e6, digest[:12])
     return digest
+
+
+def _quantize(fp32: Path, out: Path) -> Path:
+    """Dynamic int8 quantisation of ``fp32`` into ``out`` (QInt8 weights, per channel); returns ``out``."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # The quantiser warns through logging.warning(), which installs a root handler when
+    # there is none, after which every log line of the process is printed twice.
+    root = logging.getLogger()
+    guard = logging.NullHandler() if not root.handlers else None
+    if guard is not None:
+        root.addHandler(guard)
+    try:
+        quantize_dynamic(str(fp32), str(out), weight_type=QuantType.QInt8, per_channel=True)
+    finally:
+        if guard is not None:
+            root.removeHandler(guard)
+    return out
 
 
 def digest_path(onnx_path: str | Path) -> Path:
