@@ -263,3 +263,15 @@ def make_app():
         return create_app(make_settings(model_dir, **overrides), loader=loader)
 
     return _make
+
+
+def direct_probabilities(model, text, labels, template=None):
+    """Single-label probabilities with the default `ScoringConfig`, one pair per forward (no batcher)."""
+    import numpy as np
+
+    from zsnli.scoring import ScoringConfig, label_probabilities, scores_from_logits
+    from zsnli.service import fill_template
+
+    logits = np.stack([model.logits(model.encode([text], [fill_template(template, lb)]))[0] for lb in labels])
+    cfg = ScoringConfig()
+    return label_probabilities(scores_from_logits(logits, cfg.rule, model.entail_idx, model.contra_idx), cfg)

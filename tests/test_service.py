@@ -1,27 +1,19 @@
-"""zsnli.service without HTTP: start-up, the four classify steps, classify_many across documents, the blocking helper."""
+"""zsnli.service without HTTP: start-up, the four classify steps, classify_many across documents, """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import cached_loader, make_settings
+from conftest import cached_loader, direct_probabilities, make_settings
 
 from zsnli.errors import ApiError, ErrorType
-from zsnli.scoring import ScoringConfig, label_probabilities, scores_from_logits
-from zsnli.service import ZeroShotClassifier, classify_documents, clean_text, fill_template
+from zsnli.service import ZeroShotClassifier, clean_text, fill_template
 
 pytestmark = pytest.mark.anyio
 
 TEXT = "The team won the match after a late goal, and the league title is theirs this season."
 LABELS = ["sport", "business", "science", "sport"]
 TEMPLATE = "This text is about {}."
-
-
-def expected(model, text, labels, template):
-    hyps = [fill_template(template, lb) for lb in labels]
-    logits = np.stack([model.logits(model.encode([text], [h]))[0] for h in hyps])
-    cfg = ScoringConfig()
-    return label_probabilities(scores_from_logits(logits, cfg.rule, model.entail_idx, model.contra_idx), cfg)
 
 
 async def started(model_dir, **overrides) -> ZeroShotClassifier:
@@ -35,7 +27,7 @@ async def test_classify_in_process(model_dir):
     service = await started(model_dir)
     try:
         probs = await service.classify(TEXT, LABELS, TEMPLATE)
-        np.testing.assert_allclose(probs, expected(service.state.model, TEXT, LABELS, TEMPLATE), atol=1e-6)
+        np.testing.assert_allclose(probs, direct_probabilities(service.state.model, TEXT, LABELS, TEMPLATE), atol=1e-6)
         assert probs[0] == probs[3] and abs(sum(probs) - 1) < 1e-9  # duplicates kept, in order
         multi = await service.classify(TEXT, LABELS, TEMPLATE, multi_label=True)
         assert len(multi) == 4 and all(0 <= p <= 1 for p in multi)
@@ -70,7 +62,7 @@ async def test_classify_many_batches_across_documents(bert_dir):
         forwards = service.state.batcher.stats.batches - before
         assert forwards < 12  # pairs of several documents share a forward
         for doc, probs in zip(docs[:12], out[:12]):
-            np.testing.assert_allclose(probs, expected(service.state.model, doc["text"], doc["labels"], TEMPLATE),
+            np.testing.assert_allclose(probs, direct_probabilities(service.state.model, doc["text"], doc["labels"], TEMPLATE),
                                        atol=1e-5)
         assert isinstance(out[12], ApiError) and out[12].field == "labels[1]"
     finally:
@@ -82,22 +74,6 @@ async def test_not_ready_is_a_503_error(bert_dir):
     with pytest.raises(ApiError) as info:
         await service.classify(TEXT, LABELS)
     assert info.value.error_type is ErrorType.LOADING and info.value.headers(1) == {"Retry-After": "1"}
-
-
-def test_classify_documents_blocking(bert_dir):
-    docs = [{"text": TEXT, "labels": LABELS, "hypothesis_template": TEMPLATE}]
-    (probs,) = classify_documents(docs, make_settings(bert_dir), loader=cached_loader)
-    np.testing.assert_allclose(probs, expected(cached_loader(make_settings(bert_dir)), TEXT, LABELS, TEMPLATE),
-                               atol=1e-6)
-
-
-def test_failed_load_raises_without_signalling(bert_dir):
-    def broken(settings):
-        raise OSError("weights unreadable")
-
-    with pytest.raises(RuntimeError, match="weights unreadable"):
-        classify_documents([{"text": TEXT, "labels": LABELS}], make_settings(bert_dir, exit_on_startup_error=True),
-                           loader=broken)
 
 
 def test_clean_text_and_template():

@@ -14,8 +14,7 @@ its two worker threads (tokeniser, embedder), the shutdown drain, and
 4. ``postprocess``: the scoring rules of `zsnli.scoring`.
 
 ``classify_many`` submits many documents' pairs through the same batcher
-(batched across documents); `classify_documents` is the blocking form for
-offline jobs. Errors are `zsnli.errors.ApiError` (the HTTP layer answers them).
+(batched across documents); `zsnli.offline` wraps it for blocking callers. Errors are `zsnli.errors.ApiError` (the HTTP layer answers them).
 
 May import: `zsnli.batching`, `zsnli.config`, `zsnli.drain`, `zsnli.embedding`,
 `zsnli.errors`, `zsnli.model`, `zsnli.scoring`, `zsnli.startup`. Never
@@ -409,26 +408,6 @@ class ZeroShotClassifier:
                     return exc
 
         return list(await asyncio.gather(*(one(d) for d in docs)))
-
-
-def classify_documents(docs: Sequence[Mapping[str, Any]], settings: Settings | None = None,
-                       loader: ModelLoader | None = None, concurrency: int = 64) -> list[Any]:
-    """Blocking, offline: start a `ZeroShotClassifier`, ``classify_many(docs)``, stop it.
-
-    settings: default ``Settings.from_env()``. A failed load raises ``RuntimeError``
-    (never signals the process); a refused start-up raises ``StartupRefused``.
-    """
-
-    async def run() -> list[Any]:
-        service = ZeroShotClassifier(settings or Settings.from_env(), loader, shutdown_hook=lambda: None)
-        await service.start()
-        try:
-            await service.wait_ready()
-            return await service.classify_many(docs, concurrency)
-        finally:
-            await service.stop()
-
-    return asyncio.run(run())
 
 
 def _tokenize(model: NliRuntime, prep: Prepared) -> list[Encoded]:
