@@ -404,3 +404,24 @@ async def test_embedding_weights_other_than_calibrated_refuse_to_start(tmp_path,
     with pytest.raises(StartupRefused, match="embedding model"):
         async with running_app(app):
             pass
+
+
+async def test_extend_adds_routes_that_share_the_service_and_error_shape(bert_dir):
+    """``create_app(extend=...)``: a later route (a bake-off, /metrics) gets the same service and error answers."""
+    from zsnli.errors import ApiError, ErrorType
+
+    def extend(app, service):
+        @app.post("/twice")
+        async def twice():
+            return {"probabilities": await service.admitted(lambda: service.classify(TEXT, LABELS[:2]))}
+
+        @app.get("/refuse")
+        async def refuse():
+            raise ApiError(ErrorType.OVERLOADED, "busy")
+
+    app = create_app(make_settings(bert_dir, retry_after_s=4), loader=cached_loader, extend=extend)
+    async with running_app(app) as client:
+        direct = (await classify(client, {"text": TEXT, "labels": LABELS[:2]}))["probabilities"]
+        assert (await client.post("/twice")).json()["probabilities"] == direct
+        r = await client.get("/refuse")
+        assert r.status_code == 503 and r.headers["retry-after"] == "4" and r.json()["error_type"] == "overloaded"
