@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from zsnli.embedding import EMBEDDING_MODEL_ID, SentenceEncoder, default_embedding_dir, embedding_digest
+from zsnli.embedding import EMBEDDING_MODEL_ID, SentenceEncoder, default_embedding_dir
 from zsnli.manifest import hash_model_dir, model_dir_digest
 
 DEFAULT_EMBEDDING_SCALE = 20.0
