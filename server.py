@@ -4,10 +4,20 @@
 sets the exit code: 0 after a drained SIGTERM, 3 when startup is refused
 (a bad setting or a failed startup check, before listening), 1 when the
 model failed to load (`zsnli.serve.main`).
+
+Runs from a checkout without ``pip install``: the checkout's ``src/`` is put
+first on ``sys.path``, so only the third-party packages are needed.
 """
 
-from zsnli.app import create_app
-from zsnli.serve import main
+import sys
+from pathlib import Path
+
+_SRC = str(Path(__file__).resolve().parent / "src")
+if _SRC not in sys.path:
+    sys.path.insert(0, _SRC)
+
+from zsnli.app import create_app  # noqa: E402
+from zsnli.serve import main  # noqa: E402
 
 if __name__ == "__main__":
     raise SystemExit(main())
