@@ -39,6 +39,7 @@ from . import __version__
 from .api_types import (EXAMPLE_MULTI, EXAMPLE_REQUEST, EXAMPLE_TEMPLATE, ClassifyRequest, ClassifyResponse,
                         ErrorResponse, HealthResponse, LabelError)
 from .config import Settings
+from .docs_assets import install_offline_docs
 from .errors import ApiError, ErrorType
 from .service import ZeroShotClassifier, clean_text
 from .startup import ModelLoader, one_line
@@ -103,6 +104,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         "POST a document and its label descriptions; get one probability per label.",
         lifespan=lifespan,
     )
+    install_offline_docs(app)
     app.state.settings = settings
     app.state.classifier = service
     _add_error_handlers(app, settings.retry_after_s)
