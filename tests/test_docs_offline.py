@@ -36,6 +36,7 @@ async def test_docs_pages_load_only_local_assets(bert_dir):
             assets = {u.rsplit("/", 1)[-1] for u in urls if u.startswith(ASSET_PREFIX + "/")}
             assert expected | {"favicon.png"} <= assets
             assert "/openapi.json" in urls
+        assert (await client.get("/redoc")).headers["content-security-policy"] == "img-src 'self' data:"
         for name, media_type in ASSET_FILES.items():
             resp = await client.get(f"{ASSET_PREFIX}/{name}")
             assert resp.status_code == 200, name
