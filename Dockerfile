@@ -1,0 +1,48 @@
+# zsnli server image: the project installed, model/ served offline, as a non-root user.
+#
+#   docker build -t zsnli:0.1.0 .                                       # CPU torch
+#   docker build -t zsnli:0.1.0-gpu --build-arg TORCH_INDEX_URL= .      # PyPI's default (CUDA) torch wheel
+#   docker run --rm -p 8000:8000 zsnli:0.1.0
+#
+# Kubernetes manifests: deploy/kubernetes/ (the Deployment runs this image read-only, /tmp an emptyDir).
+FROM python:3.11-slim
+
+ARG TORCH_VERSION=2.13.0
+# Wheel index for torch; empty = the default index. The default here is PyTorch's CPU-only build.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    HF_DATASETS_OFFLINE=1 \
+    HF_HOME=/tmp/huggingface \
+    XDG_CACHE_HOME=/tmp/.cache \
+    HOME=/tmp \
+    ZSNLI_MODEL_DIR=/app/model \
+    HOST=0.0.0.0 \
+    PORT=8000
+
+RUN groupadd --system --gid 10001 zsnli \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /app --shell /usr/sbin/nologin zsnli
+
+WORKDIR /app
+
+# torch alone first (the largest layer, reused while the project changes).
+RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==${TORCH_VERSION}"
+
+COPY pyproject.toml README.md ./
+COPY src ./src
+RUN pip install . && python -c "import zsnli.app"
+
+# Served files stay owned by root (read-only for the server user); the manifest check re-hashes model/.
+COPY model ./model
+COPY server.py serve.sh calibration.json training_manifest.json data_sources.json ./
+
+USER 10001:10001
+EXPOSE 8000
+STOPSIGNAL SIGTERM
+# serve.sh execs python: the server is PID 1 and gets SIGTERM itself (drain, then exit 0).
+CMD ["./serve.sh"]
