@@ -1,0 +1,176 @@
+"""deploy/kubernetes and the Dockerfile (issue 17, part 3).
+
+The manifests are rendered with ``kubectl kustomize`` (kubectl ships with this
+machine; without it only the base's files are read and the overlay test
+skips), validated against the Kubernetes OpenAPI schemas of several releases
+with ``kubernetes-validate`` in strict mode (an unknown field is an error),
+and checked against the server's own contract: probes, drain timing, ports,
+resources, the image's user. The image build needs a container engine; the
+test says why it skipped when none answers.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+kubernetes_validate = pytest.importorskip("kubernetes_validate")
+
+ROOT = Path(__file__).resolve().parents[1]
+KUBE = ROOT / "deploy" / "kubernetes"
+KUBECTL = shutil.which("kubectl")
+# Releases validated against: the oldest with the preStop sleep action on by default (beta in 1.30) that the
+# validator ships, and its newest.
+KUBE_VERSIONS = ("1.32.0", kubernetes_validate.utils.latest_version())
+
+
+def render(overlay: str) -> list[dict]:
+    """The objects of ``deploy/kubernetes/<overlay>``: ``kubectl kustomize`` output, or the base's files."""
+    if KUBECTL:
+        out = subprocess.run([KUBECTL, "kustomize", str(KUBE / overlay)], capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+        return [doc for doc in yaml.safe_load_all(out) if doc]
+    if overlay != "base":
+        pytest.skip("kubectl not installed: cannot render the kustomize overlay")
+    spec = yaml.safe_load((KUBE / "base" / "kustomization.yaml").read_text())
+    return [doc for name in spec["resources"] for doc in yaml.safe_load_all((KUBE / "base" / name).read_text()) if doc]
+
+
+def by_kind(objects: list[dict]) -> dict[str, dict]:
+    kinds = {}
+    for obj in objects:
+        assert obj["kind"] not in kinds, f"two {obj['kind']} objects"
+        kinds[obj["kind"]] = obj
+    return kinds
+
+
+def container(deployment: dict) -> dict:
+    (only,) = deployment["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def env_of(c: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in c.get("env", [])}
+
+
+@pytest.mark.parametrize("overlay", ["base", "gpu"])
+@pytest.mark.parametrize("version", KUBE_VERSIONS)
+def test_manifests_match_the_kubernetes_schema(overlay, version):
+    objects = render(overlay)
+    assert {o["kind"] for o in objects} == {"Deployment", "Service", "HorizontalPodAutoscaler"}
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("mutate, where", [
+    (lambda c: c.__setitem__("readinesProbe", c.pop("readinessProbe")), "readinesProbe"),
+    (lambda c: c["startupProbe"].__setitem__("periodSecond", c["startupProbe"].pop("periodSeconds")), "periodSecond"),
+    (lambda c: c["livenessProbe"].__setitem__("failureThreshold", "three"), "three"),
+])
+def test_a_misspelt_or_mistyped_field_is_rejected(mutate, where):
+    deployment = by_kind(render("base"))["Deployment"]
+    kubernetes_validate.validate(deployment, KUBE_VERSIONS[-1], strict=True)
+    broken = copy.deepcopy(deployment)
+    mutate(container(broken))
+    with pytest.raises(kubernetes_validate.ValidationError, match=where):
+        kubernetes_validate.validate(broken, KUBE_VERSIONS[-1], strict=True)
+
+
+def test_probes_and_drain_timing_follow_the_servers_contract():
+    from zsnli.config import Settings
+
+    deployment = by_kind(render("base"))["Deployment"]
+    pod, c = deployment["spec"]["template"]["spec"], container(deployment)
+    env = env_of(c)
+    (port,) = c["ports"]
+    assert port["name"] == "http" and str(port["containerPort"]) == env["PORT"]
+    for probe in ("startupProbe", "readinessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/health", "port": "http"}, probe
+    # /health is 503 while draining: liveness must not use it, or a drain would restart the pod
+    assert c["livenessProbe"] == {**c["livenessProbe"], "tcpSocket": {"port": "http"}}
+    assert "httpGet" not in c["livenessProbe"]
+    settings = Settings.from_env(env)  # the container's settings parse
+    sleep_s = c["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert sleep_s > 0 and settings.drain_timeout_s > 0
+    assert pod["terminationGracePeriodSeconds"] > settings.drain_timeout_s + sleep_s
+    startup = c["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 120, "model load + warm-up need minutes"
+
+
+def test_cpu_resources_service_and_autoscaler_fit_together():
+    objects = by_kind(render("base"))
+    deployment, service, hpa = objects["Deployment"], objects["Service"], objects["HorizontalPodAutoscaler"]
+    c = container(deployment)
+    requests = c["resources"]["requests"]
+    assert requests["cpu"] and requests["memory"] and c["resources"]["limits"]["memory"]
+    assert env_of(c)["ZSNLI_TORCH_THREADS"] == str(requests["cpu"])
+    assert "nvidia.com/gpu" not in c["resources"].get("limits", {})
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    target = hpa["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+    assert hpa["spec"]["minReplicas"] >= 2 and hpa["spec"]["maxReplicas"] >= hpa["spec"]["minReplicas"]
+    assert any(m["type"] == "Resource" and m["resource"]["name"] == "cpu" for m in hpa["spec"]["metrics"])
+
+
+def test_gpu_overlay_asks_for_one_gpu_and_runs_on_cuda():
+    c = container(by_kind(render("gpu"))["Deployment"])
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 1 == c["resources"]["requests"]["nvidia.com/gpu"]
+    env = env_of(c)
+    assert env["ZSNLI_DEVICE"] == "cuda"
+    assert env["ZSNLI_DRAIN_TIMEOUT_S"] == env_of(container(by_kind(render("base"))["Deployment"]))["ZSNLI_DRAIN_TIMEOUT_S"]
+
+
+def _dockerfile() -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
+    return [tuple(line.split(None, 1)) for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_dockerfile_serves_the_checkouts_model_offline_as_the_manifests_user():
+    steps = _dockerfile()
+    user = [arg for op, arg in steps if op == "USER"]
+    assert user and user[-1].split(":")[0] != "0"
+    pod = by_kind(render("base"))["Deployment"]["spec"]["template"]["spec"]
+    assert user[-1].split(":")[0] == str(pod["securityContext"]["runAsUser"])
+    copied = " ".join(arg for op, arg in steps if op == "COPY").split()
+    for needed in ("model", "src", "server.py", "serve.sh", "calibration.json", "training_manifest.json"):
+        assert needed in copied, needed
+    env = " ".join(arg for op, arg in steps if op == "ENV")
+    assert "HF_HUB_OFFLINE=1" in env and "TRANSFORMERS_OFFLINE=1" in env and "ZSNLI_MODEL_DIR=/app/model" in env
+    assert [arg for op, arg in steps if op == "EXPOSE"] == [str(container(by_kind(render("base"))["Deployment"])
+                                                                ["ports"][0]["containerPort"])]
+    assert any(op == "RUN" and "pip install ." in arg for op, arg in steps)
+    assert [arg for op, arg in steps if op == "CMD"] == ['["./serve.sh"]']
+    ignored = {line.strip().rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()}
+    assert not ignored & {"model", "src", "server.py", "serve.sh", "calibration.json", "training_manifest.json"}
+
+
+def _container_builder() -> tuple[list[str] | None, str]:
+    """A working image builder command, or None and why not."""
+    found = {name: shutil.which(name) for name in ("docker", "podman", "buildah")}
+    for name in ("docker", "podman"):
+        if found[name]:
+            probe = subprocess.run([found[name], "info"], capture_output=True, text=True, timeout=30)
+            if probe.returncode == 0:
+                return [found[name], "build"], ""
+    if found["buildah"]:
+        return [found["buildah"], "bud"], ""
+    present = [n for n, p in found.items() if p]
+    if present:
+        return None, f"{', '.join(present)} installed but no container engine answers ({present[0]} info failed)"
+    return None, "no container builder here (docker, podman, buildah not found)"
+
+
+def test_image_builds(tmp_path):
+    builder, why = _container_builder()
+    if builder is None:
+        pytest.skip(why)
+    subprocess.run([*builder, "-t", "zsnli:test", str(ROOT)], check=True, timeout=3600)
