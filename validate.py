@@ -4,12 +4,17 @@
     python validate.py [--url URL] [--examples PATH|hub:btzsc] [--docs N] [--report out.json]
     python validate.py compare [--url [NAME=]URL]... [--model-dir [NAME=]DIR]... [--baseline pipeline|embedding]...
 
-All logic lives in zsnli.validation; see `python validate.py --help`.
+Runs from the checkout without installing the package: the checkout's src/ is
+put first on the import path. All logic lives in zsnli.validation; see
+`python validate.py --help`.
 """
 
 import sys
+from pathlib import Path
 
-from zsnli.validation import main
+sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
+
+from zsnli.validation import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,14 +9,16 @@
 # sends 16 warm-ups, then 4,400 documents with the public examples' label counts at
 # concurrency 32, and prints docs/s, request seconds mean/p95, GPU memory and the
 # compute-ceiling line against the GPU's measured bf16 matmul rate.
-# Flags: python -m zsnli.bench.gate --help.  PYTHON picks the interpreter (default python3).
+# Flags: python -m zsnli.bench.throughput_gate --help.  PYTHON picks the interpreter (default python3).
+# Runs from the checkout without installing the package (src/ goes first on PYTHONPATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"
 export PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 PY="${PYTHON:-python3}"
-if ! "$PY" -c "import zsnli" 2>/dev/null; then
-    echo "bench/gpu.sh: the zsnli package is not importable with $PY (pip install -e . first, or set PYTHON)" >&2
+if ! "$PY" -c "import zsnli.bench.throughput_gate" 2>/dev/null; then
+    echo "bench/gpu.sh: cannot import zsnli.bench.throughput_gate with $PY (install the project's dependencies, or set PYTHON)" >&2
     exit 2
 fi
-exec "$PY" -m zsnli.bench.gate "$@"
+exec "$PY" -m zsnli.bench.throughput_gate "$@"

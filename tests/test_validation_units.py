@@ -8,8 +8,8 @@ import pytest
 
 from zsnli.validation.analysis import all_slices, escalation, length_bucket, worst_slices
 from zsnli.validation.arms import parse_arm
-from zsnli.validation.client import check_answer
-from zsnli.validation.examples import Example, ExamplesError, dataset_classes, parse_examples
+from zsnli.harness.load import check_answer
+from zsnli.harness.examples import Example, ExamplesError, dataset_classes, parse_examples
 from zsnli.validation.report import receipt
 from zsnli.validation.scorecards import RowOutcome, score_examples
 

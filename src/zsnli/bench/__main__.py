@@ -1,5 +1,5 @@
-"""``python -m zsnli.bench``: the side-by-side benchmark (`zsnli.bench.compare`)."""
+"""``python -m zsnli.bench``: the side-by-side benchmark (`zsnli.bench.side_by_side`)."""
 
-from .compare import main
+from .side_by_side import main
 
 raise SystemExit(main())

@@ -30,7 +30,8 @@ import time
 from itertools import groupby
 from typing import Any, Sequence
 
-from .common import RssSampler, hwm_bytes, load_examples
+from ..harness.examples import Example, load_examples
+from .resources import RssSampler, hwm_bytes
 
 
 def _probs_in_order(result: dict[str, Any], labels: Sequence[str]) -> list[float]:
@@ -50,7 +51,7 @@ def build_pipeline(model_dir: str, device: str = "cpu", dtype: str = "float32"):
                     dtype=getattr(torch, dtype))
 
 
-def run_doc_mode(pipe, docs: Sequence[dict[str, Any]], batch_size: int, progress: bool = True):
+def run_doc_mode(pipe, docs: Sequence[Example], batch_size: int, progress: bool = True):
     """One call per document. Returns ``(wall_s, latencies_s, probabilities)``."""
     from tqdm import tqdm
 
@@ -59,13 +60,13 @@ def run_doc_mode(pipe, docs: Sequence[dict[str, Any]], batch_size: int, progress
     t_start = time.perf_counter()
     for d in tqdm(docs, desc=f"pipeline bs={batch_size}", unit="doc", disable=not progress, file=sys.stderr):
         t0 = time.perf_counter()
-        out = pipe(d["text"], candidate_labels=list(d["labels"]), hypothesis_template="{}", batch_size=batch_size)
+        out = pipe(d.text, candidate_labels=list(d.labels), hypothesis_template="{}", batch_size=batch_size)
         latencies.append(time.perf_counter() - t0)
-        probs.append(_probs_in_order(out, d["labels"]))
+        probs.append(_probs_in_order(out, d.labels))
     return time.perf_counter() - t_start, latencies, probs
 
 
-def run_stream_mode(pipe, docs: Sequence[dict[str, Any]], batch_size: int, progress: bool = True):
+def run_stream_mode(pipe, docs: Sequence[Example], batch_size: int, progress: bool = True):
     """Documents grouped by label set, each group streamed with ``batch_size``.
 
     Returns ``(wall_s, latencies_s, probabilities)`` with probabilities in
@@ -73,21 +74,21 @@ def run_stream_mode(pipe, docs: Sequence[dict[str, Any]], batch_size: int, progr
     """
     from tqdm import tqdm
 
-    order = sorted(range(len(docs)), key=lambda i: (tuple(docs[i]["labels"]), i))
+    order = sorted(range(len(docs)), key=lambda i: (tuple(docs[i].labels), i))
     probs: list[list[float] | None] = [None] * len(docs)
     latencies: list[float] = []
     bar = tqdm(total=len(docs), desc=f"pipeline stream bs={batch_size}", unit="doc", disable=not progress,
                file=sys.stderr)
     t_start = last = time.perf_counter()
-    for labels, group in groupby(order, key=lambda i: tuple(docs[i]["labels"])):
+    for labels, group in groupby(order, key=lambda i: tuple(docs[i].labels)):
         idx = list(group)
-        texts = (docs[i]["text"] for i in idx)
+        texts = (docs[i].text for i in idx)
         outputs = pipe(texts, candidate_labels=list(labels), hypothesis_template="{}", batch_size=batch_size)
         for i, out in zip(idx, outputs):
             now = time.perf_counter()
             latencies.append(now - last)
             last = now
-            probs[i] = _probs_in_order(out, docs[i]["labels"])
+            probs[i] = _probs_in_order(out, docs[i].labels)
             bar.update(1)
     bar.close()
     return time.perf_counter() - t_start, latencies, probs
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    docs = load_examples(args.examples, args.docs)
+    docs = load_examples(args.examples, limit=args.docs).examples
     t0 = time.perf_counter()
     pipe = build_pipeline(args.model_dir, args.device, args.dtype)
     load_s = time.perf_counter() - t0
@@ -126,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "mode": args.mode,
         "batch_size": args.batch_size,
         "docs": len(docs),
-        "pairs": sum(len(d["labels"]) for d in docs),
+        "pairs": sum(len(d.labels) for d in docs),
         "wall_s": wall,
         "latencies_s": latencies,
         "probabilities": probs,

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from zsnli.metrics import wilson_interval
-from zsnli.validation.examples import Example
+from zsnli.harness.examples import Example
 from zsnli.validation.scorecards import RowOutcome
 
 DEFAULT_TARGET_ACCURACY = 0.9

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zsnli.manifest import CALIBRATION_NAME, MANIFEST_NAME, hash_model_dir, model_dir_digest, sha256_file
-from zsnli.validation.client import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS, run_requests
-from zsnli.validation.examples import Example
-from zsnli.validation.server import DEFAULT_SERVE_CMD, ServerError, ServerProcess, get_health
+from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS, run_requests
+from zsnli.harness.examples import Example
+from zsnli.harness.server import DEFAULT_SERVE_CMD, ServerError, ServerProcess, wait_for_url
 
 ARM_KINDS = ("url", "model_dir", "pipeline", "embedding")
 BASELINES = ("pipeline", "embedding")
@@ -108,8 +108,8 @@ def model_dir_identity(model_dir: Path) -> dict[str, Any]:
 
 def _http_run(run: ArmRun, url: str, examples: Sequence[Example], opts: ArmOptions) -> None:
     result = run_requests(url, examples, opts.concurrency, opts.warmups, None, opts.progress, desc=run.spec.name)
-    run.probabilities = [a.probabilities for a in result.answers]
-    run.seconds = [a.seconds for a in result.answers]
+    run.probabilities = result.probabilities
+    run.seconds = result.seconds
     run.wall_s = result.wall_s
     run.concurrency = opts.concurrency
     run.errors = [f"{e.id!r}: {a.error}" for e, a in zip(examples, result.answers) if not a.ok]
@@ -153,15 +153,7 @@ def run_arm(spec: ArmSpec, examples: Sequence[Example], opts: ArmOptions, pipeli
     try:
         if spec.kind == "url":
             url = spec.target
-            t0 = time.monotonic()
-            while True:
-                code, body, err = get_health(url)
-                if code == 200:
-                    break
-                if time.monotonic() - t0 > opts.startup_timeout:
-                    raise ServerError(f"{url}: /health not 200 after {opts.startup_timeout:.0f} s ({err or code})")
-                time.sleep(0.25)
-            body = body or {}
+            _, body = wait_for_url(url, opts.startup_timeout)
             run.identity.update({"url": url, "model": body.get("model"), "model_sha256": body.get("model_sha256"),
                                  "scoring": body.get("scoring"), "calibrated": body.get("calibrated")})
             _http_run(run, url, examples, opts)
@@ -170,11 +162,10 @@ def run_arm(spec: ArmSpec, examples: Sequence[Example], opts: ArmOptions, pipeli
             if not model_dir.is_dir():
                 raise ServerError(f"model directory not found: {model_dir}")
             run.identity.update(model_dir_identity(model_dir))
-            with ServerProcess(opts.serve_cmd, cwd=opts.root, env={"ZSNLI_MODEL_DIR": str(model_dir)}) as server:
+            with ServerProcess(opts.serve_cmd, cwd=opts.root, model_dir=model_dir) as server:
                 startup = server.wait_healthy(opts.startup_timeout)
                 run.identity["startup_s"] = round(startup, 2)
-                _, body, _ = get_health(server.url)
-                body = body or {}
+                body = server.health or {}
                 run.identity.update({"served_model_sha256": body.get("model_sha256"), "scoring": body.get("scoring"),
                                      "calibrated": body.get("calibrated")})
                 _http_run(run, server.url, examples, opts)

@@ -1,6 +1,6 @@
 """Bake-off outputs: the receipt, the reliability-diagram PNGs and the one-file HTML report.
 
-The JSON report is the plain dict built by `zsnli.validation.compare`; this
+The JSON report is the plain dict built by `zsnli.validation.bakeoff`; this
 module only renders it (HTML) and seals it (receipt).
 """
 
@@ -123,8 +123,10 @@ def render_html(report: dict[str, Any], pngs: dict[str, bytes]) -> str:
                         _fmt(r["ece"]), _fmt(r["calibrated_macro_f1"]), _fmt(r["normalised"], ".1f"),
                         _fmt(r["p50_ms"], ".1f"), _fmt(r["p95_ms"], ".1f"), _fmt(r["docs_per_s"], ".2f"),
                         str(r["concurrency"]), str(r["failed"])])
-    parts.append("<h2>Leaderboard</h2>")
-    parts.append(_table(["arm", "kind", "macro-F1", "accuracy", "ECE", "cal. F1", "normalised", "p50 ms/doc",
+    parts.append("<h2>Leaderboard</h2><p>Quality figures are means over datasets (each dataset weighs the same); "
+                 "the escalation, worst slices and reliability diagrams pool documents.</p>")
+    parts.append(_table(["arm", "kind", "macro-F1 (mean)", "accuracy (mean)", "ECE (mean)", "cal. F1 (mean)",
+                         "normalised (mean)", "p50 ms/doc",
                          "p95 ms/doc", "docs/s", "concurrency", "failed"], lb_rows))
     parts.append("<h2>Escalation</h2>")
     esc_rows = []
@@ -136,7 +138,8 @@ def render_html(report: dict[str, Any], pngs: dict[str, bytes]) -> str:
                                  _fmt(e["kept_accuracy"])])
             else:
                 esc_rows.append([html.escape(arm["name"]), _fmt(e["target"], ".2f"), "unreachable", "0.0", "100.0", "n/a"])
-    parts.append(_table(["arm", "target accuracy", "threshold", "% kept", "% to a person", "kept accuracy"], esc_rows))
+    parts.append(_table(["arm", "target accuracy (pooled)", "threshold", "% kept", "% to a person",
+                         "kept accuracy (pooled)"], esc_rows))
     for arm in report["arms"]:
         parts.append(f"<div class='arm'><h2>{html.escape(arm['name'])} <small>({html.escape(arm['kind'])})</small></h2>")
         ident = ", ".join(f"{html.escape(str(k))}: <code>{html.escape(str(v))}</code>" for k, v in arm["identity"].items() if v is not None)
@@ -157,7 +160,7 @@ def render_html(report: dict[str, Any], pngs: dict[str, bytes]) -> str:
                              "normalised"], rows))
         slices = arm.get("worst_slices", [])
         parts.append(f"<h3>Worst slices (n &ge; {report['options']['min_slice_n']}, Wilson 95% top below the arm's "
-                     f"accuracy {_fmt(arm['scores']['pooled_accuracy'])})</h3>")
+                     f"pooled accuracy {_fmt(arm['scores']['pooled_accuracy'])})</h3>")
         if slices:
             parts.append(_table(["slice", "kind", "n", "accuracy", "95% interval", "gap x sqrt(n)"],
                                 [[html.escape(s["name"]), s["kind"], str(s["n"]), _fmt(s["accuracy"]),

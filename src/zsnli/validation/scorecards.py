@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from zsnli import metrics
-from zsnli.validation.examples import Example, dataset_classes
+from zsnli.harness.examples import Example, dataset_classes
 
 MEAN_FIELDS = ("accuracy", "macro_f1", "ece", "calibrated_macro_f1", "normalised")
 
@@ -137,7 +137,7 @@ def scores_table(scores: Scores, title: str = "Metrics per dataset"):
                       f"{c.calibrated_macro_f1:.3f}", f"{c.floor:.3f}", f"{c.ceiling:.3f}", _fmt_norm(c.normalised))
     m = scores.means
     table.add_section()
-    table.add_row("mean", str(sum(c.n for c in scores.per_dataset.values())), "", f"{m['accuracy']:.3f}",
+    table.add_row("mean over datasets", str(sum(c.n for c in scores.per_dataset.values())), "", f"{m['accuracy']:.3f}",
                   f"{m['macro_f1']:.3f}", f"{m['ece']:.3f}", f"{m['calibrated_macro_f1']:.3f}", "", "",
                   f"[bold]{_fmt_norm(m['normalised'])}[/bold]")
     return table

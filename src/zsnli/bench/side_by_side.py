@@ -1,6 +1,7 @@
 """Side-by-side throughput benchmark: transformers zero-shot pipeline vs the zsnli server.
 
-``python -m zsnli.bench --model-dir model --examples ../shared/data/zsc/public.jsonl [--docs N] [--out report.json]``
+``python -m zsnli.bench [--model-dir model] [--examples FILE|hub:btzsc] [--docs N] [--out report.json]``
+(also ``python -m zsnli.bench.side_by_side``)
 
 Arms, all on the same model, the same documents, one run:
 
@@ -25,7 +26,7 @@ first runs ``--warmup`` untimed documents. The server is pointed at a
 calibration file with the pipeline's semantics (entailment logit, T = 1, no
 K correction, no content-free premise), so its answers are compared with
 arm (a)'s: same argmax count and max |dp|. Then ratios (c@32)/(a) and
-(c@32)/(b), and the compute ceiling (see `zsnli.bench.common`).
+(c@32)/(b), and the compute ceiling (see `zsnli.bench.ceiling`).
 """
 
 from __future__ import annotations
@@ -41,24 +42,19 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from .common import (
-    DEFAULT_EXAMPLES,
-    LabelTooLong,
-    RssSampler,
-    agreement,
-    child_env,
-    compute_ceiling,
-    hwm_bytes,
-    latency_summary,
-    load_examples,
-    matmul_rate,
-    mib,
-    pair_token_counts,
-    param_counts,
-    write_examples,
-)
 from ..config import closest_setting, setting_names
-from .serving import ServerError, ServerProcess, run_load
+from ..harness.cli import UsageParser, non_negative_int, positive_int
+from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, ExamplesError, first_existing, load_examples, write_examples
+from ..harness.load import run_requests
+from ..harness.server import ServerError, offline_env, start_server
+from ..harness.stats import latency_summary, per_second
+from .ceiling import LabelTooLong, compute_ceiling, matmul_rate, pair_token_counts, param_counts
+from .resources import RssSampler, hwm_bytes, mib
+
+#: the server's log level in every server arm (its output goes to a log file)
+SERVER_LOG_LEVEL = "warning"
+#: 503 retries per document (the bench measures throughput; the self-check counts a 503 as a failure)
+RETRY_503 = 20
 
 #: calibration.json content giving the transformers pipeline's semantics.
 PIPELINE_SEMANTICS = {
@@ -89,18 +85,42 @@ def server_arm_errors() -> tuple[type[BaseException], ...]:
     return (ServerError, OSError, httpx.HTTPError, ValueError, KeyError)
 
 
+def agreement(reference: Sequence[Sequence[float] | None], other: Sequence[Sequence[float] | None]) -> dict[str, Any]:
+    """Compare two runs' per-document probabilities (same documents, same label order).
+
+    Returns ``{"docs" (compared), "same_argmax" (count), "missing" (docs
+    absent from either run), "max_abs_dp" (max over docs and labels of
+    ``|p_ref - p_other|``), "worst_doc" (index)}``.
+    """
+    same = missing = 0
+    compared = 0
+    max_dp = 0.0
+    worst = None
+    for i, (ref, oth) in enumerate(zip(reference, other)):
+        if ref is None or oth is None or len(ref) != len(oth):
+            missing += 1
+            continue
+        compared += 1
+        if max(range(len(ref)), key=ref.__getitem__) == max(range(len(oth)), key=oth.__getitem__):
+            same += 1
+        dp = max(abs(a - b) for a, b in zip(ref, oth))
+        if worst is None or dp > max_dp:
+            max_dp, worst = dp, i
+    return {"docs": compared, "same_argmax": same, "missing": missing, "max_abs_dp": max_dp, "worst_doc": worst}
+
+
 def arm_row(name: str, docs: int, pairs: int, wall_s: float, latencies_s: Sequence[float],
             peak_rss_bytes: int | None, hwm: int | None, **extra: Any) -> dict[str, Any]:
     """One arm's figures: docs/s, pairs/s, latency summary (s/doc), peak RSS (MiB)."""
-    lat = latency_summary([x for x in latencies_s if x == x])
+    lat = latency_summary(latencies_s)
     return {
         "arm": name,
         "docs": docs,
         "pairs": pairs,
         "wall_s": wall_s,
-        "docs_per_s": docs / wall_s if wall_s > 0 else float("nan"),
-        "pairs_per_s": pairs / wall_s if wall_s > 0 else float("nan"),
-        **lat,
+        "docs_per_s": per_second(docs, wall_s),
+        "pairs_per_s": per_second(pairs, wall_s),
+        **{k: lat[k] for k in ("mean_s", "p50_s", "p95_s", "max_s")},
         "peak_rss_mib": mib(peak_rss_bytes),
         "hwm_rss_mib": mib(hwm),
         **extra,
@@ -118,7 +138,7 @@ def run_pipeline_arm(model_dir: Path, examples: Path, docs: int, batch_size: int
         cmd += ["--threads", str(threads)]
     if not progress:
         cmd.append("--no-progress")
-    proc = subprocess.run(cmd, env=child_env(threads=threads), stderr=None if progress else subprocess.PIPE,
+    proc = subprocess.run(cmd, env={**os.environ, **offline_env(threads)}, stderr=None if progress else subprocess.PIPE,
                           text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"pipeline arm {mode} bs={batch_size} failed (exit {proc.returncode}): "
@@ -141,11 +161,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     model_dir = Path(args.model_dir).resolve()
-    loaded = load_examples(args.examples, args.docs)
+    try:
+        loaded = load_examples(args.examples, limit=args.docs).examples
+    except ExamplesError as exc:
+        raise SystemExit(f"zsnli.bench: {exc}") from None
     # transformers' pipeline raises on an empty text ("at least one sequence"); the server takes it.
-    docs = [d for d in loaded if d["text"]]
+    docs = [d for d in loaded if d.text]
     skipped_empty = len(loaded) - len(docs)
-    n_pairs = sum(len(d["labels"]) for d in docs)
+    n_pairs = sum(len(d.labels) for d in docs)
     progress = not args.no_progress
     examples = write_examples(workdir / "docs.jsonl", docs)  # the exact documents every arm gets
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if progress else (lambda *a: None)
@@ -200,19 +223,20 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         log(f"[bench] starting the zsnli server ({args.launcher}) {name} {extra or ''}")
         info: dict[str, Any] = {"settings": extra}
         try:
-            with ServerProcess(model_dir, {**settings, **extra}, launcher=args.launcher, repo_root=args.repo_root,
-                               threads=args.threads) as server:
+            with start_server(model_dir, {"ZSNLI_LOG_LEVEL": SERVER_LOG_LEVEL, **settings, **extra}, args.launcher,
+                              args.repo_root, args.threads) as server:
                 info.update({"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health})
                 for conc in levels:
                     key = f"c{conc}" if name == "default" else f"c{conc}-{name}"
                     with RssSampler(server.pid) as rss:
-                        load = run_load(server.url, docs, conc,
-                                        warmup=args.warmup if conc == 1 else max(args.warmup, conc),
-                                        progress=progress, desc=f"zsnli c={conc} {name}")
+                        load = run_requests(server.url, docs, conc,
+                                            warmups=args.warmup if conc == 1 else max(args.warmup, conc),
+                                            progress=progress, desc=f"zsnli c={conc} {name}", request_timeout=600.0,
+                                            retry_503=RETRY_503)
                     label = f"(c) zsnli, concurrency {conc}" + ("" if name == "default" else f", {name}")
-                    rows.append(arm_row(label, load.docs, load.pairs, load.wall_s, load.latencies_s,
+                    rows.append(arm_row(label, len(docs), n_pairs, load.wall_s, load.seconds,
                                         rss.peak_bytes, hwm_bytes(server.pid), key=key, concurrency=conc,
-                                        errors=load.errors, retries_503=load.retries_503, variant=name))
+                                        errors=load.error_counts(), retries_503=load.retries_503, variant=name))
                     probs[key] = load.probabilities
                 info["exit_code"] = server.stop()
         except arm_errors as exc:
@@ -238,7 +262,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model_dir": str(model_dir),
-        "examples": str(Path(args.examples).resolve()),
+        "examples": args.examples if args.examples.startswith("hub:") else str(Path(args.examples).resolve()),
         "docs": len(docs),
         "pairs": n_pairs,
         "skipped_empty_text": skipped_empty,
@@ -377,6 +401,25 @@ def _positive_ints(text: str) -> list[int]:
     return values
 
 
+def resolve_examples(ap: argparse.ArgumentParser, given: str | None) -> str:
+    """The examples to use: ``given`` when it exists (or is ``hub:...``), else the default (the shared
+    public examples, else the repository's dev set, said in one line on stderr); a usage error when
+    neither is there."""
+    if given is not None:
+        if not given.startswith("hub:") and not Path(given).is_file():
+            ap.error(f"--examples: no such file {given} (resolved: {Path(given).resolve()}); pass --examples PATH "
+                     "(JSONL in DESIGN.md's examples format) or --examples hub:btzsc (needs network)")
+        return given
+    found = first_existing(SHARED_PUBLIC_EXAMPLES, DEV_EXAMPLES)
+    if found is None:
+        ap.error(f"--examples: neither {SHARED_PUBLIC_EXAMPLES} nor {DEV_EXAMPLES} is here (run from the repository "
+                 "root); pass --examples PATH (JSONL in DESIGN.md's examples format) or --examples hub:btzsc")
+    if str(found) != SHARED_PUBLIC_EXAMPLES:
+        print(f"zsnli.bench: {SHARED_PUBLIC_EXAMPLES} not found: using the repository's {found} "
+              "(pass --examples PATH or hub:btzsc for other data)", file=sys.stderr, flush=True)
+    return str(found)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """CLI arguments (see module docstring).
 
@@ -386,12 +429,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     variants whose settings the server would refuse (unknown ``ZSNLI_*``
     name, bad value).
     """
-    ap = argparse.ArgumentParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0])
+    ap = UsageParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--model-dir", default="model")
-    ap.add_argument("--examples", default=DEFAULT_EXAMPLES,
-                    help="examples JSONL, one {text, labels} document a line "
-                         "(default: %(default)s, relative to the current directory)")
-    ap.add_argument("--docs", type=int, default=None, help="first N documents (default all)")
+    ap.add_argument("--examples", default=None,
+                    help=f"examples JSONL in DESIGN.md's format or hub:btzsc (default: {SHARED_PUBLIC_EXAMPLES} where "
+                         f"the team's shared data is mounted, else the repository's {DEV_EXAMPLES}; relative to the "
+                         "current directory)")
+    ap.add_argument("--docs", type=positive_int, default=None, help="first N documents (default all)")
     ap.add_argument("--out", default=None, help="write the JSON report here")
     ap.add_argument("--batch-sizes", type=_positive_ints, default="8,32,64",
                     help="pipeline batch_size sweep for (b) (default: %(default)s)")
@@ -400,7 +444,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                          "default) and/or doc (one call per document, pairs batched within it)")
     ap.add_argument("--concurrency", type=_positive_ints, default="1,32",
                     help="server concurrency levels for (c) (default: %(default)s)")
-    ap.add_argument("--warmup", type=int, default=4, help="untimed documents before each arm")
+    ap.add_argument("--warmup", type=non_negative_int, default=4, help="untimed documents before each arm")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch/OMP threads for every arm (default: leave the environment's)")
     ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto")
@@ -425,9 +469,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         ap.error(f"--variant: duplicate name(s) {', '.join(dup)}; give each variant its own NAME")
-    if not Path(args.examples).is_file():
-        ap.error(f"--examples: no such file {args.examples} (resolved: {Path(args.examples).resolve()}); "
-                 "pass --examples PATH to an examples JSONL file")
+    args.examples = resolve_examples(ap, args.examples)
     args.pipeline_mode = [m.strip() for m in str(args.pipeline_mode).split(",") if m.strip()]
     bad = [m for m in args.pipeline_mode if m not in ("stream", "doc")]
     if bad:

@@ -1,4 +1,8 @@
-"""Examples files: load, check, resample for throughput, and map labels to dataset classes.
+"""The harness's one examples reader: load, check, write, resample for throughput, map labels to classes.
+
+Used by validation (self-check, bake-off) and bench (side-by-side, throughput
+gate). May import `zsnli.manifest` (file digests) and, for ``hub:btzsc`` only,
+the ``datasets`` package.
 
 The examples format is DESIGN.md's JSONL, one document a line::
 
@@ -33,6 +37,13 @@ BTZSC_DATASETS = (
     "wikitoxic_insult",
 )
 DEFAULT_EXAMPLES = "dev/smoke.jsonl"
+#: the team-written development set shipped in the repository (dev/README.md)
+DEV_EXAMPLES = "dev/zeroshot_dev.jsonl"
+#: the public examples, for reporting only; a clone has no ../shared (README, "Data")
+SHARED_PUBLIC_EXAMPLES = "../shared/data/zsc/public.jsonl"
+#: what a command that needs examples says when it has none
+EXAMPLES_HINT = ("pass --examples PATH (JSONL in DESIGN.md's examples format, e.g. dev/zeroshot_dev.jsonl) "
+                 "or --examples hub:btzsc (needs network)")
 
 
 class ExamplesError(ValueError):
@@ -162,11 +173,12 @@ def load_btzsc(max_per_dataset: int | None = None, datasets: Sequence[str] = BTZ
     return examples
 
 
-def load_examples(spec: str | Path, max_per_dataset: int | None = None) -> ExampleSet:
+def load_examples(spec: str | Path, max_per_dataset: int | None = None, limit: int | None = None) -> ExampleSet:
     """Load examples from a JSONL (or .jsonl.gz) path or from ``hub:btzsc``.
 
     ``max_per_dataset`` keeps the first N documents of each dataset (file
-    order). Raises ``ExamplesError`` for a missing/malformed file, an unknown
+    order); ``limit`` then keeps the first N documents overall. Raises
+    ``ExamplesError`` for a missing/malformed file, an unknown
     hub name or an unreachable hub.
     """
     spec = str(spec)
@@ -176,12 +188,14 @@ def load_examples(spec: str | Path, max_per_dataset: int | None = None) -> Examp
         if name != "btzsc":
             raise ExamplesError(f"unknown hub examples {spec!r}; only 'hub:btzsc' is known")
         examples = load_btzsc(max_per_dataset)
+        if limit is not None:
+            examples = examples[:limit]
         digest = sha256_json([_row(e) for e in examples])
         notes.append(f"{BTZSC_REPO}@{BTZSC_REVISION}")
         return ExampleSet(examples, spec, digest, notes)
     path = Path(spec)
     if not path.is_file():
-        raise ExamplesError(f"examples file not found: {path}")
+        raise ExamplesError(f"examples file not found: {path}; {EXAMPLES_HINT}")
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", encoding="utf-8") as handle:
@@ -200,7 +214,33 @@ def load_examples(spec: str | Path, max_per_dataset: int | None = None) -> Examp
             notes.append(f"first {max_per_dataset} per dataset: {len(kept)} of {len(examples)} documents")
             digest = sha256_json({"file_sha256": digest, "rows": [_row(e) for e in kept]})
         examples = kept
+    if limit is not None and limit < len(examples):
+        notes.append(f"first {limit} of {len(examples)} documents")
+        examples = examples[:limit]
+        digest = sha256_json({"file_sha256": digest, "rows": [_row(e) for e in examples]})
     return ExampleSet(examples, str(path), digest, notes)
+
+
+def first_existing(*candidates: str | Path, base: str | Path = ".") -> Path | None:
+    """The first of ``candidates`` (relative to ``base``) that is a file, else None.
+
+    How commands pick a default: e.g. ``SHARED_PUBLIC_EXAMPLES`` where the
+    team's shared data is mounted, else the repository's ``DEV_EXAMPLES``.
+    """
+    for c in candidates:
+        path = Path(base) / c
+        if path.is_file():
+            return path
+    return None
+
+
+def write_examples(path: str | Path, examples: Iterable[Example]) -> Path:
+    """Write examples as JSONL in the examples format (what `load_examples` reads back); returns the path."""
+    p = Path(path)
+    with open(p, "w", encoding="utf-8") as handle:
+        for e in examples:
+            handle.write(json.dumps(_row(e), ensure_ascii=False) + "\n")
+    return p
 
 
 def _row(e: Example) -> dict[str, Any]:

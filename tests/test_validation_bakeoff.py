@@ -16,9 +16,9 @@ import pytest
 
 from zsnli.manifest import hash_model_dir
 from zsnli.validation.cli import main
-from zsnli.validation.server import ServerProcess
+from zsnli.harness.server import ServerProcess
 
-from test_validation_gates import FAKE_SERVER, write_examples
+from test_validation_selfcheck import FAKE_SERVER, write_examples
 
 REPO = Path(__file__).resolve().parents[1]
 SERVE_SH = f"bash {REPO / 'serve.sh'}"
@@ -105,14 +105,59 @@ def test_compare_two_tiny_arms_and_both_baselines(tiny_project, fake_script, tmp
 
 
 def test_compare_reports_a_failing_arm_and_exits_nonzero(tiny_project, tmp_path, capsys):
+    """Nothing listens at the URL: that arm fails at once (no start-up wait), the other still runs and
+    the report holds both; the failure line is rendered, not printed as raw rich markup."""
+    import time
+
+    from zsnli.harness.server import free_port
+
     report_path = tmp_path / "bad.json"
+    t0 = time.monotonic()
     code = main(["compare", "--root", str(tiny_project), "--examples", str(tiny_project / "examples.jsonl"),
-                 "--model-dir", str(tmp_path / "no-such-model"), "--baseline", "embedding", "--max-per-dataset", "3",
-                 "--no-progress", "--report", str(report_path)])
+                 "--url", f"dead=http://127.0.0.1:{free_port()}", "--baseline", "embedding", "--max-per-dataset", "3",
+                 "--startup-timeout", "120", "--no-progress", "--report", str(report_path)])
     report = json.loads(report_path.read_text())
     assert code == 1
-    assert report["arms"][0]["error"] and "not found" in report["arms"][0]["error"]
+    assert report["arms"][0]["error"] and "connection refused" in report["arms"][0]["error"]
+    assert report["arms"][0]["elapsed_s"] < 30  # not the 120 s start-up timeout
     assert report["arms"][1]["error"] is None
     assert report["examples"]["n"] == 6
-    assert report["leaderboard"][-1]["arm"] == "no-such-model"
-    assert "failed" in capsys.readouterr().out
+    assert report["leaderboard"][-1]["arm"] == "dead"
+    out = capsys.readouterr().out
+    assert "failed" in out and "[red]" not in out and "[/red]" not in out and "\x1b[" not in out
+
+
+def test_compare_writes_no_report_when_no_arm_ran(tiny_project, tmp_path, capsys):
+    report_path = tmp_path / "none.json"
+    code = main(["compare", "--root", str(tiny_project), "--examples", str(tiny_project / "examples.jsonl"),
+                 "--url", f"http://127.0.0.1:{_free_port()}", "--no-progress", "--report", str(report_path)])
+    assert code == 1
+    assert not report_path.exists() and not report_path.with_suffix(".html").exists()
+    assert "no arm ran" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--model-dir", "{tmp}/no-such-model"], "--model-dir: no such directory"),
+    (["--url", "localhost:8000"], "--url: 'localhost:8000' is not an http"),
+    (["--baseline", "pipeline", "--pipeline-model", "{tmp}/nope"], "--pipeline-model: no such directory"),
+    (["--url", "a=http://127.0.0.1:1", "--url", "a=http://127.0.0.1:2"], "two arms are named a"),
+    (["--url", "http://127.0.0.1:1", "--target-accuracy", "1.5"], "--target-accuracy"),
+    (["--url", "http://127.0.0.1:1", "--concurrency", "0"], "--concurrency"),
+    (["--url", "http://127.0.0.1:1", "--examples", "{tmp}/missing.jsonl"], "--examples: no such file"),
+])
+def test_compare_usage_mistakes_are_one_line_exit_2(tiny_project, tmp_path, capsys, args, needle):
+    """Checked before any arm runs: nothing is started, one line on stderr, exit 2."""
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    with pytest.raises(SystemExit) as info:
+        main(["compare", "--root", str(tiny_project), "--examples", str(tiny_project / "examples.jsonl"), *args])
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("validate.py compare: error:"), captured.err
+    assert captured.out == ""
+
+
+def _free_port() -> int:
+    from zsnli.harness.server import free_port
+
+    return free_port()

@@ -14,13 +14,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
+
+from rich.markup import escape
 
 from zsnli import __version__
 from zsnli.metrics import HEADLINE_METRIC, reliability_bins
 from zsnli.validation.analysis import DEFAULT_MIN_SLICE_N, DEFAULT_TARGET_ACCURACY, escalation, worst_slices
 from zsnli.validation.arms import ArmOptions, ArmRun, ArmSpec, run_arm
-from zsnli.validation.examples import DEFAULT_EXAMPLES, load_examples
+from zsnli.harness.examples import DEFAULT_EXAMPLES, load_examples
+from zsnli.harness.stats import latency_summary, per_second
 from zsnli.validation.report import receipt, receipt_payload, render_html, reliability_png
 from zsnli.validation.scorecards import score_examples
 
@@ -53,7 +55,7 @@ def _arm_entry(run: ArmRun, examples, opts: CompareOptions) -> tuple[dict[str, A
     if run.error:
         return entry, None
     scores = score_examples(examples, run.probabilities, seed=opts.seed)
-    secs = np.array([s for s in run.seconds if math.isfinite(s)], dtype=float)
+    lat = latency_summary(run.seconds)
     conf = [r.confidence for r in scores.rows]
     hits = [r.correct for r in scores.rows]
     bins = reliability_bins(conf, hits)
@@ -61,10 +63,10 @@ def _arm_entry(run: ArmRun, examples, opts: CompareOptions) -> tuple[dict[str, A
         "concurrency": run.concurrency,
         "timing": {
             "wall_s": run.wall_s,
-            "docs_per_s": len(examples) / run.wall_s if run.wall_s > 0 else None,
-            "mean_ms": float(secs.mean() * 1000) if secs.size else None,
-            "p50_ms": float(np.percentile(secs, 50) * 1000) if secs.size else None,
-            "p95_ms": float(np.percentile(secs, 95) * 1000) if secs.size else None,
+            "docs_per_s": _nan_none(per_second(len(examples), run.wall_s)),
+            "mean_ms": _nan_none(lat["mean_s"] * 1000),
+            "p50_ms": _nan_none(lat["p50_s"] * 1000),
+            "p95_ms": _nan_none(lat["p95_s"] * 1000),
         },
         "n_failed": scores.n_failed,
         "errors": run.errors[:20],
@@ -115,8 +117,8 @@ def run_compare(opts: CompareOptions, console=None) -> tuple[dict[str, Any], dic
     pngs: dict[str, bytes] = {}
     for i, spec in enumerate(opts.arms, 1):
         if console is not None:
-            console.print(f"[bold]arm {i}/{len(opts.arms)}[/bold] {spec.name} ({spec.kind}) on {len(examples)} documents",
-                          highlight=False)
+            console.print(f"[bold]arm {i}/{len(opts.arms)}[/bold] {escape(spec.name)} ({spec.kind}) on "
+                          f"{len(examples)} documents", highlight=False)
         t0 = time.monotonic()
         run = run_arm(spec, examples, opts.arm_options, opts.pipeline_model)
         entry, png = _arm_entry(run, examples, opts)
@@ -126,7 +128,7 @@ def run_compare(opts: CompareOptions, console=None) -> tuple[dict[str, Any], dic
             pngs[spec.name] = png
         if console is not None:
             if run.error:
-                console.print(f"  [red]failed[/red]: {run.error}", highlight=False, markup=False)
+                console.print(f"  [red]failed[/red]: {escape(run.error)}", highlight=False)
             else:
                 h = entry["scores"]["headline_mean_normalised"]
                 console.print(f"  done in {entry['elapsed_s']:.1f} s; mean normalised score "
@@ -158,9 +160,9 @@ def print_compare(report: dict[str, Any], console) -> None:
         return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
     lb = Table(title=f"Leaderboard ({report['examples']['n']} documents, {len(report['examples']['datasets'])} datasets; "
-                     "means over datasets)")
-    for col in ("#", "arm", "kind", "macro-F1", "accuracy", "ECE", "cal. F1", "normalised", "p50 ms/doc", "p95 ms/doc",
-                "docs/s", "conc.", "failed"):
+                     "quality columns are means over datasets)")
+    for col in ("#", "arm", "kind", "macro-F1 (mean)", "acc. (mean)", "ECE (mean)", "cal. F1 (mean)", "normalised (mean)",
+                "p50 ms/doc", "p95 ms/doc", "docs/s", "conc.", "failed"):
         lb.add_column(col, justify="left" if col in ("arm", "kind") else "right")
     for rank, r in enumerate(report["leaderboard"], 1):
         lb.add_row(str(rank), r["arm"], r["kind"], f(r["macro_f1"]), f(r["accuracy"]), f(r["ece"]),
@@ -168,8 +170,9 @@ def print_compare(report: dict[str, Any], console) -> None:
                    f(r["docs_per_s"], ".2f"), str(r["concurrency"] or ""), str(r["failed"]))
     console.print(lb)
 
-    esc = Table(title="Escalation: lowest confidence threshold whose kept documents reach the target accuracy")
-    for col in ("arm", "target", "threshold", "% kept", "% to a person", "kept accuracy"):
+    esc = Table(title="Escalation: lowest confidence threshold whose kept documents reach the target accuracy "
+                      "(pooled over documents)")
+    for col in ("arm", "target", "threshold", "% kept", "% to a person", "kept acc. (pooled)"):
         esc.add_column(col, justify="left" if col == "arm" else "right")
     for arm in report["arms"]:
         for e in arm.get("escalation", []):
@@ -180,9 +183,9 @@ def print_compare(report: dict[str, Any], console) -> None:
                 esc.add_row(arm["name"], f(e["target"], ".2f"), "unreachable", "0.0", "100.0", "n/a")
     console.print(esc)
 
-    sl = Table(title=f"Worst slices (n >= {report['options']['min_slice_n']}, Wilson 95% top below the arm's accuracy; "
-                     "ranked by gap x sqrt(n); top 10 per arm)")
-    for col in ("arm", "slice", "kind", "n", "accuracy", "95% interval", "arm acc.", "gap x sqrt(n)"):
+    sl = Table(title=f"Worst slices (n >= {report['options']['min_slice_n']}, Wilson 95% top below the arm's pooled "
+                     "accuracy; ranked by gap x sqrt(n); top 10 per arm)")
+    for col in ("arm", "slice", "kind", "n", "slice acc.", "95% interval", "arm acc. (pooled)", "gap x sqrt(n)"):
         sl.add_column(col, justify="left" if col in ("arm", "slice", "kind") else "right")
     for arm in report["arms"]:
         if arm.get("error"):
@@ -196,5 +199,5 @@ def print_compare(report: dict[str, Any], console) -> None:
     console.print(sl)
     for arm in report["arms"]:
         if arm.get("error"):
-            console.print(f"[red]arm {arm['name']} failed:[/red] {arm['error']}", highlight=False)
+            console.print(f"[red]arm {escape(arm['name'])} failed:[/red] {escape(arm['error'])}", highlight=False)
     console.print(f"receipt sha256: [bold]{report['receipt']['sha256']}[/bold]", highlight=False)

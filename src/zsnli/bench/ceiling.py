@@ -1,4 +1,4 @@
-"""Shared benchmark helpers: examples, latency summaries, RSS, matmul rate, FLOP counts.
+"""The compute ceiling of a benchmark run: measured matmul rate, parameter counts, FLOPs per pair.
 
 The compute ceiling
 -------------------
@@ -30,176 +30,12 @@ where a document's FLOPs are the sum over its K pairs.
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
-DEFAULT_EXAMPLES = "../shared/data/zsc/public.jsonl"
-
-
-# --------------------------------------------------------------------------- examples
-
-
-def load_examples(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """Read an examples JSONL file (``{"id", "text", "labels", ...}`` a line).
-
-    limit: keep the first ``limit`` documents (None: all).
-    Returns a list of dicts with at least ``text`` (str) and ``labels``
-    (non-empty list of str). Raises ``ValueError`` naming the line of a
-    malformed document, ``FileNotFoundError`` when the file is absent.
-    """
-    docs: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if not isinstance(row.get("text"), str) or not isinstance(row.get("labels"), list) or not row["labels"]:
-                raise ValueError(f"{path}:{lineno}: need a string 'text' and a non-empty list 'labels'")
-            docs.append(row)
-            if limit is not None and len(docs) >= limit:
-                break
-    return docs
-
-
-def write_examples(path: str | Path, docs: Iterable[dict[str, Any]]) -> Path:
-    """Write documents as JSONL (the inverse of ``load_examples``); returns the path."""
-    p = Path(path)
-    with open(p, "w", encoding="utf-8") as handle:
-        for d in docs:
-            handle.write(json.dumps(d, ensure_ascii=False) + "\n")
-    return p
-
-
-# --------------------------------------------------------------------------- latency
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) by linear interpolation (numpy's default); NaN when empty."""
-    if not values:
-        return float("nan")
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def latency_summary(latencies_s: Sequence[float]) -> dict[str, float]:
-    """``{"mean_s", "p50_s", "p95_s", "max_s"}`` of per-document seconds (NaN when empty)."""
-    if not latencies_s:
-        nan = float("nan")
-        return {"mean_s": nan, "p50_s": nan, "p95_s": nan, "max_s": nan}
-    return {
-        "mean_s": sum(latencies_s) / len(latencies_s),
-        "p50_s": percentile(latencies_s, 50),
-        "p95_s": percentile(latencies_s, 95),
-        "max_s": max(latencies_s),
-    }
-
-
-# --------------------------------------------------------------------------- memory
-
-
-def tree_rss_bytes(pid: int) -> int:
-    """Resident set size (bytes) of process ``pid`` plus all its descendants (psutil); 0 if gone."""
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    total = 0
-    for p in procs:
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            pass
-    return total
-
-
-def hwm_bytes(pid: int) -> int | None:
-    """Peak RSS since the process started (Linux ``VmHWM``), bytes; None where unavailable."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-class BackgroundSampler:
-    """Calls ``sample()`` now, every ``interval_s`` in a daemon thread, and once more on exit.
-
-    Subclasses implement ``sample`` (and keep their own peak); use as a
-    context manager around the measured window.
-    """
-
-    thread_name = "sampler"
-
-    def __init__(self, interval_s: float) -> None:
-        self.interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def sample(self) -> object:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample()
-
-    def __enter__(self):
-        self.sample()
-        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.sample()
-
-
-class RssSampler(BackgroundSampler):
-    """Sample a process tree's RSS in a background thread; ``peak_bytes`` is the maximum seen.
-
-    Use as a context manager around the measured window::
-
-        with RssSampler(pid) as rss:
-            run()
-        rss.peak_bytes
-
-    interval_s: sampling period (default 50 ms). A spike shorter than the
-    period can be missed; ``hwm_bytes`` gives the exact all-time peak.
-    """
-
-    thread_name = "rss-sampler"
-
-    def __init__(self, pid: int, interval_s: float = 0.05) -> None:
-        super().__init__(interval_s)
-        self.pid = pid
-        self.peak_bytes = 0
-
-    def sample(self) -> int:
-        """Take one sample now; returns it (bytes) and updates ``peak_bytes``."""
-        value = tree_rss_bytes(self.pid)
-        self.peak_bytes = max(self.peak_bytes, value)
-        return value
-
-
-def mib(n: int | float | None) -> float | None:
-    """Bytes to MiB (None stays None)."""
-    return None if n is None else n / (1024 * 1024)
+from zsnli.harness.examples import Example
 
 
 # --------------------------------------------------------------------------- matmul rate
@@ -348,7 +184,7 @@ class LabelTooLong(ValueError):
     the server answers such a request 422, so the benchmark refuses it up front."""
 
 
-def pair_token_counts(model_dir: str | Path, docs: Sequence[dict[str, Any]], max_length: int | None = None) -> list[list[int]]:
+def pair_token_counts(model_dir: str | Path, docs: Sequence[Example], max_length: int | None = None) -> list[list[int]]:
     """Real token count of every (document, label) pair, as the model sees it.
 
     Pair length = special tokens + label tokens + text tokens, the text cut
@@ -374,17 +210,17 @@ def pair_token_counts(model_dir: str | Path, docs: Sequence[dict[str, Any]], max
             out.update(zip(chunk, (len(ids) for ids in enc["input_ids"])))
         return out
 
-    text_len = lengths([d["text"] for d in docs])
-    label_len = lengths([label for d in docs for label in d["labels"]])
+    text_len = lengths([d.text for d in docs])
+    label_len = lengths([label for d in docs for label in d.labels])
     out: list[list[int]] = []
     for d in docs:
         row = []
-        for label in d["labels"]:
+        for label in d.labels:
             room = window - special - label_len[label]
             if room < 1:
                 raise LabelTooLong(f"label {label[:80]!r} ({label_len[label]} tokens) does not fit the "
                                    f"{window}-token window with a text token and {special} special tokens")
-            row.append(special + label_len[label] + min(text_len[d["text"]], room))
+            row.append(special + label_len[label] + min(text_len[d.text], room))
         out.append(row)
     return out
 
@@ -419,53 +255,3 @@ def compute_ceiling(token_counts: Sequence[Sequence[int]], params: ParamCounts, 
         "ceiling_docs_per_s": rate_flops_per_s / per_doc if docs else float("nan"),
         "ceiling_pairs_per_s": rate_flops_per_s / per_pair if pairs else float("nan"),
     }
-
-
-# --------------------------------------------------------------------------- agreement
-
-
-def agreement(reference: Sequence[Sequence[float] | None], other: Sequence[Sequence[float] | None]) -> dict[str, Any]:
-    """Compare two runs' per-document probabilities (same documents, same label order).
-
-    Returns ``{"docs" (compared), "same_argmax" (count), "missing" (docs
-    absent from either run), "max_abs_dp" (max over docs and labels of
-    ``|p_ref - p_other|``), "worst_doc" (index)}``.
-    """
-    same = missing = 0
-    compared = 0
-    max_dp = 0.0
-    worst = None
-    for i, (ref, oth) in enumerate(zip(reference, other)):
-        if ref is None or oth is None or len(ref) != len(oth):
-            missing += 1
-            continue
-        compared += 1
-        if max(range(len(ref)), key=ref.__getitem__) == max(range(len(oth)), key=oth.__getitem__):
-            same += 1
-        dp = max(abs(a - b) for a, b in zip(ref, oth))
-        if worst is None or dp > max_dp:
-            max_dp, worst = dp, i
-    return {"docs": compared, "same_argmax": same, "missing": missing, "max_abs_dp": max_dp, "worst_doc": worst}
-
-
-def thread_env(threads: int | None) -> dict[str, str]:
-    """Environment variables pinning BLAS/OpenMP thread pools to ``threads`` (empty when None)."""
-    if not threads:
-        return {}
-    n = str(int(threads))
-    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}
-
-
-def offline_env() -> dict[str, str]:
-    """Environment for child processes: no hub access, no tokenizer thread pools fighting torch."""
-    return {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-            "PYTHONUNBUFFERED": "1"}
-
-
-def child_env(extra: dict[str, str] | None = None, threads: int | None = None) -> dict[str, str]:
-    """``os.environ`` plus ``offline_env``, ``thread_env(threads)`` and ``extra``."""
-    env = dict(os.environ)
-    env.update(offline_env())
-    env.update(thread_env(threads))
-    env.update(extra or {})
-    return env

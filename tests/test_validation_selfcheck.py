@@ -19,8 +19,8 @@ import pytest
 
 from zsnli.manifest import hash_model_dir
 from zsnli.validation.cli import main
-from zsnli.validation.examples import ExamplesError, load_examples, resample, rotate_words
-from zsnli.validation.server import ServerProcess
+from zsnli.harness.examples import ExamplesError, load_examples, resample, rotate_words
+from zsnli.harness.server import ServerProcess
 
 FAKE_SERVER = textwrap.dedent(
     '''
@@ -266,7 +266,7 @@ def test_resample_rotates_reused_documents_by_whole_words(project):
 
 def test_hub_btzsc_fails_clearly_offline(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
-    code = "from zsnli.validation.examples import load_examples\nload_examples('hub:btzsc')"
+    code = "from zsnli.harness.examples import load_examples\nload_examples('hub:btzsc')"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "ExamplesError" in proc.stderr and "network" in proc.stderr

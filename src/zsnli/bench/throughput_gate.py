@@ -1,14 +1,14 @@
 """The grading-style throughput gate (what ``bench/gpu.sh`` runs).
 
-``python -m zsnli.bench.gate [--model-dir model] [--examples FILE] [--tiny]``
+``python -m zsnli.bench.throughput_gate [--model-dir model] [--examples FILE] [--tiny]``
 
 1. Model: ``--model-dir`` when it is a deberta-v3-base-architecture model
    (``model_type`` deberta-v2, 12 layers x 768); otherwise random weights of
-   that architecture built offline (`zsnli.bench.models`), said so in the
+   that architecture built offline (`zsnli.bench.random_models`), said so in the
    output. ``--tiny`` builds a tiny deberta-v2 instead (CPU tests).
 2. Documents: ``--docs`` (default 4,400) cycled from the examples file, so
    their label counts follow the public examples' (2, 3, 4, 6 and 72 labels,
-   a fifth each); without the file, synthetic documents with the same label
+   a fifth each); without ``--examples`` and without ../shared, synthetic documents with the same label
    counts and text lengths (said so).
 3. The server (serve.sh, 127.0.0.1) on CUDA in bf16 when a GPU is present
    (``--device``/``--dtype`` override), ``--warmup`` (16) untimed requests,
@@ -17,7 +17,7 @@
    (peak used by the server's process, ``nvidia-smi``; CPU: server peak RSS)
    and the compute-ceiling line against a matmul rate measured here in the
    serving dtype once the server has stopped (no contention; this process's
-   CUDA context stays out of the memory figure); formula in `zsnli.bench.common`.
+   CUDA context stays out of the memory figure); formula in `zsnli.bench.ceiling`.
 
 Environment defaults (flags win): ``ZSNLI_BENCH_TINY=1``,
 ``ZSNLI_BENCH_DOCS``, ``ZSNLI_BENCH_WARMUP``, ``ZSNLI_BENCH_CONCURRENCY``,
@@ -35,23 +35,20 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from .common import (
-    BackgroundSampler,
-    DEFAULT_EXAMPLES,
-    LabelTooLong,
-    RssSampler,
-    compute_ceiling,
-    latency_summary,
-    load_examples,
-    matmul_rate,
-    mib,
-    pair_token_counts,
-    param_counts,
-)
-from .serving import ServerProcess, run_load
+from ..harness.cli import UsageParser, non_negative_int, positive_int
+from ..harness.examples import SHARED_PUBLIC_EXAMPLES, Example, ExamplesError, load_examples
+from ..harness.load import run_requests
+from ..harness.server import start_server
+from ..harness.stats import latency_summary, per_second
+from .ceiling import LabelTooLong, compute_ceiling, matmul_rate, pair_token_counts, param_counts
+from .resources import BackgroundSampler, RssSampler, mib
+
+#: 503 retries per document (a throughput measurement; overload is the overload test's business)
+RETRY_503 = 20
 
 #: The public anchor: a deberta-v3-base server on one H100 under this gate (issue 5).
 ANCHOR_DOCS_PER_S = 154.0
@@ -71,18 +68,17 @@ _WORDS = ("the market rallied after strong earnings while the team lost its matc
           "happy today because the bank refunded my transfer").split()
 
 
-def gate_documents(examples: Sequence[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+def gate_documents(examples: Sequence[Example], n: int) -> list[Example]:
     """``n`` documents cycled from ``examples`` (document i is example ``i mod len``), ids ``gate-i``.
 
     Cycling keeps the examples' label-count mix (exactly, when ``n`` is a multiple of their number).
     """
     if not examples:
         raise ValueError("no examples to cycle")
-    return [{"id": f"gate-{i}", "text": examples[i % len(examples)]["text"],
-             "labels": list(examples[i % len(examples)]["labels"])} for i in range(n)]
+    return [replace(examples[i % len(examples)], id=f"gate-{i}") for i in range(n)]
 
 
-def synthetic_examples(per_dataset: int = 100, seed: int = 0) -> list[dict[str, Any]]:
+def synthetic_examples(per_dataset: int = 100, seed: int = 0) -> list[Example]:
     """Documents shaped like the public examples (``PUBLIC_PROFILE``), for machines without the file.
 
     Text lengths are drawn by interpolating each dataset's length quantiles;
@@ -101,8 +97,7 @@ def synthetic_examples(per_dataset: int = 100, seed: int = 0) -> list[dict[str, 
             words: list[str] = []
             while sum(len(w) + 1 for w in words) < target:
                 words.append(rng.choice(_WORDS))
-            docs.append({"id": f"{name}-{i}", "dataset": name, "text": " ".join(words)[:max(target, 1)],
-                         "labels": labels})
+            docs.append(Example(f"{name}-{i}", name, " ".join(words)[:max(target, 1)], tuple(labels), 0))
     rng.shuffle(docs)
     return docs
 
@@ -180,14 +175,17 @@ def _env_int(name: str, default: int) -> int:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """CLI arguments; ``--tiny`` changes the defaults to a tiny model and few documents."""
     tiny_env = os.environ.get("ZSNLI_BENCH_TINY", "").strip().lower() in ("1", "true", "yes", "on")
-    ap = argparse.ArgumentParser(prog="python -m zsnli.bench.gate", description=__doc__.splitlines()[0])
+    ap = UsageParser(prog="python -m zsnli.bench.throughput_gate", description=__doc__.splitlines()[0])
     ap.add_argument("--model-dir", default="model")
-    ap.add_argument("--examples", default=os.environ.get("ZSNLI_BENCH_EXAMPLES", DEFAULT_EXAMPLES))
+    ap.add_argument("--examples", default=os.environ.get("ZSNLI_BENCH_EXAMPLES") or None,
+                    help=f"examples JSONL (DESIGN.md format) or hub:btzsc whose documents are cycled (default: "
+                         f"{SHARED_PUBLIC_EXAMPLES} where the team's shared data is mounted, else synthetic documents "
+                         "with the public examples' label counts and text lengths)")
     ap.add_argument("--tiny", action="store_true", default=tiny_env,
                     help="tiny random deberta-v2 and few documents (CPU smoke test); env ZSNLI_BENCH_TINY=1")
-    ap.add_argument("--docs", type=int, default=None, help="documents (default 4400; tiny: 24)")
-    ap.add_argument("--warmup", type=int, default=None, help="untimed warm-up requests (default 16; tiny: 4)")
-    ap.add_argument("--concurrency", type=int, default=None, help="concurrent requests (default 32; tiny: 8)")
+    ap.add_argument("--docs", type=positive_int, default=None, help="documents (default 4400; tiny: 24)")
+    ap.add_argument("--warmup", type=non_negative_int, default=None, help="untimed warm-up requests (default 16; tiny: 4)")
+    ap.add_argument("--concurrency", type=positive_int, default=None, help="concurrent requests (default 32; tiny: 8)")
     ap.add_argument("--device", default=None, help="server device (default cuda when available, else cpu)")
     ap.add_argument("--dtype", default=None, help="server dtype (default bfloat16 on cuda, float32 on cpu)")
     ap.add_argument("--allow-cpu", action="store_true", help="run the full-size gate without a GPU")
@@ -200,6 +198,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", default=None, help="write the JSON result here")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
+    if args.examples and not args.examples.startswith("hub:") and not Path(args.examples).is_file():
+        ap.error(f"--examples: no such file {args.examples}; pass --examples PATH (JSONL in DESIGN.md's examples "
+                 "format) or --examples hub:btzsc, or leave it out for the shared/synthetic default")
     if args.docs is None:
         args.docs = _env_int("ZSNLI_BENCH_DOCS", 24 if args.tiny else 4400)
     if args.warmup is None:
@@ -236,14 +237,18 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
 
     # documents
-    if Path(args.examples).is_file():
-        examples = load_examples(args.examples)
-        doc_note = f"cycled from {args.examples} ({len(examples)} examples)"
+    source = args.examples or (SHARED_PUBLIC_EXAMPLES if Path(SHARED_PUBLIC_EXAMPLES).is_file() else None)
+    if source:
+        try:
+            examples = load_examples(source).examples
+        except ExamplesError as exc:
+            raise SystemExit(f"zsnli.bench: {exc}") from None
+        doc_note = f"cycled from {source} ({len(examples)} examples)"
     else:
         examples = synthetic_examples()
-        doc_note = f"SYNTHETIC, shaped like the public examples ({args.examples} not found)"
+        doc_note = f"SYNTHETIC, shaped like the public examples ({SHARED_PUBLIC_EXAMPLES} not found)"
     docs = gate_documents(examples, args.docs)
-    counts = Counter(len(d["labels"]) for d in docs)
+    counts = Counter(len(d.labels) for d in docs)
 
     # model
     if not args.tiny and is_deberta_v3_base(args.model_dir):
@@ -251,12 +256,12 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         model_note = f"{model_dir} (trained deberta-v3-base-architecture model)"
         random_weights = False
     else:
-        from .models import build_random_nli
+        from .random_models import build_random_nli
 
         arch = "deberta-tiny" if args.tiny else "deberta-v3-base"
         why = "--tiny" if args.tiny else f"{args.model_dir} is not a deberta-v3-base-architecture model"
         say(f"[gate] building a RANDOM-WEIGHT {arch} model offline ({why}) in {work / 'model'}")
-        corpus = [t for d in examples for t in (d["text"], *d["labels"])]
+        corpus = [t for d in examples for t in (d.text, *d.labels)]
         info = build_random_nli(work / "model", arch, tokenizer_from=None if args.tiny else args.model_dir, corpus=corpus)
         model_dir = Path(info["model_dir"]).resolve()
         model_note = (f"RANDOM WEIGHTS, {arch} architecture ({info['parameters'] / 1e6:.1f}M parameters; timing only, "
@@ -273,11 +278,11 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     settings = {"ZSNLI_DEVICE": device, "ZSNLI_DTYPE": dtype}
     say(f"[gate] starting the server on {device}, {dtype}")
-    with ServerProcess(model_dir, settings, launcher=args.launcher, repo_root=args.repo_root,
-                       threads=args.threads) as server:
+    with start_server(model_dir, {"ZSNLI_LOG_LEVEL": "warning", **settings}, args.launcher, args.repo_root,
+                      args.threads) as server:
         with RssSampler(server.pid) as rss, GpuMemorySampler(server.pid) as gpu_mem:
-            load = run_load(server.url, docs, args.concurrency, warmup=args.warmup, progress=not args.no_progress,
-                            desc=f"gate c={args.concurrency}")
+            load = run_requests(server.url, docs, args.concurrency, warmups=args.warmup, progress=not args.no_progress,
+                                desc=f"gate c={args.concurrency}", request_timeout=600.0, retry_503=RETRY_503)
         health = server.health
         launcher = server.launcher
 
@@ -287,15 +292,18 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     rate = matmul_rate(device, dtype, n=args.matmul_n, min_time_s=args.matmul_seconds, threads=args.threads)
     ceiling = compute_ceiling(tokens, params, rate["flops_per_s"])
     device_name = torch.cuda.get_device_name(torch.device(device)) if on_gpu else "cpu"
-    lat = latency_summary([x for x in load.latencies_s if x == x])
+    lat = latency_summary(load.seconds)
+    lat = {k: lat[k] for k in ("mean_s", "p50_s", "p95_s", "max_s")}
+    pairs = sum(len(d.labels) for d in docs)
+    docs_per_s = per_second(len(docs), load.wall_s)
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model_dir": str(model_dir),
         "model": model_note,
         "random_weights": random_weights,
         "documents": doc_note,
-        "docs": load.docs,
-        "pairs": load.pairs,
+        "docs": len(docs),
+        "pairs": pairs,
         "label_counts": {str(k): v for k, v in sorted(counts.items())},
         "concurrency": args.concurrency,
         "warmup": args.warmup,
@@ -305,10 +313,10 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "launcher": launcher,
         "health": health,
         "wall_s": load.wall_s,
-        "docs_per_s": load.docs_per_s,
-        "pairs_per_s": load.pairs_per_s,
+        "docs_per_s": docs_per_s,
+        "pairs_per_s": per_second(pairs, load.wall_s),
         "request_s": lat,
-        "errors": load.errors,
+        "errors": load.error_counts(),
         "retries_503": load.retries_503,
         "server_peak_rss_mib": mib(rss.peak_bytes),
         "gpu_memory_peak_mib": gpu_mem.peak_mib,
@@ -316,7 +324,7 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "params": params.to_dict(),
         "matmul": rate,
         "ceiling": ceiling,
-        "fraction_of_ceiling": load.docs_per_s / ceiling["ceiling_docs_per_s"],
+        "fraction_of_ceiling": docs_per_s / ceiling["ceiling_docs_per_s"],
         "anchor_docs_per_s": ANCHOR_DOCS_PER_S,
     }
 

@@ -150,11 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     corpus: list[str] = []
     if args.examples and Path(args.examples).is_file():
-        from .common import load_examples
+        from ..harness.examples import load_examples
 
-        for d in load_examples(args.examples):
-            corpus.append(d["text"])
-            corpus.extend(d["labels"])
+        for d in load_examples(args.examples).examples:
+            corpus.append(d.text)
+            corpus.extend(d.labels)
     print(json.dumps(build_random_nli(args.out, args.arch, args.tokenizer_from, corpus), indent=2))
     return 0
 

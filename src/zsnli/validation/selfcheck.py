@@ -26,14 +26,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from zsnli import __version__
 from zsnli.manifest import (
     CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest, model_dir_digest,
 )
-from zsnli.validation.client import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS, check_answer, run_requests
-from zsnli.validation.examples import DEFAULT_EXAMPLES, Example, ExampleSet, load_examples, resample
+from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS, check_answer, run_requests
+from zsnli.harness.examples import DEFAULT_EXAMPLES, Example, ExampleSet, load_examples, resample
 from zsnli.validation.scorecards import Scores, score_examples
-from zsnli.validation.server import DEFAULT_SERVE_CMD, ServerError, ServerProcess, get_health
+from zsnli.harness.server import DEFAULT_SERVE_CMD, ServerError, ServerProcess, get_health, wait_for_url
 
 ORDER_TOLERANCE = 1e-3
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
@@ -173,7 +175,7 @@ def run_selfcheck(opts: SelfCheckOptions, console=None) -> SelfCheckResult:
     try:
         url = opts.url
         if url is None:
-            server = ServerProcess(opts.serve_cmd, cwd=root, env={"ZSNLI_MODEL_DIR": str((root / MODEL_DIR_NAME).resolve())})
+            server = ServerProcess(opts.serve_cmd, cwd=root, model_dir=root / MODEL_DIR_NAME)
             try:
                 server.start()
                 took = server.wait_healthy(opts.startup_timeout)
@@ -263,17 +265,12 @@ def _served_model_note(root: Path, health: dict | None) -> str | None:
 
 
 def _wait_url(url: str, timeout: float) -> Gate:
-    t0 = time.monotonic()
-    last = ""
-    while True:
-        code, _, err = get_health(url)
-        if code == 200:
-            took = time.monotonic() - t0
-            return Gate(2, "startup", True, f"running server at {url}: /health 200 after {took:.1f} s of polling")
-        last = err or f"HTTP {code}"
-        if time.monotonic() - t0 > timeout:
-            return Gate(2, "startup", False, f"{url}: /health not 200 after {timeout:.0f} s (last: {last})")
-        time.sleep(0.25)
+    """Gate 2 for a running server: /health 200 within ``timeout`` s; nothing listening fails at once."""
+    try:
+        took, _ = wait_for_url(url, timeout)
+    except ServerError as exc:
+        return Gate(2, "startup", False, str(exc))
+    return Gate(2, "startup", True, f"running server at {url}: /health 200 after {took:.1f} s of polling")
 
 
 def _printer(console):
@@ -281,7 +278,7 @@ def _printer(console):
         if console is None:
             return
         colour = "green" if g.passed else "red"
-        console.print(f"[bold]{g.number}. {g.name:<14}[/bold] [{colour}]{g.verdict}[/{colour}]  {g.figure}",
+        console.print(f"[bold]{g.number}. {g.name:<14}[/bold] [{colour}]{g.verdict}[/{colour}]  {escape(g.figure)}",
                       highlight=False)
         for line in g.details:
             console.print(f"      {line}", highlight=False, markup=False)
