@@ -16,35 +16,27 @@ from pathlib import Path
 
 import pytest
 
-from zsnli.bench.common import (
-    ParamCounts,
-    agreement,
-    compute_ceiling,
-    latency_summary,
-    pair_flops,
-    pair_token_counts,
-    param_counts,
-    percentile,
-    write_examples,
-)
-from zsnli.bench.gate import PUBLIC_PROFILE, gate_documents, is_deberta_v3_base, synthetic_examples
+from zsnli.bench.ceiling import ParamCounts, compute_ceiling, pair_flops, pair_token_counts, param_counts
+from zsnli.bench.side_by_side import agreement
+from zsnli.bench.throughput_gate import PUBLIC_PROFILE, gate_documents, is_deberta_v3_base, synthetic_examples
+from zsnli.harness.examples import Example, parse_examples, write_examples
 
 REPO = Path(__file__).resolve().parents[1]
 
 _DOCS = [
-    {"id": "d0", "text": "the team won the football match and the player scored a goal .",
+    {"id": "d0", "dataset": "t", "text": "the team won the football match and the player scored a goal .",
      "labels": ["This text is about sport.", "This text is about business."], "label": 0},
-    {"id": "d1", "text": "the bank said the stock market price and company profit were good .",
+    {"id": "d1", "dataset": "t", "text": "the bank said the stock market price and company profit were good .",
      "labels": ["This text is about sport.", "This text is about business.", "about science"], "label": 1},
-    {"id": "d2", "text": "research on space and computer software data .",
+    {"id": "d2", "dataset": "t", "text": "research on space and computer software data .",
      "labels": ["about science", "about politics", "about music", "about food"], "label": 0},
-    {"id": "d3", "text": "", "labels": ["about weather", "about the city"], "label": 0},
+    {"id": "d3", "dataset": "t", "text": "", "labels": ["about weather", "about the city"], "label": 0},
 ]
 
 
 @pytest.fixture()
 def examples_file(tmp_path) -> Path:
-    return write_examples(tmp_path / "ex.jsonl", _DOCS)
+    return write_examples(tmp_path / "ex.jsonl", parse_examples([json.dumps(d) for d in _DOCS]))
 
 
 def _env() -> dict[str, str]:
@@ -55,16 +47,6 @@ def _env() -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def test_percentile_and_latency_summary():
-    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
-    assert percentile([5.0], 95) == 5.0
-    assert percentile([], 50) != percentile([], 50)  # NaN
-    s = latency_summary([0.1, 0.2, 0.3, 0.4, 1.0])
-    assert s["p50_s"] == pytest.approx(0.3) and s["max_s"] == 1.0
-    assert s["p95_s"] == pytest.approx(0.88)
-    assert s["mean_s"] == pytest.approx(0.4)
 
 
 def test_agreement_counts_argmax_and_max_dp():
@@ -111,23 +93,23 @@ def test_pair_token_counts_match_the_server_tokenisation(model_dir):
     from zsnli.model import NliModel
 
     nli_model = NliModel.load(model_dir, device="cpu")
-    docs = [{"text": "the team won " * 40, "labels": ["This text is about sport.", "about music"]},
-            {"text": "short", "labels": ["about food"]}]
+    docs = [Example("a", "d", "the team won " * 40, ("This text is about sport.", "about music"), 0),
+            Example("b", "d", "short", ("about food",), 0)]
     counts = pair_token_counts(model_dir, docs)
-    enc = nli_model.encode([docs[0]["text"]] * 2 + ["short"], docs[0]["labels"] + ["about food"])
+    enc = nli_model.encode([docs[0].text] * 2 + ["short"], list(docs[0].labels) + ["about food"])
     assert counts == [[len(enc[0]), len(enc[1])], [len(enc[2])]]
     assert max(counts[0]) <= nli_model.max_length
 
 
 def test_gate_documents_keep_the_label_count_mix():
     examples = synthetic_examples(per_dataset=4)
-    assert Counter(len(d["labels"]) for d in examples) == Counter({k: 4 for k, _ in PUBLIC_PROFILE.values()})
+    assert Counter(len(d.labels) for d in examples) == Counter({k: 4 for k, _ in PUBLIC_PROFILE.values()})
     docs = gate_documents(examples, 3 * len(examples) + 2)
     assert len(docs) == 3 * len(examples) + 2
-    assert len({d["id"] for d in docs}) == len(docs)
-    full = Counter(len(d["labels"]) for d in docs[: 3 * len(examples)])
+    assert len({d.id for d in docs}) == len(docs)
+    full = Counter(len(d.labels) for d in docs[: 3 * len(examples)])
     assert full == Counter({k: 12 for k, _ in PUBLIC_PROFILE.values()})
-    assert all(d["text"] for d in examples)
+    assert all(d.text for d in examples)
 
 
 def test_is_deberta_v3_base(tmp_path, bert_dir, deberta_dir):
@@ -140,7 +122,7 @@ def test_is_deberta_v3_base(tmp_path, bert_dir, deberta_dir):
 
 
 def test_random_model_uses_a_given_tokenizer_offline(tmp_path, bert_dir):
-    from zsnli.bench.models import build_random_nli
+    from zsnli.bench.random_models import build_random_nli
     from zsnli.model import NliModel
 
     info = build_random_nli(tmp_path / "m", "deberta-tiny", tokenizer_from=bert_dir)
@@ -197,7 +179,7 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
 
 
 def test_parse_variant():
-    from zsnli.bench.compare import parse_variant
+    from zsnli.bench.side_by_side import parse_variant
 
     assert parse_variant("bf16:ZSNLI_DTYPE=bfloat16, ZSNLI_TOKEN_BUDGET=1024") == (
         "bf16", {"ZSNLI_DTYPE": "bfloat16", "ZSNLI_TOKEN_BUDGET": "1024"})
@@ -209,21 +191,21 @@ def test_parse_variant():
 
 def test_server_process_reports_a_refused_start(tmp_path):
     from conftest import build_bert_nli
-    from zsnli.bench.serving import ServerError, ServerProcess
+    from zsnli.harness.server import ServerError, start_server
 
     bad = build_bert_nli(tmp_path / "generic", id2label={0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
-    server = ServerProcess(bad, repo_root=REPO, threads=1, health_timeout_s=120)
-    with pytest.raises(ServerError, match="entailment"):
-        server.start()
-    assert server.proc is not None and server.proc.returncode not in (None, 0)
-    server.log_path.unlink(missing_ok=True)
+    with pytest.raises(ServerError, match="entailment") as info:
+        start_server(bad, {}, "auto", REPO, threads=1, health_timeout_s=120)
+    log = Path(info.value.args[0].split("(log ")[1].split(")")[0])
+    assert log.is_file()
+    log.unlink()
 
 
 # --------------------------------------------------------------------------- CLI checks (no servers)
 
 
 def _compare_args(examples_file, *extra):
-    from zsnli.bench.compare import parse_args
+    from zsnli.bench.side_by_side import parse_args
 
     return parse_args(["--examples", str(examples_file), *extra])
 
@@ -280,18 +262,31 @@ def test_compare_integer_lists_parse(examples_file):
 
 
 def test_compare_refuses_a_missing_examples_file(tmp_path, monkeypatch, capsys):
-    from zsnli.bench.common import DEFAULT_EXAMPLES
-    from zsnli.bench.compare import parse_args
+    from zsnli.harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES
+    from zsnli.bench.side_by_side import parse_args
 
-    monkeypatch.chdir(tmp_path)  # no ../shared here
+    monkeypatch.chdir(tmp_path)  # no ../shared and no dev/ here
     line = _refused(capsys, lambda: parse_args([]))
-    assert DEFAULT_EXAMPLES in line and "pass --examples" in line
+    assert SHARED_PUBLIC_EXAMPLES in line and DEV_EXAMPLES in line and "pass --examples" in line
     line = _refused(capsys, lambda: parse_args(["--examples", "nope.jsonl"]))
-    assert "nope.jsonl" in line
+    assert "nope.jsonl" in line and "hub:btzsc" in line
     with pytest.raises(SystemExit) as info:
         parse_args(["--help"])
     assert info.value.code == 0
-    assert f"default: {DEFAULT_EXAMPLES}" in " ".join(capsys.readouterr().out.split())
+    assert f"default: {SHARED_PUBLIC_EXAMPLES}" in " ".join(capsys.readouterr().out.split())
+
+
+def test_compare_defaults_to_the_dev_set_without_shared_data(tmp_path, monkeypatch, capsys):
+    """A clone (no ../shared) gets the repository's dev set, said in one line."""
+    from zsnli.harness.examples import DEV_EXAMPLES
+    from zsnli.bench.side_by_side import parse_args
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / DEV_EXAMPLES).write_text(json.dumps(_DOCS[0]) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert parse_args([]).examples == DEV_EXAMPLES
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and DEV_EXAMPLES in err[0] and "--examples" in err[0]
 
 
 def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, examples_file, monkeypatch, capsys):
@@ -299,28 +294,26 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
     'good' runs; the report and table still come, the failures are recorded, the exit code is 1."""
     import httpx
 
-    from zsnli.bench import compare
-    from zsnli.bench.common import ParamCounts, load_examples
-    from zsnli.bench.serving import LoadResult, ServerError
+    from zsnli.bench import side_by_side as compare
+    from zsnli.harness.examples import load_examples
+    from zsnli.harness.load import Answer, RunResult
+    from zsnli.harness.server import ServerError
 
     def uniform(docs):
-        return [[1 / len(d["labels"])] * len(d["labels"]) for d in docs]
+        return [[1 / len(d.labels)] * len(d.labels) for d in docs]
 
     def fake_pipeline_arm(model_dir, examples, docs, batch_size, mode, warmup, threads, workdir, progress):
-        ds = load_examples(examples, docs)
-        return {"docs": len(ds), "pairs": sum(len(d["labels"]) for d in ds), "wall_s": 1.0,
+        ds = load_examples(examples, limit=docs).examples
+        return {"docs": len(ds), "pairs": sum(len(d.labels) for d in ds), "wall_s": 1.0,
                 "latencies_s": [0.1] * len(ds), "peak_rss_bytes": 2**20, "hwm_bytes": 2**20,
                 "probabilities": uniform(ds)}
 
     class FakeServer:
-        def __init__(self, model_dir, settings, launcher, repo_root, threads):
+        def __init__(self, settings):
             self.settings, self.launcher, self.url, self.pid = settings, "fake", "http://fake", os.getpid()
             self.startup_s, self.health = 0.1, {"status": "ok"}
 
         def __enter__(self):
-            if self.settings.get("ZSNLI_MAX_LABELS") == "7":
-                raise ServerError("server exited with code 3 before becoming healthy (log /tmp/x.log):\n"
-                                  "Traceback (most recent call last):\nzsnli.config.SettingsError: boom")
             return self
 
         def __exit__(self, *exc):
@@ -329,19 +322,24 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
         def stop(self):
             return 0
 
-    def fake_load(url, docs, concurrency, warmup=0, progress=True, desc=""):
+    def fake_start(model_dir, settings, launcher, repo_root, threads):
+        if settings.get("ZSNLI_MAX_LABELS") == "7":
+            raise ServerError("server exited with code 3 before /health answered 200 (log /tmp/x.log):\n"
+                              "Traceback (most recent call last):\nzsnli.config.SettingsError: boom")
+        return FakeServer(settings)
+
+    def fake_load(url, docs, concurrency, warmups=0, progress=True, desc="", **kwargs):
         if desc.endswith(" flaky"):
             raise httpx.ConnectError("connection refused")
-        return LoadResult(docs=len(docs), pairs=sum(len(d["labels"]) for d in docs), wall_s=0.5,
-                          latencies_s=[0.05] * len(docs), probabilities=uniform(docs))
+        return RunResult([Answer(p, None, 200, 0.05) for p in uniform(docs)], wall_s=0.5, timed_out=False)
 
     monkeypatch.setattr(compare, "run_pipeline_arm", fake_pipeline_arm)
-    monkeypatch.setattr(compare, "ServerProcess", FakeServer)
-    monkeypatch.setattr(compare, "run_load", fake_load)
+    monkeypatch.setattr(compare, "start_server", fake_start)
+    monkeypatch.setattr(compare, "run_requests", fake_load)
     monkeypatch.setattr(compare, "param_counts", lambda model_dir: ParamCounts(per_token=1000, per_pair=10,
                                                                                embedding=5))
     monkeypatch.setattr(compare, "pair_token_counts",
-                        lambda model_dir, docs, max_length=None: [[10] * len(d["labels"]) for d in docs])
+                        lambda model_dir, docs, max_length=None: [[10] * len(d.labels) for d in docs])
     monkeypatch.setattr(compare, "matmul_rate", lambda *a, **k: {"device": "cpu", "dtype": "float32", "n": 128,
                                                                  "threads": 1, "flops_per_s": 1e9})
     out = tmp_path / "report.json"
@@ -354,7 +352,7 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
     r = json.loads(out.read_text())
     assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4", "c4-good"]
     variants = r["server"]["variants"]
-    assert variants["bad"]["error"] == ("ServerError: server exited with code 3 before becoming healthy "
+    assert variants["bad"]["error"] == ("ServerError: server exited with code 3 before /health answered 200 "
                                         "(log /tmp/x.log): ... zsnli.config.SettingsError: boom")
     assert "boom" in variants["bad"]["error_detail"]
     assert variants["flaky"]["error"] == "ConnectError: connection refused"
@@ -367,27 +365,46 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
     assert "server bad failed: ServerError" in captured.out and "ratio (c4-good)/(a)" in captured.out
 
 
-def _load_script():
-    import importlib.util
+def _overload():
+    from zsnli.bench import overload
 
-    spec = importlib.util.spec_from_file_location("zsnli_bench_load_script", REPO / "bench" / "load.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return overload
 
 
 @pytest.mark.parametrize("argv, option", [
     (["--text-chars", "0"], "--text-chars"), (["--text-chars=-5"], "--text-chars"),
     (["--requests", "0"], "--requests"), (["--requests", "100001"], "--requests"),
     (["--concurrency", "0"], "--concurrency"), (["--labels", "0"], "--labels"), (["--labels", "x"], "--labels"),
+    (["--url", "http://example.com:8000"], "--url"), (["--spawn-model-dir", "/no/such/dir"], "--spawn-model-dir"),
 ])
-def test_load_script_refuses_non_positive_counts(capsys, argv, option):
-    load = _load_script()
-    line = _refused(capsys, lambda: load.parse_args(argv))
-    assert f"argument {option}" in line
+def test_overload_refuses_bad_arguments(capsys, argv, option):
+    line = _refused(capsys, lambda: _overload().parse_args(argv))
+    assert option in line
 
 
-def test_load_script_accepts_ones():
-    args = _load_script().parse_args(["--text-chars", "1", "--requests", "1", "--concurrency", "1", "--labels", "1"])
+def test_overload_accepts_ones():
+    args = _overload().parse_args(["--text-chars", "1", "--requests", "1", "--concurrency", "1", "--labels", "1"])
     assert (args.text_chars, args.requests, args.concurrency, args.labels) == (1, 1, 1, 1)
-    assert _load_script().parse_args([]).text_chars is None
+    assert _overload().parse_args([]).text_chars is None
+
+
+@pytest.mark.parametrize("report, passed, needle", [
+    ({"requests": 10, "status_200": 6, "status_503": 4, "statuses": {"200": 6, "503": 4}}, True, "PASS"),
+    ({"requests": 10, "status_200": 6, "status_503": 2, "statuses": {"200": 6, "503": 2, "500": 2}}, False,
+     "2 of 10 requests not answered 200/503 (other: {'500': 2}"),
+    ({"requests": 10, "status_200": 6, "status_503": 4, "503_without_retry_after": 3}, False,
+     "3 503 answers without Retry-After"),
+    ({"requests": 10, "status_200": 7, "status_503": 0, "unfinished": 3, "statuses": {"200": 7}}, False,
+     "unfinished: 3"),
+])
+def test_overload_verdict_says_why(report, passed, needle):
+    ok, line = _overload().verdict(report)
+    assert ok is passed and line.startswith("verdict: " + ("PASS" if passed else "FAIL")) and needle in line
+
+
+def test_overload_main_prints_a_verdict_when_nothing_listens(capsys):
+    from zsnli.harness.server import free_port
+
+    code = _overload().main(["--url", f"http://127.0.0.1:{free_port()}", "--requests", "1", "--ready-timeout", "60"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 1 and out[-1].startswith("verdict: FAIL: no server:") and "connection refused" in out[-1]
