@@ -8,39 +8,10 @@ import pytest
 
 from zsnli.validation.analysis import all_slices, escalation, length_bucket, worst_slices
 from zsnli.validation.arms import parse_arm
-from zsnli.harness.load import check_answer
-from zsnli.harness.examples import Example, ExamplesError, dataset_classes, parse_examples
+from zsnli.harness.examples import Example, dataset_classes
 from zsnli.validation.report import receipt
 from zsnli.validation.scorecards import RowOutcome, score_examples
 
-EX = Example("d1", "ds", "some text", ("a", "b", "c"), 1)
-
-
-@pytest.mark.parametrize(
-    "status, body, reason",
-    [
-        (200, {"id": "d1", "probabilities": [0.2, 0.5, 0.3]}, None),
-        (200, {"id": "d1", "probabilities": [0.5, 0.5]}, "2 probabilities for 3 labels"),
-        (200, {"id": "d2", "probabilities": [0.2, 0.5, 0.3]}, "id not echoed"),
-        (200, {"id": "d1", "probabilities": [0.2, 0.5, 0.31]}, "sum to"),
-        (200, {"id": "d1", "probabilities": [-0.1, 0.8, 0.3]}, "outside [0, 1]"),
-        (200, {"id": "d1", "probabilities": [0.2, "x", 0.3]}, "not a number"),
-        (200, {"id": "d1"}, "no 'probabilities'"),
-        (200, [1, 2], "not a JSON object"),
-        (503, {"error": "overloaded"}, "HTTP 503: overloaded"),
-    ],
-)
-def test_check_answer(status, body, reason):
-    probs, error = check_answer(status, body, EX)
-    if reason is None:
-        assert error is None and probs == [0.2, 0.5, 0.3]
-    else:
-        assert probs is None and reason in error
-
-
-def test_check_answer_rejects_nan():
-    probs, error = check_answer(200, {"id": "d1", "probabilities": [float("nan"), 0.5, 0.5]}, EX)
-    assert error == "non-finite probability"
 
 
 def test_escalation_by_hand():
@@ -114,19 +85,6 @@ def test_receipt_is_canonical_and_changes_with_figures():
     changed = [{"name": "a", "receipt_id": "m1", "scores": {"per_dataset": {"ds": {"n": 3, "accuracy": 0.6}}}}]
     assert receipt("e" * 64, arms) != receipt("e" * 64, changed)
     assert receipt("e" * 64, arms) != receipt("f" * 64, arms)
-
-
-def test_parse_examples_errors_name_the_line():
-    good = '{"id": "x", "dataset": "d", "text": "t", "labels": ["a", "b"], "label": 1}'
-    assert parse_examples([good])[0].labels == ("a", "b")
-    with pytest.raises(ExamplesError, match=r"f:2: missing field 'label'"):
-        parse_examples([good, '{"id": "y", "dataset": "d", "text": "t", "labels": ["a"]}'], "f")
-    with pytest.raises(ExamplesError, match="duplicate id"):
-        parse_examples([good, good], "f")
-    with pytest.raises(ExamplesError, match="not JSON"):
-        parse_examples(["{"], "f")
-    with pytest.raises(ExamplesError, match="no examples"):
-        parse_examples(["", "  "], "f")
 
 
 def test_parse_arm_names():

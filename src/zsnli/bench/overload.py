@@ -38,7 +38,7 @@ from urllib.parse import urlparse
 import httpx
 
 from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int
-from ..harness.load import run_requests_async
+from ..harness.load import NOT_ANSWERED, run_requests_async
 from ..harness.server import ServerError, ServerProcess, wait_for_url
 from ..harness.stats import per_second, percentile
 from .resources import RssSampler
@@ -86,7 +86,7 @@ async def burst(args) -> dict:
     unfinished = 0
     for a in result.answers:
         if a.status is None:
-            if a.error == "not answered within the time limit":
+            if a.error == NOT_ANSWERED:
                 unfinished += 1
                 continue
             key = "transport_error"
@@ -97,7 +97,7 @@ async def burst(args) -> dict:
         else:
             key = str(a.status)
         statuses[key] = statuses.get(key, 0) + 1
-    latencies = [a.seconds for a in result.answers if a.error != "not answered within the time limit"]
+    latencies = [a.seconds for a in result.answers if a.error != NOT_ANSWERED]
     wall = result.wall_s
     return {
         "requests": args.requests,

@@ -33,6 +33,8 @@ REQUEST_TIMEOUT_S = 300.0
 #: a retried 503 waits this fraction of its Retry-After (seconds), at most RETRY_WAIT_CAP_S
 RETRY_WAIT_FRACTION = 0.1
 RETRY_WAIT_CAP_S = 0.5
+#: the error of a request the time limit cut off (never sent, or sent and not answered in time)
+NOT_ANSWERED = "not answered within the time limit"
 
 
 @dataclass
@@ -64,7 +66,9 @@ class Answer:
             return None
         if self.status is not None:
             return "invalid answer" if self.status == 200 else f"HTTP {self.status}"
-        return (self.error or "not answered").split(":")[0]
+        if self.error in (None, NOT_ANSWERED):
+            return "not answered"
+        return self.error.split(":")[0]
 
 
 @dataclass
@@ -252,7 +256,7 @@ async def run_requests_async(
         wall = time.perf_counter() - t0
     if bar is not None:
         bar.close()
-    final = [a if a is not None else Answer(None, "not answered within the time limit", None, float("nan"))
+    final = [a if a is not None else Answer(None, NOT_ANSWERED, None, float("nan"))
              for a in answers]
     return RunResult(final, wall, timed_out, warmup_errors)
 
@@ -273,7 +277,7 @@ def run_requests(
     docs: `Example` objects or ``{"id", "text", "labels"}`` mappings.
     Warm-ups reuse the first documents (cycled). ``max_seconds`` (None: no
     limit) bounds the timed part; documents not answered by then get the
-    error "not answered within the time limit". ``retry_503`` > 0 retries an
+    error ``NOT_ANSWERED``. ``retry_503`` > 0 retries an
     overloaded server's 503 that many times per document (the bench; the
     self-check counts a 503 as a failure). Transport errors, non-200 answers
     and contract violations never raise: they are recorded per document (see
