@@ -79,3 +79,15 @@ def test_healthy_server_env_stop_and_log_removed(tmp_path):
     assert not log.exists()
     with pytest.raises(ServerError, match="connection refused"):
         wait_for_url(server.url, 10)
+
+
+def test_server_process_reports_a_refused_start(tmp_path):
+    from conftest import build_bert_nli
+    from zsnli.harness.server import ServerError, start_server
+
+    bad = build_bert_nli(tmp_path / "generic", id2label={0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
+    with pytest.raises(ServerError, match="entailment") as info:
+        start_server(bad, {}, "auto", Path(__file__).resolve().parents[1], threads=1, health_timeout_s=120)
+    log = Path(info.value.args[0].split("(log ")[1].split(")")[0])
+    assert log.is_file()
+    log.unlink()

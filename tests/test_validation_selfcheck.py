@@ -20,7 +20,7 @@ import pytest
 from zsnli.manifest import hash_model_dir
 from zsnli.validation.cli import main
 from zsnli.harness.examples import ExamplesError, load_examples, resample, rotate_words
-from zsnli.harness.server import ServerProcess
+from zsnli.harness.server import ServerProcess, free_port
 
 FAKE_SERVER = textwrap.dedent(
     '''
@@ -292,3 +292,49 @@ def test_sigterm_stops_the_server_it_started(project, tmp_path):
         time.sleep(0.1)
     else:
         pytest.fail(f"server process {server_pid} still alive after validate.py was terminated")
+
+
+def test_validate_py_imports_the_checkout_without_install(tmp_path):
+    """validate.py puts its checkout's src/ first on the import path (no `pip install -e .` needed)."""
+    repo = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = ("import runpy, sys; runpy.run_path(sys.argv[1], run_name='probe'); import zsnli.validation; "
+             "print(zsnli.validation.__file__)")
+    proc = subprocess.run([sys.executable, "-c", probe, str(repo / "validate.py")], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip()).resolve().is_relative_to(repo / "src")
+    proc = subprocess.run([sys.executable, str(repo / "validate.py"), "--docs", "0"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "validate.py: error: argument --docs: expected an integer >= 1, got 0 (see validate.py --help)"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--url", "127.0.0.1:8000"], "--url: '127.0.0.1:8000' is not an http"),
+    (["--examples", "{tmp}/missing.jsonl"], "--examples: no such file"),
+    (["--root", "{tmp}/nowhere"], "--root: no such directory"),
+    (["--max-seconds", "-1"], "--max-seconds: expected a number >= 0"),
+    (["--warmups", "x"], "--warmups: expected an integer >= 0"),
+])
+def test_selfcheck_usage_mistakes_are_one_line_exit_2(project, tmp_path, capsys, args, needle):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    with pytest.raises(SystemExit) as info:
+        main(["--root", str(project), "--examples", str(project / "examples.jsonl"), *args])
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("validate.py: error:"), captured.err
+    assert captured.out == ""
+
+
+def test_selfcheck_url_with_nothing_listening_fails_at_once(project, capsys):
+    import time
+
+    t0 = time.monotonic()
+    code = main(["--root", str(project), "--examples", str(project / "examples.jsonl"), "--url",
+                 f"http://127.0.0.1:{free_port()}", "--startup-timeout", "120", "--no-progress"])
+    assert code == 1 and time.monotonic() - t0 < 30
+    out = capsys.readouterr().out
+    assert "connection refused" in out and "[red]" not in out and "\x1b[" not in out

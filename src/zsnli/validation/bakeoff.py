@@ -4,6 +4,9 @@ For each arm: per-dataset metrics (`scorecards`), latency per document,
 escalation at the target accuracies and the worst slices (`analysis`), and a
 reliability diagram. Then one leaderboard over arms (ranked by the headline
 mean normalised score), a JSON report, a one-file HTML report and a receipt.
+
+May import `zsnli.harness`, `zsnli.metrics`, `zsnli.manifest` and the other
+validation modules.
 """
 
 from __future__ import annotations

@@ -219,10 +219,10 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
                       highlight=False)
         return 2
     report = _scrub(report)
-    print_compare(report, console)
     if all(a.get("error") for a in report["arms"]):
-        console.print("[red]no arm ran[/red]: nothing to report (no HTML or JSON written)", highlight=False)
+        console.print("[red]no arm ran[/red]: nothing to report (no tables, HTML or JSON written)", highlight=False)
         return 1
+    print_compare(report, console)
     html_path = args.html or (args.report.with_suffix(".html") if args.report else Path("reports/compare.html"))
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(render_html(report, pngs), encoding="utf-8")

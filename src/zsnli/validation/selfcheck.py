@@ -15,6 +15,9 @@
 
 Then the metrics per dataset, from gate 4's answers to the unrotated
 documents. The server the harness started is stopped whatever happens.
+
+May import `zsnli.harness`, `zsnli.metrics`, `zsnli.manifest` and the other
+validation modules.
 """
 
 from __future__ import annotations

@@ -1,0 +1,209 @@
+"""zsnli.bench.side_by_side (python -m zsnli.bench): agreement, CLI checks, a failing variant, and a tiny end-to-end run.
+
+The end-to-end run starts real server processes (serve.sh) on a tiny model with a
+handful of documents and one thread; it checks that the script runs and reports, not any speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench_support import _DOCS, REPO, child_env, examples_file, refused  # noqa: F401
+from zsnli.bench.ceiling import ParamCounts
+from zsnli.bench.side_by_side import agreement
+
+
+def test_agreement_counts_argmax_and_max_dp():
+    ref = [[0.7, 0.3], [0.2, 0.5, 0.3], [0.5, 0.5]]
+    oth = [[0.69, 0.31], [0.6, 0.1, 0.3], None]
+    a = agreement(ref, oth)
+    assert a == {"docs": 2, "same_argmax": 1, "missing": 1, "max_abs_dp": pytest.approx(0.4), "worst_doc": 1}
+
+
+def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir, examples_file):
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "zsnli.bench", "--model-dir", str(bert_dir), "--examples", str(examples_file),
+         "--docs", "3", "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "1", "--threads", "1",
+         "--matmul-n", "128", "--matmul-seconds", "0.05", "--repo-root", str(REPO), "--no-progress",
+         "--variant", "small:ZSNLI_TOKEN_BUDGET=64", "--out", str(out)],
+        env=child_env(), capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4", "c4-small"]
+    assert r["server"]["variants"]["small"]["settings"] == {"ZSNLI_TOKEN_BUDGET": "64"}
+    assert r["server"]["launcher"] == "serve.sh"
+    for arm in r["arms"]:
+        assert arm["docs"] == 3 and arm["pairs"] == 2 + 3 + 4 and arm["docs_per_s"] > 0
+        assert arm["peak_rss_mib"] > 0
+    assert set(r["ratios"]) == {"c4/a", "c4/b", "c4-small/a", "c4-small/b"}
+    for key in ("b2", "c1", "c4", "c4-small"):
+        a = r["agreement_vs_a"][key]
+        assert a["same_argmax"] == a["docs"] == 3 and a["max_abs_dp"] <= 1e-4, (key, a)
+    assert "ratio (c4)/(a)" in proc.stdout and "compute ceiling" in proc.stdout
+
+
+def test_parse_variant():
+    from zsnli.bench.side_by_side import parse_variant
+
+    assert parse_variant("bf16:ZSNLI_DTYPE=bfloat16, ZSNLI_TOKEN_BUDGET=1024") == (
+        "bf16", {"ZSNLI_DTYPE": "bfloat16", "ZSNLI_TOKEN_BUDGET": "1024"})
+    for bad in ("bf16", ":ZSNLI_DTYPE=x", "default:ZSNLI_DTYPE=x", "a b:ZSNLI_DTYPE=x", "x:DTYPE=bf16",
+                "x:ZSNLI_DTYPE", "x:"):
+        with pytest.raises(ValueError):
+            parse_variant(bad)
+
+
+def _compare_args(examples_file, *extra):
+    from zsnli.bench.side_by_side import parse_args
+
+    return parse_args(["--examples", str(examples_file), *extra])
+
+
+@pytest.mark.parametrize("variant, needle", [
+    ("x:ZSNLI_BACKEND=onnx", "ZSNLI_BACKEND must be one of"),
+    ("x:ZSNLI_BACKEN=onnx-int8", "unknown setting ZSNLI_BACKEN (did you mean ZSNLI_BACKEND?)"),
+    ("x:ZSNLI_FOO=1", "unknown setting ZSNLI_FOO (known: ZSNLI_BACKEND, "),
+    ("x:ZSNLI_TOKEN_BUDGET=lots", "ZSNLI_TOKEN_BUDGET must be a number"),
+    ("x:ZSNLI_MAX_LABELS=0", "ZSNLI_MAX_LABELS must be > 0"),
+    ("x:ZSNLI_BACKEND=onnx-int8,ZSNLI_DTYPE=bfloat16", "fixes the precision"),
+])
+def test_compare_refuses_a_bad_variant_before_any_arm(examples_file, capsys, variant, needle):
+    line = refused(capsys, lambda: _compare_args(examples_file, "--variant", variant))
+    assert needle in line and "--variant" in line
+
+
+def test_compare_refuses_duplicate_variant_names(examples_file, capsys):
+    line = refused(capsys, lambda: _compare_args(examples_file, "--variant", "a:ZSNLI_DTYPE=bfloat16",
+                                                  "--variant", "a:ZSNLI_TOKEN_BUDGET=64"))
+    assert "duplicate" in line and " a" in line
+
+
+def test_compare_accepts_good_variants(examples_file):
+    args = _compare_args(examples_file, "--variant", "int8:ZSNLI_BACKEND=onnx-int8", "--variant",
+                         "bf16:ZSNLI_DTYPE=bfloat16,ZSNLI_TOKEN_BUDGET=2048")
+    assert args.variant == [("int8", {"ZSNLI_BACKEND": "onnx-int8"}),
+                            ("bf16", {"ZSNLI_DTYPE": "bfloat16", "ZSNLI_TOKEN_BUDGET": "2048"})]
+
+
+@pytest.mark.parametrize("option, value", [("--concurrency", "1,x"), ("--batch-sizes", "a"),
+                                           ("--concurrency", "0"), ("--batch-sizes", "8,-1"),
+                                           ("--concurrency", ",")])
+def test_compare_refuses_bad_integer_lists(examples_file, capsys, option, value):
+    line = refused(capsys, lambda: _compare_args(examples_file, f"{option}={value}"))
+    assert f"argument {option}" in line and "positive integer" in line
+
+
+def test_compare_integer_lists_parse(examples_file):
+    args = _compare_args(examples_file, "--concurrency", "1, 8", "--batch-sizes", "4")
+    assert args.concurrency == [1, 8] and args.batch_sizes == [4]
+    assert _compare_args(examples_file).concurrency == [1, 32]  # string defaults go through the same type
+
+
+def test_compare_refuses_a_missing_examples_file(tmp_path, monkeypatch, capsys):
+    from zsnli.harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES
+    from zsnli.bench.side_by_side import parse_args
+
+    monkeypatch.chdir(tmp_path)  # no ../shared and no dev/ here
+    line = refused(capsys, lambda: parse_args([]))
+    assert SHARED_PUBLIC_EXAMPLES in line and DEV_EXAMPLES in line and "pass --examples" in line
+    line = refused(capsys, lambda: parse_args(["--examples", "nope.jsonl"]))
+    assert "nope.jsonl" in line and "hub:btzsc" in line
+    with pytest.raises(SystemExit) as info:
+        parse_args(["--help"])
+    assert info.value.code == 0
+    assert f"default: {SHARED_PUBLIC_EXAMPLES}" in " ".join(capsys.readouterr().out.split())
+
+
+def test_compare_defaults_to_the_dev_set_without_shared_data(tmp_path, monkeypatch, capsys):
+    """A clone (no ../shared) gets the repository's dev set, said in one line."""
+    from zsnli.harness.examples import DEV_EXAMPLES
+    from zsnli.bench.side_by_side import parse_args
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / DEV_EXAMPLES).write_text(json.dumps(_DOCS[0]) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert parse_args([]).examples == DEV_EXAMPLES
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and DEV_EXAMPLES in err[0] and "--examples" in err[0]
+
+
+def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, examples_file, monkeypatch, capsys):
+    """Servers and pipeline arms are faked: 'bad' refuses to start, 'flaky' loses its connection mid-arm,
+    'good' runs; the report and table still come, the failures are recorded, the exit code is 1."""
+    import httpx
+
+    from zsnli.bench import side_by_side as compare
+    from zsnli.harness.examples import load_examples
+    from zsnli.harness.load import Answer, RunResult
+    from zsnli.harness.server import ServerError
+
+    def uniform(docs):
+        return [[1 / len(d.labels)] * len(d.labels) for d in docs]
+
+    def fake_pipeline_arm(model_dir, examples, docs, batch_size, mode, warmup, threads, workdir, progress):
+        ds = load_examples(examples, limit=docs).examples
+        return {"docs": len(ds), "pairs": sum(len(d.labels) for d in ds), "wall_s": 1.0,
+                "latencies_s": [0.1] * len(ds), "peak_rss_bytes": 2**20, "hwm_bytes": 2**20,
+                "probabilities": uniform(ds)}
+
+    class FakeServer:
+        def __init__(self, settings):
+            self.settings, self.launcher, self.url, self.pid = settings, "fake", "http://fake", os.getpid()
+            self.startup_s, self.health = 0.1, {"status": "ok"}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def stop(self):
+            return 0
+
+    def fake_start(model_dir, settings, launcher, repo_root, threads):
+        if settings.get("ZSNLI_MAX_LABELS") == "7":
+            raise ServerError("server exited with code 3 before /health answered 200 (log /tmp/x.log):\n"
+                              "Traceback (most recent call last):\nzsnli.config.SettingsError: boom")
+        return FakeServer(settings)
+
+    def fake_load(url, docs, concurrency, warmups=0, progress=True, desc="", **kwargs):
+        if desc.endswith(" flaky"):
+            raise httpx.ConnectError("connection refused")
+        return RunResult([Answer(p, None, 200, 0.05) for p in uniform(docs)], wall_s=0.5, timed_out=False)
+
+    monkeypatch.setattr(compare, "run_pipeline_arm", fake_pipeline_arm)
+    monkeypatch.setattr(compare, "start_server", fake_start)
+    monkeypatch.setattr(compare, "run_requests", fake_load)
+    monkeypatch.setattr(compare, "param_counts", lambda model_dir: ParamCounts(per_token=1000, per_pair=10,
+                                                                               embedding=5))
+    monkeypatch.setattr(compare, "pair_token_counts",
+                        lambda model_dir, docs, max_length=None: [[10] * len(d.labels) for d in docs])
+    monkeypatch.setattr(compare, "matmul_rate", lambda *a, **k: {"device": "cpu", "dtype": "float32", "n": 128,
+                                                                 "threads": 1, "flops_per_s": 1e9})
+    out = tmp_path / "report.json"
+    code = compare.main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
+                         "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "0", "--no-progress",
+                         "--variant", "bad:ZSNLI_MAX_LABELS=7", "--variant", "flaky:ZSNLI_TOKEN_BUDGET=64",
+                         "--variant", "good:ZSNLI_MAX_BATCH_WAIT_MS=1", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1
+    r = json.loads(out.read_text())
+    assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4", "c4-good"]
+    variants = r["server"]["variants"]
+    assert variants["bad"]["error"] == ("ServerError: server exited with code 3 before /health answered 200 "
+                                        "(log /tmp/x.log): ... zsnli.config.SettingsError: boom")
+    assert "boom" in variants["bad"]["error_detail"]
+    assert variants["flaky"]["error"] == "ConnectError: connection refused"
+    assert "error" not in variants["good"] and "error" not in r["server"]
+    assert variants["good"]["exit_code"] == 0 and variants["bad"]["settings"] == {"ZSNLI_MAX_LABELS": "7"}
+    assert set(r["ratios"]) == {"c4/a", "c4/b", "c4-good/a", "c4-good/b"}
+    failed = [x for x in captured.err.splitlines() if "failed, skipped" in x]
+    assert failed == [f"zsnli.bench: server bad failed, skipped: {variants['bad']['error']}",
+                      f"zsnli.bench: server flaky failed, skipped: {variants['flaky']['error']}"]
+    assert "server bad failed: ServerError" in captured.out and "ratio (c4-good)/(a)" in captured.out
