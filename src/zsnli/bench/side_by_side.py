@@ -186,67 +186,8 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
     rows: list[dict[str, Any]] = []
     probs: dict[str, list] = {}
-
-    # (a) pipeline, one document at a time
-    res = run_pipeline_arm(model_dir, examples, len(docs), 1, "doc", args.warmup, args.threads, workdir, progress)
-    rows.append(arm_row("(a) pipeline, 1 doc/call", res["docs"], res["pairs"], res["wall_s"],
-                        res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key="a", batch_size=1,
-                        mode="doc"))
-    probs["a"] = res["probabilities"]
-
-    # (b) pipeline batch_size sweep
-    sweep = []
-    for mode in args.pipeline_mode:
-        for bs in args.batch_sizes:
-            key = f"b{bs}" if mode == "stream" else f"b{bs}doc"
-            res = run_pipeline_arm(model_dir, examples, len(docs), bs, mode, args.warmup, args.threads,
-                                   workdir, progress)
-            row = arm_row(f"(b) pipeline, bs={bs} {mode}", res["docs"], res["pairs"], res["wall_s"],
-                          res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key=key, batch_size=bs,
-                          mode=mode)
-            sweep.append(row)
-            probs[key] = res["probabilities"]
-    best_b = max(sweep, key=lambda r: r["docs_per_s"]) if sweep else None
-    if best_b is not None:
-        best_b = {**best_b, "key": "b", "arm": best_b["arm"] + " (best)"}
-        rows.extend(sweep)
-
-    # (c) the server: the default configuration at every concurrency, then each
-    # --variant (extra ZSNLI_* settings) at the top concurrency only.
-    calib = workdir / "calibration.pipeline-semantics.json"
-    calib.write_text(json.dumps(PIPELINE_SEMANTICS), encoding="utf-8")
-    settings = {"ZSNLI_CALIBRATION_PATH": str(calib), **server_base_settings(args)}
-    servers: dict[str, Any] = {}
-    arm_errors = server_arm_errors()
-    for name, extra in [("default", {}), *args.variant]:
-        levels = args.concurrency if name == "default" else [max(args.concurrency)]
-        log(f"[bench] starting the zsnli server ({args.launcher}) {name} {extra or ''}")
-        info: dict[str, Any] = {"settings": extra}
-        try:
-            with start_server(model_dir, {"ZSNLI_LOG_LEVEL": SERVER_LOG_LEVEL, **settings, **extra}, args.launcher,
-                              args.repo_root, args.threads) as server:
-                info.update({"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health})
-                for conc in levels:
-                    key = f"c{conc}" if name == "default" else f"c{conc}-{name}"
-                    with RssSampler(server.pid) as rss:
-                        load = run_requests(server.url, docs, conc,
-                                            warmups=args.warmup if conc == 1 else max(args.warmup, conc),
-                                            progress=progress, desc=f"zsnli c={conc} {name}", request_timeout=600.0,
-                                            retry_503=RETRY_503)
-                    label = f"(c) zsnli, concurrency {conc}" + ("" if name == "default" else f", {name}")
-                    rows.append(arm_row(label, len(docs), n_pairs, load.wall_s, load.seconds,
-                                        rss.peak_bytes, hwm_bytes(server.pid), key=key, concurrency=conc,
-                                        errors=load.error_counts(), retries_503=load.retries_503, variant=name))
-                    probs[key] = load.probabilities
-                info["exit_code"] = server.stop()
-        except arm_errors as exc:
-            # Recorded, and the run goes on: the arms already measured (minutes) still make the report.
-            info["error"] = one_line(exc)
-            info["error_detail"] = str(exc)
-            print(f"zsnli.bench: server {name} failed, skipped: {info['error']}", file=sys.stderr, flush=True)
-        servers[name] = info
-    server_info = servers.pop("default")
-    server_info["variants"] = servers
+    best_b = _pipeline_arms(args, model_dir, examples, len(docs), workdir, progress, rows, probs)
+    server_info = _server_arms(args, model_dir, docs, workdir, progress, log, rows, probs)
 
     by_key = {r["key"]: r for r in rows}
     c_top = f"c{max(args.concurrency)}"
@@ -281,6 +222,81 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "server": server_info,
         "pipeline_semantics": PIPELINE_SEMANTICS["chosen"],
     }
+
+
+def _pipeline_arms(args: argparse.Namespace, model_dir: Path, examples: Path, n_docs: int, workdir: Path,
+                   progress: bool, rows: list[dict[str, Any]], probs: dict[str, list]) -> dict[str, Any] | None:
+    """Arms (a) and the (b) sweep, each in its own process; appends their rows and probabilities.
+    Returns the best (b) row (highest docs/s), or None without a sweep."""
+    # (a) pipeline, one document at a time
+    res = run_pipeline_arm(model_dir, examples, n_docs, 1, "doc", args.warmup, args.threads, workdir, progress)
+    rows.append(arm_row("(a) pipeline, 1 doc/call", res["docs"], res["pairs"], res["wall_s"],
+                        res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key="a", batch_size=1,
+                        mode="doc"))
+    probs["a"] = res["probabilities"]
+
+    # (b) pipeline batch_size sweep
+    sweep = []
+    for mode in args.pipeline_mode:
+        for bs in args.batch_sizes:
+            key = f"b{bs}" if mode == "stream" else f"b{bs}doc"
+            res = run_pipeline_arm(model_dir, examples, n_docs, bs, mode, args.warmup, args.threads,
+                                   workdir, progress)
+            row = arm_row(f"(b) pipeline, bs={bs} {mode}", res["docs"], res["pairs"], res["wall_s"],
+                          res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key=key, batch_size=bs,
+                          mode=mode)
+            sweep.append(row)
+            probs[key] = res["probabilities"]
+    best_b = max(sweep, key=lambda r: r["docs_per_s"]) if sweep else None
+    if best_b is not None:
+        best_b = {**best_b, "key": "b", "arm": best_b["arm"] + " (best)"}
+        rows.extend(sweep)
+    return best_b
+
+
+def _server_arms(args: argparse.Namespace, model_dir: Path, docs: list, workdir: Path, progress: bool, log,
+                 rows: list[dict[str, Any]], probs: dict[str, list]) -> dict[str, Any]:
+    """Arms (c): the server at every concurrency, then each variant at the top one; appends rows and
+    probabilities. A server that fails is recorded (``error``) and skipped. Returns the server info."""
+    n_pairs = sum(len(d.labels) for d in docs)
+    # (c) the server: the default configuration at every concurrency, then each
+    # --variant (extra ZSNLI_* settings) at the top concurrency only.
+    calib = workdir / "calibration.pipeline-semantics.json"
+    calib.write_text(json.dumps(PIPELINE_SEMANTICS), encoding="utf-8")
+    settings = {"ZSNLI_CALIBRATION_PATH": str(calib), **server_base_settings(args)}
+    servers: dict[str, Any] = {}
+    arm_errors = server_arm_errors()
+    for name, extra in [("default", {}), *args.variant]:
+        levels = args.concurrency if name == "default" else [max(args.concurrency)]
+        log(f"[bench] starting the zsnli server ({args.launcher}) {name} {extra or ''}")
+        info: dict[str, Any] = {"settings": extra}
+        try:
+            with start_server(model_dir, {"ZSNLI_LOG_LEVEL": SERVER_LOG_LEVEL, **settings, **extra}, args.launcher,
+                              args.repo_root, args.threads) as server:
+                info.update({"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health})
+                for conc in levels:
+                    key = f"c{conc}" if name == "default" else f"c{conc}-{name}"
+                    with RssSampler(server.pid) as rss:
+                        load = run_requests(server.url, docs, concurrency=conc,
+                                            warmups=args.warmup if conc == 1 else max(args.warmup, conc),
+                                            progress=progress, desc=f"zsnli c={conc} {name}", request_timeout=600.0,
+                                            retry_503=RETRY_503)
+                    label = f"(c) zsnli, concurrency {conc}" + ("" if name == "default" else f", {name}")
+                    rows.append(arm_row(label, len(docs), n_pairs, load.wall_s, load.seconds,
+                                        rss.peak_bytes, hwm_bytes(server.pid), key=key, concurrency=conc,
+                                        errors=load.error_counts(), retries_503=load.retries_503, variant=name))
+                    probs[key] = load.probabilities
+                info["exit_code"] = server.stop()
+        except arm_errors as exc:
+            # Recorded, and the run goes on: the arms already measured (minutes) still make the report.
+            info["error"] = one_line(exc)
+            info["error_detail"] = str(exc)
+            print(f"zsnli.bench: server {name} failed, skipped: {info['error']}", file=sys.stderr, flush=True)
+        servers[name] = info
+    server_info = servers.pop("default")
+    server_info["variants"] = servers
+
+    return server_info
 
 
 def _fmt(x: Any, spec: str) -> str:

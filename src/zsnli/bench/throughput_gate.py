@@ -223,6 +223,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def gate_examples(given: str | None) -> tuple[list[Example], str]:
+    """The examples to cycle and a note saying which: ``given``, else the shared public examples when
+    mounted, else `synthetic_examples`. Exits (one line) when ``given`` cannot be read."""
+    source = given or (SHARED_PUBLIC_EXAMPLES if Path(SHARED_PUBLIC_EXAMPLES).is_file() else None)
+    if not source:
+        return synthetic_examples(), f"SYNTHETIC, shaped like the public examples ({SHARED_PUBLIC_EXAMPLES} not found)"
+    try:
+        examples = load_examples(source).examples
+    except ExamplesError as exc:
+        raise SystemExit(f"zsnli.bench: {exc}") from None
+    return examples, f"cycled from {source} ({len(examples)} examples)"
+
+
+def gate_model(args: argparse.Namespace, work: Path, examples: Sequence[Example], say) -> tuple[Path, str, bool]:
+    """(model directory, note, random weights?): ``--model-dir`` when it is a deberta-v3-base
+    architecture, else a random-weight model built offline in ``work`` (tiny with ``--tiny``)."""
+    if not args.tiny and is_deberta_v3_base(args.model_dir):
+        model_dir = Path(args.model_dir).resolve()
+        return model_dir, f"{model_dir} (trained deberta-v3-base-architecture model)", False
+    from .random_models import build_random_nli
+
+    arch = "deberta-tiny" if args.tiny else "deberta-v3-base"
+    why = "--tiny" if args.tiny else f"{args.model_dir} is not a deberta-v3-base-architecture model"
+    say(f"[gate] building a RANDOM-WEIGHT {arch} model offline ({why}) in {work / 'model'}")
+    corpus = [t for d in examples for t in (d.text, *d.labels)]
+    info = build_random_nli(work / "model", arch, tokenizer_from=None if args.tiny else args.model_dir, corpus=corpus)
+    note = (f"RANDOM WEIGHTS, {arch} architecture ({info['parameters'] / 1e6:.1f}M parameters; timing only, "
+            f"not accuracy); tokenizer: {info['tokenizer']}")
+    return Path(info["model_dir"]).resolve(), note, True
+
+
 def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import torch
 
@@ -236,37 +267,10 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    # documents
-    source = args.examples or (SHARED_PUBLIC_EXAMPLES if Path(SHARED_PUBLIC_EXAMPLES).is_file() else None)
-    if source:
-        try:
-            examples = load_examples(source).examples
-        except ExamplesError as exc:
-            raise SystemExit(f"zsnli.bench: {exc}") from None
-        doc_note = f"cycled from {source} ({len(examples)} examples)"
-    else:
-        examples = synthetic_examples()
-        doc_note = f"SYNTHETIC, shaped like the public examples ({SHARED_PUBLIC_EXAMPLES} not found)"
+    examples, doc_note = gate_examples(args.examples)
     docs = gate_documents(examples, args.docs)
     counts = Counter(len(d.labels) for d in docs)
-
-    # model
-    if not args.tiny and is_deberta_v3_base(args.model_dir):
-        model_dir = Path(args.model_dir).resolve()
-        model_note = f"{model_dir} (trained deberta-v3-base-architecture model)"
-        random_weights = False
-    else:
-        from .random_models import build_random_nli
-
-        arch = "deberta-tiny" if args.tiny else "deberta-v3-base"
-        why = "--tiny" if args.tiny else f"{args.model_dir} is not a deberta-v3-base-architecture model"
-        say(f"[gate] building a RANDOM-WEIGHT {arch} model offline ({why}) in {work / 'model'}")
-        corpus = [t for d in examples for t in (d.text, *d.labels)]
-        info = build_random_nli(work / "model", arch, tokenizer_from=None if args.tiny else args.model_dir, corpus=corpus)
-        model_dir = Path(info["model_dir"]).resolve()
-        model_note = (f"RANDOM WEIGHTS, {arch} architecture ({info['parameters'] / 1e6:.1f}M parameters; timing only, "
-                      f"not accuracy); tokenizer: {info['tokenizer']}")
-        random_weights = True
+    model_dir, model_note, random_weights = gate_model(args, work, examples, say)
     say(f"[gate] model: {model_note}")
 
     # token counts first: a label that cannot fit stops the run before anything starts
@@ -281,8 +285,9 @@ def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     with start_server(model_dir, {"ZSNLI_LOG_LEVEL": "warning", **settings}, args.launcher, args.repo_root,
                       args.threads) as server:
         with RssSampler(server.pid) as rss, GpuMemorySampler(server.pid) as gpu_mem:
-            load = run_requests(server.url, docs, args.concurrency, warmups=args.warmup, progress=not args.no_progress,
-                                desc=f"gate c={args.concurrency}", request_timeout=600.0, retry_503=RETRY_503)
+            load = run_requests(server.url, docs, concurrency=args.concurrency, warmups=args.warmup,
+                                progress=not args.no_progress, desc=f"gate c={args.concurrency}",
+                                request_timeout=600.0, retry_503=RETRY_503)
         health = server.health
         launcher = server.launcher
 

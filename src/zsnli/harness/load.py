@@ -228,7 +228,18 @@ async def run_requests_async(
     request_timeout: float = REQUEST_TIMEOUT_S,
     retry_503: int = 0,
 ) -> RunResult:
-    """Async form of `run_requests`."""
+    """Send ``docs`` to ``{url}/classify`` at ``concurrency`` after ``warmups`` untimed requests.
+
+    docs: `Example` objects or ``{"id", "text", "labels"}`` mappings.
+    Warm-ups reuse the first documents (cycled). ``max_seconds`` (None: no
+    limit) bounds the timed part; documents not answered by then get the
+    error ``NOT_ANSWERED``. ``retry_503`` > 0 retries an
+    overloaded server's 503 that many times per document (the bench; the
+    self-check counts a 503 as a failure). Transport errors, non-200 answers
+    and contract violations never raise: they are recorded per document (see
+    `check_answer`). Returns a `RunResult` whose ``answers`` align with
+    ``docs``. Raises ``ValueError`` if ``concurrency`` < 1.
+    """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -261,28 +272,6 @@ async def run_requests_async(
     return RunResult(final, wall, timed_out, warmup_errors)
 
 
-def run_requests(
-    url: str,
-    docs: Sequence[Example | Mapping[str, Any]],
-    concurrency: int = DEFAULT_CONCURRENCY,
-    warmups: int = DEFAULT_WARMUPS,
-    max_seconds: float | None = None,
-    progress: bool = True,
-    desc: str = "classify",
-    request_timeout: float = REQUEST_TIMEOUT_S,
-    retry_503: int = 0,
-) -> RunResult:
-    """Send ``docs`` to ``{url}/classify`` at ``concurrency`` after ``warmups`` untimed requests.
-
-    docs: `Example` objects or ``{"id", "text", "labels"}`` mappings.
-    Warm-ups reuse the first documents (cycled). ``max_seconds`` (None: no
-    limit) bounds the timed part; documents not answered by then get the
-    error ``NOT_ANSWERED``. ``retry_503`` > 0 retries an
-    overloaded server's 503 that many times per document (the bench; the
-    self-check counts a 503 as a failure). Transport errors, non-200 answers
-    and contract violations never raise: they are recorded per document (see
-    `check_answer`). Returns a `RunResult` whose ``answers`` align with
-    ``docs``. Raises ``ValueError`` if ``concurrency`` < 1.
-    """
-    return asyncio.run(run_requests_async(url, docs, concurrency, warmups, max_seconds, progress, desc,
-                                          request_timeout, retry_503))
+def run_requests(url: str, docs: Sequence[Example | Mapping[str, Any]], **options: Any) -> RunResult:
+    """`run_requests_async` in a fresh event loop (``options``: its keyword arguments)."""
+    return asyncio.run(run_requests_async(url, docs, **options))

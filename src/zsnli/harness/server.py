@@ -243,7 +243,7 @@ def start_server(model_dir: str | Path, settings: dict[str, str], launcher: str,
     server.start()
     try:
         server.wait_healthy(health_timeout_s)
-    except ServerError:
+    except BaseException:  # unhealthy, or interrupted while waiting: never leave it running
         server.stop()
         raise
     return server

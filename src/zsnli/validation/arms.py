@@ -107,7 +107,8 @@ def model_dir_identity(model_dir: Path) -> dict[str, Any]:
 
 
 def _http_run(run: ArmRun, url: str, examples: Sequence[Example], opts: ArmOptions) -> None:
-    result = run_requests(url, examples, opts.concurrency, opts.warmups, None, opts.progress, desc=run.spec.name)
+    result = run_requests(url, examples, concurrency=opts.concurrency, warmups=opts.warmups, progress=opts.progress,
+                          desc=run.spec.name)
     run.probabilities = result.probabilities
     run.seconds = result.seconds
     run.wall_s = result.wall_s

@@ -35,7 +35,7 @@ from zsnli import __version__
 from zsnli.manifest import (
     CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest, model_dir_digest,
 )
-from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS, check_answer, run_requests
+from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS, RunResult, check_answer, run_requests
 from zsnli.harness.examples import DEFAULT_EXAMPLES, Example, ExampleSet, load_examples, resample
 from zsnli.validation.scorecards import Scores, score_examples
 from zsnli.harness.server import DEFAULT_SERVE_CMD, ServerError, ServerProcess, get_health, wait_for_url
@@ -148,6 +148,66 @@ def gate_one_request(url: str, example: Example) -> Gate:
     return Gate(3, "one request", True, figure)
 
 
+def gate_startup(opts: SelfCheckOptions, root: Path) -> tuple[Gate, ServerProcess | None, str | None]:
+    """Gate 2: start serve.sh (or reach ``opts.url``) until /health is 200.
+
+    Returns (gate, the server started here or None, the healthy URL or None).
+    The caller stops the server, whatever happens next.
+    """
+    if opts.url is not None:
+        gate = _wait_url(opts.url, opts.startup_timeout)
+        return gate, None, opts.url if gate.passed else None
+    server = ServerProcess(opts.serve_cmd, cwd=root, model_dir=root / MODEL_DIR_NAME)
+    try:
+        server.start()
+        took = server.wait_healthy(opts.startup_timeout)
+    except ServerError as exc:
+        lines = str(exc).splitlines()
+        return Gate(2, "startup", False, lines[0], lines[1:]), server, None
+    except BaseException:  # interrupted (SIGTERM, Ctrl-C) while waiting: the caller never sees the server
+        server.stop()
+        raise
+    figure = f"/health 200 after {took:.1f} s (limit {opts.startup_timeout:.0f} s) at {server.url}"
+    return Gate(2, "startup", True, figure), server, server.url
+
+
+def gate_throughput(url: str, sent: list[Example], opts: SelfCheckOptions) -> tuple[Gate, Gate, RunResult]:
+    """Gates 4 and 5: ``sent`` at the configured concurrency after warm-ups within the time limit
+    (docs/s, request seconds mean/p50/p95), then every answer valid. Returns (gate 4, gate 5, the run)."""
+    run = run_requests(url, sent, concurrency=opts.concurrency, warmups=opts.warmups, max_seconds=opts.max_seconds,
+                       progress=opts.progress, desc="throughput")
+    stats = run.latency_stats()
+    limit = f"limit {opts.max_seconds:.0f} s" if opts.max_seconds else "no limit"
+    figure = (f"{len(sent)} docs at concurrency {opts.concurrency} after {opts.warmups} warm-ups: "
+              f"{stats['wall_s']:.1f} s ({limit}), {stats['docs_per_s']:.2f} docs/s; request s "
+              f"mean {stats['mean_s']:.3f} p50 {stats['p50_s']:.3f} p95 {stats['p95_s']:.3f}")
+    unanswered = len(sent) - stats["answered"]
+    details = []
+    if run.timed_out:
+        details.append(f"{unanswered} documents not answered within the time limit")
+    elif unanswered:
+        first = next(a.error for a in run.answers if a.status is None)
+        details.append(f"{unanswered} requests got no HTTP response, e.g. {first}")
+    if run.warmup_errors:
+        details.append(f"{len(run.warmup_errors)} warm-up requests failed, e.g. {run.warmup_errors[0]}")
+    g4 = Gate(4, "throughput", not run.timed_out and unanswered == 0, figure, details)
+    errors = [(d.id, a.error) for d, a in zip(sent, run.answers) if not a.ok]
+    g5 = Gate(5, "valid answers", not errors, f"{len(sent) - len(errors)}/{len(sent)} answers valid",
+              [f"{i!r}: {err}" for i, err in errors[:5]])
+    return g4, g5, run
+
+
+def _first_pass_scores(examples: list[Example], sent: list[Example], run: RunResult, seed: int) -> Scores | None:
+    """Metrics over the unrotated documents of the throughput run (None when there are none)."""
+    first_pass = [(d, a) for d, a in zip(sent, run.answers) if d.reuse == 0]
+    if not first_pass:
+        return None
+    scores = score_examples([d for d, _ in first_pass], [a.probabilities for _, a in first_pass], seed=seed)
+    if len(first_pass) < len(examples):
+        scores.notes.append(f"metrics over the first {len(first_pass)} of {len(examples)} examples (--docs)")
+    return scores
+
+
 def run_selfcheck(opts: SelfCheckOptions, console=None) -> SelfCheckResult:
     """Run gates 1-6 and the metrics; never leaves a server it started running.
 
@@ -165,33 +225,13 @@ def run_selfcheck(opts: SelfCheckOptions, console=None) -> SelfCheckResult:
         say(g)
         return g
 
-    def say_detail(line: str) -> None:
-        if console is not None:
-            console.print(f"      {line}", highlight=False, markup=False)
-
     add(gate_prerequisites(root))
     server: ServerProcess | None = None
     health: dict | None = None
-    stats: dict[str, Any] | None = None
+    run: RunResult | None = None
     scores: Scores | None = None
-    sent: list[Example] = []
     try:
-        url = opts.url
-        if url is None:
-            server = ServerProcess(opts.serve_cmd, cwd=root, model_dir=root / MODEL_DIR_NAME)
-            try:
-                server.start()
-                took = server.wait_healthy(opts.startup_timeout)
-                url = server.url
-                g2 = Gate(2, "startup", True, f"/health 200 after {took:.1f} s (limit {opts.startup_timeout:.0f} s) at {url}")
-            except ServerError as exc:
-                lines = str(exc).splitlines()
-                g2 = Gate(2, "startup", False, lines[0], lines[1:])
-                url = None
-        else:
-            g2 = _wait_url(url, opts.startup_timeout)
-            if not g2.passed:
-                url = None
+        g2, server, url = gate_startup(opts, root)
         add(g2)
         if url is None:
             for n, name in ((3, "one request"), (4, "throughput"), (5, "valid answers"), (6, "health after")):
@@ -201,40 +241,20 @@ def run_selfcheck(opts: SelfCheckOptions, console=None) -> SelfCheckResult:
             note = _served_model_note(root, health)
             if note:
                 g2.details.append(note)
-                say_detail(note)
+                if console is not None:
+                    console.print(f"      {note}", highlight=False, markup=False)
             probe = next((e for e in examples if len(e.labels) >= 2), examples[0])
             add(gate_one_request(url, probe))
             sent = resample(examples, opts.docs, seed=opts.seed)
-            run = run_requests(url, sent, opts.concurrency, opts.warmups, opts.max_seconds, opts.progress, desc="throughput")
-            stats = run.latency_stats()
-            limit = f"limit {opts.max_seconds:.0f} s" if opts.max_seconds else "no limit"
-            figure = (f"{len(sent)} docs at concurrency {opts.concurrency} after {opts.warmups} warm-ups: "
-                      f"{stats['wall_s']:.1f} s ({limit}), {stats['docs_per_s']:.2f} docs/s; request s "
-                      f"mean {stats['mean_s']:.3f} p50 {stats['p50_s']:.3f} p95 {stats['p95_s']:.3f}")
-            unanswered = len(sent) - stats["answered"]
-            details = []
-            if run.timed_out:
-                details.append(f"{unanswered} documents not answered within the time limit")
-            elif unanswered:
-                first = next(a.error for a in run.answers if a.status is None)
-                details.append(f"{unanswered} requests got no HTTP response, e.g. {first}")
-            if run.warmup_errors:
-                details.append(f"{len(run.warmup_errors)} warm-up requests failed, e.g. {run.warmup_errors[0]}")
-            add(Gate(4, "throughput", not run.timed_out and unanswered == 0, figure, details))
-            errors = [(d.id, a.error) for d, a in zip(sent, run.answers) if not a.ok]
-            add(Gate(5, "valid answers", not errors, f"{len(sent) - len(errors)}/{len(sent)} answers valid",
-                     [f"{i!r}: {err}" for i, err in errors[:5]]))
+            g4, g5, run = gate_throughput(url, sent, opts)
+            add(g4)
+            add(g5)
             code, _, err = get_health(url)
             add(Gate(6, "health after", code == 200, f"/health {code if code is not None else err}"))
-            first_pass = [(d, a) for d, a in zip(sent, run.answers) if d.reuse == 0]
-            if first_pass:
-                scores = score_examples([d for d, _ in first_pass], [a.probabilities for _, a in first_pass], seed=opts.seed)
-                if len(first_pass) < len(examples):
-                    scores.notes.append(f"metrics over the first {len(first_pass)} of {len(examples)} examples (--docs)")
+            scores = _first_pass_scores(examples, sent, run, opts.seed)
     finally:
         if server is not None:
             server.stop()
-
     report = {
         "tool": "zsnli validate",
         "version": __version__,
@@ -247,7 +267,7 @@ def run_selfcheck(opts: SelfCheckOptions, console=None) -> SelfCheckResult:
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
         "gates": [asdict(g) | {"verdict": g.verdict} for g in gates],
         "health": health,
-        "throughput": stats,
+        "throughput": run.latency_stats() if run is not None else None,
         "metrics": scores.as_dict() if scores else None,
     }
     return SelfCheckResult(gates, scores, report)
