@@ -44,6 +44,15 @@ def test_wait_for_url_fails_at_once_when_nothing_listens():
     assert "\n" not in str(info.value)
 
 
+def test_a_checkout_puts_its_src_first_on_the_server_path(monkeypatch):
+    """The server under test is the checkout's code even when another copy of zsnli is installed."""
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    server = ServerProcess(cwd=repo)
+    assert server.env["PYTHONPATH"].split(os.pathsep) == [str(repo / "src"), "/elsewhere"]
+    server.log_path.unlink()
+
+
 def test_a_command_that_cannot_start_raises_and_leaves_no_open_log():
     server = ServerProcess(["/no/such/program-zsnli"])
     with pytest.raises(ServerError, match="cannot start"):
@@ -72,6 +81,7 @@ def test_healthy_server_env_stop_and_log_removed(tmp_path):
         assert took == server.startup_s and server.health == {"status": "ok", "port": str(server.port)}
         assert server.env["ZSNLI_MODEL_DIR"] == str(tmp_path.resolve()) and server.env["OMP_NUM_THREADS"] == "2"
         assert server.env["PORT"] == str(server.port) and server.env["HF_HUB_OFFLINE"] == "1"
+        assert "PYTHONPATH" not in server.env or str(tmp_path) not in server.env["PYTHONPATH"]
         waited, body = wait_for_url(server.url, 10)
         assert body["status"] == "ok"
         log = server.log_path

@@ -4,7 +4,8 @@
 uvicorn factory `UVICORN_CMD`) in its own process group on 127.0.0.1 and a
 free port, with ``ZSNLI_HOST``/``ZSNLI_PORT`` and ``HOST``/``PORT`` (what
 serve.sh reads), ``PYTHON`` (this interpreter, unless set), the offline hub
-variables and any ``ZSNLI_*`` settings in its environment; it polls
+variables, the checkout's ``src/`` first on ``PYTHONPATH`` (when ``cwd`` is
+a checkout) and any ``ZSNLI_*`` settings in its environment; it polls
 ``GET /health`` until 200 and, on exit, terminates the whole group (SIGTERM,
 then SIGKILL after a grace period) whatever happened. `wait_for_url` does
 the polling for a server someone else started and gives up at once when
@@ -130,6 +131,9 @@ class ServerProcess:
         # serve.sh reads HOST/PORT and runs $PYTHON (default python3): point it at this interpreter
         self.env.update({"HOST": host, "PORT": str(self.port), "ZSNLI_HOST": host, "ZSNLI_PORT": str(self.port)})
         self.env.setdefault("PYTHON", sys.executable)
+        src = (self.cwd / "src").resolve()
+        if (src / "zsnli").is_dir():  # a checkout: its server is the one under test, installed or not
+            self.env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(src), os.environ.get("PYTHONPATH"))))
         if model_dir is not None:
             self.env["ZSNLI_MODEL_DIR"] = str(Path(model_dir).resolve())
         self.env.update(env or {})
