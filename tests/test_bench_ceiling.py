@@ -43,7 +43,7 @@ def test_param_counts_deberta_excludes_relative_embeddings(deberta_dir):
 
 
 def test_pair_token_counts_match_the_server_tokenisation(model_dir):
-    from zsnli.scoring import NliModel
+    from zsnli.model import NliModel
 
     nli_model = NliModel.load(model_dir, device="cpu")
     docs = [Example("a", "d", "the team won " * 40, ("This text is about sport.", "about music"), 0),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 def test_random_model_uses_a_given_tokenizer_offline(tmp_path, bert_dir):
     from zsnli.bench.random_models import build_random_nli
-    from zsnli.scoring import NliModel
+    from zsnli.model import NliModel
 
     info = build_random_nli(tmp_path / "m", "deberta-tiny", tokenizer_from=bert_dir)
     assert info["random_weights"] and "tokenizer of" in info["tokenizer"]

@@ -159,24 +159,16 @@ def param_counts(model_dir: str | Path) -> ParamCounts:
     return ParamCounts(per_token=per_token, per_pair=per_pair, embedding=embedding)
 
 
-def model_window(model_dir: str | Path, cap: int = 512) -> int:
-    """The pair window in tokens as the server computes it by default: the smallest of the
-    tokenizer's ``model_max_length``, the config's ``max_position_embeddings`` (less the
-    padding offset for RoBERTa-like models) and ``cap`` (the server's ZSNLI_MAX_LENGTH)."""
+def model_dir_window(model_dir: str | Path, cap: int = 512) -> int:
+    """The pair window in tokens the server uses for ``model_dir``: `zsnli.model.model_window`
+    over its tokenizer and config (``cap`` is the server's ZSNLI_MAX_LENGTH)."""
     from transformers import AutoConfig, AutoTokenizer
+
+    from zsnli.model import model_window
 
     tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     cfg = AutoConfig.from_pretrained(model_dir, local_files_only=True)
-    window = cap
-    tmax = getattr(tok, "model_max_length", None)
-    if isinstance(tmax, int) and 0 < tmax < (1 << 16):
-        window = min(window, tmax)
-    pmax = getattr(cfg, "max_position_embeddings", None)
-    if isinstance(pmax, int) and 0 < pmax < (1 << 16):
-        if "roberta" in str(getattr(cfg, "model_type", "")):
-            pmax -= (getattr(cfg, "pad_token_id", 1) or 1) + 1
-        window = min(window, pmax)
-    return window
+    return model_window(tok, cfg, cap)
 
 
 class LabelTooLong(ValueError):
@@ -189,7 +181,7 @@ def pair_token_counts(model_dir: str | Path, docs: Sequence[Example], max_length
 
     Pair length = special tokens + label tokens + text tokens, the text cut
     (``only_first``) so the pair fits ``max_length`` (default
-    ``model_window``); no padding. Texts and labels are tokenised separately
+    ``model_dir_window``); no padding. Texts and labels are tokenised separately
     (one batched call each), which gives the same counts as tokenising the
     pairs. Returns one list per document with one count per label (tokens).
     Raises ``LabelTooLong`` naming the first label that cannot fit.
@@ -197,7 +189,7 @@ def pair_token_counts(model_dir: str | Path, docs: Sequence[Example], max_length
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    window = max_length or model_window(model_dir)
+    window = max_length or model_dir_window(model_dir)
     special = int(tok.num_special_tokens_to_add(pair=True))
 
     def lengths(strings: list[str]) -> dict[str, int]:

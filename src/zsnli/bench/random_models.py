@@ -4,7 +4,7 @@ wanted architecture is at hand.
 Throughput does not depend on the weights, only on the architecture, the
 dtype and the token counts, so a randomly initialised deberta-v3-base is a
 faithful stand-in for timing (never for accuracy). ``python -m
-zsnli.bench.models --arch deberta-v3-base --out DIR [--tokenizer-from DIR]``.
+zsnli.bench.random_models --arch deberta-v3-base --out DIR [--tokenizer-from DIR]``.
 """
 
 from __future__ import annotations
