@@ -29,11 +29,18 @@ form (one global T, or ``T(K) = t0 * K ** b``). Which decides what:
 
 The choice and every candidate's figures are written to ``calibration.json``;
 the server reads its ``chosen`` object as a `zsnli.scoring.ScoringConfig`.
+`calibrate` runs the steps in order: `rebuild_holdout` -> `build_choice_tasks`
+and `split_tasks` -> `score_pairs` (the slow part, with progress) ->
+`fit_candidate` for each of `candidate_configs` -> `choose` ->
+`calibration_document` -> `write_calibration`.
+
+May import numpy, scipy, `zsnli.metrics`, `zsnli.nli_data`, `zsnli.presets`,
+`zsnli.manifest`, `zsnli.progress`, `zsnli.scoring` (rules and config) and,
+inside functions, `zsnli.embedding` (torch).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -46,9 +53,18 @@ import numpy as np
 
 from . import metrics
 from .embedding import EMBEDDING_MODEL_ID
-from .manifest import CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, load_manifest, sha256_file
+from .manifest import (
+    CALIBRATION_NAME,
+    MANIFEST_NAME,
+    calibration_sources,
+    declare_sources,
+    holdout_digest,
+    load_manifest,
+    write_json,
+)
 from .nli_data import build_nli_data, read_jsonl
 from .presets import Preset
+from .progress import predict_logits, progress
 from .scoring import RULES, ScoringConfig, combined_scores, label_probabilities, scores_from_logits
 
 log = logging.getLogger(__name__)
@@ -191,17 +207,29 @@ class _Scorer:
         self.embeddings: dict[str, np.ndarray] = {}
 
     def add(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Compute the logits (and, with an encoder, the embeddings) of the pairs not seen yet, with progress."""
         todo = sorted({p for p in pairs if p not in self.logits})
         if not todo:
             return
-        out = self.nli.predict_logits([p for p, _ in todo], [h for _, h in todo])
+        out = predict_logits(self.nli, [p for p, _ in todo], [h for _, h in todo], desc="NLI logits")
         for pair, row in zip(todo, out):
             self.logits[pair] = row
         if self.encoder is not None:
             texts = sorted({t for pair in pairs for t in pair if t not in self.embeddings})
-            if texts:
-                for text, vec in zip(texts, self.encoder.encode(texts)):
+            self._embed(sorted(texts, key=len))
+
+    def _embed(self, texts: list[str], chunk: int = 640) -> None:
+        """Embed ``texts`` (already in `SentenceEncoder.encode`'s length order) in chunks of whole batches.
+
+        ``chunk`` is a multiple of ``encode``'s batch of 64, so every text is
+        embedded in the same batch as in a single ``encode`` call.
+        """
+        with progress(len(texts), "embeddings", unit="texts") as advance:
+            for start in range(0, len(texts), chunk):
+                part = texts[start : start + chunk]
+                for text, vec in zip(part, self.encoder.encode(part)):
                     self.embeddings[text] = vec
+                advance(len(part))
 
     def scores(self, premise: str, hypotheses: Sequence[str], rule: str, cf: str | None, w: float = 0.0) -> np.ndarray:
         """The served pre-temperature score of each hypothesis (`zsnli.scoring.combined_scores`)."""
@@ -283,6 +311,97 @@ def _dev_fitted_entry(items: list[DevItem], cand: dict[str, Any], emb_digest: st
             "dev": _with_mean(per)}
 
 
+class HoldoutMismatch(RuntimeError):
+    """The rebuilt hold-out is not the one the manifest records (other data, preset or seed)."""
+
+
+def rebuild_holdout(preset: Preset, manifest: dict[str, Any]) -> tuple[list[dict[str, str]], str]:
+    """The calibration hold-out rebuilt from ``preset`` exactly as training built it, and its digest.
+
+    Raises `HoldoutMismatch` (a ``RuntimeError``) when the digest differs from the
+    manifest's ``data.holdout_sha256`` (calibrating on other rows could leak training data).
+    """
+    data = build_nli_data(list(preset.train_sources), list(preset.validation_sources), preset.n_holdout,
+                          preset.seed, preset.max_validation_rows)
+    digest = holdout_digest(data.holdout)
+    if digest != manifest.get("data", {}).get("holdout_sha256"):
+        raise HoldoutMismatch("rebuilt calibration hold-out differs from the one recorded in the manifest")
+    return data.holdout, digest
+
+
+def split_tasks(n_tasks: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded halves of ``range(n_tasks)``: (fit indices, select indices), each sorted."""
+    order = list(range(n_tasks))
+    random.Random(seed).shuffle(order)
+    half = len(order) // 2
+    return np.array(sorted(order[:half]), dtype=int), np.array(sorted(order[half:]), dtype=int)
+
+
+def read_dev_examples(path: str | Path) -> list[dict[str, Any]]:
+    """The team dev set (examples format). Raises ``ValueError`` for the public examples (``zsc``): reporting only."""
+    if "zsc" in Path(path).parts:
+        raise ValueError("the public zero-shot examples (shared/data/zsc) are for reporting only")
+    return read_jsonl(path)
+
+
+def load_encoder(model_dir: str | Path, embedding_dir: str | Path | None, embedding_weights: Sequence[float]):
+    """The sentence encoder of the cosine term and its digest; ``(None, None)`` when every w is 0."""
+    if not any(w != 0 for w in embedding_weights):
+        return None, None
+    from .embedding import SentenceEncoder, default_embedding_dir
+
+    encoder = SentenceEncoder(embedding_dir or default_embedding_dir(model_dir))
+    return encoder, encoder.digest
+
+
+def score_pairs(scorer: "_Scorer", tasks: Sequence[ChoiceTask], dev_rows: Sequence[dict[str, Any]]) -> None:
+    """Compute, once each, every pair the candidates need: tasks and dev documents, each also against "N/A"."""
+    pairs = [(t.premise, h) for t in tasks for h in t.hypotheses]
+    pairs += [(CONTENT_FREE_PREMISE, h) for t in tasks for h in t.hypotheses]
+    pairs += [(r["text"], lab) for r in dev_rows for lab in r["labels"]]
+    pairs += [(CONTENT_FREE_PREMISE, lab) for r in dev_rows for lab in r["labels"]]
+    log.info("scoring %d pairs (%d tasks, %d dev documents)", len(set(pairs)), len(tasks), len(dev_rows))
+    scorer.add(pairs)
+
+
+def fit_candidate(
+    cand: dict[str, Any],
+    scorer: "_Scorer",
+    tasks: Sequence[ChoiceTask],
+    halves: tuple[np.ndarray, np.ndarray],
+    dev_rows: Sequence[dict[str, Any]],
+    emb_digest: str | None,
+) -> list[dict[str, Any]]:
+    """Fit one candidate's temperature on the NLI fit half and score it; returns its entries.
+
+    The first entry has T fitted on the NLI tasks (figures on the select half
+    before/after, and on the dev set when given); with a dev set a second
+    entry has T fitted on the dev set (`_dev_fitted_entry`).
+    """
+    w, rule, cf = cand["embedding_weight"], cand["rule"], cand["content_free_premise"]
+    scores, mask, k = _pack([scorer.scores(t.premise, t.hypotheses, rule, cf, w) for t in tasks])
+    gold = np.array([t.gold for t in tasks])
+    f, s = halves
+    before = choice_figures(scores[s], mask[s], k[s], gold[s], 1.0, 0.0)
+    t0, b = fit_temperature(scores[f], mask[f], k[f], gold[f], cand["k_dependent"])
+    after = choice_figures(scores[s], mask[s], k[s], gold[s], t0, b)
+    config = _config(cand, t0, b, emb_digest)
+    entry = {"config": config.to_dict(), "temperature_form": "t0*K^b" if cand["k_dependent"] else "global",
+             "nli_select_before": before, "nli_select_after": after, "temperature_fitted_on": "NLI fit half"}
+    entries = [entry]
+    if dev_rows:
+        dev_items = [(r, scorer.scores(r["text"], r["labels"], rule, cf, w)) for r in dev_rows]
+        entry["dev"] = _dev_figures(dev_items, config)
+        dev_entry = _dev_fitted_entry(dev_items, cand, emb_digest)
+        dev_entry["nli_select_after"] = choice_figures(
+            scores[s], mask[s], k[s], gold[s], dev_entry["config"]["temperature"], dev_entry["config"]["k_exponent"])
+        entries.append(dev_entry)
+    log.info("%s cf=%s w=%g %s: NLL %.4f -> %.4f ECE %.4f -> %.4f%s", rule, cf, w, entry["temperature_form"],
+             before["nll"], after["nll"], before["ece"], after["ece"],
+             f" dev calF1 {entry['dev']['mean']['calibrated_macro_f1']:.4f}" if dev_rows else "")
+    return entries
+
+
 def calibrate(
     preset: Preset,
     model_dir: str | Path,
@@ -295,85 +414,58 @@ def calibrate(
 ) -> dict[str, Any]:
     """Fit and choose the scoring config of ``model_dir``; write ``calibration.json``.
 
-    The hold-out rows are rebuilt from ``preset`` exactly as training built
-    them and checked against ``holdout_sha256`` in the manifest (raises
-    ``RuntimeError`` on a difference: calibrating on other rows could leak
-    training data). ``dev_examples`` is a JSONL file in the examples format
-    written by the team; the public zero-shot examples must never be given
-    here. ``embedding_dir`` is the sentence-embedding model for the cosine
-    term (default: ``<model_dir>/embedding``); ``embedding_weights``
-    lists the w tried (``(0.0,)`` turns the term off). Returns the written
-    document.
+    The hold-out rows are rebuilt from ``preset`` and checked against the
+    manifest (`rebuild_holdout`, `HoldoutMismatch` on a difference).
+    ``dev_examples`` is a JSONL file in the examples format written by the
+    team; the public zero-shot examples are refused (``ValueError``).
+    ``embedding_dir`` is the sentence-embedding model for the cosine term
+    (default: ``<model_dir>/embedding``, else the checkout's);
+    ``embedding_weights`` lists the w tried (``(0.0,)`` turns the term off).
+    ``out``: where to write (default ``calibration.json`` in ``manifest_dir``,
+    which also declares the dev set and the embedding weights in
+    ``data_sources.json``). Returns the written document.
     """
     from .model import NliModel
-    from .training import holdout_digest
 
     t_start = time.time()
     manifest_dir = Path(manifest_dir)
     manifest = load_manifest(manifest_dir / MANIFEST_NAME)
-    data = build_nli_data(list(preset.train_sources), list(preset.validation_sources), preset.n_holdout,
-                          preset.seed, preset.max_validation_rows)
-    digest = holdout_digest(data.holdout)
-    if digest != manifest.get("data", {}).get("holdout_sha256"):
-        raise RuntimeError("rebuilt calibration hold-out differs from the one recorded in the manifest")
+    dev_rows = read_dev_examples(dev_examples) if dev_examples else []
+    holdout, digest = rebuild_holdout(preset, manifest)
+    tasks = build_choice_tasks(holdout, n_tasks, preset.seed)
+    halves = split_tasks(len(tasks), preset.seed + 1)
 
-    tasks = build_choice_tasks(data.holdout, n_tasks, preset.seed)
-    rng = random.Random(preset.seed + 1)
-    order = list(range(len(tasks)))
-    rng.shuffle(order)
-    half = len(order) // 2
-    fit_idx, sel_idx = sorted(order[:half]), sorted(order[half:])
-
-    nli = NliModel.load(model_dir)
-    encoder, emb_digest = None, None
-    if any(w != 0 for w in embedding_weights):
-        from .embedding import SentenceEncoder, default_embedding_dir
-
-        encoder = SentenceEncoder(embedding_dir or default_embedding_dir(model_dir))
-        emb_digest = encoder.digest
-    scorer = _Scorer(nli, encoder)
-    pairs = [(t.premise, h) for t in tasks for h in t.hypotheses]
-    pairs += [(CONTENT_FREE_PREMISE, h) for t in tasks for h in t.hypotheses]
-    dev_rows: list[dict[str, Any]] = []
-    if dev_examples:
-        if "zsc" in Path(dev_examples).parts:
-            raise ValueError("the public zero-shot examples (shared/data/zsc) are for reporting only")
-        dev_rows = read_jsonl(dev_examples)
-        pairs += [(r["text"], lab) for r in dev_rows for lab in r["labels"]]
-        pairs += [(CONTENT_FREE_PREMISE, lab) for r in dev_rows for lab in r["labels"]]
-    log.info("scoring %d pairs (%d tasks, %d dev documents)", len(set(pairs)), len(tasks), len(dev_rows))
-    scorer.add(pairs)
-
-    gold = np.array([t.gold for t in tasks])
-    candidates = []
-    for cand in candidate_configs(embedding_weights):
-        w = cand["embedding_weight"]
-        rows = [scorer.scores(t.premise, t.hypotheses, cand["rule"], cand["content_free_premise"], w) for t in tasks]
-        scores, mask, k = _pack(rows)
-        f, s = np.array(fit_idx), np.array(sel_idx)
-        before = choice_figures(scores[s], mask[s], k[s], gold[s], 1.0, 0.0)
-        t0, b = fit_temperature(scores[f], mask[f], k[f], gold[f], cand["k_dependent"])
-        after = choice_figures(scores[s], mask[s], k[s], gold[s], t0, b)
-        config = _config(cand, t0, b, emb_digest)
-        entry = {"config": config.to_dict(), "temperature_form": "t0*K^b" if cand["k_dependent"] else "global",
-                 "nli_select_before": before, "nli_select_after": after}
-        entry["temperature_fitted_on"] = "NLI fit half"
-        candidates.append(entry)
-        if dev_rows:
-            dev_items = [(r, scorer.scores(r["text"], r["labels"], cand["rule"], cand["content_free_premise"], w))
-                         for r in dev_rows]
-            entry["dev"] = _dev_figures(dev_items, config)
-            dev_entry = _dev_fitted_entry(dev_items, cand, emb_digest)
-            dev_entry["nli_select_after"] = choice_figures(
-                scores[s], mask[s], k[s], gold[s], dev_entry["config"]["temperature"], dev_entry["config"]["k_exponent"])
-            candidates.append(dev_entry)
-        log.info("%s cf=%s w=%g %s: NLL %.4f -> %.4f ECE %.4f -> %.4f%s", cand["rule"], cand["content_free_premise"],
-                 w, entry["temperature_form"], before["nll"], after["nll"], before["ece"], after["ece"],
-                 f" dev calF1 {entry['dev']['mean']['calibrated_macro_f1']:.4f}" if dev_rows else "")
-
+    encoder, emb_digest = load_encoder(model_dir, embedding_dir, embedding_weights)
+    scorer = _Scorer(NliModel.load(model_dir), encoder)
+    score_pairs(scorer, tasks, dev_rows)
+    candidates = [e for cand in candidate_configs(embedding_weights)
+                  for e in fit_candidate(cand, scorer, tasks, halves, dev_rows, emb_digest)]
     chosen, decided_by = choose(candidates, use_dev=bool(dev_rows))
-    k_hist = {str(kk): int((np.array([len(t.hypotheses) for t in tasks]) == kk).sum()) for kk in K_CHOICES}
-    doc = {
+    doc = calibration_document(
+        chosen, decided_by, candidates, manifest,
+        method={"tasks": tasks, "halves": halves, "holdout_rows": len(holdout), "holdout_sha256": digest,
+                "embedding_weights": embedding_weights, "emb_digest": emb_digest,
+                "encoder_dir": encoder.model_dir if encoder else None, "dev_examples": dev_examples,
+                "dev_documents": len(dev_rows), "seconds": round(time.time() - t_start, 1)},
+    )
+    write_calibration(doc, Path(out) if out else manifest_dir / CALIBRATION_NAME)
+    if out is None:
+        used = emb_digest if chosen["config"].get("embedding_weight") else None
+        declare_sources(manifest_dir, calibration_sources(dev_examples, len(dev_rows), EMBEDDING_MODEL_ID, used))
+    return doc
+
+
+def calibration_document(chosen: dict[str, Any], decided_by: str, candidates: list[dict[str, Any]],
+                         manifest: dict[str, Any], method: dict[str, Any]) -> dict[str, Any]:
+    """The ``calibration.json`` document: the chosen config, why, its figures, the method and every candidate.
+
+    ``method`` carries the run's facts: ``tasks``, ``halves`` (`split_tasks`),
+    ``holdout_rows``, ``holdout_sha256``, ``embedding_weights``,
+    ``emb_digest``, ``encoder_dir``, ``dev_examples``, ``dev_documents``, ``seconds``.
+    """
+    tasks, (fit_idx, sel_idx) = method["tasks"], method["halves"]
+    ks = np.array([len(t.hypotheses) for t in tasks])
+    return {
         "chosen": chosen["config"],
         "decided_by": decided_by,
         "chosen_figures": {k: v for k, v in chosen.items() if k != "config"},
@@ -383,50 +475,29 @@ def calibrate(
                      "one premise, one entailed hypothesis, the premise's own neutral/contradiction hypotheses, "
                      "then hypotheses of other premises",
             "k_distribution": f"uniform over {list(K_CHOICES)}",
-            "k_counts": k_hist,
+            "k_counts": {str(kk): int((ks == kk).sum()) for kk in K_CHOICES},
             "n_tasks": len(tasks),
             "n_fit": len(fit_idx),
             "n_select": len(sel_idx),
-            "holdout_rows": len(data.holdout),
-            "holdout_sha256": digest,
+            "holdout_rows": method["holdout_rows"],
+            "holdout_sha256": method["holdout_sha256"],
             "fit": "temperature parameters by minimising NLL (L-BFGS-B) on the fit half",
             "ece_bins": metrics.N_BINS,
             "content_free_premise": CONTENT_FREE_PREMISE,
-            "embedding_weights": list(embedding_weights),
-            "embedding_model": {"id": EMBEDDING_MODEL_ID, "sha256": emb_digest,
-                                "dir": str(encoder.model_dir) if encoder else None},
-            "dev_examples": str(dev_examples) if dev_examples else None,
-            "dev_documents": len(dev_rows),
-            "seconds": round(time.time() - t_start, 1),
+            "embedding_weights": list(method["embedding_weights"]),
+            "embedding_model": {"id": EMBEDDING_MODEL_ID, "sha256": method["emb_digest"],
+                                "dir": str(method["encoder_dir"]) if method["encoder_dir"] else None},
+            "dev_examples": str(method["dev_examples"]) if method["dev_examples"] else None,
+            "dev_documents": method["dev_documents"],
+            "seconds": method["seconds"],
         },
         "candidates": candidates,
     }
-    path = Path(out) if out else manifest_dir / CALIBRATION_NAME
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(doc, handle, indent=2)
-        handle.write("\n")
-    if out is None:
-        declared = []
-        if dev_examples:
-            declared.append({"name": "team-zero-shot-dev", "kind": "local", "path": str(dev_examples),
-                             "sha256": sha256_file(dev_examples), "rows": len(dev_rows),
-                             "licence": "written by the zsnli team (original text)",
-                             "role": "calibration: choice of scoring rule, correction, embedding weight, temperature"})
-        if chosen["config"].get("embedding_weight"):
-            declared.append({"name": "all-MiniLM-L6-v2-embeddings", "kind": "model",
-                             "id": EMBEDDING_MODEL_ID, "sha256": emb_digest,
-                             "licence": "Apache-2.0", "role": "serving: cosine term of the score"})
-        declare_sources(manifest_dir, declared)
-    return doc
 
 
-def declare_sources(manifest_dir: str | Path, entries: list[dict[str, Any]]) -> None:
-    """Add (or replace, by name) ``entries`` in ``data_sources.json``: every input of the served scores is declared."""
-    path = Path(manifest_dir) / DATA_SOURCES_NAME
-    doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"sources": []}
-    names = {e["name"] for e in entries}
-    doc["sources"] = [e for e in doc.get("sources", []) if e.get("name") not in names] + entries
-    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+def write_calibration(doc: dict[str, Any], path: str | Path) -> None:
+    """Write the calibration document as indented JSON (mode 644)."""
+    write_json(path, doc)
 
 
 def choose(candidates: list[dict[str, Any]], use_dev: bool) -> tuple[dict[str, Any], str]:

