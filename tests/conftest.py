@@ -275,3 +275,27 @@ def direct_probabilities(model, text, labels, template=None):
     logits = np.stack([model.logits(model.encode([text], [fill_template(template, lb)]))[0] for lb in labels])
     cfg = ScoringConfig()
     return label_probabilities(scores_from_logits(logits, cfg.rule, model.entail_idx, model.contra_idx), cfg)
+
+
+# ----------------------------------------------------------------------------- training (tiny preset)
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_NLI_DATA = REPO / "tests" / "data" / "tiny_nli"
+"""The tiny preset's data (train.jsonl: 30 premises x 3 labels; validation.jsonl: 4 x 3), also the README's example."""
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """One `train.py --preset tiny` run (4 steps): ``{"root", "base", "data", "out"}`` (model in ``out/model``)."""
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("tiny_run")
+    base = build_bert_nli(root / "base", id2label={0: "neutral", 1: "contradiction", 2: "entailment"})
+    data = TINY_NLI_DATA
+    out = root / "out"
+    cmd = [sys.executable, str(REPO / "train.py"), "--preset", "tiny", "--data-dir", str(data),
+           "--base-model", str(base), "--model-dir", str(out / "model"), "--output-dir", str(root / "run")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"root": root, "base": base, "data": data, "out": out, "stderr": proc.stderr}

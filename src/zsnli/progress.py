@@ -65,6 +65,9 @@ def predict_logits(nli, premises: Sequence[str], hypotheses: Sequence[str], desc
                    token_budget: int | None = None) -> np.ndarray:
     """``nli.predict_logits(premises, hypotheses)`` with progress: float32 ``[N, C]`` in input order.
 
+    Progress is counted in tokens (pairs x their batch's longest length), so
+    the remaining time is estimated fairly although the longest pairs run first.
+
     The pairs are planned into the same length-sorted batches as
     `zsnli.scoring.NliModel.predict_logits` (`zsnli.scoring.plan_batches`
     under the same token budget) and each batch is passed to it on its own,
@@ -87,8 +90,10 @@ def predict_logits(nli, premises: Sequence[str], hypotheses: Sequence[str], desc
     if unfit:  # let the model raise its own ValueError for the first one
         nli.predict_logits([premises[list(hypotheses).index(unfit[0])]], [unfit[0]])
     lengths = [len(e) for e in nli.encode(premises, hypotheses)]
-    with progress(n, desc) as advance:
-        for idx in plan_batches(lengths, budget):
+    batches = plan_batches(lengths, budget)
+    cost = [len(idx) * max(lengths[i] for i in idx) for idx in batches]  # tokens: the longest pairs come first
+    with progress(sum(cost), f"{desc} ({n} pairs)", unit="tokens") as advance:
+        for idx, tokens in zip(batches, cost):
             out[idx] = nli.predict_logits([premises[i] for i in idx], [hypotheses[i] for i in idx], token_budget=budget)
-            advance(len(idx))
+            advance(tokens)
     return out

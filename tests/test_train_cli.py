@@ -1,0 +1,96 @@
+"""train.py's command line: every user mistake is one line naming the flag, exit 2, before torch or data."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Runs train.py as `python train.py ...` does, then reports whether torch was imported.
+_PROBE = (
+    "import runpy, sys\n"
+    "sys.argv = sys.argv[1:]\n"
+    "code = 0\n"
+    "try:\n"
+    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "except SystemExit as exc:\n"
+    "    code = exc.code\n"
+    "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
+    "sys.exit(code)\n"
+)
+
+
+def run_train_py(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _PROBE, str(ROOT / "train.py"), *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
+@pytest.fixture
+def places(tmp_path, bert_dir):
+    (tmp_path / "empty").mkdir()
+    manifestless = tmp_path / "m" / "model"
+    manifestless.mkdir(parents=True)
+    (manifestless / "config.json").write_text("{}")
+    return {"none": str(tmp_path / "absent"), "empty": str(tmp_path / "empty"), "base": str(bert_dir),
+            "manifestless": str(manifestless), "shipped": str(ROOT / "model")}
+
+
+MISTAKES = [
+    (["--preset", "tiny"], "--base-model"),
+    (["--preset", "tiny", "--base-model", "{empty}", "--data-dir", "{empty}"], "--base-model"),
+    (["--preset", "minilm-cpu", "--data-dir", "{none}"], "--data-dir"),
+    (["--preset", "tiny", "--base-model", "{base}", "--data-dir", "{empty}"], "--data-dir"),
+    (["--preset", "bogus"], "--preset"),
+    (["--max-steps", "0"], "--max-steps"),
+    (["--lr", "nan"], "--lr"),
+    (["--batch-size", "x"], "--batch-size"),
+    (["calibrate", "--model-dir", "{none}"], "--model-dir"),
+    (["calibrate", "--model-dir", "{empty}"], "--model-dir"),
+    (["calibrate", "--model-dir", "{manifestless}"], "--manifest-dir"),
+    (["calibrate", "--model-dir", "{shipped}", "--dev-examples", "{none}"], "--dev-examples"),
+    (["calibrate", "--model-dir", "{shipped}", "--dev-examples", str(ROOT / "dev" / "zsc" / "x.jsonl")],
+     "--dev-examples"),
+    (["calibrate", "--model-dir", "{shipped}", "--out", "{none}/c.json"], "--out"),
+    (["calibrate", "--model-dir", "{shipped}", "--data-dir", "{none}"], "--data-dir"),
+    (["calibrate", "--tasks", "-3"], "--tasks"),
+    (["evaluate", "--model-dir", "{shipped}", "--data-dir", "{empty}"], "--data-dir"),
+    (["evaluate", "--model-dir", "{manifestless}", "--update-manifest"], "--manifest-dir"),
+    (["verify", "--model-dir", "{none}"], "--model-dir"),
+    (["verify", "--model-dir", "{shipped}", "--manifest", "{none}"], "--manifest"),
+]
+
+
+@pytest.mark.parametrize("args, flag", MISTAKES, ids=[" ".join(a) for a, _ in MISTAKES])
+def test_a_mistake_is_one_line_naming_the_flag_before_torch(args, flag, places, tmp_path):
+    proc = run_train_py([a.format(**places) for a in args], cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and flag in lines[0] and "error" in lines[0], proc.stderr
+    assert proc.stdout.strip() == "no torch"
+
+
+def test_missing_data_says_what_is_needed_and_how_to_get_it(places, tmp_path):
+    line = run_train_py(["--preset", "minilm-cpu", "--data-dir", places["none"]], cwd=tmp_path).stderr
+    assert "JSONL" in line and "premise, hypothesis, label" in line
+    assert "--preset deberta-v3-base" in line and "pinned revisions" in line
+
+
+def test_calibrate_defaults_to_the_repositorys_dev_set_and_model(tmp_path):
+    from zsnli.train_cli import build_parser
+
+    args = build_parser().parse_args(["calibrate"])
+    assert Path(args.dev_examples).resolve() == (ROOT / "dev" / "zeroshot_dev.jsonl").resolve()
+    assert Path(args.model_dir).resolve() == (ROOT / "model").resolve()
+    assert build_parser().parse_args(["train"]).model_dir is None  # filled in as runs/<preset>/model
+
+
+def test_tiny_example_from_the_help_runs(tiny_run):
+    """The documented tiny example is what the `tiny_run` fixture runs (conftest): exit 0, a verified model."""
+    from zsnli.manifest import verify_model_dir
+
+    out = tiny_run["out"]
+    assert verify_model_dir(out / "model", out / "training_manifest.json")
