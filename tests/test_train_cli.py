@@ -94,3 +94,25 @@ def test_tiny_example_from_the_help_runs(tiny_run):
 
     out = tiny_run["out"]
     assert verify_model_dir(out / "model", out / "training_manifest.json")
+
+
+def test_long_sequence_warning_is_quieted(bert_dir, caplog):
+    """Texts measured or clipped in full log "Token indices sequence length ..."; train.py drops that line only."""
+    import logging
+
+    from transformers import AutoTokenizer
+
+    from zsnli import train_cli
+
+    long_text = "the team won " * 100
+    AutoTokenizer.from_pretrained(bert_dir)(long_text)
+    assert "Token indices sequence length" in caplog.text  # the noise exists
+    caplog.clear()
+    logger = logging.getLogger("transformers.tokenization_utils_base")
+    try:
+        train_cli._quiet_known_noise()
+        AutoTokenizer.from_pretrained(bert_dir)(long_text)
+        logger.warning("another warning")
+        assert "Token indices sequence length" not in caplog.text and "another warning" in caplog.text
+    finally:
+        logger.removeFilter(train_cli._drop_long_sequence_warning)

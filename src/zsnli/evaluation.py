@@ -7,8 +7,8 @@ server loads it) on every full validation and test source of a preset,
 with progress (`zsnli.progress`). `zsnli.manifest.record_evaluation`
 stores its figures in the manifest.
 
-May import numpy, `zsnli.nli_data`, `zsnli.manifest`, `zsnli.progress` and,
-inside functions, `zsnli.scoring` (torch).
+May import numpy, `zsnli.nli_data`, `zsnli.presets`, `zsnli.manifest`,
+`zsnli.progress` and, inside functions, `zsnli.scoring` (torch).
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ rows without a gold label) -> remove exact duplicate (premise, hypothesis)
 pairs across all sources -> take a seeded calibration hold-out grouped by
 premise, so that no premise is on both sides. Every step's counts are kept
 for the training manifest.
+
+May import the standard library, `zsnli.manifest` (file hashes) and, inside
+`load_source` for hub sources only, ``datasets``.
 """
 
 from __future__ import annotations
