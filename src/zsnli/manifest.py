@@ -361,9 +361,10 @@ def calibration_sources(
                          "licence": "written by the zsnli team (original text)",
                          "role": "calibration: choice of scoring rule, correction, embedding weight, temperature"})
     if embedding_sha256:
-        declared.append({"name": "all-MiniLM-L6-v2-embeddings", "kind": "model",
+        declared.append({"name": "all-MiniLM-L6-v2-embeddings", "kind": "model", "path": "model/" + EMBEDDING_SUBDIR,
                          "id": embedding_id, "sha256": embedding_sha256,
-                         "licence": "Apache-2.0", "role": "serving: cosine term of the score"})
+                         "licence": EMBEDDING_ARTIFACT["licence"], "source": EMBEDDING_ARTIFACT["source"],
+                         "role": "serving: cosine term of the score; " + EMBEDDING_ARTIFACT["role"]})
     return declared
 
 
