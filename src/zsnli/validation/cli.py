@@ -258,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] == "compare":
             return compare_main(argv[1:], console, progress)
+        if argv and argv[0] in ("bakeoff", "gate"):
+            from zsnli.validation import bakeoff_cli
+
+            return (bakeoff_cli.bakeoff_main if argv[0] == "bakeoff" else bakeoff_cli.gate_main)(argv[1:], console)
         return selfcheck_main(argv, console, progress)
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]")

@@ -1,0 +1,110 @@
+"""``python validate.py gate REPORT.json --baseline baselines/main.json``: fail on regressions against a baseline.
+
+For every arm of the baseline report, the new report must hold an arm of
+the same name that ran, and:
+
+1. mean macro-F1 over datasets dropped by at most ``max_f1_drop``;
+2. mean ECE over datasets rose by at most ``max_ece_rise``;
+3. every declared slice of the baseline arm (n >= min support, see
+   `bakeoff_analysis`) fell further behind the arm's own accuracy by at most
+   ``max_slice_drop``: (arm accuracy - slice accuracy) now, minus the same gap
+   in the baseline.
+
+Reports over different examples (sha256) or protocol settings are not
+comparable: that is a violation too. Condition 3 is what catches a change
+that lifts the averages while one group of documents loses ground.
+
+Imports: the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MAX_F1_DROP = 0.02
+DEFAULT_MAX_ECE_RISE = 0.02
+DEFAULT_MAX_SLICE_DROP = 0.05
+
+
+class GateInputError(ValueError):
+    """A report or baseline file is missing, not JSON, or not a bake-off report."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One failed condition: arm, what (macro_f1 | ece | slice KEY | arm | examples | protocol), both numbers."""
+
+    arm: str
+    what: str
+    baseline: Any
+    current: Any
+    limit: float | None
+    message: str
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """Read a bake-off JSON report; raises ``GateInputError`` with a one-line reason."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GateInputError(f"cannot read {p}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise GateInputError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
+        raise GateInputError(f"{p}: not a bake-off report (no 'arms' list); write one with validate.py bakeoff --report")
+    return data
+
+
+def _arm_checks(name: str, old: dict, new: dict, f1_drop: float, ece_rise: float, slice_drop: float) -> list[Violation]:
+    out = []
+    om, nm = old["scores"]["means"], new["scores"]["means"]
+    if nm["macro_f1"] < om["macro_f1"] - f1_drop:
+        out.append(Violation(name, "macro_f1", om["macro_f1"], nm["macro_f1"], f1_drop,
+                             f"{name}: macro-F1 {om['macro_f1']:.4f} -> {nm['macro_f1']:.4f} "
+                             f"(drop {om['macro_f1'] - nm['macro_f1']:.4f} > {f1_drop})"))
+    if nm["ece"] > om["ece"] + ece_rise:
+        out.append(Violation(name, "ece", om["ece"], nm["ece"], ece_rise,
+                             f"{name}: ECE {om['ece']:.4f} -> {nm['ece']:.4f} (rise {nm['ece'] - om['ece']:.4f} > {ece_rise})"))
+    new_slices = new.get("declared_slices") or {}
+    for key, s in sorted((old.get("declared_slices") or {}).items()):
+        cur = new_slices.get(key)
+        if cur is None:
+            out.append(Violation(name, f"slice {key}", s["gap"], None, slice_drop,
+                                 f"{name}: declared slice {key} (n={s['n']}) missing from the report"))
+        elif cur["gap"] > s["gap"] + slice_drop:
+            out.append(Violation(name, f"slice {key}", s["gap"], cur["gap"], slice_drop,
+                                 f"{name}: slice {key} behind the arm's accuracy by {s['gap']:+.4f} -> {cur['gap']:+.4f} "
+                                 f"(accuracy {s['accuracy']:.4f} -> {cur['accuracy']:.4f}, n={cur['n']}; "
+                                 f"lost {cur['gap'] - s['gap']:.4f} > {slice_drop})"))
+    return out
+
+
+def compare_reports(report: dict, baseline: dict, max_f1_drop: float = DEFAULT_MAX_F1_DROP,
+                    max_ece_rise: float = DEFAULT_MAX_ECE_RISE,
+                    max_slice_drop: float = DEFAULT_MAX_SLICE_DROP) -> list[Violation]:
+    """Every violation of the three conditions (module docstring) over the baseline's arms; [] means pass."""
+    out: list[Violation] = []
+    old_ex, new_ex = baseline.get("examples", {}).get("sha256"), report.get("examples", {}).get("sha256")
+    if old_ex != new_ex:
+        out.append(Violation("*", "examples", old_ex, new_ex, None,
+                             f"examples differ (sha256 {str(old_ex)[:12]} -> {str(new_ex)[:12]}): not comparable"))
+    old_pr = (baseline.get("protocol") or {}).get("settings")
+    new_pr = (report.get("protocol") or {}).get("settings")
+    if old_pr != new_pr:
+        out.append(Violation("*", "protocol", old_pr, new_pr, None, f"protocol settings differ: {old_pr} -> {new_pr}"))
+    current = {a["name"]: a for a in report["arms"]}
+    for old in baseline["arms"]:
+        name = old["name"]
+        if old.get("error"):
+            continue  # nothing to hold the arm to
+        new = current.get(name)
+        if new is None or new.get("error"):
+            why = "missing from the report" if new is None else f"failed: {new['error']}"
+            out.append(Violation(name, "arm", "ran", why, None, f"{name}: {why}"))
+            continue
+        out.extend(_arm_checks(name, old, new, max_f1_drop, max_ece_rise, max_slice_drop))
+    return out
