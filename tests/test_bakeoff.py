@@ -19,7 +19,7 @@ from zsnli.manifest import hash_model_dir
 from zsnli.validation.bakeoff_analysis import coverage_curve, pick_within
 from zsnli.validation.bakeoff_runner import run_arm
 from zsnli.validation.cli import main
-from zsnli.validation.examples import Example, load_examples
+from zsnli.harness.examples import Example, load_examples
 from zsnli.validation.protocol import ProtocolError, make_plan
 from zsnli.validation.regression_gate import compare_reports
 from zsnli.validation.slices import declared_groups, discovered_groups, findings, read_metadata, score_slices

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from zsnli.validation.analysis import all_slices, escalation, length_bucket, worst_slices
-from zsnli.validation.arms import parse_arm
+from zsnli.validation.compare_arms import parse_arm
 from zsnli.harness.examples import Example, dataset_classes
 from zsnli.validation.report import receipt
 from zsnli.validation.scorecards import RowOutcome, score_examples

@@ -80,10 +80,10 @@ class ServedArm(Arm):
     def setup(self) -> None:
         import httpx
 
-        from zsnli.validation.server import ServerError, ServerProcess, get_health
+        from zsnli.harness.server import ServerError, ServerProcess, get_health
 
         if self.model_dir is not None:
-            from zsnli.validation.arms import model_dir_identity
+            from zsnli.validation.compare_arms import model_dir_identity
 
             if not self.model_dir.is_dir():
                 raise ArmError(f"{self.name}: model directory not found: {self.model_dir}")
@@ -106,8 +106,8 @@ class ServedArm(Arm):
         self._client = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=30.0))
 
     def predict_proba(self, texts: Sequence[str], labels: Sequence[str]) -> np.ndarray:
-        from zsnli.validation.client import check_answer
-        from zsnli.validation.examples import Example
+        from zsnli.harness.load import check_answer
+        from zsnli.harness.examples import Example
 
         if self._client is None:
             raise ArmError(f"{self.name}: predict_proba before setup")

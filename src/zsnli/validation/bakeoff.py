@@ -23,7 +23,7 @@ from rich.markup import escape
 from zsnli import __version__
 from zsnli.metrics import HEADLINE_METRIC, reliability_bins
 from zsnli.validation.analysis import DEFAULT_MIN_SLICE_N, DEFAULT_TARGET_ACCURACY, escalation, worst_slices
-from zsnli.validation.arms import ArmOptions, ArmRun, ArmSpec, run_arm
+from zsnli.validation.compare_arms import ArmOptions, ArmRun, ArmSpec, run_arm
 from zsnli.harness.examples import DEFAULT_EXAMPLES, load_examples
 from zsnli.harness.stats import latency_summary, per_second
 from zsnli.validation.report import receipt, receipt_payload, render_html, reliability_png

@@ -23,7 +23,7 @@ import numpy as np
 from zsnli.metrics import reliability_bins
 from zsnli.validation.analysis import escalation
 from zsnli.validation.bakeoff_runner import MiB, ArmResult, fit_column, latency
-from zsnli.validation.examples import Example, dataset_classes
+from zsnli.harness.examples import Example, dataset_classes
 from zsnli.validation.scorecards import score_examples
 from zsnli.validation.slices import findings, score_slices
 

@@ -119,7 +119,7 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
     from zsnli.validation.suite_bakeoff import BakeoffOptions, run_bakeoff
     from zsnli.validation.bakeoff_html import render_bakeoff_html
     from zsnli.validation.cli import _scrub, _write_json
-    from zsnli.validation.examples import ExamplesError
+    from zsnli.harness.examples import ExamplesError
     from zsnli.validation.protocol import ProtocolError
     from zsnli.validation.suite import SuiteError, load_suite
 

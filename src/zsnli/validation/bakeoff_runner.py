@@ -36,7 +36,7 @@ import numpy as np
 
 from zsnli.arms import build_arm
 from zsnli.arms.zero_shot import vmhwm_bytes
-from zsnli.validation.examples import Example
+from zsnli.harness.examples import Example
 from zsnli.validation.protocol import Plan
 from zsnli.validation.suite import ArmEntry
 

@@ -189,7 +189,7 @@ def selfcheck_main(argv: Sequence[str], console, progress: bool) -> int:
 
 
 def compare_main(argv: Sequence[str], console, progress: bool) -> int:
-    from zsnli.validation.arms import ArmOptions, parse_arm
+    from zsnli.validation.compare_arms import ArmOptions, parse_arm
     from zsnli.validation.bakeoff import CompareOptions, print_compare, run_compare
     from zsnli.validation.report import render_html
 

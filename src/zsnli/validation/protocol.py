@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from zsnli.validation.examples import Example
+from zsnli.harness.examples import Example
 
 PROTOCOLS = ("auto", "split", "kfold", "loo")
 DEFAULT_TRAIN_FRACTION = 0.5

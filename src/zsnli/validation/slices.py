@@ -32,7 +32,7 @@ import numpy as np
 
 from zsnli.metrics import wilson_interval
 from zsnli.validation.analysis import length_bucket
-from zsnli.validation.examples import Example
+from zsnli.harness.examples import Example
 
 FORMAT_FIELDS = ("id", "dataset", "text", "labels", "label")
 DEFAULT_MIN_SUPPORT = 10

@@ -20,7 +20,7 @@ from zsnli.manifest import sha256_file
 from zsnli.metrics import HEADLINE_METRIC
 from zsnli.validation.bakeoff_analysis import arm_entry, leaderboard, pick_within
 from zsnli.validation.bakeoff_runner import DEFAULT_WARMUPS, class_counts, run_arms
-from zsnli.validation.examples import load_examples
+from zsnli.harness.examples import load_examples
 from zsnli.validation.protocol import describe, make_plan
 from zsnli.validation.report import receipt
 from zsnli.validation.slices import declared_groups, discovered_groups, read_metadata
