@@ -36,7 +36,7 @@ def make_set(name="s", n=60, hyps=("This text is about sport.", "This text is ab
 
 def test_candidates_grid():
     cands = sel.candidates()
-    assert len(cands) == 3 * 2 * 8 * 2 and len({c.label for c in cands}) == len(cands)
+    assert len(cands) == 3 * 2 * len(sel.EMBEDDING_WEIGHTS) * 2 and len({c.label for c in cands}) == len(cands)
     cfg = sel.Candidate("entailment_logprob", True, 20.0, "t0*K^b").config(1.5, -0.2, "abc")
     assert cfg == ScoringConfig("entailment_logprob", 1.5, -0.2, "N/A", 20.0, "abc")
     assert sel.Candidate("entailment", False, 0.0, "global").config(2, 0, "abc").embedding_sha256 is None
@@ -205,6 +205,8 @@ def test_cli_writes_calibration_and_sources(tmp_path, tiny_model_dir, monkeypatc
     assert set(doc["selection"]["negation_pairs"]["out_of_fold"]) == {"zsc-dev/offish", "zsc-dev/spamish"}
     assert doc["selection"]["public_report"]["note"].startswith("reporting only")
     assert len(out.read_bytes()) < 200_000
+    table_md = selection_cli.quality_markdown(doc)
+    assert "| zsc-dev/topic |" in table_md and "| public 500 (reporting only)" in table_md
     entries = [s for s in json.loads(sources.read_text())["sources"] if s["role"] == "selection"]
     assert [e["name"] for e in entries] == ["zsc-dev:offish", "zsc-dev:spamish", "zsc-dev:topic"]
     assert entries[0]["licence"] == "CC BY 4.0" and len(entries[0]["sha256"]) == 64

@@ -177,11 +177,11 @@ cached in ~20 minutes on the 2-core dev CPU (measured: airline_sentiment, 300 ro
 
 def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: str | Path,
                max_rows: int = DEFAULT_MAX_ROWS, max_rows_for: dict[str, int] | None = None, seed: int = 0,
-               threads: int | None = None) -> dict[str, CachedSet]:
+               threads: int | None = None, device: str = "cpu") -> dict[str, CachedSet]:
     """Compute every ``(group, dataset)`` job not cached under its current key; return all, keyed ``group/name``.
 
-    The model and encoder are loaded only when something is missing. Each dataset is subsampled with
-    `stratified_subsample` to ``max_rows_for.get(name, max_rows)`` rows and written as soon as it is done.
+    The model and encoder are loaded on ``device`` (fp32) only when something is missing. Each dataset
+    is subsampled with `stratified_subsample` to ``max_rows_for.get(name, max_rows)`` rows and written as soon as it is done.
     """
     max_rows_for = DEFAULT_MAX_ROWS_FOR if max_rows_for is None else max_rows_for
     model_dir = Path(model_dir)
@@ -198,7 +198,7 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
         cached = load_cached(out, group, full.name, key)
         if cached is None:
             if nli is None:
-                nli, encoder = _load_models(model_dir, emb_dir, threads)
+                nli, encoder = _load_models(model_dir, emb_dir, threads, device)
             ds = stratified_subsample(full, n, seed)
             start = time.perf_counter()
             arrays = compute_set(ds, nli, encoder)
@@ -211,7 +211,7 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
     return result
 
 
-def _load_models(model_dir: Path, emb_dir: Path, threads: int | None):
+def _load_models(model_dir: Path, emb_dir: Path, threads: int | None, device: str):
     import torch
 
     from .embedding import SentenceEncoder
@@ -219,7 +219,7 @@ def _load_models(model_dir: Path, emb_dir: Path, threads: int | None):
 
     if threads:
         torch.set_num_threads(threads)
-    return NliModel.load(model_dir, device="cpu"), SentenceEncoder(emb_dir)
+    return NliModel.load(model_dir, device=device, dtype="float32"), SentenceEncoder(emb_dir, device=device)
 
 
 def _parse_overrides(items: Sequence[str]) -> dict[str, int]:
@@ -246,6 +246,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="subsample seed (default 0)")
     p.add_argument("--only", action="append", default=[], help="only these dataset names (repeatable)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--device", default="cpu", help="torch device for the models, e.g. cuda (default cpu; fp32 either way)")
     return p
 
 
@@ -275,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"score_cache: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    fill_cache(jobs, args.out, args.model_dir, args.max_rows, overrides, args.seed, args.threads)
+    fill_cache(jobs, args.out, args.model_dir, args.max_rows, overrides, args.seed, args.threads, args.device)
     return 0
 
 

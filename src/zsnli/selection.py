@@ -41,7 +41,8 @@ from .negation import NegationRule, negation_pair, negation_probabilities, pair_
 from .score_cache import CONTENT_FREE_PREMISE, CachedSet
 from .scoring import RULES, ScoringConfig, label_probabilities, scores_from_logits
 
-EMBEDDING_WEIGHTS = (0.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0)
+EMBEDDING_WEIGHTS = (0.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
+"""The grid of issue 12 (0-40) widened to 60 and 80 after the first run chose w = 40, its upper edge."""
 TEMPERATURE_FORMS = ("global", "t0*K^b")
 ROBUSTNESS_MARGIN = 10.0
 """Points below embedding similarity a dataset may fall before the penalty applies (issue 12's target)."""
@@ -77,7 +78,7 @@ class Candidate:
 
 
 def candidates(weights: Sequence[float] = EMBEDDING_WEIGHTS) -> list[Candidate]:
-    """Every rule x content-free off/on x weight x temperature form (3 x 2 x 8 x 2 = 96 by default)."""
+    """Every rule x content-free off/on x weight x temperature form (3 x 2 x 10 x 2 = 120 by default)."""
     return [Candidate(r, cf, float(w), form) for r in RULES for cf in (False, True) for w in weights
             for form in TEMPERATURE_FORMS]
 
@@ -200,17 +201,30 @@ def fit_temperature(p: Packed, weights: np.ndarray, form: str) -> tuple[float, f
 
     if form not in TEMPERATURE_FORMS:
         raise ValueError(f"unknown temperature form {form!r}; expected one of {TEMPERATURE_FORMS}")
-    keep = weights > 0
-    sub = Packed(p.scores[keep], p.mask[keep], p.classes[keep], p.k[keep], p.gold[keep], p.gold_classes[keep],
-                 p.n_classes)
-    w = weights[keep]
+    buckets = _buckets(p, weights)
+
+    def value_grad(log_t0: float, b: float) -> tuple[float, np.ndarray]:
+        parts = [nll_and_grad(sub, w, log_t0, b) for sub, w in buckets]
+        return sum(v for v, _ in parts), np.sum([g for _, g in parts], axis=0)
+
     if form == "global":
-        res = minimize_scalar(lambda x: nll_and_grad(sub, w, x, 0.0)[0], bounds=LOG_T_BOUNDS, method="bounded",
+        res = minimize_scalar(lambda x: value_grad(x, 0.0)[0], bounds=LOG_T_BOUNDS, method="bounded",
                               options={"xatol": 1e-4})
         return math.exp(float(res.x)), 0.0
-    res = minimize(lambda x: nll_and_grad(sub, w, x[0], x[1]), x0=[0.0, 0.0], jac=True, method="BFGS")
+    res = minimize(lambda x: value_grad(x[0], x[1]), x0=[0.0, 0.0], jac=True, method="BFGS")
     log_t0, b = np.clip(res.x, [LOG_T_BOUNDS[0], K_EXPONENT_BOUNDS[0]], [LOG_T_BOUNDS[1], K_EXPONENT_BOUNDS[1]])
     return math.exp(float(log_t0)), float(b)
+
+
+def _buckets(p: Packed, weights: np.ndarray) -> list[tuple[Packed, np.ndarray]]:
+    """The rows with weight > 0, grouped by K and cut to K columns (no padding work in the fit)."""
+    out = []
+    for k in np.unique(p.k[weights > 0]):
+        rows = (weights > 0) & (p.k == k)
+        kk = int(k)
+        out.append((Packed(p.scores[rows, :kk], p.mask[rows, :kk], p.classes[rows, :kk], p.k[rows], p.gold[rows],
+                           p.gold_classes[rows], p.n_classes), weights[rows]))
+    return out
 
 
 # --------------------------------------------------------------------------- fast figures

@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 SELECTION_ROLE = "selection"
 TARGETS = {"mean_over_embedding": 3.0, "max_below_embedding": 10.0, "max_ece": 0.08}
 """Issue 12's targets, out of fold on zsc-dev."""
+PUBLIC_MAX_ROWS = 1_000_000
+"""The public examples are reported in full (no subsample)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -135,7 +137,7 @@ def final_negation(sets: dict[str, CachedSet], grid: sel.Grid, final: int) -> tu
 def public_report(path: Path, args, configs: dict[str, ScoringConfig]) -> dict[str, Any]:
     """Figures on ``path`` (examples format) for each config and embedding similarity. REPORTING ONLY."""
     sets = fill_cache([("public", ds) for ds in read_examples(path).values()], args.cache, args.model_dir,
-                      max_rows=10**9, threads=args.threads)
+                      max_rows=PUBLIC_MAX_ROWS, threads=args.threads)
     out: dict[str, Any] = {"file": str(path), "sha256": sha256_file(path), "note": "reporting only; never used for a choice"}
     arms = {name: (lambda cs, c=cfg: sel.served_probabilities(cs, c)) for name, cfg in configs.items()}
     arms["embedding_similarity"] = sel.embedding_probabilities
@@ -175,6 +177,27 @@ def write_data_sources(path: Path, zsc: dict[str, Any], sets: dict[str, CachedSe
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def cached_grid(cache_dir: Path, sets: dict[str, CachedSet], cands: Sequence[sel.Candidate]) -> sel.Grid:
+    """`selection.evaluate_grid`, memoised in ``<cache>/selection_grid.pkl`` under a key of the cached
+    sets' keys, the candidates and the selection constants (so a rerun, e.g. to add --report-public, is quick)."""
+    import hashlib
+    import pickle
+
+    key = hashlib.sha256(json.dumps([sorted((n, cs.meta["key"]) for n, cs in sets.items()), [c.label for c in cands],
+                                     sel.LOG_T_BOUNDS, sel.K_EXPONENT_BOUNDS], sort_keys=True).encode()).hexdigest()
+    path = Path(cache_dir) / "selection_grid.pkl"
+    if path.is_file():
+        with open(path, "rb") as handle:
+            stored = pickle.load(handle)
+        if stored.get("key") == key:
+            return stored["grid"]
+    grid = sel.evaluate_grid(sets, cands, log=logger.info)
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        pickle.dump({"key": key, "grid": grid}, handle)
+    return grid
+
+
 def run(args) -> dict[str, Any]:
     """The whole procedure; returns the calibration document (also written to ``args.out``)."""
     from .embedding import default_embedding_dir, embedding_digest
@@ -182,7 +205,7 @@ def run(args) -> dict[str, Any]:
     sets, zsc = load_dev(args)
     digest = embedding_digest(default_embedding_dir(args.model_dir))
     cands = sel.candidates()
-    grid = sel.evaluate_grid(sets, cands, log=logger.info)
+    grid = cached_grid(args.cache, sets, cands)
     oof = sel.leave_one_out(grid)
     final = sel.choose_on_all(grid)
     chosen = cands[final].config(*grid.full_temps[final], digest)
@@ -229,6 +252,9 @@ def selection_block(sets, grid: sel.Grid, oof, final: int, rows, negation, neg_r
         "chosen_in_sample_mean_normalised": round(float(np.mean(grid.full_norm[final])), 2),
         "out_of_fold_choices": {n: rows[n]["chosen_without_it"] for n in grid.names},
         "decided_by": dev_files(sets),
+        "decisions": {"chosen: rule, content-free correction, embedding weight, temperature form, t0 and b": sorted(sets),
+                      "negation_pairs: whether the negation rule is used, its variant and T_neg":
+                          sorted(n for n in sets if sel.is_negation_set(sets[n]))},
         "out_of_fold": rows,
         "summary": {"zsc-dev": summarise(rows, "zsc-dev/"), "dev": summarise(rows, "dev/"), "all": summarise(rows, "")},
         "targets": TARGETS,
@@ -237,6 +263,32 @@ def selection_block(sets, grid: sel.Grid, oof, final: int, rows, negation, neg_r
                            "mean_normalised_main_only": round(float(np.mean(main_neg)), 2) if neg_rows else None,
                            "fitted_on_all": None if neg_rule is None else vars(neg_rule), "fit": neg_fit},
     }
+
+
+def quality_markdown(doc: dict[str, Any]) -> str:
+    """The README quality tables (out-of-fold per dataset, summaries, public report) from a calibration document."""
+    sel_doc = doc["selection"]
+    lines = ["| dataset | chosen without it | ours macro-F1 | ours ECE | ours normalised | "
+             "embedding macro-F1 | embedding ECE | embedding normalised |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in sel_doc["out_of_fold"].items():
+        o, e = r["ours"], r["embedding"]
+        lines.append(f"| {name} | {r['chosen_without_it']} | {o['macro_f1']:.3f} | {o['ece']:.3f} | {o['normalised']:.1f} | "
+                     f"{e['macro_f1']:.3f} | {e['ece']:.3f} | {e['normalised']:.1f} |")
+    lines += ["", "| out of fold | datasets | ours macro-F1 | embedding macro-F1 | ours ECE mean / max | embedding ECE mean | "
+              "ours normalised | embedding normalised | worst below embedding |", "|---|---|---|---|---|---|---|---|---|"]
+    for group, s in sel_doc["summary"].items():
+        lines.append(f"| {group} | {s['datasets']} | {s['ours_macro_f1']:.3f} | {s['embedding_macro_f1']:.3f} | "
+                     f"{s['ours_ece_mean']:.3f} / {s['ours_ece_max']:.3f} | {s['embedding_ece_mean']:.3f} | "
+                     f"{s['ours_normalised']:.1f} | {s['embedding_normalised']:.1f} | "
+                     f"{s['worst_below_embedding']:.1f} ({s['worst_dataset']}) |")
+    pub = sel_doc.get("public_report")
+    if pub:
+        lines += ["", "| public 500 (reporting only) | macro-F1 | ECE | normalised |", "|---|---|---|---|"]
+        for arm in ("new_default", "previous_calibration", "embedding_similarity"):
+            if arm in pub:
+                m = pub[arm]["mean"]
+                lines.append(f"| {arm.replace('_', ' ')} | {m['macro_f1']:.3f} | {m['ece']:.3f} | {m['normalised']:.1f} |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
