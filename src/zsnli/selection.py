@@ -421,8 +421,9 @@ def negation_leave_one_out(sets: dict[str, CachedSet], grid: Grid, main_choice: 
 
     For each negation dataset h, each variant's T_neg is fitted on the other negation datasets and the
     variant (or "off": the main candidate chosen without h) is chosen by `objective` on them. Returns
-    ``{"datasets": {h: {"choice": label, "rule": {...} | None, "normalised": x, "main_normalised": y}},
-    "n": count}``; figures come from the served-code paths and `metrics.score_rows`.
+    ``{"datasets": {h: {"choice": "off" | "negation rule", "rule": {...} | None, "scorecard": {...},
+    "main_scorecard": {...}}}, "n": count}`` (scorecards: `metrics.Scorecard.as_dict` of the held-out set
+    with the choice, and with the main candidate alone), computed with the served-code paths.
     """
     variants = list(variants or negation_variants())
     neg_names = [n for n in grid.names if is_negation_set(sets[n])]
