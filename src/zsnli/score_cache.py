@@ -90,7 +90,8 @@ def _stem(group: str, name: str) -> str:
 
 def cache_key(ds: DevSet, group: str, max_rows: int, seed: int, model_digest: str, embedding_digest: str) -> dict[str, Any]:
     """What a cached dataset depends on: any change invalidates it."""
-    return {"version": CACHE_VERSION, "group": group, "name": ds.name, "files": dict(sorted(ds.files.items())),
+    files = {Path(p).name: digest for p, digest in sorted(ds.files.items())}  # by name: the cache follows the data
+    return {"version": CACHE_VERSION, "group": group, "name": ds.name, "files": files,
             "max_rows": int(max_rows), "seed": int(seed), "model_digest": model_digest,
             "embedding_digest": embedding_digest, "content_free_premise": CONTENT_FREE_PREMISE}
 

@@ -150,7 +150,7 @@ def public_report(path: Path, args, configs: dict[str, ScoringConfig]) -> dict[s
 
 def dev_files(sets: dict[str, CachedSet]) -> dict[str, Any]:
     """Per dev dataset: its files' sha256, rows used, and whether it is a negation-pair set."""
-    return {n: {"files": {Path(p).name: d for p, d in cs.meta["key"]["files"].items()}, "rows_used": len(cs),
+    return {n: {"files": cs.meta["key"]["files"], "rows_used": len(cs),
                 "negation_pairs": sel.is_negation_set(cs)} for n, cs in sets.items()}
 
 
