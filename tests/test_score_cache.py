@@ -12,7 +12,7 @@ from test_devsets_negation import write_zsc
 from zsnli import score_cache
 from zsnli.devsets import read_examples, read_zsc_dev
 from zsnli.embedding import SentenceEncoder
-from zsnli.scoring import NliModel
+from zsnli.model import NliModel
 
 
 @pytest.fixture(scope="module")

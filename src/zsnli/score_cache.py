@@ -216,7 +216,7 @@ def _load_models(model_dir: Path, emb_dir: Path, threads: int | None, device: st
     import torch
 
     from .embedding import SentenceEncoder
-    from .scoring import NliModel
+    from .model import NliModel
 
     if threads:
         torch.set_num_threads(threads)

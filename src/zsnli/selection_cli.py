@@ -45,7 +45,7 @@ PUBLIC_MAX_ROWS = 1_000_000
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m zsnli.selection", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="train.py select", description=__doc__.split("\n\n")[0])
     p.add_argument("--zsc-dev-dir", type=Path, default=Path("../shared/data/zsc-dev"))
     p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"))
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE_DIR)

@@ -1,6 +1,8 @@
 """The ``train.py`` command line: parse, check every argument, then run one command.
 
-Commands: ``train`` (the default), ``calibrate``, ``evaluate``, ``verify``.
+Commands: ``train`` (the default), ``calibrate``, ``evaluate``, ``verify``, and
+``select`` (`zsnli.selection_cli`: the leave-one-dataset-out choice of the
+served scoring, which replaces ``chosen`` in ``calibration.json``).
 Every user mistake (an unknown value, a missing file or directory, a preset
 without what it needs) ends as ONE line naming the flag and what is
 accepted, exit status 2, before torch is imported or any data is read.
@@ -9,7 +11,7 @@ match the manifest) are one line too.
 
 May import `zsnli.presets`, `zsnli.manifest`, `zsnli.nli_data` (errors and
 paths only) at module level, and `zsnli.training`, `zsnli.calibration` and
-`zsnli.evaluation` (torch) only inside the command that runs them.
+`zsnli.evaluation`, `zsnli.selection_cli` (torch) only inside the command that runs them.
 """
 
 from __future__ import annotations
@@ -350,6 +352,10 @@ def main(argv: list[str]) -> int:
     0 success; 1 ``verify`` found files that do not match; 2 a user mistake
     (one line on stderr, before any slow work).
     """
+    if argv and argv[0] == "select":  # choose the served scoring by leave-one-dataset-out (its own CLI)
+        from .selection_cli import main as select_main
+
+        return select_main(argv[1:])
     if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
         argv = ["train", *argv]
     args = build_parser().parse_args(argv)
