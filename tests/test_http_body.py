@@ -220,7 +220,7 @@ def test_big_integers_stay_exact():
 
 @pytest.mark.parametrize("text,needle", [
     (b'{"id":NaN}', "NaN"), (b'{"id":1e400}', "out of range"), (b'{"a":', "invalid JSON"),
-    (b"  ", "empty body"), (b"\xff\xfe\xfd", "UTF-8"), (b"[" * 100_000 + b"]" * 100_000, "invalid JSON"),
+    (b"  ", "empty body"), (b"{\"a\":\"\x80\x81\"}", "UTF-8"), (b"[" * 100_000 + b"]" * 100_000, "invalid JSON"),
 ])
 def test_malformed_json_is_400(text, needle):
     err = refused(text, limit=10 ** 6)
