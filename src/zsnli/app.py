@@ -6,11 +6,15 @@ Only HTTP concerns live here: routes, reading and validating the body
 (and framework error) in the one error shape. Classification itself is
 `zsnli.service.ZeroShotClassifier`; the models are in `zsnli.api_types`.
 
-Status codes: 400 malformed body (invalid JSON/UTF-8, empty body), 413 body
-over ``ZSNLI_MAX_BODY_BYTES``, 415 non-JSON content type, 422 schema
-violations (with ``errors``, one entry per problem), 503 loading / queue
-full / timed out (with ``Retry-After``), 500 inference failure or
-non-finite logits (never NaN in a body).
+Status codes: 400 malformed body (invalid JSON or text in its charset, empty
+body; ``invalid_encoding`` when the body is not what its ``Content-Encoding``
+says), 413 body over ``ZSNLI_MAX_BODY_BYTES`` (counted on the wire and after
+decoding gzip/deflate), 415 non-JSON content type, a charset other than
+UTF-8/16/32 or an unsupported ``Content-Encoding`` (field names the header),
+422 schema violations or a key given twice (with ``errors``, one entry per
+problem), 503 loading / queue full / timed out (with ``Retry-After``), 500
+inference failure or non-finite logits (never NaN in a body). A numeric ``id``
+is echoed with the exact text it was sent as.
 
 More routes (a bake-off, ``/metrics``) are added through ``create_app(extend=...)``,
 which gets the app and the service.
@@ -22,27 +26,25 @@ and ``server.py``.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 from contextlib import asynccontextmanager
 from typing import Any, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from . import __version__
+from . import __version__, http_body
 from .api_types import (EXAMPLE_MULTI, EXAMPLE_REQUEST, EXAMPLE_TEMPLATE, ClassifyRequest, ClassifyResponse,
                         ErrorResponse, HealthResponse, LabelError)
 from .config import Settings
 from .docs_assets import install_offline_docs
-from .errors import ApiError, ErrorType
+from .errors import ApiError, ErrorType, error_type_for
 from .service import ZeroShotClassifier, clean_text
-from .startup import ModelLoader, one_line
+from .startup import ModelLoader
 
 logger = logging.getLogger("zsnli")
 
@@ -50,10 +52,14 @@ logger = logging.getLogger("zsnli")
 Extension = Callable[[FastAPI, ZeroShotClassifier], None]
 
 _ERROR_RESPONSES = {
-    400: {"model": ErrorResponse, "description": "Malformed body: invalid JSON or UTF-8, empty body."},
-    413: {"model": ErrorResponse, "description": "Body over ZSNLI_MAX_BODY_BYTES."},
-    415: {"model": ErrorResponse, "description": "Content type is not JSON."},
-    422: {"model": ErrorResponse, "description": "A field is missing or invalid (named in `field`)."},
+    400: {"model": ErrorResponse, "description": "Malformed body: invalid JSON or text in its charset, empty body "
+          "(`invalid_json`); a body that is not what its Content-Encoding says (`invalid_encoding`)."},
+    413: {"model": ErrorResponse, "description": "Body over ZSNLI_MAX_BODY_BYTES, on the wire or after decoding "
+          "its Content-Encoding (gzip, deflate)."},
+    415: {"model": ErrorResponse, "description": "Content type is not JSON, its charset is not UTF-8/16/32, or "
+          "its Content-Encoding is not identity, gzip or deflate (`field` names the header)."},
+    422: {"model": ErrorResponse, "description": "A field is missing or invalid, or a key is given twice "
+          "(named in `field`; one entry per problem in `errors`)."},
     500: {"model": ErrorResponse, "description": "Inference failed for this request (batch fault, non-finite logits)."},
     503: {"model": ErrorResponse, "description": "Loading, queue full or timed out; retry after `Retry-After` s."},
 }
@@ -165,8 +171,12 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         return await service.admitted(lambda: _classify(service, request))
 
 
-async def _classify(service: ZeroShotClassifier, request: Request) -> dict[str, Any]:
-    """Read and validate the body, classify, answer ``{"id", "probabilities"}``."""
+async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
+    """Read and validate the body, classify, answer ``{"id", "probabilities"}``.
+
+    A number ``id`` with a fraction or exponent (a `zsnli.http_body.JsonNumber`) is
+    echoed with the exact text it was sent as (``1e-400`` stays ``1e-400``, not ``0.0``).
+    """
     payload = await read_json_body(request, service.settings.max_body_bytes)
     req, used_alias = parse_classify_request(payload)
     try:
@@ -174,6 +184,9 @@ async def _classify(service: ZeroShotClassifier, request: Request) -> dict[str, 
                                        disconnected=lambda: _wait_disconnect(request))
     except ApiError as exc:
         raise exc.renamed("labels", "candidate_labels") if used_alias else exc
+    if isinstance(payload.get("id"), http_body.JsonNumber):  # echo the id's exact text
+        return Response(http_body.render_json({"id": payload["id"], "probabilities": probs}),
+                        media_type="application/json")
     rid = clean_text(req.id) if isinstance(req.id, str) else req.id
     return {"id": rid, "probabilities": probs}
 
@@ -187,60 +200,24 @@ async def _wait_disconnect(request: Request) -> None:
 
 # --------------------------------------------------------------------------- body
 
-_JSON_TYPES = ("application/json",)
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number out of range: {text[:40]}")
-    return value
-
 
 async def read_json_body(request: Request, limit: int) -> Any:
-    """Read and parse a JSON body of at most ``limit`` bytes (the one place a body is read).
+    """Read and parse a JSON body with `zsnli.http_body.read_json_body` (the one place a body is read).
 
-    Raises ``ApiError``: 415 a content type that is not JSON, 413 over
-    ``limit`` (declared or streamed), 400 client gone mid-body, empty body,
-    invalid UTF-8 or JSON (``NaN``/``Infinity`` and out-of-range numbers included).
+    limit: bytes, applied to the wire body and to the body after ``Content-Encoding``
+    is undone. Raises ``ApiError`` (the `BodyError` through the error table):
+    415 a content type that is not JSON, a charset other than UTF-8/16/32 or an
+    unsupported ``Content-Encoding``; 413 over ``limit`` (declared, streamed or
+    decoded); 400 client gone mid-body, empty body, a body that is not what its
+    ``Content-Encoding`` says (``invalid_encoding``), undecodable text or invalid
+    JSON (``NaN``/``Infinity`` and out-of-range numbers included); 422 a key given
+    twice (with ``errors``, one entry per duplicated path).
     """
-    ctype = request.headers.get("content-type")
-    if ctype is not None:
-        media = ctype.split(";", 1)[0].strip().lower()
-        if media and media not in _JSON_TYPES and not media.endswith("+json"):
-            raise ApiError(ErrorType.UNSUPPORTED_MEDIA_TYPE, f"content type must be application/json, got {media!r} "
-                           "(curl: add -H 'Content-Type: application/json')", "content-type")
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise ApiError(ErrorType.PAYLOAD_TOO_LARGE, f"body is {int(length)} bytes; the limit is {limit}", "body")
-    chunks: list[bytes] = []
-    size = 0
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ApiError(ErrorType.PAYLOAD_TOO_LARGE, f"body exceeds the limit of {limit} bytes", "body")
-            chunks.append(chunk)
-    except ClientDisconnect:
-        raise ApiError(ErrorType.BODY_DISCONNECTED, "client disconnected while sending the body", "body") from None
-    raw = b"".join(chunks)
-    if not raw.strip():
-        raise ApiError(ErrorType.INVALID_JSON, "empty body: send a JSON object with text and labels", "body")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ApiError(ErrorType.INVALID_JSON, f"body is not valid UTF-8 (byte {exc.start})", "body") from None
-    try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-    except json.JSONDecodeError as exc:
-        raise ApiError(ErrorType.INVALID_JSON, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                       "body") from None
-    except (ValueError, RecursionError) as exc:
-        raise ApiError(ErrorType.INVALID_JSON, f"invalid JSON: {one_line(exc)[:200]}", "body") from None
+        return await http_body.read_json_body(request.headers, request.stream(), limit, (ClientDisconnect,))
+    except http_body.BodyError as exc:
+        raise ApiError(error_type_for(exc.error_type, exc.status), exc.message, exc.field,
+                       errors=exc.errors) from None
 
 
 def parse_classify_request(payload: Any) -> tuple[ClassifyRequest, bool]:

@@ -22,6 +22,7 @@ class ErrorType(Enum):
     """``(wire name, HTTP status, carries Retry-After)`` of each kind of error."""
 
     INVALID_JSON = ("invalid_json", 400, False)
+    INVALID_ENCODING = ("invalid_encoding", 400, False)
     BODY_DISCONNECTED = ("disconnected", 400, False)
     NOT_FOUND = ("not_found", 404, False)
     METHOD_NOT_ALLOWED = ("method_not_allowed", 405, False)
@@ -42,6 +43,16 @@ class ErrorType(Enum):
         self.wire = wire
         self.status = status
         self.retry_after = retry_after
+
+
+def error_type_for(wire: str, status: int) -> ErrorType:
+    """The `ErrorType` with this wire name and status (``("disconnected", 400)`` is
+    ``BODY_DISCONNECTED``, ``("disconnected", 499)`` ``CLIENT_GONE``). Raises ``KeyError``
+    for a pair the table does not hold (a raiser that left the table)."""
+    for kind in ErrorType:
+        if kind.wire == wire and kind.status == status:
+            return kind
+    raise KeyError(f"no error type {wire!r} with status {status}")
 
 
 class ApiError(Exception):
