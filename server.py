@@ -3,7 +3,10 @@
 ``uvicorn server:app`` works; ``python server.py`` (what serve.sh runs) also
 sets the exit code: 0 after a drained SIGTERM, 3 when startup is refused
 (a bad setting or a failed startup check, before listening), 1 when the
-model failed to load (`zsnli.serve.main`).
+model failed to load (`zsnli.serve.main`). Only ``python server.py`` runs
+the connection limits of `zsnli.http_protocol` (``ZSNLI_READ_TIMEOUT_S``
+deadline with 408, ``ZSNLI_MAX_CONNECTIONS`` cap, ``ZSNLI_KEEP_ALIVE_S``);
+``uvicorn server:app`` run bare gets neither the read deadline nor the cap.
 
 Runs from a checkout without ``pip install``: the checkout's ``src/`` is put
 first on ``sys.path``, so only the third-party packages are needed.

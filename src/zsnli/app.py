@@ -14,7 +14,11 @@ UTF-8/16/32 or an unsupported ``Content-Encoding`` (field names the header),
 422 schema violations or a key given twice (with ``errors``, one entry per
 problem), 503 loading / queue full / timed out (with ``Retry-After``), 500
 inference failure or non-finite logits (never NaN in a body). A numeric ``id``
-is echoed with the exact text it was sent as.
+is echoed with the exact text it was sent as. Two answers come from the
+connection layer under `zsnli.serve` (`zsnli.http_protocol`), not from here:
+408 ``request_timeout`` when headers and body do not arrive within
+``ZSNLI_READ_TIMEOUT_S`` and 503 ``overloaded`` beyond ``ZSNLI_MAX_CONNECTIONS``;
+a bare ``uvicorn server:app`` has neither.
 
 More routes (a bake-off, ``/metrics``) are added through ``create_app(extend=...)``,
 which gets the app and the service.
@@ -54,6 +58,8 @@ Extension = Callable[[FastAPI, ZeroShotClassifier], None]
 _ERROR_RESPONSES = {
     400: {"model": ErrorResponse, "description": "Malformed body: invalid JSON or text in its charset, empty body "
           "(`invalid_json`); a body that is not what its Content-Encoding says (`invalid_encoding`)."},
+    408: {"model": ErrorResponse, "description": "Headers and body did not arrive within ZSNLI_READ_TIMEOUT_S "
+          "(`request_timeout`; the connection is closed). Served by `python server.py`, not a bare uvicorn."},
     413: {"model": ErrorResponse, "description": "Body over ZSNLI_MAX_BODY_BYTES, on the wire or after decoding "
           "its Content-Encoding (gzip, deflate)."},
     415: {"model": ErrorResponse, "description": "Content type is not JSON, its charset is not UTF-8/16/32, or "
@@ -61,7 +67,8 @@ _ERROR_RESPONSES = {
     422: {"model": ErrorResponse, "description": "A field is missing or invalid, or a key is given twice "
           "(named in `field`; one entry per problem in `errors`)."},
     500: {"model": ErrorResponse, "description": "Inference failed for this request (batch fault, non-finite logits)."},
-    503: {"model": ErrorResponse, "description": "Loading, queue full or timed out; retry after `Retry-After` s."},
+    503: {"model": ErrorResponse, "description": "Loading, queue full, timed out, or more than "
+          "ZSNLI_MAX_CONNECTIONS connections open (`overloaded`); retry after `Retry-After` s."},
 }
 _CLASSIFY_BODY = {
     "requestBody": {

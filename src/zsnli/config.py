@@ -28,6 +28,41 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 #: Values of ``ZSNLI_BACKEND``: torch, or ONNX Runtime on CPU (`zsnli.onnx_model`).
 BACKENDS = ("torch", "onnx-fp32", "onnx-int8")
+#: Values of ``ZSNLI_DTYPE`` (case-insensitive, an optional ``torch.`` prefix); the names
+#: `zsnli.model` resolves (a test keeps the two lists equal).
+DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "half")
+
+#: The valid range, inclusive, of every numeric setting: field -> (low, high). `Settings.validate`
+#: checks it (before the server listens) and the README's configuration table repeats it.
+#: Bounds: the window cap at the largest window `zsnli.scoring` accepts (65536); max_labels
+#: at 4096 so that T(K) = t * K ** b stays finite for every calibration range (`zsnli.scoring`
+#: VALUE_RANGES); times at an hour; sizes where a larger value is a typo, not a plan.
+RANGES: dict[str, tuple[float, float]] = {
+    "max_length": (16, 65536),
+    "token_budget": (1, 1 << 24),
+    "max_batch_wait_ms": (0, 60_000),
+    "max_labels": (1, 4096),
+    "max_body_bytes": (1024, 1 << 30),
+    "max_text_chars": (1, 10_000_000),
+    "queue_capacity_pairs": (2, 100_000_000),
+    "request_timeout_s": (0.01, 3600),
+    "retry_after_s": (1, 3600),
+    "drain_timeout_s": (0, 3600),
+    "torch_threads": (1, 1024),
+    "read_timeout_s": (0.1, 3600),
+    "max_connections": (1, 100_000),
+    "keep_alive_s": (0.1, 3600),
+}
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def range_text(name: str) -> str:
+    """``[low, high]`` of setting field ``name`` as the README and refusals print it."""
+    low, high = RANGES[name]
+    return f"[{_number(low)}, {_number(high)}]"
 
 
 @dataclass(frozen=True)
@@ -64,6 +99,9 @@ class Settings:
     log_level: str = "info"
     backend: str = "torch"
     onnx_cache_dir: str | None = None
+    read_timeout_s: float = 10.0
+    max_connections: int = 512
+    keep_alive_s: float = 5.0
 
     # env var name -> field name
     @staticmethod
@@ -96,15 +134,12 @@ class Settings:
 
     def validate(self) -> None:
         """Raise ``SettingsError`` when limits are inconsistent or out of range."""
-        if self.token_budget is not None and self.token_budget <= 0:
-            raise SettingsError(f"ZSNLI_TOKEN_BUDGET must be > 0, got {self.token_budget!r}")
-        positive = ("max_length", "max_labels", "max_body_bytes", "max_text_chars",
-                    "queue_capacity_pairs", "request_timeout_s", "retry_after_s")
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise SettingsError(f"{self.env_name(name)} must be > 0, got {getattr(self, name)!r}")
-        if self.max_batch_wait_ms < 0 or self.drain_timeout_s < 0:
-            raise SettingsError("ZSNLI_MAX_BATCH_WAIT_MS and ZSNLI_DRAIN_TIMEOUT_S must be >= 0")
+        for name, (low, high) in RANGES.items():
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:
+                raise SettingsError(f"{self.env_name(name)} must be in {range_text(name)}, got {value!r}")
+        if self.dtype is not None and self.dtype.lower().removeprefix("torch.") not in DTYPES:
+            raise SettingsError(f"ZSNLI_DTYPE must be one of {', '.join(DTYPES)} (or unset), got {self.dtype!r}")
         # A request with max_labels labels plus its content-free pairs must fit in an empty queue.
         if self.queue_capacity_pairs < 2 * self.max_labels:
             raise SettingsError(
@@ -172,6 +207,20 @@ def _parse(name: str, default: Any, raw: str) -> Any:
     except ValueError as exc:
         raise SettingsError(f"{env} must be a number, got {raw!r}") from exc
     return text
+
+
+def listen_address(env: Mapping[str, str] | None = None) -> tuple[str, int]:
+    """``(host, port)`` from ``HOST`` (default ``0.0.0.0``) and ``PORT`` (default 8000) in ``env``
+    (default ``os.environ``). Raises ``SettingsError`` (one line) when PORT is not an integer in
+    [1, 65535] or HOST is blank or holds whitespace; nothing is resolved here (no network)."""
+    env = os.environ if env is None else env
+    host = env.get("HOST", "0.0.0.0").strip() or "0.0.0.0"
+    if any(c.isspace() for c in host):
+        raise SettingsError(f"HOST must be a host name or IP address, got {env.get('HOST')!r}")
+    raw = env.get("PORT", "8000").strip() or "8000"
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise SettingsError(f"PORT must be an integer in [1, 65535], got {env.get('PORT')!r}")
+    return host, int(raw)
 
 
 #: ZSNLI_* variables that belong to other tools, not to the server: the benchmark scripts'

@@ -26,6 +26,7 @@ class ErrorType(Enum):
     BODY_DISCONNECTED = ("disconnected", 400, False)
     NOT_FOUND = ("not_found", 404, False)
     METHOD_NOT_ALLOWED = ("method_not_allowed", 405, False)
+    REQUEST_TIMEOUT = ("request_timeout", 408, False)
     PAYLOAD_TOO_LARGE = ("payload_too_large", 413, False)
     UNSUPPORTED_MEDIA_TYPE = ("unsupported_media_type", 415, False)
     VALIDATION = ("validation", 422, False)

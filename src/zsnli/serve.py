@@ -4,19 +4,20 @@
 `serve`; the signal handler starts the service's drain, and the service's
 shutdown hook (an argument, set here) stops uvicorn when loading fails.
 
-May import: uvicorn, `zsnli.app`, `zsnli.config`, `zsnli.service`, `zsnli.startup`.
+May import: uvicorn, `zsnli.app`, `zsnli.config`, `zsnli.http_protocol`, `zsnli.service`,
+`zsnli.startup`.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 
 from fastapi import FastAPI
 
 from .app import Extension, create_app
-from .config import Settings, SettingsError
+from .config import Settings, SettingsError, listen_address
+from .http_protocol import protocol_class
 from .service import ZeroShotClassifier
 from .startup import ModelLoader, one_line
 
@@ -44,16 +45,17 @@ def _quiet_startup_refusal(app: FastAPI):
 def main() -> int:
     """``python server.py``: serve with settings from ``ZSNLI_*``; returns the exit code.
 
-    A setting that does not parse or is out of range is refused like the
-    preflight checks: one line ``refusing to start: <reason>`` on stderr,
+    A setting that does not parse or is out of range (``ZSNLI_*``, ``HOST``,
+    ``PORT``; `zsnli.config.RANGES`) is refused like the preflight checks: one line ``refusing to start: <reason>`` on stderr,
     exit code 3, nothing listens. Otherwise as `serve`.
     """
     try:
         settings = Settings.from_env()
+        host, port = listen_address()
     except SettingsError as exc:
         print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
         return 3
-    return serve(settings)
+    return serve(settings, host, port)
 
 
 def serve(settings: Settings, host: str | None = None, port: int | None = None, *,
@@ -66,13 +68,22 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
     ``Retry-After`` instead of being cancelled, and the log says how many), 3 when a preflight check
     refused to start (manifest mismatch, no entailment label, bad
     calibration, missing model), 1 when loading the model failed.
-    Host and port default to ``$HOST`` (0.0.0.0) and ``$PORT`` (8000).
+    Host and port default to ``$HOST`` (0.0.0.0) and ``$PORT`` (8000)
+    (`zsnli.config.listen_address`; raises ``SettingsError`` on a bad one).
     loader, extend: as `create_app`.
+
+    Connections use `zsnli.http_protocol`: headers and body must arrive within
+    ``ZSNLI_READ_TIMEOUT_S`` (else 408 ``request_timeout`` or a close), at most
+    ``ZSNLI_MAX_CONNECTIONS`` are served at once (more get 503 ``overloaded``),
+    idle keep-alive connections close after ``ZSNLI_KEEP_ALIVE_S``, and at SIGTERM
+    an upload still arriving is answered 503 instead of holding the drain. (A bare
+    ``uvicorn server:app`` gets none of these three.)
     """
     import uvicorn
 
-    host = host or os.environ.get("HOST") or "0.0.0.0"
-    port = int(port or os.environ.get("PORT") or 8000)
+    if host is None or port is None:
+        default_host, default_port = listen_address()
+        host, port = host or default_host, port or default_port
     servers: list[uvicorn.Server] = []
 
     def stop_server() -> None:  # the service's shutdown hook: a failed load stops uvicorn
@@ -82,7 +93,10 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
     service = ZeroShotClassifier(settings, loader, shutdown_hook=stop_server)
     app = create_app(service=service, extend=extend)
     config = uvicorn.Config(_quiet_startup_refusal(app), host=host, port=port, workers=1, lifespan="on",
-                            log_level=settings.log_level, timeout_graceful_shutdown=settings.drain_timeout_s or None)
+                            log_level=settings.log_level, timeout_graceful_shutdown=settings.drain_timeout_s or None,
+                            http=protocol_class(settings.read_timeout_s, settings.max_connections,
+                                                settings.retry_after_s),
+                            timeout_keep_alive=settings.keep_alive_s)
 
     class _Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:  # signal handler: stop admitting, start the drain clock
