@@ -37,6 +37,20 @@ class ScoringConfigError(ValueError):
 # --------------------------------------------------------------------------- config
 
 
+#: Valid range, inclusive, of every numeric value of a `ScoringConfig` (calibration.json's
+#: ``chosen``), checked when one is built, so a bad calibration is refused before the server
+#: listens. Sources: calibration fits ``log t0`` in [-5, 5] (t0 in [0.0067, 148]) and ``b`` in
+#: [-2, 2] (`zsnli.calibration.fit_temperature`), and picks w from 0..40 (`zsnli.calibration.EMBEDDING_WEIGHTS`);
+#: the ranges hold those with room. With K <= 4096 labels (``ZSNLI_MAX_LABELS``' range),
+#: T(K) = t * K ** b lies in [1e-3 * 4096 ** -4, 1e3 * 4096 ** 4] = [3.6e-18, 2.8e17], so
+#: scores / T(K) stays finite for any finite float32 logits (|s| < 1e39: 1e39 / 3.6e-18 < 1e57).
+VALUE_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (1e-3, 1e3),
+    "k_exponent": (-4.0, 4.0),
+    "embedding_weight": (0.0, 1000.0),
+}
+
+
 @dataclass(frozen=True)
 class ScoringConfig:
     """How per-pair logits become per-request probabilities.
@@ -64,12 +78,12 @@ class ScoringConfig:
     def __post_init__(self) -> None:
         if self.rule not in RULES:
             raise ScoringConfigError(f"unknown scoring rule {self.rule!r}; expected one of {RULES}")
-        for name in ("temperature", "k_exponent", "embedding_weight"):
+        for name, (low, high) in VALUE_RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ScoringConfigError(f"{name} must be a finite number, got {value!r}")
-        if self.temperature <= 0:
-            raise ScoringConfigError(f"temperature must be > 0, got {self.temperature!r}")
+            if not low <= value <= high:
+                raise ScoringConfigError(f"{name} must be in [{low:g}, {high:g}], got {value!r}")
         if self.content_free_premise is not None and not isinstance(self.content_free_premise, str):
             raise ScoringConfigError("content_free_premise must be a string or null")
         if self.embedding_weight != 0 and not isinstance(self.embedding_sha256, str):
@@ -98,7 +112,13 @@ class ScoringConfig:
         """The softmax temperature for a request with ``k >= 1`` labels: ``temperature * k ** k_exponent``."""
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        return float(self.temperature) * float(k) ** float(self.k_exponent)
+        try:
+            t = float(self.temperature) * float(k) ** float(self.k_exponent)
+        except ArithmeticError as exc:  # OverflowError of float ** float
+            raise ValueError(f"temperature for K={k} is out of range: {exc}") from None
+        if not math.isfinite(t) or t <= 0:
+            raise ValueError(f"temperature for K={k} is out of range: {t!r}")
+        return t
 
 
 def load_scoring_config(path: str | Path) -> tuple[ScoringConfig, bool]:
@@ -208,10 +228,12 @@ def label_probabilities(
     Returns float64 ``[K]``, each in [0, 1], summing to 1 (max-subtracted
     softmax; one label gives exactly ``[1.0]``).
     Raises ``ValueError`` on an empty or non-1-D input, a shape mismatch, or
-    any non-finite value.
+    any non-finite value, including a temperature or scaled score that
+    overflows (never an ``ArithmeticError``).
     """
     s = combined_scores(scores, content_free_scores, cosine, config.embedding_weight)
-    z = s / config.temperature_for(s.size)
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        z = s / config.temperature_for(s.size)
     _check_finite("scaled scores", z)
     z = z - z.max()
     e = np.exp(z)

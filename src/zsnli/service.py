@@ -366,7 +366,12 @@ class ZeroShotClassifier:
         return logits, cosine
 
     def postprocess(self, prep: Prepared, logits: np.ndarray, cosine: np.ndarray | None) -> list[float]:
-        """Scores -> probabilities in the labels' order (duplicates included, K = labels sent)."""
+        """Scores -> probabilities in the labels' order (duplicates included, K = labels sent).
+
+        Raises ``ApiError`` 500 ``non_finite`` for non-finite logits or probabilities and for
+        any ``ValueError`` / ``ArithmeticError`` (overflow, division by zero) in the scoring
+        arithmetic, so none escapes as a generic 500 ``internal``.
+        """
         st = self.state
         model = st.model
         if not np.all(np.isfinite(logits)):
@@ -381,8 +386,8 @@ class ZeroShotClassifier:
                 cf = scores[k:2 * k][where] if prep.content_free is not None else None
                 cos = cosine[where] if cosine is not None else None
                 probs = label_probabilities(scores[:k][where], st.scoring, cf, cos)
-        except ValueError as exc:
-            raise ApiError(ErrorType.NON_FINITE, f"scoring failed: {exc}") from None
+        except (ValueError, ArithmeticError) as exc:  # overflow included: never a generic 500 internal
+            raise ApiError(ErrorType.NON_FINITE, f"scoring failed: {type(exc).__name__}: {exc}") from None
         if not np.all(np.isfinite(probs)):
             raise ApiError(ErrorType.NON_FINITE, "scoring produced non-finite probabilities")
         return [float(p) for p in probs]
