@@ -24,8 +24,8 @@ More routes (a bake-off, ``/metrics``) are added through ``create_app(extend=...
 which gets the app and the service.
 
 May import: FastAPI/starlette/pydantic, `zsnli.api_types`, `zsnli.config`,
-`zsnli.errors`, `zsnli.service`, `zsnli.startup`. Imported by `zsnli.serve`
-and ``server.py``.
+`zsnli.errors`, `zsnli.http_body`, `zsnli.http_routes`, `zsnli.service`,
+`zsnli.startup`. Imported by `zsnli.serve` and ``server.py``.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from .api_types import (EXAMPLE_MULTI, EXAMPLE_REQUEST, EXAMPLE_TEMPLATE, Classi
 from .config import Settings
 from .docs_assets import install_offline_docs
 from .errors import ApiError, ErrorType, error_type_for
+from .http_routes import allow_header
 from .service import ZeroShotClassifier, clean_text
 from .startup import ModelLoader
 
@@ -142,12 +143,17 @@ def _add_error_handlers(app: FastAPI, retry_after_s: int) -> None:
         return error_response(validation_error(exc.errors(), strip_body=True), retry_after_s)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kinds = {404: ErrorType.NOT_FOUND, 405: ErrorType.METHOD_NOT_ALLOWED}
         kind = kinds.get(exc.status_code)
-        body = ApiError(kind, str(exc.detail)).body() if kind else {
-            "error": str(exc.detail), "field": None, "error_type": "http_error"}
-        return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        headers, message = getattr(exc, "headers", None), str(exc.detail)
+        if exc.status_code == 405:  # every method the path serves, over all its routes
+            allow = allow_header(app.routes, request.url.path)
+            headers = {**(headers or {}), "Allow": allow}
+            message = f"method {request.method} is not allowed on {request.url.path}; allowed: {allow}"
+        body = ApiError(kind, message).body() if kind else {
+            "error": message, "field": None, "error_type": "http_error"}
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:  # pragma: no cover - last resort
