@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zsnli.errors import ApiError, ErrorType
+from zsnli.errors import ApiError, ErrorType, error_type_for
 
 
 def test_table_statuses_and_retry_after():
@@ -39,3 +39,40 @@ def test_renamed_names_the_alias_everywhere():
     assert err.body()["errors"][0]["field"] == "candidate_labels[1]"
     other = ApiError(ErrorType.LABEL_TOO_LONG, "hypothesis_template is long", "hypothesis_template")
     assert other.renamed("labels", "candidate_labels").field == "hypothesis_template"
+
+
+def test_error_type_for_finds_each_pair_and_refuses_unknown():
+    for kind in ErrorType:
+        assert error_type_for(kind.wire, kind.status) is kind
+    with pytest.raises(KeyError):
+        error_type_for("invalid_json", 422)
+
+
+def test_every_body_and_connection_error_is_in_the_table():
+    # each (status, wire name) the body reader raises, and the connection layer's answers
+    import re
+    from pathlib import Path
+
+    import zsnli.http_body as http_body
+
+    raised = set(re.findall(r'BodyError\((\d{3}), "(\w+)"', Path(http_body.__file__).read_text()))
+    assert {(int(s), w) for s, w in raised} >= {(400, "invalid_encoding"), (415, "unsupported_media_type"),
+                                                (413, "payload_too_large"), (422, "validation")}
+    for status, wire in raised:
+        assert error_type_for(wire, int(status)).status == int(status)
+    assert (ErrorType.REQUEST_TIMEOUT.wire, ErrorType.REQUEST_TIMEOUT.status) == ("request_timeout", 408)
+    assert (ErrorType.INVALID_ENCODING.wire, ErrorType.INVALID_ENCODING.status) == ("invalid_encoding", 400)
+
+
+def test_connection_layer_answers_use_the_table_shape():
+    import json
+
+    from zsnli.http_protocol import json_error_bytes
+
+    raw = json_error_bytes(ApiError(ErrorType.OVERLOADED, "too many"), 7)
+    head, body = raw.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n") and b"\r\nretry-after: 7" in head
+    assert b"\r\nconnection: close" in head and b"content-length: %d" % len(body) in head
+    assert json.loads(body) == {"error": "too many", "field": None, "error_type": "overloaded"}
+    head, _ = json_error_bytes(ApiError(ErrorType.REQUEST_TIMEOUT, "late"), 7).split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 408 Request Timeout\r\n") and b"retry-after" not in head
