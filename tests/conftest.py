@@ -55,16 +55,33 @@ NLI_LABELS_DEFAULT = {0: "entailment", 1: "neutral", 2: "contradiction"}
 NLI_LABELS_SHUFFLED = {0: "contradiction", 1: "entailment", 2: "neutral"}
 
 
-def _wordpiece_tokenizer():
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+def _corpus_pieces(tok) -> list[str]:
+    """The distinct pre-tokens of `_CORPUS` under ``tok``'s normalizer and pre-tokenizer, sorted.
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=400, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False
-    )
-    tok.train_from_iterator(_CORPUS, trainer=trainer)
+    The tiny tokenizers are built from a fixed vocabulary derived from these, not trained:
+    the ``tokenizers`` trainers break ties in hash-map order, so two builds gave different
+    vocabularies (and so different models), which made the fixture models differ run to run.
+    """
+    pieces = set()
+    for text in _CORPUS:
+        pieces.update(piece for piece, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text)))
+    return sorted(pieces)
+
+
+def _wordpiece_tokenizer():
+    """WordPiece over a fixed vocabulary: specials, every corpus character (alone and as a
+    ``##`` continuation), then every corpus word, in sorted order (deterministic)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    probe = Tokenizer(models.WordPiece({"[UNK]": 0}, unk_token="[UNK]"))
+    probe.normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
+    probe.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    words = _corpus_pieces(probe)
+    chars = sorted({c for w in words for c in w})
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars + ["##" + c for c in chars] + words
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(tokens))}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer, tok.pre_tokenizer = probe.normalizer, probe.pre_tokenizer
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -75,19 +92,21 @@ def _wordpiece_tokenizer():
 
 
 def _unigram_tokenizer():
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers, decoders
+    """Unigram over a fixed vocabulary: specials, every corpus word (log-prob -3) and every
+    corpus character (-6, so a known word is one piece and anything else splits into
+    characters), in sorted order (deterministic)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-    tok = Tokenizer(models.Unigram())
-    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    probe = Tokenizer(models.Unigram([("[UNK]", 0.0)], unk_id=0))
+    probe.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    probe.pre_tokenizer = pre_tokenizers.Metaspace()
+    words = _corpus_pieces(probe)
+    chars = sorted({c for w in words for c in w})
+    specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"]
+    pieces = [(t, 0.0) for t in specials] + [(w, -3.0) for w in words if len(w) > 1] + [(c, -6.0) for c in chars]
+    tok = Tokenizer(models.Unigram(pieces, unk_id=specials.index("[UNK]")))
+    tok.normalizer, tok.pre_tokenizer = probe.normalizer, probe.pre_tokenizer
     tok.decoder = decoders.Metaspace()
-    trainer = trainers.UnigramTrainer(
-        vocab_size=300,
-        special_tokens=["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"],
-        unk_token="[UNK]",
-        show_progress=False,
-    )
-    tok.train_from_iterator(_CORPUS, trainer=trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -122,7 +141,9 @@ def _write_tiny(path: Path, raw, input_names: list[str], config_cls, model_cls, 
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=window,
-        initializer_range=0.2,
+        # 0.1, not 0.2: at 0.2 the dynamic-int8 export moved the logits by 0.19-0.48 over seeds 0-5
+        # (as much as the logits themselves), so test_onnx_model's 0.25 bound held by chance.
+        initializer_range=0.1,
         id2label=id2label,
         label2id={v: k for k, v in id2label.items()},
         pad_token_id=raw.token_to_id("[PAD]"),
