@@ -184,3 +184,17 @@ async def test_any_arithmetic_error_in_scoring_is_non_finite(bert_dir, make_app,
         r = await client.post("/classify", json={"text": "x", "labels": ["a", "b"]})
         assert r.status_code == 500, r.text
         assert r.json()["error_type"] == "non_finite" and type(exc).__name__ in r.json()["error"]
+
+
+def test_readme_states_every_range():
+    from pathlib import Path
+
+    from zsnli.config import range_text
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rows = {line.split(" | ")[0][3:-1]: line for line in readme.splitlines() if line.startswith("| `ZSNLI_")}
+    for name in RANGES:
+        env = Settings.env_name(name)
+        assert f"range {range_text(name)}" in rows[env], env
+    for key, (low, high) in VALUE_RANGES.items():
+        assert f"{key} [{low:g}, {high:g}]" in rows["ZSNLI_CALIBRATION_PATH"], key
