@@ -74,6 +74,10 @@ class SentenceEncoder:
         self.model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True, dtype=torch.float32)
         self.model.to(device).eval()
         self.device = device
+        #: tokens kept per text: EMBEDDING_MAX_LENGTH, or the encoder's position window when smaller
+        #: (an encoder with a 64-position window otherwise fails on a longer text)
+        self.max_length = min(EMBEDDING_MAX_LENGTH, int(getattr(self.model.config, "max_position_embeddings", 0)
+                                                        or EMBEDDING_MAX_LENGTH))
         self._lock = threading.Lock()
 
     @functools.cached_property
@@ -82,7 +86,9 @@ class SentenceEncoder:
         return embedding_digest(self.model_dir)
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        """Embed ``texts`` -> float32 ``[N, D]`` unit vectors (D = 384 for MiniLM-L6)."""
+        """Embed ``texts`` -> float32 ``[N, D]`` unit vectors (D = 384 for MiniLM-L6); each text is
+        truncated to ``self.max_length`` tokens (256 for MiniLM-L6, less for an encoder with a
+        smaller position window)."""
         import torch
 
         out = []
@@ -91,7 +97,7 @@ class SentenceEncoder:
             for start in range(0, len(order), batch_size):
                 idx = order[start : start + batch_size]
                 enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                     max_length=EMBEDDING_MAX_LENGTH, return_tensors="pt").to(self.device)
+                                     max_length=self.max_length, return_tensors="pt").to(self.device)
                 hidden = self.model(**enc).last_hidden_state
                 mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
