@@ -320,3 +320,42 @@ def tiny_run(tmp_path_factory):
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"root": root, "base": base, "data": data, "out": out, "stderr": proc.stderr}
+
+
+def write_calibration(path, **chosen) -> Path:
+    """Write a calibration.json whose ``chosen`` scoring config is ``chosen`` (a `ScoringConfig`'s fields)."""
+    import json
+
+    path = Path(path)
+    path.write_text(json.dumps({"chosen": chosen}), encoding="utf-8")
+    return path
+
+
+#: A calibration that exercises every single-label scoring step the server runs:
+#: a non-default rule, a K-dependent temperature and content-free pairs.
+CONTENT_FREE_CALIBRATION = dict(rule="entailment_minus_contradiction", temperature=0.7, k_exponent=0.1,
+                                content_free_premise="N/A")
+
+
+def corpus_documents(n: int, seed: int = 0) -> list[dict]:
+    """``n`` varied documents (ids ``doc-i``): 2-6 labels, some with a template, duplicate
+    labels, multi-label rows, and one label that cannot fit the 64-token window every 37 rows."""
+    import random
+
+    rng = random.Random(seed)
+    pool = ["sport", "business", "science", "politics", "music", "weather", "food", "the film review"]
+    docs = []
+    for i in range(n):
+        text = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 40)))
+        labels = rng.sample(pool, rng.randint(2, 6))
+        if i % 9 == 0:
+            labels.append(labels[0])
+        doc = {"id": f"doc-{i}", "text": text, "labels": labels}
+        if i % 3 == 0:
+            doc["hypothesis_template"] = "This text is about {}."
+        if i % 11 == 5:
+            doc["multi_label"] = True
+        if i % 37 == 36:
+            doc["labels"] = labels + ["sport " * 100]
+        docs.append(doc)
+    return docs
