@@ -224,8 +224,8 @@ def listen_address(env: Mapping[str, str] | None = None) -> tuple[str, int]:
 
 
 #: ZSNLI_* variables that belong to other tools, not to the server: the benchmark scripts'
-#: ZSNLI_BENCH_*, and ZSNLI_HOST/ZSNLI_PORT that validate.py hands to a --serve-cmd.
-OTHER_TOOLS_PREFIXES = ("ZSNLI_BENCH_", "ZSNLI_HOST", "ZSNLI_PORT")
+#: ZSNLI_BENCH_*, zsnli-batch's ZSNLI_BATCH_* and ZSNLI_HOST/ZSNLI_PORT that validate.py hands to a --serve-cmd.
+OTHER_TOOLS_PREFIXES = ("ZSNLI_BENCH_", "ZSNLI_BATCH_", "ZSNLI_HOST", "ZSNLI_PORT")
 
 
 def setting_names() -> list[str]:
