@@ -3,7 +3,8 @@
 ``uvicorn server:app`` works; ``python server.py`` (what serve.sh runs) also
 sets the exit code: 0 after a drained SIGTERM, 3 when startup is refused
 (a bad setting or a failed startup check, before listening), 1 when the
-model failed to load (`zsnli.serve.main`). Only ``python server.py`` runs
+model failed to load (`zsnli.serve.main`). Both serve ``GET /metrics``
+(`zsnli.telemetry`). Only ``python server.py`` runs
 the connection limits of `zsnli.http_protocol` (``ZSNLI_READ_TIMEOUT_S``
 deadline with 408, ``ZSNLI_MAX_CONNECTIONS`` cap, ``ZSNLI_KEEP_ALIVE_S``);
 ``uvicorn server:app`` run bare gets neither the read deadline nor the cap.
@@ -21,8 +22,9 @@ if _SRC not in sys.path:
 
 from zsnli.app import create_app  # noqa: E402
 from zsnli.serve import main  # noqa: E402
+from zsnli.telemetry import metrics_extension  # noqa: E402
 
 if __name__ == "__main__":
     raise SystemExit(main())
 
-app = create_app()
+app = create_app(extend=metrics_extension)

@@ -14,6 +14,10 @@ worker task forms batches from the pending pairs:
 * each row of the result goes back to its job at the pair's own index, so a
   request's pairs may be split over several batches in any order.
 
+Observers (``observers=``, e.g. `zsnli.telemetry`) get a `BatchRecord` after
+every forward: its pairs, padded tokens, seconds and outcome; an observer that
+raises is logged and never disturbs batching.
+
 A failing forward fails exactly the jobs that had a pair in that batch (their
 other pending pairs are dropped) and the worker carries on. A cancelled job
 (client gone, timeout) has its pending pairs dropped. Nothing is cached and
@@ -41,6 +45,21 @@ from .model import Encoded, pad_to
 logger = logging.getLogger(__name__)
 
 ForwardFn = Callable[[Sequence[Encoded]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One forward as observers see it: ``pairs`` in the batch, ``padded_tokens`` (pairs x padded
+    width, what the token budget bounds), ``seconds`` of wall time from handing the batch to the
+    forward thread to its result, and ``ok`` (False: the forward raised or returned a wrong shape)."""
+
+    pairs: int
+    padded_tokens: int
+    seconds: float
+    ok: bool
+
+
+BatchObserver = Callable[[BatchRecord], None]
 
 
 class QueueFull(RuntimeError):
@@ -102,6 +121,8 @@ class Batcher:
     max_wait_s: how long the oldest pending pair may wait for company.
     capacity_pairs: max pairs admitted and not yet answered (queued, tokenising or computing).
     num_outputs: C, the width of a logits row.
+    observers: called with a `BatchRecord` after each forward (the list is read live, so
+        observers appended later are called too).
     """
 
     def __init__(
@@ -112,6 +133,7 @@ class Batcher:
         max_wait_s: float = 0.003,
         capacity_pairs: int = 8192,
         num_outputs: int = 3,
+        observers: list[BatchObserver] | None = None,
     ) -> None:
         if token_budget <= 0 or capacity_pairs <= 0 or max_wait_s < 0:
             raise ValueError("token_budget and capacity_pairs must be > 0, max_wait_s >= 0")
@@ -121,6 +143,7 @@ class Batcher:
         self.capacity_pairs = int(capacity_pairs)
         self.num_outputs = int(num_outputs)
         self.stats = BatcherStats()
+        self.observers: list[BatchObserver] = observers if observers is not None else []
         self._pending: dict[int, _Pair] = {}  # insertion (arrival) order
         self._pending_tokens = 0
         self._admitted = 0
@@ -236,6 +259,13 @@ class Batcher:
             # The awaiting request may already be gone; don't warn about an unretrieved exception.
             job.future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
+    def _observe(self, record: BatchRecord) -> None:
+        for observer in self.observers:
+            try:
+                observer(record)
+            except Exception:  # noqa: BLE001 - telemetry never breaks batching
+                logger.exception("batch observer %r failed", observer)
+
     def _take_batch(self) -> list[_Pair]:
         """Oldest pending pair plus the pending pairs nearest to it in length, under the budget."""
         anchor = next(iter(self._pending.values()))
@@ -278,6 +308,8 @@ class Batcher:
         while True:
             batch = await self._next_batch()
             jobs = list(dict.fromkeys(p.job for p in batch))
+            padded = len(batch) * max(p.width for p in batch)
+            t0 = time.monotonic()
             try:
                 logits = await loop.run_in_executor(self._executor, self._forward, [p.enc for p in batch])
                 logits = np.asarray(logits)
@@ -288,15 +320,17 @@ class Batcher:
                     self._fail(job, BatcherClosed("server is shutting down"))
                 raise
             except Exception as exc:  # noqa: BLE001 - a fault fails this batch only
+                self._observe(BatchRecord(len(batch), padded, time.monotonic() - t0, False))
                 self.stats.failed_batches += 1
                 logger.exception("batch of %d pairs (%d requests) failed", len(batch), len(jobs))
                 err = BatchError(f"inference failed: {type(exc).__name__}: {exc}")
                 for job in jobs:
                     self._fail(job, err)
                 continue
+            self._observe(BatchRecord(len(batch), padded, time.monotonic() - t0, True))
             self.stats.batches += 1
             self.stats.pairs += len(batch)
-            self.stats.padded_tokens += len(batch) * max(p.width for p in batch)
+            self.stats.padded_tokens += padded
             self.stats.max_batch_pairs = max(self.stats.max_batch_pairs, len(batch))
             for row, p in enumerate(batch):
                 job = p.job

@@ -5,7 +5,7 @@
 shutdown hook (an argument, set here) stops uvicorn when loading fails.
 
 May import: uvicorn, `zsnli.app`, `zsnli.config`, `zsnli.http_protocol`, `zsnli.service`,
-`zsnli.startup`.
+`zsnli.startup`, `zsnli.telemetry`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def main() -> int:
 
     A setting that does not parse or is out of range (``ZSNLI_*``, ``HOST``,
     ``PORT``; `zsnli.config.RANGES`) is refused like the preflight checks: one line ``refusing to start: <reason>`` on stderr,
-    exit code 3, nothing listens. Otherwise as `serve`.
+    exit code 3, nothing listens. Otherwise as `serve`, with ``GET /metrics``
+    (`zsnli.telemetry`; 404 and one warning when prometheus_client is missing).
     """
     try:
         settings = Settings.from_env()
@@ -55,7 +56,9 @@ def main() -> int:
     except SettingsError as exc:
         print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
         return 3
-    return serve(settings, host, port)
+    from .telemetry import metrics_extension
+
+    return serve(settings, host, port, extend=metrics_extension)
 
 
 def serve(settings: Settings, host: str | None = None, port: int | None = None, *,

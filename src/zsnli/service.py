@@ -36,7 +36,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import numpy as np
 
 from . import __version__
-from .batching import BatchError, Batcher, BatcherClosed, QueueFull
+from .batching import BatchError, BatchObserver, Batcher, BatcherClosed, QueueFull
 from .config import Settings, unknown_settings
 from .drain import Drain
 from .embedding import SentenceEncoder
@@ -123,6 +123,8 @@ class ZeroShotClassifier:
         self.loader = loader or default_loader
         self.shutdown_hook = shutdown_hook
         self.state = ServiceState()
+        #: Called with a `zsnli.batching.BatchRecord` after every forward (`zsnli.telemetry` appends here).
+        self.batch_observers: list[BatchObserver] = []
         self.drain = Drain(settings.drain_timeout_s)
         self._tokenize_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-tokenize")
         self._embed_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-embed")
@@ -195,7 +197,7 @@ class ZeroShotClassifier:
             await loop.run_in_executor(self._embed_pool, encoder.cosine, "Warm-up text.", ["A label."])
         batcher = Batcher(model.logits, token_budget=settings.token_budget or default_token_budget(model.device),
                           max_wait_s=settings.max_batch_wait_ms / 1000.0, capacity_pairs=settings.queue_capacity_pairs,
-                          num_outputs=model.num_labels)
+                          num_outputs=model.num_labels, observers=self.batch_observers)
         started.append(batcher)
         await batcher.start()
         warm = await loop.run_in_executor(
