@@ -1,0 +1,85 @@
+"""Corpus throughput: ``zsnli-batch`` on Ray Data vs the single-process `OfflineClassifier`, same run.
+
+    python bench/batch.py [--input dev/zeroshot_dev.jsonl] [--model-dir model] [--actors 2] [--batch-rows 16]
+
+Arm 1 loads the model once in this process and classifies every document
+with ``OfflineClassifier.classify_many`` (pairs batched across documents).
+Arm 2 runs ``python -m zsnli.batch`` in a subprocess (a local Ray, N actors,
+a fresh output under runs/) and reads its summary. Printed per arm: model-load
+seconds, scoring seconds, docs/s of scoring and docs/s end to end (Ray's includes
+starting Ray and the actors), then the ratio and the largest probability
+difference between the two arms (both run the server's service: ~0 expected).
+Prints figures only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def offline_arm(docs: list[dict], model_dir: str) -> tuple[dict, list]:
+    from zsnli.config import Settings
+    from zsnli.offline import OfflineClassifier
+
+    t0 = time.monotonic()
+    with OfflineClassifier(Settings.from_env(model_dir=model_dir, log_level="warning")) as clf:
+        loaded = time.monotonic()
+        out = clf.classify_many([{"text": d["text"], "labels": d["labels"]} for d in docs])
+        done = time.monotonic()
+    return {"load_s": loaded - t0, "score_s": done - loaded, "docs_per_s": len(docs) / (done - loaded),
+            "end_to_end_docs_per_s": len(docs) / (done - t0)}, out
+
+
+def ray_arm(source: str, model_dir: str, actors: int, batch_rows: int, n: int) -> tuple[dict, dict]:
+    import pyarrow.dataset as pads
+
+    output = Path("runs") / f"bench-batch-{int(time.time())}"
+    cmd = [sys.executable, "-m", "zsnli.batch", source, "--output", str(output), "--model-dir", model_dir,
+           "--labels-col", "labels", "--actors", str(actors), "--batch-rows", str(batch_rows)]
+    env = {**os.environ, "ZSNLI_LOG_LEVEL": "warning"}
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        sys.exit(f"zsnli-batch failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("zsnli-batch:"))
+    job_s = float(re.search(r"in ([0-9.]+) s", line).group(1))
+    rows = {r["id"]: r for r in pads.dataset(str(output), format="parquet").to_table().to_pylist()}
+    return {"summary": line, "process_wall_s": wall, "job_s": job_s, "docs_per_s": n / job_s,
+            "end_to_end_docs_per_s": n / wall, "output": str(output)}, rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--input", default="dev/zeroshot_dev.jsonl")
+    ap.add_argument("--model-dir", default="model")
+    ap.add_argument("--actors", type=int, default=2)
+    ap.add_argument("--batch-rows", type=int, default=16)
+    args = ap.parse_args()
+    docs = [json.loads(ln) for ln in Path(args.input).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    print(f"{len(docs)} documents from {args.input}, {os.cpu_count()} CPUs", flush=True)
+    single, probs = offline_arm(docs, args.model_dir)
+    print("single process:", json.dumps({k: round(v, 2) for k, v in single.items()}), flush=True)
+    ray_stats, rows = ray_arm(args.input, args.model_dir, args.actors, args.batch_rows, len(docs))
+    print(f"ray data ({args.actors} actors):", json.dumps({k: (round(v, 2) if isinstance(v, float) else v)
+                                                        for k, v in ray_stats.items()}), flush=True)
+    dp = max(float(np.max(np.abs(np.subtract(rows[d["id"]]["probabilities"], p))))
+             for d, p in zip(docs, probs) if isinstance(p, list))
+    same = sum(int(np.argmax(rows[d["id"]]["probabilities"])) == int(np.argmax(p))
+               for d, p in zip(docs, probs) if isinstance(p, list))
+    print(f"ratio ray/single docs/s: scoring-only job {ray_stats['docs_per_s'] / single['docs_per_s']:.2f}, "
+          f"end to end {ray_stats['end_to_end_docs_per_s'] / single['end_to_end_docs_per_s']:.2f}; "
+          f"max |dp| {dp:.2e}, same argmax {same}/{len(docs)}")
+
+
+if __name__ == "__main__":
+    main()
