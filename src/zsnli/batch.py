@@ -18,8 +18,9 @@ Before Ray starts, the flags and the model are checked (the server's preflight:
 model directory, ``training_manifest.json``, calibration): a mistake is one
 line on stderr and exit code 2.
 
-May import: ray (lazily: the optional ``[batch]`` extra), pyarrow,
-`zsnli.batch_predictor`, `zsnli.config`, `zsnli.startup`. Nothing imports this module.
+May import: pyarrow, `zsnli.batch_job`, `zsnli.batch_predictor`, `zsnli.config`,
+`zsnli.startup`, and `zsnli.batch_ray` (which imports Ray) only after the checks passed.
+Nothing imports this module.
 """
 
 from __future__ import annotations
@@ -28,24 +29,15 @@ import argparse
 import logging
 import os
 import sys
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .batch_predictor import FAULT_MARKER_ENV, ColumnSpec, Predictor
+from .batch_job import Job, UsageError, is_url
+from .batch_predictor import ColumnSpec
 from .config import Settings, SettingsError
 from .startup import STARTUP_ERRORS, configure_logging, one_line, preflight
 
 logger = logging.getLogger("zsnli.batch")
-
-CHECKPOINT_DIR = "_checkpoint"
-PROGRESS_EVERY_S = 30.0
-
-
-class UsageError(ValueError):
-    """A flag or input mistake: one line, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,26 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-@dataclass(frozen=True)
-class Job:
-    """A checked command line: where to read and write, the columns, the service settings."""
-
-    input: str
-    output: str
-    fmt: str
-    spec: ColumnSpec
-    settings: Settings
-    actors: int | None
-    cpus_per_actor: float
-    batch_rows: int
-    rows_per_file: int
-    ray_address: str | None
-
-
-def _is_url(path: str) -> bool:
-    return "://" in path
-
-
 def parse_job(argv: Sequence[str] | None) -> Job:
     """Parse and check the flags and the model (no Ray). Raises ``UsageError`` (one line)."""
     a = build_parser().parse_args(argv)
@@ -108,7 +80,7 @@ def parse_job(argv: Sequence[str] | None) -> Job:
     if a.cpus_per_actor <= 0:
         raise UsageError(f"--cpus-per-actor must be > 0, got {a.cpus_per_actor}")
     fmt = a.input_format or _format_of(a.input)
-    if not _is_url(a.input) and not Path(a.input).exists():
+    if not is_url(a.input) and not Path(a.input).exists():
         raise UsageError(f"input not found: {a.input}")
     try:
         overrides = {"model_dir": a.model_dir} if a.model_dir else {}
@@ -131,7 +103,7 @@ def _format_of(path: str) -> str:
     low = path.lower().rstrip("/")
     if low.endswith((".jsonl", ".ndjson", ".json", ".jsonl.gz")):
         return "jsonl"
-    if low.endswith((".parquet", ".pq")) or (not _is_url(path) and Path(path).is_dir()):
+    if low.endswith((".parquet", ".pq")) or (not is_url(path) and Path(path).is_dir()):
         return "parquet"
     raise UsageError(f"cannot tell the format of {path}: use --input-format parquet or jsonl")
 
@@ -148,7 +120,7 @@ def check_columns(path: str, fmt: str, wanted: list[str]) -> None:
         if fmt == "parquet":
             names = set(pads.dataset(path, format="parquet").schema.names)
         else:
-            fs, where = (pafs.FileSystem.from_uri(path) if _is_url(path)
+            fs, where = (pafs.FileSystem.from_uri(path) if is_url(path)
                          else (pafs.LocalFileSystem(), str(Path(path).resolve())))
             with fs.open_input_stream(where, compression="detect") as stream:
                 first = stream.read(1 << 20).split(b"\n", 1)[0]
@@ -185,40 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from .batch_ray import run
 
-    try:
-        summary = run(job)
-    except UsageError as exc:
-        print(f"zsnli-batch: {exc}", file=sys.stderr, flush=True)
-        return 2
-    logger.info("done: %s", summary.line())
+    summary = run(job)
     print(summary.line(), flush=True)
     return 0
-
-
-class Ticker:
-    """Periodic progress lines when stderr is not a terminal (Ray draws bars on one)."""
-
-    def __init__(self, read, every_s: float = PROGRESS_EVERY_S) -> None:
-        self.read, self.every_s = read, every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="zsnli-batch-progress", daemon=True)
-        self._t0 = time.monotonic()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every_s):
-            try:
-                rows = self.read()
-            except Exception:  # noqa: BLE001 - progress is best effort
-                continue
-            elapsed = time.monotonic() - self._t0
-            logger.info("progress: %d rows scored in %.0f s (%.1f docs/s)", rows, elapsed, rows / max(elapsed, 1e-9))
-
-    def __enter__(self) -> "Ticker":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ schedulable next to busy actors, or the pipeline waits forever); the input is
 cut into blocks of ``--batch-rows`` rows (a small file is otherwise one block
 scored by one actor); actor start-up (model load, 10-20 s on CPU) is logged.
 
-May import: ray, pyarrow, `zsnli.batch`, `zsnli.batch_predictor`. Imported lazily by `zsnli.batch.main`.
+May import: ray, pyarrow, `zsnli.batch_job`, `zsnli.batch_predictor`. Imported lazily by `zsnli.batch.main`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import contextlib
 import logging
 import os
 import sys
+import threading
 import time
+from typing import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +26,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import ray
 
-from .batch import CHECKPOINT_DIR, Job, Ticker, _is_url
+from .batch_job import CHECKPOINT_DIR, Job, is_url
 from .batch_predictor import FAULT_MARKER_ENV, Predictor
 
 logger = logging.getLogger("zsnli.batch")
@@ -46,6 +48,35 @@ class Summary:
         return (f"zsnli-batch: {self.rows} rows scored ({self.errors} with an error) in {self.seconds:.1f} s = "
                 f"{rate:.2f} docs/s with {self.actors} actor(s) x {self.gpus_per_actor} GPU; "
                 f"{self.total_rows} rows in the output")
+
+
+PROGRESS_EVERY_S = 30.0
+
+
+class Ticker:
+    """Periodic progress lines when stderr is not a terminal (Ray draws bars on one)."""
+
+    def __init__(self, read: Callable[[], int], every_s: float = PROGRESS_EVERY_S) -> None:
+        self.read, self.every_s = read, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="zsnli-batch-progress", daemon=True)
+        self._t0 = time.monotonic()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                rows = self.read()
+            except Exception:  # noqa: BLE001 - progress is best effort
+                continue
+            elapsed = time.monotonic() - self._t0
+            logger.info("progress: %d rows scored in %.0f s (%.1f docs/s)", rows, elapsed, rows / max(elapsed, 1e-9))
+
+    def __enter__(self) -> "Ticker":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
 
 
 @ray.remote(num_cpus=0)
@@ -93,7 +124,7 @@ def output_counts(output: str, exclude: set[str] = frozenset()) -> tuple[int, in
 
 
 def _local_path(path: str) -> str:
-    return path if _is_url(path) else str(Path(path).resolve())
+    return path if is_url(path) else str(Path(path).resolve())
 
 
 def _start_ray(job: Job) -> tuple[int, int, bool]:
