@@ -34,7 +34,7 @@ from typing import Sequence
 
 from .batch_job import Job, UsageError, is_url
 from .batch_predictor import ColumnSpec
-from .config import Settings, SettingsError
+from .config import RANGES, Settings, SettingsError
 from .startup import STARTUP_ERRORS, configure_logging, one_line, preflight
 
 logger = logging.getLogger("zsnli.batch")
@@ -134,11 +134,12 @@ def check_columns(path: str, fmt: str, wanted: list[str]) -> None:
 
 
 def batch_settings(settings: Settings, cpus_per_actor: float) -> Settings:
-    """The service settings inside an actor: no request timeout worth the name (a batch waits its
-    turn), room in the queue for every document admitted at once, torch threads = the actor's CPUs."""
+    """The service settings inside an actor: the longest request timeout `zsnli.config.RANGES` allows
+    (an hour: a block of documents waits its turn), room in the queue for every document admitted at
+    once, torch threads = the actor's CPUs."""
     capacity = max(settings.queue_capacity_pairs, 64 * 2 * settings.max_labels)
     threads = settings.torch_threads or max(1, int(cpus_per_actor))
-    return settings.with_(request_timeout_s=max(settings.request_timeout_s, 24 * 3600.0),
+    return settings.with_(request_timeout_s=max(settings.request_timeout_s, RANGES["request_timeout_s"][1]),
                           queue_capacity_pairs=capacity, torch_threads=threads, exit_on_startup_error=False)
 
 
