@@ -155,13 +155,19 @@ def _write_tiny(path: Path, raw, input_names: list[str], config_cls, model_cls, 
     return path
 
 
-def build_bert_nli(path: Path, id2label: dict | None = None, window: int = WINDOW, seed: int = 0) -> Path:
-    """Write a tiny random BERT NLI model + WordPiece tokenizer (with token_type_ids) to ``path``."""
+def build_bert_nli(path: Path, id2label: dict | None = None, window: int = WINDOW, seed: int = 0,
+                   dropout: float = 0.1) -> Path:
+    """Write a tiny random BERT NLI model + WordPiece tokenizer (with token_type_ids) to ``path``.
+
+    ``dropout``: hidden, attention and classifier dropout (0 makes training
+    deterministic given the batches: losses comparable across launches).
+    """
     from transformers import BertConfig, BertForSequenceClassification
 
     return _write_tiny(path, _wordpiece_tokenizer(), ["input_ids", "token_type_ids", "attention_mask"],
                        BertConfig, BertForSequenceClassification, dict(id2label or NLI_LABELS_DEFAULT), window, seed,
-                       type_vocab_size=2)
+                       type_vocab_size=2, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                       classifier_dropout=dropout)
 
 
 def build_deberta_nli(path: Path, id2label: dict | None = None, window: int = WINDOW, seed: int = 1) -> Path:
@@ -307,12 +313,16 @@ TINY_NLI_DATA = REPO / "tests" / "data" / "tiny_nli"
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
-    """One `train.py --preset tiny` run (4 steps): ``{"root", "base", "data", "out"}`` (model in ``out/model``)."""
+    """One `train.py --preset tiny` run (4 steps): ``{"root", "base", "data", "out", "stderr"}`` (model in ``out/model``).
+
+    The base has no dropout, so a run's losses depend only on its batches:
+    tests/test_training_ddp.py compares a 2-process run with this one.
+    """
     import subprocess
     import sys
 
     root = tmp_path_factory.mktemp("tiny_run")
-    base = build_bert_nli(root / "base", id2label={0: "neutral", 1: "contradiction", 2: "entailment"})
+    base = build_bert_nli(root / "base", id2label={0: "neutral", 1: "contradiction", 2: "entailment"}, dropout=0.0)
     data = TINY_NLI_DATA
     out = root / "out"
     cmd = [sys.executable, str(REPO / "train.py"), "--preset", "tiny", "--data-dir", str(data),

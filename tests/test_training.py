@@ -93,7 +93,7 @@ def test_evaluation_keeps_dataset_order_with_length_grouped_training(tmp_path):
     from torch.utils.data import SequentialSampler
     from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments
 
-    from zsnli.training import _sequential_eval_trainer_class
+    from zsnli.training import _trainer_class
 
     ds = datasets.Dataset.from_dict({"input_ids": [[1] * n for n in (3, 9, 1, 7, 2, 8)] * 10,
                                      "length": [3, 9, 1, 7, 2, 8] * 10, "labels": [0] * 60})
@@ -102,7 +102,7 @@ def test_evaluation_keeps_dataset_order_with_length_grouped_training(tmp_path):
     m = AutoModelForSequenceClassification.from_pretrained(build_bert_nli(tmp_path / "m"))
     stock = Trainer(model=m, args=args)._get_eval_sampler(ds)
     assert list(iter(stock)) != list(range(60))  # the behaviour this guards against
-    ours = _sequential_eval_trainer_class()(model=m, args=args)._get_eval_sampler(ds)
+    ours = _trainer_class()(model=m, args=args)._get_eval_sampler(ds)
     assert isinstance(ours, SequentialSampler) and list(iter(ours)) == list(range(60))
 
 

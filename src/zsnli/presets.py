@@ -58,7 +58,11 @@ class Preset:
 
     ``lr`` is the peak AdamW learning rate; ``warmup_ratio`` the fraction of
     steps with linear warm-up; ``max_steps`` (when > 0) overrides ``epochs``;
-    ``time_budget_s`` stops the run (after saving) when exceeded in one process.
+    ``batch_size`` is the GLOBAL batch (examples per optimiser step over all
+    processes of a torchrun / accelerate launch job; each gets its share,
+    `zsnli.data_parallel.per_device_batch`). ``logging_steps``: optimiser
+    steps per logged mean loss. ``time_budget_s`` stops the run (after
+    saving) when exceeded in any process.
     ``base_model`` is what is loaded (a hub id or a local directory);
     ``base_model_id`` is the public name recorded in the manifest (the hub id
     of a local copy), ``base_model_note`` where a local copy's bytes come from.
@@ -81,6 +85,7 @@ class Preset:
     n_holdout: int = 4000
     freeze_word_embeddings: bool = False
     eval_steps: int = 2000
+    logging_steps: int = 25
     max_validation_rows: int | None = None
     time_budget_s: float | None = None
     save_dtype: str = "float32"
@@ -244,6 +249,7 @@ def tiny(data_dir: str, base_model: str) -> Preset:
         lr=1e-3,
         n_holdout=8,
         eval_steps=2,
+        logging_steps=1,
         save_dtype="float16",
     )
 

@@ -10,8 +10,8 @@ Failures of the work itself (unreadable data, a hold-out that does not
 match the manifest) are one line too.
 
 May import `zsnli.presets`, `zsnli.manifest`, `zsnli.nli_data` (errors and
-paths only) at module level, and `zsnli.training`, `zsnli.calibration` and
-`zsnli.evaluation`, `zsnli.selection_cli` (torch) only inside the command that runs them.
+paths only), `zsnli.data_parallel` (the launch environment) at module level, and `zsnli.training`,
+`zsnli.calibration`, `zsnli.evaluation`, `zsnli.selection_cli` (torch) only inside the command that runs them.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .data_parallel import LaunchError, launch_from_env, per_device_batch
 from .manifest import MANIFEST_NAME, ManifestError, load_manifest
 from .nli_data import DataError
 from .presets import DEFAULT_DATA_DIR, PRESETS, Preset, get_preset
@@ -228,6 +229,26 @@ def _check_dev_examples(args: argparse.Namespace) -> None:
                          f"only; give the team dev set ({DEV_EXAMPLES})")
 
 
+def _launch():
+    try:
+        return launch_from_env()
+    except LaunchError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _check_batch_split(batch_size: int | None, preset: Preset) -> None:
+    """The global batch (``--batch-size`` or the preset's) must split evenly over the launched processes."""
+    world = _launch().world_size
+    global_batch = batch_size or preset.batch_size
+    try:
+        per_device_batch(global_batch, world)
+    except LaunchError:
+        given = "--batch-size" if batch_size else f"the {preset.name} preset's batch"
+        raise UsageError(f"{given} {global_batch} is the global batch and does not split evenly over WORLD_SIZE="
+                         f"{world} processes; give a --batch-size that is a multiple of {world}, or launch a "
+                         f"number of processes that divides {global_batch}") from None
+
+
 def _manifest_dir(args: argparse.Namespace) -> Path:
     return Path(args.manifest_dir) if args.manifest_dir else Path(args.model_dir).resolve().parent
 
@@ -239,6 +260,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
     directory). Raises `UsageError` with the one line to print. Reads no
     data and imports no torch (file existence only, and the small manifest).
     """
+    _launch()
     if args.command == "verify":
         _check_model_dir(args.model_dir)
         args.manifest = args.manifest or str(Path(args.model_dir).resolve().parent / MANIFEST_NAME)
@@ -247,6 +269,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
     _check_base_model(args.preset, args.base_model)
     preset = get_preset(args.preset, args.data_dir, args.base_model)
     if args.command == "train":
+        _check_batch_split(args.batch_size, preset)
         args.model_dir = args.model_dir or f"runs/{preset.name}/model"
         if Path(args.model_dir).exists() and not Path(args.model_dir).is_dir():
             raise UsageError(f"--model-dir {args.model_dir} is a file; give a directory")
@@ -350,7 +373,9 @@ def main(argv: list[str]) -> int:
     """Run ``train.py`` with ``argv`` (without the program name); returns the exit status.
 
     0 success; 1 ``verify`` found files that do not match; 2 a user mistake
-    (one line on stderr, before any slow work).
+    (one line on stderr, before any slow work). Under torchrun / accelerate
+    launch every rank runs ``train``; the other commands run in rank 0
+    only (the other ranks return 0 at once).
     """
     if argv and argv[0] == "select":  # choose the served scoring by leave-one-dataset-out (its own CLI)
         from .selection_cli import main as select_main
@@ -366,11 +391,15 @@ def main(argv: list[str]) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _quiet_known_noise()
+    rank = launch_from_env().rank  # checked by check_args
+    if args.command != "train" and rank > 0:
+        log.info("rank %d: %s runs in rank 0 only (one process writes its output)", rank, args.command)
+        return 0
     try:
         if args.command == "verify":
             return _verify(args)
         return {"train": _train, "calibrate": _calibrate, "evaluate": _evaluate}[args.command](args, preset)
-    except UsageError as exc:
+    except (UsageError, LaunchError) as exc:
         print(f"train.py {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except (DataError, ManifestError) as exc:
