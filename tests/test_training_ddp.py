@@ -110,6 +110,24 @@ def test_launch_mistakes_are_one_line_exit_2(tiny_run, env, flags, names):
         assert name in proc.stderr
 
 
+@pytest.mark.parametrize("command", [["calibrate"], ["evaluate", "--update-manifest"]])
+def test_other_commands_run_in_rank_zero_only(tiny_run, tmp_path, command):
+    """Under a launcher, ranks > 0 of calibrate / evaluate return 0 at once: one writer of calibration.json."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(tiny_run["out"], out)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    cmd = [sys.executable, str(ROOT / "train.py"), *command, "--preset", "tiny", "--data-dir", str(tiny_run["data"]),
+           "--base-model", str(tiny_run["base"]), "--model-dir", str(out / "model"), "--out", str(tmp_path / "r.json")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env=_env(WORLD_SIZE="2", RANK="1", LOCAL_RANK="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "" and "runs in rank 0 only" in proc.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert not (tmp_path / "r.json").exists()
+
+
 def test_launch_and_batch_split_arithmetic():
     assert launch_from_env({}) == Launch(1, 0, 0)
     assert launch_from_env({"WORLD_SIZE": "8", "RANK": "5", "LOCAL_RANK": "5"}) == Launch(8, 5, 5)

@@ -45,6 +45,7 @@ USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify.
   python train.py --preset minilm-cpu                 # train -> runs/minilm-cpu/model (resumes from runs/<preset>/checkpoint-*)
   python train.py --preset minilm-cpu --model-dir model   # the same, replacing the shipped model/
   python train.py --preset deberta-v3-base --dry-run  # print the plan, download nothing
+  torchrun --nproc_per_node 8 train.py --preset deberta-v3-base   # 8 GPUs, one process each, global batch 32 = 8 x 4
   python train.py calibrate --model-dir model         # fit the scoring rule + temperature -> calibration.json
   python train.py evaluate --model-dir model          # validation and test accuracy per split
   python train.py verify                              # re-hash model/ against training_manifest.json
@@ -121,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "is not comparable, e.g. written before a fix to evaluation)")
     t.add_argument("--max-steps", type=_POS_INT)
     t.add_argument("--epochs", type=_POS_FLOAT)
-    t.add_argument("--batch-size", type=_POS_INT)
+    t.add_argument("--batch-size", type=_POS_INT,
+                   help="the GLOBAL batch: examples per optimiser step over all processes of a torchrun / "
+                        "accelerate launch job, each taking batch / WORLD_SIZE (default: the preset's)")
     t.add_argument("--max-length", type=_number(int, 8, "an integer >= 8"))
     t.add_argument("--lr", type=_POS_FLOAT)
     t.add_argument("--seed", type=_NONNEG_INT)

@@ -36,7 +36,7 @@ from . import __version__
 from .data_parallel import LaunchError, any_rank, launch_from_env, leave_process_group, per_device_batch, replicas
 from .evaluation import accuracy_by_split
 from .manifest import build_manifest, write_manifests
-from .nli_data import LABELS, NliData, build_nli_data
+from .nli_data import LABELS, DataError, NliData, build_nli_data
 from .presets import Preset
 
 log = logging.getLogger(__name__)
@@ -333,22 +333,28 @@ def _prepare(preset: Preset, args, output_dir: Path):
     the data, writes the hold-out, loads (downloads) the base model and,
     when there are other ranks, saves the tokenised sets under
     `SHARED_TOKENISED`; the other ranks then load the base from the cache
-    it filled and memory-map those sets. Returns ``(data, tokenizer, model,
-    train_ds, eval_ds, split_names)``; ``data`` is None except on rank 0.
+    it filled and memory-map those sets (so a job spanning machines needs
+    an output directory they share, as the Trainer's checkpoints do).
+    Returns ``(data, tokenizer, model, train_ds, eval_ds, split_names)``;
+    ``data`` is None except on rank 0. Raises `zsnli.nli_data.DataError` on
+    the other ranks when rank 0 failed to leave the sets.
     """
     import datasets
 
     shared = output_dir / SHARED_TOKENISED
     with args.main_process_first(local=False, desc="NLI data and tokenisation"):
         if args.process_index == 0:
+            shutil.rmtree(shared, ignore_errors=True)  # never a stale copy, even if this rank fails below
             data = _load_data(preset, output_dir)
             tokenizer, model = _load_base(preset)
             train_ds, eval_ds, split_names = _tokenised_sets(data, tokenizer, preset)
             if args.world_size > 1:
-                shutil.rmtree(shared, ignore_errors=True)
                 datasets.DatasetDict({"train": train_ds, "eval": eval_ds}).save_to_disk(str(shared))
                 (shared / "split_names.json").write_text(json.dumps(split_names), encoding="utf-8")
         else:
+            if not (shared / "split_names.json").is_file():
+                raise DataError(f"rank {args.process_index}: rank 0 left no tokenised data in {shared} "
+                                "(see rank 0's error)")
             data = None
             tokenizer, model = _load_base(preset)
             sets = datasets.load_from_disk(str(shared))
