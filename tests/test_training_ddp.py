@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -54,9 +55,16 @@ def ddp_run(tiny_run, tmp_path_factory):
            str(ROOT / "train.py"), "--preset", "tiny", "--data-dir", str(tiny_run["data"]),
            "--base-model", str(tiny_run["base"]), "--model-dir", str(root / "out" / "model"),
            "--output-dir", str(root / "run")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env=_env())
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env(),
+                            start_new_session=True)
+    try:
+        proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # torchrun and both ranks: nothing left running
+        proc.communicate()
+        pytest.fail(f"torchrun did not finish in 240 s; rank logs: {_rank_logs(root / 'logs', 'stderr')}")
     stdout, stderr = _rank_logs(root / "logs", "stdout"), _rank_logs(root / "logs", "stderr")
-    assert proc.returncode == 0, (proc.stderr[-2000:], {r: e[-2000:] for r, e in stderr.items()})
+    assert proc.returncode == 0, {r: e[-2000:] for r, e in stderr.items()}
     return {"root": root, "stdout": stdout, "stderr": stderr}
 
 

@@ -378,6 +378,26 @@ def _joined_args(preset: Preset, output_dir: Path, launch):
     return args
 
 
+def _leave_job(trainer, distributed: bool) -> None:
+    """End this rank's part of a launched job: meet the others, drop the DDP wrapper, destroy the process group.
+
+    The DDP wrapper's reducer holds the process group; freed only at
+    interpreter exit, gloo's destructor joined a worker thread forever once
+    (measured: rank 1 hung at exit on a loaded machine). So every rank
+    first meets the others (no collective in flight), then releases the
+    wrapper while the interpreter is whole, then destroys the group.
+    """
+    if not distributed:
+        return
+    import gc
+
+    any_rank(False, trainer.args.device)
+    trainer.model_wrapped = trainer.model
+    trainer.accelerator.free_memory()
+    gc.collect()
+    leave_process_group()
+
+
 def train(
     preset: Preset,
     model_dir: str | Path,
@@ -432,7 +452,7 @@ def train(
     result = trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if resumed_from else None)
     train_seconds = time.time() - train_start
     final_eval = trainer.evaluate()  # a collective: every rank evaluates its share
-    leave_process_group()
+    _leave_job(trainer, launch.distributed)
     if not trainer.is_world_process_zero():  # under torchrun / accelerate launch only rank 0 writes
         return {}
 
