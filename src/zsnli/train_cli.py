@@ -381,6 +381,13 @@ def main(argv: list[str]) -> int:
     only (the other ranks return 0 at once).
     """
     if argv and argv[0] == "select":  # choose the served scoring by leave-one-dataset-out (its own CLI)
+        try:
+            rank = launch_from_env().rank
+        except LaunchError as exc:
+            print(f"train.py select: error: {exc}", file=sys.stderr)
+            return 2
+        if rank > 0:
+            return 0  # rank 0 alone writes calibration.json
         from .selection_cli import main as select_main
 
         return select_main(argv[1:])
