@@ -39,7 +39,7 @@ from . import metrics
 from .baselines import DEFAULT_EMBEDDING_SCALE
 from .negation import NegationRule, negation_pair, negation_probabilities, pair_difference
 from .score_cache import CONTENT_FREE_PREMISE, CachedSet
-from .scoring import RULES, ScoringConfig, label_probabilities, scores_from_logits
+from .scoring import RULES, VALUE_RANGES, ScoringConfig, label_probabilities, scores_from_logits
 
 EMBEDDING_WEIGHTS = (0.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
 """The grid of issue 12 (0-40) widened to 60 and 80 after the first run chose w = 40, its upper edge."""
@@ -48,7 +48,9 @@ ROBUSTNESS_MARGIN = 10.0
 """Points below embedding similarity a dataset may fall before the penalty applies (issue 12's target)."""
 ROBUSTNESS_LAMBDA = 1.0
 """Objective points lost per point of the worst dataset's shortfall beyond the margin."""
-LOG_T_BOUNDS = (-6.0, 8.0)
+LOG_T_BOUNDS = (math.log(VALUE_RANGES["temperature"][0]), math.log(VALUE_RANGES["temperature"][1]))
+"""log t0 bounds of the fit: exactly the temperatures `zsnli.scoring.ScoringConfig` accepts (the server
+refuses a calibration.json outside them, so the selection must never produce one)."""
 K_EXPONENT_BOUNDS = (-2.0, 2.0)
 OFFLINE_DIGEST = "offline"
 """Embedding digest placeholder for configs built only to compute figures from cached cosines (never shipped)."""
