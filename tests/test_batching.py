@@ -202,3 +202,23 @@ async def test_close_fails_pending_jobs():
             await job.result()
     with pytest.raises(BatcherClosed):
         b.submit([enc(3, 4)])
+
+
+async def test_priority_zero_pairs_go_first_and_never_share_a_batch_with_background_pairs():
+    fwd = FakeForward()
+    fwd.gate = threading.Event()
+    b = await make(fwd, token_budget=64, max_wait_s=0.0)
+    try:
+        first = b.submit([enc(1, 8)], priority=1)  # occupies the forward thread (gated)
+        await asyncio.sleep(0.05)
+        background = b.submit([enc(200 + i, 30) for i in range(6)], priority=1)  # 3 batches of 2
+        urgent = b.submit([enc(100 + i, 30) for i in range(2)])  # priority 0, arrives later
+        fwd.gate.set()
+        await asyncio.gather(first.result(), background.result(), urgent.result())
+        tags = [[t // 100 for t in batch] for batch in fwd.batches]
+        assert tags[0] == [0]  # the batch that was already running
+        assert tags[1] == [1, 1]  # the later priority-0 pairs overtake all queued background pairs
+        assert all(len(set(batch)) == 1 for batch in tags)
+        assert sorted(t for batch in fwd.batches[2:] for t in batch) == [200 + i for i in range(6)]
+    finally:
+        await b.close()

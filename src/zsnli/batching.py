@@ -12,7 +12,11 @@ worker task forms batches from the pending pairs:
 * the forward runs in a dedicated thread (``run_in_executor``), so the event
   loop keeps accepting requests and tokenising while the model computes;
 * each row of the result goes back to its job at the pair's own index, so a
-  request's pairs may be split over several batches in any order.
+  request's pairs may be split over several batches in any order;
+* priorities: a job submitted with ``priority`` > 0 (background work, e.g. a
+  bake-off) only gets a batch when no pair of a lower priority value is
+  pending, and never shares a batch with one, so ``/classify`` pairs (priority
+  0) always go first; among equal priorities the rules above apply.
 
 Observers (``observers=``, e.g. `zsnli.telemetry`) get a `BatchRecord` after
 every forward: its pairs, padded tokens, seconds and outcome; an observer that
@@ -82,6 +86,7 @@ class _Pair:
     width: int  # padded length
     seq: int
     t: float
+    priority: int = 0
 
 
 @dataclass(eq=False)
@@ -211,9 +216,11 @@ class Batcher:
         finally:
             self._admitted -= n
 
-    def submit(self, encoded: Sequence[Encoded]) -> Job:
+    def submit(self, encoded: Sequence[Encoded], priority: int = 0) -> Job:
         """Queue one request's pairs; returns its ``Job`` (await ``job.result()``).
 
+        priority: 0 (default, interactive requests) goes first; a larger value is
+        served only while no pair of a smaller value is pending (see module docstring).
         Must be called on the batcher's event loop after ``start``.
         Raises ``BatcherClosed`` when stopped, ``ValueError`` on no pairs.
         """
@@ -226,7 +233,7 @@ class Batcher:
         job = Job(n=n, future=loop.create_future(), logits=np.zeros((n, self.num_outputs), np.float32), remaining=n)
         now = time.monotonic()
         for i, enc in enumerate(encoded):
-            p = _Pair(job, i, enc, pad_to(len(enc)), next(self._seq), now)
+            p = _Pair(job, i, enc, pad_to(len(enc)), next(self._seq), now, int(priority))
             job.pairs.append(p)
             self._pending[p.seq] = p
             self._pending_tokens += p.width
@@ -266,10 +273,16 @@ class Batcher:
             except Exception:  # noqa: BLE001 - telemetry never breaks batching
                 logger.exception("batch observer %r failed", observer)
 
+    def _urgent(self) -> list[_Pair]:
+        """The pending pairs of the smallest priority value present, oldest first."""
+        top = min(p.priority for p in self._pending.values())
+        return [p for p in self._pending.values() if p.priority == top]
+
     def _take_batch(self) -> list[_Pair]:
-        """Oldest pending pair plus the pending pairs nearest to it in length, under the budget."""
-        anchor = next(iter(self._pending.values()))
-        candidates = sorted(self._pending.values(), key=lambda p: (abs(p.width - anchor.width), p.seq))
+        """Oldest most-urgent pair plus the pending pairs of its priority nearest to it in length, under the budget."""
+        pool = self._urgent()
+        anchor = pool[0]
+        candidates = sorted(pool, key=lambda p: (abs(p.width - anchor.width), p.seq))
         batch: list[_Pair] = []
         width = 0
         for p in candidates:
@@ -292,7 +305,7 @@ class Batcher:
                 self._event.clear()
                 await self._event.wait()
                 continue
-            oldest = next(iter(self._pending.values()))
+            oldest = self._urgent()[0]
             wait_left = oldest.t + self.max_wait_s - time.monotonic()
             if wait_left > 0 and self._pending_tokens < self.token_budget:
                 self._event.clear()
