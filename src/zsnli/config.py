@@ -224,8 +224,9 @@ def listen_address(env: Mapping[str, str] | None = None) -> tuple[str, int]:
 
 
 #: ZSNLI_* variables that belong to other tools, not to the server: the benchmark scripts'
-#: ZSNLI_BENCH_*, zsnli-batch's ZSNLI_BATCH_* and ZSNLI_HOST/ZSNLI_PORT that validate.py hands to a --serve-cmd.
-OTHER_TOOLS_PREFIXES = ("ZSNLI_BENCH_", "ZSNLI_BATCH_", "ZSNLI_HOST", "ZSNLI_PORT")
+#: ZSNLI_BENCH_*, zsnli-batch's ZSNLI_BATCH_*, ZSNLI_HOST/ZSNLI_PORT that validate.py hands to a --serve-cmd,
+#: and the bake-off service's own settings (zsnli.bakeoff.settings), ZSNLI_BAKEOFF_* and ZSNLI_RECEIPT_KEY.
+OTHER_TOOLS_PREFIXES = ("ZSNLI_BENCH_", "ZSNLI_BATCH_", "ZSNLI_HOST", "ZSNLI_PORT", "ZSNLI_BAKEOFF_", "ZSNLI_RECEIPT_KEY")
 
 
 def setting_names() -> list[str]:

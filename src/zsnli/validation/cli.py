@@ -256,6 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
+        if argv and argv[0] == "verify-receipt":
+            from zsnli.bakeoff.receipts import main as verify_receipt_main
+
+            return verify_receipt_main(argv[1:])
         if argv and argv[0] == "compare":
             return compare_main(argv[1:], console, progress)
         if argv and argv[0] in ("bakeoff", "gate"):

@@ -1,0 +1,203 @@
+"""HTTP routes of the bake-off service, added to the app by `add_bakeoff_routes` (one hook in create_app).
+
+Routes: ``POST /v1/bakeoff``, ``GET /v1/bakeoffs`` (latest, JSON), ``GET /v1/bakeoffs/{id}``,
+``GET /v1/receipts/public-key``, and the pages ``GET /bakeoff``, ``GET /bakeoffs``,
+``GET /bakeoffs/{id}``, ``GET /bakeoffs/{id}/badge.svg``, ``GET /bakeoff/static/{name}``.
+Errors use the app's shape ``{"error", "field", "error_type"}`` (422s add ``errors``); an unknown
+id is a 404 JSON on every route. ``/classify`` shares only the batcher (at a lower priority) and the
+loaded models with this module: it never reads or writes the store.
+Imports the other `zsnli.bakeoff` modules and `zsnli` core modules; never `zsnli.app`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import re
+import threading
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+
+from zsnli.embedding import SentenceEncoder, default_embedding_dir
+from zsnli.manifest import hash_model_dir, model_dir_digest, sha256_file
+
+from . import page
+from .arms_adapter import INCUMBENTS, NliService
+from .badge import bakeoff_badge
+from .protocol import BakeoffInputError, validate_request
+from .receipts import ReceiptError, Signer
+from .runner import RunContext, run_bakeoff
+from .settings import BakeoffSettings
+from .store import Store
+
+logger = logging.getLogger("zsnli.bakeoff")
+
+ID_RE = re.compile(r"^bo_[0-9a-f]{32}$")
+
+
+def _error(status: int, message: str, error_type: str, field: str | None = None, **extra) -> JSONResponse:
+    headers = {"Retry-After": "5"} if status == 503 else None
+    return JSONResponse({"error": message, "field": field, "error_type": error_type, **extra}, status_code=status,
+                        headers=headers)
+
+
+def _not_found(bakeoff_id: str) -> JSONResponse:
+    return _error(404, f"no bake-off with id {bakeoff_id!r}", "not_found", "id")
+
+
+class _Resources:
+    """Lazily loaded, shared across bake-offs: the sentence encoder, registered challengers, digests."""
+
+    def __init__(self, app: FastAPI, bsettings: BakeoffSettings) -> None:
+        self.app, self.bsettings = app, bsettings
+        self.executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="zsnli-bakeoff")
+        self._lock = threading.Lock()
+        self._encoder: tuple[Any, str] | None = None
+        self._models: dict[str, tuple[Any, str]] = {}
+        self._calibration: tuple[str, str | None] | None = None
+
+    def encoder(self) -> tuple[Any, str]:
+        """The server's sentence encoder when it has one, else the one at ZSNLI_EMBEDDING_DIR / model/embedding."""
+        st = self.app.state.service()
+        if st.encoder is not None:
+            return st.encoder, st.encoder.digest
+        with self._lock:
+            if self._encoder is None:
+                settings = self.app.state.settings
+                path = Path(settings.embedding_dir) if settings.embedding_dir else default_embedding_dir(
+                    settings.model_dir)
+                enc = SentenceEncoder(path)
+                self._encoder = (enc, enc.digest)
+            return self._encoder
+
+    def local_model(self, name: str, path: str) -> tuple[Any, str]:
+        from zsnli.scoring import NliModel
+
+        with self._lock:
+            if name not in self._models:
+                self._models[name] = (NliModel.load(path, device="cpu"), model_dir_digest(hash_model_dir(path)))
+            return self._models[name]
+
+    def calibration_sha256(self) -> str | None:
+        settings = self.app.state.settings
+        path = settings.resolved_calibration_path()
+        if not self.app.state.service().calibrated or not path.is_file():
+            return None
+        if self._calibration is None or self._calibration[0] != str(path):
+            self._calibration = (str(path), sha256_file(path))
+        return self._calibration[1]
+
+    def context(self) -> RunContext:
+        st = self.app.state.service()
+        service = None
+        if st.status == "ok" and st.model is not None and st.batcher is not None:
+            service = NliService(st.model, st.batcher, st.scoring, st.model_sha256, self.calibration_sha256(),
+                                 self.executor)
+        models = {name: (lambda n=name, p=path: self.local_model(n, p)) for name, path in self.bsettings.models}
+        return RunContext(service, self.encoder, models, self.executor, self.bsettings.time_budget_s)
+
+
+def add_bakeoff_routes(app: FastAPI, *, read_json: Callable[[Request], Awaitable[Any]],
+                       bsettings: BakeoffSettings | None = None) -> None:
+    """Add the bake-off routes to ``app`` (which must carry ``app.state.service()`` and ``app.state.settings``).
+
+    read_json: the app's body reader (``await read_json(request)`` -> parsed JSON; raises the app's
+    400/413/415 errors). bsettings: default ``BakeoffSettings.from_env()``, which raises
+    ``zsnli.config.SettingsError`` on a bad ``ZSNLI_BAKEOFF_*`` value (the server refuses to start).
+    Nothing is opened or created here: the store and the key are created on first use.
+    """
+    bsettings = bsettings or BakeoffSettings.from_env()
+    res = _Resources(app, bsettings)
+    store = Store(bsettings.db_path)
+    signer = Signer(bsettings.key_path)
+    running = {"n": 0}
+    app.state.bakeoff = {"settings": bsettings, "store": store, "signer": signer, "running": running}
+    challengers = [name for name, _ in bsettings.models]
+
+    async def in_thread(fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(res.executor, fn, *args)
+
+    @app.post("/v1/bakeoff", tags=["bake-off"])
+    async def post_bakeoff(request: Request) -> Any:
+        """Rank the arms on the request's labelled examples; the answer is stored and signed (see README)."""
+        payload = await read_json(request)
+        try:
+            task = validate_request(payload, incumbents=INCUMBENTS, challengers=challengers,
+                                    max_examples=bsettings.max_examples, max_labels=bsettings.max_labels,
+                                    max_input_chars=bsettings.max_input_chars)
+        except BakeoffInputError as exc:
+            return _error(422, str(exc), "validation", exc.field, errors=exc.problems)
+        st = app.state.service()
+        if st.status != "ok":
+            return _error(503, f"the model is {st.status}; retry shortly", "loading")
+        if running["n"] >= bsettings.max_concurrent:
+            return _error(503, f"{running['n']} bake-offs are running (ZSNLI_BAKEOFF_MAX_CONCURRENT); retry later",
+                          "overloaded")
+        running["n"] += 1
+        try:
+            answer = await run_bakeoff(task, res.context(), signer)
+        except ReceiptError as exc:
+            return _error(503, f"cannot sign the receipt: {exc}", "receipt")
+        finally:
+            running["n"] -= 1
+        retained = list(zip(task.texts, task.expected)) if task.retain else None
+        await in_thread(store.save, answer, task.example_hashes, retained)
+        return JSONResponse(answer)
+
+    async def _get(bakeoff_id: str) -> dict | None:
+        if not ID_RE.match(bakeoff_id):
+            return None
+        return await in_thread(store.get, bakeoff_id)
+
+    @app.get("/v1/bakeoffs", tags=["bake-off"])
+    async def list_bakeoffs() -> Any:
+        """The latest 50 bake-offs, newest first."""
+        return {"bakeoffs": await in_thread(store.latest, 50)}
+
+    @app.get("/v1/bakeoffs/{bakeoff_id}", tags=["bake-off"])
+    async def get_bakeoff(bakeoff_id: str) -> Any:
+        """A stored bake-off answer (as POST answered it); 404 for an unknown id."""
+        answer = await _get(bakeoff_id)
+        return JSONResponse(answer) if answer is not None else _not_found(bakeoff_id)
+
+    @app.get("/v1/receipts/public-key", tags=["bake-off"], response_class=PlainTextResponse)
+    async def public_key() -> Any:
+        """The Ed25519 public key of the receipts (PEM); its key id is in the ``X-Key-Id`` header."""
+        try:
+            pem, kid = await in_thread(lambda: (signer.public_pem(), signer.key_id()))
+        except ReceiptError as exc:
+            return _error(503, str(exc), "receipt")
+        return PlainTextResponse(pem, media_type="application/x-pem-file", headers={"X-Key-Id": kid})
+
+    @app.get("/bakeoff", include_in_schema=False)
+    async def form_page() -> Any:
+        return HTMLResponse(page.form_page(INCUMBENTS, challengers, bsettings))
+
+    @app.get("/bakeoff/static/{name}", include_in_schema=False)
+    async def static(name: str) -> Any:
+        found = page.static_asset(name)
+        if found is None:
+            return _error(404, f"no static asset {name!r}", "not_found", "name")
+        return Response(found[0], media_type=found[1])
+
+    @app.get("/bakeoffs", include_in_schema=False)
+    async def list_page() -> Any:
+        return HTMLResponse(page.list_page(await in_thread(store.latest, 50)))
+
+    @app.get("/bakeoffs/{bakeoff_id}", include_in_schema=False)
+    async def result_page(bakeoff_id: str, request: Request) -> Any:
+        answer = await _get(bakeoff_id)
+        if answer is None:
+            return _not_found(bakeoff_id)
+        return HTMLResponse(page.result_page(answer, str(request.base_url)))
+
+    @app.get("/bakeoffs/{bakeoff_id}/badge.svg", include_in_schema=False)
+    async def badge(bakeoff_id: str) -> Any:
+        answer = await _get(bakeoff_id)
+        if answer is None:
+            return _not_found(bakeoff_id)
+        return Response(bakeoff_badge(answer), media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})

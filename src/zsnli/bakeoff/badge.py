@@ -1,0 +1,36 @@
+"""The SVG badge of a bake-off: ``bake-off | <winner> F1 <macro-F1>`` (flat two-part shield, no external fonts).
+
+Text width is estimated at 6.5 px per character of an 11 px sans-serif font. Imports only the standard library.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+CHAR_PX = 6.5
+PAD_PX = 10
+
+
+def badge_svg(label: str, message: str, colour: str = "#2e7d32") -> str:
+    """A self-contained SVG (``image/svg+xml``) with ``label`` on grey and ``message`` on ``colour``."""
+    lw = int(len(label) * CHAR_PX + 2 * PAD_PX)
+    mw = int(len(message) * CHAR_PX + 2 * PAD_PX)
+    w = lw + mw
+    text = escape(f"{label}: {message}")
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="20" role="img" aria-label="{text}">'
+            f"<title>{text}</title>"
+            f'<rect width="{lw}" height="20" rx="3" fill="#555"/>'
+            f'<rect x="{lw}" width="{mw}" height="20" rx="3" fill="{colour}"/>'
+            f'<rect x="{lw}" width="4" height="20" fill="{colour}"/>'
+            f'<g fill="#fff" font-family="DejaVu Sans,Verdana,Geneva,sans-serif" font-size="11" text-anchor="middle">'
+            f'<text x="{lw / 2:.1f}" y="14">{escape(label)}</text>'
+            f'<text x="{lw + mw / 2:.1f}" y="14">{escape(message)}</text></g></svg>')
+
+
+def bakeoff_badge(answer: dict) -> str:
+    """The badge of a stored answer: the winner and its macro-F1, or ``no winner`` in grey."""
+    winner = answer.get("winner")
+    entry = next((e for e in answer.get("scorecard", []) if e.get("arm") == winner), None)
+    if winner is None or entry is None:
+        return badge_svg("bake-off", "no winner", "#9e9e9e")
+    return badge_svg("bake-off", f"{winner} F1 {entry['macro_f1']:.2f}")

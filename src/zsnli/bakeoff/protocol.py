@@ -1,0 +1,280 @@
+"""The bake-off protocol: the request, its checks, cross-validation folds, the metrics and the ranking.
+
+* `validate_request` turns a parsed JSON body into a `Task` or raises
+  `BakeoffInputError` naming the field (``examples[3].expected``, ``labels``,
+  ``candidates[1]`` ...), the way a 422 answer reports it.
+* `cv_folds`: the few-shot protocol. Leave-one-out when the examples are few
+  (n <= `LOO_MAX_N`) or a label has a single example, else seeded stratified
+  k-fold with k = min(5, smallest label count). Every example is scored exactly
+  once, by a model fitted without it.
+* `score` computes accuracy, macro-F1, ECE (15 equal-width bins,
+  `zsnli.metrics`) and the reliability bins of one arm; `rank` orders arms by
+  macro-F1, then ECE (lower first), then p50 latency (lower first).
+
+Imports pydantic, numpy, scikit-learn and `zsnli.metrics` / `zsnli.manifest` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
+
+from zsnli.manifest import canonical_json
+from zsnli.metrics import N_BINS, accuracy, argmax_random_ties, macro_f1, reliability_bins
+
+LOO_MAX_N = 30
+"""At most this many examples: leave-one-out (n fits); more: stratified k-fold."""
+
+MAX_FOLDS = 5
+SEED = 0
+
+RANKING_RULE = "macro-F1 (higher first), then ECE (lower first), then p50 latency (lower first)"
+
+
+class BakeoffInputError(ValueError):
+    """A request problem: ``field`` is the JSON path (``examples[3].expected``), ``message`` says what is accepted.
+
+    ``problems`` lists every problem found as ``{"field", "error"}`` (the first one is ``field``/``message``).
+    """
+
+    def __init__(self, problems: list[dict[str, str]]) -> None:
+        self.problems = problems
+        self.field = problems[0]["field"]
+        self.message = problems[0]["error"]
+        super().__init__(f"{self.field}: {self.message}")
+
+
+class _Example(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    input: StrictStr
+    expected: StrictStr
+
+
+class BakeoffRequest(BaseModel):
+    """The request body of ``POST /v1/bakeoff`` (unknown extra fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+    task_description: StrictStr
+    examples: list[_Example]
+    labels: dict[StrictStr, StrictStr] | None = None
+    candidates: list[StrictStr] | None = None
+    challenger_model: StrictStr | None = None
+    retain: StrictBool = False
+
+
+@dataclass
+class Task:
+    """A validated bake-off request.
+
+    texts: the example inputs (n); gold: index of each example's label in ``label_names`` (n);
+    label_names: k distinct names, in the order of ``labels`` when given, else of first appearance;
+    hypotheses: the description of each label (the NLI hypothesis before any template; default the name);
+    arms: the arm names to run (incumbents requested, then the challenger); challenger: its name or None;
+    example_hashes: sha256 of each example's canonical JSON ``{"expected", "input"}``;
+    examples_sha256: sha256 of the canonical JSON list of the examples (what the receipt binds).
+    """
+
+    task_description: str
+    texts: list[str]
+    expected: list[str]
+    gold: np.ndarray
+    label_names: list[str]
+    hypotheses: list[str]
+    arms: list[str]
+    challenger: str | None
+    retain: bool
+    example_hashes: list[str] = field(default_factory=list)
+    examples_sha256: str = ""
+
+    @property
+    def n(self) -> int:
+        return len(self.texts)
+
+
+def _field(loc: Sequence[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
+
+
+def _schema(payload: Any) -> BakeoffRequest:
+    if not isinstance(payload, dict):
+        raise BakeoffInputError([{"field": "body", "error": "body must be a JSON object"}])
+    try:
+        return BakeoffRequest.model_validate(payload)
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors():
+            msg = "field required" if e.get("type") == "missing" else str(e.get("msg", "invalid value"))
+            problems.append({"field": _field(e.get("loc", ())), "error": msg})
+        raise BakeoffInputError(problems) from None
+
+
+def validate_request(payload: Any, *, incumbents: Sequence[str], challengers: Sequence[str], max_examples: int,
+                     max_labels: int, max_input_chars: int) -> Task:
+    """Check a parsed body; returns a `Task` or raises `BakeoffInputError` listing every problem.
+
+    incumbents: the arm names a request may list in ``candidates`` (default: all of them);
+    challengers: the names accepted as ``challenger_model`` besides the incumbents (registered model dirs);
+    limits: at most ``max_examples`` examples and ``max_labels`` labels; every input, label description
+    and the task description at most ``max_input_chars`` characters.
+    """
+    req = _schema(payload)
+    problems: list[dict[str, str]] = []
+
+    def bad(where: str, error: str) -> None:
+        problems.append({"field": where, "error": error})
+
+    if not req.task_description.strip():
+        bad("task_description", "must not be blank")
+    elif len(req.task_description) > max_input_chars:
+        bad("task_description", f"{len(req.task_description)} characters; the limit is {max_input_chars}")
+    if len(req.examples) < 2:
+        bad("examples", f"needs at least 2 examples, got {len(req.examples)}")
+    if len(req.examples) > max_examples:
+        bad("examples", f"{len(req.examples)} examples; the limit is {max_examples} (ZSNLI_BAKEOFF_MAX_EXAMPLES)")
+    for i, ex in enumerate(req.examples):
+        if not ex.input.strip():
+            bad(f"examples[{i}].input", "must not be blank")
+        elif len(ex.input) > max_input_chars:
+            bad(f"examples[{i}].input", f"{len(ex.input)} characters; the limit is {max_input_chars} "
+                "(ZSNLI_BAKEOFF_MAX_INPUT_CHARS)")
+        if not ex.expected.strip():
+            bad(f"examples[{i}].expected", "must not be blank")
+    names, descriptions = _labels(req, bad, max_input_chars)
+    if len(names) < 2:
+        bad("labels" if req.labels is not None else "examples", f"needs at least 2 distinct labels, got {len(names)}")
+    if len(names) > max_labels:
+        bad("labels" if req.labels is not None else "examples",
+            f"{len(names)} labels; the limit is {max_labels} (ZSNLI_BAKEOFF_MAX_LABELS)")
+    arms = _arms(req, incumbents, challengers, bad)
+    if problems:
+        raise BakeoffInputError(problems)
+    index = {name: j for j, name in enumerate(names)}
+    rows = [{"input": ex.input, "expected": ex.expected} for ex in req.examples]
+    return Task(
+        task_description=req.task_description, texts=[ex.input for ex in req.examples],
+        expected=[ex.expected for ex in req.examples], gold=np.array([index[ex.expected] for ex in req.examples]),
+        label_names=names, hypotheses=descriptions, arms=arms, challenger=req.challenger_model, retain=req.retain,
+        example_hashes=[hashlib.sha256(canonical_json(r)).hexdigest() for r in rows],
+        examples_sha256=hashlib.sha256(canonical_json(rows)).hexdigest())
+
+
+def _labels(req: BakeoffRequest, bad, max_chars: int) -> tuple[list[str], list[str]]:
+    """Label names and descriptions; every expected value must be a label and every label needs an example."""
+    seen = list(dict.fromkeys(ex.expected for ex in req.examples if ex.expected.strip()))
+    if req.labels is None:
+        return seen, list(seen)
+    names = list(req.labels)
+    for name, description in req.labels.items():
+        if not name.strip():
+            bad("labels", "label names must not be blank")
+        if not description.strip():
+            bad(f"labels.{name}", "description must not be blank")
+        elif len(description) > max_chars:
+            bad(f"labels.{name}", f"{len(description)} characters; the limit is {max_chars}")
+    for i, ex in enumerate(req.examples):
+        if ex.expected.strip() and ex.expected not in req.labels:
+            bad(f"examples[{i}].expected", f"{ex.expected!r} is not one of labels: {', '.join(names)}")
+    for name in names:
+        if name not in seen:
+            bad(f"labels.{name}", "has no example: every label needs at least one labelled example")
+    return names, [req.labels[name] for name in names]
+
+
+def _arms(req: BakeoffRequest, incumbents: Sequence[str], challengers: Sequence[str], bad) -> list[str]:
+    arms = list(incumbents)
+    if req.candidates is not None:
+        if not req.candidates:
+            bad("candidates", f"must list at least one arm of: {', '.join(incumbents)}")
+        for i, name in enumerate(req.candidates):
+            if name not in incumbents:
+                bad(f"candidates[{i}]", f"unknown arm {name!r}; known: {', '.join(incumbents)}")
+        arms = list(dict.fromkeys(c for c in req.candidates if c in incumbents))
+    if req.challenger_model is not None:
+        known = list(incumbents) + [c for c in challengers if c not in incumbents]
+        if req.challenger_model not in known:
+            bad("challenger_model", f"unknown model or arm {req.challenger_model!r}; known: {', '.join(known)} "
+                "(register a local model directory with ZSNLI_BAKEOFF_MODELS=name=DIR)")
+        else:
+            arms = [a for a in arms if a != req.challenger_model] + [req.challenger_model]
+    return arms
+
+
+# ------------------------------------------------------------------ protocol
+
+
+def cv_folds(gold: np.ndarray, seed: int = SEED) -> tuple[list[tuple[np.ndarray, np.ndarray]], str]:
+    """Train/test index pairs covering every example exactly once as a test row, and the protocol's name.
+
+    gold: ``[n]`` label indices. Leave-one-out when n <= `LOO_MAX_N` or some label has one example; else
+    ``StratifiedKFold(k = min(MAX_FOLDS, smallest label count), shuffle, seed)`` (scikit-learn).
+    """
+    gold = np.asarray(gold)
+    n = gold.size
+    counts = np.bincount(gold)
+    smallest = int(counts[counts > 0].min()) if n else 0
+    if n <= LOO_MAX_N or smallest < 2:
+        folds = [(np.delete(np.arange(n), i), np.array([i])) for i in range(n)]
+        return folds, f"leave-one-out ({n} fits)"
+    from sklearn.model_selection import StratifiedKFold
+
+    k = min(MAX_FOLDS, smallest)
+    splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+    folds = [(train, test) for train, test in splitter.split(np.zeros(n), gold)]
+    return folds, f"stratified {k}-fold (seed {seed})"
+
+
+# ------------------------------------------------------------------ metrics
+
+
+def score(probabilities: np.ndarray, gold: np.ndarray, seed: int = SEED) -> dict[str, Any]:
+    """Accuracy, macro-F1, ECE and reliability bins of one arm.
+
+    probabilities: ``[n, k]`` rows over the task's labels (finite, each in [0, 1]); gold: ``[n]``.
+    Arg-max ties are broken by a generator seeded with ``seed`` (`zsnli.metrics.argmax_random_ties`).
+    Returns ``{"accuracy", "macro_f1", "ece", "n", "predicted", "reliability"}`` with ``predicted`` the
+    ``[n]`` arg-max indices and ``reliability`` the non-empty bins of `N_BINS` equal-width confidence bins
+    as ``[{"lo", "hi", "count", "confidence", "accuracy"}]``. Raises ``ValueError`` on a shape mismatch.
+    """
+    p = np.asarray(probabilities, dtype=np.float64)
+    gold = np.asarray(gold)
+    if p.ndim != 2 or p.shape[0] != gold.size or p.shape[0] == 0:
+        raise ValueError(f"probabilities must be [n, k] with n = {gold.size}, got {p.shape}")
+    if not np.all(np.isfinite(p)):
+        raise ValueError("probabilities contain non-finite values")
+    rng = np.random.default_rng(seed)
+    pred = np.array([argmax_random_ties(row, rng) for row in p])
+    conf = np.clip(p.max(axis=1), 0.0, 1.0)
+    bins = reliability_bins(conf, pred == gold, N_BINS)
+    diagram = [{"lo": round(float(bins.edges[b]), 4), "hi": round(float(bins.edges[b + 1]), 4),
+                "count": int(bins.counts[b]), "confidence": round(float(bins.confidence[b]), 4),
+                "accuracy": round(float(bins.accuracy[b]), 4)}
+               for b in range(N_BINS) if bins.counts[b] > 0]
+    return {"accuracy": round(accuracy(gold, pred), 4), "macro_f1": round(macro_f1(gold, pred, p.shape[1]), 4),
+            "ece": round(bins.ece, 4), "n": int(gold.size), "predicted": pred, "reliability": diagram}
+
+
+def p50_ms(latencies_s: Sequence[float]) -> float:
+    """Median of per-document latencies given in seconds, in milliseconds (2 decimals)."""
+    return round(float(np.median(np.asarray(latencies_s, dtype=np.float64))) * 1000.0, 2)
+
+
+def rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Order scorecard entries by `RANKING_RULE`, failed arms last (in their given order); sets ``rank`` 1..m.
+
+    Scored entries need ``macro_f1``, ``ece`` and ``latency_ms_p50``; failed ones get their rank after all
+    scored ones. Returns a new list.
+    """
+    scored = [e for e in entries if e["status"] == "scored"]
+    failed = [e for e in entries if e["status"] != "scored"]
+    scored.sort(key=lambda e: (-e["macro_f1"], e["ece"], e["latency_ms_p50"]))
+    out = []
+    for r, e in enumerate(scored + failed, 1):
+        out.append({**e, "rank": r})
+    return out

@@ -1,0 +1,124 @@
+"""SQLite store of finished bake-offs (``ZSNLI_BAKEOFF_DB``).
+
+Schema (created on first use, idempotent)::
+
+    bakeoffs(id TEXT PRIMARY KEY, created_at TEXT, winner TEXT, n INTEGER, retained INTEGER,
+             receipt_sha256 TEXT, answer TEXT)             -- the full JSON answer
+    bakeoff_examples(bakeoff_id TEXT, idx INTEGER, sha256 TEXT, input TEXT, expected TEXT,
+                     PRIMARY KEY (bakeoff_id, idx))        -- input/expected NULL unless retained
+
+WAL journal, ``synchronous=FULL``, a busy timeout, one connection per call (safe from any thread or
+process) and one ``BEGIN IMMEDIATE`` transaction per bake-off: a writer killed mid-write leaves the
+bake-off either complete or absent. Example texts are stored only when the request set ``retain``;
+otherwise only their sha256. Nothing here is read or written by ``/classify``.
+Imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+BUSY_TIMEOUT_S = 30.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS bakeoffs (
+    id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    winner TEXT,
+    n INTEGER NOT NULL,
+    retained INTEGER NOT NULL,
+    receipt_sha256 TEXT NOT NULL,
+    answer TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS bakeoffs_created ON bakeoffs (created_at);
+CREATE TABLE IF NOT EXISTS bakeoff_examples (
+    bakeoff_id TEXT NOT NULL REFERENCES bakeoffs (id),
+    idx INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    input TEXT,
+    expected TEXT,
+    PRIMARY KEY (bakeoff_id, idx)
+);
+"""
+
+
+class Store:
+    """The bake-off store at ``path`` (parent directories are created on first use)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        with self._lock:
+            if not self._ready:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.executescript(_SCHEMA)
+                finally:
+                    conn.close()
+                self._ready = True
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn.execute("PRAGMA synchronous=FULL")
+        return conn
+
+    def save(self, answer: dict[str, Any], example_hashes: Sequence[str],
+             examples: Sequence[tuple[str, str]] | None) -> None:
+        """Write one bake-off in one transaction.
+
+        answer: the JSON answer (``id``, ``created_at``, ``winner``, ``n``, ``receipt.sha256``);
+        example_hashes: sha256 per example; examples: ``(input, expected)`` per example, only when retained.
+        Raises ``sqlite3.Error`` (nothing is written then).
+        """
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("INSERT INTO bakeoffs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (answer["id"], answer["created_at"], answer["winner"], answer["n"],
+                              int(examples is not None), answer["receipt"]["sha256"],
+                              json.dumps(answer, separators=(",", ":"), allow_nan=False)))
+                rows = [(answer["id"], i, h, *(examples[i] if examples is not None else (None, None)))
+                        for i, h in enumerate(example_hashes)]
+                conn.executemany("INSERT INTO bakeoff_examples VALUES (?, ?, ?, ?, ?)", rows)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    def get(self, bakeoff_id: str) -> dict[str, Any] | None:
+        """The stored answer, or None for an unknown id."""
+        conn = self._connect()
+        try:
+            row = conn.execute("SELECT answer FROM bakeoffs WHERE id = ?", (bakeoff_id,)).fetchone()
+        finally:
+            conn.close()
+        return json.loads(row[0]) if row else None
+
+    def latest(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest bake-offs: ``[{"id", "created_at", "winner", "n", "task_description"}]``, newest first."""
+        conn = self._connect()
+        try:
+            rows = conn.execute("SELECT id, created_at, winner, n, json_extract(answer, '$.task_description') "
+                                "FROM bakeoffs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,)).fetchall()
+        finally:
+            conn.close()
+        return [{"id": r[0], "created_at": r[1], "winner": r[2], "n": r[3], "task_description": r[4]} for r in rows]
+
+    def example_rows(self, bakeoff_id: str) -> list[tuple[int, str, str | None, str | None]]:
+        """``(idx, sha256, input, expected)`` of a bake-off's examples (input/expected None unless retained)."""
+        conn = self._connect()
+        try:
+            return conn.execute("SELECT idx, sha256, input, expected FROM bakeoff_examples WHERE bakeoff_id = ? "
+                                "ORDER BY idx", (bakeoff_id,)).fetchall()
+        finally:
+            conn.close()
