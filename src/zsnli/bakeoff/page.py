@@ -60,7 +60,7 @@ them, ranked, stored and signed.</p>
   <fieldset><legend>Arms</legend>{arms}</fieldset>
   <label for="challenger">Challenger (optional)</label>
   <select id="challenger" name="challenger_model"><option value="">none</option>{options}</select>
-  <label class="arm"><input type="checkbox" id="retain" name="retain"> retain the example texts and predictions
+  <label class="arm retain"><input type="checkbox" id="retain" name="retain"> retain the example texts and predictions
     (default: only their sha256 is stored)</label>
   <button id="submit" type="submit">Run bake-off</button>
 </form>

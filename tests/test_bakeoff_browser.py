@@ -1,0 +1,125 @@
+"""The /bakeoff page in a real browser: headless Debian Chromium driven by Selenium.
+
+Fills the form with the issue's request, submits, and checks the rendered winner and receipt against
+the JSON API. Skipped (with the reason) only when chromium / chromedriver or selenium are absent; .ci/run
+installs them. Set ZSNLI_BAKEOFF_SCREENSHOT=PATH to keep a screenshot of the rendered result.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+from conftest import cached_loader, make_settings
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
+                                reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium "
+                                       "chromium-driver; .ci/run does)")
+
+EXAMPLES = "Cannot sign in\taccess\nRefund my invoice\tbilling\nLogin still fails\taccess\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(bert_dir, tmp_path, monkeypatch):
+    import uvicorn
+
+    from zsnli.app import create_app
+
+    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
+    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
+    app = create_app(make_settings(bert_dir, embedding_dir=str(bert_dir)), loader=cached_loader)
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/health").status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    yield base
+    srv.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,1700"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def test_form_submit_renders_winner_and_receipt(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    browser.get(server + "/bakeoff")
+    browser.find_element(By.ID, "task").send_keys("Classify support requests as access or billing")
+    examples = browser.find_element(By.ID, "examples")
+    examples.click()
+    for line in EXAMPLES.splitlines():  # a Tab key would move the focus: paste-like input of the tab character
+        browser.execute_script("arguments[0].setRangeText(arguments[1], arguments[0].value.length, "
+                               "arguments[0].value.length, 'end')", examples, line + "\n")
+    assert examples.get_attribute("value") == EXAMPLES
+    Select(browser.find_element(By.ID, "challenger")).select_by_value("tfidf-logreg")
+    browser.find_element(By.ID, "submit").click()
+    WebDriverWait(browser, 120).until(ec.presence_of_element_located((By.ID, "winner")))
+    progress = browser.execute_script("return document.getElementById('progress-text').textContent")
+    assert progress.startswith("running 7 arms on 3 examples")  # the indicator shown while it ran
+    assert not browser.find_element(By.ID, "progress").is_displayed()
+    bakeoff_id = browser.find_element(By.ID, "permalink").get_attribute("href").rsplit("/", 1)[1]
+    answer = httpx.get(f"{server}/v1/bakeoffs/{bakeoff_id}").json()
+    assert answer["task_description"] == "Classify support requests as access or billing"
+    assert answer["n"] == 3 and answer["labels"] == {"access": "access", "billing": "billing"}
+    winner_text = browser.find_element(By.ID, "winner").text
+    assert winner_text.startswith(f"Winner: {answer['winner']} ")
+    assert browser.find_element(By.ID, "receipt-sha256").text == answer["receipt"]["sha256"]
+    rows = browser.find_elements(By.CSS_SELECTOR, "#scorecard tbody tr")
+    assert [r.get_attribute("data-arm") for r in rows] == [e["arm"] for e in answer["scorecard"]]
+    diagrams = browser.find_elements(By.CSS_SELECTOR, ".diagram svg")
+    assert len(diagrams) == sum(e["status"] == "scored" for e in answer["scorecard"])
+    assert f"/bakeoffs/{bakeoff_id}/badge.svg" in browser.find_element(By.ID, "badge-markdown").text
+    shot = os.environ.get("ZSNLI_BAKEOFF_SCREENSHOT")
+    if shot:
+        browser.save_screenshot(shot)
+    # the stored page renders the same answer
+    browser.get(f"{server}/bakeoffs/{bakeoff_id}")
+    WebDriverWait(browser, 30).until(ec.presence_of_element_located((By.ID, "winner")))
+    assert browser.find_element(By.ID, "winner").text == winner_text
+    assert browser.find_element(By.ID, "receipt-sha256").text == answer["receipt"]["sha256"]
+
+
+def test_422_is_shown_with_its_field(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(server + "/bakeoff")
+    browser.find_element(By.ID, "task").send_keys("Support")
+    browser.execute_script("document.getElementById('examples').value = arguments[0]", "Cannot sign in\taccess\n")
+    browser.find_element(By.ID, "submit").click()
+    WebDriverWait(browser, 30).until(ec.visibility_of_element_located((By.ID, "error")))
+    assert "422" in browser.find_element(By.ID, "error").text and "examples" in browser.find_element(By.ID, "error").text
