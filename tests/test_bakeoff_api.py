@@ -20,7 +20,7 @@ ISSUE_REQUEST = {"task_description": "Classify support requests as access or bil
                  "examples": [{"input": "Cannot sign in", "expected": "access"},
                               {"input": "Refund my invoice", "expected": "billing"},
                               {"input": "Login still fails", "expected": "access"}],
-                 "challenger_model": "tfidf-logreg"}
+                 "challenger_model": "tfidf_logreg"}
 
 ANSWER_KEYS = {"id", "created_at", "task_description", "labels", "n", "scorecard", "winner", "receipt"}
 ENTRY_KEYS = {"rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "status", "reliability"}
@@ -53,7 +53,7 @@ async def test_contract_of_the_issue_request(app, bakeoff_env):
         for e in a["scorecard"]:
             assert set(e) == ENTRY_KEYS, e
             assert e["status"] == "scored" and e["n"] == 3
-            assert e["role"] == ("challenger" if e["arm"] == "tfidf-logreg" else "incumbent")
+            assert e["role"] == ("challenger" if e["arm"] == "tfidf_logreg" else "incumbent")
             assert 0 <= e["accuracy"] <= 1 and 0 <= e["macro_f1"] <= 1 and 0 <= e["ece"] <= 1
             assert e["latency_ms_p50"] > 0
             assert sum(b["count"] for b in e["reliability"]) == 3
@@ -82,10 +82,10 @@ async def test_contract_of_the_issue_request(app, bakeoff_env):
 
 async def test_candidates_subset_and_labels_as_hypotheses(app):
     async with running_app(app) as client:
-        body = {**ISSUE_REQUEST, "candidates": ["majority", "nli-about"], "challenger_model": None,
+        body = {**ISSUE_REQUEST, "candidates": ["majority", "served_about"], "challenger_model": None,
                 "labels": {"access": "The customer cannot get into the account.", "billing": "A question about money."}}
         a = (await client.post("/v1/bakeoff", json=body)).json()
-        assert sorted(e["arm"] for e in a["scorecard"]) == ["majority", "nli-about"]
+        assert sorted(e["arm"] for e in a["scorecard"]) == ["majority", "served_about"]
         assert a["labels"]["billing"] == "A question about money."
         assert all(e["role"] == "incumbent" for e in a["scorecard"])
 
@@ -185,14 +185,46 @@ async def test_time_budget_fails_unfinished_arms_only(bert_dir, bakeoff_env):
     # a 1 s budget for the routes' settings (ZSNLI_BAKEOFF_TIME_BUDGET_S starts at 5 s; the logic is the same)
     object.__setattr__(app.state.bakeoff["settings"], "time_budget_s", 1.0)
     async with running_app(app) as client:
-        body = {**ISSUE_REQUEST, "candidates": ["majority", "tfidf-logreg", "nli-about", "nli-bare"]}
+        body = {**ISSUE_REQUEST, "candidates": ["majority", "tfidf_logreg", "served_about", "served"]}
         t0 = time.monotonic()
         a = (await client.post("/v1/bakeoff", json=body)).json()
         took = time.monotonic() - t0
     status = {e["arm"]: e for e in a["scorecard"]}
-    assert status["majority"]["status"] == status["tfidf-logreg"]["status"] == "scored"
-    for arm in ("nli-about", "nli-bare"):
+    assert status["majority"]["status"] == status["tfidf_logreg"]["status"] == "scored"
+    for arm in ("served_about", "served"):
         assert status[arm]["status"] == "failed" and "time budget of 1 s" in status[arm]["error"]
         assert status[arm]["macro_f1"] is None
     assert [e["status"] for e in a["scorecard"]][-2:] == ["failed", "failed"]
     assert took < 3.0
+
+
+async def test_registered_local_model_as_challenger(bert_dir, deberta_dir, bakeoff_env, monkeypatch):
+    monkeypatch.setenv("ZSNLI_BAKEOFF_MODELS", f"tiny-deberta={deberta_dir}")
+    app = create_app(make_settings(bert_dir, embedding_dir=str(bert_dir)), loader=cached_loader)
+    async with running_app(app) as client:
+        body = {**ISSUE_REQUEST, "candidates": ["majority"], "challenger_model": "tiny-deberta"}
+        a = (await client.post("/v1/bakeoff", json=body)).json()
+        form = (await client.get("/bakeoff")).text
+    entry = next(e for e in a["scorecard"] if e["arm"] == "tiny-deberta")
+    assert entry["role"] == "challenger" and entry["status"] == "scored"
+    ident = a["receipt"]["arms"]["tiny-deberta"]
+    assert ident["type"] == "local_nli" and re.fullmatch(r"[0-9a-f]{64}", ident["model_sha256"])
+    assert "tiny-deberta" in form
+
+
+@pytest.mark.parametrize("var, value, says", [
+    ("ZSNLI_BAKEOFF_TIME_BUDGET_S", "2", "[5, 600]"), ("ZSNLI_BAKEOFF_TIME_BUDGET_S", "soon", "a number"),
+    ("ZSNLI_BAKEOFF_MAX_EXAMPLES", "1", "[2, 500]"), ("ZSNLI_BAKEOFF_MODELS", "nodir", "name=DIR"),
+])
+def test_bad_settings_refuse_with_one_line(var, value, says, bert_dir, monkeypatch, capsys):
+    from zsnli.app import main
+    from zsnli.bakeoff.settings import BakeoffSettings
+    from zsnli.config import SettingsError
+
+    with pytest.raises(SettingsError, match=re.escape(var)) as err:
+        BakeoffSettings.from_env({var: value})
+    assert says in str(err.value) and "\n" not in str(err.value)
+    monkeypatch.setenv("ZSNLI_MODEL_DIR", str(bert_dir))
+    monkeypatch.setenv(var, value)
+    assert main() == 3
+    assert var in capsys.readouterr().err

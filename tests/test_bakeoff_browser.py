@@ -84,7 +84,7 @@ def test_form_submit_renders_winner_and_receipt(server, browser):
         browser.execute_script("arguments[0].setRangeText(arguments[1], arguments[0].value.length, "
                                "arguments[0].value.length, 'end')", examples, line + "\n")
     assert examples.get_attribute("value") == EXAMPLES
-    Select(browser.find_element(By.ID, "challenger")).select_by_value("tfidf-logreg")
+    Select(browser.find_element(By.ID, "challenger")).select_by_value("tfidf_logreg")
     browser.find_element(By.ID, "submit").click()
     WebDriverWait(browser, 120).until(ec.presence_of_element_located((By.ID, "winner")))
     progress = browser.execute_script("return document.getElementById('progress-text').textContent")

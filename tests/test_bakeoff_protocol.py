@@ -39,7 +39,7 @@ def test_folds_score_every_example_once_and_never_train_on_it(counts):
 class MemorisingArm:
     """Answers the remembered label of a text seen in training (one-hot), else uniform: a leak detector."""
 
-    kind = "few-shot"
+    trains = True
     uses_embedding = False
 
     def __init__(self):
@@ -71,7 +71,7 @@ def test_tfidf_logreg_learns_from_the_other_examples_only():
     texts = ["refund my invoice", "invoice refund please", "charge on my invoice", "cannot sign in",
              "sign in fails", "password reset sign in"]
     task = make_task(texts, ["billing"] * 3 + ["access"] * 3)
-    probs, _ = _run_sync(TfidfLogRegArm("tfidf-logreg"), task, None, deadline=time.monotonic() + 60)
+    probs, _ = _run_sync(TfidfLogRegArm("tfidf_logreg"), task, None, deadline=time.monotonic() + 60)
     assert (probs.argmax(1) == task.gold).all()  # shared words with the *other* examples of its label
     probs, _ = _run_sync(MajorityArm("majority"), task, None, deadline=time.monotonic() + 60)
     np.testing.assert_allclose(probs[0], [2 / 5, 3 / 5])  # held-out billing: 2 billing of 5 left

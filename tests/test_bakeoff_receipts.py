@@ -14,10 +14,10 @@ from zsnli.manifest import canonical_json
 
 def signed_answer(signer: Signer) -> dict:
     answer = {"id": "bo_" + "a" * 32, "created_at": "2026-12-01T00:00:00.000000Z", "task_description": "support",
-              "labels": {"access": "access", "billing": "billing"}, "n": 3, "winner": "nli-about",
-              "scorecard": [{"rank": 1, "arm": "nli-about", "role": "incumbent", "accuracy": 1.0, "macro_f1": 1.0,
+              "labels": {"access": "access", "billing": "billing"}, "n": 3, "winner": "served_about",
+              "scorecard": [{"rank": 1, "arm": "served_about", "role": "incumbent", "accuracy": 1.0, "macro_f1": 1.0,
                              "ece": 0.1234, "n": 3, "latency_ms_p50": 41.5, "status": "scored", "reliability": []}]}
-    arms = {"nli-about": {"model_sha256": "m" * 64, "calibration_sha256": "c" * 64, "code_version": "zsnli 0.1.0"}}
+    arms = {"served_about": {"model_sha256": "m" * 64, "calibration_sha256": "c" * 64, "code_version": "zsnli 0.1.0"}}
     receipt = signer.sign(receipt_payload(answer, "e" * 64, arms))
     answer["receipt"] = {**receipt, "examples_sha256": "e" * 64, "arms": arms}
     return answer
@@ -48,7 +48,7 @@ def test_canonical_payload_is_sorted_and_compact(signer):
 @pytest.mark.parametrize("path, value", [
     (("scorecard", 0, "macro_f1"), 0.99), (("scorecard", 0, "ece"), 0.1235), (("winner",), "majority"),
     (("task_description",), "support!"), (("created_at",), "2026-12-01T00:00:01.000000Z"),
-    (("receipt", "examples_sha256"), "f" * 64), (("receipt", "arms", "nli-about", "model_sha256"), "n" * 64),
+    (("receipt", "examples_sha256"), "f" * 64), (("receipt", "arms", "served_about", "model_sha256"), "n" * 64),
 ])
 def test_any_change_fails_verification(signer, path, value):
     answer = copy.deepcopy(signed_answer(signer))

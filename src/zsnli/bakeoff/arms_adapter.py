@@ -1,15 +1,18 @@
 """The arms of a bake-off, behind the arm interface planned for the harness's registry (issue 15).
 
-Interface (sync arms): ``fit(texts, labels)`` (optional: few-shot arms only; ``labels`` are the label
-names of the training texts), ``predict_proba(texts, labels) -> [n, k]`` (rows over ``labels`` in that
-order, each summing to 1), ``identity() -> dict`` (what the receipt binds: ``model_sha256``,
-``calibration_sha256``, ``code_version`` and the arm's parameters). ``kind`` is ``"zero-shot"`` (gets the
-label descriptions) or ``"few-shot"`` (gets the label names and is fitted per fold).
+Interface (sync arms), the same as ``zsnli.arms.Arm`` of the harness: ``trains`` (class attribute: True
+for few-shot arms, fitted per fold), ``fit(texts, labels)`` (``labels[i]`` is the label name of
+``texts[i]``; zero-shot arms keep the no-op), ``predict_proba(texts, labels) -> [n, k]`` (rows over
+``labels`` in that order, each summing to 1; zero-shot arms get the label descriptions, few-shot arms
+the label names), ``identity() -> {"name", "type", "parameters", "model_sha256"}`` plus, for the
+receipt, ``calibration_sha256`` and ``code_version``. Arm names are the harness's registry type names
+(``majority``, ``tfidf_logreg``, ``embedding_logreg``, ``embedding_knn``, ``embedding_similarity``);
+the served model's two arms are ``served`` (template ``{}``) and ``served_about``.
 
 The served zero-shot NLI arm is async (`BatchedNliArm`): its pairs go through the server's batcher at
 background priority, so ``/classify`` pairs always go first. When the harness's registry
-(``zsnli.arms``) lands, the sync arms here map onto it one to one; only `INCUMBENTS` and
-`build_arm` need switching.
+(``zsnli.arms``) is merged, the sync arms here map onto its classes one to one (the embedding arms
+need the shared encoder injected instead of loading their own); only `build_arm` needs switching.
 
 Imports numpy, scikit-learn, `zsnli.scoring`, `zsnli.embedding`, `zsnli.manifest`, `zsnli.baselines`.
 """
@@ -22,7 +25,7 @@ import hashlib
 import threading
 import time
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -35,11 +38,13 @@ from zsnli.scoring import ScoringConfig, label_probabilities, scores_from_logits
 BACKGROUND_PRIORITY = 1
 """Batcher priority of bake-off pairs (``/classify`` uses 0 and always goes first)."""
 
-NLI_TEMPLATES = {"nli-bare": "{}", "nli-about": "This text is about {}."}
+NLI_TEMPLATES = {"served": "{}", "served_about": "This text is about {}."}
 """The served-model arms: the hypothesis template is part of the arm."""
 
-INCUMBENTS = ("nli-bare", "nli-about", "embedding-similarity", "embedding-logreg", "embedding-knn",
-              "tfidf-logreg", "majority")
+EMBEDDING_ARMS = ("embedding_similarity", "embedding_logreg", "embedding_knn")
+
+INCUMBENTS = ("served", "served_about", "embedding_similarity", "embedding_logreg", "embedding_knn",
+              "tfidf_logreg", "majority")
 """Arm names a request may list in ``candidates``; all of them run by default."""
 
 
@@ -98,20 +103,25 @@ def _spread(classes: Sequence[str], proba: np.ndarray, labels: Sequence[str]) ->
     return out
 
 
-@dataclass
 class _Base:
-    name: str
-    kind: str = "few-shot"
-    uses_embedding: bool = False
-    params: dict[str, Any] = field(default_factory=dict)
-    model_sha256: str | None = None
+    """Shared by the sync arms: name, type, parameters, identity (see module docstring)."""
+
+    trains = True
+    uses_embedding = False
+    type_name: str | None = None  # default: the arm's name (the registry type of the built-in arms)
+
+    def __init__(self, name: str, params: dict[str, Any] | None = None, model_sha256: str | None = None) -> None:
+        self.name, self.params, self._model_sha256 = name, dict(params or {}), model_sha256
+
+    def setup(self) -> None:
+        """Nothing to load: shared models are injected."""
 
     def fit(self, texts: Sequence[str], labels: Sequence[str]) -> None:
         """Zero-shot arms: nothing to fit."""
 
     def identity(self) -> dict[str, Any]:
-        """``{"arm", "kind", "params", "model_sha256", "calibration_sha256", "code_version"}``."""
-        return {"arm": self.name, "kind": self.kind, "params": self.params, "model_sha256": self.model_sha256,
+        """``{"name", "type", "parameters", "model_sha256", "calibration_sha256", "code_version"}``."""
+        return {"name": self.name, "type": self.type_name or self.name, "parameters": self.params, "model_sha256": self._model_sha256,
                 "calibration_sha256": None, "code_version": code_version()}
 
 
@@ -151,8 +161,10 @@ class _SklearnArm(_Base):
 class EmbeddingLogRegArm(_SklearnArm):
     """Logistic regression (L2, C = 1, lbfgs) on the sentence embeddings."""
 
+    uses_embedding = True
+
     def __init__(self, name: str, cache: EmbeddingCache) -> None:
-        super().__init__(name, uses_embedding=True, params={"C": 1.0}, model_sha256=cache.digest)
+        super().__init__(name, params={"C": 1.0}, model_sha256=cache.digest)
         self.cache = cache
 
     def _features(self, texts, fitting):
@@ -167,8 +179,10 @@ class EmbeddingLogRegArm(_SklearnArm):
 class EmbeddingKnnArm(_SklearnArm):
     """k nearest neighbours (cosine, distance-weighted, k = min(5, training size)) on the sentence embeddings."""
 
+    uses_embedding = True
+
     def __init__(self, name: str, cache: EmbeddingCache, k: int = 5) -> None:
-        super().__init__(name, uses_embedding=True, params={"k": k, "metric": "cosine", "weights": "distance"},
+        super().__init__(name, params={"n_neighbors": k, "metric": "cosine", "weights": "distance"},
                          model_sha256=cache.digest)
         self.cache, self.k = cache, k
 
@@ -204,9 +218,11 @@ class TfidfLogRegArm(_SklearnArm):
 class EmbeddingSimilarityArm(_Base):
     """Zero-shot: softmax(scale x cosine(text, label description)), scale 20 (`zsnli.baselines`)."""
 
+    trains = False
+    uses_embedding = True
+
     def __init__(self, name: str, cache: EmbeddingCache, scale: float = DEFAULT_EMBEDDING_SCALE) -> None:
-        super().__init__(name, kind="zero-shot", uses_embedding=True, params={"scale": scale},
-                         model_sha256=cache.digest)
+        super().__init__(name, params={"scale": scale}, model_sha256=cache.digest)
         self.cache, self.scale = cache, scale
 
     def predict_proba(self, texts, labels) -> np.ndarray:
@@ -221,9 +237,11 @@ class LocalNliArm(_Base):
     (temperature 1), hypothesis ``template`` filled with each description.
     """
 
+    trains = False
+    type_name = "local_nli"
+
     def __init__(self, name: str, model, model_sha256: str, template: str = "This text is about {}.") -> None:
-        super().__init__(name, kind="zero-shot", params={"template": template, "model_dir": str(name)},
-                         model_sha256=model_sha256)
+        super().__init__(name, params={"hypothesis_template": template}, model_sha256=model_sha256)
         self.model, self.template = model, template
 
     def predict_proba(self, texts, labels) -> np.ndarray:
@@ -260,8 +278,7 @@ class BatchedNliArm:
     """The shipped model as ``/classify`` scores it (rule, temperature, content-free premise, cosine term),
     with the hypothesis ``template``; its pairs are submitted at `BACKGROUND_PRIORITY`."""
 
-    kind = "zero-shot"
-    uses_embedding = False
+    trains = False
 
     def __init__(self, name: str, template: str, service: NliService, cache: EmbeddingCache | None) -> None:
         self.name, self.template, self.service, self.cache = name, template, service, cache
@@ -270,9 +287,9 @@ class BatchedNliArm:
 
     def identity(self) -> dict[str, Any]:
         """Model and calibration digests, the template and the scoring config."""
-        return {"arm": self.name, "kind": self.kind, "model_sha256": self.service.model_sha256,
+        return {"name": self.name, "type": "served", "model_sha256": self.service.model_sha256,
                 "calibration_sha256": self.service.calibration_sha256, "code_version": code_version(),
-                "params": {"hypothesis_template": self.template, "scoring": self.service.scoring.to_dict()}}
+                "parameters": {"hypothesis_template": self.template, "scoring": self.service.scoring.to_dict()}}
 
     async def _logits(self, premises: list[str], hyps: list[str]) -> np.ndarray:
         svc = self.service
@@ -326,9 +343,9 @@ def build_arm(name: str, *, service: NliService | None, cache: EmbeddingCache | 
         return LocalNliArm(name, model, digest)
     if name == "majority":
         return MajorityArm(name)
-    if name == "tfidf-logreg":
+    if name == "tfidf_logreg":
         return TfidfLogRegArm(name)
     if cache is None:
         raise RuntimeError("no sentence encoder is available for the embedding arms")
-    return {"embedding-similarity": EmbeddingSimilarityArm, "embedding-logreg": EmbeddingLogRegArm,
-            "embedding-knn": EmbeddingKnnArm}[name](name, cache)
+    return {"embedding_similarity": EmbeddingSimilarityArm, "embedding_logreg": EmbeddingLogRegArm,
+            "embedding_knn": EmbeddingKnnArm}[name](name, cache)

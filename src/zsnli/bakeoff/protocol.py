@@ -276,5 +276,5 @@ def rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     scored.sort(key=lambda e: (-e["macro_f1"], e["ece"], e["latency_ms_p50"]))
     out = []
     for r, e in enumerate(scored + failed, 1):
-        out.append({**e, "rank": r})
+        out.append({"rank": r, **e})
     return out

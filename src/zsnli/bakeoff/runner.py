@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .arms_adapter import BatchedNliArm, EmbeddingCache, NliService, build_arm
+from .arms_adapter import EMBEDDING_ARMS, NLI_TEMPLATES, BatchedNliArm, EmbeddingCache, NliService, build_arm
 from .protocol import Task, cv_folds, p50_ms, rank, score
 from .receipts import Signer, receipt_payload
 
@@ -59,7 +59,7 @@ def _run_sync(arm, task: Task, cache: EmbeddingCache | None, deadline: float) ->
     """A CPU arm over all examples (thread). Returns ``[n, k]`` probabilities and per-document seconds."""
     n, k = task.n, len(task.label_names)
     probs, seconds = np.zeros((n, k)), [0.0] * n
-    zero_shot = arm.kind == "zero-shot"
+    zero_shot = not arm.trains
     labels = task.hypotheses if zero_shot else task.label_names
     folds = [(np.array([], dtype=int), np.arange(n))] if zero_shot else cv_folds(task.gold)[0]
     for train, test in folds:
@@ -140,8 +140,8 @@ async def _run_arm(name: str, ctx: RunContext, task: Task, cache, deadline: floa
 
 def _run_order(names: list[str]) -> list[str]:
     """Cheap arms first, so that a budget overrun costs the expensive ones."""
-    cost = {"majority": 0, "tfidf-logreg": 1}
-    return sorted(names, key=lambda a: cost.get(a, 3 if a.startswith("nli-") else 2))
+    cost = {"majority": 0, "tfidf_logreg": 1}
+    return sorted(names, key=lambda a: cost.get(a, 3 if a in NLI_TEMPLATES else 2))
 
 
 async def run_bakeoff(task: Task, ctx: RunContext, signer: Signer) -> dict[str, Any]:
@@ -152,14 +152,14 @@ async def run_bakeoff(task: Task, ctx: RunContext, signer: Signer) -> dict[str, 
     t_start = time.monotonic()
     deadline = t_start + ctx.time_budget_s
     created_at = _now()
-    needs_embedding = any(a.startswith("embedding-") for a in task.arms) or (
+    needs_embedding = any(a in EMBEDDING_ARMS for a in task.arms) or (
         ctx.service is not None and ctx.service.scoring.embedding_weight != 0
-        and any(a.startswith("nli-") for a in task.arms))
+        and any(a in NLI_TEMPLATES for a in task.arms))
     cache, cache_error = (await _embed_all(ctx, task, deadline)) if needs_embedding else (None, None)
     entries, identities = [], {}
     for name in _run_order(task.arms):
         role = "challenger" if name == task.challenger else "incumbent"
-        if name.startswith("embedding-") and cache is None:
+        if name in EMBEDDING_ARMS and cache is None:
             entries.append(_entry(name, role, task, error=cache_error))
             continue
         try:

@@ -165,7 +165,8 @@ async function submitForm(event) {
   const result = document.getElementById("result"), progress = document.getElementById("progress");
   const button = document.getElementById("submit"), text = document.getElementById("progress-text");
   const t0 = Date.now(), budget = result.dataset.budget;
-  const tick = () => { text.textContent = `running ${arms.length + (challenger ? 1 : 0)} arms on ${examples.length} ` +
+  const nArms = new Set(challenger ? [...arms, challenger] : arms).size;
+  const tick = () => { text.textContent = `running ${nArms} arms on ${examples.length} ` +
     `examples… ${Math.round((Date.now() - t0) / 1000)} s (budget ${budget} s)`; };
   tick();
   const timer = setInterval(tick, 500);
