@@ -123,3 +123,29 @@ def test_422_is_shown_with_its_field(server, browser):
     browser.find_element(By.ID, "submit").click()
     WebDriverWait(browser, 30).until(ec.visibility_of_element_located((By.ID, "error")))
     assert "422" in browser.find_element(By.ID, "error").text and "examples" in browser.find_element(By.ID, "error").text
+
+
+def test_upload_of_a_jsonl_file_in_the_projects_examples_format(server, browser, tmp_path):
+    import json
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    labels = ["access", "billing"]
+    rows = [("Cannot sign in", 0), ("Refund my invoice", 1), ("Login still fails", 0), ("Charged twice", 1)]
+    upload = tmp_path / "examples.jsonl"
+    upload.write_text("".join(json.dumps({"id": i, "dataset": "support", "text": t, "labels": labels, "label": g}) + "\n"
+                              for i, (t, g) in enumerate(rows)))
+    browser.get(server + "/bakeoff")
+    browser.find_element(By.ID, "task").send_keys("Support requests")
+    for box in browser.find_elements(By.CSS_SELECTOR, "input[name=arm]"):
+        if box.get_attribute("value") not in ("majority", "tfidf_logreg"):
+            box.click()  # only the two cheap arms
+    browser.find_element(By.ID, "upload").send_keys(str(upload))
+    browser.find_element(By.ID, "submit").click()
+    WebDriverWait(browser, 60).until(ec.presence_of_element_located((By.ID, "winner")))
+    bakeoff_id = browser.find_element(By.ID, "permalink").get_attribute("href").rsplit("/", 1)[1]
+    answer = httpx.get(f"{server}/v1/bakeoffs/{bakeoff_id}").json()
+    assert answer["n"] == 4 and list(answer["labels"]) == labels
+    assert sorted(e["arm"] for e in answer["scorecard"]) == ["majority", "tfidf_logreg"]

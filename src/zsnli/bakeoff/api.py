@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import logging
 import re
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -145,7 +146,12 @@ def add_bakeoff_routes(app: FastAPI, *, read_json: Callable[[Request], Awaitable
         finally:
             running["n"] -= 1
         retained = list(zip(task.texts, task.expected)) if task.retain else None
-        await in_thread(store.save, answer, task.example_hashes, retained)
+        try:
+            await in_thread(store.save, answer, task.example_hashes, retained)
+        except (sqlite3.Error, OSError) as exc:
+            logger.error("bake-off %s not stored: %s", answer["id"], exc)
+            return _error(503, f"the bake-off ran but could not be stored ({type(exc).__name__}: {exc}); retry later "
+                          f"(ZSNLI_BAKEOFF_DB={bsettings.db_path})", "store")
         return JSONResponse(answer)
 
     async def _get(bakeoff_id: str) -> dict | None:

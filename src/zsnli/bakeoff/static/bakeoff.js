@@ -55,9 +55,11 @@ function parseCsv(text) {
 function parseJsonl(text) {
   return text.split(/\r?\n/).filter((l) => l.trim()).map((line, i) => {
     const o = JSON.parse(line);
-    const input = o.input ?? o.text, expected = o.expected ?? o.label;
+    const input = o.input ?? o.text;
+    // {"expected"} / {"label": name}, or the project's examples format: {"labels": [...], "label": index}
+    const expected = o.expected ?? (Number.isInteger(o.label) && Array.isArray(o.labels) ? o.labels[o.label] : o.label);
     if (typeof input !== "string" || typeof expected !== "string")
-      throw new Error(`line ${i + 1}: needs "input"/"expected" (or "text"/"label") strings`);
+      throw new Error(`line ${i + 1}: needs "input"/"expected" (or "text"/"label") strings, or "text", "labels" and a "label" index`);
     return { input, expected };
   });
 }
