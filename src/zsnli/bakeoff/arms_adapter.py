@@ -325,9 +325,6 @@ class BatchedNliArm:
         return label_probabilities(self._scores(logits), cfg, self._cf, cosine)
 
 
-ArmFactory = Callable[[], Any]
-
-
 def build_arm(name: str, *, service: NliService | None, cache: EmbeddingCache | None,
               local_models: dict[str, Callable[[], tuple[Any, str]]]) -> Any:
     """The arm called ``name``. Raises ``RuntimeError`` when what it needs is not loaded.
