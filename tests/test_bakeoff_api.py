@@ -7,9 +7,9 @@ import sqlite3
 import time
 
 import pytest
-from conftest import cached_loader, make_settings, running_app
+from bakeoff_support import make_bakeoff_app
+from conftest import cached_loader, running_app
 
-from zsnli.app import create_app
 from zsnli.bakeoff.arms_adapter import INCUMBENTS
 from zsnli.bakeoff.receipts import verify
 
@@ -35,7 +35,7 @@ def bakeoff_env(tmp_path, monkeypatch):
 
 @pytest.fixture
 def app(bert_dir, bakeoff_env):
-    return create_app(make_settings(bert_dir, embedding_dir=str(bert_dir)), loader=cached_loader)
+    return make_bakeoff_app(bert_dir, loader=cached_loader, embedding_dir=str(bert_dir))
 
 
 async def test_contract_of_the_issue_request(app, bakeoff_env):
@@ -155,7 +155,7 @@ async def test_classify_never_touches_the_store(bert_dir, bakeoff_env, monkeypat
         raise AssertionError("/classify touched the bake-off store")
 
     monkeypatch.setattr(store_mod.Store, "_connect", refuse)
-    app = create_app(make_settings(bert_dir), loader=cached_loader)
+    app = make_bakeoff_app(bert_dir, loader=cached_loader)
     async with running_app(app) as client:
         for _ in range(3):
             r = await client.post("/classify", json={"text": "Cannot sign in", "labels": ["access", "billing"]})
@@ -181,7 +181,7 @@ class _SlowLoader:
 
 
 async def test_time_budget_fails_unfinished_arms_only(bert_dir, bakeoff_env):
-    app = create_app(make_settings(bert_dir, embedding_dir=str(bert_dir)), loader=_SlowLoader())
+    app = make_bakeoff_app(bert_dir, loader=_SlowLoader(), embedding_dir=str(bert_dir))
     # a 1 s budget for the routes' settings (ZSNLI_BAKEOFF_TIME_BUDGET_S starts at 5 s; the logic is the same)
     object.__setattr__(app.state.bakeoff["settings"], "time_budget_s", 1.0)
     async with running_app(app) as client:
@@ -200,7 +200,7 @@ async def test_time_budget_fails_unfinished_arms_only(bert_dir, bakeoff_env):
 
 async def test_registered_local_model_as_challenger(bert_dir, deberta_dir, bakeoff_env, monkeypatch):
     monkeypatch.setenv("ZSNLI_BAKEOFF_MODELS", f"tiny-deberta={deberta_dir}")
-    app = create_app(make_settings(bert_dir, embedding_dir=str(bert_dir)), loader=cached_loader)
+    app = make_bakeoff_app(bert_dir, loader=cached_loader, embedding_dir=str(bert_dir))
     async with running_app(app) as client:
         body = {**ISSUE_REQUEST, "candidates": ["majority"], "challenger_model": "tiny-deberta"}
         a = (await client.post("/v1/bakeoff", json=body)).json()

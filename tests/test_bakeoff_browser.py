@@ -15,7 +15,7 @@ import time
 
 import httpx
 import pytest
-from conftest import cached_loader, make_settings
+from bakeoff_support import make_bakeoff_app
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
@@ -36,11 +36,9 @@ def _free_port() -> int:
 def server(bert_dir, tmp_path, monkeypatch):
     import uvicorn
 
-    from zsnli.app import create_app
-
     monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
     monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
-    app = create_app(make_settings(bert_dir, embedding_dir=str(bert_dir)), loader=cached_loader)
+    app = make_bakeoff_app(bert_dir, embedding_dir=str(bert_dir))
     port = _free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=srv.run, daemon=True)

@@ -51,10 +51,14 @@ def _not_found(bakeoff_id: str) -> JSONResponse:
 
 
 class _Resources:
-    """Lazily loaded, shared across bake-offs: the sentence encoder, registered challengers, digests."""
+    """Lazily loaded, shared across bake-offs: the sentence encoder, registered challengers, digests.
 
-    def __init__(self, app: FastAPI, bsettings: BakeoffSettings) -> None:
-        self.app, self.bsettings = app, bsettings
+    state: returns the service's current state (``status``, ``model``, ``batcher``, ``scoring``,
+    ``encoder``, ``model_sha256``, ``calibrated``).
+    """
+
+    def __init__(self, app: FastAPI, bsettings: BakeoffSettings, state: Callable[[], Any]) -> None:
+        self.app, self.bsettings, self.state = app, bsettings, state
         self.executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="zsnli-bakeoff")
         self._lock = threading.Lock()
         self._encoder: tuple[Any, str] | None = None
@@ -63,7 +67,7 @@ class _Resources:
 
     def encoder(self) -> tuple[Any, str]:
         """The server's sentence encoder when it has one, else the one at ZSNLI_EMBEDDING_DIR / model/embedding."""
-        st = self.app.state.service()
+        st = self.state()
         if st.encoder is not None:
             return st.encoder, st.encoder.digest
         with self._lock:
@@ -86,14 +90,14 @@ class _Resources:
     def calibration_sha256(self) -> str | None:
         settings = self.app.state.settings
         path = settings.resolved_calibration_path()
-        if not self.app.state.service().calibrated or not path.is_file():
+        if not self.state().calibrated or not path.is_file():
             return None
         if self._calibration is None or self._calibration[0] != str(path):
             self._calibration = (str(path), sha256_file(path))
         return self._calibration[1]
 
     def context(self) -> RunContext:
-        st = self.app.state.service()
+        st = self.state()
         service = None
         if st.status == "ok" and st.model is not None and st.batcher is not None:
             service = NliService(st.model, st.batcher, st.scoring, st.model_sha256, self.calibration_sha256(),
@@ -102,17 +106,20 @@ class _Resources:
         return RunContext(service, self.encoder, models, self.executor, self.bsettings.time_budget_s)
 
 
-def add_bakeoff_routes(app: FastAPI, *, read_json: Callable[[Request], Awaitable[Any]],
+def add_bakeoff_routes(app: FastAPI, service: Any = None, *, read_json: Callable[[Request], Awaitable[Any]],
                        bsettings: BakeoffSettings | None = None) -> None:
-    """Add the bake-off routes to ``app`` (which must carry ``app.state.service()`` and ``app.state.settings``).
+    """Add the bake-off routes to ``app`` (which carries the server settings as ``app.state.settings``).
 
+    service: the app's classification service, whose ``state`` holds the loaded model, batcher and
+    scoring config; default: ``app.state.service()`` returns that state.
     read_json: the app's body reader (``await read_json(request)`` -> parsed JSON; raises the app's
     400/413/415 errors). bsettings: default ``BakeoffSettings.from_env()``, which raises
     ``zsnli.config.SettingsError`` on a bad ``ZSNLI_BAKEOFF_*`` value (the server refuses to start).
     Nothing is opened or created here: the store and the key are created on first use.
     """
     bsettings = bsettings or BakeoffSettings.from_env()
-    res = _Resources(app, bsettings)
+    state = (lambda: service.state) if service is not None else app.state.service
+    res = _Resources(app, bsettings, state)
     store = Store(bsettings.db_path)
     signer = Signer(bsettings.key_path)
     running = {"n": 0}
@@ -132,7 +139,7 @@ def add_bakeoff_routes(app: FastAPI, *, read_json: Callable[[Request], Awaitable
                                     max_input_chars=bsettings.max_input_chars)
         except BakeoffInputError as exc:
             return _error(422, str(exc), "validation", exc.field, errors=exc.problems)
-        st = app.state.service()
+        st = state()
         if st.status != "ok":
             return _error(503, f"the model is {st.status}; retry shortly", "loading")
         if running["n"] >= bsettings.max_concurrent:
