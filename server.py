@@ -1,6 +1,7 @@
 """Serve zero-shot classification: the FastAPI ``app`` (settings from ZSNLI_* env vars).
 
-``uvicorn server:app`` works; ``python server.py`` (what serve.sh runs) also
+``uvicorn server:app`` works (``/classify``, ``/health`` and the bake-off
+service, `zsnli.serve.bakeoff_extension`); ``python server.py`` (what serve.sh runs) also
 sets the exit code: 0 after a drained SIGTERM, 3 when startup is refused
 (a bad setting or a failed startup check, before listening), 1 when the
 model failed to load (`zsnli.serve.main`). Both serve ``GET /metrics``
@@ -21,10 +22,9 @@ if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
 from zsnli.app import create_app  # noqa: E402
-from zsnli.serve import main  # noqa: E402
-from zsnli.telemetry import metrics_extension  # noqa: E402
+from zsnli.serve import main, served_extensions  # noqa: E402
 
 if __name__ == "__main__":
     raise SystemExit(main())
 
-app = create_app(extend=metrics_extension)
+app = create_app(extend=served_extensions())

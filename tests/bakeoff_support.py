@@ -1,7 +1,7 @@
 """The one place the bake-off tests build an app with the bake-off routes (tiny models, test settings).
 
-Today ``create_app`` installs the routes itself; with ``create_app(extend=...)`` this becomes
-``create_app(..., extend=lambda app, svc: add_bakeoff_routes(app, svc, read_json=...))``.
+The routes go in through ``create_app``'s ``extend`` hook, with the app's one body reader, exactly as
+the served app does (`zsnli.serve.bakeoff_extension`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,10 @@ from conftest import cached_loader, make_settings
 
 def make_bakeoff_app(model_dir, loader=cached_loader, **overrides):
     """``create_app`` on ``model_dir`` with the bake-off routes; ``overrides`` are server settings."""
-    from zsnli.app import create_app
+    from zsnli.app import create_app, read_json_body
+    from zsnli.bakeoff.api import add_bakeoff_routes
 
-    return create_app(make_settings(model_dir, **overrides), loader=loader)
+    def extend(app, svc):
+        add_bakeoff_routes(app, svc, read_json=lambda request: read_json_body(request, svc.settings.max_body_bytes))
+
+    return create_app(make_settings(model_dir, **overrides), loader=loader, extend=extend)

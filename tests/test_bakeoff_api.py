@@ -217,7 +217,7 @@ async def test_registered_local_model_as_challenger(bert_dir, deberta_dir, bakeo
     ("ZSNLI_BAKEOFF_MAX_EXAMPLES", "1", "[2, 500]"), ("ZSNLI_BAKEOFF_MODELS", "nodir", "name=DIR"),
 ])
 def test_bad_settings_refuse_with_one_line(var, value, says, bert_dir, monkeypatch, capsys):
-    from zsnli.app import main
+    from zsnli.serve import main
     from zsnli.bakeoff.settings import BakeoffSettings
     from zsnli.config import SettingsError
 

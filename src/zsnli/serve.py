@@ -3,9 +3,12 @@
 `main` (``python server.py``) builds the service from ``ZSNLI_*`` and calls
 `serve`; the signal handler starts the service's drain, and the service's
 shutdown hook (an argument, set here) stops uvicorn when loading fails.
+The served app is ``/classify`` and ``/health`` plus the bake-off service
+(`bakeoff_extension`: `zsnli.bakeoff.api`, whose arms and ``cryptography``
+load on the first bake-off only).
 
 May import: uvicorn, `zsnli.app`, `zsnli.config`, `zsnli.http_protocol`, `zsnli.service`,
-`zsnli.startup`, `zsnli.telemetry`.
+`zsnli.startup`, `zsnli.telemetry`, `zsnli.bakeoff.settings`, and `zsnli.bakeoff.api` when the app is built.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import sys
 
 from fastapi import FastAPI
 
-from .app import Extension, create_app
+from .app import Extension, create_app, read_json_body
+from .bakeoff.settings import BakeoffSettings
 from .config import Settings, SettingsError, listen_address
 from .http_protocol import protocol_class
 from .service import ZeroShotClassifier
@@ -42,23 +46,54 @@ def _quiet_startup_refusal(app: FastAPI):
     return wrapped
 
 
+def bakeoff_extension(bsettings: BakeoffSettings | None = None) -> Extension:
+    """The ``extend(app, service)`` hook that adds the bake-off routes (`zsnli.bakeoff.api.add_bakeoff_routes`).
+
+    The routes read bodies with the app's one reader (`zsnli.app.read_json_body`, limit
+    ``ZSNLI_MAX_BODY_BYTES``). bsettings: default ``BakeoffSettings.from_env()`` when the app is
+    built (raises ``SettingsError`` on a bad ``ZSNLI_BAKEOFF_*`` / ``ZSNLI_RECEIPT_KEY`` value).
+    """
+
+    def extend(app: FastAPI, service: ZeroShotClassifier) -> None:
+        from .bakeoff.api import add_bakeoff_routes
+
+        add_bakeoff_routes(app, service, bsettings=bsettings,
+                           read_json=lambda request: read_json_body(request, service.settings.max_body_bytes))
+
+    return extend
+
+
+def served_extensions(bsettings: BakeoffSettings | None = None) -> Extension:
+    """The ``extend(app, service)`` hook of the served app: ``GET /metrics`` (`zsnli.telemetry`;
+    404 and one warning without prometheus_client), then the bake-off routes (`bakeoff_extension`)."""
+    bakeoff = bakeoff_extension(bsettings)
+
+    def extend(app: FastAPI, service: ZeroShotClassifier) -> None:
+        from .telemetry import metrics_extension
+
+        metrics_extension(app, service)
+        bakeoff(app, service)
+
+    return extend
+
+
 def main() -> int:
     """``python server.py``: serve with settings from ``ZSNLI_*``; returns the exit code.
 
     A setting that does not parse or is out of range (``ZSNLI_*``, ``HOST``,
-    ``PORT``; `zsnli.config.RANGES`) is refused like the preflight checks: one line ``refusing to start: <reason>`` on stderr,
-    exit code 3, nothing listens. Otherwise as `serve`, with ``GET /metrics``
-    (`zsnli.telemetry`; 404 and one warning when prometheus_client is missing).
+    ``PORT``; `zsnli.config.RANGES`; the bake-off's, `zsnli.bakeoff.settings`) is
+    refused like the preflight checks: one line ``refusing to start: <reason>`` on
+    stderr, exit code 3, nothing listens. Otherwise as `serve`, with the extensions of
+    `served_extensions`: ``GET /metrics`` and the bake-off routes.
     """
     try:
         settings = Settings.from_env()
         host, port = listen_address()
+        bsettings = BakeoffSettings.from_env()
     except SettingsError as exc:
         print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
         return 3
-    from .telemetry import metrics_extension
-
-    return serve(settings, host, port, extend=metrics_extension)
+    return serve(settings, host, port, extend=served_extensions(bsettings))
 
 
 def serve(settings: Settings, host: str | None = None, port: int | None = None, *,

@@ -1,4 +1,4 @@
-"""HTTP routes of the bake-off service, added to the app by `add_bakeoff_routes` (one hook in create_app).
+"""HTTP routes of the bake-off service, added by `add_bakeoff_routes` through ``create_app(extend=...)``.
 
 Routes: ``POST /v1/bakeoff``, ``GET /v1/bakeoffs`` (latest, JSON), ``GET /v1/bakeoffs/{id}``,
 ``GET /v1/receipts/public-key``, and the pages ``GET /bakeoff``, ``GET /bakeoffs``,
@@ -6,7 +6,15 @@ Routes: ``POST /v1/bakeoff``, ``GET /v1/bakeoffs`` (latest, JSON), ``GET /v1/bak
 Errors use the app's shape ``{"error", "field", "error_type"}`` (422s add ``errors``); an unknown
 id is a 404 JSON on every route. ``/classify`` shares only the batcher (at a lower priority) and the
 loaded models with this module: it never reads or writes the store.
-Imports the other `zsnli.bakeoff` modules and `zsnli` core modules; never `zsnli.app`.
+
+Registering the routes is cheap and is part of every served app (`zsnli.serve`): at import this module
+loads only FastAPI, the standard library and the light bake-off modules (settings, store, badge,
+receipts without ``cryptography``). The protocol, the pages, the arms and the runner (scikit-learn, which
+may pull ``rich``; the sentence encoder) are imported on the first bake-off request or page (`_engine`),
+and ``cryptography`` on the first signature or public-key request, so a server that never runs a
+bake-off never loads them (``tests/test_serve_imports.py`` checks it).
+Imports the other `zsnli.bakeoff` modules and `zsnli` core modules; never `zsnli.app` (the app hands
+its body reader in).
 """
 
 from __future__ import annotations
@@ -17,21 +25,16 @@ import logging
 import re
 import sqlite3
 import threading
-from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Awaitable, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
-from zsnli.embedding import SentenceEncoder, default_embedding_dir
 from zsnli.manifest import hash_model_dir, model_dir_digest, sha256_file
 
-from . import page
-from .arms_adapter import INCUMBENTS, NliService
 from .badge import bakeoff_badge
-from .protocol import BakeoffInputError, validate_request
 from .receipts import ReceiptError, Signer
-from .runner import RunContext, run_bakeoff
 from .settings import BakeoffSettings
 from .store import Store
 
@@ -50,15 +53,23 @@ def _not_found(bakeoff_id: str) -> JSONResponse:
     return _error(404, f"no bake-off with id {bakeoff_id!r}", "not_found", "id")
 
 
+def _engine() -> SimpleNamespace:
+    """The bake-off's heavy half, imported on first use (module docstring): ``arms_adapter``, ``runner``,
+    ``protocol`` and ``page`` modules as attributes."""
+    from . import arms_adapter, page, protocol, runner
+
+    return SimpleNamespace(arms_adapter=arms_adapter, runner=runner, protocol=protocol, page=page)
+
+
 class _Resources:
     """Lazily loaded, shared across bake-offs: the sentence encoder, registered challengers, digests.
 
-    state: returns the service's current state (``status``, ``model``, ``batcher``, ``scoring``,
-    ``encoder``, ``model_sha256``, ``calibrated``).
+    service: the app's `zsnli.service.ZeroShotClassifier`; its ``settings`` and current ``state``
+    (``status``, ``model``, ``batcher``, ``scoring``, ``encoder``, ``model_sha256``, ``calibrated``).
     """
 
-    def __init__(self, app: FastAPI, bsettings: BakeoffSettings, state: Callable[[], Any]) -> None:
-        self.app, self.bsettings, self.state = app, bsettings, state
+    def __init__(self, service: Any, bsettings: BakeoffSettings) -> None:
+        self.service, self.settings, self.bsettings = service, service.settings, bsettings
         self.executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="zsnli-bakeoff")
         self._lock = threading.Lock()
         self._encoder: tuple[Any, str] | None = None
@@ -67,20 +78,20 @@ class _Resources:
 
     def encoder(self) -> tuple[Any, str]:
         """The server's sentence encoder when it has one, else the one at ZSNLI_EMBEDDING_DIR / model/embedding."""
-        st = self.state()
+        st = self.service.state
         if st.encoder is not None:
             return st.encoder, st.encoder.digest
         with self._lock:
             if self._encoder is None:
-                settings = self.app.state.settings
-                path = Path(settings.embedding_dir) if settings.embedding_dir else default_embedding_dir(
-                    settings.model_dir)
-                enc = SentenceEncoder(path)
+                from zsnli.embedding import SentenceEncoder
+                from zsnli.startup import resolved_embedding_dir
+
+                enc = SentenceEncoder(resolved_embedding_dir(self.settings))
                 self._encoder = (enc, enc.digest)
             return self._encoder
 
     def local_model(self, name: str, path: str) -> tuple[Any, str]:
-        from zsnli.scoring import NliModel
+        from zsnli.model import NliModel
 
         with self._lock:
             if name not in self._models:
@@ -88,38 +99,40 @@ class _Resources:
             return self._models[name]
 
     def calibration_sha256(self) -> str | None:
-        settings = self.app.state.settings
-        path = settings.resolved_calibration_path()
-        if not self.state().calibrated or not path.is_file():
+        path = self.settings.resolved_calibration_path()
+        if not self.service.state.calibrated or not path.is_file():
             return None
         if self._calibration is None or self._calibration[0] != str(path):
             self._calibration = (str(path), sha256_file(path))
         return self._calibration[1]
 
-    def context(self) -> RunContext:
-        st = self.state()
+    def context(self):
+        """The `runner.RunContext` of one bake-off (the served model only when it is loaded)."""
+        engine = _engine()
+        st = self.service.state
         service = None
         if st.status == "ok" and st.model is not None and st.batcher is not None:
-            service = NliService(st.model, st.batcher, st.scoring, st.model_sha256, self.calibration_sha256(),
+            service = engine.arms_adapter.NliService(st.model, st.batcher, st.scoring, st.model_sha256, self.calibration_sha256(),
                                  self.executor)
         models = {name: (lambda n=name, p=path: self.local_model(n, p)) for name, path in self.bsettings.models}
-        return RunContext(service, self.encoder, models, self.executor, self.bsettings.time_budget_s)
+        return engine.runner.RunContext(service, self.encoder, models, self.executor, self.bsettings.time_budget_s)
 
 
-def add_bakeoff_routes(app: FastAPI, service: Any = None, *, read_json: Callable[[Request], Awaitable[Any]],
+def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Request], Awaitable[Any]],
                        bsettings: BakeoffSettings | None = None) -> None:
-    """Add the bake-off routes to ``app`` (which carries the server settings as ``app.state.settings``).
+    """Add the bake-off routes to ``app``: the ``extend(app, service)`` hook of `zsnli.app.create_app`.
 
-    service: the app's classification service, whose ``state`` holds the loaded model, batcher and
-    scoring config; default: ``app.state.service()`` returns that state.
+    service: the app's `zsnli.service.ZeroShotClassifier` (its settings, its ``state`` with the loaded
+    model, batcher and scoring config, and its admission: ``POST /v1/bakeoff`` is refused with 503
+    while loading or draining and counts as work in flight during the drain, like ``/classify``).
     read_json: the app's body reader (``await read_json(request)`` -> parsed JSON; raises the app's
     400/413/415 errors). bsettings: default ``BakeoffSettings.from_env()``, which raises
-    ``zsnli.config.SettingsError`` on a bad ``ZSNLI_BAKEOFF_*`` value (the server refuses to start).
-    Nothing is opened or created here: the store and the key are created on first use.
+    ``zsnli.config.SettingsError`` on a bad ``ZSNLI_BAKEOFF_*`` value (`zsnli.serve.main` parses it
+    first and refuses to start, exit 3). Nothing is opened, created or imported beyond the light
+    modules here: the store, the key and the arms come on first use (module docstring).
     """
     bsettings = bsettings or BakeoffSettings.from_env()
-    state = (lambda: service.state) if service is not None else app.state.service
-    res = _Resources(app, bsettings, state)
+    res = _Resources(service, bsettings)
     store = Store(bsettings.db_path)
     signer = Signer(bsettings.key_path)
     running = {"n": 0}
@@ -132,22 +145,24 @@ def add_bakeoff_routes(app: FastAPI, service: Any = None, *, read_json: Callable
     @app.post("/v1/bakeoff", tags=["bake-off"])
     async def post_bakeoff(request: Request) -> Any:
         """Rank the arms on the request's labelled examples; the answer is stored and signed (see README)."""
+        return await service.admitted(lambda: _bakeoff(request))
+
+    async def _bakeoff(request: Request) -> Any:
         payload = await read_json(request)
+        engine = await asyncio.to_thread(_engine)  # the first import takes ~1 s: off the event loop
         try:
-            task = validate_request(payload, incumbents=INCUMBENTS, challengers=challengers,
-                                    max_examples=bsettings.max_examples, max_labels=bsettings.max_labels,
-                                    max_input_chars=bsettings.max_input_chars)
-        except BakeoffInputError as exc:
+            task = engine.protocol.validate_request(
+                payload, incumbents=engine.arms_adapter.INCUMBENTS, challengers=challengers,
+                max_examples=bsettings.max_examples, max_labels=bsettings.max_labels,
+                max_input_chars=bsettings.max_input_chars)
+        except engine.protocol.BakeoffInputError as exc:
             return _error(422, str(exc), "validation", exc.field, errors=exc.problems)
-        st = state()
-        if st.status != "ok":
-            return _error(503, f"the model is {st.status}; retry shortly", "loading")
         if running["n"] >= bsettings.max_concurrent:
             return _error(503, f"{running['n']} bake-offs are running (ZSNLI_BAKEOFF_MAX_CONCURRENT); retry later",
                           "overloaded")
         running["n"] += 1
         try:
-            answer = await run_bakeoff(task, res.context(), signer)
+            answer = await engine.runner.run_bakeoff(task, res.context(), signer)
         except ReceiptError as exc:
             return _error(503, f"cannot sign the receipt: {exc}", "receipt")
         finally:
@@ -188,25 +203,26 @@ def add_bakeoff_routes(app: FastAPI, service: Any = None, *, read_json: Callable
 
     @app.get("/bakeoff", include_in_schema=False)
     async def form_page() -> Any:
-        return HTMLResponse(page.form_page(INCUMBENTS, challengers, bsettings))
+        engine = await asyncio.to_thread(_engine)
+        return HTMLResponse(engine.page.form_page(engine.arms_adapter.INCUMBENTS, challengers, bsettings))
 
     @app.get("/bakeoff/static/{name}", include_in_schema=False)
     async def static(name: str) -> Any:
-        found = page.static_asset(name)
+        found = (await asyncio.to_thread(_engine)).page.static_asset(name)
         if found is None:
             return _error(404, f"no static asset {name!r}", "not_found", "name")
         return Response(found[0], media_type=found[1])
 
     @app.get("/bakeoffs", include_in_schema=False)
     async def list_page() -> Any:
-        return HTMLResponse(page.list_page(await in_thread(store.latest, 50)))
+        return HTMLResponse((await asyncio.to_thread(_engine)).page.list_page(await in_thread(store.latest, 50)))
 
     @app.get("/bakeoffs/{bakeoff_id}", include_in_schema=False)
     async def result_page(bakeoff_id: str, request: Request) -> Any:
         answer = await _get(bakeoff_id)
         if answer is None:
             return _not_found(bakeoff_id)
-        return HTMLResponse(page.result_page(answer, str(request.base_url)))
+        return HTMLResponse((await asyncio.to_thread(_engine)).page.result_page(answer, str(request.base_url)))
 
     @app.get("/bakeoffs/{bakeoff_id}/badge.svg", include_in_schema=False)
     async def badge(bakeoff_id: str) -> Any:
