@@ -1,7 +1,7 @@
 """Serve zero-shot classification: the FastAPI ``app`` (settings from ZSNLI_* env vars).
 
 ``uvicorn server:app`` works (``/classify``, ``/health`` and the bake-off
-service, `zsnli.serve.bakeoff_extension`); ``python server.py`` (what serve.sh runs) also
+service, `zsnli.serve.served_extensions`); ``python server.py`` (what serve.sh runs) also
 sets the exit code: 0 after a drained SIGTERM, 3 when startup is refused
 (a bad setting or a failed startup check, before listening), 1 when the
 model failed to load (`zsnli.serve.main`). Both serve ``GET /metrics``

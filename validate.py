@@ -5,6 +5,7 @@
     python validate.py compare [--url [NAME=]URL]... [--model-dir [NAME=]DIR]... [--baseline pipeline|embedding]...
     python validate.py bakeoff --suite suites/ci.toml [--examples PATH] [--train-fraction F] [--seed N] [--report out.json]
     python validate.py gate out.json --baseline baselines/main.json
+    python validate.py verify-receipt ANSWER.json [--public-key PEM]
 
 Runs from the checkout without installing the package: the checkout's src/ is
 put first on the import path. All logic lives in zsnli.validation; see

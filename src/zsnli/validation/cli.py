@@ -1,4 +1,5 @@
-"""Command line of ``validate.py``: the self-check (default) and ``compare`` (the bake-off).
+"""Command line of ``validate.py``: the self-check (default), ``compare`` (the bake-off) and
+``verify-receipt`` (a bake-off service receipt, offline: `zsnli.bakeoff.receipts.main`).
 
 Exit codes: 0 all gates pass / every arm ran; 1 a gate failed / an arm
 failed; 2 bad usage or unreadable examples (one line, checked before any
@@ -53,7 +54,8 @@ def selfcheck_parser() -> argparse.ArgumentParser:
         prog="validate.py",
         description="Self-check: gates 1-6 (prerequisites, startup, one request, throughput, valid answers, health "
                     "after), then accuracy, macro-F1, ECE, calibrated macro-F1 and normalised score per dataset. "
-                    "Run 'validate.py compare --help' for the bake-off.")
+                    "Run 'validate.py compare --help' for the bake-off, "
+                    "'validate.py verify-receipt --help' to check a bake-off service receipt.")
     _common(p)
     p.add_argument("--url", default=None, help="use this running server instead of starting serve.sh")
     p.add_argument("--docs", type=positive_int, default=None,
