@@ -73,7 +73,8 @@ async def phase(base: str, docs: list[Example], clients: int, seconds: float, ba
            "max_ms": round(max(lat), 1) if lat else None, "wall_s": round(wall, 1)}
     if result is not None:
         out["bakeoff_winner"] = result["winner"]
-        out["bakeoff_arms"] = {e["arm"]: e["status"] for e in result["scorecard"]}
+        out["bakeoff_arms"] = {e["arm"]: e["status"] if e["status"] == "scored" else f"failed: {e.get('error')}"
+                               for e in result["scorecard"]}
     return out
 
 
