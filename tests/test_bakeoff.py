@@ -125,6 +125,31 @@ def test_few_shot_arms_give_one_row_per_text_and_zero_to_labels_never_trained_on
         build_arm("tfidf_logreg", "t", {}).predict_proba(["x"], ["a"])
 
 
+def test_embedding_arms_share_one_loaded_encoder_and_other_arms_refuse_one(bert_dir, monkeypatch):
+    from zsnli import embedding
+
+    encoder = embedding.SentenceEncoder(bert_dir)
+
+    def no_second_load(*_a, **_k):
+        raise AssertionError("an arm loaded its own sentence encoder")
+
+    monkeypatch.setattr(embedding.SentenceEncoder, "__init__", no_second_load)
+    texts, gold = ["great fun, loved it", "awful, a waste", "loved the fun parts", "a waste of money"], list("pnpn")
+    for type_name in ("embedding_logreg", "embedding_knn", "embedding_similarity"):
+        arm = build_arm(type_name, type_name, {})
+        assert arm.uses_encoder
+        arm.use_encoder(encoder)
+        arm.fit(texts, gold)
+        p = arm.predict_proba(["loved it"], ["p", "n"])
+        assert p.shape == (1, 2) and math.isclose(float(p.sum()), 1.0, rel_tol=1e-6)
+        assert arm.identity()["model_sha256"] == encoder.digest
+    for type_name in ("tfidf_logreg", "majority"):
+        arm = build_arm(type_name, type_name, {})
+        assert not arm.uses_encoder
+        with pytest.raises(ArmError, match="does not use a sentence encoder"):
+            arm.use_encoder(encoder)
+
+
 def test_normalise_rows_rescales_and_turns_all_zero_rows_uniform():
     np.testing.assert_allclose(normalise_rows(np.array([[1.0, 3.0], [0.0, 0.0]])), [[0.25, 0.75], [0.5, 0.5]])
     with pytest.raises(ArmError):

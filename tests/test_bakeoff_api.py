@@ -163,6 +163,28 @@ async def test_classify_never_touches_the_store(bert_dir, bakeoff_env, monkeypat
     assert not (bakeoff_env / "store").exists() and not (bakeoff_env / "keys").exists()
 
 
+async def test_embedding_arms_share_one_sentence_encoder(app, monkeypatch):
+    """The three embedding arms (and the bake-offs after the first) load no encoder of their own."""
+    from zsnli import embedding
+
+    loads = []
+    real_init = embedding.SentenceEncoder.__init__
+
+    def counting_init(self, *args, **kwargs):
+        loads.append(args)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(embedding.SentenceEncoder, "__init__", counting_init)
+    body = {**ISSUE_REQUEST, "candidates": ["embedding_similarity", "embedding_logreg", "embedding_knn"]}
+    async with running_app(app) as client:
+        for _ in range(2):
+            a = (await client.post("/v1/bakeoff", json=body)).json()
+            assert {e["status"] for e in a["scorecard"]} == {"scored"}, a["scorecard"]
+    assert len(loads) == 1  # the routes' one (the uncalibrated test server has no encoder of its own)
+    digests = {a["receipt"]["arms"][name]["model_sha256"] for name in body["candidates"]}
+    assert len(digests) == 1 and None not in digests
+
+
 class _SlowLoader:
     """The tiny model with a forward that sleeps: the served-model arms cannot finish in a short budget."""
 
@@ -208,7 +230,7 @@ async def test_registered_local_model_as_challenger(bert_dir, deberta_dir, bakeo
     entry = next(e for e in a["scorecard"] if e["arm"] == "tiny-deberta")
     assert entry["role"] == "challenger" and entry["status"] == "scored"
     ident = a["receipt"]["arms"]["tiny-deberta"]
-    assert ident["type"] == "local_nli" and re.fullmatch(r"[0-9a-f]{64}", ident["model_sha256"])
+    assert ident["type"] == "pipeline" and re.fullmatch(r"[0-9a-f]{64}", ident["model_sha256"])
     assert "tiny-deberta" in form
 
 

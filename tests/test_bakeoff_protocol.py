@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from zsnli.bakeoff.arms_adapter import MajorityArm, TfidfLogRegArm
+from zsnli.arms import build_arm
 from zsnli.bakeoff.protocol import BakeoffInputError, Task, cv_folds, rank, score, validate_request
 from zsnli.bakeoff.runner import _run_sync
 from zsnli.metrics import expected_calibration_error
@@ -40,7 +40,7 @@ class MemorisingArm:
     """Answers the remembered label of a text seen in training (one-hot), else uniform: a leak detector."""
 
     trains = True
-    uses_embedding = False
+    uses_encoder = False
 
     def __init__(self):
         self.hits = 0
@@ -71,9 +71,10 @@ def test_tfidf_logreg_learns_from_the_other_examples_only():
     texts = ["refund my invoice", "invoice refund please", "charge on my invoice", "cannot sign in",
              "sign in fails", "password reset sign in"]
     task = make_task(texts, ["billing"] * 3 + ["access"] * 3)
-    probs, _ = _run_sync(TfidfLogRegArm("tfidf_logreg"), task, None, deadline=time.monotonic() + 60)
+    # C = 10 (the registry's default is scikit-learn's C = 1, which leans on the 3-vs-2 class prior of each fold)
+    probs, _ = _run_sync(build_arm("tfidf_logreg", "tfidf_logreg", {"C": 10.0}), task, None, deadline=time.monotonic() + 60)
     assert (probs.argmax(1) == task.gold).all()  # shared words with the *other* examples of its label
-    probs, _ = _run_sync(MajorityArm("majority"), task, None, deadline=time.monotonic() + 60)
+    probs, _ = _run_sync(build_arm("majority", "majority", {}), task, None, deadline=time.monotonic() + 60)
     np.testing.assert_allclose(probs[0], [2 / 5, 3 / 5])  # held-out billing: 2 billing of 5 left
 
 

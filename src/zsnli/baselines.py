@@ -96,11 +96,17 @@ class EmbeddingBaseline:
 
     name = "embedding"
 
-    def __init__(self, model_path: str | Path | None = None, scale: float = DEFAULT_EMBEDDING_SCALE) -> None:
-        """Load the encoder (default: the repository's ``model/embedding``) on CPU as a `SentenceEncoder`.
+    def __init__(self, model_path: str | Path | None = None, scale: float = DEFAULT_EMBEDDING_SCALE,
+                 encoder: SentenceEncoder | None = None) -> None:
+        """Load the encoder (default: the repository's ``model/embedding``) on CPU as a `SentenceEncoder`,
+        or use ``encoder``, already loaded (shared; ``model_path`` is then its ``model_dir``).
 
         Raises ``BaselineError`` when the directory is missing or cannot be loaded.
         """
+        self.scale = float(scale)
+        if encoder is not None:
+            self.model_path, self._encoder = Path(encoder.model_dir), encoder
+            return
         self.model_path = Path(model_path) if model_path is not None else default_embedding_dir()
         if not self.model_path.is_dir():
             raise BaselineError(f"embedding baseline: model directory not found: {self.model_path}")
@@ -108,7 +114,6 @@ class EmbeddingBaseline:
             self._encoder = SentenceEncoder(self.model_path, device="cpu")
         except Exception as exc:  # transformers raises many types here
             raise BaselineError(f"embedding baseline: cannot load {self.model_path}: {type(exc).__name__}: {exc}") from exc
-        self.scale = float(scale)
 
     def predict(self, text: str, labels: Sequence[str]) -> list[float]:
         """softmax(scale x cos(doc, label_k)) over ``labels`` (K >= 1), cosines from `SentenceEncoder.cosine`."""

@@ -10,7 +10,11 @@ trained on a few labelled rows, ... Every arm is a subclass of `Arm`:
 * ``predict_proba(texts, labels) -> ndarray (n, k)``: one row per text, one
   column per candidate label in the given order, rows summing to 1.
 * ``identity() -> dict``: name, type, parameters and, where there is a model,
-  its sha256.
+  its sha256;
+* ``use_encoder(encoder)`` (arms on sentence embeddings, ``uses_encoder = True``):
+  take an already-loaded, shared `zsnli.embedding.SentenceEncoder` (or an
+  object with its ``model_dir``, ``digest``, ``encode`` and ``cosine``) instead
+  of loading one in ``setup``; the server's bake-off shares one between arms.
 
 Adding an arm is one class plus one line: decorate it with
 ``@register("my_arm")`` and name ``type = "my_arm"`` in a suite file.
@@ -43,6 +47,7 @@ class Arm:
     type_name: ClassVar[str] = ""  # set by `register`
     trains: ClassVar[bool] = False  # True: the runner calls fit() on each training split
     cost: ClassVar[str] = COST_LOCAL
+    uses_encoder: ClassVar[bool] = False  # True: runs on sentence embeddings and accepts `use_encoder`
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name or self.type_name
@@ -50,6 +55,13 @@ class Arm:
 
     def setup(self) -> None:
         """Load models / start servers before any timed call (default: nothing)."""
+
+    def use_encoder(self, encoder: Any) -> None:
+        """Use this loaded sentence encoder (shared with other arms) instead of loading one in `setup`.
+
+        Raises ``ArmError`` for an arm that does not run on sentence embeddings.
+        """
+        raise ArmError(f"{self.name}: arm type {self.type_name!r} does not use a sentence encoder")
 
     def fit(self, texts: Sequence[str], labels: Sequence[str]) -> None:
         """Learn from one dataset's training rows (``labels[i]`` is the gold label string of ``texts[i]``).

@@ -126,6 +126,8 @@ class TfidfLogRegArm(_FittedClassifier):
 class _EmbeddingClassifier(_FittedClassifier):
     """Sentence embeddings (zsnli.embedding.SentenceEncoder: mean-pooled, L2-normalised) as features."""
 
+    uses_encoder = True
+
     def __init__(self, name: str | None = None, model_dir: str | None = None) -> None:
         super().__init__(name)
         self.model_dir = model_dir
@@ -140,6 +142,10 @@ class _EmbeddingClassifier(_FittedClassifier):
             raise ArmError(f"{self.name}: embedding model directory not found: {path}")
         self._path = path
         self._encoder = SentenceEncoder(path)
+
+    def use_encoder(self, encoder: Any) -> None:
+        """Embed with ``encoder`` (already loaded, shared); `setup` then loads nothing."""
+        self._encoder, self._path = encoder, Path(encoder.model_dir)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         """Fresh embeddings (what a prediction pays for)."""
@@ -160,9 +166,7 @@ class _EmbeddingClassifier(_FittedClassifier):
         return np.stack([self._train_cache[t] for t in texts])
 
     def model_sha256(self) -> str | None:
-        from zsnli.embedding import embedding_digest
-
-        return embedding_digest(self._path) if self._encoder is not None else None
+        return self._encoder.digest if self._encoder is not None else None  # = embedding_digest(self._path)
 
     def identity(self) -> dict[str, Any]:
         ident = super().identity()

@@ -195,6 +195,8 @@ class PipelineArm(Arm):
 class EmbeddingSimilarityArm(Arm):
     """softmax(scale x cosine(document, label description)) of all-MiniLM-L6-v2 embeddings."""
 
+    uses_encoder = True
+
     def __init__(self, name: str | None = None, model_dir: str | None = None, scale: float = 20.0) -> None:
         super().__init__(name)
         self.params = {"model_dir": model_dir, "scale": scale}
@@ -207,6 +209,12 @@ class EmbeddingSimilarityArm(Arm):
             self._model = EmbeddingBaseline(self.params["model_dir"], scale=self.params["scale"])
         except BaselineError as exc:
             raise ArmError(f"{self.name}: {exc}") from exc
+
+    def use_encoder(self, encoder: Any) -> None:
+        """Embed with ``encoder`` (already loaded, shared) instead of loading one in `setup`."""
+        from zsnli.baselines import EmbeddingBaseline
+
+        self._model = EmbeddingBaseline(scale=self.params["scale"], encoder=encoder)
 
     def predict_proba(self, texts: Sequence[str], labels: Sequence[str]) -> np.ndarray:
         return np.array([self._model.predict(t, labels) for t in texts], dtype=np.float64).reshape(len(texts), len(labels))

@@ -31,7 +31,7 @@ from typing import Any, Awaitable, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
-from zsnli.manifest import hash_model_dir, model_dir_digest, sha256_file
+from zsnli.manifest import sha256_file
 
 from .badge import bakeoff_badge
 from .receipts import ReceiptError, Signer
@@ -73,7 +73,7 @@ class _Resources:
         self.executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="zsnli-bakeoff")
         self._lock = threading.Lock()
         self._encoder: tuple[Any, str] | None = None
-        self._models: dict[str, tuple[Any, str]] = {}
+        self._models: dict[str, Any] = {}
         self._calibration: tuple[str, str | None] | None = None
 
     def encoder(self) -> tuple[Any, str]:
@@ -90,12 +90,11 @@ class _Resources:
                 self._encoder = (enc, enc.digest)
             return self._encoder
 
-    def local_model(self, name: str, path: str) -> tuple[Any, str]:
-        from zsnli.model import NliModel
-
+    def local_model(self, name: str, path: str):
+        """The registered challenger ``name`` (the registry's pipeline arm on ``path``), loaded once per server."""
         with self._lock:
             if name not in self._models:
-                self._models[name] = (NliModel.load(path, device="cpu"), model_dir_digest(hash_model_dir(path)))
+                self._models[name] = _engine().arms_adapter.build_challenger(name, path)
             return self._models[name]
 
     def calibration_sha256(self) -> str | None:

@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .arms_adapter import EMBEDDING_ARMS, NLI_TEMPLATES, BatchedNliArm, EmbeddingCache, NliService, build_arm
+from .arms_adapter import (EMBEDDING_ARMS, NLI_TEMPLATES, BatchedNliArm, EmbeddingCache, NliService, build_arm,
+                           receipt_identity)
 from .protocol import Task, cv_folds, p50_ms, rank, score
 from .receipts import Signer, receipt_payload
 
@@ -36,13 +37,13 @@ class RunContext:
     """What one bake-off needs from the server.
 
     service: the served model (None while loading: its arms fail); encoder_factory: returns
-    ``(SentenceEncoder, digest)`` or raises (embedding arms then fail); local_models: registered
-    challengers; executor: threads for the CPU arms; time_budget_s: the whole bake-off's budget.
+    ``(SentenceEncoder, digest)`` or raises (embedding arms then fail); local_models: registered challenger
+    name -> its shared, set-up arm; executor: threads for the CPU arms; time_budget_s: the whole bake-off's budget.
     """
 
     service: NliService | None
     encoder_factory: Callable[[], tuple[Any, str]] | None
-    local_models: dict[str, Callable[[], tuple[Any, str]]]
+    local_models: dict[str, Callable[[], Any]]
     executor: Executor
     time_budget_s: float
 
@@ -71,7 +72,7 @@ def _run_sync(arm, task: Task, cache: EmbeddingCache | None, deadline: float) ->
             t0 = time.perf_counter()
             probs[i] = arm.predict_proba([task.texts[i]], labels)[0]
             seconds[i] = time.perf_counter() - t0
-            if arm.uses_embedding and cache is not None:
+            if arm.uses_encoder and cache is not None:
                 seconds[i] += cache.seconds.get(task.texts[i], 0.0)
     return probs, seconds
 
@@ -88,7 +89,7 @@ async def _run_nli(arm: BatchedNliArm, task: Task, deadline: float) -> tuple[np.
         except asyncio.TimeoutError:
             raise BudgetExceeded() from None
         seconds.append(time.perf_counter() - t0)
-        if arm.uses_embedding and arm.cache is not None:
+        if arm.uses_encoder and arm.cache is not None:
             seconds[-1] += arm.cache.seconds.get(text, 0.0)
     return probs, seconds
 
@@ -164,7 +165,7 @@ async def run_bakeoff(task: Task, ctx: RunContext, signer: Signer) -> dict[str, 
             continue
         try:
             arm, probs, seconds = await _run_arm(name, ctx, task, cache, deadline)
-            identities[name] = arm.identity()
+            identities[name] = receipt_identity(arm)
             entries.append(_entry(name, role, task, probs, seconds))
         except BudgetExceeded:
             entries.append(_entry(name, role, task, error=f"time budget of {ctx.time_budget_s:g} s exceeded "
