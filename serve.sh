@@ -10,4 +10,4 @@ cd "$(dirname "$0")"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"
 export ZSNLI_MODEL_DIR="${ZSNLI_MODEL_DIR:-./model}"
 export HOST="${HOST:-0.0.0.0}" PORT="${PORT:-8000}"
-exec "${PYTHON:-python3}" server.py
+exec "${PYTHON:-python3}" server.py "$@"

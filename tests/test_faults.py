@@ -419,3 +419,19 @@ async def test_timed_out_requests_drop_their_queued_embedding_jobs(bert_dir):
         assert len(calls) <= 3, len(calls)
         fm.gate.set()
         await blocker
+
+
+@pytest.mark.parametrize("argv, code", [(["--help"], 0), (["-h"], 0), (["--port", "9"], 2)])
+def test_serve_sh_arguments_help_or_one_line_refusal(argv, code):
+    # serve.sh used to ignore its arguments and start listening on 0.0.0.0:8000 for `--help`.
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PORT": str(_free_port()), "HOST": "127.0.0.1", "PYTHON": sys.executable}
+    proc = subprocess.run([os.path.join(repo, "serve.sh"), *argv], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert "Uvicorn running" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    if code == 0:
+        assert proc.stdout.startswith("usage: ./serve.sh") and "ZSNLI_MODEL_DIR" in proc.stdout
+    else:
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "'--port'" in lines[0] and "PORT" in lines[0], proc.stderr

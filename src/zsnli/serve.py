@@ -77,15 +77,37 @@ def served_extensions(bsettings: BakeoffSettings | None = None) -> Extension:
     return extend
 
 
-def main() -> int:
+USAGE = """usage: ./serve.sh  (or: python server.py)
+
+Serve zero-shot classification over HTTP (POST /classify, GET /health, /docs).
+Takes no arguments: configure it with environment variables, e.g.
+  HOST=127.0.0.1 PORT=8765 ZSNLI_MODEL_DIR=./model ./serve.sh
+HOST / PORT (default 0.0.0.0 / 8000), ZSNLI_MODEL_DIR (default ./model) and the
+other ZSNLI_* settings are listed in the README's Configuration table.
+Exit codes: 0 after a drained SIGTERM, 3 on a refused start (bad setting or
+failed startup check, before listening), 1 when the model failed to load."""
+
+
+def main(argv: list[str] | None = None) -> int:
     """``python server.py``: serve with settings from ``ZSNLI_*``; returns the exit code.
 
+    argv: command-line arguments (default ``sys.argv[1:]``): ``-h``/``--help``
+    prints `USAGE` and returns 0; any other argument is refused in one line
+    naming it, exit code 2 (the server is configured by environment only).
     A setting that does not parse or is out of range (``ZSNLI_*``, ``HOST``,
     ``PORT``; `zsnli.config.RANGES`; the bake-off's, `zsnli.bakeoff.settings`) is
     refused like the preflight checks: one line ``refusing to start: <reason>`` on
     stderr, exit code 3, nothing listens. Otherwise as `serve`, with the extensions of
     `served_extensions`: ``GET /metrics`` and the bake-off routes.
     """
+    argv = sys.argv[1:] if argv is None else argv
+    if any(arg in ("-h", "--help") for arg in argv):
+        print(USAGE)
+        return 0
+    if argv:
+        print(f"server.py: unknown argument {argv[0]!r}: it takes none; set HOST, PORT and ZSNLI_* "
+              "environment variables instead (see --help)", file=sys.stderr, flush=True)
+        return 2
     try:
         settings = Settings.from_env()
         host, port = listen_address()
