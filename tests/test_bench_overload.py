@@ -51,3 +51,5 @@ def test_overload_main_prints_a_verdict_when_nothing_listens(capsys):
     code = _overload().main(["--url", f"http://127.0.0.1:{free_port()}", "--requests", "1", "--ready-timeout", "60"])
     out = capsys.readouterr().out.strip().splitlines()
     assert code == 1 and out[-1].startswith("verdict: FAIL: no server:") and "connection refused" in out[-1]
+    # the hint names this command's own way to start a server, not validate.py's "(no --url)"
+    assert "--spawn-model-dir" in out[-1] and "no --url" not in out[-1]

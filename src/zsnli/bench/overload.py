@@ -234,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = asyncio.run(main_async(args))
     except ServerError as exc:
-        print(f"verdict: FAIL: no server: {str(exc).splitlines()[0]}", flush=True)
+        reason = str(exc).splitlines()[0].replace("let the harness start serve.sh (no --url)",
+                                                  "pass --spawn-model-dir ./model to start one")
+        print(f"verdict: FAIL: no server: {reason}", flush=True)
         return 1
     for key, value in report.items():
         print(f"{key:>26}: {value}")
