@@ -52,3 +52,13 @@ def test_missing_model_dir_is_a_clear_error(tmp_path):
         PipelineBaseline(tmp_path / "nope")
     with pytest.raises(BaselineError, match="not found"):
         EmbeddingBaseline(tmp_path / "nope")
+
+
+def test_pipeline_baseline_loads_without_a_progress_bar(deberta_dir, capfd):
+    """`validate.py compare` printed transformers' "Loading weights" bar (raw \\r frames in a log) per pipeline arm."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()  # whatever an earlier test did: the baseline itself must turn it off
+    PipelineBaseline(deberta_dir)
+    captured = capfd.readouterr()
+    assert "Loading weights" not in captured.err + captured.out

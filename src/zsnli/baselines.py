@@ -62,7 +62,9 @@ class PipelineBaseline:
             raise BaselineError(f"pipeline baseline: model directory not found: {self.model_dir}")
         try:
             from transformers import pipeline
+            from transformers.utils import logging as hf_logging
 
+            hf_logging.disable_progress_bar()  # the "Loading weights" bar is noise in a bake-off log
             self._pipe = pipeline(
                 "zero-shot-classification", model=str(self.model_dir), tokenizer=str(self.model_dir), device="cpu"
             )
