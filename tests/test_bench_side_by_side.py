@@ -207,3 +207,21 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
     assert failed == [f"zsnli.bench: server bad failed, skipped: {variants['bad']['error']}",
                       f"zsnli.bench: server flaky failed, skipped: {variants['flaky']['error']}"]
     assert "server bad failed: ServerError" in captured.out and "ratio (c4-good)/(a)" in captured.out
+
+
+def test_pipeline_arm_writes_no_bars_when_stderr_is_not_a_terminal(deberta_dir, capfd):
+    """The bench log (stderr redirected to a file) used to hold raw tqdm and "Loading weights" frames."""
+    from transformers.utils import logging as hf_logging
+
+    from zsnli.bench.pipeline_arm import build_pipeline, run_doc_mode, run_stream_mode
+    from zsnli.harness.examples import Example
+
+    hf_logging.enable_progress_bar()
+    pipe = build_pipeline(str(deberta_dir))
+    docs = [Example(id=i, dataset="d", text="the team won the match", labels=("sport", "food"), label=0)
+            for i in range(2)]
+    _, _, doc_probs = run_doc_mode(pipe, docs, 1, progress=True)
+    _, _, stream_probs = run_stream_mode(pipe, docs, 2, progress=True)
+    captured = capfd.readouterr()
+    assert len(doc_probs) == len(stream_probs) == 2
+    assert "Loading weights" not in captured.err and "pipeline" not in captured.err, captured.err

@@ -46,7 +46,9 @@ def build_pipeline(model_dir: str, device: str = "cpu", dtype: str = "float32"):
     """
     import torch
     from transformers import pipeline
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # the "Loading weights" bar is noise in the bench log
     return pipeline("zero-shot-classification", model=model_dir, tokenizer=model_dir, device=device,
                     dtype=getattr(torch, dtype))
 
@@ -58,7 +60,8 @@ def run_doc_mode(pipe, docs: Sequence[Example], batch_size: int, progress: bool 
     latencies: list[float] = []
     probs: list[list[float]] = []
     t_start = time.perf_counter()
-    for d in tqdm(docs, desc=f"pipeline bs={batch_size}", unit="doc", disable=not progress, file=sys.stderr):
+    for d in tqdm(docs, desc=f"pipeline bs={batch_size}", unit="doc", disable=not (progress and sys.stderr.isatty()),
+                  file=sys.stderr):
         t0 = time.perf_counter()
         out = pipe(d.text, candidate_labels=list(d.labels), hypothesis_template="{}", batch_size=batch_size)
         latencies.append(time.perf_counter() - t0)
@@ -77,8 +80,8 @@ def run_stream_mode(pipe, docs: Sequence[Example], batch_size: int, progress: bo
     order = sorted(range(len(docs)), key=lambda i: (tuple(docs[i].labels), i))
     probs: list[list[float] | None] = [None] * len(docs)
     latencies: list[float] = []
-    bar = tqdm(total=len(docs), desc=f"pipeline stream bs={batch_size}", unit="doc", disable=not progress,
-               file=sys.stderr)
+    bar = tqdm(total=len(docs), desc=f"pipeline stream bs={batch_size}", unit="doc",
+               disable=not (progress and sys.stderr.isatty()), file=sys.stderr)
     t_start = last = time.perf_counter()
     for labels, group in groupby(order, key=lambda i: tuple(docs[i].labels)):
         idx = list(group)
