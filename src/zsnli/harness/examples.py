@@ -154,7 +154,7 @@ def load_btzsc(max_per_dataset: int | None = None, datasets: Sequence[str] = BTZ
             raise ExamplesError(
                 f"cannot load {BTZSC_REPO}@{BTZSC_REVISION[:12]} config {name!r} from the Hugging Face Hub "
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). This needs network "
-                "access; offline, pass a local examples file instead (e.g. ../shared/data/zsc/public.jsonl)."
+                "access; offline, pass a local examples file instead (e.g. dev/zeroshot_dev.jsonl)."
             ) from exc
         texts, hyps, flags = table["text"], table["hypothesis"], table["labels"]
         k = next((i for i in range(1, len(hyps)) if hyps[i] == hyps[0]), len(hyps))

@@ -249,8 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     tty = sys.stdout.isatty()
-    # pipes and logs get a wide console so the tables are not squeezed to 80 columns
-    console = Console(highlight=False, width=None if tty else 150, force_terminal=tty, no_color=not tty)
+    # pipes and logs get a wide console so the tables are not squeezed to 80 columns; soft_wrap keeps each
+    # message (an arm's failure, an examples error) on its one line instead of folding it at the width
+    console = Console(highlight=False, width=None if tty else 150, force_terminal=tty, no_color=not tty,
+                      soft_wrap=True)
     progress = sys.stderr.isatty()
 
     def _terminate(signum, frame):  # turn SIGTERM into an exception so that `finally` stops the server
