@@ -25,6 +25,6 @@ from zsnli.app import create_app  # noqa: E402
 from zsnli.serve import main, served_extensions  # noqa: E402
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
 
 app = create_app(extend=served_extensions())

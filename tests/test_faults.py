@@ -435,3 +435,13 @@ def test_serve_sh_arguments_help_or_one_line_refusal(argv, code):
     else:
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "'--port'" in lines[0] and "PORT" in lines[0], proc.stderr
+
+
+def test_serve_main_in_process_ignores_the_callers_argv(monkeypatch, capsys):
+    # main() called from Python (tests, embedding apps) must not read pytest's own sys.argv as server arguments
+    from zsnli.serve import main
+
+    monkeypatch.setattr(sys, "argv", ["pytest", "-q", "-x"])
+    monkeypatch.setenv("PORT", "notaport")
+    assert main() == 3 and "PORT" in capsys.readouterr().err
+    assert main(["--help"]) == 0 and capsys.readouterr().out.startswith("usage: ./serve.sh")

@@ -91,7 +91,8 @@ failed startup check, before listening), 1 when the model failed to load."""
 def main(argv: list[str] | None = None) -> int:
     """``python server.py``: serve with settings from ``ZSNLI_*``; returns the exit code.
 
-    argv: command-line arguments (default ``sys.argv[1:]``): ``-h``/``--help``
+    argv: command-line arguments (server.py passes ``sys.argv[1:]``; None: none, so an
+    in-process call never reads the caller's own argv): ``-h``/``--help``
     prints `USAGE` and returns 0; any other argument is refused in one line
     naming it, exit code 2 (the server is configured by environment only).
     A setting that does not parse or is out of range (``ZSNLI_*``, ``HOST``,
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     stderr, exit code 3, nothing listens. Otherwise as `serve`, with the extensions of
     `served_extensions`: ``GET /metrics`` and the bake-off routes.
     """
-    argv = sys.argv[1:] if argv is None else argv
+    argv = [] if argv is None else list(argv)
     if any(arg in ("-h", "--help") for arg in argv):
         print(USAGE)
         return 0
