@@ -21,6 +21,16 @@ def test_predict_logits_with_progress_is_bit_identical(bert_model):
     assert progress.predict_logits(bert_model, [], [], desc="x").shape == (0, 3)
 
 
+def test_predict_logits_reports_every_planned_token(bert_model, monkeypatch, caplog):
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.0)
+    premises = [("the team won the match " * (1 + i % 5)).strip() for i in range(20)]
+    with caplog.at_level(logging.INFO, logger="zsnli.progress"):
+        progress.predict_logits(bert_model, premises, ["sport"] * 20, desc="nli", token_budget=64)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) > 2 and lines[0].startswith("nli (20 pairs): ")
+    assert "(100%)" in lines[-1] and all("(100%)" not in line for line in lines[:-2])
+
+
 def test_predict_logits_refuses_like_the_model(bert_model):
     with pytest.raises(ValueError, match="premises but"):
         progress.predict_logits(bert_model, ["a"], [], desc="x")

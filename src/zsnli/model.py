@@ -19,7 +19,7 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -279,14 +279,18 @@ class NliRuntime(ABC):
     # ----------------------------------------------------------------- offline
 
     def predict_logits(self, premises: Sequence[str], hypotheses: Sequence[str],
-                       token_budget: int | None = None) -> np.ndarray:
+                       token_budget: int | None = None,
+                       on_plan: Callable[[int], Callable[[int], None]] | None = None) -> np.ndarray:
         """Logits for N pairs, for offline use (calibration, benchmarks).
 
         Pairs are length-sorted and grouped so that each batch's padded size
         (pairs x longest length rounded to 8) stays within ``token_budget``
         (default: ``default_token_budget(self.device)``).
         Returns float32 ``[N, C]`` in input order. Hypotheses that do not fit
-        the window raise ``ValueError``.
+        the window raise ``ValueError``. ``on_plan`` (progress reporting,
+        `zsnli.progress.predict_logits`): called once with the total work in
+        tokens (each batch's pairs x its longest length); the callable it
+        returns is called with each batch's tokens after that batch is done.
         """
         n = len(premises)
         if n != len(hypotheses):
@@ -302,8 +306,13 @@ class NliRuntime(ABC):
                              f"e.g. {too_long[0][:80]!r}")
         encoded = self.encode(premises, hypotheses)
         budget = token_budget or default_token_budget(self.device)
-        for idx in plan_batches([len(e) for e in encoded], budget):
+        batches = plan_batches([len(e) for e in encoded], budget)
+        cost = [len(idx) * max(len(encoded[i]) for i in idx) for idx in batches]
+        advance = on_plan(sum(cost)) if on_plan is not None else None
+        for idx, tokens in zip(batches, cost):
             out[idx] = self.logits([encoded[i] for i in idx])
+            if advance is not None:
+                advance(tokens)
         return out
 
 

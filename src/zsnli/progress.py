@@ -3,11 +3,10 @@
 On a terminal a tqdm bar on stderr; otherwise (a log file, CI) one plain
 log line at most every `LINE_INTERVAL_S` seconds plus one at the end, so
 logs get neither silence nor carriage-return noise. `predict_logits` runs
-a model's offline forward batch by batch under such a progress report, with
-exactly the batches (and so exactly the logits) of the model's own
-``predict_logits``.
+a model's own offline ``predict_logits`` under such a progress report (the
+model reports its planned and finished tokens through ``on_plan``).
 
-May import tqdm and `zsnli.model` (batch planning); torch only through the model passed in.
+May import tqdm; torch only through the model passed in.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -66,34 +65,14 @@ def predict_logits(nli, premises: Sequence[str], hypotheses: Sequence[str], desc
     """``nli.predict_logits(premises, hypotheses)`` with progress: float32 ``[N, C]`` in input order.
 
     Progress is counted in tokens (pairs x their batch's longest length), so
-    the remaining time is estimated fairly although the longest pairs run first.
-
-    The pairs are planned into the same length-sorted batches as
-    `zsnli.model.NliModel.predict_logits` (`zsnli.model.plan_batches`
-    under the same token budget) and each batch is passed to it on its own,
-    so every logit is computed in the same batch as without progress.
-    Raises ``ValueError`` as ``predict_logits`` does (a hypothesis that does
-    not fit the model window, lists of different lengths).
+    the remaining time is estimated fairly although the longest pairs run first;
+    the model reports them through its ``on_plan`` hook
+    (`zsnli.model.NliRuntime.predict_logits`), so the batches and logits are
+    exactly those of a call without progress. Raises ``ValueError`` as
+    ``predict_logits`` does.
     """
-    from .model import default_token_budget, plan_batches
+    with ExitStack() as stack:
+        def on_plan(total_tokens: int):
+            return stack.enter_context(progress(total_tokens, f"{desc} ({len(premises)} pairs)", unit="tokens"))
 
-    n = len(premises)
-    if n != len(hypotheses):
-        raise ValueError(f"{n} premises but {len(hypotheses)} hypotheses")
-    out = np.zeros((n, nli.num_labels), dtype=np.float32)
-    if n == 0:
-        return out
-    budget = token_budget or default_token_budget(nli.device)
-    uniq = list(dict.fromkeys(hypotheses))
-    limit = nli.max_hypothesis_tokens()
-    unfit = [h for h, length in zip(uniq, nli.hypothesis_lengths(uniq)) if length > limit]
-    if unfit:  # let the model raise its own ValueError for the first one
-        nli.predict_logits([premises[list(hypotheses).index(unfit[0])]], [unfit[0]])
-    lengths = [len(e) for e in nli.encode(premises, hypotheses)]
-    batches = plan_batches(lengths, budget)
-    cost = [len(idx) * max(lengths[i] for i in idx) for idx in batches]  # tokens: the longest pairs come first
-    with progress(sum(cost), f"{desc} ({n} pairs)", unit="tokens") as advance:
-        for idx, tokens in zip(batches, cost):
-            out[idx] = nli.predict_logits([premises[i] for i in idx], [hypotheses[i] for i in idx], token_budget=budget)
-            advance(tokens)
-    return out
+        return nli.predict_logits(premises, hypotheses, token_budget=token_budget, on_plan=on_plan)
