@@ -337,6 +337,7 @@ def test_explicit_missing_manifest_exits_with_one_line_no_traceback(tmp_path, be
     lines = [line for line in out.splitlines() if "refusing to start" in line]
     assert lines and "ZSNLI_MANIFEST_PATH=" in lines[0] and "does not exist" in lines[0], out
     assert "Traceback" not in out, out
+    assert proc.returncode == 3 and "Application startup failed" not in out, out  # the refusal line alone
 
 
 @pytest.mark.parametrize("env", [

@@ -13,6 +13,7 @@ May import: uvicorn, `zsnli.app`, `zsnli.config`, `zsnli.http_protocol`, `zsnli.
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 
@@ -26,11 +27,26 @@ from .service import ZeroShotClassifier
 from .startup import ModelLoader, one_line
 
 
-def _quiet_startup_refusal(app: FastAPI):
-    """ASGI wrapper: a ``StartupRefused`` is reported by its one-line log, not a traceback.
+class _DropStartupFailed(logging.Filter):
+    """Drops uvicorn's "Application startup failed. Exiting." once a refusal was reported in its own line."""
 
-    Starlette puts the formatted traceback in ``lifespan.startup.failed``; uvicorn logs it.
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.refused and record.getMessage().startswith("Application startup failed"))
+
+
+def _quiet_startup_refusal(app: FastAPI):
+    """ASGI wrapper: a ``StartupRefused`` is reported by its one-line log only.
+
+    Starlette puts the formatted traceback in ``lifespan.startup.failed`` and uvicorn
+    logs it, then adds "Application startup failed. Exiting."; both are dropped for a
+    refusal (its ``refusing to start: <reason>`` line says it all; exit code 3).
     """
+    drop = _DropStartupFailed()
+    logging.getLogger("uvicorn.error").addFilter(drop)
 
     async def wrapped(scope, receive, send):
         if scope["type"] != "lifespan":
@@ -39,6 +55,7 @@ def _quiet_startup_refusal(app: FastAPI):
         async def quiet_send(message):
             if message.get("type") == "lifespan.startup.failed" and "StartupRefused" in message.get("message", ""):
                 message = {**message, "message": ""}
+                drop.refused = True
             await send(message)
 
         return await app(scope, receive, quiet_send)
