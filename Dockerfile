@@ -35,7 +35,7 @@ RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==${TOR
 
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN pip install . && python -c "import zsnli.app"
+RUN pip install . && python -c "import zsnli.serving.app"
 
 # Served files stay owned by root (read-only for the server user); the manifest check re-hashes model/.
 COPY model ./model

@@ -5,8 +5,8 @@ service, `zsnli.serve.served_extensions`); ``python server.py`` (what serve.sh r
 sets the exit code: 0 after a drained SIGTERM, 3 when startup is refused
 (a bad setting or a failed startup check, before listening), 1 when the
 model failed to load (`zsnli.serve.main`). Both serve ``GET /metrics``
-(`zsnli.telemetry`). Only ``python server.py`` runs
-the connection limits of `zsnli.http_protocol` (``ZSNLI_READ_TIMEOUT_S``
+(`zsnli.serving.telemetry`). Only ``python server.py`` runs
+the connection limits of `zsnli.serving.http_protocol` (``ZSNLI_READ_TIMEOUT_S``
 deadline with 408, ``ZSNLI_MAX_CONNECTIONS`` cap, ``ZSNLI_KEEP_ALIVE_S``);
 ``uvicorn server:app`` run bare gets neither the read deadline nor the cap.
 
@@ -21,7 +21,7 @@ _SRC = str(Path(__file__).resolve().parent / "src")
 if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from zsnli.app import create_app  # noqa: E402
+from zsnli.serving.app import create_app  # noqa: E402
 from zsnli.serve import main, served_extensions  # noqa: E402
 
 if __name__ == "__main__":

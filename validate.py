@@ -8,7 +8,7 @@
     python validate.py verify-receipt ANSWER.json [--public-key PEM]
 
 Runs from the checkout without installing the package: the checkout's src/ is
-put first on the import path. All logic lives in zsnli.validation; see
+put first on the import path. All logic lives in zsnli.compare; see
 `python validate.py --help`.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
-from zsnli.validation import main  # noqa: E402
+from zsnli.compare.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

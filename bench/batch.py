@@ -27,9 +27,9 @@ import numpy as np
 
 
 def offline_arm(docs: list[dict], model_dir: str) -> tuple[dict, list]:
-    from zsnli.batch import batch_settings
+    from zsnli.batch.cli import batch_settings
     from zsnli.config import Settings
-    from zsnli.offline import OfflineClassifier
+    from zsnli.serving.offline import OfflineClassifier
 
     # the actors' settings (no 60 s request timeout: a corpus waits its turn), all CPUs in one process
     settings = batch_settings(Settings.from_env(model_dir=model_dir, log_level="warning"), os.cpu_count() or 1)

@@ -198,14 +198,14 @@ def model_dir(request, bert_dir, deberta_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def bert_model(bert_dir):
-    from zsnli.model import NliModel
+    from zsnli.runtime.model import NliModel
 
     return NliModel.load(bert_dir, device="cpu")
 
 
 @pytest.fixture(scope="session")
 def deberta_model(deberta_dir):
-    from zsnli.model import NliModel
+    from zsnli.runtime.model import NliModel
 
     return NliModel.load(deberta_dir, device="cpu")
 
@@ -213,7 +213,7 @@ def deberta_model(deberta_dir):
 @pytest.fixture(scope="session", params=["bert", "deberta"])
 def nli_model(request, bert_dir, deberta_dir):
     """A loaded ``NliModel`` for each tiny architecture."""
-    from zsnli.model import NliModel
+    from zsnli.runtime.model import NliModel
 
     return NliModel.load(bert_dir if request.param == "bert" else deberta_dir, device="cpu")
 
@@ -240,7 +240,7 @@ _MODEL_CACHE: dict = {}
 
 def cached_loader(settings):
     """Load each tiny model once per session (tests share it across apps)."""
-    from zsnli.model import NliModel
+    from zsnli.runtime.model import NliModel
 
     key = (str(settings.model_dir), settings.dtype)
     if key not in _MODEL_CACHE:
@@ -284,7 +284,7 @@ class running_app:
 @pytest.fixture
 def make_app():
     """``make_app(model_dir, loader=cached_loader, **settings) -> FastAPI``."""
-    from zsnli.app import create_app
+    from zsnli.serving.app import create_app
 
     def _make(model_dir, loader=cached_loader, **overrides):
         return create_app(make_settings(model_dir, **overrides), loader=loader)
@@ -297,7 +297,7 @@ def direct_probabilities(model, text, labels, template=None):
     import numpy as np
 
     from zsnli.scoring import ScoringConfig, label_probabilities, scores_from_logits
-    from zsnli.service import fill_template
+    from zsnli.serving.service import fill_template
 
     logits = np.stack([model.logits(model.encode([text], [fill_template(template, lb)]))[0] for lb in labels])
     cfg = ScoringConfig()
@@ -316,7 +316,7 @@ def tiny_run(tmp_path_factory):
     """One `train.py --preset tiny` run (4 steps): ``{"root", "base", "data", "out", "stderr"}`` (model in ``out/model``).
 
     The base has no dropout, so a run's losses depend only on its batches:
-    tests/test_training_ddp.py compares a 2-process run with this one.
+    tests/training/test_training_ddp.py compares a 2-process run with this one.
     """
     import subprocess
     import sys

@@ -162,10 +162,10 @@ def test_calibration_chosen_fields_are_the_scoring_config_fields():
 
 
 def test_checker_rejects_what_does_not_exist(tmp_path):
-    assert resolves("zsnli.service.ZeroShotClassifier.preprocess")
-    assert resolves("zsnli.validation.main")  # bound by an import in the package's __init__
-    assert not resolves("zsnli.service.NoSuchThing")
-    assert not resolves("zsnli.service.ZeroShotClassifier.no_such_method")
+    assert resolves("zsnli.serving.service.ZeroShotClassifier.preprocess")
+    assert resolves("zsnli.compare.cli.main")  # bound by an import in the package's __init__
+    assert not resolves("zsnli.serving.service.NoSuchThing")
+    assert not resolves("zsnli.serving.service.ZeroShotClassifier.no_such_method")
     assert not resolves("zsnli.no_such_module")
     pkg = tmp_path / "src" / "zsnli"
     (pkg / "sub").mkdir(parents=True)
@@ -178,6 +178,6 @@ def test_checker_rejects_what_does_not_exist(tmp_path):
     assert unmentioned_modules(text + "; `src/zsnli/sub/` and `src/zsnli/sub/b.py`", modules, tmp_path) == []
 
 
-@pytest.mark.parametrize("line", ["see `zsnli.app.create_app`.", "python -m zsnli.bench;"])
+@pytest.mark.parametrize("line", ["see `zsnli.serving.app.create_app`.", "python -m zsnli.bench;"])
 def test_dotted_names_are_found_in_prose(line):
     assert DOTTED_RE.findall(line) and all(resolves(n) for n in DOTTED_RE.findall(line))

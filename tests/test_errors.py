@@ -53,7 +53,7 @@ def test_every_body_and_connection_error_is_in_the_table():
     import re
     from pathlib import Path
 
-    import zsnli.http_body as http_body
+    import zsnli.serving.http_body as http_body
 
     raised = set(re.findall(r'BodyError\((\d{3}), "(\w+)"', Path(http_body.__file__).read_text()))
     assert {(int(s), w) for s, w in raised} >= {(400, "invalid_encoding"), (415, "unsupported_media_type"),
@@ -67,7 +67,7 @@ def test_every_body_and_connection_error_is_in_the_table():
 def test_connection_layer_answers_use_the_table_shape():
     import json
 
-    from zsnli.http_protocol import json_error_bytes
+    from zsnli.serving.http_protocol import json_error_bytes
 
     raw = json_error_bytes(ApiError(ErrorType.OVERLOADED, "too many"), 7)
     head, body = raw.split(b"\r\n\r\n", 1)

@@ -119,7 +119,7 @@ def drive():
 if cfg["mode"] == "import":
     sys.path.insert(0, cfg["src"])
     try:
-        import zsnli.app  # noqa: F401
+        import zsnli.serving.app  # noqa: F401
     finally:
         with open(cfg["out"], "w") as fh:
             json.dump({"attempts": attempts}, fh)
@@ -202,14 +202,14 @@ def test_card_closure_is_what_the_harness_venv_gets():
 
 
 def test_import_guard_catches_a_project_import(tmp_path):
-    """The guard can fail: blocking numpy (imported by zsnli.app's modules) refuses the import and records it."""
+    """The guard can fail: blocking numpy (imported by zsnli.serving.app's modules) refuses the import and records it."""
     code, result, stderr = _run_guarded(tmp_path, "import", {"numpy"}, {})
     assert code != 0 and "No module named 'numpy' (import guard)" in stderr
     assert result["attempts"] and result["attempts"][0].startswith("numpy <- zsnli")
 
 
 def test_serving_imports_only_card_packages(tmp_path, bert_dir):
-    from zsnli.embedding import embedding_digest
+    from zsnli.runtime.embedding import embedding_digest
 
     model_dir = tmp_path / "model"
     shutil.copytree(bert_dir, model_dir)

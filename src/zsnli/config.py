@@ -6,7 +6,7 @@ raises ``SettingsError`` with a one-line reason on a bad value;
 ``Settings.describe()`` gives the lines printed at startup.
 
 May import: the standard library and `zsnli.manifest` (file names). Imported by
-the serving modules (`zsnli.startup`, `zsnli.service`, `zsnli.app`, `zsnli.serve`).
+the serving modules (`zsnli.serving.startup`, `zsnli.serving.service`, `zsnli.serving.app`, `zsnli.serve`).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ class SettingsError(ValueError):
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
-#: Values of ``ZSNLI_BACKEND``: torch, or ONNX Runtime on CPU (`zsnli.onnx_model`).
+#: Values of ``ZSNLI_BACKEND``: torch, or ONNX Runtime on CPU (`zsnli.runtime.onnx_model`).
 BACKENDS = ("torch", "onnx-fp32", "onnx-int8")
 #: Values of ``ZSNLI_DTYPE`` (case-insensitive, an optional ``torch.`` prefix); the names
-#: `zsnli.model` resolves (a test keeps the two lists equal).
+#: `zsnli.runtime.model` resolves (a test keeps the two lists equal).
 DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "half")
 
 #: The valid range, inclusive, of every numeric setting: field -> (low, high). `Settings.validate`
@@ -74,7 +74,7 @@ class Settings:
     repository top level when ``model_dir`` is ``./model``). ``embedding_dir``
     (only read when calibration.json sets an ``embedding_weight``) defaults
     to ``<model_dir>/embedding`` if present, else the checkout's
-    ``model/embedding`` (`zsnli.embedding.default_embedding_dir`).
+    ``model/embedding`` (`zsnli.runtime.embedding.default_embedding_dir`).
     """
 
     model_dir: str = "./model"
@@ -225,7 +225,7 @@ def listen_address(env: Mapping[str, str] | None = None) -> tuple[str, int]:
 
 #: ZSNLI_* variables that belong to other tools, not to the server: the benchmark scripts'
 #: ZSNLI_BENCH_*, zsnli-batch's ZSNLI_BATCH_*, ZSNLI_HOST/ZSNLI_PORT that validate.py hands to a --serve-cmd,
-#: and the bake-off service's own settings (zsnli.bakeoff.settings), ZSNLI_BAKEOFF_* and ZSNLI_RECEIPT_KEY.
+#: and the bake-off service's own settings (zsnli.compare.service.settings), ZSNLI_BAKEOFF_* and ZSNLI_RECEIPT_KEY.
 OTHER_TOOLS_PREFIXES = ("ZSNLI_BENCH_", "ZSNLI_BATCH_", "ZSNLI_HOST", "ZSNLI_PORT", "ZSNLI_BAKEOFF_", "ZSNLI_RECEIPT_KEY")
 
 

@@ -14,7 +14,7 @@ beside the model directory:
   ``files`` table; the server refuses to start and `train.py verify` exits
   non-zero when any entry disagrees.
 
-May import the standard library and, inside functions, `zsnli.embedding`
+May import the standard library and, inside functions, `zsnli.runtime.embedding`
 (the embedding digest) and torch/transformers (versions for the manifest's
 ``environment``); presets and data are passed in, never imported.
 """
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # types only: these modules import this one
-    from .nli_data import NliData
-    from .presets import Preset
+    from .training.nli_data import NliData
+    from .training.presets import Preset
 
 log = logging.getLogger(__name__)
 
@@ -109,10 +109,10 @@ def pretrained_artifacts(model_dir: str | Path) -> dict[str, dict[str, Any]]:
     """The ``pretrained_artifacts`` manifest table for the artifacts present under ``model_dir``.
 
     Returns ``{name: {"dir", "files", "sha256", ...description}}`` for each of
-    `PRETRAINED_DIRS` that exists; ``sha256`` is `zsnli.embedding.embedding_digest`,
+    `PRETRAINED_DIRS` that exists; ``sha256`` is `zsnli.runtime.embedding.embedding_digest`,
     the one digest of these weights that ``calibration.json`` records too.
     """
-    from .embedding import embedding_digest
+    from .runtime.embedding import embedding_digest
 
     out: dict[str, dict[str, Any]] = {}
     for name in PRETRAINED_DIRS:
@@ -265,7 +265,7 @@ def build_manifest(preset: "Preset", data: "NliData", model_dir: str | Path, tra
     """Assemble ``training_manifest.json`` (see README "Manifests") for a finished run.
 
     ``model_dir`` must already hold the saved model (its files are hashed);
-    ``training`` is the run's figures as `zsnli.training.train` collects them.
+    ``training`` is the run's figures as `zsnli.training.trainer.train` collects them.
     """
     model_dir = Path(model_dir)
     files = hash_model_dir(model_dir)
@@ -302,7 +302,7 @@ def _version() -> str:
 def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None) -> dict[str, Any]:
     """``data_sources.json``: every source with its licence and role, plus the calibration hold-out.
 
-    ``counts`` (`zsnli.nli_data.NliData.counts`) adds each loaded source's row counts as ``rows``.
+    ``counts`` (`zsnli.training.nli_data.NliData.counts`) adds each loaded source's row counts as ``rows``.
     """
     per_source = (counts or {}).get("sources", {})
     entries = []

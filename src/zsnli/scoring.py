@@ -1,14 +1,14 @@
 """Logits -> probabilities: the scoring rules, `ScoringConfig` and the calibration reader.
 
 A zero-shot request is one premise (the document) and K hypotheses (the
-label descriptions). The NLI runtime (`zsnli.model`) gives 3-way logits per
+label descriptions). The NLI runtime (`zsnli.runtime.model`) gives 3-way logits per
 pair; ``scores_from_logits`` turns them into one score per pair according to
 a scoring rule, and ``label_probabilities`` turns the K scores of one request
 into K probabilities with a temperature that may depend on K
 (``multi_label_probabilities`` scores each label on its own).
 
 Everything here is synchronous, stateless numpy; the service
-(`zsnli.service`) and calibration (`zsnli.calibration`) call it.
+(`zsnli.serving.service`) and calibration (`zsnli.selection.calibration`) call it.
 
 May import: numpy and the standard library only.
 """
@@ -40,7 +40,7 @@ class ScoringConfigError(ValueError):
 #: Valid range, inclusive, of every numeric value of a `ScoringConfig` (calibration.json's
 #: ``chosen``), checked when one is built, so a bad calibration is refused before the server
 #: listens. Sources: calibration fits ``log t0`` in [-5, 5] (t0 in [0.0067, 148]) and ``b`` in
-#: [-2, 2] (`zsnli.calibration.fit_temperature`), and picks w from 0..40 (`zsnli.calibration.EMBEDDING_WEIGHTS`);
+#: [-2, 2] (`zsnli.selection.calibration.fit_temperature`), and picks w from 0..40 (`zsnli.selection.calibration.EMBEDDING_WEIGHTS`);
 #: the ranges hold those with room. With K <= 4096 labels (``ZSNLI_MAX_LABELS``' range),
 #: T(K) = t * K ** b lies in [1e-3 * 4096 ** -4, 1e3 * 4096 ** 4] = [3.6e-18, 2.8e17], so
 #: scores / T(K) stays finite for any finite float32 logits (|s| < 1e39: 1e39 / 3.6e-18 < 1e57).
@@ -63,7 +63,7 @@ class ScoringConfig:
         document before the softmax. Computed inside the same request (K extra
         pairs), never cached.
     embedding_weight: w; when non-zero, ``w * cos(text, label)`` of the base
-        encoder's sentence embeddings (`zsnli.embedding`) is added to each
+        encoder's sentence embeddings (`zsnli.runtime.embedding`) is added to each
         score; ``embedding_sha256`` names the embedding weights that w was
         chosen with (the server refuses other weights).
     """

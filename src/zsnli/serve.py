@@ -4,11 +4,11 @@
 `serve`; the signal handler starts the service's drain, and the service's
 shutdown hook (an argument, set here) stops uvicorn when loading fails.
 The served app is ``/classify`` and ``/health`` plus the bake-off service
-(`bakeoff_extension`: `zsnli.bakeoff.api`, whose arms and ``cryptography``
+(`bakeoff_extension`: `zsnli.compare.service.api`, whose arms and ``cryptography``
 load on the first bake-off only).
 
-May import: uvicorn, `zsnli.app`, `zsnli.config`, `zsnli.http_protocol`, `zsnli.service`,
-`zsnli.startup`, `zsnli.telemetry`, `zsnli.bakeoff.settings`, and `zsnli.bakeoff.api` when the app is built.
+May import: uvicorn, `zsnli.serving.app`, `zsnli.config`, `zsnli.serving.http_protocol`, `zsnli.serving.service`,
+`zsnli.serving.startup`, `zsnli.serving.telemetry`, `zsnli.compare.service.settings`, and `zsnli.compare.service.api` when the app is built.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import sys
 
 from fastapi import FastAPI
 
-from .app import Extension, create_app, read_json_body
-from .bakeoff.settings import BakeoffSettings
+from .serving.app import Extension, create_app, read_json_body
+from .compare.service.settings import BakeoffSettings
 from .config import Settings, SettingsError, listen_address
-from .http_protocol import protocol_class
-from .service import ZeroShotClassifier
-from .startup import ModelLoader, one_line
+from .serving.http_protocol import protocol_class
+from .serving.service import ZeroShotClassifier
+from .serving.startup import ModelLoader, one_line
 
 
 class _DropStartupFailed(logging.Filter):
@@ -64,15 +64,15 @@ def _quiet_startup_refusal(app: FastAPI):
 
 
 def bakeoff_extension(bsettings: BakeoffSettings | None = None) -> Extension:
-    """The ``extend(app, service)`` hook that adds the bake-off routes (`zsnli.bakeoff.api.add_bakeoff_routes`).
+    """The ``extend(app, service)`` hook that adds the bake-off routes (`zsnli.compare.service.api.add_bakeoff_routes`).
 
-    The routes read bodies with the app's one reader (`zsnli.app.read_json_body`, limit
+    The routes read bodies with the app's one reader (`zsnli.serving.app.read_json_body`, limit
     ``ZSNLI_MAX_BODY_BYTES``). bsettings: default ``BakeoffSettings.from_env()`` when the app is
     built (raises ``SettingsError`` on a bad ``ZSNLI_BAKEOFF_*`` / ``ZSNLI_RECEIPT_KEY`` value).
     """
 
     def extend(app: FastAPI, service: ZeroShotClassifier) -> None:
-        from .bakeoff.api import add_bakeoff_routes
+        from .compare.service.api import add_bakeoff_routes
 
         add_bakeoff_routes(app, service, bsettings=bsettings,
                            read_json=lambda request: read_json_body(request, service.settings.max_body_bytes))
@@ -81,12 +81,12 @@ def bakeoff_extension(bsettings: BakeoffSettings | None = None) -> Extension:
 
 
 def served_extensions(bsettings: BakeoffSettings | None = None) -> Extension:
-    """The ``extend(app, service)`` hook of the served app: ``GET /metrics`` (`zsnli.telemetry`;
+    """The ``extend(app, service)`` hook of the served app: ``GET /metrics`` (`zsnli.serving.telemetry`;
     404 and one warning without prometheus_client), then the bake-off routes (`bakeoff_extension`)."""
     bakeoff = bakeoff_extension(bsettings)
 
     def extend(app: FastAPI, service: ZeroShotClassifier) -> None:
-        from .telemetry import metrics_extension
+        from .serving.telemetry import metrics_extension
 
         metrics_extension(app, service)
         bakeoff(app, service)
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     prints `USAGE` and returns 0; any other argument is refused in one line
     naming it, exit code 2 (the server is configured by environment only).
     A setting that does not parse or is out of range (``ZSNLI_*``, ``HOST``,
-    ``PORT``; `zsnli.config.RANGES`; the bake-off's, `zsnli.bakeoff.settings`) is
+    ``PORT``; `zsnli.config.RANGES`; the bake-off's, `zsnli.compare.service.settings`) is
     refused like the preflight checks: one line ``refusing to start: <reason>`` on
     stderr, exit code 3, nothing listens. Otherwise as `serve`, with the extensions of
     `served_extensions`: ``GET /metrics`` and the bake-off routes.
@@ -150,7 +150,7 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
     (`zsnli.config.listen_address`; raises ``SettingsError`` on a bad one).
     loader, extend: as `create_app`.
 
-    Connections use `zsnli.http_protocol`: headers and body must arrive within
+    Connections use `zsnli.serving.http_protocol`: headers and body must arrive within
     ``ZSNLI_READ_TIMEOUT_S`` (else 408 ``request_timeout`` or a close), at most
     ``ZSNLI_MAX_CONNECTIONS`` are served at once (more get 503 ``overloaded``),
     idle keep-alive connections close after ``ZSNLI_KEEP_ALIVE_S``, and at SIGTERM

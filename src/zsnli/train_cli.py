@@ -1,7 +1,7 @@
 """The ``train.py`` command line: parse, check every argument, then run one command.
 
 Commands: ``train`` (the default), ``calibrate``, ``evaluate``, ``verify``, and
-``select`` (`zsnli.selection_cli`: the leave-one-dataset-out choice of the
+``select`` (`zsnli.selection.cli`: the leave-one-dataset-out choice of the
 served scoring, which replaces ``chosen`` in ``calibration.json``).
 Every user mistake (an unknown value, a missing file or directory, a preset
 without what it needs) ends as ONE line naming the flag and what is
@@ -9,9 +9,9 @@ accepted, exit status 2, before torch is imported or any data is read.
 Failures of the work itself (unreadable data, a hold-out that does not
 match the manifest) are one line too.
 
-May import `zsnli.presets`, `zsnli.manifest`, `zsnli.nli_data` (errors and
-paths only), `zsnli.data_parallel` (the launch environment) at module level, and `zsnli.training`,
-`zsnli.calibration`, `zsnli.evaluation`, `zsnli.selection_cli` (torch) only inside the command that runs them.
+May import `zsnli.training.presets`, `zsnli.manifest`, `zsnli.training.nli_data` (errors and
+paths only), `zsnli.training.data_parallel` (the launch environment) at module level, and `zsnli.training.trainer`,
+`zsnli.selection.calibration`, `zsnli.training.evaluation`, `zsnli.selection.cli` (torch) only inside the command that runs them.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .data_parallel import LaunchError, launch_from_env, per_device_batch
+from .training.data_parallel import LaunchError, launch_from_env, per_device_batch
 from .manifest import MANIFEST_NAME, ManifestError, load_manifest
-from .nli_data import DataError
-from .presets import DEFAULT_DATA_DIR, PRESETS, Preset, get_preset
+from .training.nli_data import DataError
+from .training.presets import DEFAULT_DATA_DIR, PRESETS, Preset, get_preset
 
 COMMANDS = ("train", "calibrate", "evaluate", "verify")
 
@@ -309,7 +309,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, preset: Preset) -> int:
-    from . import training
+    from .training import trainer as training
 
     preset = preset.with_overrides(
         max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
@@ -329,7 +329,7 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
 
 
 def _calibrate(args: argparse.Namespace, preset: Preset) -> int:
-    from . import calibration
+    from .selection import calibration
 
     try:
         result = calibration.calibrate(preset, args.model_dir, _manifest_dir(args), out=args.out,
@@ -342,7 +342,7 @@ def _calibrate(args: argparse.Namespace, preset: Preset) -> int:
 
 
 def _evaluate(args: argparse.Namespace, preset: Preset) -> int:
-    from .evaluation import evaluate_model
+    from .training.evaluation import evaluate_model
     from .manifest import record_evaluation
 
     figures = evaluate_model(args.model_dir, preset)
@@ -366,7 +366,7 @@ def _quiet_known_noise() -> None:
     maximum" is logged when a text is tokenised in full to measure or clip it;
     every model input is truncated to the window anyway. (The Trainer's
     repeated ``pin_memory`` warning on CPU is avoided at the source: see
-    `zsnli.training`.)
+    `zsnli.training.trainer`.)
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.getLogger("transformers.tokenization_utils_base").addFilter(_drop_long_sequence_warning)
@@ -388,7 +388,7 @@ def main(argv: list[str]) -> int:
             return 2
         if rank > 0:
             return 0  # rank 0 alone writes calibration.json
-        from .selection_cli import main as select_main
+        from .selection.cli import main as select_main
 
         return select_main(argv[1:])
     if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):

@@ -3,7 +3,7 @@ batcher at a lower priority. Against 127.0.0.1 only; bounded; stops the servers 
 
 For each ``--priority`` value P (default ``1 0``: the shipped background priority, then equal priority
 for comparison), a server (`zsnli.serve.main`, this interpreter, one `zsnli.harness.server.ServerProcess`)
-is started with the bake-off arms' batcher priority (`zsnli.bakeoff.arms_adapter.BACKGROUND_PRIORITY`)
+is started with the bake-off arms' batcher priority (`zsnli.compare.service.arms_adapter.BACKGROUND_PRIORITY`)
 set to P, then:
 
 1. ``/classify`` alone: ``--clients`` closed-loop clients for ``--seconds`` seconds, documents and
@@ -35,7 +35,7 @@ from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[3]
-PATCHED_SERVER = ("import sys; import zsnli.bakeoff.arms_adapter as a; a.BACKGROUND_PRIORITY = int(sys.argv[1]); "
+PATCHED_SERVER = ("import sys; import zsnli.compare.service.arms_adapter as a; a.BACKGROUND_PRIORITY = int(sys.argv[1]); "
                   "from zsnli.serve import main; sys.exit(main())")
 
 

@@ -31,7 +31,7 @@ import httpx
 
 DEFAULT_SERVE_CMD = "bash serve.sh"
 #: the app factory under uvicorn, for checkouts without serve.sh (``{host}``/``{port}`` substituted)
-UVICORN_CMD = ("{python} -m uvicorn zsnli.app:create_app --factory --host {host} --port {port} "
+UVICORN_CMD = ("{python} -m uvicorn zsnli.serving.app:create_app --factory --host {host} --port {port} "
                "--log-level warning --no-access-log")
 HEALTH_POLL_S = 0.25
 

@@ -1,0 +1,167 @@
+"""``zsnli-batch`` / ``python -m zsnli.batch``: classify a corpus on Ray Data, resumably.
+
+Pipeline: ``ray.data.read_parquet`` / ``read_json`` (a local path or any
+fsspec/pyarrow URL) -> streaming repartition into small blocks -> ``map_batches(
+zsnli.batch.predictor.Predictor, compute=ActorPoolStrategy(size=N))`` (one GPU per
+actor when the cluster has GPUs) -> ``write_parquet``. Each actor loads the model
+once and scores through the server's own service, so a row gets the
+probabilities ``POST /classify`` would give.
+
+Resume: Ray Data's own checkpointing (``DataContext.checkpoint_config``, an
+id-column `CheckpointConfig` under ``<output>/_checkpoint``). Each write task
+records the ids it writes in a pending checkpoint, writes its Parquet file,
+then commits; a restarted run with the same output drops the committed ids
+at read time and deletes files of uncommitted writes, so a killed run
+restarted adds exactly the missing rows. Ids must be unique and non-null.
+
+Before Ray starts, the flags and the model are checked (the server's preflight:
+model directory, ``training_manifest.json``, calibration): a mistake is one
+line on stderr and exit code 2.
+
+May import: pyarrow, `zsnli.batch.job`, `zsnli.batch.predictor`, `zsnli.config`,
+`zsnli.serving.startup`, and `zsnli.batch.ray_runner` (which imports Ray) only after the checks passed.
+Nothing imports this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .job import Job, UsageError, is_url
+from .predictor import ColumnSpec
+from ..config import RANGES, Settings, SettingsError
+from ..serving.startup import STARTUP_ERRORS, configure_logging, one_line, preflight
+
+logger = logging.getLogger("zsnli.batch")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not usage + line
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line flags (see the README section "Classifying a corpus")."""
+    p = _Parser(prog="zsnli-batch", description="Classify a Parquet/JSONL corpus on Ray Data; writes Parquet.")
+    p.add_argument("input", help="Parquet file or directory, or JSONL file; local path or URL (s3://, gs://, ...)")
+    p.add_argument("--output", required=True, help="output directory (Parquet); rerun with it to resume")
+    p.add_argument("--input-format", choices=("parquet", "jsonl"), help="default: from the input's suffix")
+    p.add_argument("--model-dir", help="model directory (default ZSNLI_MODEL_DIR or ./model)")
+    p.add_argument("--id-col", default="id")
+    p.add_argument("--text-col", default="text")
+    p.add_argument("--labels-col", help="column holding each row's list of labels")
+    p.add_argument("--labels", nargs="+", help="the labels of every row (instead of --labels-col)")
+    p.add_argument("--hypothesis-template", help="e.g. 'This text is about {}.' (default: labels are hypotheses)")
+    p.add_argument("--multi-label", action="store_true", help="score each label on its own")
+    p.add_argument("--actors", type=int, default=None, help="scoring actors (default: GPUs, else CPUs - 1, >= 1)")
+    p.add_argument("--cpus-per-actor", type=float, default=1.0, help="CPUs (and torch threads) per actor")
+    p.add_argument("--batch-rows", type=int, default=64, help="rows per actor call and per block (default 64)")
+    p.add_argument("--rows-per-file", type=int, default=10000, help="minimum rows per output file (default 10000)")
+    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
+                   help="an existing cluster (default $RAY_ADDRESS; unset: a local Ray)")
+    return p
+
+
+def parse_job(argv: Sequence[str] | None) -> Job:
+    """Parse and check the flags and the model (no Ray). Raises ``UsageError`` (one line)."""
+    a = build_parser().parse_args(argv)
+    if (a.labels is None) == (a.labels_col is None):
+        raise UsageError("give exactly one of --labels (every row) or --labels-col (a list per row)")
+    if a.hypothesis_template is not None and a.hypothesis_template.count("{}") != 1:
+        raise UsageError(f"--hypothesis-template must contain exactly one {{}}, got {a.hypothesis_template!r}")
+    for flag, value in (("--actors", a.actors), ("--batch-rows", a.batch_rows), ("--rows-per-file", a.rows_per_file)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be >= 1, got {value}")
+    if a.cpus_per_actor <= 0:
+        raise UsageError(f"--cpus-per-actor must be > 0, got {a.cpus_per_actor}")
+    fmt = a.input_format or _format_of(a.input)
+    if not is_url(a.input) and not Path(a.input).exists():
+        raise UsageError(f"input not found: {a.input}")
+    try:
+        overrides = {"model_dir": a.model_dir} if a.model_dir else {}
+        settings = Settings.from_env(**overrides)
+    except SettingsError as exc:
+        raise UsageError(one_line(exc)) from None
+    settings = batch_settings(settings, a.cpus_per_actor)
+    try:
+        preflight(settings)
+    except STARTUP_ERRORS as exc:
+        raise UsageError(f"model check failed: {one_line(exc)}") from None
+    check_columns(a.input, fmt, [a.id_col, a.text_col] + ([a.labels_col] if a.labels_col else []))
+    spec = ColumnSpec(a.id_col, a.text_col, a.labels_col, tuple(a.labels) if a.labels else None,
+                      a.hypothesis_template, a.multi_label)
+    return Job(a.input, a.output.rstrip("/"), fmt, spec, settings, a.actors, a.cpus_per_actor, a.batch_rows,
+               a.rows_per_file, a.ray_address)
+
+
+def _format_of(path: str) -> str:
+    low = path.lower().rstrip("/")
+    if low.endswith((".jsonl", ".ndjson", ".json", ".jsonl.gz")):
+        return "jsonl"
+    if low.endswith((".parquet", ".pq")) or (not is_url(path) and Path(path).is_dir()):
+        return "parquet"
+    raise UsageError(f"cannot tell the format of {path}: use --input-format parquet or jsonl")
+
+
+def check_columns(path: str, fmt: str, wanted: list[str]) -> None:
+    """Raise ``UsageError`` naming the flag of a column the input does not have (Parquet: its schema;
+    JSONL: the keys of the first record)."""
+    import json
+
+    import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
+
+    try:
+        if fmt == "parquet":
+            names = set(pads.dataset(path, format="parquet").schema.names)
+        else:
+            fs, where = (pafs.FileSystem.from_uri(path) if is_url(path)
+                         else (pafs.LocalFileSystem(), str(Path(path).resolve())))
+            with fs.open_input_stream(where, compression="detect") as stream:
+                first = stream.read(1 << 20).split(b"\n", 1)[0]
+            names = set(json.loads(first)) if first.strip() else set()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path} as {fmt}: {one_line(exc)[:300]}") from None
+    flags = ("--id-col", "--text-col", "--labels-col")
+    for flag, name in zip(flags, wanted):
+        if name not in names:
+            raise UsageError(f"{flag}: no column {name!r} in {path} (it has: {', '.join(sorted(names)[:20])})")
+
+
+def batch_settings(settings: Settings, cpus_per_actor: float) -> Settings:
+    """The service settings inside an actor: the longest request timeout `zsnli.config.RANGES` allows
+    (an hour: a block of documents waits its turn), room in the queue for every document admitted at
+    once, torch threads = the actor's CPUs."""
+    capacity = max(settings.queue_capacity_pairs, 64 * 2 * settings.max_labels)
+    threads = settings.torch_threads or max(1, int(cpus_per_actor))
+    return settings.with_(request_timeout_s=max(settings.request_timeout_s, RANGES["request_timeout_s"][1]),
+                          queue_capacity_pairs=capacity, torch_threads=threads, exit_on_startup_error=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 done, 2 a flag, input or model mistake)."""
+    try:
+        job = parse_job(argv)
+    except UsageError as exc:
+        print(f"zsnli-batch: {exc}", file=sys.stderr, flush=True)
+        return 2
+    configure_logging(job.settings.log_level)
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        print("zsnli-batch: Ray Data is not installed: pip install 'zsnli[batch]'", file=sys.stderr, flush=True)
+        return 2
+    from .ray_runner import run
+
+    summary = run(job)
+    print(summary.line(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

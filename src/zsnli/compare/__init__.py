@@ -1,0 +1,23 @@
+"""Comparison and validation: everything behind ``validate.py`` and the bake-off service.
+
+Subpackages: `zsnli.compare.arms` (the arm registry and the built-in arms, the in-process
+baselines among them) and `zsnli.compare.service` (``POST /v1/bakeoff``, added to the served app
+by `zsnli.serve`). One module per concern here:
+
+* `scorecards` - per-dataset metrics (via `zsnli.metrics`) and the headline;
+* `selfcheck`  - the self-check's six gates (``validate.py``);
+* `compare_arms` - ``validate.py compare``'s arms: servers, model directories, baselines;
+* `analysis`   - escalation thresholds and worst slices;
+* `bakeoff`    - the compare run and its tables (``validate.py compare``);
+* `suite`, `protocol`, `bakeoff_runner`, `bakeoff_analysis`, `slices`, `suite_bakeoff`,
+  `bakeoff_html`, `regression_gate`, `bakeoff_cli` - ``validate.py bakeoff`` (TOML suites of
+  `zsnli.compare.arms`, folds without leakage, slices, HTML) and ``validate.py gate``;
+* `report`     - receipt, reliability diagrams, HTML;
+* `cli`        - the command line.
+
+Examples, server processes, the HTTP load driver and latency statistics come
+from the harness toolkit shared with the benchmarks (`zsnli.harness`). May
+import `zsnli.harness`, `zsnli.metrics`, `zsnli.manifest`, `zsnli.compare.arms.baselines`;
+never the server's modules. Imports nothing at package import
+(``validate.py`` runs `zsnli.compare.cli.main`), so importing the service or the arms stays light.
+"""

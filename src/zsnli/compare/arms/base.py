@@ -1,0 +1,156 @@
+"""The bake-off arm interface and the registry that maps suite-file names to arm classes.
+
+An *arm* is one way of turning (text, candidate labels) into probabilities:
+the served zsnli model, the transformers pipeline, a tf-idf classifier
+trained on a few labelled rows, ... Every arm is a subclass of `Arm`:
+
+* ``fit(texts, labels)`` (few-shot arms only, ``trains = True``): learn from
+  the training rows of one dataset; ``labels[i]`` is the gold label string of
+  ``texts[i]``. Zero-shot arms inherit the no-op.
+* ``predict_proba(texts, labels) -> ndarray (n, k)``: one row per text, one
+  column per candidate label in the given order, rows summing to 1.
+* ``identity() -> dict``: name, type, parameters and, where there is a model,
+  its sha256;
+* ``use_encoder(encoder)`` (arms on sentence embeddings, ``uses_encoder = True``):
+  take an already-loaded, shared `zsnli.runtime.embedding.SentenceEncoder` (or an
+  object with its ``model_dir``, ``digest``, ``encode`` and ``cosine``) instead
+  of loading one in ``setup``; the server's bake-off shares one between arms.
+
+Adding an arm is one class plus one line: decorate it with
+``@register("my_arm")`` and name ``type = "my_arm"`` in a suite file.
+
+This module imports only the standard library and numpy.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+
+COST_LOCAL = "free (local)"
+
+
+class ArmError(RuntimeError):
+    """An arm could not be built or used (missing model, bad parameter, server down)."""
+
+
+class Arm:
+    """Base class of every bake-off arm; see the module docstring for the contract.
+
+    Subclasses take their suite-file parameters as keyword arguments of
+    ``__init__`` (``name`` is the display name the suite gives the arm) and
+    set ``self.params`` to what `identity` should record.
+    """
+
+    type_name: ClassVar[str] = ""  # set by `register`
+    trains: ClassVar[bool] = False  # True: the runner calls fit() on each training split
+    cost: ClassVar[str] = COST_LOCAL
+    uses_encoder: ClassVar[bool] = False  # True: runs on sentence embeddings and accepts `use_encoder`
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name or self.type_name
+        self.params: dict[str, Any] = {}
+
+    def setup(self) -> None:
+        """Load models / start servers before any timed call (default: nothing)."""
+
+    def use_encoder(self, encoder: Any) -> None:
+        """Use this loaded sentence encoder (shared with other arms) instead of loading one in `setup`.
+
+        Raises ``ArmError`` for an arm that does not run on sentence embeddings.
+        """
+        raise ArmError(f"{self.name}: arm type {self.type_name!r} does not use a sentence encoder")
+
+    def fit(self, texts: Sequence[str], labels: Sequence[str]) -> None:
+        """Learn from one dataset's training rows (``labels[i]`` is the gold label string of ``texts[i]``).
+
+        Zero-shot arms keep this no-op.
+        """
+
+    def predict_proba(self, texts: Sequence[str], labels: Sequence[str]) -> np.ndarray:
+        """Probabilities, shape (len(texts), len(labels)), rows summing to 1, columns in ``labels`` order."""
+        raise NotImplementedError
+
+    def model_sha256(self) -> str | None:
+        """sha256 of the model the arm runs (None when it has no model file)."""
+        return None
+
+    def offline_training(self) -> dict[str, Any] | None:
+        """For arms trained before the bake-off: ``{"seconds": float, "source": str}`` read from a record."""
+        return None
+
+    def peak_rss_bytes(self) -> int | None:
+        """Peak resident memory of a process outside the harness that ran the model (a server), else None."""
+        return None
+
+    def close(self) -> None:
+        """Release servers and models (default: nothing). Called once, also after a failure."""
+
+    def identity(self) -> dict[str, Any]:
+        """``{"name", "type", "parameters", "model_sha256"}`` (plus whatever subclasses add)."""
+        return {"name": self.name, "type": self.type_name, "parameters": dict(self.params),
+                "model_sha256": self.model_sha256()}
+
+
+ARMS: dict[str, type[Arm]] = {}
+"""The registry: suite-file ``type`` -> arm class."""
+
+
+def register(type_name: str) -> Callable[[type[Arm]], type[Arm]]:
+    """Class decorator adding an `Arm` subclass to `ARMS` under ``type_name``.
+
+    Raises ``ValueError`` when the name is taken by another class (re-registering
+    the same class is allowed, so that reloading a module is harmless).
+    """
+
+    def decorate(cls: type[Arm]) -> type[Arm]:
+        if not (isinstance(cls, type) and issubclass(cls, Arm)):
+            raise TypeError(f"@register({type_name!r}) needs an Arm subclass, got {cls!r}")
+        old = ARMS.get(type_name)
+        if old is not None and old.__qualname__ != cls.__qualname__:
+            raise ValueError(f"arm type {type_name!r} is already registered to {old.__qualname__}")
+        cls.type_name = type_name
+        ARMS[type_name] = cls
+        return cls
+
+    return decorate
+
+
+def check_params(type_name: str, params: dict[str, Any]) -> type[Arm]:
+    """The class registered as ``type_name``, after checking ``params`` against its ``__init__``.
+
+    Raises ``ArmError`` naming the unknown type (and the known ones) or the
+    parameter that the class does not accept / is missing.
+    """
+    cls = ARMS.get(type_name)
+    if cls is None:
+        raise ArmError(f"unknown arm type {type_name!r}; registered: {', '.join(sorted(ARMS)) or 'none'}")
+    try:
+        inspect.signature(cls.__init__).bind(None, **params)
+    except TypeError as exc:
+        accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "name")]
+        raise ArmError(f"arm type {type_name!r}: {exc}; accepted parameters: {', '.join(accepted) or 'none'}") from exc
+    return cls
+
+
+def build_arm(type_name: str, name: str, params: dict[str, Any]) -> Arm:
+    """Instantiate the arm ``type_name`` with display ``name`` and suite ``params`` (see `check_params`)."""
+    cls = check_params(type_name, {"name": name, **params})
+    return cls(name=name, **params)
+
+
+def normalise_rows(probs: np.ndarray) -> np.ndarray:
+    """Rows of a non-negative (n, k) array scaled to sum to 1; all-zero rows become uniform.
+
+    Raises ``ArmError`` on a non-finite or negative entry.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim != 2:
+        raise ArmError(f"probabilities must be 2-D (n, k), got shape {p.shape}")
+    if not np.all(np.isfinite(p)) or (p < 0).any():
+        raise ArmError("probabilities must be finite and non-negative")
+    sums = p.sum(axis=1, keepdims=True)
+    uniform = np.full_like(p, 1.0 / max(p.shape[1], 1))
+    return np.where(sums > 0, p / np.where(sums > 0, sums, 1.0), uniform)

@@ -1,0 +1,151 @@
+"""From arm results to the bake-off report: metrics, escalation, coverage curve, per-class F1, confusions, slices.
+
+The report is a plain JSON-ready dict; `bakeoff_html` renders it and
+`regression_gate` compares two of them. Per arm (``report["arms"][i]``):
+``scores`` (`scorecards.Scores.as_dict`), ``timing``, ``fit``, ``peak_rss_mb``,
+``escalation``, ``coverage`` (curve points), ``reliability`` (15 bins),
+``per_class`` (F1 and support per dataset class), ``confusions`` (top gold ->
+predicted pairs), ``slices`` (findings, ranked) and ``declared_slices`` (every
+declared slice with n >= min support: what the gate checks).
+
+Imports: numpy, scikit-learn, `zsnli.metrics`, and the harness modules
+`analysis`, `examples`, `scorecards`, `slices`, `bakeoff_runner`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, Sequence
+
+import numpy as np
+
+from zsnli.metrics import reliability_bins
+from zsnli.compare.analysis import escalation
+from zsnli.compare.bakeoff_runner import MiB, ArmResult, fit_column, latency
+from zsnli.harness.examples import Example, dataset_classes
+from zsnli.compare.scorecards import score_examples
+from zsnli.compare.slices import findings, score_slices
+
+COVERAGE_POINTS = 101
+TOP_CONFUSIONS = 15
+
+
+def coverage_curve(confidences: Sequence[float], correct: Sequence[bool], points: int = COVERAGE_POINTS) -> dict:
+    """Accuracy of the documents kept when only the most confident fraction is kept (the rest go to a person).
+
+    Returns ``{"coverage": [...], "accuracy": [...], "threshold": [...]}`` at
+    up to ``points`` coverages evenly spaced over (0, 1] (ties in confidence
+    are kept together, so coverages are the achievable ones nearest below).
+    """
+    conf = np.asarray(confidences, dtype=np.float64)
+    hits = np.asarray(correct, dtype=bool)
+    order = np.argsort(-conf, kind="stable")
+    c, k = conf[order], hits[order]
+    n = c.size
+    ends = np.flatnonzero(np.append(c[1:] != c[:-1], True))  # last index of each tie group
+    cum = np.cumsum(k)
+    out = {"coverage": [], "accuracy": [], "threshold": []}
+    for target in np.linspace(1.0 / points, 1.0, points):
+        eligible = ends[(ends + 1) <= math.ceil(target * n - 1e-9)]
+        if not eligible.size:
+            continue
+        end = int(eligible.max())
+        if out["coverage"] and out["coverage"][-1] == (end + 1) / n:
+            continue
+        out["coverage"].append((end + 1) / n)
+        out["accuracy"].append(float(cum[end] / (end + 1)))
+        out["threshold"].append(float(c[end]))
+    return out
+
+
+def per_class(examples: Sequence[Example], predicted: Sequence[str]) -> dict[str, list[dict]]:
+    """Per dataset, one ``{"label", "support", "precision", "recall", "f1"}`` per class (scikit-learn, zero_division=0)."""
+    from sklearn.metrics import precision_recall_fscore_support
+
+    vocab = dataset_classes(examples)
+    out: dict[str, list[dict]] = {}
+    for name, classes in vocab.items():
+        idx = [i for i, e in enumerate(examples) if e.dataset == name]
+        gold = [examples[i].labels[examples[i].label] for i in idx]
+        pred = [predicted[i] for i in idx]
+        p, r, f, s = precision_recall_fscore_support(gold, pred, labels=classes, zero_division=0)
+        out[name] = [{"label": c, "support": int(s[j]), "precision": float(p[j]), "recall": float(r[j]),
+                      "f1": float(f[j])} for j, c in enumerate(classes)]
+    return out
+
+
+def top_confusions(examples: Sequence[Example], predicted: Sequence[str], top: int = TOP_CONFUSIONS) -> list[dict]:
+    """The most frequent (dataset, gold, predicted) errors, with their share of the gold class's rows."""
+    support = Counter((e.dataset, e.labels[e.label]) for e in examples)
+    errors = Counter((e.dataset, e.labels[e.label], p) for e, p in zip(examples, predicted) if p != e.labels[e.label])
+    return [{"dataset": d, "gold": g, "predicted": p, "count": c, "share_of_gold": c / support[(d, g)]}
+            for (d, g, p), c in errors.most_common(top)]
+
+
+def _slices(correct, declared, discovered, min_support) -> tuple[list[dict], dict[str, dict]]:
+    dec = score_slices(declared, correct, "declared", min_support)
+    disc = score_slices(discovered, correct, "discovered", min_support)
+    gate = {s.key: {"n": s.n, "accuracy": s.accuracy, "gap": s.gap} for s in dec if s.n >= min_support}
+    return [s.as_dict() for s in findings(dec + disc)], gate
+
+
+def arm_entry(result: ArmResult, examples: Sequence[Example], test_rows: Sequence[int], declared: dict,
+              discovered: dict, targets: Sequence[float], min_support: int, seed: int = 0) -> dict[str, Any]:
+    """The report entry of one arm; ``declared``/``discovered`` group positions in the test-row list."""
+    fit_s, fit_note = fit_column(result)
+    entry: dict[str, Any] = {
+        "name": result.name, "type": result.type, "kind": "few-shot" if result.trains else "zero-shot",
+        "cost": result.cost, "identity": result.identity, "error": result.error, "errors": result.errors[:20],
+        "receipt_id": str(result.identity.get("model_sha256") or result.name),
+        "fit": {"seconds": fit_s, "note": fit_note, "fits": result.fits},
+        "setup_s": result.setup_s, "peak_rss_mb": result.peak_rss / MiB if result.peak_rss else None,
+        "rss_source": result.rss_source, "timing": latency(result, test_rows)}
+    if result.error:
+        return entry
+    test = [examples[i] for i in test_rows]
+    probs = [result.probabilities.get(i) for i in test_rows]
+    scores = score_examples(test, probs, seed=seed)
+    conf = [r.confidence for r in scores.rows]
+    correct = [r.correct for r in scores.rows]
+    predicted = [e.labels[r.predicted] for e, r in zip(test, scores.rows)]
+    bins = reliability_bins(conf, correct)
+    slices, gate = _slices(correct, declared, discovered, min_support)
+    entry.update({
+        "scores": scores.as_dict(), "n_failed": scores.n_failed,
+        "escalation": [escalation(conf, correct, t).as_dict() for t in targets],
+        "coverage": coverage_curve(conf, correct),
+        "reliability": {"edges": bins.edges.tolist(), "counts": bins.counts.tolist(),
+                        "confidence": [None if math.isnan(v) else float(v) for v in bins.confidence],
+                        "accuracy": [None if math.isnan(v) else float(v) for v in bins.accuracy], "pooled_ece": bins.ece},
+        "per_class": per_class(test, predicted), "confusions": top_confusions(test, predicted),
+        "slices": slices, "declared_slices": gate})
+    return entry
+
+
+def leaderboard(arms: Sequence[dict]) -> list[dict]:
+    """One row per arm, ranked by mean normalised score (best first); failed arms last."""
+    rows = []
+    for a in arms:
+        m = (a.get("scores") or {}).get("means") or {}
+        rows.append({"arm": a["name"], "type": a["type"], "kind": a["kind"], "error": a.get("error"),
+                     "macro_f1": m.get("macro_f1"), "accuracy": m.get("accuracy"), "ece": m.get("ece"),
+                     "calibrated_macro_f1": m.get("calibrated_macro_f1"), "normalised": m.get("normalised"),
+                     "p50_ms": a["timing"]["p50_ms"], "p95_ms": a["timing"]["p95_ms"],
+                     "docs_per_s": a["timing"]["docs_per_s"], "fit_s": a["fit"]["seconds"], "fit_note": a["fit"]["note"],
+                     "peak_rss_mb": a["peak_rss_mb"], "cost": a["cost"], "failed": a.get("n_failed")})
+    return sorted(rows, key=lambda r: (r["error"] is not None or r["normalised"] is None, -(r["normalised"] or 0.0)))
+
+
+def pick_within(board: Sequence[dict], max_p95_ms: float | None, max_rss_mb: float | None) -> dict[str, Any]:
+    """The best-ranked arm whose p95 ms/doc and peak RSS fit both limits (a limit of None always fits).
+
+    An arm whose figure was not measured does not fit a limit on it.
+    """
+    def fits(value, limit):
+        return limit is None or (value is not None and value <= limit)
+
+    ok = [r for r in board if r["error"] is None and r["normalised"] is not None
+          and fits(r["p95_ms"], max_p95_ms) and fits(r["peak_rss_mb"], max_rss_mb)]
+    return {"max_p95_ms": max_p95_ms, "max_rss_mb": max_rss_mb, "best": ok[0]["arm"] if ok else None,
+            "fitting": [r["arm"] for r in ok]}

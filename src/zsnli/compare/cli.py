@@ -1,0 +1,278 @@
+"""Command line of ``validate.py``: the self-check (default), ``compare`` (the bake-off) and
+``verify-receipt`` (a bake-off service receipt, offline: `zsnli.compare.service.receipts.main`).
+
+Exit codes: 0 all gates pass / every arm ran; 1 a gate failed / an arm
+failed; 2 bad usage or unreadable examples (one line, checked before any
+server starts or model loads); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from rich.markup import escape
+
+from zsnli.harness.cli import (
+    UsageParser, non_negative_float, non_negative_int, positive_float, positive_int,
+)
+from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
+from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
+from zsnli.harness.server import DEFAULT_SERVE_CMD
+from zsnli.compare.analysis import DEFAULT_MIN_SLICE_N, DEFAULT_TARGET_ACCURACY
+from zsnli.compare.selfcheck import DEFAULT_MAX_SECONDS, DEFAULT_STARTUP_TIMEOUT_S
+
+EXAMPLES_HELP = (f"examples JSONL (DESIGN.md format) or 'hub:btzsc' (needs network); default {DEFAULT_EXAMPLES} "
+                 "under --root (shipped in the repository)")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", type=Path, default=Path("."),
+                   help="project root holding model/, the manifests and serve.sh (default: current directory)")
+    p.add_argument("--examples", default=None, help=EXAMPLES_HELP)
+    p.add_argument("--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY, help="documents in flight (default 32)")
+    p.add_argument("--warmups", type=non_negative_int, default=DEFAULT_WARMUPS, help="untimed warm-up requests (default 16)")
+    p.add_argument("--startup-timeout", type=positive_float, default=DEFAULT_STARTUP_TIMEOUT_S,
+                   help="seconds to wait for /health 200 (default 300)")
+    p.add_argument("--serve-cmd", default=DEFAULT_SERVE_CMD,
+                   help="command that starts a server; gets ZSNLI_HOST/ZSNLI_PORT/ZSNLI_MODEL_DIR in its "
+                        "environment, {port} and {host} are substituted (default: 'bash serve.sh')")
+    p.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    p.add_argument("--seed", type=int, default=0, help="seed of arg-max tie-breaks and of --docs resampling")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def selfcheck_parser() -> argparse.ArgumentParser:
+    """Parser of ``validate.py`` (the self-check)."""
+    p = UsageParser(
+        prog="validate.py",
+        description="Self-check: gates 1-6 (prerequisites, startup, one request, throughput, valid answers, health "
+                    "after), then accuracy, macro-F1, ECE, calibrated macro-F1 and normalised score per dataset. "
+                    "Run 'validate.py compare --help' for the bake-off, "
+                    "'validate.py verify-receipt --help' to check a bake-off service receipt.")
+    _common(p)
+    p.add_argument("--url", default=None, help="use this running server instead of starting serve.sh")
+    p.add_argument("--docs", type=positive_int, default=None,
+                   help="throughput documents (default: all examples); more than the examples resamples them, each "
+                        "reuse rotated by whole words")
+    p.add_argument("--max-seconds", type=non_negative_float, default=DEFAULT_MAX_SECONDS,
+                   help="time limit of the throughput gate in seconds (default 600; 0 = none)")
+    return p
+
+
+def compare_parser() -> argparse.ArgumentParser:
+    """Parser of ``validate.py compare``."""
+    p = UsageParser(
+        prog="validate.py compare",
+        description="Bake-off: the same examples through servers, model directories and baselines; leaderboard, "
+                    "escalation, worst slices, HTML + JSON report, receipt. With no arm given: "
+                    "--model-dir model --baseline pipeline --baseline embedding.")
+    _common(p)
+    p.add_argument("--url", action="append", default=[], metavar="[NAME=]URL", help="a running server (repeatable)")
+    p.add_argument("--model-dir", action="append", default=[], metavar="[NAME=]DIR",
+                   help="a model directory, served in turn with --serve-cmd and ZSNLI_MODEL_DIR (repeatable)")
+    p.add_argument("--baseline", action="append", default=[], choices=("pipeline", "embedding"),
+                   help="built-in baseline (repeatable): 'pipeline' = transformers zero-shot pipeline on "
+                        "--pipeline-model; 'embedding' = all-MiniLM-L6-v2 cosine x scale -> softmax")
+    p.add_argument("--pipeline-model", type=Path, default=None,
+                   help="NLI model directory of the pipeline baseline (default: the first --model-dir, else model/)")
+    p.add_argument("--pipeline-batch-size", type=positive_int, default=1, help="the pipeline's batch_size (default 1)")
+    p.add_argument("--embedding-scale", type=positive_float, default=20.0, help="cosine multiplier before softmax (default 20)")
+    p.add_argument("--max-per-dataset", type=positive_int, default=None, help="first N documents of each dataset only")
+    p.add_argument("--target-accuracy", type=float, action="append", default=None,
+                   help=f"escalation target accuracy (repeatable; default {DEFAULT_TARGET_ACCURACY})")
+    p.add_argument("--min-slice-n", type=positive_int, default=DEFAULT_MIN_SLICE_N,
+                   help=f"smallest slice reported among the worst slices (default {DEFAULT_MIN_SLICE_N})")
+    p.add_argument("--html", type=Path, default=None,
+                   help="write the HTML report here (default: next to --report, else reports/compare.html)")
+    return p
+
+
+def _examples_path(args) -> str:
+    if args.examples:
+        return args.examples
+    return str(args.root / DEFAULT_EXAMPLES)
+
+
+def _check_common(parser: argparse.ArgumentParser, args) -> None:
+    """Usage checks shared by both commands (one line, exit 2, before anything slow)."""
+    if not args.root.is_dir():
+        parser.error(f"--root: no such directory {args.root}")
+    examples = _examples_path(args)
+    if not examples.startswith(HUB_PREFIX) and not Path(examples).is_file():
+        parser.error(f"--examples: no such file {examples}; pass --examples PATH (JSONL in DESIGN.md's examples "
+                     "format, e.g. dev/zeroshot_dev.jsonl) or --examples hub:btzsc (needs network)")
+
+
+def _check_url(parser: argparse.ArgumentParser, flag: str, url: str) -> None:
+    if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1]) == 0:
+        parser.error(f"{flag}: {url!r} is not an http:// or https:// URL")
+
+
+def _check_compare(parser: argparse.ArgumentParser, args, arms) -> None:
+    """Every bake-off argument, before any arm runs: URLs, model directories, the pipeline model, targets, names."""
+    for a in arms:
+        if a.kind == "url":
+            _check_url(parser, "--url", a.target)
+        elif a.kind == "model_dir" and not Path(a.target).is_dir():
+            parser.error(f"--model-dir: no such directory {a.target}")
+    names = [a.name for a in arms]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        parser.error(f"two arms are named {', '.join(dup)}; name them with NAME=TARGET")
+    if any(a.kind == "pipeline" for a in arms) and not args.pipeline_model.is_dir():
+        parser.error(f"--pipeline-model: no such directory {args.pipeline_model} (the pipeline baseline's NLI model)")
+    if any(not 0 < t <= 1 for t in args.target_accuracy):
+        parser.error(f"--target-accuracy: expected numbers in (0, 1], got {args.target_accuracy}")
+
+
+def _write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, allow_nan=False, default=_jsonable) + "\n", encoding="utf-8")
+
+
+def _jsonable(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _scrub(o):
+    """Replace NaN/inf floats by None so the report is strict JSON."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _scrub(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_scrub(v) for v in o]
+    return o
+
+
+def selfcheck_main(argv: Sequence[str], console, progress: bool) -> int:
+    from zsnli.compare.scorecards import scores_table
+    from zsnli.compare.selfcheck import SelfCheckOptions, run_selfcheck
+
+    parser = selfcheck_parser()
+    args = parser.parse_args(argv)
+    _check_common(parser, args)
+    if args.url is not None:
+        _check_url(parser, "--url", args.url)
+    opts = SelfCheckOptions(
+        root=args.root, url=args.url, examples=_examples_path(args), docs=args.docs, concurrency=args.concurrency,
+        warmups=args.warmups, max_seconds=args.max_seconds or None, startup_timeout=args.startup_timeout,
+        serve_cmd=args.serve_cmd, seed=args.seed, progress=progress and not args.no_progress)
+    try:
+        result = run_selfcheck(opts, console)
+    except ExamplesError as exc:
+        console.print(f"[red]examples:[/red] {escape(str(exc))}", highlight=False)
+        return 2
+    if result.scores is not None:
+        console.print(scores_table(result.scores, title=f"Metrics per dataset ({escape(opts.examples)})"))
+        for note in result.scores.notes:
+            console.print(f"note: {escape(note)}", highlight=False)
+        h = result.scores.headline
+        console.print(f"headline: mean normalised score {'n/a' if math.isnan(h) else f'{h:.1f}'} / 100 "
+                      f"(normalised calibrated macro-F1; 0 = uniform, 100 = gold)", highlight=False)
+    passed = sum(1 for g in result.gates if g.passed)
+    verdict = "[green]ALL GATES PASS[/green]" if result.passed else f"[red]{len(result.gates) - passed} GATE(S) FAILED[/red]"
+    console.print(f"{verdict} ({passed}/{len(result.gates)})")
+    if args.report:
+        _write_json(args.report, _scrub(result.report))
+        console.print(f"report: {escape(str(args.report))}", highlight=False)
+    return 0 if result.passed else 1
+
+
+def compare_main(argv: Sequence[str], console, progress: bool) -> int:
+    from zsnli.compare.compare_arms import ArmOptions, parse_arm
+    from zsnli.compare.bakeoff import CompareOptions, print_compare, run_compare
+    from zsnli.compare.report import render_html
+
+    parser = compare_parser()
+    args = parser.parse_args(argv)
+    _check_common(parser, args)
+    arms = [parse_arm("url", u) for u in args.url] + [parse_arm("model_dir", d) for d in args.model_dir]
+    arms += [parse_arm("baseline", b) for b in dict.fromkeys(args.baseline)]
+    if not arms:
+        arms = [parse_arm("model_dir", f"model={args.root / 'model'}"), parse_arm("baseline", "pipeline"),
+                parse_arm("baseline", "embedding")]
+    if args.pipeline_model is None:
+        first_dir = next((a.target for a in arms if a.kind == "model_dir"), None)
+        args.pipeline_model = Path(first_dir) if first_dir else args.root / "model"
+    args.target_accuracy = args.target_accuracy or [DEFAULT_TARGET_ACCURACY]
+    _check_compare(parser, args, arms)
+    opts = CompareOptions(
+        arms=arms, examples=_examples_path(args), max_per_dataset=args.max_per_dataset, targets=args.target_accuracy,
+        min_slice_n=args.min_slice_n, pipeline_model=args.pipeline_model, seed=args.seed,
+        arm_options=ArmOptions(concurrency=args.concurrency, warmups=args.warmups, startup_timeout=args.startup_timeout,
+                               serve_cmd=args.serve_cmd, root=args.root, pipeline_batch_size=args.pipeline_batch_size,
+                               embedding_scale=args.embedding_scale, progress=progress and not args.no_progress))
+    try:
+        report, pngs = run_compare(opts, console)
+    except (ExamplesError, ValueError) as exc:
+        console.print(f"[red]{'examples' if isinstance(exc, ExamplesError) else 'error'}:[/red] {escape(str(exc))}",
+                      highlight=False)
+        return 2
+    report = _scrub(report)
+    if all(a.get("error") for a in report["arms"]):
+        console.print("[red]no arm ran[/red]: nothing to report (no tables, HTML or JSON written)", highlight=False)
+        return 1
+    print_compare(report, console)
+    html_path = args.html or (args.report.with_suffix(".html") if args.report else Path("reports/compare.html"))
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    html_path.write_text(render_html(report, pngs), encoding="utf-8")
+    console.print(f"HTML report: {escape(str(html_path))}", highlight=False)
+    if args.report:
+        _write_json(args.report, report)
+        console.print(f"JSON report: {escape(str(args.report))}", highlight=False)
+    return 1 if any(a.get("error") for a in report["arms"]) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``validate.py``; returns the exit code.
+
+    Colour, and progress bars, only on a terminal: piped or logged output
+    carries no ANSI escape codes.
+    """
+    from rich.console import Console
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # the harness runs offline by design: never reach a hub implicitly (hub:btzsc opts in explicitly)
+    if not any(a == "hub:btzsc" or a.endswith("=hub:btzsc") for a in argv):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    tty = sys.stdout.isatty()
+    # pipes and logs get a wide console so the tables are not squeezed to 80 columns; soft_wrap keeps each
+    # message (an arm's failure, an examples error) on its one line instead of folding it at the width
+    console = Console(highlight=False, width=None if tty else 150, force_terminal=tty, no_color=not tty,
+                      soft_wrap=True)
+    progress = sys.stderr.isatty()
+
+    def _terminate(signum, frame):  # turn SIGTERM into an exception so that `finally` stops the server
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        if argv and argv[0] == "verify-receipt":
+            from zsnli.compare.service.receipts import main as verify_receipt_main
+
+            return verify_receipt_main(argv[1:])
+        if argv and argv[0] == "compare":
+            return compare_main(argv[1:], console, progress)
+        if argv and argv[0] in ("bakeoff", "gate"):
+            from zsnli.compare import bakeoff_cli
+
+            return (bakeoff_cli.bakeoff_main if argv[0] == "bakeoff" else bakeoff_cli.gate_main)(argv[1:], console)
+        return selfcheck_main(argv, console, progress)
+    except KeyboardInterrupt:
+        console.print("[red]interrupted[/red]")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,231 @@
+"""HTTP routes of the bake-off service, added by `add_bakeoff_routes` through ``create_app(extend=...)``.
+
+Routes: ``POST /v1/bakeoff``, ``GET /v1/bakeoffs`` (latest, JSON), ``GET /v1/bakeoffs/{id}``,
+``GET /v1/receipts/public-key``, and the pages ``GET /bakeoff``, ``GET /bakeoffs``,
+``GET /bakeoffs/{id}``, ``GET /bakeoffs/{id}/badge.svg``, ``GET /bakeoff/static/{name}``.
+Errors use the app's shape ``{"error", "field", "error_type"}`` (422s add ``errors``); an unknown
+id is a 404 JSON on every route. ``/classify`` shares only the batcher (at a lower priority) and the
+loaded models with this module: it never reads or writes the store.
+
+Registering the routes is cheap and is part of every served app (`zsnli.serve`): at import this module
+loads only FastAPI, the standard library and the light bake-off modules (settings, store, badge,
+receipts without ``cryptography``). The protocol, the pages, the arms and the runner (scikit-learn, which
+may pull ``rich``; the sentence encoder) are imported on the first bake-off request or page (`_engine`),
+and ``cryptography`` on the first signature or public-key request, so a server that never runs a
+bake-off never loads them (``tests/test_serve_imports.py`` checks it).
+Imports the other `zsnli.compare.service` modules and `zsnli` core modules; never `zsnli.serving.app` (the app hands
+its body reader in).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import re
+import sqlite3
+import threading
+from types import SimpleNamespace
+from typing import Any, Awaitable, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+
+from zsnli.manifest import sha256_file
+
+from .badge import bakeoff_badge
+from .receipts import ReceiptError, Signer
+from .settings import BakeoffSettings
+from .store import Store
+
+logger = logging.getLogger("zsnli.compare.service")
+
+ID_RE = re.compile(r"^bo_[0-9a-f]{32}$")
+
+
+def _error(status: int, message: str, error_type: str, field: str | None = None, **extra) -> JSONResponse:
+    headers = {"Retry-After": "5"} if status == 503 else None
+    return JSONResponse({"error": message, "field": field, "error_type": error_type, **extra}, status_code=status,
+                        headers=headers)
+
+
+def _not_found(bakeoff_id: str) -> JSONResponse:
+    return _error(404, f"no bake-off with id {bakeoff_id!r}", "not_found", "id")
+
+
+def _engine() -> SimpleNamespace:
+    """The bake-off's heavy half, imported on first use (module docstring): ``arms_adapter``, ``runner``,
+    ``protocol`` and ``page`` modules as attributes."""
+    from . import arms_adapter, page, protocol, runner
+
+    return SimpleNamespace(arms_adapter=arms_adapter, runner=runner, protocol=protocol, page=page)
+
+
+class _Resources:
+    """Lazily loaded, shared across bake-offs: the sentence encoder, registered challengers, digests.
+
+    service: the app's `zsnli.serving.service.ZeroShotClassifier`; its ``settings`` and current ``state``
+    (``status``, ``model``, ``batcher``, ``scoring``, ``encoder``, ``model_sha256``, ``calibrated``).
+    """
+
+    def __init__(self, service: Any, bsettings: BakeoffSettings) -> None:
+        self.service, self.settings, self.bsettings = service, service.settings, bsettings
+        self.executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="zsnli-bakeoff")
+        self._lock = threading.Lock()
+        self._encoder: tuple[Any, str] | None = None
+        self._models: dict[str, Any] = {}
+        self._calibration: tuple[str, str | None] | None = None
+
+    def encoder(self) -> tuple[Any, str]:
+        """The server's sentence encoder when it has one, else the one at ZSNLI_EMBEDDING_DIR / model/embedding."""
+        st = self.service.state
+        if st.encoder is not None:
+            return st.encoder, st.encoder.digest
+        with self._lock:
+            if self._encoder is None:
+                from zsnli.runtime.embedding import SentenceEncoder
+                from zsnli.serving.startup import resolved_embedding_dir
+
+                enc = SentenceEncoder(resolved_embedding_dir(self.settings))
+                self._encoder = (enc, enc.digest)
+            return self._encoder
+
+    def local_model(self, name: str, path: str):
+        """The registered challenger ``name`` (the registry's pipeline arm on ``path``), loaded once per server."""
+        with self._lock:
+            if name not in self._models:
+                self._models[name] = _engine().arms_adapter.build_challenger(name, path)
+            return self._models[name]
+
+    def calibration_sha256(self) -> str | None:
+        path = self.settings.resolved_calibration_path()
+        if not self.service.state.calibrated or not path.is_file():
+            return None
+        if self._calibration is None or self._calibration[0] != str(path):
+            self._calibration = (str(path), sha256_file(path))
+        return self._calibration[1]
+
+    def context(self):
+        """The `runner.RunContext` of one bake-off (the served model only when it is loaded)."""
+        engine = _engine()
+        st = self.service.state
+        service = None
+        if st.status == "ok" and st.model is not None and st.batcher is not None:
+            service = engine.arms_adapter.NliService(st.model, st.batcher, st.scoring, st.model_sha256, self.calibration_sha256(),
+                                 self.executor)
+        models = {name: (lambda n=name, p=path: self.local_model(n, p)) for name, path in self.bsettings.models}
+        return engine.runner.RunContext(service, self.encoder, models, self.executor, self.bsettings.time_budget_s)
+
+
+def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Request], Awaitable[Any]],
+                       bsettings: BakeoffSettings | None = None) -> None:
+    """Add the bake-off routes to ``app``: the ``extend(app, service)`` hook of `zsnli.serving.app.create_app`.
+
+    service: the app's `zsnli.serving.service.ZeroShotClassifier` (its settings, its ``state`` with the loaded
+    model, batcher and scoring config, and its admission: ``POST /v1/bakeoff`` is refused with 503
+    while loading or draining and counts as work in flight during the drain, like ``/classify``).
+    read_json: the app's body reader (``await read_json(request)`` -> parsed JSON; raises the app's
+    400/413/415 errors). bsettings: default ``BakeoffSettings.from_env()``, which raises
+    ``zsnli.config.SettingsError`` on a bad ``ZSNLI_BAKEOFF_*`` value (`zsnli.serve.main` parses it
+    first and refuses to start, exit 3). Nothing is opened, created or imported beyond the light
+    modules here: the store, the key and the arms come on first use (module docstring).
+    """
+    bsettings = bsettings or BakeoffSettings.from_env()
+    res = _Resources(service, bsettings)
+    store = Store(bsettings.db_path)
+    signer = Signer(bsettings.key_path)
+    running = {"n": 0}
+    app.state.bakeoff = {"settings": bsettings, "store": store, "signer": signer, "running": running}
+    challengers = [name for name, _ in bsettings.models]
+
+    async def in_thread(fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(res.executor, fn, *args)
+
+    @app.post("/v1/bakeoff", tags=["bake-off"])
+    async def post_bakeoff(request: Request) -> Any:
+        """Rank the arms on the request's labelled examples; the answer is stored and signed (see README)."""
+        return await service.admitted(lambda: _bakeoff(request))
+
+    async def _bakeoff(request: Request) -> Any:
+        payload = await read_json(request)
+        engine = await asyncio.to_thread(_engine)  # the first import takes ~1 s: off the event loop
+        try:
+            task = engine.protocol.validate_request(
+                payload, incumbents=engine.arms_adapter.INCUMBENTS, challengers=challengers,
+                max_examples=bsettings.max_examples, max_labels=bsettings.max_labels,
+                max_input_chars=bsettings.max_input_chars)
+        except engine.protocol.BakeoffInputError as exc:
+            return _error(422, str(exc), "validation", exc.field, errors=exc.problems)
+        if running["n"] >= bsettings.max_concurrent:
+            return _error(503, f"{running['n']} bake-offs are running (ZSNLI_BAKEOFF_MAX_CONCURRENT); retry later",
+                          "overloaded")
+        running["n"] += 1
+        try:
+            answer = await engine.runner.run_bakeoff(task, res.context(), signer)
+        except ReceiptError as exc:
+            return _error(503, f"cannot sign the receipt: {exc}", "receipt")
+        finally:
+            running["n"] -= 1
+        retained = list(zip(task.texts, task.expected)) if task.retain else None
+        try:
+            await in_thread(store.save, answer, task.example_hashes, retained)
+        except (sqlite3.Error, OSError) as exc:
+            logger.error("bake-off %s not stored: %s", answer["id"], exc)
+            return _error(503, f"the bake-off ran but could not be stored ({type(exc).__name__}: {exc}); retry later "
+                          f"(ZSNLI_BAKEOFF_DB={bsettings.db_path})", "store")
+        return JSONResponse(answer)
+
+    async def _get(bakeoff_id: str) -> dict | None:
+        if not ID_RE.match(bakeoff_id):
+            return None
+        return await in_thread(store.get, bakeoff_id)
+
+    @app.get("/v1/bakeoffs", tags=["bake-off"])
+    async def list_bakeoffs() -> Any:
+        """The latest 50 bake-offs, newest first."""
+        return {"bakeoffs": await in_thread(store.latest, 50)}
+
+    @app.get("/v1/bakeoffs/{bakeoff_id}", tags=["bake-off"])
+    async def get_bakeoff(bakeoff_id: str) -> Any:
+        """A stored bake-off answer (as POST answered it); 404 for an unknown id."""
+        answer = await _get(bakeoff_id)
+        return JSONResponse(answer) if answer is not None else _not_found(bakeoff_id)
+
+    @app.get("/v1/receipts/public-key", tags=["bake-off"], response_class=PlainTextResponse)
+    async def public_key() -> Any:
+        """The Ed25519 public key of the receipts (PEM); its key id is in the ``X-Key-Id`` header."""
+        try:
+            pem, kid = await in_thread(lambda: (signer.public_pem(), signer.key_id()))
+        except ReceiptError as exc:
+            return _error(503, str(exc), "receipt")
+        return PlainTextResponse(pem, media_type="application/x-pem-file", headers={"X-Key-Id": kid})
+
+    @app.get("/bakeoff", include_in_schema=False)
+    async def form_page() -> Any:
+        engine = await asyncio.to_thread(_engine)
+        return HTMLResponse(engine.page.form_page(engine.arms_adapter.INCUMBENTS, challengers, bsettings))
+
+    @app.get("/bakeoff/static/{name}", include_in_schema=False)
+    async def static(name: str) -> Any:
+        found = (await asyncio.to_thread(_engine)).page.static_asset(name)
+        if found is None:
+            return _error(404, f"no static asset {name!r}", "not_found", "name")
+        return Response(found[0], media_type=found[1])
+
+    @app.get("/bakeoffs", include_in_schema=False)
+    async def list_page() -> Any:
+        return HTMLResponse((await asyncio.to_thread(_engine)).page.list_page(await in_thread(store.latest, 50)))
+
+    @app.get("/bakeoffs/{bakeoff_id}", include_in_schema=False)
+    async def result_page(bakeoff_id: str, request: Request) -> Any:
+        answer = await _get(bakeoff_id)
+        if answer is None:
+            return _not_found(bakeoff_id)
+        return HTMLResponse((await asyncio.to_thread(_engine)).page.result_page(answer, str(request.base_url)))
+
+    @app.get("/bakeoffs/{bakeoff_id}/badge.svg", include_in_schema=False)
+    async def badge(bakeoff_id: str) -> Any:
+        answer = await _get(bakeoff_id)
+        if answer is None:
+            return _not_found(bakeoff_id)
+        return Response(bakeoff_badge(answer), media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,105 @@
+"""``python validate.py bakeoff``: a suite file's arms on one examples file, under one protocol, one report.
+
+Flow: suite (`suite`) -> examples (`examples`) -> folds (`protocol`) ->
+arms run (`bakeoff_runner`) -> per-arm analysis and leaderboard
+(`bakeoff_analysis`) -> JSON report dict (rendered by `bakeoff_html`, checked
+by `regression_gate`).
+
+Imports: the harness modules named above, `zsnli.manifest`, `zsnli.compare.report` (receipt).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zsnli import __version__
+from zsnli.manifest import sha256_file
+from zsnli.metrics import HEADLINE_METRIC
+from zsnli.compare.bakeoff_analysis import arm_entry, leaderboard, pick_within
+from zsnli.compare.bakeoff_runner import DEFAULT_WARMUPS, class_counts, run_arms
+from zsnli.harness.examples import load_examples
+from zsnli.compare.protocol import describe, make_plan
+from zsnli.compare.report import receipt
+from zsnli.compare.slices import declared_groups, discovered_groups, read_metadata
+from zsnli.compare.suite import Suite
+
+RECEIPT_COVERS = ("sha256 of the canonical JSON of: the examples sha256, each arm's model sha256 (else its name), "
+                  "and every arm's per-dataset quality figures on the test rows rounded to 6 decimals")
+
+
+@dataclass
+class BakeoffOptions:
+    """Command-line settings that override or complement the suite file (None: the suite's value)."""
+
+    root: Path = Path(".")
+    examples: str | None = None
+    max_per_dataset: int | None = None
+    protocol: dict[str, Any] = field(default_factory=dict)
+    min_support: int | None = None
+    targets: list[float] | None = None
+    max_p95_ms: float | None = None
+    max_rss_mb: float | None = None
+    isolate: bool = True
+    warmups: int = DEFAULT_WARMUPS
+    only: list[str] | None = None
+
+
+def _examples_path(suite: Suite, opts: BakeoffOptions) -> str:
+    spec = opts.examples or suite.examples
+    if spec is None:
+        raise ValueError("no examples: give --examples or 'examples = ...' in the suite file")
+    return spec if spec.startswith("hub:") or Path(spec).is_absolute() or opts.examples else str(opts.root / spec)
+
+
+def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, Any]:
+    """Run the suite and return the JSON-ready report.
+
+    Raises ``ExamplesError`` (unreadable examples), ``ProtocolError`` (a
+    dataset the protocol cannot split) or ``ValueError`` (no examples given,
+    an unknown ``--only`` arm). A failing arm does not raise: its entry
+    carries ``error``.
+    """
+    examples_spec = _examples_path(suite, opts)
+    example_set = load_examples(examples_spec, opts.max_per_dataset)
+    examples = example_set.examples
+    settings = {**suite.protocol, **{k: v for k, v in opts.protocol.items() if v is not None}}
+    plan = make_plan(examples, **settings)
+    min_support = opts.min_support if opts.min_support is not None else suite.analysis["min_support"]
+    targets = opts.targets or suite.analysis["targets"]
+    entries = suite.arms
+    if opts.only:
+        unknown = sorted(set(opts.only) - {a.name for a in entries})
+        if unknown:
+            raise ValueError(f"--only names arm(s) not in the suite: {', '.join(unknown)}")
+        entries = [a for a in entries if a.name in opts.only]
+    if console is not None:
+        console.print(describe(plan), markup=False)
+    results = run_arms(entries, examples, plan, opts.isolate, opts.warmups, console)
+
+    test_rows = plan.test_rows
+    test = [examples[i] for i in test_rows]
+    declared = declared_groups(test, read_metadata(examples_spec, test))
+    discovered = discovered_groups([e.text for e in test], min_support)
+    arms = [arm_entry(r, examples, test_rows, declared, discovered, targets, min_support, settings["seed"])
+            for r in results]
+    board = leaderboard(arms)
+    report: dict[str, Any] = {
+        "tool": "zsnli validate bakeoff", "version": __version__, "created_unix": time.time(),
+        "metric": HEADLINE_METRIC,
+        "suite": {"path": suite.path, "name": suite.name, "description": suite.description,
+                  "sha256": sha256_file(suite.path)},
+        "examples": {"source": example_set.source, "sha256": example_set.sha256, "n": len(examples),
+                     "datasets": example_set.datasets(), "notes": example_set.notes},
+        "protocol": {**plan.as_dict(), "description": describe(plan),
+                     "test_rows_per_dataset": class_counts(examples, test_rows)},
+        "options": {"min_support": min_support, "targets": targets, "isolate": opts.isolate, "warmups": opts.warmups,
+                    "max_per_dataset": opts.max_per_dataset,
+                    "timing": "one document per predict_proba call, sequential; docs/s = documents / summed call seconds"},
+        "arms": arms, "leaderboard": board,
+        "constraints": pick_within(board, opts.max_p95_ms, opts.max_rss_mb),
+    }
+    report["receipt"] = {"sha256": receipt(example_set.sha256, arms), "covers": RECEIPT_COVERS}
+    return report

@@ -1,0 +1,382 @@
+"""The NLI runtime: tokenise (premise, hypothesis) pairs, pad them, forward them to 3-way logits.
+
+Holds `NliRuntime` (the interface every runtime implements: tokenisation,
+the model window, padding and the offline ``predict_logits`` are shared
+here; a runtime supplies only ``logits``), `NliModel` (the torch runtime),
+the pair record `Encoded`, the one padding helper `pad_to`, the one
+window rule `model_window`, the batch planner `plan_batches`, the default
+token budget, and `label_indices` (which logit is entailment / contradiction).
+The ONNX runtime sits beside this one in `zsnli.runtime.onnx_model`.
+
+May import: numpy, torch and transformers (lazily, inside functions). It
+imports nothing else from zsnli; `zsnli.scoring`, `zsnli.serving.batching` and
+`zsnli.serving.service` import it.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+#: Upper bound on the model window when neither tokenizer nor config gives a sane one.
+DEFAULT_MAX_LENGTH = 512
+#: Largest window we accept from a tokenizer/config (larger values are sentinels like 1e30).
+_SANE_WINDOW = 1 << 16
+#: Sequences are padded to a multiple of this (tensor-core friendly shapes).
+PAD_MULTIPLE = 8
+# Default padded-token budget per forward batch, by device kind. On the 2-core
+# AMD EPYC (AVX-512) dev machine, torch 2.13 fp32, MiniLM-L6 on 1/8 of the public
+# examples, length-sorted batches: 16384 -> 5.92 docs/s, 8192 -> 6.53,
+# 4096 -> 8.30, 2048 -> 8.93, 1024 -> 9.10, 512 -> 8.64 (README, Performance). Small
+# CPU batches stay in cache; accelerators want large ones (not measured here).
+CPU_TOKEN_BUDGET = 2048
+ACCELERATOR_TOKEN_BUDGET = 16384
+
+
+class ModelConfigError(RuntimeError):
+    """The model directory cannot be served as an NLI model (e.g. no entailment label)."""
+
+
+def label_indices(id2label: Mapping[Any, str]) -> tuple[int, int]:
+    """Find the entailment and contradiction indices in a model's ``id2label``.
+
+    Names are matched case-insensitively on their prefix: ``entail...`` and
+    ``contradict...`` (so ``ENTAILMENT``, ``Entailed``, ``contradiction`` all
+    work). Keys may be ints or digit strings (as in ``config.json``).
+
+    Returns ``(entailment_idx, contradiction_idx)``.
+    Raises ``ModelConfigError`` when either label is missing or ambiguous
+    (e.g. generic ``LABEL_0/LABEL_1/LABEL_2`` names).
+    """
+    if not id2label:
+        raise ModelConfigError("config.json has no id2label mapping")
+    entail: list[int] = []
+    contra: list[int] = []
+    for key, name in id2label.items():
+        try:
+            idx = int(key)
+        except (TypeError, ValueError) as exc:
+            raise ModelConfigError(f"id2label key is not an integer: {key!r}") from exc
+        low = str(name).strip().lower()
+        if low.startswith("entail"):
+            entail.append(idx)
+        elif low.startswith("contradict"):
+            contra.append(idx)
+    names = ", ".join(f"{k}={v}" for k, v in sorted(id2label.items(), key=lambda kv: int(kv[0])))
+    if len(entail) != 1:
+        why = "no" if not entail else "more than one"
+        raise ModelConfigError(f"{why} entailment label in id2label ({names})")
+    if len(contra) != 1:
+        why = "no" if not contra else "more than one"
+        raise ModelConfigError(f"{why} contradiction label in id2label ({names})")
+    return entail[0], contra[0]
+
+
+def model_window(tokenizer, config, cap: int = DEFAULT_MAX_LENGTH) -> int:
+    """The pair window in tokens (special tokens included): the smallest of the tokenizer's
+    ``model_max_length``, the config's ``max_position_embeddings`` (less the padding offset
+    for RoBERTa-family models, whose position ids start after the padding index) and ``cap``
+    (``ZSNLI_MAX_LENGTH``); values of 2**16 or more are sentinels and ignored; at least 8."""
+    candidates: list[int] = []
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tok_max, int) and 0 < tok_max < _SANE_WINDOW:
+        candidates.append(tok_max)
+    pos_max = getattr(config, "max_position_embeddings", None)
+    if isinstance(pos_max, int) and 0 < pos_max < _SANE_WINDOW:
+        model_type = str(getattr(config, "model_type", ""))
+        if "roberta" in model_type or model_type in ("camembert", "longformer"):
+            pos_max -= (getattr(config, "pad_token_id", 1) or 1) + 1
+        candidates.append(pos_max)
+    window = min(candidates) if candidates else DEFAULT_MAX_LENGTH
+    return max(8, min(window, cap))
+
+
+def default_token_budget(device: str) -> int:
+    """Padded tokens per forward batch when none is configured.
+
+    ``CPU_TOKEN_BUDGET`` (2048) for ``"cpu"``, ``ACCELERATOR_TOKEN_BUDGET``
+    (16384) for anything else (``"cuda"``, ``"cuda:1"``, ``"mps"``). The CPU
+    figure is the measured optimum above; returns an int > 0.
+    """
+    return CPU_TOKEN_BUDGET if str(device).split(":")[0] == "cpu" else ACCELERATOR_TOKEN_BUDGET
+
+
+def pad_to(n: int, multiple: int = PAD_MULTIPLE) -> int:
+    """``n`` tokens rounded up to a multiple of ``multiple`` (8): the width a pair costs in a batch row."""
+    return ((n + multiple - 1) // multiple) * multiple
+
+
+def plan_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Group item indices into length-sorted batches under a padded-token budget.
+
+    A batch of n items whose longest is L (rounded up to a multiple of 8)
+    costs n * L tokens and is kept <= ``token_budget``; an item alone over the
+    budget still forms its own batch. Returns lists of indices (longest first).
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    width = 0
+    for i in order:
+        w = pad_to(lengths[i])
+        if current and max(width, w) * (len(current) + 1) > token_budget:
+            batches.append(current)
+            current, width = [], 0
+        current.append(i)
+        width = max(width, w)
+    if current:
+        batches.append(current)
+    return batches
+
+
+@dataclass
+class Encoded:
+    """The token ids of one (premise, hypothesis) pair, ready for batching.
+
+    input_ids: token ids including special tokens, at most the model window.
+    token_type_ids: segment ids, or None when the tokenizer emits none.
+    """
+
+    input_ids: list[int]
+    token_type_ids: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+class NliRuntime(ABC):
+    """An NLI cross-encoder runtime: a tokenizer, a 3-way head, a window; subclasses supply ``logits``.
+
+    Attributes: ``tokenizer``, ``config`` (the HF config), ``backend`` (which
+    runtime computes ``logits``), ``device`` (str), ``dtype``, ``entail_idx``,
+    ``contra_idx``, ``max_length`` (model window in tokens, including special
+    tokens), ``id2label``, ``num_labels``.
+
+    Tokenizer calls are serialised by a lock (fast tokenizers are not safe to
+    reconfigure from several threads); ``logits`` may run in another thread
+    concurrently with ``encode``.
+    """
+
+    backend = "abstract"
+
+    def __init__(self, tokenizer, config, device: str, dtype, max_length: int) -> None:
+        self.tokenizer = tokenizer
+        self.config = config
+        self.device = device
+        self.dtype = dtype
+        self.max_length = int(max_length)
+        self.id2label = {int(k): str(v) for k, v in config.id2label.items()}
+        self.entail_idx, self.contra_idx = label_indices(self.id2label)
+        self.num_labels = len(self.id2label)
+        self._tok_lock = threading.Lock()
+        pad = tokenizer.pad_token_id
+        self.pad_token_id = int(pad) if pad is not None else 0
+        self._n_special_pair = int(tokenizer.num_special_tokens_to_add(pair=True))
+        self.emits_token_type_ids = "token_type_ids" in getattr(
+            tokenizer, "model_input_names", ["input_ids", "token_type_ids", "attention_mask"]
+        )
+
+    @abstractmethod
+    def logits(self, encoded_batch: Sequence[Encoded]) -> np.ndarray:
+        """Forward one batch of encoded pairs (padded with `collate`): float32 ``[B, C]`` in batch
+        order (``[0, C]`` for an empty batch). Non-finite values are returned as they are."""
+
+    def describe(self) -> dict[str, Any]:
+        """What ``/health`` and the start-up log show: backend, device, dtype, architecture, window."""
+        return {
+            "backend": self.backend,
+            "device": self.device,
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "architecture": (getattr(self.config, "architectures", None) or [None])[0],
+            "max_length": self.max_length,
+        }
+
+    # ----------------------------------------------------------------- tokens
+
+    def _clip_premises(self, premises: Sequence[str]) -> dict[str, str]:
+        """Cut each distinct premise to the characters of its first ``max_length`` tokens.
+
+        Pair truncation keeps fewer tokens than that, so the result is the same
+        while a request's K pairs no longer re-tokenise a long document K times.
+        """
+        unique = list(dict.fromkeys(premises))
+        if not getattr(self.tokenizer, "is_fast", False):  # no offsets: tokenise in full
+            return {text: text for text in unique}
+        enc = self.tokenizer(unique, add_special_tokens=False, truncation=True, max_length=self.max_length,
+                             return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False)
+        clipped: dict[str, str] = {}
+        for text, offsets in zip(unique, enc["offset_mapping"]):
+            clipped[text] = text if len(offsets) < self.max_length else text[: max(end for _, end in offsets)]
+        return clipped
+
+    def encode(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[Encoded]:
+        """Tokenise N (premise, hypothesis) pairs in one batched fast-tokenizer call.
+
+        Truncation is ``only_first`` (the premise) to ``max_length``; callers
+        must check ``hypothesis_lengths`` against ``max_hypothesis_tokens`` first
+        (a hypothesis that does not fit makes the tokenizer raise). Returns N
+        ``Encoded`` in input order. Raises ``ValueError`` when the list lengths differ.
+        """
+        if len(premises) != len(hypotheses):
+            raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
+        if not premises:
+            return []
+        with self._tok_lock:
+            clip = self._clip_premises(premises)
+            enc = self.tokenizer([clip[p] for p in premises], list(hypotheses), truncation="only_first",
+                                 max_length=self.max_length, padding=False, return_attention_mask=False,
+                                 return_token_type_ids=self.emits_token_type_ids)
+        ids = enc["input_ids"]
+        types = enc.get("token_type_ids") if self.emits_token_type_ids else None
+        if types is None:
+            return [Encoded(list(i)) for i in ids]
+        return [Encoded(list(i), list(t)) for i, t in zip(ids, types)]
+
+    def hypothesis_lengths(self, hypotheses: Sequence[str]) -> list[int]:
+        """Token count of each hypothesis alone, without special tokens (one batched call)."""
+        if not hypotheses:
+            return []
+        with self._tok_lock:
+            enc = self.tokenizer(list(hypotheses), add_special_tokens=False, truncation=False,
+                                 return_attention_mask=False, return_token_type_ids=False, verbose=False)
+        return [len(i) for i in enc["input_ids"]]
+
+    def max_hypothesis_tokens(self) -> int:
+        """The longest hypothesis (tokens, no specials) that leaves room for one premise token."""
+        return self.max_length - self._n_special_pair - 1
+
+    # ----------------------------------------------------------------- padding
+
+    def collate(self, batch: Sequence[Encoded]) -> dict[str, np.ndarray]:
+        """Right-pad a batch to its longest pair rounded up to a multiple of 8 (`pad_to`).
+
+        Returns int64 numpy arrays ``[B, W]``: ``input_ids`` (padded with the
+        tokenizer's pad id), ``attention_mask`` and, when the tokenizer emits
+        them, ``token_type_ids``.
+        """
+        n = len(batch)
+        width = pad_to(max(len(e) for e in batch))
+        ids = np.full((n, width), self.pad_token_id, dtype=np.int64)
+        mask = np.zeros((n, width), dtype=np.int64)
+        with_types = self.emits_token_type_ids and all(e.token_type_ids is not None for e in batch)
+        types = np.zeros((n, width), dtype=np.int64) if with_types else None
+        for row, e in enumerate(batch):
+            length = len(e.input_ids)
+            ids[row, :length] = e.input_ids
+            mask[row, :length] = 1
+            if types is not None:
+                types[row, :length] = e.token_type_ids
+        inputs = {"input_ids": ids, "attention_mask": mask}
+        if types is not None:
+            inputs["token_type_ids"] = types
+        return inputs
+
+    # ----------------------------------------------------------------- offline
+
+    def predict_logits(self, premises: Sequence[str], hypotheses: Sequence[str],
+                       token_budget: int | None = None,
+                       on_plan: Callable[[int], Callable[[int], None]] | None = None) -> np.ndarray:
+        """Logits for N pairs, for offline use (calibration, benchmarks).
+
+        Pairs are length-sorted and grouped so that each batch's padded size
+        (pairs x longest length rounded to 8) stays within ``token_budget``
+        (default: ``default_token_budget(self.device)``).
+        Returns float32 ``[N, C]`` in input order. Hypotheses that do not fit
+        the window raise ``ValueError``. ``on_plan`` (progress reporting,
+        `zsnli.runtime.progress.predict_logits`): called once with the total work in
+        tokens (each batch's pairs x its longest length); the callable it
+        returns is called with each batch's tokens after that batch is done.
+        """
+        n = len(premises)
+        if n != len(hypotheses):
+            raise ValueError(f"{n} premises but {len(hypotheses)} hypotheses")
+        out = np.zeros((n, self.num_labels), dtype=np.float32)
+        if n == 0:
+            return out
+        limit = self.max_hypothesis_tokens()
+        uniq = list(dict.fromkeys(hypotheses))
+        too_long = [h for h, n_tok in zip(uniq, self.hypothesis_lengths(uniq)) if n_tok > limit]
+        if too_long:
+            raise ValueError(f"{len(too_long)} hypotheses do not fit the {self.max_length}-token window, "
+                             f"e.g. {too_long[0][:80]!r}")
+        encoded = self.encode(premises, hypotheses)
+        budget = token_budget or default_token_budget(self.device)
+        batches = plan_batches([len(e) for e in encoded], budget)
+        cost = [len(idx) * max(len(encoded[i]) for i in idx) for idx in batches]
+        advance = on_plan(sum(cost)) if on_plan is not None else None
+        for idx, tokens in zip(batches, cost):
+            out[idx] = self.logits([encoded[i] for i in idx])
+            if advance is not None:
+                advance(tokens)
+        return out
+
+
+_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+           "float16": "float16", "fp16": "float16", "half": "float16"}
+
+
+def _resolve_dtype(name: str):
+    import torch
+
+    key = str(name).lower().replace("torch.", "")
+    if key not in _DTYPES:
+        raise ValueError(f"unsupported dtype {name!r}; expected one of {sorted(_DTYPES)}")
+    return getattr(torch, _DTYPES[key])
+
+
+class NliModel(NliRuntime):
+    """The torch runtime: an ``AutoModelForSequenceClassification`` NLI head (``model``, eval mode)."""
+
+    backend = "torch"
+
+    def __init__(self, tokenizer, model, device: str, dtype, max_length: int) -> None:
+        super().__init__(tokenizer, model.config, device, dtype, max_length)
+        self.model = model
+
+    @classmethod
+    def load(cls, model_dir: str | Path, device: str | None = None, dtype: str | None = None,
+             max_length: int | None = None) -> "NliModel":
+        """Load tokenizer and model from a local directory (``local_files_only``, no network).
+
+        device: ``"cuda"``, ``"cuda:1"``, ``"cpu"``...; default CUDA when available, else CPU.
+        dtype: ``"float32"``/``"bfloat16"``/``"float16"`` (aliases fp32/bf16/fp16);
+            default bf16 on CUDA, fp32 on CPU. Always passed explicitly to
+            ``from_pretrained`` (weights may be stored in fp16).
+        max_length: cap on the model window (default 512).
+        Raises ``ModelConfigError`` when id2label has no entailment/contradiction
+        label, ``OSError``/``ValueError`` from transformers on missing or bad files.
+        """
+        import torch
+        from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+        model_dir = Path(model_dir)
+        config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+        label_indices(config.id2label)  # refuse early, before loading weights
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if dtype is None:
+            torch_dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+        else:
+            torch_dtype = _resolve_dtype(dtype)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        model = AutoModelForSequenceClassification.from_pretrained(model_dir, local_files_only=True, dtype=torch_dtype)
+        model.to(device)
+        model.eval()
+        window = model_window(tokenizer, model.config, max_length or DEFAULT_MAX_LENGTH)
+        return cls(tokenizer, model, str(device), torch_dtype, window)
+
+    def logits(self, encoded_batch: Sequence[Encoded]) -> np.ndarray:
+        """Forward one batch under ``torch.inference_mode``: float32 numpy ``[B, C]`` (C = 3)."""
+        import torch
+
+        if not encoded_batch:
+            return np.zeros((0, self.num_labels), dtype=np.float32)
+        inputs = self.collate(encoded_batch)
+        with torch.inference_mode():
+            tensors = {k: torch.from_numpy(v).to(self.device, non_blocking=True) for k, v in inputs.items()}
+            return self.model(**tensors).logits.float().cpu().numpy()

@@ -1,0 +1,311 @@
+"""``python -m zsnli.selection``: choose the served scoring by leave-one-dataset-out and write calibration.json.
+
+Reads the zsc-dev suite and the team dev set (examples format), fills the
+score cache for whatever is missing (`zsnli.selection.score_cache`, the shipped model),
+runs `zsnli.selection.search`, and writes:
+
+* ``calibration.json``: ``chosen`` (the selected `ScoringConfig`, fitted on all
+  dev datasets; the key the server reads), ``model_sha256`` (kept),
+  ``selection`` (method, out-of-fold per-dataset table, which dev files with
+  which sha256 decided what, the negation-pair evaluation, the targets) and
+  ``superseded`` (the previous choice); ``negation_pairs`` only when the
+  negation rule wins out of fold (the server does not read it yet);
+* ``data_sources.json``: one ``role: "selection"`` entry per zsc-dev set used.
+
+``--report-public`` adds figures on the public examples (REPORTING ONLY: they
+are computed after the choice and never passed to it).
+
+Imports: ``zsnli.selection.search``, ``zsnli.selection.score_cache``, ``zsnli.selection.devsets``, ``zsnli.manifest``, ``zsnli.runtime.embedding``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import search as sel
+from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
+from ..manifest import sha256_file
+from .negation import NegationRule
+from .score_cache import DEFAULT_CACHE_DIR, CachedSet, fill_cache
+from ..scoring import ScoringConfig
+
+logger = logging.getLogger(__name__)
+SELECTION_ROLE = "selection"
+TARGETS = {"mean_over_embedding": 3.0, "max_below_embedding": 10.0, "max_ece": 0.08}
+"""Issue 12's targets, out of fold on zsc-dev."""
+PUBLIC_MAX_ROWS = 1_000_000
+"""The public examples are reported in full (no subsample)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="train.py select", description=__doc__.split("\n\n")[0])
+    p.add_argument("--zsc-dev-dir", type=Path, default=Path("../shared/data/zsc-dev"))
+    p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"))
+    p.add_argument("--cache", type=Path, default=DEFAULT_CACHE_DIR)
+    p.add_argument("--model-dir", type=Path, default=Path("model"))
+    p.add_argument("--out", type=Path, default=Path("calibration.json"))
+    p.add_argument("--data-sources", type=Path, default=Path("data_sources.json"))
+    p.add_argument("--report-public", type=Path, default=None,
+                   help="examples file reported after the choice (e.g. ../shared/data/zsc/public.jsonl); never chosen on")
+    p.add_argument("--threads", type=int, default=None)
+    return p
+
+
+def _check_args(args) -> None:
+    if not args.zsc_dev_dir.is_dir():
+        raise ValueError(f"--zsc-dev-dir {args.zsc_dev_dir}: not found (the zsc-dev suite is read from "
+                         "../shared/data/zsc-dev next to the checkout)")
+    if not args.dev_examples.is_file():
+        raise ValueError(f"--dev-examples {args.dev_examples}: not found (expected dev/zeroshot_dev.jsonl)")
+    if not (args.model_dir / "config.json").is_file():
+        raise ValueError(f"--model-dir {args.model_dir}: no config.json (an NLI model directory is expected)")
+    if args.report_public is not None and not args.report_public.is_file():
+        raise ValueError(f"--report-public {args.report_public}: not found")
+
+
+def load_dev(args) -> tuple[dict[str, CachedSet], dict[str, Any]]:
+    """Cached zsc-dev + team dev sets keyed ``group/name``, and the zsc-dev `DevSet`s (for provenance)."""
+    zsc = {n: read_zsc_dev(args.zsc_dev_dir, n) for n in list_zsc_dev(args.zsc_dev_dir)}
+    jobs = [("zsc-dev", ds) for ds in zsc.values()] + [("dev", ds) for ds in read_examples(args.dev_examples).values()]
+    return fill_cache(jobs, args.cache, args.model_dir, threads=args.threads), zsc
+
+
+def _card(card) -> dict[str, Any]:
+    d = card.as_dict()
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in d.items()
+            if k in ("n", "n_classes", "macro_f1", "ece", "calibrated_macro_f1", "normalised")}
+
+
+def oof_table(sets: dict[str, CachedSet], grid: sel.Grid, oof: Sequence[int], digest: str) -> dict[str, Any]:
+    """Per held-out dataset: chosen candidate, its T, and served-code figures vs embedding similarity."""
+    rows = {}
+    for h, name in enumerate(grid.names):
+        cand = grid.cands[oof[h]]
+        cfg = cand.config(*grid.temps[oof[h], h], digest)
+        ours = sel.score_cached(sets[name], sel.served_probabilities(sets[name], cfg))
+        emb = sel.score_cached(sets[name], sel.embedding_probabilities(sets[name]))
+        rows[name] = {"chosen_without_it": cand.label, "t0": cfg.temperature, "k_exponent": cfg.k_exponent,
+                      "ours": _card(ours), "embedding": _card(emb)}
+    return rows
+
+
+def summarise(rows: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """Means over the datasets whose name starts with ``prefix``, and the targets' status."""
+    picked = {n: r for n, r in rows.items() if n.startswith(prefix)}
+    ours = np.array([r["ours"]["normalised"] for r in picked.values()], dtype=float)
+    emb = np.array([r["embedding"]["normalised"] for r in picked.values()], dtype=float)
+    ece = np.array([r["ours"]["ece"] for r in picked.values()], dtype=float)
+    gap = emb - ours
+    out = {"datasets": len(picked), "ours_normalised": round(float(np.nanmean(ours)), 2),
+           "embedding_normalised": round(float(np.nanmean(emb)), 2),
+           "ours_macro_f1": round(float(np.mean([r["ours"]["macro_f1"] for r in picked.values()])), 4),
+           "embedding_macro_f1": round(float(np.mean([r["embedding"]["macro_f1"] for r in picked.values()])), 4),
+           "ours_ece_mean": round(float(ece.mean()), 4), "ours_ece_max": round(float(ece.max()), 4),
+           "embedding_ece_mean": round(float(np.mean([r["embedding"]["ece"] for r in picked.values()])), 4),
+           "worst_below_embedding": round(float(np.nanmax(gap)), 2),
+           "worst_dataset": list(picked)[int(np.nanargmax(gap))]}
+    out["targets_met"] = {
+        "mean_over_embedding": bool(out["ours_normalised"] - out["embedding_normalised"] >= TARGETS["mean_over_embedding"]),
+        "max_below_embedding": bool(out["worst_below_embedding"] <= TARGETS["max_below_embedding"]),
+        "max_ece": bool(out["ours_ece_max"] <= TARGETS["max_ece"])}
+    return out
+
+
+def final_negation(sets: dict[str, CachedSet], grid: sel.Grid, final: int) -> tuple[NegationRule | None, dict]:
+    """The negation rule chosen on all negation datasets (None: "off" wins), and its in-sample figures."""
+    names = [n for n in grid.names if sel.is_negation_set(sets[n])]
+    if not names:
+        return None, {}
+    bounds = {n: sel.dataset_bounds(sets[n]) for n in names}
+    base = np.array([grid.baseline[grid.names.index(n)] for n in names])
+    best, best_val = None, sel.objective(np.array([grid.full_norm[final, grid.names.index(n)] for n in names]), base)
+    for v in sel.negation_variants():
+        rule = sel.fit_negation([sets[n] for n in names], v)
+        val = sel.objective(np.array([sel._negation_norm(sets[n], rule, bounds[n]) for n in names]), base)
+        if val > best_val:
+            best, best_val = rule, val
+    return best, {"datasets": names, "objective": round(best_val, 2)}
+
+
+def public_report(path: Path, args, configs: dict[str, ScoringConfig]) -> dict[str, Any]:
+    """Figures on ``path`` (examples format) for each config and embedding similarity. REPORTING ONLY."""
+    sets = fill_cache([("public", ds) for ds in read_examples(path).values()], args.cache, args.model_dir,
+                      max_rows=PUBLIC_MAX_ROWS, threads=args.threads)
+    out: dict[str, Any] = {"file": str(path), "sha256": sha256_file(path), "note": "reporting only; never used for a choice"}
+    arms = {name: (lambda cs, c=cfg: sel.served_probabilities(cs, c)) for name, cfg in configs.items()}
+    arms["embedding_similarity"] = sel.embedding_probabilities
+    for arm, probs_of in arms.items():
+        per = {n.split("/", 1)[1]: _card(sel.score_cached(cs, probs_of(cs))) for n, cs in sets.items()}
+        mean = {k: round(float(np.mean([d[k] for d in per.values()])), 4) for k in ("macro_f1", "ece", "normalised")}
+        out[arm] = {"mean": mean, "datasets": per}
+    return out
+
+
+def dev_files(sets: dict[str, CachedSet]) -> dict[str, Any]:
+    """Per dev dataset: its files' sha256, rows used, and whether it is a negation-pair set."""
+    return {n: {"files": cs.meta["key"]["files"], "rows_used": len(cs),
+                "negation_pairs": sel.is_negation_set(cs)} for n, cs in sets.items()}
+
+
+def superseded_block(old: dict[str, Any]) -> dict[str, Any]:
+    """The previous choice, small: kept as it was if the file was already written by this procedure."""
+    if "selection" in old and "superseded" in old:
+        return old["superseded"]
+    figures = old.get("chosen_figures", {})
+    return {"chosen": old.get("chosen"), "decided_by": old.get("decided_by"),
+            "temperature_form": figures.get("temperature_form"), "dev_mean": figures.get("dev", {}).get("mean")}
+
+
+def write_data_sources(path: Path, zsc: dict[str, Any], sets: dict[str, CachedSet]) -> None:
+    """Replace the ``role: selection`` entries of data_sources.json with one per zsc-dev set used."""
+    doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"sources": []}
+    kept = [s for s in doc.get("sources", []) if s.get("role") != SELECTION_ROLE]
+    for name, ds in zsc.items():
+        files = {Path(p).name: d for p, d in ds.files.items()}
+        kept.append({"name": f"zsc-dev:{name}", "kind": "local", "role": SELECTION_ROLE,
+                     "licence": ds.source.get("licence", "not stated"), "path": f"../shared/data/zsc-dev/{name}.jsonl",
+                     "sha256": files[f"{name}.jsonl"], "labels_sha256": files[f"{name}.labels.json"],
+                     "origin": ds.source.get("repo"), "rows": {"read": len(ds), "used": len(sets[f"zsc-dev/{name}"])}})
+    doc["sources"] = kept
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def cached_grid(cache_dir: Path, sets: dict[str, CachedSet], cands: Sequence[sel.Candidate]) -> sel.Grid:
+    """`selection.evaluate_grid`, memoised in ``<cache>/selection_grid.pkl`` under a key of the cached
+    sets' keys, the candidates and the selection constants (so a rerun, e.g. to add --report-public, is quick)."""
+    import hashlib
+    import pickle
+
+    key = hashlib.sha256(json.dumps([sorted((n, cs.meta["key"]) for n, cs in sets.items()), [c.label for c in cands],
+                                     sel.LOG_T_BOUNDS, sel.K_EXPONENT_BOUNDS], sort_keys=True).encode()).hexdigest()
+    path = Path(cache_dir) / "selection_grid.pkl"
+    if path.is_file():
+        with open(path, "rb") as handle:
+            stored = pickle.load(handle)
+        if stored.get("key") == key:
+            return stored["grid"]
+    grid = sel.evaluate_grid(sets, cands, log=logger.info)
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        pickle.dump({"key": key, "grid": grid}, handle)
+    return grid
+
+
+def run(args) -> dict[str, Any]:
+    """The whole procedure; returns the calibration document (also written to ``args.out``)."""
+    from ..runtime.embedding import default_embedding_dir, embedding_digest
+
+    sets, zsc = load_dev(args)
+    digest = embedding_digest(default_embedding_dir(args.model_dir))
+    cands = sel.candidates()
+    grid = cached_grid(args.cache, sets, cands)
+    oof = sel.leave_one_out(grid)
+    final = sel.choose_on_all(grid)
+    chosen = cands[final].config(*grid.full_temps[final], digest)
+    rows = oof_table(sets, grid, oof, digest)
+    negation = sel.negation_leave_one_out(sets, grid, oof)
+    neg_rule, neg_fit = final_negation(sets, grid, final)
+    old = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    doc = {"chosen": chosen.to_dict(), "model_sha256": old.get("model_sha256"),
+           "selection": selection_block(sets, grid, oof, final, rows, negation, neg_rule, neg_fit),
+           "superseded": superseded_block(old)}
+    if neg_rule is not None and doc["selection"]["negation_pairs"]["wins_out_of_fold"]:
+        doc["negation_pairs"] = {"rule": "positive statement only: sigmoid(d / T), negation 1 - p (zsnli.selection.negation)",
+                                 "temperature": neg_rule.temperature,
+                                 "content_free_premise": "N/A" if neg_rule.content_free else None,
+                                 "embedding_weight": neg_rule.embedding_weight,
+                                 "embedding_sha256": digest if neg_rule.embedding_weight else None}
+    if args.report_public is not None:
+        prev = superseded_block(old).get("chosen")
+        configs = {"new_default": chosen}
+        if prev:
+            configs["previous_calibration"] = ScoringConfig.from_dict(prev)
+        doc["selection"]["public_report"] = public_report(args.report_public, args, configs)
+    args.out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_data_sources(args.data_sources, zsc, sets)
+    return doc
+
+
+def selection_block(sets, grid: sel.Grid, oof, final: int, rows, negation, neg_rule, neg_fit) -> dict[str, Any]:
+    """The ``selection`` object of calibration.json (method, provenance, out-of-fold table, targets)."""
+    neg_rows = negation["datasets"]
+    ours_neg = [r["scorecard"]["normalised"] for r in neg_rows.values()]
+    main_neg = [r["main_scorecard"]["normalised"] for r in neg_rows.values()]
+    wins = bool(neg_rows) and float(np.mean(ours_neg)) > float(np.mean(main_neg))
+    return {
+        "method": ("leave-one-dataset-out over the zsc-dev and team dev datasets: for each held-out dataset, every "
+                   "candidate's temperature is fitted by NLL on the others (each dataset weighted equally) and the "
+                   "candidate is chosen on the others by objective = mean normalised calibrated macro-F1 - "
+                   f"{sel.ROBUSTNESS_LAMBDA:g} x max(0, worst shortfall below embedding similarity - "
+                   f"{sel.ROBUSTNESS_MARGIN:g}); the shipped choice applies the same objective to all datasets"),
+        "candidates": {"rules": sorted({c.rule for c in grid.cands}), "content_free": [False, True],
+                       "embedding_weights": list(sel.EMBEDDING_WEIGHTS), "temperature_forms": list(sel.TEMPERATURE_FORMS),
+                       "count": len(grid.cands)},
+        "chosen_candidate": grid.cands[final].label,
+        "chosen_in_sample_mean_normalised": round(float(np.mean(grid.full_norm[final])), 2),
+        "out_of_fold_choices": {n: rows[n]["chosen_without_it"] for n in grid.names},
+        "decided_by": dev_files(sets),
+        "decisions": {"chosen: rule, content-free correction, embedding weight, temperature form, t0 and b": sorted(sets),
+                      "negation_pairs: whether the negation rule is used, its variant and T_neg":
+                          sorted(n for n in sets if sel.is_negation_set(sets[n]))},
+        "out_of_fold": rows,
+        "summary": {"zsc-dev": summarise(rows, "zsc-dev/"), "dev": summarise(rows, "dev/"), "all": summarise(rows, "")},
+        "targets": TARGETS,
+        "negation_pairs": {"out_of_fold": neg_rows, "wins_out_of_fold": wins,
+                           "mean_normalised_with_rule": round(float(np.mean(ours_neg)), 2) if neg_rows else None,
+                           "mean_normalised_main_only": round(float(np.mean(main_neg)), 2) if neg_rows else None,
+                           "fitted_on_all": None if neg_rule is None else vars(neg_rule), "fit": neg_fit},
+    }
+
+
+def quality_markdown(doc: dict[str, Any]) -> str:
+    """The README quality tables (out-of-fold per dataset, summaries, public report) from a calibration document."""
+    sel_doc = doc["selection"]
+    lines = ["| dataset | chosen without it | ours macro-F1 | ours ECE | ours normalised | "
+             "embedding macro-F1 | embedding ECE | embedding normalised |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in sel_doc["out_of_fold"].items():
+        o, e = r["ours"], r["embedding"]
+        lines.append(f"| {name} | {r['chosen_without_it']} | {o['macro_f1']:.3f} | {o['ece']:.3f} | {o['normalised']:.1f} | "
+                     f"{e['macro_f1']:.3f} | {e['ece']:.3f} | {e['normalised']:.1f} |")
+    lines += ["", "| out of fold | datasets | ours macro-F1 | embedding macro-F1 | ours ECE mean / max | embedding ECE mean | "
+              "ours normalised | embedding normalised | worst below embedding |", "|---|---|---|---|---|---|---|---|---|"]
+    for group, s in sel_doc["summary"].items():
+        lines.append(f"| {group} | {s['datasets']} | {s['ours_macro_f1']:.3f} | {s['embedding_macro_f1']:.3f} | "
+                     f"{s['ours_ece_mean']:.3f} / {s['ours_ece_max']:.3f} | {s['embedding_ece_mean']:.3f} | "
+                     f"{s['ours_normalised']:.1f} | {s['embedding_normalised']:.1f} | "
+                     f"{s['worst_below_embedding']:.1f} ({s['worst_dataset']}) |")
+    pub = sel_doc.get("public_report")
+    if pub:
+        lines += ["", "| public 500 (reporting only) | macro-F1 | ECE | normalised |", "|---|---|---|---|"]
+        for arm in ("new_default", "previous_calibration", "embedding_similarity"):
+            if arm in pub:
+                m = pub[arm]["mean"]
+                lines.append(f"| {arm.replace('_', ' ')} | {m['macro_f1']:.3f} | {m['ece']:.3f} | {m['normalised']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry; exit 2 with one line on a flag/data mistake (e.g. a clone without ../shared)."""
+    args = _parser().parse_args(argv)
+    try:
+        _check_args(args)
+    except ValueError as exc:
+        print(f"selection: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    try:
+        doc = run(args)
+    except DevSetError as exc:
+        print(f"selection: {exc}", file=sys.stderr)
+        return 2
+    s = doc["selection"]["summary"]["zsc-dev"]
+    print(f"chosen {doc['selection']['chosen_candidate']}; zsc-dev out of fold: ours {s['ours_normalised']} vs "
+          f"embedding {s['embedding_normalised']}, worst {s['worst_below_embedding']} below, ECE max {s['ours_ece_max']}")
+    return 0

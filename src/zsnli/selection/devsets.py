@@ -1,0 +1,192 @@
+"""Readers for the labelled dev data used to choose scoring and calibration.
+
+Two on-disk formats are read into one in-memory form, `DevSet`:
+
+* the zsc-dev format (``../shared/data/zsc-dev``): ``<name>.jsonl`` with one
+  ``{"text", "label", "label_index"}`` object a line and ``<name>.labels.json``
+  with ``classes``, ``hypotheses`` (one per class, same order), ``task_kind``
+  and a ``source`` block (licence, repository...);
+* the examples format (``dev/zeroshot_dev.jsonl``, ``../shared/data/zsc/public.jsonl``,
+  see DESIGN.md): ``{"id", "dataset", "text", "labels": [hypotheses], "label": gold index}``,
+  grouped into one `DevSet` per ``dataset`` value.
+
+`stratified_subsample` draws a seeded, class-stratified subset (scikit-learn's
+``train_test_split``) so the NLI scores of every dev set can be cached on a CPU.
+
+Imports: numpy, scikit-learn and ``zsnli.manifest`` (file digests) only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..manifest import sha256_file
+
+__all__ = ["DevSet", "DevSetError", "list_zsc_dev", "read_zsc_dev", "read_examples", "stratified_subsample"]
+
+
+class DevSetError(ValueError):
+    """A dev data file is missing, malformed or inconsistent (the message names the file and line)."""
+
+
+@dataclass(frozen=True)
+class DevSet:
+    """One labelled dataset: N documents, each with its own list of K_i hypotheses.
+
+    name: dataset name; task_kind: e.g. ``"topic"``, ``"binary-property"`` (``""`` if unknown).
+    texts: N documents (premises).
+    hypotheses: N lists of hypotheses (label descriptions), one per candidate label of the row.
+    gold: int array ``[N]``, the index of the gold hypothesis in its row's list.
+    label_classes: N int arrays ``[K_i]``, the dataset class of each hypothesis of the row.
+    classes: class names (``len(classes)`` = n_classes).
+    files: ``{path: sha256}`` of the files the set was read from.
+    source: the ``source`` block of a zsc-dev labels file (licence, repo...), else ``{}``.
+    row_ids: index of each row in its source file (kept through subsampling).
+    """
+
+    name: str
+    task_kind: str
+    texts: list[str]
+    hypotheses: list[list[str]]
+    gold: np.ndarray
+    label_classes: list[np.ndarray]
+    classes: list[str]
+    files: dict[str, str] = field(default_factory=dict)
+    source: dict[str, Any] = field(default_factory=dict)
+    row_ids: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @property
+    def gold_classes(self) -> np.ndarray:
+        """The gold dataset class of each row, int ``[N]``."""
+        return np.array([int(c[g]) for c, g in zip(self.label_classes, self.gold)], dtype=np.int64)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for n, line in enumerate(handle, 1):
+                if line.strip():
+                    try:
+                        obj = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise DevSetError(f"{path}:{n}: not JSON: {exc}") from exc
+                    if not isinstance(obj, dict):
+                        raise DevSetError(f"{path}:{n}: expected an object")
+                    rows.append(obj)
+    except OSError as exc:
+        raise DevSetError(f"cannot read {path}: {exc}") from exc
+    return rows
+
+
+def list_zsc_dev(directory: str | Path) -> list[str]:
+    """Names of the zsc-dev sets in ``directory`` (each ``<name>.jsonl`` with a ``<name>.labels.json``), sorted.
+
+    Raises ``DevSetError`` when the directory does not exist or holds no set.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise DevSetError(f"zsc-dev directory not found: {root}")
+    names = sorted(p.name[: -len(".labels.json")] for p in root.glob("*.labels.json")
+                   if (root / (p.name[: -len(".labels.json")] + ".jsonl")).is_file())
+    if not names:
+        raise DevSetError(f"no <name>.jsonl + <name>.labels.json pairs in {root}")
+    return names
+
+
+def read_zsc_dev(directory: str | Path, name: str) -> DevSet:
+    """Read zsc-dev set ``name``: every row gets the set's hypotheses in class order.
+
+    Raises ``DevSetError`` on a missing file, ``classes``/``hypotheses`` of different
+    lengths, or a row whose ``label_index`` is out of range or disagrees with ``label``.
+    """
+    root = Path(directory)
+    labels_path, rows_path = root / f"{name}.labels.json", root / f"{name}.jsonl"
+    try:
+        meta = json.loads(labels_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DevSetError(f"cannot read {labels_path}: {exc}") from exc
+    classes, hyps = list(meta.get("classes") or []), list(meta.get("hypotheses") or [])
+    if len(classes) < 2 or len(classes) != len(hyps):
+        raise DevSetError(f"{labels_path}: need >= 2 classes and one hypothesis per class "
+                          f"(got {len(classes)} classes, {len(hyps)} hypotheses)")
+    texts, gold = [], []
+    for n, row in enumerate(_read_jsonl(rows_path), 1):
+        idx = row.get("label_index")
+        if not isinstance(idx, int) or not 0 <= idx < len(classes) or row.get("label", classes[idx]) != classes[idx]:
+            raise DevSetError(f"{rows_path}:{n}: label_index {idx!r} / label {row.get('label')!r} do not match classes")
+        if not isinstance(row.get("text"), str) or not row["text"].strip():
+            raise DevSetError(f"{rows_path}:{n}: text must be a non-empty string")
+        texts.append(row["text"])
+        gold.append(idx)
+    if not texts:
+        raise DevSetError(f"{rows_path}: no rows")
+    order = np.arange(len(classes))
+    return DevSet(name=name, task_kind=str(meta.get("task_kind", "")), texts=texts,
+                  hypotheses=[list(hyps) for _ in texts], gold=np.array(gold, dtype=np.int64),
+                  label_classes=[order for _ in texts], classes=classes,
+                  files={str(rows_path): sha256_file(rows_path), str(labels_path): sha256_file(labels_path)},
+                  source=dict(meta.get("source") or {}), row_ids=np.arange(len(texts)))
+
+
+def read_examples(path: str | Path) -> dict[str, DevSet]:
+    """Read an examples-format file into one `DevSet` per ``dataset``, sorted by name.
+
+    A dataset's classes are the distinct hypotheses its rows use, in order of
+    first appearance (so rows may list labels in any order, or a subset).
+    Raises ``DevSetError`` on a malformed row (no text, fewer than 2 labels,
+    a gold index out of range).
+    """
+    p = Path(path)
+    digest = sha256_file(p) if p.is_file() else None
+    grouped: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for n, row in enumerate(_read_jsonl(p), 1):
+        labels, g = row.get("labels"), row.get("label")
+        if not isinstance(row.get("text"), str) or not isinstance(labels, list) or len(labels) < 2 \
+                or not all(isinstance(x, str) for x in labels) or not isinstance(g, int) or not 0 <= g < len(labels):
+            raise DevSetError(f"{p}:{n}: need text, labels (>= 2 strings) and label (index into labels)")
+        grouped.setdefault(str(row.get("dataset", "")), []).append((n - 1, row))
+    out: dict[str, DevSet] = {}
+    for name, rows in sorted(grouped.items()):
+        classes: list[str] = list(dict.fromkeys(h for _, r in rows for h in r["labels"]))
+        index = {h: i for i, h in enumerate(classes)}
+        out[name] = DevSet(
+            name=name, task_kind="", texts=[r["text"] for _, r in rows],
+            hypotheses=[list(r["labels"]) for _, r in rows],
+            gold=np.array([r["label"] for _, r in rows], dtype=np.int64),
+            label_classes=[np.array([index[h] for h in r["labels"]], dtype=np.int64) for _, r in rows],
+            classes=classes, files={str(p): digest} if digest else {}, row_ids=np.array([i for i, _ in rows]))
+    return out
+
+
+def stratified_subsample(ds: DevSet, n: int, seed: int = 0) -> DevSet:
+    """At most ``n`` rows of ``ds``, stratified by gold class, drawn with ``seed``.
+
+    Uses ``sklearn.model_selection.train_test_split(stratify=...)``; when a class
+    has a single row (stratification impossible) the draw is a plain seeded
+    random subset. Returns ``ds`` itself when it has ``<= n`` rows. Rows keep
+    their original order. Raises ``ValueError`` when ``n < 1``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if len(ds) <= n:
+        return ds
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(len(ds))
+    strata = ds.gold_classes
+    counts = np.bincount(strata)
+    stratify = strata if counts[counts > 0].min() >= 2 and n >= np.count_nonzero(counts) else None
+    keep, _ = train_test_split(idx, train_size=n, random_state=seed, stratify=stratify)
+    keep = np.sort(keep)
+    row_ids = ds.row_ids if ds.row_ids is not None else idx
+    return replace(ds, texts=[ds.texts[i] for i in keep], hypotheses=[ds.hypotheses[i] for i in keep],
+                   gold=ds.gold[keep], label_classes=[ds.label_classes[i] for i in keep], row_ids=row_ids[keep])

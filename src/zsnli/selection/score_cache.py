@@ -1,0 +1,285 @@
+"""A resumable on-disk cache of everything the served score of a dev document depends on.
+
+For every (document, hypothesis) pair of a `zsnli.selection.devsets.DevSet` the cache
+holds the NLI logits, the logits of the content-free pair ("N/A", hypothesis)
+and the cosine of the document with the hypothesis under the all-MiniLM-L6-v2
+sentence encoder, computed with the server's own code (``NliModel.predict_logits``:
+the server's tokenisation, truncation and window; ``SentenceEncoder.encode``, batched). Selection
+(`zsnli.selection.search`) then scores any candidate configuration without a model.
+
+One ``<group>__<name>.npz`` plus ``.json`` per dataset under the cache
+directory (``runs/score_cache`` by default, gitignored, never committed): a
+killed run resumes at the first dataset whose files are missing or whose key
+(data file digests, subsample size and seed, model digests) differs.
+
+CLI::
+
+    python -m zsnli.selection.score_cache --zsc-dev-dir ../shared/data/zsc-dev \
+        --examples dev/zeroshot_dev.jsonl [--examples-group dev] [--out runs/score_cache] \
+        [--max-rows 300] [--max-rows-for clinc150_intent40=120 --max-rows-for bbc_news=60]
+
+Imports: numpy, ``zsnli.selection.devsets``, ``zsnli.manifest``; the model classes of
+``zsnli.scoring`` / ``zsnli.runtime.embedding`` are imported only when computing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .devsets import DevSet, DevSetError, list_zsc_dev, read_examples, read_zsc_dev, stratified_subsample
+from ..manifest import sha256_file
+
+logger = logging.getLogger(__name__)
+
+CONTENT_FREE_PREMISE = "N/A"
+"""The content-free premise whose scores are cached (the one calibration.json uses)."""
+DEFAULT_CACHE_DIR = Path("runs/score_cache")
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CachedSet:
+    """The cached scores of one dataset, flat over its N rows' K_i labels (P = sum K_i pairs).
+
+    name, group (``"zsc-dev"``, ``"dev"``, ``"public"``...), task_kind, classes: as in `DevSet`.
+    hypotheses: the distinct hypotheses; hyp_index int ``[P]`` points into it.
+    k: int ``[N]`` labels per row; gold: int ``[N]`` gold index within the row.
+    label_classes: int ``[P]``; logits, cf_logits: float32 ``[P, 3]``; cosine: float32 ``[P]``.
+    entail_idx, contra_idx: positions of entailment / contradiction in the logits.
+    meta: the key and provenance written next to the arrays (file digests, sizes).
+    """
+
+    name: str
+    group: str
+    task_kind: str
+    classes: list[str]
+    hypotheses: list[str]
+    hyp_index: np.ndarray
+    k: np.ndarray
+    gold: np.ndarray
+    label_classes: np.ndarray
+    logits: np.ndarray
+    cf_logits: np.ndarray
+    cosine: np.ndarray
+    entail_idx: int
+    contra_idx: int
+    meta: dict[str, Any]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """int ``[N + 1]``: row i's pairs are ``offsets[i]:offsets[i+1]``."""
+        return np.concatenate([[0], np.cumsum(self.k)])
+
+    def __len__(self) -> int:
+        return int(self.k.size)
+
+
+def _stem(group: str, name: str) -> str:
+    return f"{group}__{name}"
+
+
+def cache_key(ds: DevSet, group: str, max_rows: int, seed: int, model_digest: str, embedding_digest: str) -> dict[str, Any]:
+    """What a cached dataset depends on: any change invalidates it."""
+    files = {Path(p).name: digest for p, digest in sorted(ds.files.items())}  # by name: the cache follows the data
+    return {"version": CACHE_VERSION, "group": group, "name": ds.name, "files": files,
+            "max_rows": int(max_rows), "seed": int(seed), "model_digest": model_digest,
+            "embedding_digest": embedding_digest, "content_free_premise": CONTENT_FREE_PREMISE}
+
+
+def load_cached(cache_dir: str | Path, group: str, name: str, key: dict[str, Any] | None = None) -> CachedSet | None:
+    """The cached set, or None when absent or (with ``key``) computed under another key."""
+    stem = Path(cache_dir) / _stem(group, name)
+    npz, meta_path = stem.with_suffix(".npz"), stem.with_suffix(".json")
+    if not (npz.is_file() and meta_path.is_file()):
+        return None
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if key is not None and meta.get("key") != key:
+        return None
+    with np.load(npz) as arrays:
+        a = {k: arrays[k] for k in arrays.files}
+    return CachedSet(name=name, group=group, task_kind=meta["task_kind"], classes=meta["classes"],
+                     hypotheses=meta["hypotheses"], hyp_index=a["hyp_index"], k=a["k"], gold=a["gold"],
+                     label_classes=a["label_classes"], logits=a["logits"], cf_logits=a["cf_logits"],
+                     cosine=a["cosine"], entail_idx=int(meta["entail_idx"]), contra_idx=int(meta["contra_idx"]),
+                     meta=meta)
+
+
+def load_all(cache_dir: str | Path, group: str | None = None) -> dict[str, CachedSet]:
+    """Every cached set under ``cache_dir`` (of one ``group`` if given), keyed ``group/name``."""
+    out: dict[str, CachedSet] = {}
+    for meta_path in sorted(Path(cache_dir).glob("*__*.json")):
+        g, name = meta_path.stem.split("__", 1)
+        if group is None or g == group:
+            cached = load_cached(cache_dir, g, name)
+            if cached is not None:
+                out[f"{g}/{name}"] = cached
+    return out
+
+
+def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
+    """NLI logits, content-free logits and cosines of every pair of ``ds`` (arrays of `CachedSet`).
+
+    nli: a loaded ``zsnli.scoring.NliModel``; encoder: a ``zsnli.runtime.embedding.SentenceEncoder``.
+    """
+    hyps = list(dict.fromkeys(h for row in ds.hypotheses for h in row))
+    index = {h: i for i, h in enumerate(hyps)}
+    premises = [t for t, row in zip(ds.texts, ds.hypotheses) for _ in row]
+    flat_h = [h for row in ds.hypotheses for h in row]
+    logits = nli.predict_logits(premises, flat_h)
+    cf = nli.predict_logits([CONTENT_FREE_PREMISE] * len(hyps), hyps)
+    hyp_index = np.array([index[h] for h in flat_h], dtype=np.int64)
+    # Texts and labels are embedded in batches (``SentenceEncoder.encode``, the server's encoder code);
+    # the server embeds one text per forward, which differs only by padding (masked out; measured on
+    # airline_sentiment, 300 rows x 3 labels: max |difference| of the cosines 1.8e-7).
+    text_emb = encoder.encode(ds.texts)
+    hyp_emb = encoder.encode(hyps)
+    owner = np.repeat(np.arange(len(ds.texts)), [len(row) for row in ds.hypotheses])
+    cosine = np.einsum("pd,pd->p", text_emb[owner], hyp_emb[hyp_index])
+    return {"hyp_index": hyp_index, "k": np.array([len(r) for r in ds.hypotheses], dtype=np.int64),
+            "gold": ds.gold.astype(np.int64), "label_classes": np.concatenate(ds.label_classes).astype(np.int64),
+            "logits": logits.astype(np.float32), "cf_logits": cf[hyp_index].astype(np.float32),
+            "cosine": cosine.astype(np.float32), "row_ids": np.asarray(ds.row_ids, dtype=np.int64)}
+
+
+def write_cached(cache_dir: str | Path, group: str, ds: DevSet, arrays: dict[str, np.ndarray], key: dict[str, Any],
+                 entail_idx: int, contra_idx: int, seconds: float) -> None:
+    """Write one dataset atomically (temporary files renamed into place, arrays first, meta last)."""
+    root = Path(cache_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    stem = root / _stem(group, ds.name)
+    tmp = stem.with_name(stem.name + ".tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, stem.with_suffix(".npz"))
+    meta = {"key": key, "task_kind": ds.task_kind, "classes": ds.classes,
+            "hypotheses": list(dict.fromkeys(h for row in ds.hypotheses for h in row)),
+            "entail_idx": entail_idx, "contra_idx": contra_idx, "n_rows": len(ds),
+            "n_pairs": int(arrays["k"].sum()), "seconds": round(seconds, 1), "source": ds.source}
+    tmp_meta = stem.with_name(stem.name + ".tmp.json")
+    tmp_meta.write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp_meta, stem.with_suffix(".json"))
+
+
+DEFAULT_MAX_ROWS = 300
+DEFAULT_MAX_ROWS_FOR = {"clinc150_intent40": 120, "bbc_news": 60}
+"""Rows kept per dataset: 40 labels per document (clinc150) and ~500-token documents (bbc_news)
+make those sets 5-10x slower per row; sized so that all 12 zsc-dev sets and the team dev set are
+cached in ~20 minutes on the 2-core dev CPU (measured: airline_sentiment, 300 rows x 3 labels, 70 s)."""
+
+
+def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: str | Path,
+               max_rows: int = DEFAULT_MAX_ROWS, max_rows_for: dict[str, int] | None = None, seed: int = 0,
+               threads: int | None = None, device: str = "cpu") -> dict[str, CachedSet]:
+    """Compute every ``(group, dataset)`` job not cached under its current key; return all, keyed ``group/name``.
+
+    The model and encoder are loaded on ``device`` (fp32) only when something is missing. Each dataset
+    is subsampled with `stratified_subsample` to ``max_rows_for.get(name, max_rows)`` rows and written as soon as it is done.
+    """
+    max_rows_for = DEFAULT_MAX_ROWS_FOR if max_rows_for is None else max_rows_for
+    model_dir = Path(model_dir)
+    from ..runtime.embedding import default_embedding_dir, embedding_digest
+
+    emb_dir = default_embedding_dir(model_dir)
+    model_digest = sha256_file(model_dir / "model.safetensors")
+    emb_digest = embedding_digest(emb_dir)
+    nli = encoder = None
+    result: dict[str, CachedSet] = {}
+    for group, full in jobs:
+        n = max_rows_for.get(full.name, max_rows)
+        key = cache_key(full, group, n, seed, model_digest, emb_digest)
+        cached = load_cached(out, group, full.name, key)
+        if cached is None:
+            if nli is None:
+                nli, encoder = _load_models(model_dir, emb_dir, threads, device)
+            ds = stratified_subsample(full, n, seed)
+            start = time.perf_counter()
+            arrays = compute_set(ds, nli, encoder)
+            took = time.perf_counter() - start
+            write_cached(out, group, ds, arrays, key, nli.entail_idx, nli.contra_idx, took)
+            logger.info("%s/%s: %d rows, %d pairs in %.1f s (%.1f pairs/s)", group, full.name, len(ds),
+                        int(arrays["k"].sum()), took, arrays["k"].sum() / max(took, 1e-9))
+            cached = load_cached(out, group, full.name, key)
+        result[f"{group}/{full.name}"] = cached
+    return result
+
+
+def _load_models(model_dir: Path, emb_dir: Path, threads: int | None, device: str):
+    import torch
+
+    from ..runtime.embedding import SentenceEncoder
+    from ..runtime.model import NliModel
+
+    if threads:
+        torch.set_num_threads(threads)
+    return NliModel.load(model_dir, device=device, dtype="float32"), SentenceEncoder(emb_dir, device=device)
+
+
+def _parse_overrides(items: Sequence[str]) -> dict[str, int]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not value.isdigit() or int(value) < 1:
+            raise ValueError(f"--max-rows-for expects NAME=ROWS with ROWS >= 1, got {item!r}")
+        out[name] = int(value)
+    return out
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m zsnli.selection.score_cache", description=__doc__.split("\n\n")[0])
+    p.add_argument("--zsc-dev-dir", type=Path, help="zsc-dev directory (../shared/data/zsc-dev)")
+    p.add_argument("--examples", type=Path, action="append", default=[],
+                   help="examples-format file (repeatable), e.g. dev/zeroshot_dev.jsonl")
+    p.add_argument("--examples-group", action="append", default=[],
+                   help="cache group name of each --examples file (default: its stem)")
+    p.add_argument("--out", type=Path, default=DEFAULT_CACHE_DIR, help="cache directory (default runs/score_cache)")
+    p.add_argument("--model-dir", type=Path, default=Path("model"), help="NLI model directory (default model/)")
+    p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, help="rows per dataset, stratified subsample")
+    p.add_argument("--max-rows-for", action="append", default=[], metavar="NAME=ROWS", help="per-dataset override")
+    p.add_argument("--seed", type=int, default=0, help="subsample seed (default 0)")
+    p.add_argument("--only", action="append", default=[], help="only these dataset names (repeatable)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--device", default="cpu", help="torch device for the models, e.g. cuda (default cpu; fp32 either way)")
+    return p
+
+
+def _jobs(args) -> list[tuple[str, DevSet]]:
+    jobs: list[tuple[str, DevSet]] = []
+    if args.zsc_dev_dir is not None:
+        jobs += [("zsc-dev", read_zsc_dev(args.zsc_dev_dir, n)) for n in list_zsc_dev(args.zsc_dev_dir)]
+    for i, path in enumerate(args.examples):
+        group = args.examples_group[i] if i < len(args.examples_group) else path.stem
+        jobs += [(group, ds) for ds in read_examples(path).values()]
+    return [(g, ds) for g, ds in jobs if not args.only or ds.name in args.only]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Fill the cache; returns the exit status (2 with one line on a flag or data mistake)."""
+    args = _build_parser().parse_args(argv)
+    try:
+        overrides = {**DEFAULT_MAX_ROWS_FOR, **_parse_overrides(args.max_rows_for)}
+        if args.max_rows < 1:
+            raise ValueError("--max-rows must be >= 1")
+        jobs = _jobs(args)
+        if not jobs:
+            raise ValueError("nothing to cache: give --zsc-dev-dir and/or --examples")
+        if not (args.model_dir / "config.json").is_file():
+            raise ValueError(f"--model-dir {args.model_dir}: no config.json (an NLI model directory is expected)")
+    except (ValueError, DevSetError) as exc:
+        print(f"score_cache: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    fill_cache(jobs, args.out, args.model_dir, args.max_rows, overrides, args.seed, args.threads, args.device)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

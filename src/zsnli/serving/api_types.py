@@ -1,0 +1,136 @@
+"""The HTTP request, response and error models (pydantic), with the OpenAPI examples.
+
+`ClassifyRequest` validates a ``POST /classify`` body (after the HTTP layer
+has renamed ``candidate_labels`` to ``labels``); `ClassifyResponse`,
+`ErrorResponse` and `HealthResponse` document the answers. Unknown extra
+fields in a request are ignored (so a line of the examples JSONL, with
+``dataset`` and ``label``, can be posted as it is).
+
+May import: pydantic and the standard library. Imported by `zsnli.serving.app`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+
+FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+RequestId = Union[StrictStr, StrictInt, FiniteFloat, None]
+
+EXAMPLE_REQUEST = {
+    "id": "doc-1",
+    "text": "The striker scored twice as the home side won the derby 3-1.",
+    "labels": ["This text is about sport.", "This text is about business.", "This text is about science."],
+}
+EXAMPLE_TEMPLATE = {
+    "id": 7,
+    "text": "Shares fell 4% after the bank cut its profit forecast.",
+    "candidate_labels": ["sport", "business", "science"],
+    "hypothesis_template": "This text is about {}.",
+}
+EXAMPLE_MULTI = {
+    "id": "doc-3",
+    "text": "The new phone's chip was designed by the football club's sponsor.",
+    "labels": ["technology", "sport", "politics"],
+    "hypothesis_template": "This text is about {}.",
+    "multi_label": True,
+}
+
+TEMPLATE_RULE = ("hypothesis_template must contain exactly one '{}' slot and no other '{' or '}' "
+                 "(e.g. 'This text is about {}.'); the label replaces the slot literally")
+
+
+class LabelError(ValueError):
+    """A problem with label ``index`` (the validation error names ``labels[index]``)."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class ClassifyRequest(BaseModel):
+    """One document and its candidate labels."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={"examples": [EXAMPLE_REQUEST, EXAMPLE_TEMPLATE, EXAMPLE_MULTI]},
+    )
+
+    id: RequestId = Field(None, description="Echoed back as given (string or number).")
+    text: StrictStr = Field(
+        description="The document (NLI premise). May be empty. Cut to ZSNLI_MAX_TEXT_CHARS characters, "
+        "then truncated to the model window on the text side only."
+    )
+    labels: list[StrictStr] = Field(
+        min_length=1,
+        description="Label descriptions (NLI hypotheses), used as given unless hypothesis_template is set. "
+        "`candidate_labels` is accepted as an alias. At most ZSNLI_MAX_LABELS; none may be empty "
+        "or too long to fit the model window alone.",
+    )
+    hypothesis_template: StrictStr | None = Field(
+        None, description="Optional template with exactly one `{}` slot and no other braces, e.g. "
+        "`This text is about {}.`; the label replaces the slot literally (not a Python format string)."
+    )
+    multi_label: StrictBool = Field(
+        False,
+        description="Score each label independently (softmax over entailment vs contradiction); "
+        "the probabilities then need not sum to 1.",
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _no_blank_labels(cls, labels: list[str]) -> list[str]:
+        for i, label in enumerate(labels):
+            if not label.strip():
+                raise LabelError(i, "label is empty or whitespace only")
+        return labels
+
+    @field_validator("hypothesis_template")
+    @classmethod
+    def _template_has_slot(cls, template: str | None) -> str | None:
+        if template is None:
+            return None
+        rest = template.replace("{}", "", 1)
+        if template.count("{}") != 1 or rest.count("{") or rest.count("}"):
+            raise ValueError(TEMPLATE_RULE)
+        return template
+
+
+class ClassifyResponse(BaseModel):
+    """One probability per label, in the request's label order."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"id": "doc-1", "probabilities": [0.93, 0.04, 0.03]}]}
+    )
+    id: RequestId = None
+    probabilities: list[float]
+
+
+class ErrorResponse(BaseModel):
+    """The one error shape (`zsnli.errors`)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"error": "labels: List should have at least 1 item after validation, not 0",
+                          "field": "labels", "error_type": "validation"}]
+        }
+    )
+    error: str
+    field: str | None = None
+    error_type: str
+    errors: list[dict] | None = Field(None, description="422 only: one entry per problem.")
+
+
+class HealthResponse(BaseModel):
+    """Service state: ``ok`` (ready), ``loading``, ``draining`` (shutting down) or ``error`` (with ``reason``)."""
+
+    model_config = ConfigDict(extra="allow")
+    status: str
+    model: str | None = None
+    model_sha256: str | None = None
+    backend: str | None = Field(None, description="torch, onnx-fp32 or onnx-int8 (ZSNLI_BACKEND).")
+    device: str | None = None
+    dtype: str | None = None
+    onnx_sha256: str | None = Field(None, description="sha256 of the ONNX file served (ONNX backends only).")
+    reason: str | None = None

@@ -1,0 +1,302 @@
+"""HTTP layer: FastAPI routes mapping ``POST /classify`` and ``GET /health`` onto the service.
+
+Only HTTP concerns live here: routes, reading and validating the body
+(`read_json_body` is the one place a body is read), renaming the
+``candidate_labels`` alias, and answering every `zsnli.errors.ApiError`
+(and framework error) in the one error shape. Classification itself is
+`zsnli.serving.service.ZeroShotClassifier`; the models are in `zsnli.serving.api_types`.
+
+Status codes: 400 malformed body (invalid JSON or text in its charset, empty
+body; ``invalid_encoding`` when the body is not what its ``Content-Encoding``
+says), 413 body over ``ZSNLI_MAX_BODY_BYTES`` (counted on the wire and after
+decoding gzip/deflate), 415 non-JSON content type, a charset other than
+UTF-8/16/32 or an unsupported ``Content-Encoding`` (field names the header),
+422 schema violations or a key given twice (with ``errors``, one entry per
+problem), 503 loading / queue full / timed out (with ``Retry-After``), 500
+inference failure or non-finite logits (never NaN in a body). A numeric ``id``
+is echoed with the exact text it was sent as. Two answers come from the
+connection layer under `zsnli.serve` (`zsnli.serving.http_protocol`), not from here:
+408 ``request_timeout`` when headers and body do not arrive within
+``ZSNLI_READ_TIMEOUT_S`` and 503 ``overloaded`` beyond ``ZSNLI_MAX_CONNECTIONS``;
+a bare ``uvicorn server:app`` has neither.
+
+More routes (a bake-off, ``/metrics``) are added through ``create_app(extend=...)``,
+which gets the app and the service.
+
+May import: FastAPI/starlette/pydantic, `zsnli.serving.api_types`, `zsnli.config`,
+`zsnli.errors`, `zsnli.serving.http_body`, `zsnli.serving.http_routes`, `zsnli.serving.service`,
+`zsnli.serving.startup`. Imported by `zsnli.serve` and ``server.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import Any, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+
+from .. import __version__
+from . import http_body
+from .api_types import (EXAMPLE_MULTI, EXAMPLE_REQUEST, EXAMPLE_TEMPLATE, ClassifyRequest, ClassifyResponse,
+                        ErrorResponse, HealthResponse, LabelError)
+from ..config import Settings
+from .docs_assets import install_offline_docs
+from ..errors import ApiError, ErrorType, error_type_for
+from .http_routes import allow_header
+from .service import ZeroShotClassifier, clean_text
+from .startup import ModelLoader
+
+logger = logging.getLogger("zsnli")
+
+#: ``extend(app, service)``: adds routes (or middleware) to the app built by `create_app`.
+Extension = Callable[[FastAPI, ZeroShotClassifier], None]
+
+_ERROR_RESPONSES = {
+    400: {"model": ErrorResponse, "description": "Malformed body: invalid JSON or text in its charset, empty body "
+          "(`invalid_json`); a body that is not what its Content-Encoding says (`invalid_encoding`)."},
+    408: {"model": ErrorResponse, "description": "Headers and body did not arrive within ZSNLI_READ_TIMEOUT_S "
+          "(`request_timeout`; the connection is closed). Served by `python server.py`, not a bare uvicorn."},
+    413: {"model": ErrorResponse, "description": "Body over ZSNLI_MAX_BODY_BYTES, on the wire or after decoding "
+          "its Content-Encoding (gzip, deflate)."},
+    415: {"model": ErrorResponse, "description": "Content type is not JSON, its charset is not UTF-8/16/32, or "
+          "its Content-Encoding is not identity, gzip or deflate (`field` names the header)."},
+    422: {"model": ErrorResponse, "description": "A field is missing or invalid, or a key is given twice "
+          "(named in `field`; one entry per problem in `errors`)."},
+    500: {"model": ErrorResponse, "description": "Inference failed for this request (batch fault, non-finite logits)."},
+    503: {"model": ErrorResponse, "description": "Loading, queue full, timed out, or more than "
+          "ZSNLI_MAX_CONNECTIONS connections open (`overloaded`); retry after `Retry-After` s."},
+}
+_CLASSIFY_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {
+            "schema": ClassifyRequest.model_json_schema(),
+            "examples": {
+                "labels": {"summary": "label descriptions", "value": EXAMPLE_REQUEST},
+                "template": {"summary": "candidate_labels + hypothesis_template", "value": EXAMPLE_TEMPLATE},
+                "multi_label": {"summary": "independent labels", "value": EXAMPLE_MULTI},
+            },
+        }},
+    }
+}
+
+
+def create_app(settings: Settings | None = None, *, loader: ModelLoader | None = None,
+               shutdown_hook: Callable[[], None] | None = None, service: ZeroShotClassifier | None = None,
+               extend: Extension | None = None) -> FastAPI:
+    """Build the FastAPI app around a `ZeroShotClassifier` (``app.state.classifier``).
+
+    settings: default ``Settings.from_env()``. loader, shutdown_hook: passed to the
+    service (see `ZeroShotClassifier`); ignored when ``service`` is given.
+    extend: ``f(app, service)`` called last, to add routes.
+
+    Startup: the service's preflight runs in the lifespan before the socket
+    opens (failure: uvicorn exits non-zero); loading weights and one warm-up
+    forward run in the background while ``/health`` answers 503 loading.
+    """
+    if service is None:
+        service = ZeroShotClassifier(settings or Settings.from_env(), loader, shutdown_hook)
+    settings = service.settings
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    app = FastAPI(
+        title="zsnli",
+        version=__version__,
+        description="Zero-shot text classification served from an NLI cross-encoder. "
+        "POST a document and its label descriptions; get one probability per label.",
+        lifespan=lifespan,
+    )
+    install_offline_docs(app)
+    app.state.settings = settings
+    app.state.classifier = service
+    _add_error_handlers(app, settings.retry_after_s)
+    _add_routes(app, service)
+    if extend is not None:
+        extend(app, service)
+    return app
+
+
+def error_response(exc: ApiError, retry_after_s: int) -> JSONResponse:
+    """The JSON answer of an `ApiError` (``Retry-After`` when its type carries it)."""
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers(retry_after_s))
+
+
+def _add_error_handlers(app: FastAPI, retry_after_s: int) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc, retry_after_s)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(validation_error(exc.errors(), strip_body=True), retry_after_s)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kinds = {404: ErrorType.NOT_FOUND, 405: ErrorType.METHOD_NOT_ALLOWED}
+        kind = kinds.get(exc.status_code)
+        headers, message = getattr(exc, "headers", None), str(exc.detail)
+        if exc.status_code == 405:  # every method the path serves, over all its routes
+            allow = allow_header(app.routes, request.url.path)
+            headers = {**(headers or {}), "Allow": allow}
+            message = f"method {request.method} is not allowed on {request.url.path}; allowed: {allow}"
+        body = ApiError(kind, message).body() if kind else {
+            "error": message, "field": None, "error_type": "http_error"}
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:  # pragma: no cover - last resort
+        logger.exception("unhandled error")
+        return error_response(ApiError(ErrorType.INTERNAL, f"internal error: {type(exc).__name__}"), retry_after_s)
+
+
+def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
+    settings = service.settings
+
+    @app.get("/health", response_model=HealthResponse, response_model_exclude_none=True,
+             responses={503: {"model": HealthResponse, "description": "Loading, or failed to start (`reason`)."}})
+    async def health() -> Any:
+        """200 once the model is loaded and warmed up; 503 ``loading``, ``draining`` or ``error`` before that."""
+        status, body = service.health()
+        if status != 200:
+            return JSONResponse(body, status_code=status, headers={"Retry-After": str(settings.retry_after_s)})
+        return body
+
+    @app.head("/health", include_in_schema=False)
+    async def health_head() -> Any:
+        """HEAD /health: the status code (200 / 503) of GET, no body."""
+        return await health()
+
+    @app.post("/classify", response_model=ClassifyResponse, responses=_ERROR_RESPONSES, openapi_extra=_CLASSIFY_BODY)
+    async def classify(request: Request) -> Any:
+        """Probabilities of each label description for one document (see DESIGN.md)."""
+        return await service.admitted(lambda: _classify(service, request))
+
+
+async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
+    """Read and validate the body, classify, answer ``{"id", "probabilities"}``.
+
+    A number ``id`` with a fraction or exponent (a `zsnli.serving.http_body.JsonNumber`) is
+    echoed with the exact text it was sent as (``1e-400`` stays ``1e-400``, not ``0.0``).
+    """
+    payload = await read_json_body(request, service.settings.max_body_bytes)
+    req, used_alias = parse_classify_request(payload)
+    try:
+        probs = await service.classify(req.text, req.labels, req.hypothesis_template, req.multi_label,
+                                       disconnected=lambda: _wait_disconnect(request))
+    except ApiError as exc:
+        raise exc.renamed("labels", "candidate_labels") if used_alias else exc
+    if isinstance(payload.get("id"), http_body.JsonNumber):  # echo the id's exact text
+        return Response(http_body.render_json({"id": payload["id"], "probabilities": probs}),
+                        media_type="application/json")
+    rid = clean_text(req.id) if isinstance(req.id, str) else req.id
+    return {"id": rid, "probabilities": probs}
+
+
+async def _wait_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
+
+
+# --------------------------------------------------------------------------- body
+
+
+async def read_json_body(request: Request, limit: int) -> Any:
+    """Read and parse a JSON body with `zsnli.serving.http_body.read_json_body` (the one place a body is read).
+
+    limit: bytes, applied to the wire body and to the body after ``Content-Encoding``
+    is undone. Raises ``ApiError`` (the `BodyError` through the error table):
+    415 a content type that is not JSON, a charset other than UTF-8/16/32 or an
+    unsupported ``Content-Encoding``; 413 over ``limit`` (declared, streamed or
+    decoded); 400 client gone mid-body, empty body, a body that is not what its
+    ``Content-Encoding`` says (``invalid_encoding``), undecodable text or invalid
+    JSON (``NaN``/``Infinity`` and out-of-range numbers included); 422 a key given
+    twice (with ``errors``, one entry per duplicated path).
+    """
+    try:
+        return await http_body.read_json_body(request.headers, request.stream(), limit, (ClientDisconnect,))
+    except http_body.BodyError as exc:
+        raise ApiError(error_type_for(exc.error_type, exc.status), exc.message, exc.field,
+                       errors=exc.errors) from None
+
+
+def parse_classify_request(payload: Any) -> tuple[ClassifyRequest, bool]:
+    """Validate a parsed body; returns ``(request, used_candidate_labels)``. Raises ``ApiError`` 422
+    naming the field the client sent (``candidate_labels[i]`` when it used the alias)."""
+    if not isinstance(payload, dict):
+        raise ApiError(ErrorType.VALIDATION, f"body must be a JSON object, got {_json_type(payload)}", "body")
+    used_alias = False
+    if "candidate_labels" in payload:
+        if "labels" in payload:
+            raise ApiError(ErrorType.VALIDATION, "give either labels or candidate_labels, not both", "candidate_labels")
+        payload = dict(payload)
+        payload["labels"] = payload.pop("candidate_labels")
+        used_alias = True
+    try:
+        return ClassifyRequest.model_validate(payload), used_alias
+    except ValidationError as exc:
+        err = validation_error(exc.errors(), strip_body=False)
+        raise (err.renamed("labels", "candidate_labels") if used_alias else err) from None
+
+
+def _json_type(value: Any) -> str:
+    return {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _field_name(loc: tuple) -> str | None:
+    """``("labels", 3)`` -> ``labels[3]``; union member tags (``id.str``) are dropped."""
+    name = ""
+    for part in loc:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        elif not name:
+            name = str(part)
+    return name or None
+
+
+_UNION_MESSAGES = {"id": "must be a string, a number or null"}
+
+
+def validation_error(errors: list[dict], strip_body: bool) -> ApiError:
+    """One 422 ``ApiError`` from pydantic's error list: one ``errors`` entry per field, the first on top."""
+    items: list[dict] = []
+    seen: set[str] = set()
+    for e in errors:
+        loc = tuple(e.get("loc", ()))
+        if strip_body and loc[:1] == ("body",):
+            loc = loc[1:]
+        ctx_err = (e.get("ctx") or {}).get("error")
+        if isinstance(ctx_err, LabelError):
+            loc = loc + (ctx_err.index,)
+            msg = str(ctx_err)
+        else:
+            msg = str(e.get("msg", "invalid value"))
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+        if e.get("type") == "missing":
+            msg = "field required"
+        field = _field_name(loc) or "body"
+        msg = _UNION_MESSAGES.get(field, msg)
+        if field in seen:
+            continue
+        seen.add(field)
+        items.append({"field": field, "error": msg, "type": e.get("type")})
+    if not items:
+        items = [{"field": "body", "error": "invalid request", "type": "invalid"}]
+    first = items[0]
+    return ApiError(ErrorType.VALIDATION, f"{first['field']}: {first['error']}", first["field"], errors=items)

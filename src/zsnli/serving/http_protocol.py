@@ -1,0 +1,168 @@
+"""Connection-level limits for uvicorn: a read deadline, a connection cap, shutdown that skips uploads.
+
+`protocol_class` builds a subclass of uvicorn's h11 protocol (``uvicorn.Config(http=...)``):
+
+* **Read deadline** (``read_timeout_s``): the request line, the headers and the
+  whole body must arrive within it, counted from the connection opening (or,
+  on a keep-alive connection, from the first byte of the next request). Past
+  it the server answers a JSON ``408`` ``request_timeout`` with
+  ``Connection: close`` when at least the request line had arrived, and
+  otherwise just closes (nothing was asked). A connection whose response was
+  already sent (e.g. an early 413) but whose body keeps trickling is closed.
+  Idle keep-alive connections are uvicorn's ``timeout_keep_alive``.
+* **Connection cap** (``max_connections``): connections beyond it are not
+  served: their request gets a JSON ``503`` ``overloaded`` with
+  ``Retry-After`` and ``Connection: close``. Each open connection lives at
+  most the read deadline before its request is complete, so stalled sockets
+  cannot pile up.
+* **Shutdown**: at SIGTERM a request whose body is still arriving is not
+  admitted work: it gets a JSON ``503`` ``unavailable`` (``Retry-After``) and
+  its connection is closed at once, so the exit waits only for requests
+  already received (uvicorn's graceful drain); half-sent headers are closed.
+
+The h11 implementation (always installed with uvicorn) is used, not httptools,
+because the subclass relies on h11's connection states. Its answers come from
+the one error table (`zsnli.errors`), in the same JSON shape as the app's.
+May import: uvicorn, h11 and `zsnli.errors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from http import HTTPStatus
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ..errors import ApiError, ErrorType
+
+
+def _head(error: ApiError, retry_after_s: int, length: int) -> list[tuple[bytes, bytes]]:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(length).encode()),
+               (b"connection", b"close")]
+    headers += [(k.lower().encode(), v.encode()) for k, v in (error.headers(retry_after_s) or {}).items()]
+    return headers
+
+
+def json_error_bytes(error: ApiError, retry_after_s: int) -> bytes:
+    """A complete HTTP/1.1 response of ``error``: its JSON body (`zsnli.errors.ApiError.body`),
+    ``Connection: close`` and ``Retry-After: retry_after_s`` when its type carries it."""
+    body = json.dumps(error.body()).encode()
+    lines = [b"HTTP/1.1 %d %s" % (error.status, HTTPStatus(error.status).phrase.encode())]
+    lines += [name + b": " + value for name, value in _head(error, retry_after_s, len(body))]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def _overloaded_app(max_connections: int, retry_after_s: int):
+    """ASGI app answering every request 503 ``overloaded`` (the connection is over the cap)."""
+    error = ApiError(ErrorType.OVERLOADED, f"overloaded: more than ZSNLI_MAX_CONNECTIONS={max_connections} "
+                     "connections are open; retry later")
+    body = json.dumps(error.body()).encode()
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": error.status,
+                    "headers": _head(error, retry_after_s, len(body))})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+class DeadlineH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a read deadline, a connection cap and upload-skipping shutdown.
+
+    Configured through class attributes (set by `protocol_class`).
+    """
+
+    read_timeout_s: float = 10.0
+    max_connections: int = 512
+    retry_after_s: int = 1
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._line_seen = False  # the current request's first line has arrived
+        self._request_done = False  # the current request (headers and body) has fully arrived
+        if len(self.connections) > self.max_connections:
+            self.app = _overloaded_app(self.max_connections, self.retry_after_s)
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._deadline is None:
+            self._deadline = self.loop.call_later(self.read_timeout_s, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def data_received(self, data: bytes) -> None:
+        if self._request_done and self.conn.their_state is h11.IDLE:  # first bytes of the next request
+            self._request_done, self._line_seen = False, False
+            self._arm()
+        if not self._line_seen and b"\n" in data:
+            self._line_seen = True
+        super().data_received(data)
+        self._check_done()
+
+    def _check_done(self) -> None:
+        if self.conn.their_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED):
+            self._request_done = True
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._check_done()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _abort(self, error: ApiError | None) -> None:
+        """Answer ``error`` as JSON (when given) and close; a running app sees a disconnect."""
+        self._disarm()
+        if self.transport.is_closing():
+            return
+        if error is not None:
+            self.transport.write(json_error_bytes(error, self.retry_after_s))
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+        self.transport.close()
+
+    def _awaiting_body(self) -> bool:
+        """Headers were read and the body is still arriving, no response started."""
+        return (self.conn.their_state is h11.SEND_BODY and self.cycle is not None
+                and not self.cycle.response_started)
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self._request_done or self.transport.is_closing():
+            return
+        answered = self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE)  # a response was started
+        if self._line_seen and not answered:
+            self.logger.info("request not received within %.3g s: 408", self.read_timeout_s)
+            self._abort(ApiError(ErrorType.REQUEST_TIMEOUT, f"request not received within ZSNLI_READ_TIMEOUT_S="
+                                 f"{self.read_timeout_s:g} s (headers and body must arrive within it)"))
+        else:
+            self._abort(None)
+
+    def shutdown(self) -> None:
+        if self._awaiting_body():
+            self._abort(ApiError(ErrorType.UNAVAILABLE,
+                                 "server shutting down: the request body had not arrived; retry"))
+            return
+        super().shutdown()  # idle or half-sent headers: closed; a received request: answered, then closed
+
+
+def protocol_class(read_timeout_s: float, max_connections: int, retry_after_s: int) -> type[DeadlineH11Protocol]:
+    """A `DeadlineH11Protocol` subclass with these limits, for ``uvicorn.Config(http=...)``.
+
+    read_timeout_s: seconds for the request line, headers and body (``ZSNLI_READ_TIMEOUT_S``);
+    max_connections: connections served at once (``ZSNLI_MAX_CONNECTIONS``);
+    retry_after_s: ``Retry-After`` of the 503s (``ZSNLI_RETRY_AFTER_S``).
+    """
+    return type("ZsnliH11Protocol", (DeadlineH11Protocol,), {
+        "read_timeout_s": float(read_timeout_s), "max_connections": int(max_connections),
+        "retry_after_s": int(retry_after_s),
+    })

@@ -1,0 +1,474 @@
+"""The zero-shot classification service, usable with or without HTTP: `ZeroShotClassifier`.
+
+It owns start-up (`zsnli.serving.startup.preflight`, then loading the runtime,
+the optional sentence encoder and the dynamic batcher in the background),
+its two worker threads (tokeniser, embedder), the shutdown drain, and
+``classify`` as four steps:
+
+1. ``preprocess``: clean the text (lone surrogates, ``ZSNLI_MAX_TEXT_CHARS``),
+   fill the template, drop duplicate hypotheses, refuse what cannot fit;
+2. ``_tokenize`` (tokeniser thread): raise ``ApiError`` naming ``labels[i]``
+   for a label with no tokens or one too long for the window, else encode the pairs;
+3. ``_forward``: admitted against the queue capacity, the pairs go to the
+   batcher; wait with the request timeout, the client's disconnect and the drain deadline;
+4. ``postprocess``: the scoring rules of `zsnli.scoring`.
+
+``classify_many`` submits many documents' pairs through the same batcher
+(batched across documents); `zsnli.serving.offline` wraps it for blocking callers. Errors are `zsnli.errors.ApiError` (the HTTP layer answers them).
+
+May import: `zsnli.serving.batching`, `zsnli.config`, `zsnli.serving.drain`, `zsnli.runtime.embedding`,
+`zsnli.errors`, `zsnli.runtime.model`, `zsnli.scoring`, `zsnli.serving.startup`. Never
+FastAPI or anything HTTP: `zsnli.serving.app` imports this module, not the reverse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .. import __version__
+from .batching import BatchError, BatchObserver, Batcher, BatcherClosed, QueueFull
+from ..config import Settings, unknown_settings
+from .drain import Drain
+from ..runtime.embedding import SentenceEncoder
+from ..errors import ApiError, ErrorType
+from ..runtime.model import Encoded, ModelConfigError, NliRuntime, default_token_budget
+from ..scoring import ScoringConfig, label_probabilities, multi_label_probabilities, scores_from_logits
+from .startup import (STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, default_loader, one_line,
+                      preflight, resolved_embedding_dir)
+
+logger = logging.getLogger("zsnli")
+
+# A hypothesis longer than this many characters per window token is rejected
+# (label_too_long) before it is tokenised: no tokenizer packs that much into a token.
+HYPOTHESIS_CHARS_PER_TOKEN = 20
+
+#: Awaitable that completes when the client has gone (the HTTP layer passes one).
+Disconnected = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class ServiceState:
+    """What the running service knows: ``status`` (loading | ok | error) and, once loaded,
+    the runtime, batcher, encoder and scoring; filled in by the background load."""
+
+    status: str = "loading"
+    reason: str | None = None
+    model: NliRuntime | None = None
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    calibrated: bool = False
+    verified: bool = False  # model files matched the training manifest
+    encoder: SentenceEncoder | None = None
+    batcher: Batcher | None = None
+    model_name: str | None = None
+    model_sha256: str | None = None
+    startup_seconds: float | None = None
+    exit_code: int = 0
+
+
+@dataclass
+class Prepared:
+    """One document after ``preprocess``: the hypotheses, deduplicated (``unique[where[i]]`` is label i's)."""
+
+    text: str
+    labels: list[str]
+    hyps: list[str]
+    unique: list[str]
+    where: list[int]
+    bare: list[str] | None  # the distinct labels without the template (None: no template)
+    content_free: str | None
+    multi_label: bool
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.unique) * (2 if self.content_free is not None else 1)
+
+
+def clean_text(s: str) -> str:
+    """Make a JSON string safe for the tokenizer: lone surrogates become U+FFFD."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def fill_template(template: str | None, label: str) -> str:
+    """The hypothesis for ``label``: the template's single ``{}`` replaced literally (never ``str.format``)."""
+    return label if template is None else template.replace("{}", label, 1)
+
+
+class ZeroShotClassifier:
+    """Zero-shot classification from an NLI cross-encoder (see the module docstring).
+
+    settings: the ``ZSNLI_*`` configuration. loader: ``f(settings) -> NliRuntime``
+    (default `zsnli.serving.startup.default_loader`; tests inject tiny or faulty models).
+    shutdown_hook: called when the background load fails and
+    ``exit_on_startup_error`` is set (``zsnli.serve`` stops uvicorn, exit code 1);
+    default sends SIGTERM to this process.
+    """
+
+    def __init__(self, settings: Settings, loader: ModelLoader | None = None,
+                 shutdown_hook: Callable[[], None] | None = None) -> None:
+        self.settings = settings
+        self.loader = loader or default_loader
+        self.shutdown_hook = shutdown_hook
+        self.state = ServiceState()
+        #: Called with a `zsnli.serving.batching.BatchRecord` after every forward (`zsnli.serving.telemetry` appends here).
+        self.batch_observers: list[BatchObserver] = []
+        self.drain = Drain(settings.drain_timeout_s)
+        self._tokenize_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-tokenize")
+        self._embed_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-embed")
+        self._loading: asyncio.Task | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Log the settings, run `preflight` and start loading in the background.
+
+        Returns at once (``state.status`` is ``loading`` until the warm-up
+        forward is done). Raises ``StartupRefused`` (one-line reason) when a
+        preflight check fails; ``state`` is then ``error`` with exit code 1.
+        """
+        t0 = time.monotonic()
+        settings = self.settings
+        self.drain.loop = asyncio.get_running_loop()
+        configure_logging(settings.log_level)
+        logger.info("zsnli %s starting; settings:", __version__)
+        for line in settings.describe():
+            logger.info("  %s", line)
+        for warning in unknown_settings():
+            logger.warning("%s", warning)
+        if settings.torch_threads:
+            import torch
+
+            torch.set_num_threads(settings.torch_threads)
+        try:
+            digest, scoring, calibrated, verified = preflight(settings)
+        except STARTUP_ERRORS as exc:
+            reason = one_line(exc)
+            self.state = ServiceState(status="error", reason=reason, exit_code=1)
+            logger.error("refusing to start: %s", reason)
+            raise StartupRefused(reason) from None
+        self.state.verified = verified
+        self._loading = asyncio.create_task(self._load(digest, scoring, calibrated, t0), name="zsnli-load")
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait for the background load; raises ``RuntimeError`` naming the reason when it failed."""
+        if self._loading is not None:
+            await asyncio.wait_for(asyncio.shield(self._loading), timeout)
+        if self.state.status != "ok":
+            raise RuntimeError(f"service not ready: {self.state.status}: {self.state.reason}")
+
+    async def stop(self) -> None:
+        """Cancel a load still running, close the batcher and the worker threads, log the drain count."""
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
+            try:
+                await self._loading
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        if self.state.batcher is not None:
+            await self.state.batcher.close()
+        self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
+        self._embed_pool.shutdown(wait=False, cancel_futures=True)
+        if self.drain.cut_off:
+            logger.warning("stopped: %d request(s) cut off at the drain deadline (answered 503)", self.drain.cut_off)
+        else:
+            logger.info("stopped")
+
+    async def _build(self, loop: asyncio.AbstractEventLoop, scoring: ScoringConfig, started: list) -> tuple:
+        """Load the runtime and encoder, start the batcher, run one warm-up forward."""
+        settings = self.settings
+        model = await loop.run_in_executor(self._tokenize_pool, self.loader, settings)
+        encoder = None
+        if scoring.embedding_weight != 0:
+            encoder = await loop.run_in_executor(
+                self._tokenize_pool, lambda: SentenceEncoder(resolved_embedding_dir(settings), device=str(model.device)))
+            await loop.run_in_executor(self._embed_pool, encoder.cosine, "Warm-up text.", ["A label."])
+        batcher = Batcher(model.logits, token_budget=settings.token_budget or default_token_budget(model.device),
+                          max_wait_s=settings.max_batch_wait_ms / 1000.0, capacity_pairs=settings.queue_capacity_pairs,
+                          num_outputs=model.num_labels, observers=self.batch_observers)
+        started.append(batcher)
+        await batcher.start()
+        warm = await loop.run_in_executor(
+            self._tokenize_pool, model.encode, ["Warm-up premise."], ["This text is about warming up."])
+        logits = await batcher.submit(warm).result()
+        if not np.all(np.isfinite(logits)):
+            raise ModelConfigError("warm-up forward produced non-finite logits")
+        return model, encoder, batcher
+
+    async def _load(self, digest: str, scoring: ScoringConfig, calibrated: bool, t0: float) -> None:
+        st, started = self.state, []
+        try:
+            model, encoder, batcher = await self._build(asyncio.get_running_loop(), scoring, started)
+        except asyncio.CancelledError:
+            for batcher in started:
+                await batcher.close()
+            raise
+        except Exception as exc:  # noqa: BLE001 - any load failure is reported, one line
+            for batcher in started:
+                await batcher.close()
+            st.status, st.reason = "error", f"model load failed: {type(exc).__name__}: {one_line(exc)}"
+            logger.error("refusing to serve: %s", st.reason)
+            if self.settings.exit_on_startup_error:
+                st.exit_code = 1
+                if self.shutdown_hook is not None:
+                    self.shutdown_hook()
+                else:
+                    os.kill(os.getpid(), signal.SIGTERM)
+            return
+        st.model, st.batcher, st.scoring, st.calibrated, st.encoder = model, batcher, scoring, calibrated, encoder
+        st.model_name = str(Path(self.settings.model_dir).resolve().name)
+        st.model_sha256 = digest
+        st.startup_seconds = time.monotonic() - t0
+        st.status = "ok"
+        self._log_ready()
+
+    def _log_ready(self) -> None:
+        st = self.state
+        try:
+            import psutil
+
+            since_start = f" ({time.time() - psutil.Process().create_time():.2f} s since process start)"
+        except Exception:  # noqa: BLE001 - psutil is optional here
+            since_start = ""
+        desc = st.model.describe()
+        onnx = f" onnx={st.model.onnx_path} onnx_sha256={desc['onnx_sha256']}" if desc.get("onnx_sha256") else ""
+        logger.info(
+            "ready in %.2f s%s: model=%s sha256=%s backend=%s%s device=%s dtype=%s window=%d token_budget=%d "
+            "entail=%d contra=%d", st.startup_seconds, since_start, self.settings.model_dir, st.model_sha256,
+            desc["backend"], onnx, desc["device"], desc["dtype"], desc["max_length"], st.batcher.token_budget,
+            st.model.entail_idx, st.model.contra_idx)
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """``(status code, body)`` of ``GET /health``: 200 ready, 503 loading / error / draining."""
+        st = self.state
+        if self.drain.draining:
+            return 503, {"status": "draining"}
+        if st.status != "ok" or st.model is None:
+            body = {"status": st.status}
+            if st.reason:
+                body["reason"] = st.reason
+            return 503, body
+        desc = st.model.describe()
+        onnx_sha256 = desc.pop("onnx_sha256", None)
+        body = {"status": "ok", "model": st.model_name, "model_sha256": st.model_sha256, **desc,
+                "scoring": st.scoring.to_dict(), "calibrated": st.calibrated, "verified": st.verified}
+        if onnx_sha256:
+            body["onnx_sha256"] = onnx_sha256  # the exact ONNX file the session runs
+        return 200, body
+
+    # ----------------------------------------------------------------- admission
+
+    def begin_drain(self) -> None:
+        """Shutdown began: admit no new work (`zsnli.serving.drain.Drain.begin`)."""
+        self.drain.begin()
+
+    def check_ready(self, admitting: bool = False) -> None:
+        """Raise ``ApiError`` 503: ``loading``, or ``unavailable`` after a failed load or, when
+        ``admitting`` new work, while draining."""
+        st = self.state
+        if admitting and self.drain.draining:
+            raise ApiError(ErrorType.UNAVAILABLE, "server shutting down: no new requests accepted; retry")
+        if st.status != "ok" or st.batcher is None or st.model is None:
+            if st.status == "loading":
+                raise ApiError(ErrorType.LOADING, "model is loading")
+            raise ApiError(ErrorType.UNAVAILABLE, f"service unavailable: {st.reason}")
+
+    async def admitted(self, work: Callable[[], Awaitable[Any]]) -> Any:
+        """Run one request's ``work()`` (body reading included) as admitted work: refused (503)
+        when not ready or draining, counted in flight, cut off at the drain deadline (503)."""
+        self.check_ready(admitting=True)
+        return await self.drain.run(work)
+
+    # ----------------------------------------------------------------- classify
+
+    async def classify(self, text: str, labels: Sequence[str], hypothesis_template: str | None = None,
+                       multi_label: bool = False, *, disconnected: Disconnected | None = None) -> list[float]:
+        """Probabilities of each label for one document, in the labels' order.
+
+        Single-label: ``K`` probabilities summing to 1 (`zsnli.scoring.label_probabilities`
+        with the calibrated `ScoringConfig`); multi-label: each in [0, 1] on its own.
+        disconnected: completes when the client has gone (its queued pairs are then dropped).
+        Raises ``ApiError``: 503 not ready / overloaded / timed out, 422 a label that
+        cannot fit (field ``labels[i]``) or too many labels, 500 inference failure or
+        non-finite numbers, 499 client gone.
+        """
+        self.check_ready()
+        st = self.state
+        prep = self.preprocess(text, labels, hypothesis_template, multi_label)
+        try:
+            with st.batcher.admit(prep.n_pairs):
+                encoded = await asyncio.get_running_loop().run_in_executor(
+                    self._tokenize_pool, _tokenize, st.model, prep)
+                logits, cosine = await self._forward(prep, encoded, disconnected)
+        except QueueFull as exc:
+            raise ApiError(ErrorType.OVERLOADED, f"overloaded: {exc}; retry later") from None
+        except asyncio.TimeoutError:
+            raise ApiError(ErrorType.TIMEOUT, f"timed out after {self.settings.request_timeout_s:g} s "
+                           "in the queue; retry later") from None
+        except BatchError as exc:
+            raise ApiError(ErrorType.INFERENCE, str(exc)) from None
+        except BatcherClosed as exc:
+            raise ApiError(ErrorType.UNAVAILABLE, str(exc)) from None
+        return self.postprocess(prep, logits, cosine)
+
+    def preprocess(self, text: str, labels: Sequence[str], template: str | None, multi_label: bool) -> Prepared:
+        """Clean and cut the text, fill the template, deduplicate the hypotheses; refuse with
+        ``ApiError`` 422 more than ``ZSNLI_MAX_LABELS`` labels, or a label or template so long in
+        characters that it cannot fit the window (checked before anything is tokenised)."""
+        settings, model = self.settings, self.state.model
+        if len(labels) > settings.max_labels:
+            raise ApiError(ErrorType.VALIDATION, f"too many labels: {len(labels)} > {settings.max_labels}", "labels")
+        text = clean_text(text)[: settings.max_text_chars]
+        template = clean_text(template) if template is not None else None
+        labels = [clean_text(lb) for lb in labels]
+        # No token covers HYPOTHESIS_CHARS_PER_TOKEN characters, so a longer hypothesis cannot fit.
+        char_cap = HYPOTHESIS_CHARS_PER_TOKEN * model.max_length
+        extra = len(template) - 2 if template is not None else 0
+        if extra > char_cap:
+            raise ApiError(ErrorType.LABEL_TOO_LONG, f"hypothesis_template is {extra} characters without its slot "
+                           f"(limit {char_cap}): it cannot fit the model window", "hypothesis_template")
+        for i, lb in enumerate(labels):
+            if len(lb) + extra > char_cap:
+                raise ApiError(ErrorType.LABEL_TOO_LONG, f"label {i} is {len(lb) + extra} characters with the "
+                               f"template (limit {char_cap}): it cannot fit the model window "
+                               f"({model.max_length} tokens); labels are never cut", f"labels[{i}]")
+        hyps = [fill_template(template, lb) for lb in labels]
+        slot = {h: i for i, h in enumerate(dict.fromkeys(hyps))}
+        content_free = self.state.scoring.content_free_premise if not multi_label else None
+        return Prepared(text, labels, hyps, list(slot), [slot[h] for h in hyps],
+                        list(dict.fromkeys(labels)) if template is not None else None, content_free, multi_label)
+
+    async def _forward(self, prep: Prepared, encoded: list[Encoded],
+                       disconnected: Disconnected | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Logits of the encoded pairs from the batcher, and the text-label cosines when scoring uses them."""
+        st, loop = self.state, asyncio.get_running_loop()
+        cosine_future = None
+        if st.encoder is not None and not prep.multi_label:
+            cosine_future = loop.run_in_executor(self._embed_pool, st.encoder.cosine, prep.text, prep.unique)
+        try:
+            logits = await _await_job(st.batcher, encoded, disconnected, self.settings.request_timeout_s)
+            cosine = await cosine_future if cosine_future is not None else None
+        finally:
+            # A request that gives up (timeout, disconnect, failed batch) drops its queued
+            # embedding job too, so abandoned work does not pile up behind a burst.
+            if cosine_future is not None and not cosine_future.done():
+                cosine_future.cancel()
+        return logits, cosine
+
+    def postprocess(self, prep: Prepared, logits: np.ndarray, cosine: np.ndarray | None) -> list[float]:
+        """Scores -> probabilities in the labels' order (duplicates included, K = labels sent).
+
+        Raises ``ApiError`` 500 ``non_finite`` for non-finite logits or probabilities and for
+        any ``ValueError`` / ``ArithmeticError`` (overflow, division by zero) in the scoring
+        arithmetic, so none escapes as a generic 500 ``internal``.
+        """
+        st = self.state
+        model = st.model
+        if not np.all(np.isfinite(logits)):
+            logger.error("non-finite logits for a request with %d label(s)", len(prep.labels))
+            raise ApiError(ErrorType.NON_FINITE, "the model produced non-finite logits for this request")
+        k, where = len(prep.unique), prep.where
+        try:
+            if prep.multi_label:
+                probs = multi_label_probabilities(logits[:k], model.entail_idx, model.contra_idx)[where]
+            else:
+                scores = scores_from_logits(logits, st.scoring.rule, model.entail_idx, model.contra_idx)
+                cf = scores[k:2 * k][where] if prep.content_free is not None else None
+                cos = cosine[where] if cosine is not None else None
+                probs = label_probabilities(scores[:k][where], st.scoring, cf, cos)
+        except (ValueError, ArithmeticError) as exc:  # overflow included: never a generic 500 internal
+            raise ApiError(ErrorType.NON_FINITE, f"scoring failed: {type(exc).__name__}: {exc}") from None
+        if not np.all(np.isfinite(probs)):
+            raise ApiError(ErrorType.NON_FINITE, "scoring produced non-finite probabilities")
+        return [float(p) for p in probs]
+
+    async def classify_many(self, docs: Sequence[Mapping[str, Any]], concurrency: int = 64) -> list[Any]:
+        """Classify many documents in-process, their pairs batched together across documents.
+
+        docs: mappings with ``text``, ``labels`` (or ``candidate_labels``) and optionally
+        ``hypothesis_template`` and ``multi_label``, as a request body. At most ``concurrency``
+        documents are admitted at once (keep ``concurrency x pairs per document`` under
+        ``ZSNLI_QUEUE_CAPACITY_PAIRS``). Returns one entry per document, in order: its
+        probabilities, or the ``ApiError`` that document got.
+        """
+        gate = asyncio.Semaphore(max(1, int(concurrency)))
+
+        async def one(doc: Mapping[str, Any]) -> Any:
+            async with gate:
+                try:
+                    labels = doc["labels"] if "labels" in doc else doc["candidate_labels"]
+                    return await self.classify(doc["text"], labels, doc.get("hypothesis_template"),
+                                               bool(doc.get("multi_label", False)))
+                except ApiError as exc:
+                    return exc
+
+        return list(await asyncio.gather(*(one(d) for d in docs)))
+
+
+def _tokenize(model: NliRuntime, prep: Prepared) -> list[Encoded]:
+    """Tokeniser thread: check every label, then encode all pairs (text, and the content-free premise).
+
+    Raises ``ApiError`` 422 naming ``labels[i]`` for the first label with no tokens
+    (of the bare label when a template is used) or whose hypothesis does not fit the window.
+    """
+    lengths = model.hypothesis_lengths(prep.unique)
+    bare_lengths = model.hypothesis_lengths(prep.bare) if prep.bare is not None else lengths
+    for j, n in enumerate(bare_lengths):
+        if n == 0:
+            i = prep.labels.index(prep.bare[j]) if prep.bare is not None else prep.hyps.index(prep.unique[j])
+            raise ApiError(ErrorType.VALIDATION, f"labels[{i}]: label is empty after normalisation (it has no "
+                           "tokens: only invisible, control or whitespace characters)", f"labels[{i}]")
+    limit = model.max_hypothesis_tokens()
+    for j, n in enumerate(lengths):
+        if n > limit:
+            i = prep.hyps.index(prep.unique[j])
+            raise ApiError(ErrorType.LABEL_TOO_LONG, f"label {i} does not fit the model window "
+                           f"({model.max_length} tokens with the text): shorten it; labels are never cut",
+                           f"labels[{i}]")
+    premises = [prep.text] * len(prep.unique)
+    hyps = list(prep.unique)
+    if prep.content_free is not None:
+        premises += [prep.content_free] * len(prep.unique)
+        hyps += list(prep.unique)
+    return model.encode(premises, hyps)
+
+
+async def _await_job(batcher: Batcher, encoded: list[Encoded], disconnected: Disconnected | None,
+                     timeout: float) -> np.ndarray:
+    """Submit and wait; drop the job's queued pairs if the client leaves or the timeout passes."""
+    job = batcher.submit(encoded)
+    result = asyncio.ensure_future(job.result())
+    waiting = {result}
+    gone = asyncio.ensure_future(disconnected()) if disconnected is not None else None
+    if gone is not None:
+        waiting.add(gone)
+    try:
+        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if result in done:
+            return result.result()
+        batcher.cancel(job)
+        if gone is not None and gone in done:
+            logger.info("client disconnected: dropped its queued pairs")
+            raise ApiError(ErrorType.CLIENT_GONE, "client disconnected")
+        raise asyncio.TimeoutError()
+    except asyncio.CancelledError:
+        batcher.cancel(job)
+        raise
+    finally:
+        for t in waiting:
+            if not t.done():
+                t.cancel()
+        if result.done() and not result.cancelled():
+            result.exception()  # mark retrieved

@@ -1,0 +1,142 @@
+"""Start-up checks and the model loader: what runs before the service admits a request.
+
+`preflight` is the fast refusal (model directory, config, ONNX packages,
+training manifest, calibration, embedding digest) run before the server
+listens; `default_loader` builds the runtime ``ZSNLI_BACKEND`` names;
+`resolved_embedding_dir` says where the sentence encoder lives.
+
+May import: `zsnli.config`, `zsnli.manifest`, `zsnli.runtime.model`,
+`zsnli.scoring`, `zsnli.runtime.embedding`, `zsnli.runtime.onnx_export` (and
+`zsnli.runtime.onnx_model` lazily). Imported by `zsnli.serving.service`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Callable
+
+from ..config import Settings
+from ..runtime.embedding import default_embedding_dir, embedding_digest
+from ..manifest import ManifestError, hash_model_dir, model_dir_digest, verify_model_dir
+from ..runtime.model import ModelConfigError, NliModel, NliRuntime, label_indices
+from ..runtime.onnx_export import OnnxUnavailableError, ensure_cache_dir, require_onnx
+from ..scoring import ScoringConfig, ScoringConfigError, load_scoring_config
+
+logger = logging.getLogger("zsnli")
+
+#: What a refused start-up raises (each carries a one-line reason).
+STARTUP_ERRORS = (ManifestError, ModelConfigError, ScoringConfigError, OnnxUnavailableError, OSError)
+
+ModelLoader = Callable[[Settings], NliRuntime]
+
+
+class StartupRefused(RuntimeError):
+    """A preflight check failed; the server does not start (uvicorn exits non-zero)."""
+
+
+def one_line(exc: BaseException) -> str:
+    """The exception's message on one line (its type name when it has none)."""
+    text = f"{exc}".strip() or type(exc).__name__
+    return " ".join(text.split())
+
+
+def default_loader(settings: Settings) -> NliRuntime:
+    """``settings.backend``: torch -> ``NliModel.load``; onnx-fp32 / onnx-int8 -> ``OnnxNliModel.load``
+    (ORT intra-op threads = ``ZSNLI_TORCH_THREADS`` when set)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    if settings.backend.startswith("onnx-"):
+        from ..runtime.onnx_model import OnnxNliModel
+
+        return OnnxNliModel.load(settings.model_dir, variant=settings.backend[len("onnx-"):],
+                                 threads=settings.torch_threads, cache_dir=settings.onnx_cache_dir,
+                                 max_length=settings.max_length)
+    return NliModel.load(settings.model_dir, device=settings.device, dtype=settings.dtype, max_length=settings.max_length)
+
+
+def resolved_embedding_dir(settings: Settings) -> Path:
+    """The sentence-embedding model directory: ``ZSNLI_EMBEDDING_DIR``, else ``<model dir>/embedding``."""
+    if settings.embedding_dir:
+        return Path(settings.embedding_dir)
+    return default_embedding_dir(settings.model_dir)
+
+
+def _check_model_config(model_dir: Path) -> None:
+    if not model_dir.is_dir():
+        raise ModelConfigError(f"model directory not found: {model_dir} (set ZSNLI_MODEL_DIR)")
+    config_path = model_dir / "config.json"
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ModelConfigError(f"no config.json in {model_dir}") from exc
+    except (OSError, ValueError) as exc:
+        raise ModelConfigError(f"config.json unreadable: {one_line(exc)}") from exc
+    label_indices(config.get("id2label") or {})
+
+
+def _model_digest(settings: Settings, model_dir: Path) -> tuple[str, bool]:
+    """``(digest of the model files, verified against the training manifest)``."""
+    manifest_path = settings.resolved_manifest_path()
+    if settings.skip_manifest_check:
+        logger.warning("manifest check SKIPPED (ZSNLI_SKIP_MANIFEST_CHECK): development only")
+        return model_dir_digest(hash_model_dir(model_dir)), False
+    if manifest_path.exists():
+        digest = verify_model_dir(model_dir, manifest_path)
+        logger.info("model files match %s", manifest_path)
+        return digest, True
+    logger.warning("no training manifest at %s: serving %s unverified", manifest_path, model_dir)
+    return model_dir_digest(hash_model_dir(model_dir)), False
+
+
+def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool, bool]:
+    """The fast startup checks, before the server listens: refuse early and loudly.
+
+    Checks the model directory and its config.json (an entailment and a
+    contradiction label in ``id2label``), that onnxruntime and onnx are
+    installed and the ONNX cache directory is writable for an ONNX backend, verifies every file against the
+    training manifest when one exists (unless ``skip_manifest_check``), and
+    reads calibration.json. An explicitly set ``ZSNLI_MANIFEST_PATH`` or
+    ``ZSNLI_CALIBRATION_PATH`` that does not exist is a refusal; only the
+    default lookup falls back (unverified / uncalibrated, with a warning).
+    Returns ``(model_sha256, scoring_config, calibrated, verified)``.
+    Raises ``ManifestError``, ``ModelConfigError``, ``ScoringConfigError`` or
+    ``OnnxUnavailableError`` with a one-line reason.
+    """
+    if settings.backend.startswith("onnx-"):
+        require_onnx()
+        ensure_cache_dir(settings.onnx_cache_dir)
+    model_dir = Path(settings.model_dir)
+    _check_model_config(model_dir)
+    if settings.manifest_path and not settings.skip_manifest_check and not settings.resolved_manifest_path().is_file():
+        raise ManifestError(f"ZSNLI_MANIFEST_PATH={settings.manifest_path} does not exist: "
+                            "refusing to serve unverified (unset it to use the default lookup)")
+    if settings.calibration_path and not Path(settings.calibration_path).is_file():
+        raise ScoringConfigError(f"ZSNLI_CALIBRATION_PATH={settings.calibration_path} does not exist: "
+                                 "refusing to serve uncalibrated (unset it to use the default lookup)")
+    digest, verified = _model_digest(settings, model_dir)
+    calibration_path = settings.resolved_calibration_path()
+    scoring, calibrated = load_scoring_config(calibration_path)
+    if calibrated:
+        logger.info("scoring from %s: %s", calibration_path, scoring.to_dict())
+    else:
+        logger.warning("no calibration at %s: using the entailment logit and T = 1", calibration_path)
+    if scoring.embedding_weight != 0:
+        embedding_dir = resolved_embedding_dir(settings)
+        found = embedding_digest(embedding_dir)
+        if found != scoring.embedding_sha256:
+            raise ManifestError(f"embedding model {embedding_dir} has digest {found[:12]}, "
+                                f"calibration was fitted with {str(scoring.embedding_sha256)[:12]}")
+    return digest, scoring, calibrated, verified
+
+
+def configure_logging(level: str) -> None:
+    """Send the ``zsnli`` loggers to stderr at ``level`` unless logging is already configured."""
+    root = logging.getLogger("zsnli")
+    root.setLevel(level.upper())
+    if not root.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)

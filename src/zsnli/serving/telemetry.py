@@ -1,0 +1,166 @@
+"""``GET /metrics``: the server's numbers in the Prometheus text format (``prometheus_client``).
+
+`metrics_extension` is a `zsnli.serving.app.create_app` extension. It gives each app
+its own ``CollectorRegistry`` (two apps in one process never clash) holding:
+
+* ``zsnli_requests_total{path, status}``, ``zsnli_requests_in_flight``,
+  ``zsnli_request_seconds{path}`` (histogram): an ASGI middleware; ``path`` is
+  the matched route's template (``unmatched`` for a 404 on an unknown path,
+  so a scanner cannot grow the label set);
+* ``zsnli_queue_pairs`` (admitted, not yet answered: what a request is refused
+  on), ``zsnli_queue_pending_pairs`` (waiting for a batch),
+  ``zsnli_queue_capacity_pairs``: read from the batcher at scrape time;
+* ``zsnli_batch_pairs`` and ``zsnli_batch_padded_tokens`` (histograms),
+  ``zsnli_forward_seconds`` (histogram), ``zsnli_failed_batches_total``:
+  from the `zsnli.serving.batching.BatchRecord` of every forward, through the
+  service's ``batch_observers`` (the batcher knows nothing of Prometheus);
+* ``zsnli_ready`` (1 when ``/health`` is 200).
+
+``prometheus_client`` is optional (``pip install 'zsnli[metrics]'``): without
+it the server starts as usual, ``/metrics`` answers 404 and one warning at
+start-up says what to install.
+
+May import: prometheus_client (lazily), starlette, `zsnli.serving.batching`,
+`zsnli.serving.service`, `zsnli.serving.startup`. Used by `zsnli.serve` and ``server.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from starlette.responses import Response
+
+from .batching import BatchRecord
+from .service import ZeroShotClassifier
+from .startup import configure_logging
+
+logger = logging.getLogger("zsnli")
+
+INSTALL_HINT = "pip install prometheus_client (or pip install 'zsnli[metrics]')"
+
+# Bucket edges: seconds span a warm CPU forward (ms) to a queued request at the timeout (60 s);
+# pairs and padded tokens double up to the largest token budget (`zsnli.runtime.model.default_token_budget`).
+REQUEST_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+FORWARD_SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+BATCH_PAIRS = tuple(float(2 ** i) for i in range(11))  # 1 .. 1024
+PADDED_TOKENS = tuple(float(2 ** i) for i in range(6, 17))  # 64 .. 65536
+
+
+class ServiceMetrics:
+    """The collectors of one app, in their own ``CollectorRegistry`` (``self.registry``)."""
+
+    def __init__(self, service: ZeroShotClassifier) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.service = service
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter("zsnli_requests", "HTTP requests answered, by route and status code.",
+                                ["path", "status"], registry=r)
+        self.in_flight = Gauge("zsnli_requests_in_flight", "HTTP requests being answered now.", registry=r)
+        self.request_seconds = Histogram("zsnli_request_seconds", "Seconds from request start to response end.",
+                                         ["path"], buckets=REQUEST_SECONDS, registry=r)
+        self.batch_pairs = Histogram("zsnli_batch_pairs", "Premise-hypothesis pairs per forward.",
+                                     buckets=BATCH_PAIRS, registry=r)
+        self.padded_tokens = Histogram("zsnli_batch_padded_tokens", "Padded tokens per forward (pairs x padded "
+                                       "length; bounded by the token budget).", buckets=PADDED_TOKENS, registry=r)
+        self.forward_seconds = Histogram("zsnli_forward_seconds", "Seconds per forward (batch handed to the "
+                                         "forward thread until its logits are back).", buckets=FORWARD_SECONDS,
+                                         registry=r)
+        self.failed_batches = Counter("zsnli_failed_batches", "Forwards that raised (their requests got 500).",
+                                      registry=r)
+        r.register(_QueueCollector(service))
+
+    def observe_batch(self, record: BatchRecord) -> None:
+        """Batch observer (see `zsnli.serving.batching.Batcher`): one forward's numbers into the histograms."""
+        self.batch_pairs.observe(record.pairs)
+        self.padded_tokens.observe(record.padded_tokens)
+        self.forward_seconds.observe(record.seconds)
+        if not record.ok:
+            self.failed_batches.inc()
+
+    def exposition(self) -> Response:
+        """The registry in the Prometheus text format."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+class _QueueCollector:
+    """Queue gauges read from the live batcher at scrape time (0 while loading)."""
+
+    def __init__(self, service: ZeroShotClassifier) -> None:
+        self.service = service
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        batcher = self.service.state.batcher
+        admitted = batcher.admitted_pairs if batcher is not None else 0
+        pending = batcher.pending_pairs if batcher is not None else 0
+        capacity = self.service.settings.queue_capacity_pairs
+        ready = 1 if self.service.health()[0] == 200 else 0
+        yield GaugeMetricFamily("zsnli_queue_pairs", "Pairs admitted and not yet answered (queued, tokenising or "
+                                "in a forward); a request is refused (503) when this would pass the capacity.",
+                                value=admitted)
+        yield GaugeMetricFamily("zsnli_queue_pending_pairs", "Pairs waiting for a batch.", value=pending)
+        yield GaugeMetricFamily("zsnli_queue_capacity_pairs", "ZSNLI_QUEUE_CAPACITY_PAIRS.", value=capacity)
+        yield GaugeMetricFamily("zsnli_ready", "1 when /health answers 200.", value=ready)
+
+
+class RequestMetricsMiddleware:
+    """Pure ASGI middleware: count, time and track in-flight HTTP requests (streaming-safe).
+
+    The status label is the code sent; ``none`` when nothing was sent (the client left first)."""
+
+    def __init__(self, app, metrics: ServiceMetrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status: list[Any] = []
+
+        async def send_wrapper(message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        m, t0 = self.metrics, time.perf_counter()
+        m.in_flight.inc()
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except Exception:
+            if not status:  # the error handler outside answers 500
+                status.append(500)
+            raise
+        finally:
+            m.in_flight.dec()
+            path = getattr(scope.get("route"), "path", None) or "unmatched"
+            m.requests.labels(path, str(status[0]) if status else "none").inc()
+            m.request_seconds.labels(path).observe(time.perf_counter() - t0)
+
+
+def metrics_extension(app, service: ZeroShotClassifier) -> None:
+    """`zsnli.serving.app.create_app` extension: add ``GET /metrics`` and the request middleware.
+
+    Without ``prometheus_client`` nothing is added (``/metrics`` is then 404) and one
+    warning names what to install.
+    """
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        configure_logging(service.settings.log_level)
+        logger.warning("GET /metrics is off: prometheus_client is not installed (%s)", INSTALL_HINT)
+        return
+    metrics = ServiceMetrics(service)
+    app.state.metrics = metrics
+    service.batch_observers.append(metrics.observe_batch)
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def get_metrics() -> Response:
+        """The Prometheus text exposition of this server's metrics."""
+        return metrics.exposition()

@@ -1,0 +1,252 @@
+"""POST /v1/bakeoff and its pages on the tiny BERT model: contract, 422s, privacy, 404s, time budget, statelessness."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+
+import pytest
+from bakeoff_support import make_bakeoff_app
+from conftest import cached_loader, running_app
+
+from zsnli.compare.service.arms_adapter import INCUMBENTS
+from zsnli.compare.service.receipts import verify
+
+pytestmark = pytest.mark.anyio
+
+# The issue's request; challenger_model names a real arm ("NAME" there is a placeholder: a 422, tested below).
+ISSUE_REQUEST = {"task_description": "Classify support requests as access or billing",
+                 "examples": [{"input": "Cannot sign in", "expected": "access"},
+                              {"input": "Refund my invoice", "expected": "billing"},
+                              {"input": "Login still fails", "expected": "access"}],
+                 "challenger_model": "tfidf_logreg"}
+
+ANSWER_KEYS = {"id", "created_at", "task_description", "labels", "n", "scorecard", "winner", "receipt"}
+ENTRY_KEYS = {"rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "status", "reliability"}
+
+
+@pytest.fixture
+def bakeoff_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "store" / "bakeoffs.sqlite3"))
+    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "keys" / "receipt.pem"))
+    return tmp_path
+
+
+@pytest.fixture
+def app(bert_dir, bakeoff_env):
+    return make_bakeoff_app(bert_dir, loader=cached_loader, embedding_dir=str(bert_dir))
+
+
+async def test_contract_of_the_issue_request(app, bakeoff_env):
+    async with running_app(app) as client:
+        r = await client.post("/v1/bakeoff", json=ISSUE_REQUEST)
+        assert r.status_code == 200, r.text
+        a = r.json()
+        assert set(a) == ANSWER_KEYS
+        assert re.fullmatch(r"bo_[0-9a-f]{32}", a["id"])
+        assert a["n"] == 3 and a["labels"] == {"access": "access", "billing": "billing"}
+        assert a["task_description"] == ISSUE_REQUEST["task_description"]
+        arms = [e["arm"] for e in a["scorecard"]]
+        assert sorted(arms) == sorted(INCUMBENTS)  # default: all incumbents, challenger among them once
+        assert [e["rank"] for e in a["scorecard"]] == list(range(1, len(arms) + 1))
+        for e in a["scorecard"]:
+            assert set(e) == ENTRY_KEYS, e
+            assert e["status"] == "scored" and e["n"] == 3
+            assert e["role"] == ("challenger" if e["arm"] == "tfidf_logreg" else "incumbent")
+            assert 0 <= e["accuracy"] <= 1 and 0 <= e["macro_f1"] <= 1 and 0 <= e["ece"] <= 1
+            assert e["latency_ms_p50"] > 0
+            assert sum(b["count"] for b in e["reliability"]) == 3
+        keys = [(-e["macro_f1"], e["ece"], e["latency_ms_p50"]) for e in a["scorecard"]]
+        assert keys == sorted(keys)
+        assert a["winner"] == a["scorecard"][0]["arm"]
+        assert {"sha256", "signature", "key_id"} <= set(a["receipt"])
+        pem = (await client.get("/v1/receipts/public-key")).text.encode()
+        assert verify(a, pem) == []
+        stored = await client.get(f"/v1/bakeoffs/{a['id']}")
+        assert stored.status_code == 200 and stored.json() == a
+        latest = (await client.get("/v1/bakeoffs")).json()["bakeoffs"]
+        assert latest[0]["id"] == a["id"] and latest[0]["winner"] == a["winner"]
+        html = await client.get(f"/bakeoffs/{a['id']}")
+        assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
+        assert a["id"] in html.text and "bakeoff.js" in html.text
+        badge = await client.get(f"/bakeoffs/{a['id']}/badge.svg")
+        assert badge.headers["content-type"] == "image/svg+xml" and a["winner"] in badge.text
+        listing = await client.get("/bakeoffs")
+        assert a["id"] in listing.text
+        for asset in ("bakeoff.js", "bakeoff.css"):
+            assert (await client.get(f"/bakeoff/static/{asset}")).status_code == 200
+        form = (await client.get("/bakeoff")).text
+        assert "<form" in form and "http" not in form.replace("http-equiv", "")  # no external resources
+
+
+async def test_candidates_subset_and_labels_as_hypotheses(app):
+    async with running_app(app) as client:
+        body = {**ISSUE_REQUEST, "candidates": ["majority", "served_about"], "challenger_model": None,
+                "labels": {"access": "The customer cannot get into the account.", "billing": "A question about money."}}
+        a = (await client.post("/v1/bakeoff", json=body)).json()
+        assert sorted(e["arm"] for e in a["scorecard"]) == ["majority", "served_about"]
+        assert a["labels"]["billing"] == "A question about money."
+        assert all(e["role"] == "incumbent" for e in a["scorecard"])
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"examples": ISSUE_REQUEST["examples"] + [{"input": "Where is my invoice", "expected": ""}]},
+     "examples[3].expected"),
+    ({"examples": ISSUE_REQUEST["examples"] + [{"input": "x", "expected": 3}]}, "examples[3].expected"),
+    ({"examples": ISSUE_REQUEST["examples"] + [{"input": "   ", "expected": "access"}]}, "examples[3].input"),
+    ({"examples": [{"input": "a", "expected": "access"}, {"input": "b", "expected": "access"}]}, "examples"),
+    ({"labels": {"access": "Access.", "billing": "Billing.", "legal": "Legal."}}, "labels.legal"),
+    ({"labels": {"access": "Access."}}, "examples[1].expected"),
+    ({"candidates": ["majority", "gpt-9"]}, "candidates[1]"),
+    ({"challenger_model": "NAME"}, "challenger_model"),
+    ({"task_description": " "}, "task_description"),
+    ({"task_description": None}, "task_description"),
+    ({"examples": [{"input": f"text {i}", "expected": "ab"[i % 2]} for i in range(201)]}, "examples"),
+    ({"examples": [{"input": "x" * 2001, "expected": "a"}, {"input": "y", "expected": "b"}]}, "examples[0].input"),
+    ({"examples": [{"input": f"t{i}", "expected": f"label{i}"} for i in range(21)]}, "examples"),
+    ({"retain": "yes"}, "retain"),
+])
+async def test_422_names_the_field(app, change, field):
+    async with running_app(app) as client:
+        r = await client.post("/v1/bakeoff", json={**ISSUE_REQUEST, **change})
+        assert r.status_code == 422, r.text
+        body = r.json()
+        assert body["field"] == field and body["error_type"] == "validation", body
+        assert field in body["error"] and body["errors"][0]["field"] == field
+
+
+async def test_unknown_ids_are_404_json_everywhere(app):
+    async with running_app(app) as client:
+        for path in ("/v1/bakeoffs/bo_" + "0" * 32, "/bakeoffs/bo_" + "0" * 32, "/bakeoffs/bo_" + "0" * 32 + "/badge.svg",
+                     "/v1/bakeoffs/nonsense", "/bakeoffs/../etc"):
+            r = await client.get(path)
+            assert r.status_code == 404, path
+            assert r.json()["error_type"] == "not_found"
+
+
+async def test_texts_stored_only_when_retained(app, bakeoff_env):
+    async with running_app(app) as client:
+        plain = (await client.post("/v1/bakeoff", json=ISSUE_REQUEST)).json()
+        kept = (await client.post("/v1/bakeoff", json={**ISSUE_REQUEST, "retain": True})).json()
+    assert all("predictions" not in e for e in plain["scorecard"])
+    preds = kept["scorecard"][0]["predictions"]
+    assert [p["expected"] for p in preds] == ["access", "billing", "access"]
+    assert all(len(p["probabilities"]) == 2 for p in preds)
+    with sqlite3.connect(bakeoff_env / "store" / "bakeoffs.sqlite3") as conn:
+        def rows(bid):
+            return conn.execute("SELECT idx, sha256, input, expected FROM bakeoff_examples WHERE bakeoff_id = ? "
+                                "ORDER BY idx", (bid,)).fetchall()
+
+        plain_answer = conn.execute("SELECT answer FROM bakeoffs WHERE id = ?", (plain["id"],)).fetchone()[0]
+        plain_rows, kept_rows = rows(plain["id"]), rows(kept["id"])
+    assert [r[2:] for r in plain_rows] == [(None, None)] * 3
+    assert [r[2:] for r in kept_rows] == [(e["input"], e["expected"]) for e in ISSUE_REQUEST["examples"]]
+    assert [r[1] for r in plain_rows] == [r[1] for r in kept_rows]  # the same sha256 either way
+    assert all(re.fullmatch(r"[0-9a-f]{64}", r[1]) for r in plain_rows)
+    for example in ISSUE_REQUEST["examples"]:
+        assert example["input"] not in plain_answer
+
+
+async def test_classify_never_touches_the_store(bert_dir, bakeoff_env, monkeypatch):
+    from zsnli.compare.service import store as store_mod
+
+    def refuse(*_a, **_k):
+        raise AssertionError("/classify touched the bake-off store")
+
+    monkeypatch.setattr(store_mod.Store, "_connect", refuse)
+    app = make_bakeoff_app(bert_dir, loader=cached_loader)
+    async with running_app(app) as client:
+        for _ in range(3):
+            r = await client.post("/classify", json={"text": "Cannot sign in", "labels": ["access", "billing"]})
+            assert r.status_code == 200
+    assert not (bakeoff_env / "store").exists() and not (bakeoff_env / "keys").exists()
+
+
+async def test_embedding_arms_share_one_sentence_encoder(app, monkeypatch):
+    """The three embedding arms (and the bake-offs after the first) load no encoder of their own."""
+    from zsnli.runtime import embedding
+
+    loads = []
+    real_init = embedding.SentenceEncoder.__init__
+
+    def counting_init(self, *args, **kwargs):
+        loads.append(args)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(embedding.SentenceEncoder, "__init__", counting_init)
+    body = {**ISSUE_REQUEST, "candidates": ["embedding_similarity", "embedding_logreg", "embedding_knn"]}
+    async with running_app(app) as client:
+        for _ in range(2):
+            a = (await client.post("/v1/bakeoff", json=body)).json()
+            assert {e["status"] for e in a["scorecard"]} == {"scored"}, a["scorecard"]
+    assert len(loads) == 1  # the routes' one (the uncalibrated test server has no encoder of its own)
+    digests = {a["receipt"]["arms"][name]["model_sha256"] for name in body["candidates"]}
+    assert len(digests) == 1 and None not in digests
+
+
+class _SlowLoader:
+    """The tiny model with a forward that sleeps: the served-model arms cannot finish in a short budget."""
+
+    def __call__(self, settings):
+        model = cached_loader(settings)
+
+        class Slow:
+            def __getattr__(self, name):
+                return getattr(model, name)
+
+            def logits(self, encoded):
+                time.sleep(0.4)
+                return model.logits(encoded)
+
+        return Slow()
+
+
+async def test_time_budget_fails_unfinished_arms_only(bert_dir, bakeoff_env):
+    app = make_bakeoff_app(bert_dir, loader=_SlowLoader(), embedding_dir=str(bert_dir))
+    # a 1 s budget for the routes' settings (ZSNLI_BAKEOFF_TIME_BUDGET_S starts at 5 s; the logic is the same)
+    object.__setattr__(app.state.bakeoff["settings"], "time_budget_s", 1.0)
+    async with running_app(app) as client:
+        body = {**ISSUE_REQUEST, "candidates": ["majority", "tfidf_logreg", "served_about", "served"]}
+        t0 = time.monotonic()
+        a = (await client.post("/v1/bakeoff", json=body)).json()
+        took = time.monotonic() - t0
+    status = {e["arm"]: e for e in a["scorecard"]}
+    assert status["majority"]["status"] == status["tfidf_logreg"]["status"] == "scored"
+    for arm in ("served_about", "served"):
+        assert status[arm]["status"] == "failed" and "time budget of 1 s" in status[arm]["error"]
+        assert status[arm]["macro_f1"] is None
+    assert [e["status"] for e in a["scorecard"]][-2:] == ["failed", "failed"]
+    assert took < 3.0
+
+
+async def test_registered_local_model_as_challenger(bert_dir, deberta_dir, bakeoff_env, monkeypatch):
+    monkeypatch.setenv("ZSNLI_BAKEOFF_MODELS", f"tiny-deberta={deberta_dir}")
+    app = make_bakeoff_app(bert_dir, loader=cached_loader, embedding_dir=str(bert_dir))
+    async with running_app(app) as client:
+        body = {**ISSUE_REQUEST, "candidates": ["majority"], "challenger_model": "tiny-deberta"}
+        a = (await client.post("/v1/bakeoff", json=body)).json()
+        form = (await client.get("/bakeoff")).text
+    entry = next(e for e in a["scorecard"] if e["arm"] == "tiny-deberta")
+    assert entry["role"] == "challenger" and entry["status"] == "scored"
+    ident = a["receipt"]["arms"]["tiny-deberta"]
+    assert ident["type"] == "pipeline" and re.fullmatch(r"[0-9a-f]{64}", ident["model_sha256"])
+    assert "tiny-deberta" in form
+
+
+@pytest.mark.parametrize("var, value, says", [
+    ("ZSNLI_BAKEOFF_TIME_BUDGET_S", "2", "[5, 600]"), ("ZSNLI_BAKEOFF_TIME_BUDGET_S", "soon", "a number"),
+    ("ZSNLI_BAKEOFF_MAX_EXAMPLES", "1", "[2, 500]"), ("ZSNLI_BAKEOFF_MODELS", "nodir", "name=DIR"),
+])
+def test_bad_settings_refuse_with_one_line(var, value, says, bert_dir, monkeypatch, capsys):
+    from zsnli.serve import main
+    from zsnli.compare.service.settings import BakeoffSettings
+    from zsnli.config import SettingsError
+
+    with pytest.raises(SettingsError, match=re.escape(var)) as err:
+        BakeoffSettings.from_env({var: value})
+    assert says in str(err.value) and "\n" not in str(err.value)
+    monkeypatch.setenv("ZSNLI_MODEL_DIR", str(bert_dir))
+    monkeypatch.setenv(var, value)
+    assert main() == 3
+    assert var in capsys.readouterr().err

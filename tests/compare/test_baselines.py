@@ -1,0 +1,64 @@
+"""The two baselines: the transformers pipeline agrees with the model's own entailment softmax; both keep label order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from zsnli.compare.arms.baselines import BaselineError, EmbeddingBaseline, PipelineBaseline, softmax
+from zsnli.runtime.embedding import default_embedding_dir, embedding_digest
+
+TEXT = "the team won the football match and the league season"
+LABELS = ["This text is about sport.", "This text is about business.", "This text is about food.",
+          "the weather is good"]
+
+
+def test_pipeline_baseline_is_the_entailment_softmax_in_label_order(deberta_dir):
+    """deberta_dir has id2label {0: contradiction, 1: entailment, 2: neutral}: the pipeline must find index 1."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    base = PipelineBaseline(deberta_dir)
+    probs = base.predict(TEXT, LABELS)
+    tok = AutoTokenizer.from_pretrained(deberta_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(deberta_dir).eval()
+    with torch.inference_mode():
+        enc = tok([TEXT] * len(LABELS), LABELS, return_tensors="pt", padding=True, truncation="only_first")
+        logits = model(**enc).logits.float().numpy()
+    expected = softmax(logits[:, 1])
+    np.testing.assert_allclose(probs, expected, atol=1e-5)
+    reversed_probs = base.predict(TEXT, LABELS[::-1])
+    np.testing.assert_allclose(reversed_probs, probs[::-1], atol=1e-5)
+    assert base.predict(TEXT, ["only one"]) == [1.0]
+    ident = base.identity()
+    assert ident["kind"] == "pipeline" and len(ident["model_sha256"]) == 64
+
+
+def test_embedding_baseline_probabilities():
+    base = EmbeddingBaseline(scale=20.0)
+    probs = base.predict(TEXT, LABELS)
+    assert len(probs) == 4 and abs(sum(probs) - 1) < 1e-9
+    assert int(np.argmax(probs)) == 0
+    np.testing.assert_allclose(base.predict(TEXT, LABELS[::-1]), probs[::-1], atol=1e-6)
+    flat = EmbeddingBaseline(scale=0.0).predict(TEXT, LABELS)
+    np.testing.assert_allclose(flat, [0.25] * 4)
+    assert base.identity()["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    # one digest for the embedding weights: the one calibration.json records and the server checks
+    assert base.identity()["model_sha256"] == embedding_digest(default_embedding_dir())
+
+
+def test_missing_model_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(BaselineError, match="not found"):
+        PipelineBaseline(tmp_path / "nope")
+    with pytest.raises(BaselineError, match="not found"):
+        EmbeddingBaseline(tmp_path / "nope")
+
+
+def test_pipeline_baseline_loads_without_a_progress_bar(deberta_dir, capfd):
+    """`validate.py compare` printed transformers' "Loading weights" bar (raw \\r frames in a log) per pipeline arm."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()  # whatever an earlier test did: the baseline itself must turn it off
+    PipelineBaseline(deberta_dir)
+    captured = capfd.readouterr()
+    assert "Loading weights" not in captured.err + captured.out

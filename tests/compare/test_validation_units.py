@@ -1,0 +1,97 @@
+"""Harness pieces without a server: contract checks, escalation, slices, scorecards, receipt, examples."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from zsnli.compare.analysis import all_slices, escalation, length_bucket, worst_slices
+from zsnli.compare.compare_arms import parse_arm
+from zsnli.harness.examples import Example, dataset_classes
+from zsnli.compare.report import receipt
+from zsnli.compare.scorecards import RowOutcome, score_examples
+
+
+
+def test_escalation_by_hand():
+    conf = [0.95, 0.9, 0.8, 0.7, 0.6, 0.5]
+    right = [True, True, True, False, True, False]
+    # kept accuracies from the top: 1, 1, 1, .75, .8, .667 -> lowest threshold reaching .8 is 0.6 (5 of 6 kept)
+    e = escalation(conf, right, 0.8)
+    assert e.reachable and e.threshold == 0.6
+    assert e.kept_fraction == pytest.approx(5 / 6) and e.escalated_fraction == pytest.approx(1 / 6)
+    assert e.kept_accuracy == pytest.approx(0.8)
+    # 0.9: only the top three qualify
+    e = escalation(conf, right, 0.9)
+    assert e.threshold == 0.8 and e.kept_fraction == pytest.approx(0.5)
+    # documents of equal confidence go together: a tie with a wrong answer blocks the threshold
+    e = escalation([0.9, 0.9, 0.5], [True, False, True], 0.9)
+    assert not e.reachable and e.threshold is None and e.escalated_fraction == 1.0
+
+
+def _rows(hits):
+    return [RowOutcome(0, 0.9, h, False) for h in hits]
+
+
+def test_worst_slices_filter_and_rank():
+    examples, hits = [], []
+    for i in range(40):  # dataset "good": all right, short texts
+        examples.append(Example(f"g{i}", "good", "short text", ("x", "y"), 0))
+        hits.append(True)
+    for i in range(20):  # dataset "bad": 4 of 20 right, long texts
+        examples.append(Example(f"b{i}", "bad", " ".join(["word"] * 70), ("x", "y"), i % 2))
+        hits.append(i < 4)
+    for i in range(3):  # a tiny, all-wrong slice: below min_n, never reported
+        examples.append(Example(f"t{i}", "tiny", "short", ("x", "y"), 0))
+        hits.append(False)
+    slices = worst_slices(examples, _rows(hits), min_n=10)
+    names = [(s.kind, s.name) for s in slices]
+    assert ("dataset", "bad") in names and ("length", "64-255 words") in names
+    assert all(s.n >= 10 for s in slices)
+    assert ("dataset", "tiny") not in names and ("dataset", "good") not in names
+    assert [s.rank_score for s in slices] == sorted((s.rank_score for s in slices), reverse=True)
+    bad = next(s for s in slices if s.name == "bad")
+    mean = sum(hits) / len(hits)
+    assert bad.accuracy == pytest.approx(0.2) and bad.gap == pytest.approx(mean - 0.2)
+    assert bad.rank_score == pytest.approx((mean - 0.2) * math.sqrt(20))
+    assert bad.high < mean
+    labels = {s.name for s in all_slices(examples, _rows(hits)) if s.kind == "label"}
+    assert "bad: y" in labels
+    assert length_bucket("") == "1-15 words" and length_bucket(" ".join(["w"] * 300)) == "256+ words"
+
+
+def test_score_examples_failed_answers_count_as_uniform_and_classes_follow_label_strings():
+    examples = [
+        Example("a", "ds", "t", ("pos", "neg"), 0),
+        Example("b", "ds", "t", ("neg", "pos"), 0),  # same classes, other order
+        Example("c", "ds", "t", ("pos", "neg"), 1),
+    ]
+    scores = score_examples(examples, [[0.9, 0.1], [0.8, 0.2], None])
+    assert scores.n_failed == 1
+    card = scores.per_dataset["ds"]
+    assert card.n_classes == 2
+    assert scores.rows[0].correct and scores.rows[1].correct
+    assert scores.rows[2].failed
+    assert dataset_classes(examples) == {"ds": ["pos", "neg"]}
+    with pytest.raises(ValueError):
+        score_examples(examples, [[0.5, 0.5]] * 2)
+
+
+def test_receipt_is_canonical_and_changes_with_figures():
+    arms = [{"name": "a", "receipt_id": "m1", "scores": {"per_dataset": {"ds": {"n": 3, "accuracy": 0.5}}}}]
+    same = [{"receipt_id": "m1", "name": "a", "scores": {"per_dataset": {"ds": {"accuracy": 0.5000000001, "n": 3}}}}]
+    assert receipt("e" * 64, arms) == receipt("e" * 64, same)
+    changed = [{"name": "a", "receipt_id": "m1", "scores": {"per_dataset": {"ds": {"n": 3, "accuracy": 0.6}}}}]
+    assert receipt("e" * 64, arms) != receipt("e" * 64, changed)
+    assert receipt("e" * 64, arms) != receipt("f" * 64, arms)
+
+
+def test_parse_arm_names():
+    assert parse_arm("url", "http://127.0.0.1:8000").name == "127.0.0.1:8000"
+    spec = parse_arm("url", "mine=http://h:1")
+    assert (spec.name, spec.target) == ("mine", "http://h:1")
+    assert parse_arm("model_dir", "runs/x/model").name == "model"
+    assert parse_arm("model_dir", "big=runs/x/model").name == "big"
+    with pytest.raises(ValueError):
+        parse_arm("baseline", "nope")

@@ -1,0 +1,70 @@
+"""zsnli.harness.examples: the one examples reader and writer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from zsnli.harness.examples import (
+    DEV_EXAMPLES, Example, ExamplesError, first_existing, load_examples, parse_examples, write_examples,
+)
+
+ROWS = [{"id": i, "dataset": "ab"[i % 2], "text": f"text {i}", "labels": ["x", "y"], "label": i % 2} for i in range(6)]
+
+
+def test_parse_examples_errors_name_the_line():
+    good = '{"id": "x", "dataset": "d", "text": "t", "labels": ["a", "b"], "label": 1}'
+    assert parse_examples([good])[0].labels == ("a", "b")
+    with pytest.raises(ExamplesError, match=r"f:2: missing field 'label'"):
+        parse_examples([good, '{"id": "y", "dataset": "d", "text": "t", "labels": ["a"]}'], "f")
+    with pytest.raises(ExamplesError, match="duplicate id"):
+        parse_examples([good, good], "f")
+    with pytest.raises(ExamplesError, match="not JSON"):
+        parse_examples(["{"], "f")
+    with pytest.raises(ExamplesError, match="no examples"):
+        parse_examples(["", "  "], "f")
+
+
+def test_write_then_load_round_trips_and_limits(tmp_path):
+    examples = parse_examples([json.dumps(r) for r in ROWS])
+    path = write_examples(tmp_path / "e.jsonl", examples)
+    loaded = load_examples(path)
+    assert loaded.examples == examples and len(loaded.sha256) == 64
+    first = load_examples(path, limit=4)
+    assert [e.id for e in first.examples] == [0, 1, 2, 3] and first.sha256 != loaded.sha256
+    assert first.notes == ["first 4 of 6 documents"]
+    per = load_examples(path, max_per_dataset=2, limit=3)
+    assert [e.id for e in per.examples] == [0, 1, 2]
+    assert load_examples(path, limit=10).sha256 == loaded.sha256
+
+
+def test_a_missing_file_says_what_to_pass(tmp_path):
+    with pytest.raises(ExamplesError) as info:
+        load_examples(tmp_path / "missing.jsonl")
+    message = str(info.value)
+    assert "missing.jsonl" in message and "--examples PATH" in message and "hub:btzsc" in message
+    assert "\n" not in message
+
+
+def test_first_existing_picks_the_first_file(tmp_path):
+    (tmp_path / "b.jsonl").write_text("")
+    assert first_existing("a.jsonl", "b.jsonl", base=tmp_path) == tmp_path / "b.jsonl"
+    assert first_existing("a.jsonl", base=tmp_path) is None
+
+
+def test_the_repository_dev_set_loads():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    loaded = load_examples(os.path.join(root, DEV_EXAMPLES))
+    assert len(loaded.examples) > 100 and all(isinstance(e, Example) for e in loaded.examples)
+
+
+def test_hub_btzsc_fails_clearly_offline(tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+    code = "from zsnli.harness.examples import load_examples\nload_examples('hub:btzsc')"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "ExamplesError" in proc.stderr and "network" in proc.stderr

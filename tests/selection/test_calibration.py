@@ -1,0 +1,127 @@
+"""zsnli.selection.calibration: the temperature fit, choice tasks, and a whole calibration of the tiny trained model."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zsnli.selection import calibration
+from zsnli.manifest import load_manifest
+from zsnli.training.presets import get_preset
+
+ROOT = Path(__file__).resolve().parents[2]
+LABELS = ("entailment", "neutral", "contradiction")
+
+
+def _synthetic_tasks(true_t0: float, true_b: float, n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    score_lists, gold = [], []
+    for _ in range(n):
+        k = int(rng.choice(calibration.K_CHOICES))
+        s = rng.normal(0, 3, size=k)
+        z = s / (true_t0 * k ** true_b)
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        score_lists.append(s)
+        gold.append(int(rng.choice(k, p=p)))
+    scores, mask, k = calibration._pack(score_lists)
+    return scores, mask, k, np.array(gold)
+
+
+def test_temperature_fit_recovers_known_t():
+    scores, mask, k, gold = _synthetic_tasks(2.5, 0.0, 6000, seed=0)
+    t0, b = calibration.fit_temperature(scores, mask, k, gold, k_dependent=False)
+    assert b == 0.0
+    assert abs(t0 - 2.5) / 2.5 < 0.08
+
+
+def test_k_dependent_temperature_fit_recovers_known_form():
+    scores, mask, k, gold = _synthetic_tasks(0.8, 0.5, 8000, seed=1)
+    t0, b = calibration.fit_temperature(scores, mask, k, gold, k_dependent=True)
+    assert abs(b - 0.5) < 0.12
+    assert abs(t0 - 0.8) / 0.8 < 0.25
+
+
+def test_choice_tasks_have_exactly_one_entailed_hypothesis():
+    rows = []
+    for p in range(40):
+        for j, label in enumerate(LABELS):
+            rows.append({"premise": f"premise {p}", "hypothesis": f"hyp {p}-{j}", "label": label})
+    tasks = calibration.build_choice_tasks(rows, 30, seed=0)
+    assert len(tasks) == 30
+    entailed = {(r["premise"], r["hypothesis"]) for r in rows if r["label"] == "entailment"}
+    for task in tasks:
+        assert 2 <= len(task.hypotheses) <= max(calibration.K_CHOICES)
+        assert len(set(task.hypotheses)) == len(task.hypotheses)
+        hits = [i for i, h in enumerate(task.hypotheses) if (task.premise, h) in entailed]
+        assert hits == [task.gold]
+
+
+def test_split_tasks_halves_are_disjoint_seeded_and_cover_all():
+    fit, sel = calibration.split_tasks(11, seed=43)
+    assert sorted([*fit, *sel]) == list(range(11)) and len(fit) == 5
+    again = calibration.split_tasks(11, seed=43)
+    assert (again[0] == fit).all() and (again[1] == sel).all()
+    assert not (calibration.split_tasks(11, seed=44)[0] == fit).all()
+
+
+def test_tiny_calibration_writes_candidates(tiny_run):
+    out = tiny_run["out"]
+    preset = get_preset("tiny", str(tiny_run["data"]), str(tiny_run["base"]))
+    dev = out.parent / "dev.jsonl"
+    dev.write_text("".join((ROOT / "dev" / "smoke.jsonl").read_text().splitlines(True)[::4]))  # all 4 datasets
+    doc = calibration.calibrate(preset, out / "model", out, n_tasks=50, dev_examples=dev,
+                                embedding_dir=tiny_run["base"])
+    written = json.loads((out / "calibration.json").read_text())
+    assert written["chosen"] == doc["chosen"]
+    assert (out / "calibration.json").stat().st_mode & 0o777 == 0o644
+    assert len(written["candidates"]) == 2 * len(calibration.candidate_configs(calibration.EMBEDDING_WEIGHTS))
+    for cand in written["candidates"]:
+        assert math.isfinite(cand["nli_select_after"]["nll"])
+        assert cand["config"]["temperature"] > 0
+        assert 0 <= cand["dev"]["mean"]["calibrated_macro_f1"] <= 1
+        assert (cand["config"]["embedding_sha256"] is not None) == (cand["config"]["embedding_weight"] != 0)
+    assert "team dev set" in written["decided_by"]
+    assert written["method"]["dev_documents"] == 11
+    declared = {s["name"]: s for s in json.loads((out / "data_sources.json").read_text())["sources"]}
+    assert declared["team-zero-shot-dev"]["rows"] == 11 and declared["tiny:train"]["role"] == "train"
+    dev_fitted = [c for c in written["candidates"] if c["temperature_fitted_on"].startswith("team dev set")]
+    assert len(dev_fitted) == len(written["candidates"]) // 2
+    assert all(len(c["dev"]["datasets"]) == 4 for c in dev_fitted)
+    manifest = load_manifest(out / "training_manifest.json")
+    assert written["method"]["n_tasks"] == manifest["data"]["counts"]["holdout_premises"] >= 3
+    assert written["model_sha256"] == manifest["model_sha256"]
+
+
+def test_calibration_refuses_public_examples(tiny_run, tmp_path):
+    out = tiny_run["out"]
+    preset = get_preset("tiny", str(tiny_run["data"]), str(tiny_run["base"]))
+    fake = tmp_path / "zsc" / "public.jsonl"
+    fake.parent.mkdir()
+    fake.write_text(json.dumps({"id": 1, "dataset": "d", "text": "t", "labels": ["a", "b"], "label": 0}) + "\n")
+    with pytest.raises(ValueError, match="reporting only"):
+        calibration.calibrate(preset, out / "model", out, out=tmp_path / "c.json", dev_examples=fake, n_tasks=10)
+
+
+def test_calibration_refuses_another_holdout(tiny_run, tmp_path):
+    """Calibrating on rows other than the recorded hold-out (here: another seed) could leak training data."""
+    preset = get_preset("tiny", str(tiny_run["data"]), str(tiny_run["base"])).with_overrides(seed=7)
+    with pytest.raises(calibration.HoldoutMismatch):
+        calibration.calibrate(preset, tiny_run["out"] / "model", tiny_run["out"], out=tmp_path / "c.json", n_tasks=10)
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_embeddings_in_chunks_equal_one_encode_call(bert_dir):
+    """`_Scorer._embed` chunks the texts in whole batches of `SentenceEncoder.encode`: same vectors, bit for bit."""
+    from zsnli.runtime.embedding import SentenceEncoder
+
+    encoder = SentenceEncoder(bert_dir)
+    texts = sorted(f"text {i} about " + "the sport news " * (i % 7) for i in range(150))  # many equal lengths
+    scorer = calibration._Scorer(nli=None, encoder=encoder)
+    scorer._embed(sorted(texts, key=len), chunk=64)
+    whole = encoder.encode(texts)
+    assert np.array_equal(np.stack([scorer.embeddings[t] for t in texts]), whole)

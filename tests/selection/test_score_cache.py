@@ -1,0 +1,78 @@
+"""The score cache with the tiny NLI fixture (and a tiny encoder as the embedding model)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from test_devsets_negation import write_zsc
+from zsnli.selection import score_cache
+from zsnli.selection.devsets import read_examples, read_zsc_dev
+from zsnli.runtime.embedding import SentenceEncoder
+from zsnli.runtime.model import NliModel
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(bert_dir, tmp_path_factory):
+    """The tiny BERT NLI model with a copy of itself as ``embedding/`` (so the real MiniLM is never loaded)."""
+    root = tmp_path_factory.mktemp("withemb") / "model"
+    shutil.copytree(bert_dir, root)
+    shutil.copytree(bert_dir, root / "embedding")
+    return root
+
+
+def _jobs(tmp_path):
+    data = tmp_path / "zsc"
+    data.mkdir()
+    write_zsc(data, "toy", n=24)
+    ex = tmp_path / "ex.jsonl"
+    ex.write_text("\n".join(json.dumps({"dataset": "d", "text": f"the match {i}", "labels": ["sport", "business", "music"],
+                                        "label": i % 3}) for i in range(6)))
+    return [("zsc-dev", read_zsc_dev(data, "toy"))] + [("dev", ds) for ds in read_examples(ex).values()]
+
+
+def test_fill_cache_holds_the_servers_logits_and_cosines(tmp_path, tiny_model_dir):
+    jobs = _jobs(tmp_path)
+    out = score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={}, seed=0)
+    assert set(out) == {"zsc-dev/toy", "dev/d"}
+    toy = out["zsc-dev/toy"]
+    assert len(toy) == 12 and toy.k.tolist() == [2] * 12 and np.bincount(toy.gold).tolist() == [9, 3]
+    nli = NliModel.load(tiny_model_dir, device="cpu")
+    full = jobs[0][1]
+    rows = toy.meta["key"]["max_rows"], toy.meta["n_rows"]
+    assert rows == (12, 12)
+    sub = score_cache.stratified_subsample(full, 12, 0)
+    expect = nli.predict_logits([t for t in sub.texts for _ in range(2)], [h for r in sub.hypotheses for h in r])
+    np.testing.assert_allclose(toy.logits, expect, atol=1e-5)
+    cf = nli.predict_logits(["N/A", "N/A"], full.hypotheses[0])
+    np.testing.assert_allclose(toy.cf_logits[:2], cf, atol=1e-5)
+    enc = SentenceEncoder(tiny_model_dir / "embedding")
+    np.testing.assert_allclose(toy.cosine[:2], enc.cosine(sub.texts[0], sub.hypotheses[0]), atol=1e-5)
+    d = out["dev/d"]
+    assert d.k.tolist() == [3] * 6 and d.hypotheses == ["sport", "business", "music"]
+
+
+def test_fill_cache_resumes_and_recomputes_on_key_change(tmp_path, tiny_model_dir, monkeypatch):
+    jobs = _jobs(tmp_path)
+    score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={})
+    calls = []
+    real = score_cache.compute_set
+    monkeypatch.setattr(score_cache, "compute_set", lambda ds, nli, enc: calls.append(ds.name) or real(ds, nli, enc))
+    score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={})
+    assert calls == []
+    (tmp_path / "cache" / "dev__d.npz").unlink()
+    score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={})
+    assert calls == ["d"]
+    out = score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={"toy": 8})
+    assert calls == ["d", "toy"] and len(out["zsc-dev/toy"]) == 8
+
+
+def test_cli_mistakes_exit_2_with_one_line(tmp_path, capsys):
+    assert score_cache.main(["--zsc-dev-dir", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "zsc-dev directory not found" in err[0]
+    assert score_cache.main(["--max-rows-for", "x=0", "--examples", str(tmp_path / "x.jsonl")]) == 2
+    assert "--max-rows-for" in capsys.readouterr().err

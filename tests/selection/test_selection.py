@@ -1,0 +1,218 @@
+"""Leave-one-dataset-out selection on synthetic score caches (no model), and the CLI on the tiny fixture."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from zsnli import metrics
+from zsnli.selection import search as sel
+from zsnli.selection import cli as selection_cli
+from zsnli.selection.negation import NegationRule
+from zsnli.selection.score_cache import CachedSet
+from zsnli.scoring import ScoringConfig, label_probabilities, load_scoring_config
+
+
+def make_set(name="s", n=60, hyps=("This text is about sport.", "This text is about music."), seed=0,
+             signal=2.0) -> CachedSet:
+    """N rows over the same K hypotheses; the gold label's entailment logit is raised by ``signal``."""
+    rng = np.random.default_rng(seed)
+    k = len(hyps)
+    gold = rng.integers(0, k, n)
+    logits = rng.normal(0, 1, (n, k, 3))
+    logits[np.arange(n), gold, 0] += signal
+    cos = rng.uniform(-0.2, 0.6, (n, k))
+    cos[np.arange(n), gold] += 0.1
+    return CachedSet(name=name, group="g", task_kind="", classes=[f"c{i}" for i in range(k)], hypotheses=list(hyps),
+                     hyp_index=np.tile(np.arange(k), n), k=np.full(n, k), gold=gold,
+                     label_classes=np.tile(np.arange(k), n), logits=logits.reshape(-1, 3).astype(np.float32),
+                     cf_logits=np.tile(rng.normal(0, 1, (k, 3)), (n, 1)).astype(np.float32),
+                     cosine=cos.ravel().astype(np.float32), entail_idx=0, contra_idx=2,
+                     meta={"key": {"files": {f"{name}.jsonl": "0" * 64}}})
+
+
+def test_candidates_grid():
+    cands = sel.candidates()
+    assert len(cands) == 3 * 2 * len(sel.EMBEDDING_WEIGHTS) * 2 and len({c.label for c in cands}) == len(cands)
+    cfg = sel.Candidate("entailment_logprob", True, 20.0, "t0*K^b").config(1.5, -0.2, "abc")
+    assert cfg == ScoringConfig("entailment_logprob", 1.5, -0.2, "N/A", 20.0, "abc")
+    assert sel.Candidate("entailment", False, 0.0, "global").config(2, 0, "abc").embedding_sha256 is None
+
+
+def _sampled_pack(rng, n, k, temp):
+    s = rng.normal(0, 3, (n, k))
+    p = np.exp(s / temp)
+    p /= p.sum(1, keepdims=True)
+    gold = np.array([rng.choice(k, p=row) for row in p])
+    return sel.Packed(s, np.ones((n, k), bool), np.tile(np.arange(k), (n, 1)), np.full(n, float(k)), gold, gold, k)
+
+
+def test_fit_temperature_recovers_the_generating_temperature():
+    rng = np.random.default_rng(0)
+    p = _sampled_pack(rng, 4000, 4, 2.0)
+    t0, b = sel.fit_temperature(p, np.full(4000, 1 / 4000), "global")
+    assert b == 0 and t0 == pytest.approx(2.0, rel=0.08)
+    packs = [_sampled_pack(rng, 3000, 2, 1.5 * 2 ** 0.5), _sampled_pack(rng, 3000, 8, 1.5 * 8 ** 0.5)]
+    joined, owner = sel.stack(packs)
+    t0, b = sel.fit_temperature(joined, sel.dataset_weights(owner, np.ones(2, bool)), "t0*K^b")
+    assert t0 == pytest.approx(1.5, rel=0.15) and b == pytest.approx(0.5, abs=0.1)
+
+
+def test_nll_gradient_matches_finite_differences():
+    rng = np.random.default_rng(1)
+    joined, owner = sel.stack([_sampled_pack(rng, 50, 3, 1.0), _sampled_pack(rng, 30, 6, 1.0)])
+    w = sel.dataset_weights(owner, np.array([True, True]))
+    _, g = sel.nll_and_grad(joined, w, 0.3, -0.2)
+    eps = 1e-6
+    for i, (da, db) in enumerate(((eps, 0), (0, eps))):
+        up = sel.nll_and_grad(joined, w, 0.3 + da, -0.2 + db)[0]
+        down = sel.nll_and_grad(joined, w, 0.3 - da, -0.2 - db)[0]
+        assert g[i] == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-8)
+
+
+def test_dataset_weights_equal_per_dataset():
+    owner = np.array([0] * 10 + [1] * 30 + [2] * 5)
+    w = sel.dataset_weights(owner, np.array([True, True, False]))
+    assert w[:10].sum() == pytest.approx(0.5) and w[10:40].sum() == pytest.approx(0.5) and (w[40:] == 0).all()
+    with pytest.raises(ValueError):
+        sel.dataset_weights(owner, np.zeros(3, bool))
+
+
+def test_fast_figures_equal_served_code_and_metrics():
+    cs = make_set(hyps=("a", "b", "c"), n=90)
+    cand = sel.Candidate("entailment_minus_contradiction", True, 5.0, "t0*K^b")
+    cfg = cand.config(1.7, 0.1, "digest")
+    served = sel.served_probabilities(cs, cfg)
+    off = cs.offsets
+    for i in (0, 7, 89):
+        s = cs.logits[off[i]:off[i + 1], 0] - cs.logits[off[i]:off[i + 1], 2]
+        cf = cs.cf_logits[off[i]:off[i + 1], 0] - cs.cf_logits[off[i]:off[i + 1], 2]
+        z = (s - cf + 5.0 * cs.cosine[off[i]:off[i + 1]]) / (1.7 * 3 ** 0.1)
+        np.testing.assert_allclose(served[i], np.exp(z) / np.exp(z).sum(), rtol=1e-6)
+        np.testing.assert_allclose(served[i], label_probabilities(s, cfg, cf, cs.cosine[off[i]:off[i + 1]]))
+    card = sel.score_cached(cs, served)
+    p = sel.pack(cs, sel.candidate_scores(cs, cand))
+    norm, ece = sel.fast_normalised(p, sel.fast_macro_f1(p), sel._temps(p, np.log(1.7), 0.1),
+                                    sel.Bounds(card.floor, card.ceiling))
+    assert norm == pytest.approx(card.normalised, abs=1e-6) and ece == pytest.approx(card.ece, abs=1e-9)
+
+
+def test_objective_penalises_only_beyond_the_margin():
+    base = np.array([50.0, 50.0])
+    assert sel.objective(np.array([45.0, 41.0]), base) == 43.0
+    assert sel.objective(np.array([60.0, 30.0]), base) == 45.0 - (20.0 - sel.ROBUSTNESS_MARGIN)
+
+
+def test_leave_one_out_never_looks_at_the_held_out_dataset():
+    D, C = 3, 2
+    fold = np.full((C, D, D), 50.0)
+    fold[1, :, :] = 40.0
+    fold[1, 0, 0] = 100.0  # candidate 1 is best only on dataset 0 when 0 is held out
+    grid = sel.Grid(["a", "b", "c"], [sel.Candidate("entailment", False, 0.0, "global")] * 2, fold,
+                    np.ones((C, D, 2)), fold[:, 0, :], np.ones((C, 2)), np.zeros(D))
+    assert sel.leave_one_out(grid) == [0, 0, 0]
+    fold[1, 1:, 0] = 100.0  # now the others' folds rate candidate 1 highly on dataset 0
+    assert sel.leave_one_out(grid)[1:] == [1, 1]
+
+
+def test_evaluate_grid_and_choice_on_synthetic_sets():
+    sets = {f"g/{i}": make_set(f"s{i}", seed=i, hyps=tuple(f"label {j}" for j in range(2 + i))) for i in range(4)}
+    cands = [sel.Candidate("entailment", False, 0.0, "global"), sel.Candidate("entailment", False, 10.0, "t0*K^b")]
+    grid = sel.evaluate_grid(sets, cands)
+    assert grid.fold_norm.shape == (2, 4, 4) and np.all(grid.temps[:, :, 0] > 0)
+    cfg = cands[0].config(*grid.temps[0, 2], None)
+    card = sel.score_cached(sets["g/2"], sel.served_probabilities(sets["g/2"], cfg))
+    assert grid.fold_norm[0, 2, 2] == pytest.approx(card.normalised, abs=0.05)
+    assert sel.choose_on_all(grid) in (0, 1) and len(sel.leave_one_out(grid)) == 4
+
+
+NEG = ("This example tweet is not offensive.", "This example tweet is offensive.")
+
+
+def test_negation_pack_and_probabilities():
+    cs = make_set(hyps=NEG, n=40, seed=3)
+    assert sel.is_negation_set(cs) and not sel.is_negation_set(make_set())
+    packed, pos_neg = sel.negation_pack(cs, NegationRule())
+    off = cs.offsets
+    assert (pos_neg[:, 0] == off[:-1] + 1).all() and (pos_neg[:, 1] == off[:-1]).all()
+    assert (packed.gold == np.where(cs.gold == 1, 0, 1)).all()
+    d = cs.logits[pos_neg[:, 0], 0] - cs.logits[pos_neg[:, 0], 2]
+    np.testing.assert_allclose(packed.scores[:, 0], d, rtol=1e-6)
+    probs = sel.negation_served_probabilities(cs, NegationRule(2.0))
+    assert probs[0][1] == pytest.approx(1 / (1 + np.exp(-d[0] / 2.0)))
+    assert all(p.sum() == pytest.approx(1.0) for p in probs)
+    card = sel.score_cached(cs, probs)
+    assert card.n_classes == 2 and 0 <= card.ece <= 1
+
+
+def test_negation_leave_one_out_reports_every_negation_set():
+    sets = {f"g/n{i}": make_set(f"n{i}", hyps=NEG, seed=i) for i in range(3)}
+    sets["g/topic"] = make_set("topic", hyps=("a", "b", "c"), seed=9)
+    cands = [sel.Candidate("entailment", False, 0.0, "global")]
+    grid = sel.evaluate_grid(sets, cands)
+    out = sel.negation_leave_one_out(sets, grid, sel.leave_one_out(grid), [NegationRule(1.0, False, 0.0)])
+    assert out["n"] == 3 and set(out["datasets"]) == {"g/n0", "g/n1", "g/n2"}
+    for row in out["datasets"].values():
+        assert row["choice"] in ("off", "negation rule")
+
+
+@pytest.fixture
+def tiny_model_dir(bert_dir, tmp_path):
+    root = tmp_path / "model"
+    shutil.copytree(bert_dir, root)
+    shutil.copytree(bert_dir, root / "embedding")
+    return root
+
+
+def test_cli_without_shared_data_is_one_line_exit_2(tmp_path, capsys):
+    assert selection_cli.main(["--zsc-dev-dir", str(tmp_path / "absent")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--zsc-dev-dir" in err[0]
+
+
+def test_cli_writes_calibration_and_sources(tmp_path, tiny_model_dir, monkeypatch):
+    from test_devsets_negation import write_zsc
+
+    data = tmp_path / "zsc"
+    data.mkdir()
+    write_zsc(data, "spamish", n=24, classes=("not spam", "spam"))
+    write_zsc(data, "offish", n=24, classes=("not offensive", "offensive"))
+    write_zsc(data, "topic", n=24, classes=("sport", "music", "food"), counts=[8, 8, 8],
+              hyps=["This text is about sport.", "This text is about music.", "This text is about food."])
+    ex = tmp_path / "ex.jsonl"
+    ex.write_text("\n".join(json.dumps({"dataset": "d", "text": f"the game {i}", "labels": ["sport", "business"],
+                                        "label": i % 2}) for i in range(8)))
+    out, sources = tmp_path / "calibration.json", tmp_path / "data_sources.json"
+    out.write_text(json.dumps({"chosen": {"rule": "entailment", "temperature": 2.0}, "model_sha256": "m" * 64,
+                               "decided_by": "old way", "candidates": [1, 2, 3]}))
+    sources.write_text(json.dumps({"sources": [{"name": "x", "role": "train"}]}))
+    monkeypatch.setattr(sel, "candidates", lambda: [sel.Candidate("entailment", False, 0.0, "global"),
+                                                    sel.Candidate("entailment_logprob", True, 10.0, "t0*K^b")])
+    monkeypatch.setattr(sel, "negation_variants", lambda: [NegationRule(1.0, False, 0.0)])
+    rc = selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
+                             "--model-dir", str(tiny_model_dir), "--out", str(out), "--data-sources", str(sources),
+                             "--report-public", str(ex)])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    config, ok = load_scoring_config(out)
+    assert ok and config.to_dict() == doc["chosen"] and doc["model_sha256"] == "m" * 64
+    assert doc["superseded"]["chosen"] == {"rule": "entailment", "temperature": 2.0} and "candidates" not in doc
+    table = doc["selection"]["out_of_fold"]
+    assert set(table) == {"zsc-dev/offish", "zsc-dev/spamish", "zsc-dev/topic", "dev/d"}
+    assert set(doc["selection"]["negation_pairs"]["out_of_fold"]) == {"zsc-dev/offish", "zsc-dev/spamish"}
+    assert doc["selection"]["public_report"]["note"].startswith("reporting only")
+    assert len(out.read_bytes()) < 200_000
+    table_md = selection_cli.quality_markdown(doc)
+    assert "| zsc-dev/topic |" in table_md and "| public 500 (reporting only)" in table_md
+    entries = [s for s in json.loads(sources.read_text())["sources"] if s["role"] == "selection"]
+    assert [e["name"] for e in entries] == ["zsc-dev:offish", "zsc-dev:spamish", "zsc-dev:topic"]
+    assert entries[0]["licence"] == "CC BY 4.0" and len(entries[0]["sha256"]) == 64
+    assert selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
+                               "--model-dir", str(tiny_model_dir), "--out", str(out),
+                               "--data-sources", str(sources)]) == 0
+    again = json.loads(out.read_text())
+    assert again["superseded"] == doc["superseded"]
+    assert len([s for s in json.loads(sources.read_text())["sources"] if s["role"] == "selection"]) == 3

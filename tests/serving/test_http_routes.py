@@ -1,0 +1,52 @@
+"""405 ``Allow`` lists exactly the methods each path serves (the union over its routes)."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+from conftest import running_app
+
+from zsnli.serving.http_routes import allow_header, allowed_methods
+
+pytestmark = pytest.mark.anyio
+
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def _route(path: str, *methods: str):
+    return SimpleNamespace(path_regex=re.compile("^" + path + "$"), methods=set(methods))
+
+
+def test_union_over_routes_in_a_fixed_order():
+    routes = [_route("/health", "GET"), _route("/health", "HEAD"), _route("/classify", "POST"),
+              SimpleNamespace(path_regex=re.compile("^/ws$"), methods=None)]
+    assert allow_header(routes, "/health") == "GET, HEAD"
+    assert allowed_methods(routes, "/classify") == ["POST"]
+    assert allowed_methods(routes, "/ws") == [] and allowed_methods(routes, "/nope") == []
+    assert allowed_methods([_route("/x", "PATCH", "OPTIONS", "GET", "PURGE")], "/x") == ["GET", "OPTIONS", "PATCH",
+                                                                                        "PURGE"]
+
+
+async def test_every_405_lists_exactly_the_methods_served(bert_dir, make_app):
+    app = make_app(bert_dir)
+    paths = sorted({r.path for r in app.routes if getattr(r, "methods", None)})
+    assert {"/health", "/classify"} <= set(paths)
+    async with running_app(app) as client:
+        for path in paths:
+            served = [m for m in METHODS if m in allowed_methods(app.routes, path)]
+            refused = []
+            for method in METHODS:
+                r = await client.request(method, path)
+                if r.status_code == 405:
+                    refused.append(method)
+                    assert r.headers["allow"] == ", ".join(served), (path, method)
+                    if method != "HEAD":
+                        err = r.json()
+                        assert err["error_type"] == "method_not_allowed" and method in err["error"]
+            assert refused and sorted(set(METHODS) - set(refused)) == sorted(served), (path, refused, served)
+        r = await client.options("/health")
+        assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD"
+        r = await client.get("/classify")
+        assert r.status_code == 405 and r.headers["allow"] == "POST"

@@ -1,0 +1,95 @@
+"""GET /metrics (zsnli.serving.telemetry): the Prometheus exposition, one registry per app, and a server
+that starts without prometheus_client (404 and one warning)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+from conftest import cached_loader, make_settings, running_app
+
+from zsnli.serving.app import create_app
+from zsnli.serving.telemetry import INSTALL_HINT, metrics_extension
+
+pytestmark = pytest.mark.anyio
+
+BODY = {"text": "The team won the match.", "labels": ["sport", "business", "science"]}
+
+
+def samples(text: str) -> dict:
+    """``{(name, frozenset(labels)): value}`` of an exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def metrics_app(model_dir, **overrides):
+    return create_app(make_settings(model_dir, **overrides), loader=cached_loader, extend=metrics_extension)
+
+
+async def test_exposition_counts_requests_batches_and_queue(bert_dir):
+    pytest.importorskip("prometheus_client")
+    app = metrics_app(bert_dir, queue_capacity_pairs=4096)
+    async with running_app(app) as client:
+        for body in (BODY, BODY, {"text": "x", "labels": []}):
+            await client.post("/classify", json=body)
+        await client.get("/no-such-path")
+        batcher = app.state.classifier.state.batcher
+        with batcher.admit(10):  # ten pairs admitted and not yet answered
+            r = await client.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    s = samples(r.text)
+    assert s[("zsnli_requests_total", frozenset({("path", "/classify"), ("status", "200")}))] == 2
+    assert s[("zsnli_requests_total", frozenset({("path", "/classify"), ("status", "422")}))] == 1
+    assert s[("zsnli_requests_total", frozenset({("path", "unmatched"), ("status", "404")}))] == 1
+    assert s[("zsnli_request_seconds_count", frozenset({("path", "/classify")}))] == 3
+    assert s[("zsnli_requests_in_flight", frozenset())] == 1  # the scrape itself
+    assert s[("zsnli_queue_pairs", frozenset())] == 10
+    assert s[("zsnli_queue_capacity_pairs", frozenset())] == 4096
+    assert s[("zsnli_ready", frozenset())] == 1
+    # every forward (the warm-up included) is in the histograms, to the pair and the token
+    assert s[("zsnli_batch_pairs_sum", frozenset())] == batcher.stats.pairs
+    assert s[("zsnli_batch_pairs_count", frozenset())] == batcher.stats.batches >= 2
+    assert s[("zsnli_batch_padded_tokens_sum", frozenset())] == batcher.stats.padded_tokens
+    assert s[("zsnli_forward_seconds_count", frozenset())] == batcher.stats.batches
+    assert s[("zsnli_failed_batches_total", frozenset())] == 0
+
+
+async def test_each_app_has_its_own_registry(bert_dir):
+    pytest.importorskip("prometheus_client")
+    first, second = metrics_app(bert_dir), metrics_app(bert_dir)  # a global registry would refuse the second
+    async with running_app(first) as a, running_app(second) as b:
+        await a.post("/classify", json=BODY)
+        s_a, s_b = samples((await a.get("/metrics")).text), samples((await b.get("/metrics")).text)
+    key = ("zsnli_requests_total", frozenset({("path", "/classify"), ("status", "200")}))
+    assert s_a[key] == 1 and key not in s_b
+
+
+async def test_without_prometheus_client_the_server_runs_and_metrics_is_404(bert_dir, monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # import raises ImportError
+    with caplog.at_level(logging.WARNING, logger="zsnli"):
+        app = metrics_app(bert_dir)
+        async with running_app(app) as client:
+            assert (await client.get("/metrics")).status_code == 404
+            assert (await client.post("/classify", json=BODY)).status_code == 200
+    warnings = [r.getMessage() for r in caplog.records if "/metrics" in r.getMessage()]
+    assert len(warnings) == 1 and INSTALL_HINT in warnings[0]
+
+
+async def test_a_failing_observer_never_breaks_batching(bert_dir):
+    app = create_app(make_settings(bert_dir), loader=cached_loader)
+    app.state.classifier.batch_observers.append(lambda record: 1 / 0)
+    async with running_app(app) as client:
+        assert (await client.post("/classify", json=BODY)).status_code == 200
+
+
+def test_server_app_serves_metrics(monkeypatch):
+    pytest.importorskip("prometheus_client")
+    import importlib
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    server = importlib.import_module("server")
+    assert "/metrics" in {getattr(r, "path", None) for r in server.app.routes}
