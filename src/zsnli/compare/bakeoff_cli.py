@@ -118,7 +118,7 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
     """``validate.py bakeoff``; returns the exit code."""
     from zsnli.compare.suite_bakeoff import BakeoffOptions, run_bakeoff
     from zsnli.compare.bakeoff_html import render_bakeoff_html
-    from zsnli.compare.cli import _scrub, _write_json
+    from zsnli.compare.report import scrub_non_finite, write_report_json
     from zsnli.harness.examples import ExamplesError
     from zsnli.compare.protocol import ProtocolError
     from zsnli.compare.suite import SuiteError, load_suite
@@ -141,13 +141,13 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
                           only=args.only)
     try:
         suite = load_suite(args.suite, args.root)
-        report = _scrub(run_bakeoff(suite, opts, console))
+        report = scrub_non_finite(run_bakeoff(suite, opts, console))
     except (SuiteError, ExamplesError, ProtocolError, ValueError) as exc:
         console.print(f"error: {exc}", markup=False, soft_wrap=True)
         return 2
     print_report(report, console)
     report_path = args.report or Path("reports/bakeoff.json")
-    _write_json(report_path, report)
+    write_report_json(report_path, report)
     html_path = args.html or report_path.with_suffix(".html")
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(render_bakeoff_html(report), encoding="utf-8")

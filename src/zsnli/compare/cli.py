@@ -9,7 +9,6 @@ server starts or model loads); 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import signal
@@ -26,6 +25,7 @@ from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
 from zsnli.harness.server import DEFAULT_SERVE_CMD
 from zsnli.compare.analysis import DEFAULT_MIN_SLICE_N, DEFAULT_TARGET_ACCURACY
+from zsnli.compare.report import scrub_non_finite, write_report_json
 from zsnli.compare.selfcheck import DEFAULT_MAX_SECONDS, DEFAULT_STARTUP_TIMEOUT_S
 
 EXAMPLES_HELP = (f"examples JSONL (DESIGN.md format) or 'hub:btzsc' (needs network); default {DEFAULT_EXAMPLES} "
@@ -132,30 +132,6 @@ def _check_compare(parser: argparse.ArgumentParser, args, arms) -> None:
         parser.error(f"--target-accuracy: expected numbers in (0, 1], got {args.target_accuracy}")
 
 
-def _write_json(path: Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, allow_nan=False, default=_jsonable) + "\n", encoding="utf-8")
-
-
-def _jsonable(o):
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def _scrub(o):
-    """Replace NaN/inf floats by None so the report is strict JSON."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _scrub(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_scrub(v) for v in o]
-    return o
-
-
 def selfcheck_main(argv: Sequence[str], console, progress: bool) -> int:
     from zsnli.compare.scorecards import scores_table
     from zsnli.compare.selfcheck import SelfCheckOptions, run_selfcheck
@@ -185,7 +161,7 @@ def selfcheck_main(argv: Sequence[str], console, progress: bool) -> int:
     verdict = "[green]ALL GATES PASS[/green]" if result.passed else f"[red]{len(result.gates) - passed} GATE(S) FAILED[/red]"
     console.print(f"{verdict} ({passed}/{len(result.gates)})")
     if args.report:
-        _write_json(args.report, _scrub(result.report))
+        write_report_json(args.report, scrub_non_finite(result.report))
         console.print(f"report: {escape(str(args.report))}", highlight=False)
     return 0 if result.passed else 1
 
@@ -220,7 +196,7 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
         console.print(f"[red]{'examples' if isinstance(exc, ExamplesError) else 'error'}:[/red] {escape(str(exc))}",
                       highlight=False)
         return 2
-    report = _scrub(report)
+    report = scrub_non_finite(report)
     if all(a.get("error") for a in report["arms"]):
         console.print("[red]no arm ran[/red]: nothing to report (no tables, HTML or JSON written)", highlight=False)
         return 1
@@ -230,7 +206,7 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
     html_path.write_text(render_html(report, pngs), encoding="utf-8")
     console.print(f"HTML report: {escape(str(html_path))}", highlight=False)
     if args.report:
-        _write_json(args.report, report)
+        write_report_json(args.report, report)
         console.print(f"JSON report: {escape(str(args.report))}", highlight=False)
     return 1 if any(a.get("error") for a in report["arms"]) else 0
 

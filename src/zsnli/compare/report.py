@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -180,3 +182,35 @@ def reliability_from_dict(d: dict[str, Any]) -> ReliabilityBins:
     return ReliabilityBins(edges=np.asarray(d["edges"], dtype=float), counts=np.asarray(d["counts"], dtype=int),
                            confidence=np.asarray([np.nan if v is None else v for v in d["confidence"]], dtype=float),
                            accuracy=np.asarray([np.nan if v is None else v for v in d["accuracy"]], dtype=float))
+
+
+# --------------------------------------------------------------------------- the JSON report file
+
+
+def write_report_json(path: Path, obj: Any) -> None:
+    """Write a report as strict, indented JSON (numpy scalars as numbers, paths as strings), creating parents.
+
+    Raises ``ValueError`` on a NaN or infinity (pass the report through `scrub_non_finite` first) and
+    ``TypeError`` on a value JSON cannot hold.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, allow_nan=False, default=_jsonable) + "\n", encoding="utf-8")
+
+
+def _jsonable(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def scrub_non_finite(o: Any) -> Any:
+    """Replace NaN/inf floats by None, recursively through dicts, lists and tuples, so the report is strict JSON."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: scrub_non_finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [scrub_non_finite(v) for v in o]
+    return o

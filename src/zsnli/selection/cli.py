@@ -128,7 +128,7 @@ def final_negation(sets: dict[str, CachedSet], grid: sel.Grid, final: int) -> tu
     best, best_val = None, sel.objective(np.array([grid.full_norm[final, grid.names.index(n)] for n in names]), base)
     for v in sel.negation_variants():
         rule = sel.fit_negation([sets[n] for n in names], v)
-        val = sel.objective(np.array([sel._negation_norm(sets[n], rule, bounds[n]) for n in names]), base)
+        val = sel.objective(np.array([sel.negation_norm(sets[n], rule, bounds[n]) for n in names]), base)
         if val > best_val:
             best, best_val = rule, val
     return best, {"datasets": names, "objective": round(best_val, 2)}

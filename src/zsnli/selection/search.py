@@ -440,7 +440,7 @@ def negation_leave_one_out(sets: dict[str, CachedSet], grid: Grid, main_choice: 
         base = np.array([grid.baseline[idx[n]] for n in train])
         best, best_val = None, objective(off_norms, base)
         for rule in fitted:
-            norms = np.array([_negation_norm(sets[n], rule, bounds[n]) for n in train])
+            norms = np.array([negation_norm(sets[n], rule, bounds[n]) for n in train])
             val = objective(norms, base)
             if val > best_val:
                 best, best_val = rule, val
@@ -452,7 +452,8 @@ def negation_leave_one_out(sets: dict[str, CachedSet], grid: Grid, main_choice: 
     return {"datasets": out, "n": len(neg_names)}
 
 
-def _negation_norm(cs: CachedSet, rule: NegationRule, bounds: Bounds) -> float:
+def negation_norm(cs: CachedSet, rule: NegationRule, bounds: Bounds) -> float:
+    """Normalised score (`fast_normalised`, the selection objective's unit) of negation rule ``rule`` on one cached negation-pair set."""
     packed, _ = negation_pack(cs, rule)
     f1 = fast_macro_f1(packed)
     return fast_normalised(packed, f1, np.full(len(packed.k), rule.temperature), bounds)[0]
