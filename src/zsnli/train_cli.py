@@ -343,7 +343,7 @@ def _calibrate(args: argparse.Namespace, preset: Preset) -> int:
 
 def _evaluate(args: argparse.Namespace, preset: Preset) -> int:
     from .training.evaluation import evaluate_model
-    from .manifest import record_evaluation
+    from .training.manifest_writer import record_evaluation
 
     figures = evaluate_model(args.model_dir, preset)
     text = json.dumps(figures, indent=2)

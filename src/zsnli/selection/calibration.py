@@ -53,15 +53,8 @@ import numpy as np
 
 from .. import metrics
 from ..runtime.embedding import EMBEDDING_MODEL_ID
-from ..manifest import (
-    CALIBRATION_NAME,
-    MANIFEST_NAME,
-    calibration_sources,
-    declare_sources,
-    holdout_digest,
-    load_manifest,
-    write_json,
-)
+from ..manifest import CALIBRATION_NAME, MANIFEST_NAME, holdout_digest, load_manifest, write_json
+from ..training.manifest_writer import calibration_sources, declare_sources
 from ..training.nli_data import build_nli_data, read_jsonl
 from ..training.presets import Preset
 from ..runtime.progress import predict_logits, progress

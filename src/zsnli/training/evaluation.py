@@ -4,7 +4,7 @@
 training (the Trainer's ``compute_metrics``); `evaluate_model` is
 ``train.py evaluate``: the served model (`zsnli.runtime.model.NliModel`, as the
 server loads it) on every full validation and test source of a preset,
-with progress (`zsnli.runtime.progress`). `zsnli.manifest.record_evaluation`
+with progress (`zsnli.runtime.progress`). `zsnli.training.manifest_writer.record_evaluation`
 stores its figures in the manifest.
 
 May import numpy, `zsnli.training.nli_data`, `zsnli.training.presets`, `zsnli.manifest`,

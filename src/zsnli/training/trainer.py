@@ -35,7 +35,7 @@ import numpy as np
 from .. import __version__
 from .data_parallel import LaunchError, any_rank, launch_from_env, leave_process_group, per_device_batch, replicas
 from .evaluation import accuracy_by_split
-from ..manifest import build_manifest, write_manifests
+from .manifest_writer import build_manifest, write_manifests
 from .nli_data import LABELS, DataError, NliData, build_nli_data
 from .presets import Preset
 
