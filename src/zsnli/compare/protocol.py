@@ -17,7 +17,7 @@ Every test row belongs to exactly one fold, and a fold's training rows
 never include its test rows (`Plan.check`). Zero-shot arms are scored on
 exactly the same test rows (`Plan.test_rows`), without fitting.
 
-Imports: numpy, scikit-learn, `zsnli.compare.examples`.
+Imports: numpy, scikit-learn, `zsnli.harness.examples`.
 """
 
 from __future__ import annotations

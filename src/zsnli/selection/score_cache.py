@@ -129,7 +129,7 @@ def load_all(cache_dir: str | Path, group: str | None = None) -> dict[str, Cache
 def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
     """NLI logits, content-free logits and cosines of every pair of ``ds`` (arrays of `CachedSet`).
 
-    nli: a loaded ``zsnli.scoring.NliModel``; encoder: a ``zsnli.runtime.embedding.SentenceEncoder``.
+    nli: a loaded ``zsnli.runtime.model.NliModel``; encoder: a ``zsnli.runtime.embedding.SentenceEncoder``.
     """
     hyps = list(dict.fromkeys(h for row in ds.hypotheses for h in row))
     index = {h: i for i, h in enumerate(hyps)}

@@ -3,7 +3,7 @@
 * ``served``: the zsnli server over HTTP, either a running one (``url``) or a
   model directory started with ``serve.sh`` for the run (``model_dir``);
   one ``POST /classify`` per document, every answer checked against the
-  HTTP contract (`zsnli.compare.client.check_answer`);
+  HTTP contract (`zsnli.harness.load.check_answer`);
 * ``pipeline``: transformers' zero-shot-classification pipeline
   (`zsnli.compare.arms.baselines.PipelineBaseline`);
 * ``embedding_similarity``: softmax(scale x cosine) of sentence embeddings
