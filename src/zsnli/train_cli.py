@@ -129,7 +129,24 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lr", type=_POS_FLOAT)
     t.add_argument("--seed", type=_NONNEG_INT)
     t.add_argument("--eval-steps", type=_POS_INT)
-    t.add_argument("--time-budget-s", type=_POS_FLOAT)
+    t.add_argument("--time-budget-s", type=_POS_FLOAT,
+                   help="wall seconds for this invocation: then evaluate, save the best model and stop")
+    t.add_argument("--checkpoint-every-s", type=_POS_FLOAT,
+                   help="write a checkpoint at least this often (default 900); SIGTERM also writes one and stops")
+    t.add_argument("--mixed-precision", choices=("auto", "bf16", "no"),
+                   help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
+    t.add_argument("--word-embeddings", choices=("frozen", "trained"), help="default: the preset's")
+    t.add_argument("--warmup-ratio", type=_number(float, 0.0, "a number in [0, 1)"))
+    t.add_argument("--zsc-dir", help="classification sets to mix in as NLI pairs (zsc-train layout: "
+                                     "<name>.jsonl + <name>.labels.json), e.g. ../shared/data/zsc-train")
+    t.add_argument("--zsc-ratio", type=_number(float, 0.0, "a number >= 0"),
+                   help="classification pairs per NLI train pair (default 1 with --zsc-dir; capped by what exists)")
+    t.add_argument("--zsc-negative", choices=("not_entailment", "neutral", "contradiction"),
+                   help="target of a text with another class's hypothesis (default not_entailment: "
+                        "p(neutral)+p(contradiction)); binary negation sets always use contradiction")
+    t.add_argument("--zsc-sets", help="comma-separated set names to use (default: all in --zsc-dir)")
+    t.add_argument("--zsc-commercial-only", action="store_true",
+                   help="leave out the research-only / non-commercial / unknown-licence sets")
     t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
 
     c = sub.add_parser("calibrate", help="fit scoring rule and temperature on held-out NLI choice tasks")
@@ -239,6 +256,26 @@ def _launch():
         raise UsageError(str(exc)) from None
 
 
+def _with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
+    """The preset with ``--zsc-*`` applied (`zsnli.training.zsc_nli`); one-line `UsageError` for a folder without sets."""
+    from .training.zsc_nli import zsc_sources
+
+    if not args.zsc_dir:
+        if args.zsc_ratio is not None or args.zsc_negative or args.zsc_sets or args.zsc_commercial_only:
+            raise UsageError("--zsc-ratio, --zsc-negative, --zsc-sets and --zsc-commercial-only need --zsc-dir")
+        return preset
+    names = [n.strip() for n in args.zsc_sets.split(",") if n.strip()] if args.zsc_sets else None
+    sources = zsc_sources(args.zsc_dir, args.zsc_commercial_only, names)
+    if not sources:
+        raise UsageError(f"--zsc-dir {args.zsc_dir}: no <name>.jsonl with a <name>.labels.json beside it"
+                         + (f" among --zsc-sets {args.zsc_sets}" if names else ""))
+    missing = sorted(set(names or ()) - {s.name.split(":", 1)[1] for s in sources})
+    if missing and not args.zsc_commercial_only:
+        raise UsageError(f"--zsc-sets: {', '.join(missing)} not found in {args.zsc_dir}")
+    return preset.with_overrides(zsc_sources=sources, zsc_ratio=1.0 if args.zsc_ratio is None else args.zsc_ratio,
+                                 zsc_negative=args.zsc_negative)
+
+
 def _check_batch_split(batch_size: int | None, preset: Preset) -> None:
     """The global batch (``--batch-size`` or the preset's) must split evenly over the launched processes."""
     world = _launch().world_size
@@ -272,6 +309,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
     _check_base_model(args.preset, args.base_model)
     preset = get_preset(args.preset, args.data_dir, args.base_model)
     if args.command == "train":
+        preset = _with_zsc(preset, args)
         _check_batch_split(args.batch_size, preset)
         args.model_dir = args.model_dir or f"runs/{preset.name}/model"
         if Path(args.model_dir).exists() and not Path(args.model_dir).is_dir():
@@ -314,6 +352,9 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
     preset = preset.with_overrides(
         max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
         lr=args.lr, seed=args.seed, eval_steps=args.eval_steps, time_budget_s=args.time_budget_s,
+        checkpoint_every_s=args.checkpoint_every_s, mixed_precision=args.mixed_precision,
+        warmup_ratio=args.warmup_ratio,
+        freeze_word_embeddings=None if args.word_embeddings is None else args.word_embeddings == "frozen",
     )
     output_dir = args.output_dir or f"runs/{preset.name}"
     if args.dry_run:
@@ -323,7 +364,10 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
         log.warning("--model-dir %s: replacing the shipped model and its manifests", args.model_dir)
     manifest = training.train(preset, args.model_dir, output_dir, _manifest_dir(args), resume=not args.no_resume,
                               notes=tuple(args.note), reset_best=args.reset_best)
-    if manifest:
+    if manifest.get("interrupted"):
+        print(f"interrupted at step {manifest['steps']} (checkpoint written in {output_dir}); "
+              "rerun the same command to resume")
+    elif manifest:
         print(json.dumps(manifest["training"], indent=2))
     return 0
 

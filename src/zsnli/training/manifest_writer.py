@@ -130,7 +130,7 @@ def build_manifest(preset: "Preset", data: "NliData", model_dir: str | Path, tra
         },
         "id2label": _saved_id2label(model_dir),
         "data": {
-            "sources": [s.describe() for s in preset.train_sources + preset.validation_sources],
+            "sources": [s.describe() for s in preset.train_sources + preset.zsc_sources + preset.validation_sources],
             "counts": data.counts,
             "holdout_sha256": holdout_digest(data.holdout),
         },
@@ -154,11 +154,12 @@ def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None) -> 
 
     ``counts`` (`zsnli.training.nli_data.NliData.counts`) adds each loaded source's row counts as ``rows``.
     """
-    per_source = (counts or {}).get("sources", {})
+    counts = counts or {}
+    per_source = {**counts.get("sources", {}), **counts.get("zsc_train", {}).get("sets", {})}
     entries = []
     for src in preset.sources():
         entry = src.describe()
-        if src.kind == "local":
+        if src.path:
             entry["path"] = str(src.path)
         if per_source.get(src.name):
             entry["rows"] = per_source[src.name]

@@ -54,8 +54,9 @@ class DataError(ValueError):
 class Source:
     """One NLI data source.
 
-    ``kind`` is ``"hub"`` (``hub_id``, ``config``, ``splits``, ``revision``)
-    or ``"local"`` (``path``). ``role`` is one of ``train``, ``validation``,
+    ``kind`` is ``"hub"`` (``hub_id``, ``config``, ``splits``, ``revision``),
+    ``"local"`` (``path``) or ``"zsc"`` (``path`` of a classification set read
+    as NLI pairs by `zsnli.training.zsc_nli`, not by `load_source`). ``role`` is one of ``train``, ``validation``,
     ``test``. ``licence`` is recorded in ``data_sources.json``.
     """
 
@@ -72,7 +73,7 @@ class Source:
     def describe(self) -> dict[str, Any]:
         """Return a JSON-ready description (paths as given, file sha256 for local files)."""
         out = {k: v for k, v in asdict(self).items() if v not in (None, ())}
-        if self.kind == "local" and self.path and Path(self.path).is_file():
+        if self.kind in ("local", "zsc") and self.path and Path(self.path).is_file():
             out["sha256"] = sha256_file(self.path)
         return out
 

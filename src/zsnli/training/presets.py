@@ -62,7 +62,14 @@ class Preset:
     processes of a torchrun / accelerate launch job; each gets its share,
     `zsnli.training.data_parallel.per_device_batch`). ``logging_steps``: optimiser
     steps per logged mean loss. ``time_budget_s`` stops the run (after
-    saving) when exceeded in any process.
+    saving) when exceeded in any process. ``checkpoint_every_s``: a checkpoint
+    is written at least this often (seconds of wall time), besides every
+    ``eval_steps`` and on SIGTERM. ``mixed_precision``: ``"bf16"``, ``"no"``
+    or ``"auto"`` (bf16 autocast on CUDA, and on a CPU whose flags show native
+    bf16 (avx512_bf16 or amx_bf16); fp32 otherwise; weights stay fp32).
+    ``zsc_sources`` (`zsnli.training.zsc_nli`): classification sets turned into NLI
+    pairs, ``zsc_ratio`` x the NLI train pairs of them mixed in (0: none),
+    their negative pairs trained toward ``zsc_negative``.
     ``base_model`` is what is loaded (a hub id or a local directory);
     ``base_model_id`` is the public name recorded in the manifest (the hub id
     of a local copy), ``base_model_note`` where a local copy's bytes come from.
@@ -74,6 +81,9 @@ class Preset:
     train_sources: tuple[Source, ...]
     validation_sources: tuple[Source, ...]
     test_sources: tuple[Source, ...] = ()
+    zsc_sources: tuple[Source, ...] = ()
+    zsc_ratio: float = 0.0
+    zsc_negative: str = "not_entailment"
     epochs: float = 2.0
     max_steps: int = -1
     batch_size: int = 32
@@ -89,6 +99,8 @@ class Preset:
     max_validation_rows: int | None = None
     time_budget_s: float | None = None
     save_dtype: str = "float32"
+    mixed_precision: str = "auto"
+    checkpoint_every_s: float = 900.0
     notes: tuple[str, ...] = field(default_factory=tuple)
     base_model_id: str = ""
     base_model_note: str | None = None
@@ -107,18 +119,18 @@ class Preset:
 
     def sources(self) -> tuple[Source, ...]:
         """Every source of the preset: train, then validation, then test."""
-        return self.train_sources + self.validation_sources + self.test_sources
+        return self.train_sources + self.zsc_sources + self.validation_sources + self.test_sources
 
     def hyperparameters(self) -> dict[str, Any]:
         """The JSON-ready settings recorded in the plan and the manifest (``base_model`` is the public id)."""
-        skip = ("train_sources", "validation_sources", "test_sources", "base_model_id", "base_model_note")
+        skip = ("train_sources", "zsc_sources", "validation_sources", "test_sources", "base_model_id", "base_model_note")
         hp = {k: v for k, v in asdict(self).items() if k not in skip}
         hp["base_model"] = self.base_model_id
         return hp
 
     def required_files(self, roles: tuple[str, ...] = ("train", "validation", "test")) -> list[Path]:
         """The local files of the sources with these roles (hub sources need none)."""
-        return [Path(s.path) for s in self.sources() if s.kind == "local" and s.role in roles and s.path]
+        return [Path(s.path) for s in self.sources() if s.kind in ("local", "zsc") and s.role in roles and s.path]
 
 
 def _local(data_dir: str, rel: str, role: str, licence_key: str) -> Source:
@@ -251,6 +263,7 @@ def tiny(data_dir: str, base_model: str) -> Preset:
         eval_steps=2,
         logging_steps=1,
         save_dtype="float16",
+        mixed_precision="no",
     )
 
 

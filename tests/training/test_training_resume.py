@@ -1,0 +1,119 @@
+"""Long runs across working periods: a run stopped by SIGTERM and resumed trains exactly as one that ran straight
+through; checkpoints on a clock; classification pairs (zsnli.training.zsc_nli) mixed in; the "not entailment" loss."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from conftest import build_bert_nli
+from zsnli.training import trainer as training
+from zsnli.training.presets import get_preset
+from zsnli.training.zsc_nli import zsc_sources
+
+ROOT = Path(__file__).resolve().parents[2]
+ZSC = ROOT / "tests" / "data" / "tiny_zsc"
+
+
+def _preset(base: Path, **overrides):
+    preset = get_preset("tiny", str(ROOT / "tests" / "data" / "tiny_nli"), str(base))
+    return preset.with_overrides(max_steps=8, eval_steps=100, zsc_sources=zsc_sources(ZSC), zsc_ratio=0.5,
+                                 **overrides)
+
+
+def _losses(run_dir: Path) -> dict[int, float]:
+    rows = [json.loads(line) for line in (run_dir / "loss_log.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in rows if "loss" in r}
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    # dropout on: the resumed run must also restore the RNG that draws the dropout masks
+    return build_bert_nli(tmp_path_factory.mktemp("resume") / "base",
+                          id2label={0: "neutral", 1: "contradiction", 2: "entailment"}, dropout=0.1)
+
+
+def test_sigterm_then_resume_gives_the_same_losses_as_a_straight_run(base, tmp_path, monkeypatch):
+    preset = _preset(base)
+    straight = training.train(preset, tmp_path / "a" / "model", tmp_path / "a" / "run")
+    assert straight["training"]["steps"] == 8
+
+    real_callbacks = training._callbacks
+
+    def with_sigterm_at_step_3(*args, **kwargs):
+        from transformers import TrainerCallback
+
+        class Kill(TrainerCallback):
+            def on_step_end(self, a, state, control, **kw):
+                if state.global_step == 3:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return control
+
+        return [Kill(), *real_callbacks(*args, **kwargs)]
+
+    monkeypatch.setattr(training, "_callbacks", with_sigterm_at_step_3)
+    stopped = training.train(preset, tmp_path / "b" / "model", tmp_path / "b" / "run")
+    monkeypatch.setattr(training, "_callbacks", real_callbacks)
+    assert stopped == {"interrupted": True, "signal": signal.SIGTERM, "steps": 3}
+    assert (tmp_path / "b" / "run" / "checkpoint-3").is_dir()
+    assert not (tmp_path / "b" / "model").exists()  # no model or manifest from an interrupted run
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler restored
+
+    resumed = training.train(preset, tmp_path / "b" / "model", tmp_path / "b" / "run")
+    assert resumed["training"]["resumed_from_checkpoint"] == "checkpoint-3"
+    want, got = _losses(tmp_path / "a" / "run"), _losses(tmp_path / "b" / "run")
+    assert sorted(got) == sorted(want) == list(range(1, 9))
+    assert got == pytest.approx(want, rel=1e-6, abs=1e-7)
+
+
+def test_checkpoint_clock_writes_checkpoints_between_eval_steps(base, tmp_path):
+    preset = _preset(base, checkpoint_every_s=1e-9)  # due at every step
+    training.train(preset, tmp_path / "model", tmp_path / "run")
+    saved = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "run").glob("checkpoint-*"))
+    assert saved[-1] == 8 and len(saved) >= 2  # eval_steps is 100: these came from the clock (save_total_limit 2)
+
+
+def test_classification_pairs_are_trained_and_declared(base, tmp_path):
+    manifest = training.train(_preset(base), tmp_path / "out" / "model", tmp_path / "run")
+    zsc = manifest["data"]["counts"]["zsc_train"]
+    assert zsc["pairs_used"] == 40 and zsc["labels"] == {"entailment": 20, "not_entailment": 12, "contradiction": 8}
+    assert manifest["data"]["counts"]["train_rows"] == manifest["data"]["counts"]["nli_train_rows"] + 40
+    sources = json.loads((tmp_path / "out" / "data_sources.json").read_text())["sources"]
+    declared = {s["name"]: s for s in sources}
+    assert declared["zsc-train:tiny_topic"]["rows"]["pairs_used"] == 24
+    assert declared["zsc-train:tiny_topic"]["licence"] == "test fixture (team-written)"
+    assert declared["zsc-train:tiny_topic"]["sha256"]
+    holdout = [json.loads(x) for x in (tmp_path / "run" / "holdout.jsonl").read_text().splitlines()]
+    zsc_texts = {json.loads(x)["text"] for f in ZSC.glob("*.jsonl") for x in f.read_text().splitlines()}
+    assert not {r["premise"] for r in holdout} & zsc_texts  # the calibration hold-out is NLI rows only
+
+
+def test_nli_loss_is_cross_entropy_without_not_entailment_and_a_union_with_it():
+    import torch
+
+    logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.2, 0.3], [-1.0, 1.0, 3.0]])
+    labels = torch.tensor([0, 2, 1])
+    assert training.nli_loss(logits, labels).item() == pytest.approx(
+        torch.nn.functional.cross_entropy(logits, labels).item(), rel=1e-6)
+    probs = torch.softmax(logits, -1)
+    union = training.nli_loss(logits, torch.tensor([3, 3, 3]))
+    assert union.item() == pytest.approx(-torch.log(probs[:, 1] + probs[:, 2]).mean().item(), rel=1e-6)
+
+
+def test_mixed_precision_auto_follows_the_cpu_flags(monkeypatch):
+    assert training.cpu_has_native_bf16("flags\t: fpu avx2 avx512f avx512_bf16\n")
+    assert training.cpu_has_native_bf16("flags\t: fpu amx_bf16 amx_tile\n")
+    assert not training.cpu_has_native_bf16("flags\t: fpu sse avx2 fma\n")
+    monkeypatch.setattr(training, "cpu_has_native_bf16", lambda cpuinfo=None: False)
+    assert training.use_bf16("auto", cuda=False) is False and training.use_bf16("auto", cuda=True) is True
+    assert training.use_bf16("bf16", cuda=False) is True and training.use_bf16("no", cuda=True) is False
+    with pytest.raises(ValueError, match="mixed_precision"):
+        training.use_bf16("fp8", cuda=False)
+
+
+def test_progress_line_says_rate_and_time_left():
+    assert training._progress_line(100, 400, 32.0, 0.5) == "step 100/400 (25.0 %)  32.0 pairs/s  0.500 steps/s  left 0h10m"
