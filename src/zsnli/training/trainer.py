@@ -353,7 +353,7 @@ def _training_arguments(preset: Preset, output_dir: Path, cuda: bool, per_device
         max_steps=preset.max_steps,
         per_device_train_batch_size=per_device,
         per_device_eval_batch_size=max(64, per_device),
-        use_cpu=distributed_cpu,
+        use_cpu=not cuda,  # also what lets bf16 autocast run on a CPU (transformers refuses bf16 otherwise)
         ddp_backend="gloo" if distributed_cpu else None,
         ddp_find_unused_parameters=False,  # every parameter of the BERT/DeBERTa-v2 heads is used (tested under gloo)
         learning_rate=preset.lr,
