@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wall seconds for this invocation: then evaluate, save the best model and stop")
     t.add_argument("--checkpoint-every-s", type=_POS_FLOAT,
                    help="write a checkpoint at least this often (default 900); SIGTERM also writes one and stops")
+    t.add_argument("--keep-checkpoints", type=_POS_INT,
+                   help="checkpoints kept in --output-dir (default 2: the best and the newest)")
     t.add_argument("--mixed-precision", choices=("auto", "bf16", "no"),
                    help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
     t.add_argument("--word-embeddings", choices=("frozen", "trained"), help="default: the preset's")
@@ -353,6 +355,7 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
         max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
         lr=args.lr, seed=args.seed, eval_steps=args.eval_steps, time_budget_s=args.time_budget_s,
         checkpoint_every_s=args.checkpoint_every_s, mixed_precision=args.mixed_precision,
+        keep_checkpoints=args.keep_checkpoints,
         warmup_ratio=args.warmup_ratio,
         freeze_word_embeddings=None if args.word_embeddings is None else args.word_embeddings == "frozen",
     )

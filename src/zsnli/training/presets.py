@@ -64,7 +64,9 @@ class Preset:
     steps per logged mean loss. ``time_budget_s`` stops the run (after
     saving) when exceeded in any process. ``checkpoint_every_s``: a checkpoint
     is written at least this often (seconds of wall time), besides every
-    ``eval_steps`` and on SIGTERM. ``mixed_precision``: ``"bf16"``, ``"no"``
+    ``eval_steps`` and on SIGTERM; ``keep_checkpoints`` of them are kept (the
+    best by validation accuracy and the newest among them; more lets every
+    evaluated checkpoint be scored on zsc-dev later). ``mixed_precision``: ``"bf16"``, ``"no"``
     or ``"auto"`` (bf16 autocast on CUDA, and on a CPU whose flags show native
     bf16 (avx512_bf16 or amx_bf16); fp32 otherwise; weights stay fp32).
     ``zsc_sources`` (`zsnli.training.zsc_nli`): classification sets turned into NLI
@@ -101,6 +103,7 @@ class Preset:
     save_dtype: str = "float32"
     mixed_precision: str = "auto"
     checkpoint_every_s: float = 900.0
+    keep_checkpoints: int = 2
     notes: tuple[str, ...] = field(default_factory=tuple)
     base_model_id: str = ""
     base_model_note: str | None = None

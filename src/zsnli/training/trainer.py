@@ -368,7 +368,7 @@ def _training_arguments(preset: Preset, output_dir: Path, cuda: bool, per_device
         eval_steps=preset.eval_steps,
         save_strategy="steps",
         save_steps=preset.eval_steps,
-        save_total_limit=2,
+        save_total_limit=preset.keep_checkpoints,
         load_best_model_at_end=True,
         metric_for_best_model="mean_accuracy",
         greater_is_better=True,
