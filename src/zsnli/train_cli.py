@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="target of a text with another class's hypothesis (default not_entailment: "
                         "p(neutral)+p(contradiction)); binary negation sets always use contradiction")
     t.add_argument("--zsc-sets", help="comma-separated set names to use (default: all in --zsc-dir)")
+    t.add_argument("--zsc-exclude", action="append", default=None, metavar="PATH",
+                   help="JSONL file or folder whose texts are never trained on (repeatable; default: zsc-dev/ and "
+                        "zsc/public.jsonl beside --zsc-dir, and dev/zeroshot_dev.jsonl, where they exist)")
     t.add_argument("--zsc-commercial-only", action="store_true",
                    help="leave out the research-only / non-commercial / unknown-licence sets")
     t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
@@ -263,8 +266,10 @@ def _with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
     from .training.zsc_nli import zsc_sources
 
     if not args.zsc_dir:
-        if args.zsc_ratio is not None or args.zsc_negative or args.zsc_sets or args.zsc_commercial_only:
-            raise UsageError("--zsc-ratio, --zsc-negative, --zsc-sets and --zsc-commercial-only need --zsc-dir")
+        if args.zsc_ratio is not None or args.zsc_negative or args.zsc_sets or args.zsc_commercial_only \
+                or args.zsc_exclude:
+            raise UsageError("--zsc-ratio, --zsc-negative, --zsc-sets, --zsc-exclude and --zsc-commercial-only "
+                             "need --zsc-dir")
         return preset
     names = [n.strip() for n in args.zsc_sets.split(",") if n.strip()] if args.zsc_sets else None
     sources = zsc_sources(args.zsc_dir, args.zsc_commercial_only, names)
@@ -274,8 +279,16 @@ def _with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
     missing = sorted(set(names or ()) - {s.name.split(":", 1)[1] for s in sources})
     if missing and not args.zsc_commercial_only:
         raise UsageError(f"--zsc-sets: {', '.join(missing)} not found in {args.zsc_dir}")
+    exclude = args.zsc_exclude
+    if exclude is None:
+        beside = Path(args.zsc_dir).resolve().parent
+        exclude = [str(p) for p in (beside / "zsc-dev", beside / "zsc" / "public.jsonl", CHECKOUT / DEV_EXAMPLES)
+                   if p.exists()]
+    missing = [p for p in exclude if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"--zsc-exclude {missing[0]}: not found")
     return preset.with_overrides(zsc_sources=sources, zsc_ratio=1.0 if args.zsc_ratio is None else args.zsc_ratio,
-                                 zsc_negative=args.zsc_negative)
+                                 zsc_negative=args.zsc_negative, zsc_exclude=tuple(exclude))
 
 
 def _check_batch_split(batch_size: int | None, preset: Preset) -> None:

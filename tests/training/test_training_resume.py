@@ -124,3 +124,41 @@ def test_bf16_autocast_is_accepted_on_a_cpu(base, tmp_path):
     preset = _preset(base, mixed_precision="bf16")
     args = training._training_arguments(preset, tmp_path, cuda=False, per_device=4, distributed_cpu=False)
     assert args.bf16 is True and args.use_cpu is True
+
+
+def test_texts_of_choosing_or_reporting_data_are_never_trained_on(tmp_path):
+    from zsnli.zsc_nli import build_zsc_pairs, normalise_text, texts_of
+
+    held = tmp_path / "zsc-dev"
+    held.mkdir()
+    (held / "x.jsonl").write_text(json.dumps({"text": "  THE striker scored twice in the  second half. "}) + "\n")
+    (tmp_path / "public.jsonl").write_text(json.dumps({"text": "Send the report now."}) + "\n")
+    exclude = texts_of([held, tmp_path / "public.jsonl", tmp_path / "absent.jsonl"])
+    assert exclude == {normalise_text("The striker scored twice in the second half."), "send the report now."}
+    rows, counts = build_zsc_pairs(zsc_sources(ZSC), n_nli=1000, ratio=1.0, seed=0, exclude=exclude)
+    assert {r["premise"] for r in rows}.isdisjoint({"The striker scored twice in the second half.", "Send the report now."})
+    assert counts["sets"]["zsc-train:tiny_topic"]["dropped_overlap"] == 1
+    assert counts["sets"]["zsc-train:tiny_polite"]["dropped_overlap"] == 1
+    assert counts["pairs_used"] == 2 * (20 - 2)
+
+
+def test_train_cli_excludes_the_choosing_data_beside_the_zsc_folder_by_default(tmp_path):
+    import argparse
+
+    from zsnli import train_cli
+
+    data = tmp_path / "data"
+    (data / "zsc-dev").mkdir(parents=True)
+    (data / "zsc").mkdir()
+    (data / "zsc" / "public.jsonl").write_text("")
+    import shutil
+
+    shutil.copytree(ZSC, data / "zsc-train")
+    preset = get_preset("tiny", str(ROOT / "tests" / "data" / "tiny_nli"), "unused")
+    args = argparse.Namespace(zsc_dir=str(data / "zsc-train"), zsc_ratio=None, zsc_negative=None, zsc_sets=None,
+                              zsc_commercial_only=False, zsc_exclude=None)
+    got = train_cli._with_zsc(preset, args)
+    assert str(data / "zsc-dev") in got.zsc_exclude and str(data / "zsc" / "public.jsonl") in got.zsc_exclude
+    args.zsc_exclude = [str(tmp_path / "nope")]
+    with pytest.raises(train_cli.UsageError, match="--zsc-exclude .*nope: not found"):
+        train_cli._with_zsc(preset, args)

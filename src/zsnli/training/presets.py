@@ -71,7 +71,8 @@ class Preset:
     bf16 (avx512_bf16 or amx_bf16); fp32 otherwise; weights stay fp32).
     ``zsc_sources`` (`zsnli.training.zsc_nli`): classification sets turned into NLI
     pairs, ``zsc_ratio`` x the NLI train pairs of them mixed in (0: none),
-    their negative pairs trained toward ``zsc_negative``.
+    their negative pairs trained toward ``zsc_negative``; texts found in the
+    ``zsc_exclude`` files/folders (choosing and reporting data) are dropped.
     ``base_model`` is what is loaded (a hub id or a local directory);
     ``base_model_id`` is the public name recorded in the manifest (the hub id
     of a local copy), ``base_model_note`` where a local copy's bytes come from.
@@ -86,6 +87,7 @@ class Preset:
     zsc_sources: tuple[Source, ...] = ()
     zsc_ratio: float = 0.0
     zsc_negative: str = "not_entailment"
+    zsc_exclude: tuple[str, ...] = ()
     epochs: float = 2.0
     max_steps: int = -1
     batch_size: int = 32

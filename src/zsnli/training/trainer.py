@@ -41,7 +41,7 @@ from .evaluation import accuracy_by_split
 from .manifest_writer import build_manifest, write_manifests
 from .nli_data import LABELS, DataError, NliData, build_nli_data
 from .presets import Preset
-from .zsc_nli import NOT_ENTAILMENT, build_zsc_pairs
+from .zsc_nli import NOT_ENTAILMENT, build_zsc_pairs, texts_of
 
 log = logging.getLogger(__name__)
 
@@ -440,7 +440,8 @@ def _load_data(preset: Preset, output_dir: Path) -> NliData:
                           preset.seed, preset.max_validation_rows)
     if preset.zsc_sources and preset.zsc_ratio > 0:
         zsc_rows, zsc_counts = build_zsc_pairs(preset.zsc_sources, len(data.train), preset.zsc_ratio, preset.seed,
-                                               preset.zsc_negative)
+                                               preset.zsc_negative, texts_of(preset.zsc_exclude))
+        zsc_counts["excluded_texts_from"] = list(preset.zsc_exclude)
         data.counts["zsc_train"] = zsc_counts
         data.counts["nli_train_rows"] = len(data.train)
         data.train = data.train + zsc_rows

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,22 +138,50 @@ def zsc_sources(data_dir: str | Path, commercial_only: bool = False, names: Sequ
     return tuple(out)
 
 
+def normalise_text(text: str) -> str:
+    """Lower-cased, whitespace collapsed: the key of the overlap check (as zsc-train's README did it)."""
+    return re.sub(r"\s+", " ", text.lower()).strip()
+
+
+def texts_of(paths: Sequence[str | Path]) -> set[str]:
+    """`normalise_text` of every ``"text"`` in these JSONL files, or in every ``*.jsonl`` of these folders.
+
+    Used to keep choosing and reporting data (zsc-dev, the team dev set, the
+    public examples) out of training. A path that does not exist is skipped.
+    """
+    out: set[str] = set()
+    for path in map(Path, paths):
+        files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path] if path.is_file() else []
+        for f in files:
+            for line in f.read_text(encoding="utf-8").splitlines():
+                text = json.loads(line).get("text") if line.strip() else None
+                if isinstance(text, str):
+                    out.add(normalise_text(text))
+    return out
+
+
 def build_zsc_pairs(sources: Sequence[Source], n_nli: int, ratio: float, seed: int,
-                    negative: str = NOT_ENTAILMENT) -> tuple[list[dict[str, str]], dict[str, Any]]:
+                    negative: str = NOT_ENTAILMENT, exclude: set[str] | None = None
+                    ) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """Pairs of every set, subsampled to ``round(ratio * n_nli)`` pairs (all when fewer exist).
 
     Texts are drawn uniformly over all sets with ``random.Random(seed)``,
-    keeping each text's two pairs together. Returns ``(rows, counts)``; counts
-    has per-set ``rows``, ``pairs_available``, ``pairs_used`` and the labels used.
+    keeping each text's two pairs together. A text whose `normalise_text` is
+    in ``exclude`` (`texts_of` the choosing/reporting data) is dropped and
+    counted. Returns ``(rows, counts)``; counts has per-set ``rows``,
+    ``dropped_overlap``, ``pairs_available``, ``pairs_used`` and the labels used.
     """
     rng = random.Random(seed)
+    exclude = exclude or set()
     per_text: list[tuple[str, dict[str, str], dict[str, str]]] = []
     counts: dict[str, Any] = {"ratio_to_nli": ratio, "negative_target": negative, "sets": {}}
     for src in sources:
         zset = read_zsc_set(src.path)
         pairs = set_pairs(zset, rng, negative)
-        per_text.extend((src.name, pos, neg) for pos, neg in zip(pairs[0::2], pairs[1::2]))
-        counts["sets"][src.name] = {"rows": len(zset.texts), "task_kind": zset.task_kind, "pairs_available": len(pairs)}
+        kept = [(pos, neg) for pos, neg in zip(pairs[0::2], pairs[1::2]) if normalise_text(pos["premise"]) not in exclude]
+        per_text.extend((src.name, pos, neg) for pos, neg in kept)
+        counts["sets"][src.name] = {"rows": len(zset.texts), "task_kind": zset.task_kind,
+                                    "dropped_overlap": len(zset.texts) - len(kept), "pairs_available": 2 * len(kept)}
     want_texts = min(len(per_text), round(ratio * n_nli / 2))
     rng.shuffle(per_text)
     kept = per_text[:want_texts]
