@@ -127,7 +127,7 @@ def test_bf16_autocast_is_accepted_on_a_cpu(base, tmp_path):
 
 
 def test_texts_of_choosing_or_reporting_data_are_never_trained_on(tmp_path):
-    from zsnli.zsc_nli import build_zsc_pairs, normalise_text, texts_of
+    from zsnli.training.zsc_nli import build_zsc_pairs, normalise_text, texts_of
 
     held = tmp_path / "zsc-dev"
     held.mkdir()

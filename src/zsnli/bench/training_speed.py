@@ -1,12 +1,12 @@
 """``python -m zsnli.bench.training_speed``: training pairs/s against the compute ceiling, fp32 and bf16.
 
 One run measures, on the same batches of the real training mix (NLI pairs
-plus classification pairs, `zsnli.zsc_nli`), the optimiser steps of the
-training code's model and loss (`zsnli.training.nli_loss`, AdamW, frozen word
+plus classification pairs, `zsnli.training.zsc_nli`), the optimiser steps of the
+training code's model and loss (`zsnli.training.trainer.nli_loss`, AdamW, frozen word
 embeddings as the minilm-cpu preset) in each precision, and the machine's
 matmul rate in each (`zsnli.bench.ceiling.matmul_rate`). Batches are cut
-like the Trainer's: length-grouped (`zsnli.training._global_length_grouped_sampler`
-semantics: sorted within mega-batches), padded to the longest pair rounded up
+like the Trainer's: length-grouped (as transformers' `LengthGroupedSampler`:
+sorted within mega-batches), padded to the longest pair rounded up
 to a multiple of 8.
 
 Ceiling: a training step costs about 3x the forward (forward, then backward
@@ -48,8 +48,8 @@ def cpu_description() -> dict[str, Any]:
 
 def sample_pairs(nli_files: Sequence[Path], zsc_dir: Path | None, n: int, seed: int) -> list[dict[str, str]]:
     """``n`` training pairs: half NLI rows from ``nli_files``, half classification pairs from ``zsc_dir`` (if given)."""
-    from zsnli.nli_data import Source, load_source
-    from zsnli.zsc_nli import build_zsc_pairs, zsc_sources
+    from zsnli.training.nli_data import Source, load_source
+    from zsnli.training.zsc_nli import build_zsc_pairs, zsc_sources
 
     rng = random.Random(seed)
     nli: list[dict[str, str]] = []
@@ -80,7 +80,7 @@ def time_steps(model_dir: Path, encoded: dict[str, list], batches: list[list[int
     import torch
     from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, AutoTokenizer
 
-    from zsnli.training import ID2LABEL, LABEL2ID, nli_loss
+    from zsnli.training.trainer import ID2LABEL, LABEL2ID, nli_loss
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     collate = DataCollatorWithPadding(tok, pad_to_multiple_of=8)
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import transformers
     from transformers import AutoTokenizer
 
-    from zsnli.training import TARGET_IDS
+    from zsnli.training.trainer import TARGET_IDS
 
     transformers.logging.set_verbosity_error()  # the new head's "newly initialized" load report, once per precision
     if args.threads:

@@ -10,7 +10,7 @@ import pytest
 from conftest import build_bert_nli
 from zsnli.bench import training_speed as ts
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NLI = ROOT / "tests" / "data" / "tiny_nli" / "train.jsonl"
 ZSC = ROOT / "tests" / "data" / "tiny_zsc"
 
