@@ -147,3 +147,81 @@ def test_upload_of_a_jsonl_file_in_the_projects_examples_format(server, browser,
     answer = httpx.get(f"{server}/v1/bakeoffs/{bakeoff_id}").json()
     assert answer["n"] == 4 and list(answer["labels"]) == labels
     assert sorted(e["arm"] for e in answer["scorecard"]) == ["majority", "tfidf_logreg"]
+
+
+# Fragments that break a page which embeds user text carelessly: a comment opener before a script tag
+# (the HTML parser's script-data-double-escaped state), a closing script tag, an event handler, entities,
+# and the two JavaScript line terminators.
+HOSTILE = ("<!--<script>", "</script><script>window.__pwned = 1</script>", "<img src=x onerror='window.__pwned=1'>",
+           "&amp; &lt;b&gt;", "\u2028\u2029", "]]> --> `${1}`")
+
+
+def hostile_request() -> dict:
+    task = "Route tickets " + " ".join(HOSTILE)
+    labels = {f"access {HOSTILE[0]}": f"sign in {HOSTILE[1]}", f"billing {HOSTILE[2]}": f"money {HOSTILE[3]}"}
+    names = list(labels)
+    texts = [f"Cannot sign in {HOSTILE[0]}", f"Refund my invoice {HOSTILE[1]}", f"Login fails {HOSTILE[4]}",
+             f"Charged twice {HOSTILE[5]}"]
+    return {"task_description": task, "labels": labels, "retain": True,
+            "candidates": ["majority", "tfidf_logreg", "served"],
+            "examples": [{"input": t, "expected": names[i % 2]} for i, t in enumerate(texts)]}
+
+
+def _check_rendered(browser, answer: dict) -> None:
+    from selenium.webdriver.common.by import By
+
+    assert browser.execute_script("return window.__pwned") is None  # no injected script or handler ran
+    winner = browser.find_element(By.ID, "winner").text
+    assert winner.startswith(f"Winner: {answer['winner']} ")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#scorecard tbody tr")
+    assert [r.get_attribute("data-arm") for r in rows] == [e["arm"] for e in answer["scorecard"]]
+    assert browser.find_element(By.ID, "receipt-sha256").text == answer["receipt"]["sha256"]
+    text = browser.execute_script("return document.getElementById('result').textContent")
+    for name, description in answer["labels"].items():  # label names and descriptions shown as text
+        assert name in text and description in text
+
+
+def test_stored_page_shows_hostile_text_as_text(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    request = hostile_request()
+    r = httpx.post(server + "/v1/bakeoff", json=request, timeout=120)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["task_description"] == request["task_description"]
+    assert [p["expected"] for p in answer["scorecard"][0]["predictions"]] == [e["expected"] for e in request["examples"]]
+    browser.get(f"{server}/bakeoffs/{answer['id']}")
+    WebDriverWait(browser, 30).until(ec.presence_of_element_located((By.ID, "winner")))
+    _check_rendered(browser, answer)
+    task = browser.execute_script("return document.querySelector('p.task').textContent")
+    assert task == request["task_description"]
+    # the latest list shows the task as text too
+    browser.get(f"{server}/bakeoffs")
+    assert request["task_description"] in browser.execute_script("return document.querySelector('tbody').textContent")
+    assert browser.execute_script("return window.__pwned") is None
+
+
+def test_form_renders_hostile_text_as_text(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    request = hostile_request()
+    browser.get(server + "/bakeoff")
+    browser.execute_script("document.getElementById('task').value = arguments[0]", request["task_description"])
+    lines = "".join(f"{e['input']}\t{e['expected']}\n" for e in request["examples"])
+    browser.execute_script("document.getElementById('examples').value = arguments[0]", lines)
+    for box in browser.find_elements(By.CSS_SELECTOR, "input[name=arm]"):
+        if box.get_attribute("value") not in ("majority", "tfidf_logreg"):
+            box.click()
+    browser.find_element(By.ID, "submit").click()
+    WebDriverWait(browser, 60).until(ec.presence_of_element_located((By.ID, "winner")))
+    bakeoff_id = browser.find_element(By.ID, "permalink").get_attribute("href").rsplit("/", 1)[1]
+    answer = httpx.get(f"{server}/v1/bakeoffs/{bakeoff_id}").json()
+    assert answer["task_description"] == request["task_description"]
+    _check_rendered(browser, answer)
+    browser.get(f"{server}/bakeoffs/{bakeoff_id}")
+    WebDriverWait(browser, 30).until(ec.presence_of_element_located((By.ID, "winner")))
+    _check_rendered(browser, answer)

@@ -18,6 +18,23 @@ from .settings import BakeoffSettings
 
 STATIC = {"bakeoff.js": "text/javascript; charset=utf-8", "bakeoff.css": "text/css; charset=utf-8"}
 
+#: Characters written as ``\\uXXXX`` inside embedded JSON: ``<``, ``>`` and ``&`` (so no ``</script>``,
+#: ``<!--`` or ``<script`` can end the block or switch the HTML parser into a script-data escape state,
+#: the rule of Django's ``json_script``) and U+2028 / U+2029 (line terminators to older JavaScript).
+_JSON_SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
+                        0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def json_script(value: object, element_id: str) -> str:
+    """``value`` as a ``<script type="application/json" id=element_id>`` block, safe for any strings in it.
+
+    Every ``<``, ``>``, ``&``, U+2028 and U+2029 in the JSON text is written as its ``\\uXXXX`` escape
+    (`_JSON_SCRIPT_ESCAPES`), which ``JSON.parse`` reads back as the same character; the block therefore
+    holds no markup at all, whatever user text the value carries. Raises ``ValueError`` on a non-finite float.
+    """
+    data = json.dumps(value, allow_nan=False).translate(_JSON_SCRIPT_ESCAPES)
+    return f"<script type='application/json' id='{escape(element_id)}'>{data}</script>"
+
 
 def static_asset(name: str) -> tuple[bytes, str] | None:
     """``(bytes, media type)`` of a packaged asset, or None for any other name."""
@@ -75,14 +92,13 @@ text; time budget {s.time_budget_s:g} s.</p>
 
 def result_page(answer: dict, base_url: str) -> str:
     """A stored bake-off: the answer embedded as JSON and rendered by bakeoff.js."""
-    data = json.dumps(answer).replace("</", "<\\/")
     winner = escape(str(answer.get("winner")))
     body = (f"<h1>Bake-off {escape(answer['id'])}</h1><p class='task'>{escape(answer['task_description'])}</p>"
             f"<noscript><p>Winner: {winner}. JSON: <a href='/v1/bakeoffs/{escape(answer['id'])}'>"
             f"/v1/bakeoffs/{escape(answer['id'])}</a></p></noscript>"
             f"<section id='result' data-base='{escape(base_url)}'></section>"
             f"<p class='note'>{escape(PROTOCOL_NOTE)}</p>"
-            f"<script type='application/json' id='bakeoff-data'>{data}</script>")
+            + json_script(answer, "bakeoff-data"))
     return _shell(f"bake-off {answer['id']}", body)
 
 
