@@ -102,6 +102,7 @@ class Settings:
     read_timeout_s: float = 10.0
     max_connections: int = 512
     keep_alive_s: float = 5.0
+    public_url: str | None = None
 
     # env var name -> field name
     @staticmethod
@@ -131,6 +132,10 @@ class Settings:
         s = replace(self, **changes)
         s.validate()
         return s
+
+    def __post_init__(self) -> None:
+        if self.public_url is not None:  # checked and normalised however it was given (env or override)
+            object.__setattr__(self, "public_url", public_url(self.public_url))
 
     def validate(self) -> None:
         """Raise ``SettingsError`` when limits are inconsistent or out of range."""
@@ -192,6 +197,8 @@ def _parse(name: str, default: Any, raw: str) -> Any:
         raise SettingsError(f"{env} must be a boolean (1/0/true/false), got {raw!r}")
     if name in ("device", "dtype", "manifest_path", "calibration_path", "embedding_dir", "onnx_cache_dir"):
         return text or None
+    if name == "public_url":
+        return public_url(text) if text else None
     if name in ("torch_threads", "token_budget"):
         if not text:
             return None
@@ -207,6 +214,33 @@ def _parse(name: str, default: Any, raw: str) -> Any:
     except ValueError as exc:
         raise SettingsError(f"{env} must be a number, got {raw!r}") from exc
     return text
+
+
+def public_url(raw: str) -> str:
+    """``ZSNLI_PUBLIC_URL`` checked and normalised: an absolute ``http``/``https`` URL with a host, no
+    query, fragment or credentials, ending with ``/`` (``https://zsnli.example.com/``). The bake-off pages
+    build absolute links (the receipt's URLs, the badge Markdown) from it alone, never from a request's
+    ``Host`` header. Raises ``SettingsError`` (one line) otherwise."""
+    from urllib.parse import urlsplit
+
+    why = None
+    try:
+        parts = urlsplit(raw.strip())
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        parts, why = None, str(exc)
+    if parts is not None:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            why = "needs http:// or https:// and a host"
+        elif parts.query or parts.fragment or "@" in parts.netloc:
+            why = "no query, fragment or user name allowed"
+        elif any(c.isspace() or c in "<>\"'`" for c in raw.strip()):
+            why = "no whitespace, quotes or angle brackets allowed"
+    if why:
+        raise SettingsError(f"ZSNLI_PUBLIC_URL must be the absolute http(s) URL readers reach the server at, e.g. "
+                            f"https://zsnli.example.com/ ({why}), got {raw!r}")
+    text = raw.strip()
+    return text if text.endswith("/") else text + "/"
 
 
 def listen_address(env: Mapping[str, str] | None = None) -> tuple[str, int]:

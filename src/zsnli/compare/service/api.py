@@ -203,7 +203,8 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
     @app.get("/bakeoff", include_in_schema=False)
     async def form_page() -> Any:
         engine = await asyncio.to_thread(_engine)
-        return HTMLResponse(engine.page.form_page(engine.arms_adapter.INCUMBENTS, challengers, bsettings))
+        return HTMLResponse(engine.page.form_page(engine.arms_adapter.INCUMBENTS, challengers, bsettings,
+                                                  service.settings.public_url))
 
     @app.get("/bakeoff/static/{name}", include_in_schema=False)
     async def static(name: str) -> Any:
@@ -217,11 +218,11 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
         return HTMLResponse((await asyncio.to_thread(_engine)).page.list_page(await in_thread(store.latest, 50)))
 
     @app.get("/bakeoffs/{bakeoff_id}", include_in_schema=False)
-    async def result_page(bakeoff_id: str, request: Request) -> Any:
+    async def result_page(bakeoff_id: str) -> Any:
         answer = await _get(bakeoff_id)
         if answer is None:
             return _not_found(bakeoff_id)
-        return HTMLResponse((await asyncio.to_thread(_engine)).page.result_page(answer, str(request.base_url)))
+        return HTMLResponse((await asyncio.to_thread(_engine)).page.result_page(answer, service.settings.public_url))
 
     @app.get("/bakeoffs/{bakeoff_id}/badge.svg", include_in_schema=False)
     async def badge(bakeoff_id: str) -> Any:

@@ -57,8 +57,12 @@ PROTOCOL_NOTE = (f"Zero-shot arms score every example as it is. Few-shot arms ar
                  f"Ranking: {RANKING_RULE}. ECE over 15 equal-width confidence bins.")
 
 
-def form_page(incumbents: Sequence[str], challengers: Sequence[str], s: BakeoffSettings) -> str:
-    """The form: task description, examples (``text<TAB>label`` lines or a CSV/JSONL file), arms, challenger."""
+def form_page(incumbents: Sequence[str], challengers: Sequence[str], s: BakeoffSettings,
+              public_url: str | None = None) -> str:
+    """The form: task description, examples (``text<TAB>label`` lines or a CSV/JSONL file), arms, challenger.
+
+    public_url: as `result_page` (the links of the answer rendered under the form).
+    """
     arms = "".join(f"<label class='arm'><input type='checkbox' name='arm' value='{escape(a)}' checked> "
                    f"{escape(a)}</label>" for a in incumbents)
     options = "".join(f"<option value='{escape(c)}'>{escape(c)}</option>" for c in [*incumbents, *challengers])
@@ -85,18 +89,23 @@ them, ranked, stored and signed.</p>
 text; time budget {s.time_budget_s:g} s.</p>
 <div id="progress" hidden><progress></progress> <span id="progress-text"></span></div>
 <div id="error" class="error" hidden></div>
-<section id="result" data-budget="{s.time_budget_s:g}"></section>
+<section id="result" data-budget="{s.time_budget_s:g}" data-base="{escape(public_url or '')}"></section>
 <p class="note">{escape(PROTOCOL_NOTE)}</p>"""
     return _shell("zsnli bake-off", body)
 
 
-def result_page(answer: dict, base_url: str) -> str:
-    """A stored bake-off: the answer embedded as JSON and rendered by bakeoff.js."""
+def result_page(answer: dict, public_url: str | None) -> str:
+    """A stored bake-off: the answer embedded as JSON and rendered by bakeoff.js.
+
+    public_url: ``ZSNLI_PUBLIC_URL`` (ends with ``/``); the page's absolute links (the receipt's URLs, the
+    badge Markdown) start with it, and are root-relative (``/v1/bakeoffs/...``) when it is None. Nothing
+    here comes from the request (a forged ``Host`` header changes no link).
+    """
     winner = escape(str(answer.get("winner")))
     body = (f"<h1>Bake-off {escape(answer['id'])}</h1><p class='task'>{escape(answer['task_description'])}</p>"
             f"<noscript><p>Winner: {winner}. JSON: <a href='/v1/bakeoffs/{escape(answer['id'])}'>"
             f"/v1/bakeoffs/{escape(answer['id'])}</a></p></noscript>"
-            f"<section id='result' data-base='{escape(base_url)}'></section>"
+            f"<section id='result' data-base='{escape(public_url or '')}'></section>"
             f"<p class='note'>{escape(PROTOCOL_NOTE)}</p>"
             + json_script(answer, "bakeoff-data"))
     return _shell(f"bake-off {answer['id']}", body)

@@ -96,9 +96,11 @@ function reliabilitySvg(entry) {
   return svg;
 }
 
+// base: ZSNLI_PUBLIC_URL (ending with "/") from the page, or "" for root-relative links. Never the
+// browser's or the request's host: a page reached through a forged Host header links nowhere else.
 function renderAnswer(answer, container, base) {
   container.replaceChildren();
-  const origin = base || (location.origin + "/");
+  const origin = base || "/";
   const won = answer.scorecard.find((e) => e.arm === answer.winner);
   container.append(el("div", { class: "winner", id: "winner" },
     answer.winner ? `Winner: ${answer.winner} (macro-F1 ${fmt(won.macro_f1)}, ECE ${fmt(won.ece)}, ` +
@@ -132,6 +134,7 @@ function renderAnswer(answer, container, base) {
   const md = `[![bake-off](${page}/badge.svg)](${page})`;
   container.append(el("h2", {}, "Badge"), el("p", { class: "badge" }, el("img", { src: `/bakeoffs/${answer.id}/badge.svg`,
     alt: "bake-off badge" })), el("p", { class: "badge" }, el("code", { id: "badge-markdown" }, md)),
+    ...(base ? [] : [el("p", { class: "note" }, "Links are relative to this server: it has no ZSNLI_PUBLIC_URL.")]),
     el("p", {}, el("a", { href: `/bakeoffs/${answer.id}`, id: "permalink" }, "Permalink"), " · ",
       el("a", { href: `/v1/bakeoffs/${answer.id}` }, "JSON")));
 }
@@ -183,7 +186,7 @@ async function submitForm(event) {
       showError(`${resp.status}: ${lines.join("\n")}`);
       return;
     }
-    renderAnswer(answer, result);
+    renderAnswer(answer, result, result.dataset.base);
   } catch (err) {
     showError(`request failed: ${err.message}`);
   } finally {
