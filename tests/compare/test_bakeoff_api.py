@@ -129,6 +129,8 @@ async def test_texts_stored_only_when_retained(app, bakeoff_env):
     async with running_app(app) as client:
         plain = (await client.post("/v1/bakeoff", json=ISSUE_REQUEST)).json()
         kept = (await client.post("/v1/bakeoff", json={**ISSUE_REQUEST, "retain": True})).json()
+        pem = (await client.get("/v1/receipts/public-key")).text.encode()
+    assert verify(kept, pem) == [] and verify(plain, pem) == []  # the predictions are signed with the rest
     assert all("predictions" not in e for e in plain["scorecard"])
     preds = kept["scorecard"][0]["predictions"]
     assert [p["expected"] for p in preds] == ["access", "billing", "access"]

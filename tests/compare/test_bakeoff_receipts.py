@@ -8,18 +8,23 @@ import stat
 
 import pytest
 
-from zsnli.compare.service.receipts import Signer, main, receipt_payload, verify
+from zsnli.compare.service.receipts import RECEIPT_VERSION, Signer, main, receipt_payload, verify
 from zsnli.manifest import canonical_json
 
 
 def signed_answer(signer: Signer) -> dict:
+    preds = [{"expected": e, "predicted": p, "probabilities": [0.7, 0.3] if p == "access" else [0.2, 0.8]}
+             for e, p in (("access", "access"), ("billing", "billing"), ("access", "billing"))]
     answer = {"id": "bo_" + "a" * 32, "created_at": "2026-12-01T00:00:00.000000Z", "task_description": "support",
               "labels": {"access": "access", "billing": "billing"}, "n": 3, "winner": "served_about",
-              "scorecard": [{"rank": 1, "arm": "served_about", "role": "incumbent", "accuracy": 1.0, "macro_f1": 1.0,
-                             "ece": 0.1234, "n": 3, "latency_ms_p50": 41.5, "status": "scored", "reliability": []}]}
+              "scorecard": [{"rank": 1, "arm": "served_about", "role": "incumbent", "accuracy": 0.6667,
+                             "macro_f1": 0.6667, "ece": 0.1234, "n": 3, "latency_ms_p50": 41.5, "status": "scored",
+                             "reliability": [], "predictions": preds},
+                            {"rank": 2, "arm": "majority", "role": "incumbent", "accuracy": None, "macro_f1": None,
+                             "ece": None, "n": 0, "latency_ms_p50": None, "status": "failed", "error": "boom"}]}
     arms = {"served_about": {"model_sha256": "m" * 64, "calibration_sha256": "c" * 64, "code_version": "zsnli 0.1.0"}}
     receipt = signer.sign(receipt_payload(answer, "e" * 64, arms))
-    answer["receipt"] = {**receipt, "examples_sha256": "e" * 64, "arms": arms}
+    answer["receipt"] = {"version": RECEIPT_VERSION, **receipt, "examples_sha256": "e" * 64, "arms": arms}
     return answer
 
 
@@ -49,6 +54,10 @@ def test_canonical_payload_is_sorted_and_compact(signer):
     (("scorecard", 0, "macro_f1"), 0.99), (("scorecard", 0, "ece"), 0.1235), (("winner",), "majority"),
     (("task_description",), "support!"), (("created_at",), "2026-12-01T00:00:01.000000Z"),
     (("receipt", "examples_sha256"), "f" * 64), (("receipt", "arms", "served_about", "model_sha256"), "n" * 64),
+    (("scorecard", 0, "predictions", 2, "predicted"), "access"),  # a retained prediction rewritten
+    (("scorecard", 0, "predictions", 0, "probabilities"), [0.1, 0.9]),
+    (("scorecard", 0, "reliability"), [{"lo": 0.0}]), (("scorecard", 1, "error"), "fine"),
+    (("scorecard", 0, "role"), "challenger"), (("labels", "billing"), "money"),
 ])
 def test_any_change_fails_verification(signer, path, value):
     answer = copy.deepcopy(signed_answer(signer))
@@ -58,6 +67,28 @@ def test_any_change_fails_verification(signer, path, value):
     target[path[-1]] = value
     problems = verify(answer, signer.public_pem().encode())
     assert any("signature does not match" in p for p in problems)
+
+
+def test_reordered_labels_and_dropped_predictions_fail(signer):
+    answer = signed_answer(signer)
+    answer["labels"] = dict(reversed(list(answer["labels"].items())))
+    assert any("signature does not match" in p for p in verify(answer, signer.public_pem().encode()))
+    answer = signed_answer(signer)
+    del answer["scorecard"][0]["predictions"]
+    assert any("signature does not match" in p for p in verify(answer, signer.public_pem().encode()))
+
+
+def test_fields_outside_the_signature_and_version_1_are_not_vouched_for(signer):
+    pem = signer.public_pem().encode()
+    answer = signed_answer(signer)
+    answer["verdict"] = "approved"
+    assert any("not covered by the signature: verdict" in p for p in verify(answer, pem))
+    answer = signed_answer(signer)
+    answer["receipt"]["note"] = "x"
+    assert any("receipt.note" in p for p in verify(answer, pem))
+    answer = signed_answer(signer)
+    del answer["receipt"]["version"]
+    assert any("version 1" in p for p in verify(answer, pem))
 
 
 def test_another_key_fails(signer, tmp_path):
@@ -85,3 +116,47 @@ def test_cli_exit_codes(signer, tmp_path, capsys):
     assert validate_main(["verify-receipt", str(bad), "--public-key", str(key)]) == 1
     (tmp_path / "junk.json").write_text("{not json")
     assert main([str(tmp_path / "junk.json"), "--public-key", str(key)]) == 2
+
+
+def test_cli_refuses_a_duplicate_key_whose_first_value_is_forged(signer, tmp_path, capsys):
+    answer = signed_answer(signer)
+    key = tmp_path / "key.pem"
+    key.write_text(signer.public_pem())
+    text = json.dumps(answer)
+    forged = tmp_path / "forged.json"
+    forged.write_text(text.replace('"winner": "served_about"', '"winner": "majority", "winner": "served_about"', 1))
+    assert json.loads(forged.read_text())["winner"] == "served_about"  # the last value is the signed one
+    assert main([str(forged), "--public-key", str(key)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("INVALID: key 'winner' is given more than once") and "valid:" not in out
+    nested = tmp_path / "nested.json"
+    nested.write_text(text.replace('"arm": "majority"', '"arm": "served", "arm": "majority"', 1))
+    assert main([str(nested), "--public-key", str(key)]) == 1
+
+
+def test_cli_says_what_it_vouches_for(signer, tmp_path, capsys):
+    good, key = tmp_path / "good.json", tmp_path / "key.pem"
+    good.write_text(json.dumps(signed_answer(signer)))
+    key.write_text(signer.public_pem())
+    assert main([str(good), "--public-key", str(key)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("valid: receipt ") and len(out) == 2
+    for field in ("labels (names, descriptions and their order)", "predictions included", "winner", "scorecard"):
+        assert field in out[1]
+
+
+@pytest.mark.parametrize("content", ["[]", "null", "3", '"text"', "{}", '{"receipt": []}',
+                                     "SCORECARD_STRING", "SCORECARD_OF_NUMBERS", "LABELS_LIST", "RECEIPT_NO_SIGNATURE",
+                                     "N_STRING"])
+def test_cli_input_that_is_not_an_answer_is_one_line_exit_2(signer, tmp_path, capsys, content):
+    answer = signed_answer(signer)
+    variants = {"SCORECARD_STRING": {**answer, "scorecard": "top"}, "SCORECARD_OF_NUMBERS": {**answer, "scorecard": [1]},
+                "LABELS_LIST": {**answer, "labels": ["access"]},
+                "RECEIPT_NO_SIGNATURE": {**answer, "receipt": {"sha256": "x"}}, "N_STRING": {**answer, "n": "3"}}
+    path, key = tmp_path / "in.json", tmp_path / "key.pem"
+    path.write_text(json.dumps(variants[content]) if content in variants else content)
+    key.write_text(signer.public_pem())
+    assert main([str(path), "--public-key", str(key)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured
+    assert "Traceback" not in captured.err and "is not a bake-off answer" in captured.err

@@ -25,7 +25,7 @@ import numpy as np
 from .arms_adapter import (EMBEDDING_ARMS, NLI_TEMPLATES, BatchedNliArm, EmbeddingCache, NliService, build_arm,
                            receipt_identity)
 from .protocol import Task, cv_folds, p50_ms, rank, score
-from .receipts import Signer, receipt_payload
+from .receipts import RECEIPT_VERSION, Signer, receipt_payload
 
 
 class BudgetExceeded(RuntimeError):
@@ -178,5 +178,6 @@ async def run_bakeoff(task: Task, ctx: RunContext, signer: Signer) -> dict[str, 
               "labels": dict(zip(task.label_names, task.hypotheses)), "n": task.n, "scorecard": ranked,
               "winner": winner}
     receipt = signer.sign(receipt_payload(answer, task.examples_sha256, identities))
-    answer["receipt"] = {**receipt, "examples_sha256": task.examples_sha256, "arms": identities}
+    answer["receipt"] = {"version": RECEIPT_VERSION, **receipt, "examples_sha256": task.examples_sha256,
+                         "arms": identities}
     return answer
