@@ -252,3 +252,25 @@ def test_bad_settings_refuse_with_one_line(var, value, says, bert_dir, monkeypat
     monkeypatch.setenv(var, value)
     assert main() == 3
     assert var in capsys.readouterr().err
+
+
+async def test_lone_surrogates_in_every_field_are_cleaned_before_any_work(app):
+    """The /classify rule (U+FFFD) for the task, label names and descriptions, inputs and expected values."""
+    raw = ('{"task_description": "Support \\ud800 requests", "retain": true, '
+           '"candidates": ["majority", "served"], "challenger_model": "tfidf_logreg", '
+           '"labels": {"access\\udc00": "sign in \\ud83d", "billing": "money \\udfff"}, '
+           '"examples": [{"input": "Cannot \\ud800 sign in", "expected": "access\\udc00"}, '
+           '{"input": "Refund \\ud83d\\ude00", "expected": "billing"}, '
+           '{"input": "Login \\udbff fails", "expected": "access\\udc00"}]}')
+    async with running_app(app) as client:
+        r = await client.post("/v1/bakeoff", content=raw.encode(), headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        a = r.json()
+        assert a["task_description"] == "Support \ufffd requests"
+        assert a["labels"] == {"access\ufffd": "sign in \ufffd", "billing": "money \ufffd"}
+        assert {e["status"] for e in a["scorecard"]} == {"scored"}, a["scorecard"]
+        assert [p["expected"] for p in a["scorecard"][0]["predictions"]] == ["access\ufffd", "billing", "access\ufffd"]
+        stored = await client.get(f"/v1/bakeoffs/{a['id']}")
+        assert stored.json() == a
+        pem = (await client.get("/v1/receipts/public-key")).text.encode()
+    assert verify(a, pem) == []

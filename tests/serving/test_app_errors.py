@@ -194,6 +194,7 @@ async def test_lone_surrogates_in_json_are_answered(model_dir, make_app):
         assert r.status_code == 200, r.text
         p = r.json()["probabilities"]
         assert len(p) == 2 and all(math.isfinite(x) for x in p)
+        assert r.json()["id"] == "\ufffd"  # the one text-cleaning rule (zsnli.serving.text) for every field
 
 
 async def test_200k_character_text_is_fast(model_dir, make_app):

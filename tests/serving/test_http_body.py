@@ -238,3 +238,48 @@ def test_disconnect_is_reported():
     with pytest.raises(BodyError) as info:
         asyncio.run(read_json_body({}, chunks(), 100, disconnect_errors=(Gone,)))
     assert (info.value.status, info.value.error_type) == (400, "disconnected")
+
+
+# ----------------------------------------------------------------- the one text-cleaning rule
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from zsnli.serving.text import clean_json_text, clean_text  # noqa: E402
+
+_any_text = st.text(st.characters(exclude_categories=()), max_size=12)  # lone surrogates included
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(_any_text | st.integers(), lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(_any_text, inner, max_size=3), max_leaves=12))
+def test_every_string_and_key_of_a_body_gets_clean_text(value):
+    def cleaned(v):
+        if isinstance(v, str):
+            return clean_text(v)
+        if isinstance(v, list):
+            return [cleaned(x) for x in v]
+        if isinstance(v, dict):
+            return {clean_text(k): cleaned(x) for k, x in v.items()}
+        return v
+
+    def collides(v):  # two keys that differ only in lone surrogates: a duplicate key (tested below)
+        if isinstance(v, dict):
+            return len({clean_text(k) for k in v}) < len(v) or any(collides(x) for x in v.values())
+        return isinstance(v, list) and any(collides(x) for x in v)
+
+    text = json.dumps(value)  # a lone surrogate travels as its \\uXXXX escape (it has no UTF-8 form)
+    if collides(value):
+        return
+    assert read(text.encode("utf-8"), limit=1 << 20) == cleaned(value)
+
+
+def test_clean_json_text_keeps_pairs_and_escaped_backslashes():
+    assert clean_json_text('"\\ud83d\\ude00 \\ud800 \\\\ud800 \\udc00\\ud800"') == \
+        '"\\ud83d\\ude00 \\ufffd \\\\ud800 \\ufffd\\ufffd"'
+    assert clean_json_text('"plain"') == '"plain"'
+
+
+def test_keys_that_collide_after_cleaning_are_a_duplicate_key():
+    with pytest.raises(BodyError) as err:
+        read(b'{"text": "x", "\\ud800": 1, "\\udfff": 2}')
+    assert err.value.status == 422 and err.value.field == "\ufffd"

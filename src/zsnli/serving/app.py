@@ -25,7 +25,7 @@ which gets the app and the service.
 
 May import: FastAPI/starlette/pydantic, `zsnli.serving.api_types`, `zsnli.config`,
 `zsnli.errors`, `zsnli.serving.http_body`, `zsnli.serving.http_routes`, `zsnli.serving.service`,
-`zsnli.serving.startup`. Imported by `zsnli.serve` and ``server.py``.
+`zsnli.serving.startup`, `zsnli.serving.text`. Imported by `zsnli.serve` and ``server.py``.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
 from .http_routes import allow_header
-from .service import ZeroShotClassifier, clean_text
+from .service import ZeroShotClassifier
 from .startup import ModelLoader
+from .text import clean_text
 
 logger = logging.getLogger("zsnli")
 

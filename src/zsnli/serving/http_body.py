@@ -3,7 +3,7 @@
 Framework-light on purpose: `read_json_body` takes any header container
 (a Starlette ``Headers``, a mapping, or ``(name, value)`` pairs) and any
 async iterator of ``bytes``, so the server and the bake-off routes share it.
-It never touches the network itself and imports only the standard library.
+It never touches the network itself and imports only the standard library and `zsnli.serving.text`.
 
 What it checks, in order (each failure is a `BodyError` naming the header or field):
 
@@ -26,7 +26,10 @@ What it checks, in order (each failure is a `BodyError` naming the header or fie
    coding (``gzip, gzip``), is 415 field ``content-encoding``. A body that is
    not what the header says (truncated, trailing bytes, plain JSON sent as
    gzip) is 400 ``invalid_encoding`` field ``content-encoding``.
-3. JSON: empty body, invalid JSON, ``NaN`` / ``Infinity``, numbers that
+3. Text: every lone surrogate escape (``"\\ud800"``) in a string or key becomes U+FFFD
+   (`zsnli.serving.text.clean_json_text`, the one text-cleaning rule of every route), so no route
+   ever holds a string that cannot be encoded as UTF-8.
+4. JSON: empty body, invalid JSON, ``NaN`` / ``Infinity``, numbers that
    overflow a float, nesting too deep: 400 ``invalid_json`` field ``body``.
    A key given twice in any object is 422 ``validation`` naming the path of
    the first one in document order (``labels``, ``meta.source``,
@@ -45,6 +48,8 @@ import math
 import re
 import zlib
 from typing import Any, AsyncIterator, Iterable, Mapping
+
+from .text import clean_json_text
 
 #: The media types accepted besides any ``*/*+json``.
 JSON_MEDIA_TYPES = ("application/json",)
@@ -342,7 +347,8 @@ def _reject_constant(name: str) -> float:
 
 
 def parse_json(text: str) -> Any:
-    """Parse ``text``: `JsonNumber` for non-integers, ``NaN``/``Infinity`` refused, duplicate keys refused.
+    """Parse ``text``: `JsonNumber` for non-integers, ``NaN``/``Infinity`` refused, duplicate keys refused,
+    lone surrogates in strings and keys replaced by U+FFFD (`zsnli.serving.text.clean_json_text`).
 
     Raises `BodyError` 400 ``invalid_json`` or 422 ``validation`` (duplicate key).
     """
@@ -350,7 +356,7 @@ def parse_json(text: str) -> Any:
         raise BodyError(400, "invalid_json", "empty body: send a JSON object with text and labels", "body")
     flag = [False]
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=JsonNumber,
+        value = json.loads(clean_json_text(text), parse_constant=_reject_constant, parse_float=JsonNumber,
                            object_pairs_hook=_pairs_hook(flag))
     except json.JSONDecodeError as exc:
         raise BodyError(400, "invalid_json", f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",

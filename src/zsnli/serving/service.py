@@ -5,7 +5,8 @@ the optional sentence encoder and the dynamic batcher in the background),
 its two worker threads (tokeniser, embedder), the shutdown drain, and
 ``classify`` as four steps:
 
-1. ``preprocess``: clean the text (lone surrogates, ``ZSNLI_MAX_TEXT_CHARS``),
+1. ``preprocess``: clean the text (lone surrogates: `zsnli.serving.text.clean_text`, the rule the HTTP
+   body reader applies to every request; ``ZSNLI_MAX_TEXT_CHARS``),
    fill the template, drop duplicate hypotheses, refuse what cannot fit;
 2. ``_tokenize`` (tokeniser thread): raise ``ApiError`` naming ``labels[i]``
    for a label with no tokens or one too long for the window, else encode the pairs;
@@ -17,7 +18,7 @@ its two worker threads (tokeniser, embedder), the shutdown drain, and
 (batched across documents); `zsnli.serving.offline` wraps it for blocking callers. Errors are `zsnli.errors.ApiError` (the HTTP layer answers them).
 
 May import: `zsnli.serving.batching`, `zsnli.config`, `zsnli.serving.drain`, `zsnli.runtime.embedding`,
-`zsnli.errors`, `zsnli.runtime.model`, `zsnli.scoring`, `zsnli.serving.startup`. Never
+`zsnli.errors`, `zsnli.runtime.model`, `zsnli.scoring`, `zsnli.serving.startup`, `zsnli.serving.text`. Never
 FastAPI or anything HTTP: `zsnli.serving.app` imports this module, not the reverse.
 """
 
@@ -45,6 +46,7 @@ from ..runtime.model import Encoded, ModelConfigError, NliRuntime, default_token
 from ..scoring import ScoringConfig, label_probabilities, multi_label_probabilities, scores_from_logits
 from .startup import (STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, default_loader, one_line,
                       preflight, resolved_embedding_dir)
+from .text import clean_text
 
 logger = logging.getLogger("zsnli")
 
@@ -91,15 +93,6 @@ class Prepared:
     @property
     def n_pairs(self) -> int:
         return len(self.unique) * (2 if self.content_free is not None else 1)
-
-
-def clean_text(s: str) -> str:
-    """Make a JSON string safe for the tokenizer: lone surrogates become U+FFFD."""
-    try:
-        s.encode("utf-8")
-        return s
-    except UnicodeEncodeError:
-        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def fill_template(template: str | None, label: str) -> str:
