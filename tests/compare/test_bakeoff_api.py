@@ -274,3 +274,43 @@ async def test_lone_surrogates_in_every_field_are_cleaned_before_any_work(app):
         assert stored.json() == a
         pem = (await client.get("/v1/receipts/public-key")).text.encode()
     assert verify(a, pem) == []
+
+
+async def test_expected_labels_differing_in_case_space_or_invisible_characters_are_one_label(app):
+    examples = [{"input": "Cannot sign in", "expected": "access"}, {"input": "Refund my invoice", "expected": "billing"},
+                {"input": "Charged twice", "expected": "billing "}, {"input": "Invoice wrong", "expected": "Billing"},
+                {"input": "Card declined", "expected": "bill\u200bing"}, {"input": "Login fails", "expected": " ACCESS\t"}]
+    body = {"task_description": "support", "examples": examples, "candidates": ["majority", "served"], "retain": True}
+    async with running_app(app) as client:
+        r = await client.post("/v1/bakeoff", json=body)
+    assert r.status_code == 200, r.text
+    a = r.json()
+    assert a["labels"] == {"access": "access", "billing": "billing"} and a["n"] == 6
+    preds = next(e for e in a["scorecard"] if e["arm"] == "majority")["predictions"]
+    assert [p["expected"] for p in preds] == ["access", "billing", "billing", "billing", "billing", "access"]
+
+
+@pytest.mark.parametrize("change, field, error_type", [
+    ({"examples": ISSUE_REQUEST["examples"] + [{"input": "x", "expected": "\u200b\u200b"}]}, "examples[3].expected",
+     "validation"),
+    ({"labels": {"access": "Access.", "billing": "Billing.", "Billing ": "Money."}}, "labels.Billing", "validation"),
+    ({"labels": {"access": "Access.", "billing": "\u200b\u2060"}}, "labels.billing", "validation"),
+    ({"labels": {"access": "Access.", "billing": "money " * 300}}, "labels.billing", "label_too_long"),
+    ({"labels": {"access": "Access.", "billing": "money " * 80}}, "labels.billing", "label_too_long"),  # tokens
+    ({"examples": [{"input": "a", "expected": "access"}, {"input": "b", "expected": "word " * 300}]},
+     "examples[1].expected", "label_too_long"),
+])
+async def test_label_checks_are_classifys(app, change, field, error_type):
+    """Blank, invisible-only, duplicate-after-normalisation and over-long labels: 422 naming the field, never an arm
+    failure; the description checks are /classify's own (the same 422 kind for the same label)."""
+    async with running_app(app) as client:
+        r = await client.post("/v1/bakeoff", json={**ISSUE_REQUEST, **change})
+        assert r.status_code == 422, r.text
+        body = r.json()
+        assert (body["field"], body["error_type"]) == (field, error_type), body
+        assert body["errors"][0]["field"] == field and "Truncation" not in body["error"]
+        if field != "labels.Billing" and "examples" not in change:
+            label = change["labels"]["billing"]
+            c = await client.post("/classify", json={"text": "x", "labels": ["Access.", label]})
+            assert c.status_code == 422 and c.json()["error_type"] == error_type
+            assert c.json()["field"] == "labels[1]"

@@ -316,27 +316,41 @@ class ZeroShotClassifier:
             raise ApiError(ErrorType.UNAVAILABLE, str(exc)) from None
         return self.postprocess(prep, logits, cosine)
 
+    async def check_labels(self, labels: Sequence[str], template: str | None = None) -> None:
+        """``/classify``'s label checks without classifying (the bake-off runs them on its label descriptions).
+
+        Raises exactly the ``ApiError`` a ``/classify`` request with these ``labels`` and ``template`` would
+        get before any forward: 422 ``validation`` (too many labels, a label with no tokens) or
+        ``label_too_long`` (cannot fit the window), ``field`` ``labels[i]`` and a message starting with it;
+        503 when the model is not loaded.
+        """
+        self.check_ready()
+        prep = self.preprocess("", labels, template, multi_label=True)
+        await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, _check_labels, self.state.model, prep)
+
     def preprocess(self, text: str, labels: Sequence[str], template: str | None, multi_label: bool) -> Prepared:
         """Clean and cut the text, fill the template, deduplicate the hypotheses; refuse with
         ``ApiError`` 422 more than ``ZSNLI_MAX_LABELS`` labels, or a label or template so long in
         characters that it cannot fit the window (checked before anything is tokenised)."""
         settings, model = self.settings, self.state.model
         if len(labels) > settings.max_labels:
-            raise ApiError(ErrorType.VALIDATION, f"too many labels: {len(labels)} > {settings.max_labels}", "labels")
+            raise ApiError(ErrorType.VALIDATION, f"too many labels: {len(labels)} > {settings.max_labels} "
+                           "(ZSNLI_MAX_LABELS raises the limit)", "labels")
         text = clean_text(text)[: settings.max_text_chars]
         template = clean_text(template) if template is not None else None
         labels = [clean_text(lb) for lb in labels]
         # No token covers HYPOTHESIS_CHARS_PER_TOKEN characters, so a longer hypothesis cannot fit.
         char_cap = HYPOTHESIS_CHARS_PER_TOKEN * model.max_length
         extra = len(template) - 2 if template is not None else 0
+        window = f"the model window ({model.max_length} tokens; ZSNLI_MAX_LENGTH caps it)"
         if extra > char_cap:
-            raise ApiError(ErrorType.LABEL_TOO_LONG, f"hypothesis_template is {extra} characters without its slot "
-                           f"(limit {char_cap}): it cannot fit the model window", "hypothesis_template")
+            raise ApiError(ErrorType.LABEL_TOO_LONG, f"hypothesis_template: {extra} characters without its slot "
+                           f"(limit {char_cap}): it cannot fit {window}", "hypothesis_template")
         for i, lb in enumerate(labels):
             if len(lb) + extra > char_cap:
-                raise ApiError(ErrorType.LABEL_TOO_LONG, f"label {i} is {len(lb) + extra} characters with the "
-                               f"template (limit {char_cap}): it cannot fit the model window "
-                               f"({model.max_length} tokens); labels are never cut", f"labels[{i}]")
+                raise ApiError(ErrorType.LABEL_TOO_LONG, f"labels[{i}]: {len(lb) + extra} characters with the "
+                               f"template (limit {char_cap}): it cannot fit {window}; labels are never cut",
+                               f"labels[{i}]")
         hyps = [fill_template(template, lb) for lb in labels]
         slot = {h: i for i, h in enumerate(dict.fromkeys(hyps))}
         content_free = self.state.scoring.content_free_premise if not multi_label else None
@@ -410,12 +424,9 @@ class ZeroShotClassifier:
         return list(await asyncio.gather(*(one(d) for d in docs)))
 
 
-def _tokenize(model: NliRuntime, prep: Prepared) -> list[Encoded]:
-    """Tokeniser thread: check every label, then encode all pairs (text, and the content-free premise).
-
-    Raises ``ApiError`` 422 naming ``labels[i]`` for the first label with no tokens
-    (of the bare label when a template is used) or whose hypothesis does not fit the window.
-    """
+def _check_labels(model: NliRuntime, prep: Prepared) -> None:
+    """Tokeniser thread: raise ``ApiError`` 422 naming ``labels[i]`` for the first label with no tokens
+    (of the bare label when a template is used) or whose hypothesis does not fit the window."""
     lengths = model.hypothesis_lengths(prep.unique)
     bare_lengths = model.hypothesis_lengths(prep.bare) if prep.bare is not None else lengths
     for j, n in enumerate(bare_lengths):
@@ -427,9 +438,14 @@ def _tokenize(model: NliRuntime, prep: Prepared) -> list[Encoded]:
     for j, n in enumerate(lengths):
         if n > limit:
             i = prep.hyps.index(prep.unique[j])
-            raise ApiError(ErrorType.LABEL_TOO_LONG, f"label {i} does not fit the model window "
-                           f"({model.max_length} tokens with the text): shorten it; labels are never cut",
-                           f"labels[{i}]")
+            raise ApiError(ErrorType.LABEL_TOO_LONG, f"labels[{i}]: does not fit the model window "
+                           f"({model.max_length} tokens with the text; ZSNLI_MAX_LENGTH caps it): shorten it; "
+                           "labels are never cut", f"labels[{i}]")
+
+
+def _tokenize(model: NliRuntime, prep: Prepared) -> list[Encoded]:
+    """Tokeniser thread: `_check_labels`, then encode all pairs (text, and the content-free premise)."""
+    _check_labels(model, prep)
     premises = [prep.text] * len(prep.unique)
     hyps = list(prep.unique)
     if prep.content_free is not None:

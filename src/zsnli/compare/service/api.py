@@ -31,6 +31,7 @@ from typing import Any, Awaitable, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
+from zsnli.errors import ApiError
 from zsnli.manifest import sha256_file
 
 from .badge import bakeoff_badge
@@ -156,6 +157,9 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
                 max_input_chars=bsettings.max_input_chars)
         except engine.protocol.BakeoffInputError as exc:
             return _error(422, str(exc), "validation", exc.field, errors=exc.problems)
+        problem = await _label_problem(task, engine.arms_adapter.NLI_TEMPLATES)
+        if problem is not None:
+            return problem
         if running["n"] >= bsettings.max_concurrent:
             return _error(503, f"{running['n']} bake-offs are running (ZSNLI_BAKEOFF_MAX_CONCURRENT); retry later",
                           "overloaded")
@@ -174,6 +178,27 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
             return _error(503, f"the bake-off ran but could not be stored ({type(exc).__name__}: {exc}); retry later "
                           f"(ZSNLI_BAKEOFF_DB={bsettings.db_path})", "store")
         return JSONResponse(answer)
+
+    async def _label_problem(task, templates: dict[str, str]) -> JSONResponse | None:
+        """``/classify``'s label checks (`zsnli.service.ZeroShotClassifier.check_labels`, the same code) on the
+        label descriptions, bare and with the template of each served-model arm requested; a 422 naming the
+        bake-off field (``labels.<name>`` or ``examples[i].expected``), or None."""
+        for template in dict.fromkeys([None, *(templates[a] for a in task.arms if a in templates)]):
+            try:
+                await service.check_labels(task.hypotheses, template)
+            except ApiError as exc:
+                if exc.status != 422:
+                    raise
+                m = re.match(r"labels\[(\d+)\]", exc.field or "")
+                field = task.label_fields[int(m.group(1))] if m else exc.field
+                if field == "labels" and not any(f.startswith("labels.") for f in task.label_fields):
+                    field = "examples"
+                message = re.sub(r"^labels(\[\d+\])?:?\s*", "", exc.message)
+                if template not in (None, "{}"):
+                    message += f" (with the template {template!r} of the served-model arms)"
+                return _error(422, f"{field}: {message}", exc.error_type.wire, field,
+                              errors=[{"field": field, "error": message, "type": exc.error_type.wire}])
+        return None
 
     async def _get(bakeoff_id: str) -> dict | None:
         if not ID_RE.match(bakeoff_id):

@@ -17,6 +17,7 @@ Imports pydantic, numpy, scikit-learn and `zsnli.metrics` / `zsnli.manifest` onl
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -74,8 +75,10 @@ class Task:
     label_names: k distinct names, in the order of ``labels`` when given, else of first appearance;
     hypotheses: the description of each label (the NLI hypothesis before any template; default the name);
     arms: the arm names to run (incumbents requested, then the challenger); challenger: its name or None;
-    example_hashes: sha256 of each example's canonical JSON ``{"expected", "input"}``;
-    examples_sha256: sha256 of the canonical JSON list of the examples (what the receipt binds).
+    example_hashes: sha256 of each example's canonical JSON ``{"expected", "input"}`` (as sent);
+    examples_sha256: sha256 of the canonical JSON list of the examples (what the receipt binds);
+    label_fields: the request field each label came from, for a 422 about it (``labels.<name>``, or the
+    first ``examples[i].expected`` naming it when ``labels`` was not given).
     """
 
     task_description: str
@@ -89,10 +92,40 @@ class Task:
     retain: bool
     example_hashes: list[str] = field(default_factory=list)
     examples_sha256: str = ""
+    label_fields: list[str] = field(default_factory=list)
 
     @property
     def n(self) -> int:
         return len(self.texts)
+
+
+_INVISIBLE = ("Cc", "Cf")
+"""Unicode categories that never show: control and format characters (zero-width space, joiners, BOM, ...)."""
+
+
+def _invisible(c: str) -> bool:
+    return unicodedata.category(c) in _INVISIBLE
+
+
+def label_key(name: str) -> str:
+    """What two label names must share to be the same label: NFKC, whitespace runs as one space, invisible
+    characters (`_INVISIBLE`) dropped, surrounding whitespace dropped, case folded.
+
+    ``"billing"``, ``" Billing "`` and ``"bill\u200bing"`` share the key ``"billing"``; a name with no
+    visible character has the key ``""``.
+    """
+    text = "".join(" " if c.isspace() else c for c in unicodedata.normalize("NFKC", name))
+    return " ".join("".join(c for c in text if not _invisible(c)).split()).casefold()
+
+
+def display_name(name: str) -> str:
+    """``name`` without surrounding whitespace and invisible characters (the label as the answer shows it)."""
+    start, end = 0, len(name)
+    while start < end and (name[start].isspace() or _invisible(name[start])):
+        start += 1
+    while end > start and (name[end - 1].isspace() or _invisible(name[end - 1])):
+        end -= 1
+    return name[start:end]
 
 
 def _field(loc: Sequence[Any]) -> str:
@@ -133,7 +166,8 @@ def validate_request(payload: Any, *, incumbents: Sequence[str], challengers: Se
     if not req.task_description.strip():
         bad("task_description", "must not be blank")
     elif len(req.task_description) > max_input_chars:
-        bad("task_description", f"{len(req.task_description)} characters; the limit is {max_input_chars}")
+        bad("task_description", f"{len(req.task_description)} characters; the limit is {max_input_chars} "
+            "(ZSNLI_BAKEOFF_MAX_INPUT_CHARS)")
     if len(req.examples) < 2:
         bad("examples", f"needs at least 2 examples, got {len(req.examples)}")
     if len(req.examples) > max_examples:
@@ -144,47 +178,68 @@ def validate_request(payload: Any, *, incumbents: Sequence[str], challengers: Se
         elif len(ex.input) > max_input_chars:
             bad(f"examples[{i}].input", f"{len(ex.input)} characters; the limit is {max_input_chars} "
                 "(ZSNLI_BAKEOFF_MAX_INPUT_CHARS)")
-        if not ex.expected.strip():
-            bad(f"examples[{i}].expected", "must not be blank")
-    names, descriptions = _labels(req, bad, max_input_chars)
+        if not label_key(ex.expected):
+            bad(f"examples[{i}].expected", "must not be blank (it has no visible character)")
+    names, descriptions, fields = _labels(req, bad, max_input_chars)
     if len(names) < 2:
-        bad("labels" if req.labels is not None else "examples", f"needs at least 2 distinct labels, got {len(names)}")
+        bad("labels" if req.labels is not None else "examples", f"needs at least 2 distinct labels, got {len(names)} "
+            "(labels differing only in case, surrounding whitespace or invisible characters are one label)")
     if len(names) > max_labels:
         bad("labels" if req.labels is not None else "examples",
             f"{len(names)} labels; the limit is {max_labels} (ZSNLI_BAKEOFF_MAX_LABELS)")
     arms = _arms(req, incumbents, challengers, bad)
     if problems:
         raise BakeoffInputError(problems)
-    index = {name: j for j, name in enumerate(names)}
+    index = {label_key(name): j for j, name in enumerate(names)}
     rows = [{"input": ex.input, "expected": ex.expected} for ex in req.examples]
     return Task(
         task_description=req.task_description, texts=[ex.input for ex in req.examples],
-        expected=[ex.expected for ex in req.examples], gold=np.array([index[ex.expected] for ex in req.examples]),
+        expected=[ex.expected for ex in req.examples],
+        gold=np.array([index[label_key(ex.expected)] for ex in req.examples]),
         label_names=names, hypotheses=descriptions, arms=arms, challenger=req.challenger_model, retain=req.retain,
         example_hashes=[hashlib.sha256(canonical_json(r)).hexdigest() for r in rows],
-        examples_sha256=hashlib.sha256(canonical_json(rows)).hexdigest())
+        examples_sha256=hashlib.sha256(canonical_json(rows)).hexdigest(), label_fields=fields)
 
 
-def _labels(req: BakeoffRequest, bad, max_chars: int) -> tuple[list[str], list[str]]:
-    """Label names and descriptions; every expected value must be a label and every label needs an example."""
-    seen = list(dict.fromkeys(ex.expected for ex in req.examples if ex.expected.strip()))
-    if req.labels is None:
-        return seen, list(seen)
-    names = list(req.labels)
-    for name, description in req.labels.items():
-        if not name.strip():
-            bad("labels", "label names must not be blank")
-        if not description.strip():
-            bad(f"labels.{name}", "description must not be blank")
-        elif len(description) > max_chars:
-            bad(f"labels.{name}", f"{len(description)} characters; the limit is {max_chars}")
+def _labels(req: BakeoffRequest, bad, max_chars: int) -> tuple[list[str], list[str], list[str]]:
+    """Label names, descriptions and the field each came from; every expected value must be a label and
+    every label needs an example. Names are matched by `label_key` and shown as `display_name` (of their
+    first appearance when they come from the examples)."""
+    first: dict[str, int] = {}  # label key -> first example naming it
     for i, ex in enumerate(req.examples):
-        if ex.expected.strip() and ex.expected not in req.labels:
+        key = label_key(ex.expected)
+        if key:
+            first.setdefault(key, i)
+    if req.labels is None:
+        names = [display_name(req.examples[i].expected) for i in first.values()]
+        return names, list(names), [f"examples[{i}].expected" for i in first.values()]
+    names, descriptions, fields, given = [], [], [], {}
+    for raw, description in req.labels.items():
+        name, key = display_name(raw), label_key(raw)
+        where = f"labels.{name}"
+        if not key:
+            bad("labels", f"label name {raw!r} must not be blank (it has no visible character)")
+            continue
+        if key in given:
+            bad(where, f"{raw!r} and {given[key]!r} are the same label (case, surrounding whitespace and invisible "
+                "characters are ignored)")
+            continue
+        given[key] = raw
+        if not description.strip():
+            bad(where, "description must not be blank")
+        elif len(description) > max_chars:
+            bad(where, f"{len(description)} characters; the limit is {max_chars} (ZSNLI_BAKEOFF_MAX_INPUT_CHARS)")
+        names.append(name)
+        descriptions.append(description)
+        fields.append(where)
+    for i, ex in enumerate(req.examples):
+        key = label_key(ex.expected)
+        if key and key not in given:
             bad(f"examples[{i}].expected", f"{ex.expected!r} is not one of labels: {', '.join(names)}")
-    for name in names:
-        if name not in seen:
+    for name, key in zip(names, [label_key(n) for n in names]):
+        if key not in first:
             bad(f"labels.{name}", "has no example: every label needs at least one labelled example")
-    return names, [req.labels[name] for name in names]
+    return names, descriptions, fields
 
 
 def _arms(req: BakeoffRequest, incumbents: Sequence[str], challengers: Sequence[str], bad) -> list[str]:

@@ -103,7 +103,7 @@ def _entry(name: str, role: str, task: Task, probs=None, seconds=None, error: st
              "n": s["n"], "latency_ms_p50": p50_ms(seconds), "status": "scored", "reliability": s["reliability"]}
     if task.retain:
         entry["predictions"] = [
-            {"expected": task.expected[i], "predicted": task.label_names[int(s["predicted"][i])],
+            {"expected": task.label_names[int(task.gold[i])], "predicted": task.label_names[int(s["predicted"][i])],
              "probabilities": [round(float(p), 4) for p in probs[i]]} for i in range(task.n)]
     return entry
 
