@@ -101,7 +101,7 @@ class Settings:
     onnx_cache_dir: str | None = None
     read_timeout_s: float = 10.0
     max_connections: int = 512
-    keep_alive_s: float = 5.0
+    keep_alive_s: float = 20.0
     public_url: str | None = None
 
     # env var name -> field name

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -136,6 +137,24 @@ def main(argv: list[str] | None = None) -> int:
     return serve(settings, host, port, extend=served_extensions(bsettings))
 
 
+def uvicorn_config(app: Any, settings: Settings, host: str, port: int, **overrides: Any):
+    """The ``uvicorn.Config`` `serve` runs ``app`` under (tests run the same one in a thread).
+
+    Connections use `zsnli.serving.http_protocol` (read deadline, connection cap, JSON errors); idle
+    keep-alive connections close after ``ZSNLI_KEEP_ALIVE_S`` and every answer advertises it as
+    ``Keep-Alive: timeout=N`` (N = whole seconds, rounded down), so a client that honours the header
+    retires a pooled connection before the server closes it. overrides: other ``uvicorn.Config`` arguments.
+    """
+    import uvicorn
+
+    options = dict(host=host, port=port, workers=1, lifespan="on", log_level=settings.log_level,
+                   timeout_graceful_shutdown=settings.drain_timeout_s or None,
+                   http=protocol_class(settings.read_timeout_s, settings.max_connections, settings.retry_after_s),
+                   timeout_keep_alive=settings.keep_alive_s,
+                   headers=[("Keep-Alive", f"timeout={int(settings.keep_alive_s)}")])
+    return uvicorn.Config(app, **{**options, **overrides})
+
+
 def serve(settings: Settings, host: str | None = None, port: int | None = None, *,
           loader: ModelLoader | None = None, extend: Extension | None = None) -> int:
     """Serve a `ZeroShotClassifier` for ``settings`` under uvicorn in this process; returns the exit code.
@@ -170,11 +189,7 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
 
     service = ZeroShotClassifier(settings, loader, shutdown_hook=stop_server)
     app = create_app(service=service, extend=extend)
-    config = uvicorn.Config(_quiet_startup_refusal(app), host=host, port=port, workers=1, lifespan="on",
-                            log_level=settings.log_level, timeout_graceful_shutdown=settings.drain_timeout_s or None,
-                            http=protocol_class(settings.read_timeout_s, settings.max_connections,
-                                                settings.retry_after_s),
-                            timeout_keep_alive=settings.keep_alive_s)
+    config = uvicorn_config(_quiet_startup_refusal(app), settings, host, port)
 
     class _Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:  # signal handler: stop admitting, start the drain clock

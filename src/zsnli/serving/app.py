@@ -124,10 +124,48 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     app.state.settings = settings
     app.state.classifier = service
     _add_error_handlers(app, settings.retry_after_s)
+    app.add_middleware(LastResort, retry_after_s=settings.retry_after_s)  # innermost: extensions wrap it
     _add_routes(app, service)
     if extend is not None:
         extend(app, service)
     return app
+
+
+class LastResort:
+    """Pure ASGI middleware: an exception no route handled becomes the JSON 500 ``internal`` on a
+    connection that stays usable.
+
+    Without it Starlette's outermost error middleware answers the 500 and then re-raises, and uvicorn
+    closes the keep-alive connection after that complete answer without saying ``Connection: close``:
+    a pooled client's next request on it is reset unread. Here the exception ends at the answer (logged
+    with its traceback), so the server reads the next request as usual. An exception after the answer
+    started is re-raised: uvicorn then cuts the connection mid-answer, which no client can take for a
+    complete response. Faults outside this middleware (another middleware) reach the app's last-resort
+    handler, whose 500 says ``Connection: close``.
+    """
+
+    def __init__(self, app: Any, retry_after_s: int) -> None:
+        self.app, self.retry_after_s = app, retry_after_s
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # noqa: BLE001 - the last resort: answered, logged
+            if started:
+                raise
+            logger.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
+            response = error_response(ApiError(ErrorType.INTERNAL, f"internal error: {type(exc).__name__}"),
+                                      self.retry_after_s)
+            await response(scope, receive, send)
 
 
 def error_response(exc: ApiError, retry_after_s: int) -> JSONResponse:
@@ -158,9 +196,13 @@ def _add_error_handlers(app: FastAPI, retry_after_s: int) -> None:
         return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:  # pragma: no cover - last resort
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        # Reached only by a fault outside `LastResort` (in another middleware). Starlette re-raises after
+        # this answer and uvicorn then closes the connection, so the answer says so.
         logger.exception("unhandled error")
-        return error_response(ApiError(ErrorType.INTERNAL, f"internal error: {type(exc).__name__}"), retry_after_s)
+        response = error_response(ApiError(ErrorType.INTERNAL, f"internal error: {type(exc).__name__}"), retry_after_s)
+        response.headers["Connection"] = "close"
+        return response
 
 
 def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:

@@ -1,0 +1,203 @@
+"""The connection layer under the served uvicorn config (`zsnli.serve.uvicorn_config`) in a thread: a 5xx keeps
+the connection usable or says Connection: close, Keep-Alive is advertised, every error from any layer is JSON."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+from bakeoff_support import make_bakeoff_app
+from conftest import make_settings
+
+LABELS = ["sport", "business"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ThreadServer:
+    """``app`` under `zsnli.serve.uvicorn_config` (the served protocol, limits and headers) in a thread."""
+
+    def __init__(self, app, settings) -> None:
+        import uvicorn
+
+        from zsnli.serve import uvicorn_config
+
+        self.port = _free_port()
+        self.server = uvicorn.Server(uvicorn_config(app, settings, "127.0.0.1", self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> "ThreadServer":
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health").status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("server did not get ready")
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+
+
+def request_bytes(method: str, path: str, body: bytes | None = None, headers: dict | None = None) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: test"]
+    if body is not None:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b"")
+
+
+def read_response(sock: socket.socket, timeout: float = 30.0) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 response with a Content-Length body: ``(status, lower-case headers, body)``.
+    Raises ``ConnectionError`` when the server closed or reset the connection first."""
+    sock.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"closed after {data!r}")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    length = int(headers.get("content-length", "0"))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed mid-body")
+        rest += chunk
+    return status, headers, rest[:length]
+
+
+@pytest.fixture
+def served(bert_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
+    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
+
+    def start(**overrides):
+        settings = make_settings(bert_dir, **overrides)
+        return ThreadServer(make_bakeoff_app(bert_dir, **overrides), settings)
+
+    return start
+
+
+def _inject_faults(monkeypatch):
+    """The test hook: a route fault (RuntimeError) in /classify for the text FAULT and in GET /v1/bakeoffs."""
+    from zsnli.compare.service.store import Store
+    from zsnli.serving.service import ZeroShotClassifier
+
+    real = ZeroShotClassifier.postprocess
+
+    def postprocess(self, prep, logits, cosine):
+        if prep.text == "FAULT":
+            raise RuntimeError("injected fault")
+        return real(self, prep, logits, cosine)
+
+    def latest(self, limit=50):
+        raise RuntimeError("injected store fault")
+
+    monkeypatch.setattr(ZeroShotClassifier, "postprocess", postprocess)
+    monkeypatch.setattr(Store, "latest", latest)
+
+
+@pytest.mark.parametrize("fault", [("POST", "/classify", {"text": "FAULT", "labels": LABELS}),
+                                   ("GET", "/v1/bakeoffs", None)])
+def test_a_500_keeps_the_connection_usable(served, monkeypatch, fault):
+    _inject_faults(monkeypatch)
+    method, path, body = fault
+    with served() as srv, socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.sendall(request_bytes(method, path, json.dumps(body).encode() if body else None))
+        status, headers, payload = read_response(sock)
+        assert status == 500 and headers["content-type"] == "application/json"
+        assert json.loads(payload) == {"error": "internal error: RuntimeError", "field": None,
+                                       "error_type": "internal"} | ({"request_id": json.loads(payload)["request_id"]}
+                                                                    if "request_id" in json.loads(payload) else {})
+        assert headers.get("connection") != "close"
+        # the same socket answers the next request
+        sock.sendall(request_bytes("POST", "/classify", json.dumps({"text": "the match", "labels": LABELS}).encode()))
+        status, headers, payload = read_response(sock)
+        assert status == 200 and len(json.loads(payload)["probabilities"]) == 2
+
+
+def test_a_fault_outside_the_routes_says_connection_close(bert_dir, served, monkeypatch):
+    """A middleware that raises (outside LastResort): the 500 is JSON and says Connection: close, then closes."""
+    from zsnli import telemetry
+
+    real = telemetry.RequestMetricsMiddleware.__call__
+
+    async def broken(self, scope, receive, send):
+        if scope.get("path") == "/health" and scope.get("query_string") == b"boom":
+            raise RuntimeError("middleware fault")
+        return await real(self, scope, receive, send)
+
+    monkeypatch.setattr(telemetry.RequestMetricsMiddleware, "__call__", broken)
+
+    def extend(app, svc):
+        telemetry.metrics_extension(app, svc)
+
+    from zsnli.serving.app import create_app
+
+    settings = make_settings(bert_dir)
+    srv = ThreadServer(create_app(settings, extend=extend), settings)
+    with srv, socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.sendall(request_bytes("GET", "/health?boom"))
+        status, headers, payload = read_response(sock)
+        assert status == 500 and headers.get("connection") == "close"
+        assert json.loads(payload)["error_type"] == "internal"
+        sock.settimeout(5)
+        assert sock.recv(100) == b""  # closed, as announced
+
+
+def test_keep_alive_is_advertised_and_outlives_common_client_pools(served):
+    from zsnli.config import Settings
+
+    # httpx (and httpcore) retire an idle pooled connection after keepalive_expiry = 5 s; the server's
+    # default idle limit is longer, so the client always retires it first (no reset on reuse).
+    assert Settings().keep_alive_s > httpx.Limits().keepalive_expiry
+    with served(keep_alive_s=7.5) as srv:
+        r = httpx.get(f"http://127.0.0.1:{srv.port}/health")
+        assert r.headers["keep-alive"] == "timeout=7"
+        r = httpx.post(f"http://127.0.0.1:{srv.port}/classify", json={"text": "x", "labels": []})
+        assert r.status_code == 422 and r.headers["keep-alive"] == "timeout=7"
+
+
+@pytest.mark.timeout(240)
+def test_a_burst_from_one_pooled_client_loses_nothing(served):
+    """The issue's burst shape (400 requests of 30 labels at concurrency 128 from one pooled httpx client),
+    on the tiny model: every request answered 200, no transport error."""
+    import asyncio
+
+    labels = [f"This text is about topic {i}." for i in range(30)]
+
+    async def burst(port):
+        gate = asyncio.Semaphore(128)
+        limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=120) as client:
+            async def one(i):
+                async with gate:
+                    try:
+                        return (await client.post("/classify", json={"text": f"match {i}", "labels": labels})).status_code
+                    except httpx.TransportError as exc:
+                        return type(exc).__name__
+
+            return await asyncio.gather(*(one(i) for i in range(400)))
+
+    with served() as srv:
+        results = asyncio.run(burst(srv.port))
+    assert results == [200] * 400, {r: results.count(r) for r in set(results)}
