@@ -201,3 +201,83 @@ def test_a_burst_from_one_pooled_client_loses_nothing(served):
     with served() as srv:
         results = asyncio.run(burst(srv.port))
     assert results == [200] * 400, {r: results.count(r) for r in set(results)}
+
+
+def _chunked(first_chunk: bytes) -> bytes:
+    return (b"POST /classify HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + first_chunk)
+
+
+MALFORMED = {
+    "chunk size zz": (_chunked(b"zz\r\n{}\r\n0\r\n\r\n"), 400, "malformed_request"),
+    "chunk size -5": (_chunked(b"-5\r\n{}\r\n0\r\n\r\n"), 400, "malformed_request"),
+    "chunk size 0x10": (_chunked(b"0x10\r\n" + b"{" * 16 + b"\r\n0\r\n\r\n"), 400, "malformed_request"),
+    "chunk size 2^80": (_chunked(b"%x\r\n{}\r\n0\r\n\r\n" % (1 << 80)), 400, "malformed_request"),
+    "LF after chunk data": (_chunked(b"2\r\n{}\n0\r\n\r\n"), 400, "malformed_request"),
+    # h11 reads LF-only header lines but waits for a chunk line's CRLF: the read deadline's JSON 408
+    "LF-only request": (b"POST /classify HTTP/1.1\nHost: t\nTransfer-Encoding: chunked\n\n2\n{}\n0\n\n",
+                        408, "request_timeout"),
+    "garbage request line": (b"HELLO THERE\r\n\r\n", 400, "malformed_request"),
+    "headers over h11's buffer": (b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 70000, 431,
+                                  "headers_too_large"),
+    "unsupported transfer-encoding": (b"POST /classify HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 501,
+                                      "not_implemented"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_requests_get_the_json_error_shape(served, case):
+    raw, status, error_type = MALFORMED[case]
+    with served(read_timeout_s=1.0) as srv, socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.sendall(raw)
+        got, headers, payload = read_response(sock, timeout=5)
+        assert (got, headers["content-type"], headers["connection"]) == (status, "application/json", "close")
+        body = json.loads(payload)
+        assert body["error_type"] == error_type, body
+        if status != 408:
+            assert body["error"].startswith("malformed HTTP request: "), body
+        assert set(body) >= {"error", "field", "error_type"}
+
+
+def test_a_chunk_declared_over_the_body_limit_is_413_at_once(served):
+    with served(max_body_bytes=4096, read_timeout_s=10) as srv, \
+            socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        for first in (b"FFFFFFF\r\n{\"text\": ", b"800\r\n" + b" " * 0x800 + b"\r\n1000\r\n"):
+            t0 = time.monotonic()
+            sock.sendall(_chunked(first))
+            status, headers, payload = read_response(sock, timeout=5)
+            assert time.monotonic() - t0 < 2.0  # not the 10 s read deadline
+            assert (status, headers["connection"]) == (413, "close")
+            body = json.loads(payload)
+            assert body["error_type"] == "payload_too_large" and "ZSNLI_MAX_BODY_BYTES" in body["error"]
+            sock.close()
+            sock = socket.create_connection(("127.0.0.1", srv.port))
+        sock.close()
+    # a chunked body within the limit is still read
+    with served(max_body_bytes=4096) as srv, socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        body = json.dumps({"text": "the match", "labels": LABELS}).encode()
+        sock.sendall(_chunked(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)))
+        status, _, payload = read_response(sock)
+        assert status == 200 and len(json.loads(payload)["probabilities"]) == 2
+
+
+@pytest.mark.parametrize("behaviour", ["raises", "returns"])
+def test_json_fallback_answers_what_the_app_did_not(behaviour):
+    import asyncio
+
+    from zsnli.serving.http_protocol import json_fallback
+
+    async def app(scope, receive, send):
+        if behaviour == "raises":
+            raise RuntimeError("outside every handler")
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(json_fallback(app, 1)({"type": "http", "method": "GET", "path": "/"}, None, send))
+    start, body = sent
+    assert start["status"] == 500 and (b"connection", b"close") in start["headers"]
+    assert (b"content-type", b"application/json") in start["headers"]
+    assert json.loads(body["body"])["error_type"] == "internal"

@@ -23,7 +23,7 @@ from fastapi import FastAPI
 from .serving.app import Extension, create_app, read_json_body
 from .compare.service.settings import BakeoffSettings
 from .config import Settings, SettingsError, listen_address
-from .serving.http_protocol import protocol_class
+from .serving.http_protocol import json_fallback, protocol_class
 from .serving.service import ZeroShotClassifier
 from .serving.startup import ModelLoader, one_line
 
@@ -149,7 +149,8 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int, **overrid
 
     options = dict(host=host, port=port, workers=1, lifespan="on", log_level=settings.log_level,
                    timeout_graceful_shutdown=settings.drain_timeout_s or None,
-                   http=protocol_class(settings.read_timeout_s, settings.max_connections, settings.retry_after_s),
+                   http=protocol_class(settings.read_timeout_s, settings.max_connections, settings.retry_after_s,
+                                       settings.max_body_bytes),
                    timeout_keep_alive=settings.keep_alive_s,
                    headers=[("Keep-Alive", f"timeout={int(settings.keep_alive_s)}")])
     return uvicorn.Config(app, **{**options, **overrides})
@@ -189,7 +190,7 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
 
     service = ZeroShotClassifier(settings, loader, shutdown_hook=stop_server)
     app = create_app(service=service, extend=extend)
-    config = uvicorn_config(_quiet_startup_refusal(app), settings, host, port)
+    config = uvicorn_config(_quiet_startup_refusal(json_fallback(app, settings.retry_after_s)), settings, host, port)
 
     class _Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:  # signal handler: stop admitting, start the drain clock

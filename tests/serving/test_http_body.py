@@ -283,3 +283,16 @@ def test_keys_that_collide_after_cleaning_are_a_duplicate_key():
     with pytest.raises(BodyError) as err:
         read(b'{"text": "x", "\\ud800": 1, "\\udfff": 2}')
     assert err.value.status == 422 and err.value.field == "\ufffd"
+
+
+@pytest.mark.parametrize("how", ["declared", "streamed", "decoded"])
+def test_every_413_names_the_setting(how):
+    big = json.dumps({"text": "x" * 5000, "labels": ["a"]}).encode()
+    with pytest.raises(BodyError) as err:
+        if how == "declared":
+            read(big, limit=2000, content_length=str(len(big)))
+        elif how == "streamed":
+            read(big, limit=2000)
+        else:
+            read(gzip.compress(big), limit=2000, content_encoding="gzip")
+    assert err.value.status == 413 and "ZSNLI_MAX_BODY_BYTES" in err.value.message

@@ -53,6 +53,8 @@ from .text import clean_json_text
 
 #: The media types accepted besides any ``*/*+json``.
 JSON_MEDIA_TYPES = ("application/json",)
+#: The setting that raises the size limit, named in every 413 message.
+LIMIT_SETTING = "ZSNLI_MAX_BODY_BYTES"
 #: Content codings that are decoded (``identity`` is a no-op).
 CONTENT_CODINGS = ("identity", "gzip", "x-gzip", "deflate")
 #: Charsets decoded, lower case -> codec (``utf-16`` / ``utf-32``: the BOM picks the byte order).
@@ -246,17 +248,20 @@ async def read_body(headers: Any, chunks: AsyncIterator[bytes], limit: int,
     coding = content_codings(_one(headers, "content-encoding"))
     length = _one(headers, "content-length")
     if length is not None and length.strip().isdigit() and int(length) > limit:
-        raise BodyError(413, "payload_too_large", f"body is {int(length)} bytes; the limit is {limit}", "body")
+        raise BodyError(413, "payload_too_large", f"body is {int(length)} bytes; the limit is {limit} "
+                        f"({LIMIT_SETTING})", "body")
     decoder = _Decoder(coding) if coding else None
     out = bytearray()
     wire = 0
     too_big = BodyError(413, "payload_too_large", f"body exceeds the limit of {limit} bytes"
-                        + (f" (after undoing Content-Encoding: {coding})" if coding else ""), "body")
+                        + (f" after undoing Content-Encoding: {coding}" if coding else "") + f" ({LIMIT_SETTING})",
+                        "body")
     try:
         async for chunk in chunks:
             wire += len(chunk)
             if wire > limit:
-                raise BodyError(413, "payload_too_large", f"body exceeds the limit of {limit} bytes", "body")
+                raise BodyError(413, "payload_too_large", f"body exceeds the limit of {limit} bytes ({LIMIT_SETTING})",
+                                "body")
             out += decoder.feed(chunk, limit - len(out)) if decoder else chunk
             if len(out) > limit:
                 raise too_big

@@ -15,6 +15,17 @@
   ``Retry-After`` and ``Connection: close``. Each open connection lives at
   most the read deadline before its request is complete, so stalled sockets
   cannot pile up.
+* **Malformed requests**: what h11 cannot parse (a bad request line or header, an
+  illegal chunk size such as ``zz``, ``-5``, ``0x10`` or 21 hex digits, a chunk
+  without its CRLF, headers over h11's buffer) is answered in the JSON shape
+  (400 ``malformed_request``, 431 ``headers_too_large``, 501 ``not_implemented``
+  for an unsupported ``Transfer-Encoding``) with ``Connection: close``, not
+  uvicorn's ``text/plain`` 400.
+* **Declared size**: a chunk whose declared size takes the body past
+  ``max_body_bytes`` (``ZSNLI_MAX_BODY_BYTES``) is answered 413
+  ``payload_too_large`` at once, with ``Connection: close``, instead of waiting
+  for bytes that would be refused anyway (a ``Content-Length`` over the limit is
+  refused by the app's body reader as soon as the route reads the body).
 * **Shutdown**: at SIGTERM a request whose body is still arriving is not
   admitted work: it gets a JSON ``503`` ``unavailable`` (``Retry-After``) and
   its connection is closed at once, so the exit waits only for requests
@@ -30,12 +41,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from http import HTTPStatus
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import ApiError, ErrorType
+
+logger = logging.getLogger("zsnli")
 
 
 def _head(error: ApiError, retry_after_s: int, length: int) -> list[tuple[bytes, bytes]]:
@@ -77,15 +91,37 @@ class DeadlineH11Protocol(H11Protocol):
     read_timeout_s: float = 10.0
     max_connections: int = 512
     retry_after_s: int = 1
+    max_body_bytes: int = 2 * 1024 * 1024
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._deadline: asyncio.TimerHandle | None = None
         self._line_seen = False  # the current request's first line has arrived
         self._request_done = False  # the current request (headers and body) has fully arrived
+        self._body_seen = 0  # body bytes of the current request h11 has handed over
+        self._protocol_error: h11.RemoteProtocolError | None = None
+        self.conn.next_event = self._next_event  # type: ignore[method-assign]
         if len(self.connections) > self.max_connections:
             self.app = _overloaded_app(self.max_connections, self.retry_after_s)
         self._arm()
+
+    def _next_event(self):
+        """h11's ``next_event``, keeping the parse error for the answer and counting the body's bytes."""
+        try:
+            event = h11.Connection.next_event(self.conn)
+        except h11.RemoteProtocolError as exc:
+            self._protocol_error = exc
+            raise
+        if isinstance(event, h11.Request):
+            self._body_seen = 0
+        elif isinstance(event, h11.Data):
+            self._body_seen += len(event.data)
+        return event
+
+    def _declared_body(self) -> int:
+        """Body bytes handed over plus the rest of the chunk being read (h11's chunked reader state)."""
+        reader = getattr(self.conn, "_reader", None)
+        return self._body_seen + int(getattr(reader, "_bytes_in_chunk", 0) or 0)
 
     def _arm(self) -> None:
         if self._deadline is None:
@@ -103,7 +139,21 @@ class DeadlineH11Protocol(H11Protocol):
         if not self._line_seen and b"\n" in data:
             self._line_seen = True
         super().data_received(data)
+        if self.conn.their_state is h11.SEND_BODY and self._declared_body() > self.max_body_bytes:
+            self.logger.info("declared body over ZSNLI_MAX_BODY_BYTES: 413")
+            self._abort(ApiError(ErrorType.PAYLOAD_TOO_LARGE, f"body: a chunk declares {self._declared_body()} "
+                                 f"bytes in all; the limit is {self.max_body_bytes} (ZSNLI_MAX_BODY_BYTES)", "body"))
+            return
         self._check_done()
+
+    def send_400_response(self, msg: str) -> None:
+        """What h11 could not parse: the JSON error (`_protocol_error`'s status hint) and a close."""
+        exc = self._protocol_error
+        status = getattr(exc, "error_status_hint", 400)
+        kind = {431: ErrorType.HEADERS_TOO_LARGE, 501: ErrorType.NOT_IMPLEMENTED}.get(status,
+                                                                                     ErrorType.MALFORMED_REQUEST)
+        reason = " ".join(str(exc).split())[:200] if exc is not None else msg
+        self._abort(ApiError(kind, f"malformed HTTP request: {reason}"))
 
     def _check_done(self) -> None:
         if self.conn.their_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED):
@@ -119,11 +169,13 @@ class DeadlineH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def _abort(self, error: ApiError | None) -> None:
-        """Answer ``error`` as JSON (when given) and close; a running app sees a disconnect."""
+        """Answer ``error`` as JSON (when given and no answer was started) and close; a running app sees
+        a disconnect."""
         self._disarm()
         if self.transport.is_closing():
             return
-        if error is not None:
+        if error is not None and self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE) and (
+                self.cycle is None or not self.cycle.response_started):
             self.transport.write(json_error_bytes(error, self.retry_after_s))
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True
@@ -155,14 +207,46 @@ class DeadlineH11Protocol(H11Protocol):
         super().shutdown()  # idle or half-sent headers: closed; a received request: answered, then closed
 
 
-def protocol_class(read_timeout_s: float, max_connections: int, retry_after_s: int) -> type[DeadlineH11Protocol]:
+def protocol_class(read_timeout_s: float, max_connections: int, retry_after_s: int,
+                   max_body_bytes: int = 2 * 1024 * 1024) -> type[DeadlineH11Protocol]:
     """A `DeadlineH11Protocol` subclass with these limits, for ``uvicorn.Config(http=...)``.
 
     read_timeout_s: seconds for the request line, headers and body (``ZSNLI_READ_TIMEOUT_S``);
     max_connections: connections served at once (``ZSNLI_MAX_CONNECTIONS``);
-    retry_after_s: ``Retry-After`` of the 503s (``ZSNLI_RETRY_AFTER_S``).
+    retry_after_s: ``Retry-After`` of the 503s (``ZSNLI_RETRY_AFTER_S``);
+    max_body_bytes: a declared chunk taking the body past it is answered 413 at once (``ZSNLI_MAX_BODY_BYTES``).
     """
     return type("ZsnliH11Protocol", (DeadlineH11Protocol,), {
         "read_timeout_s": float(read_timeout_s), "max_connections": int(max_connections),
-        "retry_after_s": int(retry_after_s),
+        "retry_after_s": int(retry_after_s), "max_body_bytes": int(max_body_bytes),
     })
+
+
+def json_fallback(app, retry_after_s: int):
+    """ASGI wrapper (outermost): an app that raises or returns before starting its answer gets the JSON 500
+    ``internal`` with ``Connection: close`` instead of uvicorn's ``text/plain`` one (the app's own
+    handlers normally answer first: `zsnli.serving.app.LastResort`)."""
+    error = ApiError(ErrorType.INTERNAL, "internal error: the request was not answered")
+    body = json.dumps(error.body()).encode()
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await app(scope, receive, tracking_send)
+        except Exception:
+            if started:
+                raise
+            logger.exception("unhandled error outside the app's handlers")
+        if not started:
+            await send({"type": "http.response.start", "status": 500, "headers": _head(error, retry_after_s, len(body))})
+            await send({"type": "http.response.body", "body": body})
+
+    return wrapped
