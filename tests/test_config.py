@@ -65,3 +65,92 @@ def test_unknown_settings_warn_with_the_closest_name():
                               "ZSNLI_BENCH_DOCS": "4", "ZSNLI_PORT": "1", "PATH": "/bin"})
     assert lines == ["unknown setting ZSNLI_BACKEN ignored (did you mean ZSNLI_BACKEND?)",
                      "unknown setting ZSNLI_FOO ignored"]
+
+
+@pytest.mark.parametrize("raw, level", [("warn", "warning"), ("WARNING", "warning"), (" Info ", "info"),
+                                        ("trace", "trace"), ("DEBUG", "debug")])
+def test_log_level_is_read_case_insensitively_with_warn_as_warning(raw, level):
+    assert Settings.from_env({"ZSNLI_LOG_LEVEL": raw}).log_level == level
+
+
+@pytest.mark.parametrize("raw", ["verbose", "5", "warnings", ""])
+def test_bad_log_level_is_one_line_naming_the_setting(raw):
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env({"ZSNLI_LOG_LEVEL": raw})
+    assert str(err.value).startswith("ZSNLI_LOG_LEVEL must be one of critical, error, warning, info, debug, trace")
+
+
+@pytest.mark.parametrize("raw, host", [("[::1]", "::1"), ("::1", "::1"), ("127.0.0.1", "127.0.0.1"), (None, "0.0.0.0"),
+                                       ("localhost", "localhost"), ("api.example.com.", "api.example.com."),
+                                       ("fe80::1%lo", "fe80::1%lo")])
+def test_host_forms_accepted(raw, host):
+    from zsnli.config import listen_address
+
+    assert listen_address({} if raw is None else {"HOST": raw})[0] == host
+
+
+@pytest.mark.parametrize("raw, says", [("localhost:8000", "the port goes in PORT"), ("[localhost]", "HOST must be"),
+                                       ("[127.0.0.1]", "HOST must be"), ("exa mple", "HOST must be"),
+                                       ("http://localhost", "HOST must be"), ("-bad-.example", "HOST must be")])
+def test_bad_host_is_one_line_naming_host(raw, says):
+    from zsnli.config import listen_address
+
+    with pytest.raises(SettingsError) as err:
+        listen_address({"HOST": raw})
+    assert says in str(err.value) and str(err.value).startswith("HOST ") and "\n" not in str(err.value)
+
+
+def test_check_listen_names_port_in_use_and_unresolvable_host(monkeypatch):
+    import socket
+
+    from zsnli.config import check_listen
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(SettingsError, match=rf"^PORT {port} is already in use on HOST 127\.0\.0\.1"):
+            check_listen("127.0.0.1", port)
+    check_listen("127.0.0.1", port)  # free again: no error, nothing left bound
+    with pytest.raises(SettingsError, match=r"^HOST 10\.255\.255\.1 cannot be listened on"):
+        check_listen("10.255.255.1", port)  # not an address of this machine
+
+    def no_such_host(*_a, **_k):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_host)
+    with pytest.raises(SettingsError, match=r"^HOST 'nowhere' does not resolve"):
+        check_listen("nowhere", port)
+
+
+def test_check_listen_binds_the_bracketed_ipv6_loopback():
+    import socket
+
+    from zsnli.config import check_listen, listen_address
+
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    host, _ = listen_address({"HOST": "[::1]"})
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("the IPv6 loopback is not configured here")
+    check_listen(host, 0)
+
+
+@pytest.mark.parametrize("device, says", [("gpu", "ZSNLI_DEVICE must be cpu, cuda or cuda:N"),
+                                          ("cuda", "ZSNLI_DEVICE=cuda but CUDA is not available"),
+                                          ("cuda:3", "ZSNLI_DEVICE=cuda:3 but"), ("tpu", "ZSNLI_DEVICE must be")])
+def test_device_torch_cannot_use_is_refused(device, says):
+    import torch
+
+    from zsnli.serving.startup import check_device
+
+    if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.device_count() > 3:
+        pytest.skip("this machine has the GPUs")
+    with pytest.raises(SettingsError) as err:
+        check_device(device)
+    assert str(err.value).startswith(says) and "\n" not in str(err.value)
+    check_device("cpu")
+    check_device(None)

@@ -12,6 +12,7 @@ the serving modules (`zsnli.serving.startup`, `zsnli.serving.service`, `zsnli.se
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,6 +32,9 @@ BACKENDS = ("torch", "onnx-fp32", "onnx-int8")
 #: Values of ``ZSNLI_DTYPE`` (case-insensitive, an optional ``torch.`` prefix); the names
 #: `zsnli.runtime.model` resolves (a test keeps the two lists equal).
 DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "half")
+
+#: Values of ``ZSNLI_LOG_LEVEL`` (case-insensitive; ``warn`` is read as ``warning``): uvicorn's levels.
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 #: The valid range, inclusive, of every numeric setting: field -> (low, high). `Settings.validate`
 #: checks it (before the server listens) and the README's configuration table repeats it.
@@ -136,6 +140,8 @@ class Settings:
     def __post_init__(self) -> None:
         if self.public_url is not None:  # checked and normalised however it was given (env or override)
             object.__setattr__(self, "public_url", public_url(self.public_url))
+        level = str(self.log_level).strip().lower()
+        object.__setattr__(self, "log_level", "warning" if level == "warn" else level)
 
     def validate(self) -> None:
         """Raise ``SettingsError`` when limits are inconsistent or out of range."""
@@ -143,6 +149,9 @@ class Settings:
             value = getattr(self, name)
             if value is not None and not low <= value <= high:
                 raise SettingsError(f"{self.env_name(name)} must be in {range_text(name)}, got {value!r}")
+        if self.log_level not in LOG_LEVELS:
+            raise SettingsError(f"ZSNLI_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)} (case-insensitive; warn = "
+                                f"warning), got {self.log_level!r}")
         if self.dtype is not None and self.dtype.lower().removeprefix("torch.") not in DTYPES:
             raise SettingsError(f"ZSNLI_DTYPE must be one of {', '.join(DTYPES)} (or unset), got {self.dtype!r}")
         # A request with max_labels labels plus its content-free pairs must fit in an empty queue.
@@ -243,18 +252,77 @@ def public_url(raw: str) -> str:
     return text if text.endswith("/") else text + "/"
 
 
+_HOSTNAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+
+
+def listen_host(raw: str | None) -> str:
+    """``HOST`` checked: an IPv4 or IPv6 address (``::1`` or bracketed ``[::1]``, given back without the
+    brackets) or a host name (RFC 1123 labels); default ``0.0.0.0``. Raises ``SettingsError`` (one line)
+    for anything else, e.g. ``localhost:8000`` (the port belongs in ``PORT``) or text with whitespace."""
+    import ipaddress
+
+    host = (raw or "").strip() or "0.0.0.0"
+    bracketed = host.startswith("[") and host.endswith("]")
+    candidate = host[1:-1] if bracketed else host
+    try:
+        address = ipaddress.ip_address(candidate)
+    except ValueError:
+        address = None
+    if address is not None and (not bracketed or address.version == 6):
+        return candidate
+    if not bracketed and len(host) <= 253 and _HOSTNAME.fullmatch(host):
+        return host
+    hint = ""
+    if not bracketed and host.count(":") == 1 and host.rpartition(":")[2].isdigit():
+        hint = "; the port goes in PORT, not HOST"
+    raise SettingsError(f"HOST must be an IP address (IPv6 as ::1 or [::1]) or a host name, without a port{hint}; "
+                        f"got {raw!r}")
+
+
 def listen_address(env: Mapping[str, str] | None = None) -> tuple[str, int]:
-    """``(host, port)`` from ``HOST`` (default ``0.0.0.0``) and ``PORT`` (default 8000) in ``env``
-    (default ``os.environ``). Raises ``SettingsError`` (one line) when PORT is not an integer in
-    [1, 65535] or HOST is blank or holds whitespace; nothing is resolved here (no network)."""
+    """``(host, port)`` from ``HOST`` (default ``0.0.0.0``, `listen_host`) and ``PORT`` (default 8000) in
+    ``env`` (default ``os.environ``). Raises ``SettingsError`` (one line) when PORT is not an integer in
+    [1, 65535] or HOST is not an address or host name; nothing is resolved here (no network: `check_listen`)."""
     env = os.environ if env is None else env
-    host = env.get("HOST", "0.0.0.0").strip() or "0.0.0.0"
-    if any(c.isspace() for c in host):
-        raise SettingsError(f"HOST must be a host name or IP address, got {env.get('HOST')!r}")
+    host = listen_host(env.get("HOST"))
     raw = env.get("PORT", "8000").strip() or "8000"
     if not raw.isdigit() or not 1 <= int(raw) <= 65535:
         raise SettingsError(f"PORT must be an integer in [1, 65535], got {env.get('PORT')!r}")
     return host, int(raw)
+
+
+def check_listen(host: str, port: int) -> None:
+    """Bind (and close) a socket on every address ``host`` resolves to, at ``port``, the way the server will
+    (``SO_REUSEADDR``, IPv6 sockets IPv6-only), so what would fail there fails here first, before anything
+    listens. Raises ``SettingsError`` naming HOST or PORT: a name that does not resolve, an address not on
+    this machine, a port in use or one that needs privileges."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise SettingsError(f"HOST {host!r} does not resolve to an address ({exc}); set HOST to an IP address "
+                            "or a name this machine resolves") from None
+    for family, kind, proto, _, address in dict.fromkeys(infos):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if exc.errno == errno.EADDRINUSE:
+                raise SettingsError(f"PORT {port} is already in use on HOST {host} ({why}): stop the other server "
+                                    "or set PORT to a free port") from None
+            if exc.errno == errno.EACCES:
+                raise SettingsError(f"PORT {port} needs privileges on HOST {host} ({why}): set PORT to 1024 or "
+                                    "above") from None
+            raise SettingsError(f"HOST {host} cannot be listened on ({why}): set HOST to an address of this "
+                                "machine, or 0.0.0.0") from None
+        finally:
+            sock.close()
 
 
 #: ZSNLI_* variables that belong to other tools, not to the server: the benchmark scripts'

@@ -22,7 +22,7 @@ from fastapi import FastAPI
 
 from .serving.app import Extension, create_app, read_json_body
 from .compare.service.settings import BakeoffSettings
-from .config import Settings, SettingsError, listen_address
+from .config import Settings, SettingsError, check_listen, listen_address
 from .serving.http_protocol import json_fallback, protocol_class
 from .serving.service import ZeroShotClassifier
 from .serving.startup import ModelLoader, one_line
@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env()
         host, port = listen_address()
         bsettings = BakeoffSettings.from_env()
+        check_listen(host, port)
     except SettingsError as exc:
         print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
         return 3

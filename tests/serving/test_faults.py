@@ -446,3 +446,73 @@ def test_serve_main_in_process_ignores_the_callers_argv(monkeypatch, capsys):
     monkeypatch.setenv("PORT", "notaport")
     assert main() == 3 and "PORT" in capsys.readouterr().err
     assert main(["--help"]) == 0 and capsys.readouterr().out.startswith("usage: ./serve.sh")
+
+
+@pytest.mark.parametrize("env, names", [
+    ({"ZSNLI_LOG_LEVEL": "verbose"}, "ZSNLI_LOG_LEVEL"),
+    ({"HOST": "localhost:8000"}, "HOST"),
+    ({"HOST": "[localhost]"}, "HOST"),
+    ({"ZSNLI_PUBLIC_URL": "evil.example"}, "ZSNLI_PUBLIC_URL"),
+])
+def test_settings_refused_before_listening_name_the_variable(bert_dir, env, names):
+    proc = _server(bert_dir, _free_port(), **env)
+    out, _ = proc.communicate(timeout=120)
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert proc.returncode == 3 and len(lines) == 1, out
+    assert lines[0].startswith(f"refusing to start: {names}") and "Traceback" not in out, out
+
+
+def test_port_in_use_is_refused_in_one_line_naming_port(bert_dir):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = _server(bert_dir, port)
+        out, _ = proc.communicate(timeout=120)
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert proc.returncode == 3 and len(lines) == 1, out
+    assert lines[0].startswith(f"refusing to start: PORT {port} is already in use"), out
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda"])
+def test_device_torch_cannot_use_is_refused_before_listening(bert_dir, device):
+    import torch
+
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("this torch has CUDA")
+    port = _free_port()
+    t0 = time.monotonic()
+    proc = _server(bert_dir, port, ZSNLI_DEVICE=device)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out
+    lines = [line for line in out.splitlines() if "refusing to start" in line]
+    assert len(lines) == 1 and f"ZSNLI_DEVICE" in lines[0], out
+    assert "Uvicorn running" not in out and "Traceback" not in out and "Loading weights" not in out, out
+    assert time.monotonic() - t0 < 60
+
+
+def test_bracketed_ipv6_host_serves(bert_dir):
+    import httpx
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("the IPv6 loopback is not configured here")
+    port = _free_port()
+    proc = _server(bert_dir, port, HOST="[::1]")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()
+            try:
+                if httpx.get(f"http://[::1]:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("no answer on [::1]")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0

@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from ..config import Settings
+from ..config import Settings, SettingsError
 from ..runtime.embedding import default_embedding_dir, embedding_digest
 from ..manifest import ManifestError, hash_model_dir, model_dir_digest, verify_model_dir
 from ..runtime.model import ModelConfigError, NliModel, NliRuntime, label_indices
@@ -27,7 +27,7 @@ from ..scoring import ScoringConfig, ScoringConfigError, load_scoring_config
 logger = logging.getLogger("zsnli")
 
 #: What a refused start-up raises (each carries a one-line reason).
-STARTUP_ERRORS = (ManifestError, ModelConfigError, ScoringConfigError, OnnxUnavailableError, OSError)
+STARTUP_ERRORS = (ManifestError, ModelConfigError, ScoringConfigError, OnnxUnavailableError, OSError, SettingsError)
 
 ModelLoader = Callable[[Settings], NliRuntime]
 
@@ -108,6 +108,7 @@ def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool, bool]:
     if settings.backend.startswith("onnx-"):
         require_onnx()
         ensure_cache_dir(settings.onnx_cache_dir)
+    check_device(settings.device)
     model_dir = Path(settings.model_dir)
     _check_model_config(model_dir)
     if settings.manifest_path and not settings.skip_manifest_check and not settings.resolved_manifest_path().is_file():
@@ -132,10 +133,39 @@ def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool, bool]:
     return digest, scoring, calibrated, verified
 
 
+def check_device(device: str | None) -> None:
+    """Refuse a ``ZSNLI_DEVICE`` this torch cannot use, before anything loads: not a torch device name
+    (``gpu``), ``cuda`` without CUDA in this torch build or without a visible GPU, ``cuda:N`` past the GPUs,
+    ``mps`` where MPS is unavailable. Raises `zsnli.config.SettingsError` (one line naming the variable and
+    what is accepted). None (unset) picks ``cuda`` when available, else ``cpu``."""
+    if device is None:
+        return
+    import torch
+
+    accepted = "cpu, cuda or cuda:N (a visible GPU), mps where available, or unset for the default"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise SettingsError(f"ZSNLI_DEVICE must be {accepted}; got {device!r}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", built without CUDA")
+            raise SettingsError(f"ZSNLI_DEVICE={device} but CUDA is not available ({build}, "
+                                f"{torch.cuda.device_count()} GPU(s) visible): use cpu or unset it")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise SettingsError(f"ZSNLI_DEVICE={device} but only {torch.cuda.device_count()} GPU(s) are visible")
+    elif dev.type == "mps":
+        if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+            raise SettingsError(f"ZSNLI_DEVICE={device} but MPS is not available: use cpu or unset it")
+    elif dev.type != "cpu":
+        raise SettingsError(f"ZSNLI_DEVICE must be {accepted}; got {device!r}")
+
+
 def configure_logging(level: str) -> None:
-    """Send the ``zsnli`` loggers to stderr at ``level`` unless logging is already configured."""
+    """Send the ``zsnli`` loggers to stderr at ``level`` (one of `zsnli.config.LOG_LEVELS`; ``trace`` is
+    uvicorn's level 5) unless logging is already configured."""
     root = logging.getLogger("zsnli")
-    root.setLevel(level.upper())
+    root.setLevel(5 if level.lower() == "trace" else level.upper())
     if not root.handlers and not logging.getLogger().handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
