@@ -126,8 +126,7 @@ def test_a_500_keeps_the_connection_usable(served, monkeypatch, fault):
         status, headers, payload = read_response(sock)
         assert status == 500 and headers["content-type"] == "application/json"
         assert json.loads(payload) == {"error": "internal error: RuntimeError", "field": None,
-                                       "error_type": "internal"} | ({"request_id": json.loads(payload)["request_id"]}
-                                                                    if "request_id" in json.loads(payload) else {})
+                                       "error_type": "internal", "request_id": headers["x-request-id"]}
         assert headers.get("connection") != "close"
         # the same socket answers the next request
         sock.sendall(request_bytes("POST", "/classify", json.dumps({"text": "the match", "labels": LABELS}).encode()))
@@ -234,6 +233,7 @@ def test_malformed_requests_get_the_json_error_shape(served, case):
         assert (got, headers["content-type"], headers["connection"]) == (status, "application/json", "close")
         body = json.loads(payload)
         assert body["error_type"] == error_type, body
+        assert body["request_id"] == headers["x-request-id"] and len(body["request_id"]) == 32
         if status != 408:
             assert body["error"].startswith("malformed HTTP request: "), body
         assert set(body) >= {"error", "field", "error_type"}
@@ -281,3 +281,16 @@ def test_json_fallback_answers_what_the_app_did_not(behaviour):
     assert start["status"] == 500 and (b"connection", b"close") in start["headers"]
     assert (b"content-type", b"application/json") in start["headers"]
     assert json.loads(body["body"])["error_type"] == "internal"
+
+
+
+def test_connection_level_errors_carry_the_requests_id(served):
+    with served(read_timeout_s=1.0, max_body_bytes=4096) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port)) as sock:  # 413 for a declared chunk
+            sock.sendall(_chunked(b"FFFFFF\r\n{").replace(b"Host: test\r\n", b"Host: test\r\nX-Request-ID: chunk-1\r\n"))
+            status, headers, payload = read_response(sock, timeout=5)
+            assert (status, headers["x-request-id"], json.loads(payload)["request_id"]) == (413, "chunk-1", "chunk-1")
+        with socket.create_connection(("127.0.0.1", srv.port)) as sock:  # 408: headers read, body late
+            sock.sendall(b"POST /classify HTTP/1.1\r\nHost: t\r\nX-Request-ID: slow-2\r\nContent-Length: 50\r\n\r\n{")
+            status, headers, payload = read_response(sock, timeout=5)
+            assert (status, headers["x-request-id"], json.loads(payload)["request_id"]) == (408, "slow-2", "slow-2")

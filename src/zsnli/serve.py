@@ -144,7 +144,8 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int, **overrid
     Connections use `zsnli.serving.http_protocol` (read deadline, connection cap, JSON errors); idle
     keep-alive connections close after ``ZSNLI_KEEP_ALIVE_S`` and every answer advertises it as
     ``Keep-Alive: timeout=N`` (N = whole seconds, rounded down), so a client that honours the header
-    retires a pooled connection before the server closes it. overrides: other ``uvicorn.Config`` arguments.
+    retires a pooled connection before the server closes it. uvicorn's access line is off: the app's
+    (`zsnli.serving.request_ids`, ``zsnli.access``) carries the request id. overrides: other ``uvicorn.Config`` arguments.
     """
     import uvicorn
 
@@ -152,7 +153,7 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int, **overrid
                    timeout_graceful_shutdown=settings.drain_timeout_s or None,
                    http=protocol_class(settings.read_timeout_s, settings.max_connections, settings.retry_after_s,
                                        settings.max_body_bytes),
-                   timeout_keep_alive=settings.keep_alive_s,
+                   timeout_keep_alive=settings.keep_alive_s, access_log=False,  # zsnli.access logs, with the id
                    headers=[("Keep-Alive", f"timeout={int(settings.keep_alive_s)}")])
     return uvicorn.Config(app, **{**options, **overrides})
 
@@ -190,7 +191,7 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
             server.should_exit = True
 
     service = ZeroShotClassifier(settings, loader, shutdown_hook=stop_server)
-    app = create_app(service=service, extend=extend)
+    app = create_app(service=service, extend=extend, access_log=True)
     config = uvicorn_config(_quiet_startup_refusal(json_fallback(app, settings.retry_after_s)), settings, host, port)
 
     class _Server(uvicorn.Server):

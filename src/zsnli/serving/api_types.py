@@ -120,6 +120,8 @@ class ErrorResponse(BaseModel):
     field: str | None = None
     error_type: str
     errors: list[dict] | None = Field(None, description="422 only: one entry per problem.")
+    request_id: str | None = Field(None, description="The request's X-Request-ID (echoed in that header too; "
+                                   "made up when the request had none).")
 
 
 class HealthResponse(BaseModel):

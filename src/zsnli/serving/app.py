@@ -24,7 +24,7 @@ More routes (a bake-off, ``/metrics``) are added through ``create_app(extend=...
 which gets the app and the service.
 
 May import: FastAPI/starlette/pydantic, `zsnli.serving.api_types`, `zsnli.config`,
-`zsnli.errors`, `zsnli.serving.http_body`, `zsnli.serving.http_routes`, `zsnli.serving.service`,
+`zsnli.errors`, `zsnli.serving.http_body`, `zsnli.serving.http_routes`, `zsnli.serving.request_ids`, `zsnli.serving.service`,
 `zsnli.serving.startup`, `zsnli.serving.text`. Imported by `zsnli.serve` and ``server.py``.
 """
 
@@ -50,6 +50,7 @@ from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
 from .http_routes import allow_header
 from .service import ZeroShotClassifier
+from .request_ids import RequestIdMiddleware
 from .startup import ModelLoader
 from .text import clean_text
 
@@ -90,12 +91,14 @@ _CLASSIFY_BODY = {
 
 def create_app(settings: Settings | None = None, *, loader: ModelLoader | None = None,
                shutdown_hook: Callable[[], None] | None = None, service: ZeroShotClassifier | None = None,
-               extend: Extension | None = None) -> FastAPI:
+               extend: Extension | None = None, access_log: bool = False) -> FastAPI:
     """Build the FastAPI app around a `ZeroShotClassifier` (``app.state.classifier``).
 
     settings: default ``Settings.from_env()``. loader, shutdown_hook: passed to the
     service (see `ZeroShotClassifier`); ignored when ``service`` is given.
-    extend: ``f(app, service)`` called last, to add routes.
+    extend: ``f(app, service)`` called last, to add routes. Every answer carries ``X-Request-ID``
+    and every error body a ``request_id`` (`zsnli.serving.request_ids.RequestIdMiddleware`, outermost);
+    access_log: write its access line with the id (`zsnli.serve` sets it and turns uvicorn's off).
 
     Startup: the service's preflight runs in the lifespan before the socket
     opens (failure: uvicorn exits non-zero); loading weights and one warm-up
@@ -128,6 +131,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     _add_routes(app, service)
     if extend is not None:
         extend(app, service)
+    app.add_middleware(RequestIdMiddleware, access_log=access_log)  # last added: outermost
     return app
 
 

@@ -34,7 +34,8 @@
 The h11 implementation (always installed with uvicorn) is used, not httptools,
 because the subclass relies on h11's connection states. Its answers come from
 the one error table (`zsnli.errors`), in the same JSON shape as the app's.
-May import: uvicorn, h11 and `zsnli.errors`.
+Every answer here carries a request id (``X-Request-ID`` and ``request_id``: `zsnli.serving.request_ids`).
+May import: uvicorn, h11, `zsnli.errors` and `zsnli.serving.request_ids`.
 """
 
 from __future__ import annotations
@@ -48,23 +49,28 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import ApiError, ErrorType
+from .request_ids import request_id
 
 logger = logging.getLogger("zsnli")
 
 
-def _head(error: ApiError, retry_after_s: int, length: int) -> list[tuple[bytes, bytes]]:
+def _head(error: ApiError, retry_after_s: int, length: int, rid: str | None = None) -> list[tuple[bytes, bytes]]:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(length).encode()),
                (b"connection", b"close")]
     headers += [(k.lower().encode(), v.encode()) for k, v in (error.headers(retry_after_s) or {}).items()]
+    if rid is not None:
+        headers.append((b"x-request-id", rid.encode("latin-1")))
     return headers
 
 
-def json_error_bytes(error: ApiError, retry_after_s: int) -> bytes:
-    """A complete HTTP/1.1 response of ``error``: its JSON body (`zsnli.errors.ApiError.body`),
-    ``Connection: close`` and ``Retry-After: retry_after_s`` when its type carries it."""
-    body = json.dumps(error.body()).encode()
+def json_error_bytes(error: ApiError, retry_after_s: int, rid: str | None = None) -> bytes:
+    """A complete HTTP/1.1 response of ``error``: its JSON body (`zsnli.errors.ApiError.body`, plus
+    ``request_id`` and an ``X-Request-ID`` header when ``rid`` is given), ``Connection: close`` and
+    ``Retry-After: retry_after_s`` when its type carries it."""
+    obj = error.body() if rid is None else {**error.body(), "request_id": rid}
+    body = json.dumps(obj).encode()
     lines = [b"HTTP/1.1 %d %s" % (error.status, HTTPStatus(error.status).phrase.encode())]
-    lines += [name + b": " + value for name, value in _head(error, retry_after_s, len(body))]
+    lines += [name + b": " + value for name, value in _head(error, retry_after_s, len(body), rid)]
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
@@ -72,11 +78,12 @@ def _overloaded_app(max_connections: int, retry_after_s: int):
     """ASGI app answering every request 503 ``overloaded`` (the connection is over the cap)."""
     error = ApiError(ErrorType.OVERLOADED, f"overloaded: more than ZSNLI_MAX_CONNECTIONS={max_connections} "
                      "connections are open; retry later")
-    body = json.dumps(error.body()).encode()
 
     async def app(scope, receive, send):
+        rid = request_id(scope.get("headers"))
+        body = json.dumps({**error.body(), "request_id": rid}).encode()
         await send({"type": "http.response.start", "status": error.status,
-                    "headers": _head(error, retry_after_s, len(body))})
+                    "headers": _head(error, retry_after_s, len(body), rid)})
         await send({"type": "http.response.body", "body": body})
 
     return app
@@ -176,7 +183,10 @@ class DeadlineH11Protocol(H11Protocol):
             return
         if error is not None and self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE) and (
                 self.cycle is None or not self.cycle.response_started):
-            self.transport.write(json_error_bytes(error, self.retry_after_s))
+            # the current request's X-Request-ID once its headers were read, else a new id
+            headers = self.cycle.scope["headers"] if self.cycle is not None and self.conn.their_state in (
+                h11.SEND_BODY, h11.DONE) else None
+            self.transport.write(json_error_bytes(error, self.retry_after_s, request_id(headers)))
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True
             self.cycle.message_event.set()
@@ -227,7 +237,6 @@ def json_fallback(app, retry_after_s: int):
     ``internal`` with ``Connection: close`` instead of uvicorn's ``text/plain`` one (the app's own
     handlers normally answer first: `zsnli.serving.app.LastResort`)."""
     error = ApiError(ErrorType.INTERNAL, "internal error: the request was not answered")
-    body = json.dumps(error.body()).encode()
 
     async def wrapped(scope, receive, send):
         if scope["type"] != "http":
@@ -246,7 +255,10 @@ def json_fallback(app, retry_after_s: int):
                 raise
             logger.exception("unhandled error outside the app's handlers")
         if not started:
-            await send({"type": "http.response.start", "status": 500, "headers": _head(error, retry_after_s, len(body))})
+            rid = request_id(scope.get("headers"))
+            body = json.dumps({**error.body(), "request_id": rid}).encode()
+            await send({"type": "http.response.start", "status": 500,
+                        "headers": _head(error, retry_after_s, len(body), rid)})
             await send({"type": "http.response.body", "body": body})
 
     return wrapped

@@ -1,0 +1,111 @@
+"""Request ids: ``X-Request-ID`` echoed (or made up), logged in the access line and put in error bodies.
+
+`RequestIdMiddleware` (pure ASGI, outermost of the app's middleware):
+
+* the id is the request's ``X-Request-ID`` when it is 1 to `MAX_ID_CHARS` visible ASCII characters,
+  else a new one (32 hex digits, uuid4), as text-embeddings-inference and vLLM do;
+* every answer carries it back in ``X-Request-ID``;
+* every JSON error answer (status >= 400 with an ``error_type``) gets ``"request_id"`` in its body;
+* with ``access_log`` on (`zsnli.serve` turns uvicorn's own access line off and this one on), one line
+  per request on the ``zsnli.access`` logger: client, request line, status, milliseconds, ``request_id=``
+  and, when the client sent a valid W3C ``traceparent``, ``traceparent=`` (not echoed: it is passed on,
+  not answered).
+
+`request_id` gives the id a connection-level answer should carry (`zsnli.serving.http_protocol`).
+Imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Any, Iterable
+
+MAX_ID_CHARS = 128
+_VALID_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_ID_CHARS}}}")
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+access_logger = logging.getLogger("zsnli.access")
+
+
+def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def request_id(headers: Iterable[tuple[bytes, bytes]] | None = None) -> str:
+    """The request's ``X-Request-ID`` when valid (1-128 visible ASCII characters), else a new uuid4 hex."""
+    given = _header(headers or (), b"x-request-id")
+    if given is not None and _VALID_ID.fullmatch(given):
+        return given
+    return uuid.uuid4().hex
+
+
+class RequestIdMiddleware:
+    """See the module docstring. ``access_log``: write the ``zsnli.access`` line of each request."""
+
+    def __init__(self, app: Any, access_log: bool = False) -> None:
+        self.app, self.access_log = app, access_log
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        rid = request_id(scope.get("headers", ()))
+        t0 = time.perf_counter()
+        state: dict[str, Any] = {"status": None, "start": None, "body": None}
+
+        async def tagged_send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"]
+                headers.append((b"x-request-id", rid.encode("latin-1")))
+                message = {**message, "headers": headers}
+                state["status"] = message["status"]
+                if message["status"] >= 400 and (_header(headers, b"content-type") or "").startswith(
+                        "application/json"):
+                    state["start"], state["body"] = message, b""  # hold it: the body gets the id
+                    return
+                self._log(scope, message["status"], t0, rid)
+                return await send(message)
+            if message["type"] == "http.response.body" and state["start"] is not None:
+                state["body"] += message.get("body", b"")
+                if message.get("more_body", False):
+                    return
+                start, body = state["start"], _with_id(state["body"], rid)
+                state["start"] = None
+                headers = [(k, str(len(body)).encode() if k.lower() == b"content-length" else v)
+                           for k, v in start["headers"]]
+                self._log(scope, start["status"], t0, rid)
+                await send({**start, "headers": headers})
+                return await send({"type": "http.response.body", "body": body})
+            return await send(message)
+
+        await self.app(scope, receive, tagged_send)
+
+    def _log(self, scope: Any, status: int, t0: float, rid: str) -> None:
+        if not self.access_log:
+            return
+        client = scope.get("client")
+        where = f"{client[0]}:{client[1]}" if client else "-"
+        path = scope.get("path", "") + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string")
+                                        else "")
+        trace = _header(scope.get("headers", ()), b"traceparent")
+        trace = f" traceparent={trace}" if trace and _TRACEPARENT.fullmatch(trace) else ""
+        access_logger.info('%s - "%s %s HTTP/%s" %d %.1f ms request_id=%s%s', where, scope.get("method"), path,
+                           scope.get("http_version", "1.1"), status, (time.perf_counter() - t0) * 1000, rid, trace)
+
+
+def _with_id(body: bytes, rid: str) -> bytes:
+    """An error body with ``"request_id"`` added (bodies that are not a JSON error object come back as they are)."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(obj, dict) or "error_type" not in obj:
+        return body
+    obj["request_id"] = rid
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")

@@ -1,0 +1,75 @@
+"""X-Request-ID: echoed when valid, made up otherwise, in every error body and in the access line."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+from bakeoff_support import make_bakeoff_app
+from conftest import running_app
+
+pytestmark = pytest.mark.anyio
+
+HEX32 = re.compile(r"[0-9a-f]{32}")
+TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+@pytest.fixture
+def app(bert_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
+    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
+    from zsnli.serving.app import create_app, read_json_body
+    from zsnli.compare.service.api import add_bakeoff_routes
+    from conftest import cached_loader, make_settings
+
+    def extend(a, svc):
+        add_bakeoff_routes(a, svc, read_json=lambda request: read_json_body(request, svc.settings.max_body_bytes))
+
+    return create_app(make_settings(bert_dir), loader=cached_loader, extend=extend, access_log=True)
+
+
+async def test_id_is_echoed_or_made_up(app):
+    async with running_app(app) as client:
+        r = await client.get("/health", headers={"X-Request-ID": "abc-123_XYZ.1"})
+        assert r.headers["x-request-id"] == "abc-123_XYZ.1"
+        for bad in (None, "x" * 129, "two words", "caf\u00e9".encode("utf-8")):
+            headers = {} if bad is None else {"X-Request-ID": bad}
+            r = await client.post("/classify", json={"text": "a", "labels": ["b"]}, headers=headers)
+            assert r.status_code == 200 and HEX32.fullmatch(r.headers["x-request-id"]), r.headers
+        ids = {(await client.get("/health")).headers["x-request-id"] for _ in range(5)}
+        assert len(ids) == 5
+
+
+@pytest.mark.parametrize("method, path, body, status", [
+    ("POST", "/classify", {"text": "a", "labels": []}, 422),
+    ("POST", "/classify", b"{not json", 400),
+    ("GET", "/nowhere", None, 404),
+    ("DELETE", "/classify", None, 405),
+    ("POST", "/v1/bakeoff", {"task_description": "t", "examples": []}, 422),
+    ("GET", "/v1/bakeoffs/bo_" + "0" * 32, None, 404),
+])
+async def test_every_error_body_carries_the_id(app, method, path, body, status):
+    async with running_app(app) as client:
+        kwargs = {"content": body} if isinstance(body, bytes) else {"json": body} if body is not None else {}
+        for sent in ("req-7", None):
+            headers = {"X-Request-ID": sent} if sent else {}
+            r = await client.request(method, path, headers=headers, **kwargs)
+            assert r.status_code == status
+            rid = r.headers["x-request-id"]
+            assert r.json()["request_id"] == rid and (rid == sent or HEX32.fullmatch(rid))
+            assert {"error", "field", "error_type"} <= set(r.json())
+            assert int(r.headers["content-length"]) == len(r.content)
+
+
+async def test_access_line_has_the_id_and_traceparent(app, caplog):
+    caplog.set_level(logging.INFO, logger="zsnli.access")
+    async with running_app(app) as client:
+        await client.post("/classify", json={"text": "a", "labels": ["b"]},
+                          headers={"X-Request-ID": "log-me", "traceparent": TRACE})
+        await client.get("/nowhere")
+    lines = [r.getMessage() for r in caplog.records if r.name == "zsnli.access"]
+    mine = [line for line in lines if "request_id=log-me" in line]
+    assert len(mine) == 1 and '"POST /classify HTTP/1.1" 200' in mine[0] and f"traceparent={TRACE}" in mine[0]
+    assert any('"GET /nowhere HTTP/1.1" 404' in line and re.search(r"request_id=[0-9a-f]{32}$", line)
+               for line in lines)
