@@ -68,7 +68,7 @@ async def test_gzip_expanding_past_the_limit_is_413(bert_dir, make_app):
         assert r.status_code == 413 and r.json()["error_type"] == "payload_too_large"
 
 
-@pytest.mark.parametrize("text", ["1e-400", "0.10", "1E+2", "-0.0"])
+@pytest.mark.parametrize("text", ["1e-400", "0.10", "1E+2", "-0.0", "-0", "0", "-7", "12345678901234567890123"])
 async def test_numeric_id_is_echoed_exactly(bert_dir, make_app, text):
     async with running_app(make_app(bert_dir)) as client:
         r = await _post(client, b'{"id":' + text.encode() + b',"text":"x","labels":["a","b"]}')

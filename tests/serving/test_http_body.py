@@ -205,7 +205,7 @@ def test_same_key_in_sibling_objects_is_fine():
 # ----------------------------------------------------------------- numbers and JSON errors
 
 
-@pytest.mark.parametrize("text", ["1e-400", "0.1", "1E+2", "-0.0", "1.50", "123456789012345678901234567890.5"])
+@pytest.mark.parametrize("text", ["1e-400", "0.1", "1E+2", "-0.0", "-0", "1.50", "123456789012345678901234567890.5"])
 def test_non_integer_ids_come_back_exactly_as_sent(text):
     value = read(b'{"id":' + text.encode() + b',"text":"x","labels":["a"]}')["id"]
     assert isinstance(value, JsonNumber) and value == float(text)

@@ -35,8 +35,8 @@ What it checks, in order (each failure is a `BodyError` naming the header or fie
    the first one in document order (``labels``, ``meta.source``,
    ``rows[1].k``), one entry per duplicated path in ``errors``.
 
-Numbers: integers are Python ``int`` (exact at any size). A number with a
-fraction or exponent is a `JsonNumber`: a ``float`` that remembers the text
+Numbers: integers are Python ``int`` (exact at any size), except ``-0``. A number with a
+fraction or exponent, and ``-0``, is a `JsonNumber`: a ``float`` that remembers the text
 it was sent as, and `render_json` writes that text back, so an ``id`` of
 ``1e-400`` is echoed as ``1e-400`` (its float value is 0.0).
 """
@@ -347,6 +347,12 @@ def duplicate_paths(value: Any) -> list[str]:
     return found
 
 
+def _parse_int(text: str) -> int | JsonNumber:
+    """JSON integers are ``int``, except ``-0``: a `JsonNumber` (-0.0 that remembers its text), because the
+    ``int`` would lose the sign and an echoed id must keep its text."""
+    return JsonNumber(text) if text == "-0" else int(text)
+
+
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -362,6 +368,7 @@ def parse_json(text: str) -> Any:
     flag = [False]
     try:
         value = json.loads(clean_json_text(text), parse_constant=_reject_constant, parse_float=JsonNumber,
+                           parse_int=_parse_int,
                            object_pairs_hook=_pairs_hook(flag))
     except json.JSONDecodeError as exc:
         raise BodyError(400, "invalid_json", f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
