@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import re
 import sqlite3
 import threading
@@ -71,7 +72,13 @@ class _Resources:
 
     def __init__(self, service: Any, bsettings: BakeoffSettings) -> None:
         self.service, self.settings, self.bsettings = service, service.settings, bsettings
-        self.executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="zsnli-bakeoff")
+        # Arm work: one thread per running bake-off (its arms run one after another) and one for a cancelled
+        # one finishing its last step; niced so the event loop and /classify get the CPU first.
+        self.executor = concurrent.futures.ThreadPoolExecutor(bsettings.max_concurrent + 1,
+                                                              thread_name_prefix="zsnli-bakeoff-work",
+                                                              initializer=_background_thread)
+        # Reads and writes of the store, the key, signing: never queued behind arm work.
+        self.io = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="zsnli-bakeoff-io")
         self._lock = threading.Lock()
         self._encoder: tuple[Any, str] | None = None
         self._models: dict[str, Any] = {}
@@ -115,7 +122,48 @@ class _Resources:
             service = engine.arms_adapter.NliService(st.model, st.batcher, st.scoring, st.model_sha256, self.calibration_sha256(),
                                  self.executor)
         models = {name: (lambda n=name, p=path: self.local_model(n, p)) for name, path in self.bsettings.models}
-        return engine.runner.RunContext(service, self.encoder, models, self.executor, self.bsettings.time_budget_s)
+        return engine.runner.RunContext(service, self.encoder, models, self.executor, self.bsettings.time_budget_s,
+                                        sign_executor=self.io)
+
+
+BACKGROUND_NICE = 10
+"""Niceness added to the bake-off's worker threads (Linux: per thread), so reads and /classify come first."""
+
+
+def _background_thread() -> None:
+    """Worker-thread initializer: lower this thread's CPU priority by `BACKGROUND_NICE` where the OS allows."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+    except (AttributeError, OSError):  # not Linux, or not permitted: same priority as the rest
+        pass
+
+
+async def _wait_disconnect(request: Request) -> None:
+    """Return when the client has gone (the body was read before: the next message is the disconnect)."""
+    while True:
+        if (await request.receive()).get("type") == "http.disconnect":
+            return
+
+
+async def until_disconnect(request: Request, work: Awaitable[Any]) -> tuple[bool, Any]:
+    """``(True, result)`` of ``work``, or ``(False, None)`` when the client left first: ``work`` is then
+    cancelled and has finished cancelling when this returns (a bake-off's threads stop at their next step)."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_wait_disconnect(request))
+    try:
+        done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return True, task.result()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return False, None
+    finally:
+        for t in (task, gone):
+            if not t.done():
+                t.cancel()
 
 
 def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Request], Awaitable[Any]],
@@ -139,8 +187,8 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
     app.state.bakeoff = {"settings": bsettings, "store": store, "signer": signer, "running": running}
     challengers = [name for name, _ in bsettings.models]
 
-    async def in_thread(fn, *args):
-        return await asyncio.get_running_loop().run_in_executor(res.executor, fn, *args)
+    async def in_thread(fn, *args):  # store, key: the io threads, never behind arm work
+        return await asyncio.get_running_loop().run_in_executor(res.io, fn, *args)
 
     @app.post("/v1/bakeoff", tags=["bake-off"])
     async def post_bakeoff(request: Request) -> Any:
@@ -165,11 +213,14 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
                           "overloaded")
         running["n"] += 1
         try:
-            answer = await engine.runner.run_bakeoff(task, res.context(), signer)
+            answered, answer = await until_disconnect(request, engine.runner.run_bakeoff(task, res.context(), signer))
         except ReceiptError as exc:
             return _error(503, f"cannot sign the receipt: {exc}", "receipt")
         finally:
-            running["n"] -= 1
+            running["n"] -= 1  # at once, also when cancelled: the slot is free for the next bake-off
+        if not answered:
+            logger.info("bake-off cancelled: the client disconnected (nothing stored)")
+            return _error(499, "client disconnected: the bake-off was cancelled and nothing was stored", "disconnected")
         retained = list(zip(task.texts, task.expected)) if task.retain else None
         try:
             await in_thread(store.save, answer, task.example_hashes, retained)
@@ -180,7 +231,7 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
         return JSONResponse(answer)
 
     async def _label_problem(task, templates: dict[str, str]) -> JSONResponse | None:
-        """``/classify``'s label checks (`zsnli.service.ZeroShotClassifier.check_labels`, the same code) on the
+        """``/classify``'s label checks (`zsnli.serving.service.ZeroShotClassifier.check_labels`, the same code) on the
         label descriptions, bare and with the template of each served-model arm requested; a 422 naming the
         bake-off field (``labels.<name>`` or ``examples[i].expected``), or None."""
         for template in dict.fromkeys([None, *(templates[a] for a in task.arms if a in templates)]):

@@ -91,12 +91,17 @@ class EmbeddingCache:
         self.seconds: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def embed(self, texts: Sequence[str], timed: bool = False) -> np.ndarray:
-        """``[n, D]`` float32; texts not yet seen are encoded (one at a time when ``timed``, to record latency)."""
+    def embed(self, texts: Sequence[str], timed: bool = False, check: Callable[[], None] | None = None) -> np.ndarray:
+        """``[n, D]`` float32; texts not yet seen are encoded (one at a time when ``timed``, to record latency).
+
+        check: called before each text when ``timed`` (a bake-off's cancel check: it raises to stop).
+        """
         with self._lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
             if missing and timed:
                 for t in missing:
+                    if check is not None:
+                        check()
                     t0 = time.perf_counter()
                     self._vectors[t] = self.encoder.encode([t])[0]
                     self.seconds[t] = time.perf_counter() - t0

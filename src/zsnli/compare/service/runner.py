@@ -6,14 +6,24 @@ example it is scored on. Per-document latency is the wall time of scoring that o
 arms on sentence embeddings, plus the time to embed it alone); the served-model arms go through the
 server's batcher at background priority and are measured under whatever load the server has.
 
-The bake-off gets ``time_budget_s`` in all; an arm still running at the deadline is ``failed`` with
-that reason, and the arms after it are not started. Imports `protocol`, `arms_adapter`, `receipts`.
+Time budget: the arms get ``time_budget_s`` from the start of `run_bakeoff`; an arm still running at
+the deadline is ``failed`` with that reason and the arms after it are not started. The answer then
+needs only ranking, signing and storing, so it comes within the budget plus `GRACE_S`. Work in
+threads stops cooperatively: every loop of it (embedding the examples, each fold's fit, each
+document's prediction) checks the bake-off's `CancelToken`, which trips at the deadline and when the
+bake-off is cancelled (the client left, the server drains), so no timed-out or abandoned arm keeps a
+worker thread past the step it was in. The served-model arms' queued pairs are dropped from the batcher
+when their wait is cancelled. Nothing blocking runs on the event loop (arm construction, which may load a
+challenger model, and receipt identities, which may hash model files, run in the worker thread).
+
+Imports `protocol`, `arms_adapter`, `receipts`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
 import time
 import uuid
 from concurrent.futures import Executor
@@ -28,8 +38,42 @@ from .protocol import Task, cv_folds, p50_ms, rank, score
 from .receipts import RECEIPT_VERSION, Signer, receipt_payload
 
 
+GRACE_S = 2.0
+"""Seconds past the time budget the answer may take: ranking, signing and storing after the deadline."""
+
+
 class BudgetExceeded(RuntimeError):
     """The bake-off's time budget ran out while an arm was running."""
+
+
+class Cancelled(RuntimeError):
+    """The bake-off was cancelled (client gone, server draining): its thread work stops."""
+
+
+class CancelToken:
+    """Cooperative stop for one bake-off's thread work: `check` raises `BudgetExceeded` past ``deadline``
+    (``time.monotonic()`` seconds) and `Cancelled` once `cancel` was called. Thread-safe."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def left(self) -> float:
+        """Seconds to the deadline (0 when past it)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def check(self) -> None:
+        if self._cancelled.is_set():
+            raise Cancelled()
+        if time.monotonic() > self.deadline:
+            raise BudgetExceeded()
 
 
 @dataclass
@@ -38,7 +82,9 @@ class RunContext:
 
     service: the served model (None while loading: its arms fail); encoder_factory: returns
     ``(SentenceEncoder, digest)`` or raises (embedding arms then fail); local_models: registered challenger
-    name -> its shared, set-up arm; executor: threads for the CPU arms; time_budget_s: the whole bake-off's budget.
+    name -> its shared, set-up arm (may load it: called in a worker thread); executor: threads for the arms'
+    work, never the store's or the pages'; time_budget_s: the arms' budget; sign_executor: where the receipt
+    is signed (default ``executor``).
     """
 
     service: NliService | None
@@ -46,6 +92,7 @@ class RunContext:
     local_models: dict[str, Callable[[], Any]]
     executor: Executor
     time_budget_s: float
+    sign_executor: Executor | None = None
 
 
 def _now() -> str:
@@ -56,19 +103,22 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
-def _run_sync(arm, task: Task, cache: EmbeddingCache | None, deadline: float) -> tuple[np.ndarray, list[float]]:
-    """A CPU arm over all examples (thread). Returns ``[n, k]`` probabilities and per-document seconds."""
+def _run_sync(arm, task: Task, cache: EmbeddingCache | None, token: CancelToken) -> tuple[np.ndarray, list[float]]:
+    """A CPU arm over all examples (thread). Returns ``[n, k]`` probabilities and per-document seconds.
+
+    ``token`` is checked before every fit and every document (raises `BudgetExceeded` / `Cancelled`).
+    """
     n, k = task.n, len(task.label_names)
     probs, seconds = np.zeros((n, k)), [0.0] * n
     zero_shot = not arm.trains
     labels = task.hypotheses if zero_shot else task.label_names
     folds = [(np.array([], dtype=int), np.arange(n))] if zero_shot else cv_folds(task.gold)[0]
     for train, test in folds:
-        if time.monotonic() > deadline:
-            raise BudgetExceeded()
+        token.check()
         if not zero_shot:
             arm.fit([task.texts[i] for i in train], [task.label_names[task.gold[i]] for i in train])
         for i in test:
+            token.check()
             t0 = time.perf_counter()
             probs[i] = arm.predict_proba([task.texts[i]], labels)[0]
             seconds[i] = time.perf_counter() - t0
@@ -77,15 +127,13 @@ def _run_sync(arm, task: Task, cache: EmbeddingCache | None, deadline: float) ->
     return probs, seconds
 
 
-async def _run_nli(arm: BatchedNliArm, task: Task, deadline: float) -> tuple[np.ndarray, list[float]]:
+async def _run_nli(arm: BatchedNliArm, task: Task, token: CancelToken) -> tuple[np.ndarray, list[float]]:
     probs, seconds = np.zeros((task.n, len(task.label_names))), []
     for i, text in enumerate(task.texts):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise BudgetExceeded()
+        token.check()
         t0 = time.perf_counter()
         try:
-            probs[i] = await asyncio.wait_for(arm.apredict(text, task.hypotheses), left)
+            probs[i] = await asyncio.wait_for(arm.apredict(text, task.hypotheses), token.left())
         except asyncio.TimeoutError:
             raise BudgetExceeded() from None
         seconds.append(time.perf_counter() - t0)
@@ -108,35 +156,48 @@ def _entry(name: str, role: str, task: Task, probs=None, seconds=None, error: st
     return entry
 
 
-async def _embed_all(ctx: RunContext, task: Task, deadline: float) -> tuple[EmbeddingCache | None, str | None]:
+async def _embed_all(ctx: RunContext, task: Task, token: CancelToken) -> tuple[EmbeddingCache | None, str | None]:
     """The bake-off's embedding cache with every example embedded alone (timed), or the reason it failed."""
     if ctx.encoder_factory is None:
         return None, "no sentence encoder is configured"
     loop = asyncio.get_running_loop()
     try:
-        encoder, digest = await loop.run_in_executor(ctx.executor, ctx.encoder_factory)
+        encoder, digest = await asyncio.wait_for(loop.run_in_executor(ctx.executor, ctx.encoder_factory),
+                                                 token.left())
         cache = EmbeddingCache(encoder, digest)
-        await asyncio.wait_for(loop.run_in_executor(ctx.executor, lambda: cache.embed(task.texts, timed=True)),
-                               max(0.0, deadline - time.monotonic()))
+        await asyncio.wait_for(loop.run_in_executor(
+            ctx.executor, lambda: cache.embed(task.texts, timed=True, check=token.check)), token.left())
         return cache, None
-    except asyncio.TimeoutError:
-        return None, "time budget exceeded while embedding the examples"
+    except (asyncio.TimeoutError, BudgetExceeded):
+        if token.cancelled:
+            raise Cancelled() from None
+        return None, "time budget exceeded while embedding the examples"  # the thread stops at its next text
+    except Cancelled:
+        raise
     except Exception as exc:  # noqa: BLE001 - reported on each embedding arm
         return None, f"sentence encoder unavailable: {_one_line(exc)}"
 
 
-async def _run_arm(name: str, ctx: RunContext, task: Task, cache, deadline: float):
-    """``(arm, probabilities, seconds)``; raises on failure."""
+def _build_and_run(name: str, ctx: RunContext, task: Task, cache, token: CancelToken):
+    """Thread: build a CPU arm (which may load a challenger model), run it, and take its receipt identity."""
+    token.check()
     arm = build_arm(name, service=ctx.service, cache=cache, local_models=ctx.local_models)
-    if isinstance(arm, BatchedNliArm):
-        return arm, *await _run_nli(arm, task, deadline)
+    probs, seconds = _run_sync(arm, task, cache, token)
+    return probs, seconds, receipt_identity(arm)
+
+
+async def _run_arm(name: str, ctx: RunContext, task: Task, cache, token: CancelToken):
+    """``(probabilities, seconds, receipt identity)``; raises on failure, `BudgetExceeded` at the deadline."""
     loop = asyncio.get_running_loop()
+    if name in NLI_TEMPLATES:
+        arm = build_arm(name, service=ctx.service, cache=cache, local_models=ctx.local_models)
+        probs, seconds = await _run_nli(arm, task, token)
+        return probs, seconds, await loop.run_in_executor(ctx.executor, receipt_identity, arm)
     try:
-        result = await asyncio.wait_for(loop.run_in_executor(ctx.executor, _run_sync, arm, task, cache, deadline),
-                                        max(0.0, deadline - time.monotonic()))
+        return await asyncio.wait_for(loop.run_in_executor(ctx.executor, _build_and_run, name, ctx, task, cache, token),
+                                      token.left())
     except asyncio.TimeoutError:
         raise BudgetExceeded() from None
-    return arm, *result
 
 
 def _run_order(names: list[str]) -> list[str]:
@@ -148,15 +209,26 @@ def _run_order(names: list[str]) -> list[str]:
 async def run_bakeoff(task: Task, ctx: RunContext, signer: Signer) -> dict[str, Any]:
     """Run ``task``'s arms; returns the answer (id, created_at, ..., scorecard, winner, receipt).
 
-    Raises ``receipts.ReceiptError`` when the receipt cannot be signed (the caller answers 503).
+    The arms get ``ctx.time_budget_s``; the answer follows within `GRACE_S` more (module docstring).
+    Cancelling the task (client gone, drain) trips the bake-off's `CancelToken`, so its thread work stops
+    at its next step. Raises ``receipts.ReceiptError`` when the receipt cannot be signed (the caller
+    answers 503).
     """
     t_start = time.monotonic()
-    deadline = t_start + ctx.time_budget_s
+    token = CancelToken(t_start + ctx.time_budget_s)
+    try:
+        return await _run(task, ctx, signer, token)
+    except BaseException:
+        token.cancel()
+        raise
+
+
+async def _run(task: Task, ctx: RunContext, signer: Signer, token: CancelToken) -> dict[str, Any]:
     created_at = _now()
     needs_embedding = any(a in EMBEDDING_ARMS for a in task.arms) or (
         ctx.service is not None and ctx.service.scoring.embedding_weight != 0
         and any(a in NLI_TEMPLATES for a in task.arms))
-    cache, cache_error = (await _embed_all(ctx, task, deadline)) if needs_embedding else (None, None)
+    cache, cache_error = (await _embed_all(ctx, task, token)) if needs_embedding else (None, None)
     entries, identities = [], {}
     for name in _run_order(task.arms):
         role = "challenger" if name == task.challenger else "incumbent"
@@ -164,20 +236,23 @@ async def run_bakeoff(task: Task, ctx: RunContext, signer: Signer) -> dict[str, 
             entries.append(_entry(name, role, task, error=cache_error))
             continue
         try:
-            arm, probs, seconds = await _run_arm(name, ctx, task, cache, deadline)
-            identities[name] = receipt_identity(arm)
+            probs, seconds, identities[name] = await _run_arm(name, ctx, task, cache, token)
             entries.append(_entry(name, role, task, probs, seconds))
         except BudgetExceeded:
             entries.append(_entry(name, role, task, error=f"time budget of {ctx.time_budget_s:g} s exceeded "
                                   "(ZSNLI_BAKEOFF_TIME_BUDGET_S)"))
+        except Cancelled:
+            raise asyncio.CancelledError() from None
         except Exception as exc:  # noqa: BLE001 - one arm's fault fails that arm only
             entries.append(_entry(name, role, task, error=_one_line(exc)))
+    token.cancel()  # nothing may run on in a thread once the arms are done
     ranked = rank(entries)
     winner = ranked[0]["arm"] if ranked and ranked[0]["status"] == "scored" else None
     answer = {"id": "bo_" + uuid.uuid4().hex, "created_at": created_at, "task_description": task.task_description,
               "labels": dict(zip(task.label_names, task.hypotheses)), "n": task.n, "scorecard": ranked,
               "winner": winner}
-    receipt = signer.sign(receipt_payload(answer, task.examples_sha256, identities))
+    payload = receipt_payload(answer, task.examples_sha256, identities)
+    receipt = await asyncio.get_running_loop().run_in_executor(ctx.sign_executor or ctx.executor, signer.sign, payload)
     answer["receipt"] = {"version": RECEIPT_VERSION, **receipt, "examples_sha256": task.examples_sha256,
                          "arms": identities}
     return answer
