@@ -347,6 +347,20 @@ CONTENT_FREE_CALIBRATION = dict(rule="entailment_minus_contradiction", temperatu
                                 content_free_premise="N/A")
 
 
+def verified_model_copy(model_dir, root) -> Path:
+    """``root/model``: a copy of ``model_dir`` with a training manifest and `CONTENT_FREE_CALIBRATION` beside it."""
+    import json
+    import shutil
+
+    from zsnli.manifest import hash_model_dir
+
+    model = Path(root) / "model"
+    shutil.copytree(model_dir, model)
+    (Path(root) / "training_manifest.json").write_text(json.dumps({"files": hash_model_dir(model)}))
+    write_calibration(Path(root) / "calibration.json", **CONTENT_FREE_CALIBRATION)
+    return model
+
+
 def corpus_documents(n: int, seed: int = 0) -> list[dict]:
     """``n`` varied documents (ids ``doc-i``): 2-6 labels, some with a template, duplicate
     labels, multi-label rows, and one label that cannot fit the 64-token window every 37 rows."""

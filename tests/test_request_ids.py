@@ -6,7 +6,6 @@ import logging
 import re
 
 import pytest
-from bakeoff_support import make_bakeoff_app
 from conftest import running_app
 
 pytestmark = pytest.mark.anyio

@@ -12,8 +12,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import CONTENT_FREE_CALIBRATION, cached_loader, corpus_documents, make_settings, running_app, \
-    write_calibration
+from conftest import cached_loader, corpus_documents, make_settings, running_app, verified_model_copy
 
 ray = pytest.importorskip("ray", reason="the [batch] extra (Ray Data) is not installed")
 
@@ -24,7 +23,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from zsnli.serving.app import create_app  # noqa: E402
 from zsnli.batch.cli import main  # noqa: E402
 from zsnli.batch.predictor import FAULT_MARKER_ENV  # noqa: E402
-from zsnli.manifest import hash_model_dir, sha256_file  # noqa: E402
+from zsnli.manifest import sha256_file  # noqa: E402
 
 TEMPLATE = "This text is about {}."
 N_ROWS = 60
@@ -41,12 +40,7 @@ def ray_cluster():
 @pytest.fixture(scope="module")
 def verified_model(tmp_path_factory, bert_dir):
     """The tiny BERT with a training manifest and a content-free calibration beside it."""
-    root = tmp_path_factory.mktemp("batchmodel")
-    model = root / "model"
-    shutil.copytree(bert_dir, model)
-    (root / "training_manifest.json").write_text(json.dumps({"files": hash_model_dir(model)}))
-    write_calibration(root / "calibration.json", **CONTENT_FREE_CALIBRATION)
-    return model
+    return verified_model_copy(bert_dir, tmp_path_factory.mktemp("batchmodel"))
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,10 @@ id-column `CheckpointConfig` under ``<output>/_checkpoint``). Each write task
 records the ids it writes in a pending checkpoint, writes its Parquet file,
 then commits; a restarted run with the same output drops the committed ids
 at read time and deletes files of uncommitted writes, so a killed run
-restarted adds exactly the missing rows. Ids must be unique and non-null.
+restarted adds exactly the missing rows. Ids must be unique and non-null: an
+input with a missing or repeated id is refused before Ray starts (`check_ids`).
+A run that cannot make progress (no row scored for ``--stall-timeout`` s)
+fails with one line, exit 1 (`zsnli.batch.ray_runner.Stalled`).
 
 Before Ray starts, the flags and the model are checked (the server's preflight:
 model directory, ``training_manifest.json``, calibration): a mistake is one
@@ -64,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rows-per-file", type=int, default=10000, help="minimum rows per output file (default 10000)")
     p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
                    help="an existing cluster (default $RAY_ADDRESS; unset: a local Ray)")
+    p.add_argument("--stall-timeout", type=float, default=600.0,
+                   help="fail (exit 1, output kept for a resume) when no row was scored for this many seconds "
+                        "(default 600; 0: never)")
     return p
 
 
@@ -79,6 +85,8 @@ def parse_job(argv: Sequence[str] | None) -> Job:
             raise UsageError(f"{flag} must be >= 1, got {value}")
     if a.cpus_per_actor <= 0:
         raise UsageError(f"--cpus-per-actor must be > 0, got {a.cpus_per_actor}")
+    if not a.stall_timeout >= 0 or a.stall_timeout == float("inf"):
+        raise UsageError(f"--stall-timeout must be a number of seconds >= 0, got {a.stall_timeout}")
     fmt = a.input_format or _format_of(a.input)
     if not is_url(a.input) and not Path(a.input).exists():
         raise UsageError(f"input not found: {a.input}")
@@ -93,10 +101,11 @@ def parse_job(argv: Sequence[str] | None) -> Job:
     except STARTUP_ERRORS as exc:
         raise UsageError(f"model check failed: {one_line(exc)}") from None
     check_columns(a.input, fmt, [a.id_col, a.text_col] + ([a.labels_col] if a.labels_col else []))
+    check_ids(a.input, fmt, a.id_col)
     spec = ColumnSpec(a.id_col, a.text_col, a.labels_col, tuple(a.labels) if a.labels else None,
                       a.hypothesis_template, a.multi_label)
     return Job(a.input, a.output.rstrip("/"), fmt, spec, settings, a.actors, a.cpus_per_actor, a.batch_rows,
-               a.rows_per_file, a.ray_address)
+               a.rows_per_file, a.ray_address, a.stall_timeout)
 
 
 def _format_of(path: str) -> str:
@@ -133,6 +142,53 @@ def check_columns(path: str, fmt: str, wanted: list[str]) -> None:
             raise UsageError(f"{flag}: no column {name!r} in {path} (it has: {', '.join(sorted(names)[:20])})")
 
 
+def check_ids(path: str, fmt: str, id_col: str) -> None:
+    """Raise ``UsageError`` (``--id-col``) when an id is missing or given twice: the output has one row per
+    id and a resumed run skips the ids already written, so ids must be unique and non-null. Reads the id
+    column only (Parquet: that column; JSONL: each record's id field, the rest ignored)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+
+    try:
+        if fmt == "parquet":
+            ids = pads.dataset(path, format="parquet").to_table(columns=[id_col]).column(id_col)
+        else:
+            ids = _jsonl_ids(path, id_col)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise UsageError(f"--id-col: cannot read the {id_col!r} values of {path}: {one_line(exc)[:300]}") from None
+    if ids.null_count:
+        raise UsageError(f"--id-col: {ids.null_count} row(s) of {path} have no {id_col!r} (ids must be unique and "
+                         "non-null: the output has one row per id, and a resumed run skips the ids already written)")
+    counts = pc.value_counts(ids)
+    dups = [(c["values"], c["counts"]) for c in counts.to_pylist() if c["counts"] > 1]
+    if dups:
+        shown = ", ".join(f"{v!r} x{n}" for v, n in dups[:3]) + (", ..." if len(dups) > 3 else "")
+        raise UsageError(f"--id-col: {len(dups)} {id_col!r} value(s) of {path} appear more than once ({shown}); "
+                         "ids must be unique: the output has one row per id, and a resumed run skips the ids "
+                         "already written")
+
+
+def _jsonl_ids(path: str, id_col: str):
+    """The ``id_col`` field of every JSONL record (a pyarrow array; a record without it gives null)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    fs, where = (pafs.FileSystem.from_uri(path) if is_url(path) else (pafs.LocalFileSystem(), str(Path(path).resolve())))
+    values = []
+    with fs.open_input_stream(where, compression="detect") as stream:
+        pending = b""
+        while chunk := stream.read(1 << 22):
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            values += [json.loads(line).get(id_col) for line in lines if line.strip()]
+        if pending.strip():
+            values.append(json.loads(pending).get(id_col))
+    return pa.array([v if isinstance(v, (int, str)) or v is None else json.dumps(v) for v in values])
+
+
 def batch_settings(settings: Settings, cpus_per_actor: float) -> Settings:
     """The service settings inside an actor: the longest request timeout `zsnli.config.RANGES` allows
     (an hour: a block of documents waits its turn), room in the queue for every document admitted at
@@ -144,7 +200,8 @@ def batch_settings(settings: Settings, cpus_per_actor: float) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 done, 2 a flag, input or model mistake)."""
+    """Run the command line; returns the exit code (0 done, 2 a flag, input or model mistake or more actors
+    than the cluster can hold, 1 a run that stalled: no row scored for ``--stall-timeout`` seconds)."""
     try:
         job = parse_job(argv)
     except UsageError as exc:
@@ -156,9 +213,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         print("zsnli-batch: Ray Data is not installed: pip install 'zsnli[batch]'", file=sys.stderr, flush=True)
         return 2
-    from .ray_runner import run
+    from .ray_runner import Stalled, run
 
-    summary = run(job)
+    try:
+        summary = run(job)
+    except UsageError as exc:  # the cluster cannot hold the actors asked for
+        print(f"zsnli-batch: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except Stalled as exc:
+        print(f"zsnli-batch: {exc}", file=sys.stderr, flush=True)
+        return 1
     print(summary.line(), flush=True)
     return 0
 

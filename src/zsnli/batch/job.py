@@ -33,6 +33,7 @@ class Job:
     batch_rows: int
     rows_per_file: int
     ray_address: str | None
+    stall_timeout_s: float = 600.0
 
 
 def is_url(path: str) -> bool:

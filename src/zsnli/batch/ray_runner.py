@@ -1,11 +1,15 @@
 """The Ray side of ``zsnli-batch``: start or join Ray, build the Ray Data pipeline, run it, summarise.
 
-`run` takes a checked `zsnli.batch.job.Job`. Traps handled for a first run on a
-small machine: a local Ray gets at least ``actors x CPUs per actor + 3``
-logical CPUs (the read, write and checkpoint-filter tasks must still be
-schedulable next to busy actors, or the pipeline waits forever); the input is
-cut into blocks of ``--batch-rows`` rows (a small file is otherwise one block
-scored by one actor); actor start-up (model load, 10-20 s on CPU) is logged.
+`run` takes a checked `zsnli.batch.job.Job`. Sizing (`plan_resources`): the actor count is decided once;
+a local Ray started here gets ``actors x CPUs per actor + SPARE_CPUS + 1`` logical CPUs at least (the
+read, write and checkpoint-filter tasks must still be schedulable next to busy actors, or the pipeline
+waits forever); on a cluster the default actor count leaves `SPARE_CPUS` free, and an explicit
+``--actors`` that leaves fewer is refused in one line before anything runs. The input is cut into
+blocks of ``--batch-rows`` rows (a small file is otherwise one block scored by one actor); actor
+start-up (model load, 10-20 s on CPU) is logged.
+
+Never hangs: a watchdog (`Progress`) fails the run with one line (`Stalled`, exit 1) when no row has
+been scored for ``--stall-timeout`` seconds; what was written stays, and rerunning resumes.
 
 May import: ray, pyarrow, `zsnli.batch.job`, `zsnli.batch.predictor`. Imported lazily by `zsnli.batch.cli.main`.
 """
@@ -26,7 +30,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import ray
 
-from .job import CHECKPOINT_DIR, Job, is_url
+from .job import CHECKPOINT_DIR, Job, UsageError, is_url
 from .predictor import FAULT_MARKER_ENV, Predictor
 
 logger = logging.getLogger("zsnli.batch")
@@ -51,27 +55,47 @@ class Summary:
 
 
 PROGRESS_EVERY_S = 30.0
+SPARE_CPUS = 2
+"""Logical CPUs the pipeline needs besides the actors' (a read and a write task at once)."""
 
 
-class Ticker:
-    """Periodic progress lines when stderr is not a terminal (Ray draws bars on one)."""
+class Stalled(RuntimeError):
+    """No row was scored for the stall timeout: the run cannot make progress (one-line message, exit 1)."""
 
-    def __init__(self, read: Callable[[], int], every_s: float = PROGRESS_EVERY_S) -> None:
-        self.read, self.every_s = read, every_s
+
+class Progress:
+    """Watches the scored-row count: a log line every ``every_s`` when ``log`` (stderr is not a terminal;
+    Ray draws bars on one), and ``stalled`` once the count has not grown for ``stall_s`` seconds (0: never)."""
+
+    def __init__(self, read: Callable[[], int], every_s: float = PROGRESS_EVERY_S, stall_s: float = 0.0,
+                 log: bool = True) -> None:
+        self.read, self.every_s, self.stall_s, self.log = read, every_s, stall_s, log
+        self.rows, self.stalled = 0, False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="zsnli-batch-progress", daemon=True)
-        self._t0 = time.monotonic()
+        self._t0 = self._moved = time.monotonic()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.every_s):
+        tick = min(self.every_s, self.stall_s / 4) if self.stall_s else self.every_s
+        next_log = self._t0 + self.every_s
+        while not self._stop.wait(tick):
             try:
                 rows = self.read()
-            except Exception:  # noqa: BLE001 - progress is best effort
-                continue
-            elapsed = time.monotonic() - self._t0
-            logger.info("progress: %d rows scored in %.0f s (%.1f docs/s)", rows, elapsed, rows / max(elapsed, 1e-9))
+            except Exception:  # noqa: BLE001 - progress is best effort (a busy driver may time out)
+                rows = self.rows
+            now = time.monotonic()
+            if rows != self.rows:
+                self.rows, self._moved = rows, now
+            if self.log and now >= next_log:
+                next_log = now + self.every_s
+                elapsed = now - self._t0
+                logger.info("progress: %d rows scored in %.0f s (%.1f docs/s)", rows, elapsed,
+                            rows / max(elapsed, 1e-9))
+            if self.stall_s and now - self._moved > self.stall_s:
+                self.stalled = True
+                return
 
-    def __enter__(self) -> "Ticker":
+    def __enter__(self) -> "Progress":
         self._thread.start()
         return self
 
@@ -127,30 +151,55 @@ def _local_path(path: str) -> str:
     return path if is_url(path) else str(Path(path).resolve())
 
 
+def plan_resources(job: Job, cpus: float, gpus: int, local: bool) -> tuple[int, int, int]:
+    """``(actors, gpus per actor, logical CPUs)`` for ``cpus`` / ``gpus`` (this machine's when ``local``: the
+    CPUs a local Ray is started with, at least actors x CPUs per actor + `SPARE_CPUS` + 1; else the cluster's). Default actors: one per GPU, else what leaves `SPARE_CPUS` for
+    the read and write tasks (at least 1; on a local Ray the machine's CPUs - 1). Raises ``UsageError``
+    when ``--actors`` on a cluster leaves fewer than `SPARE_CPUS` logical CPUs (the pipeline could not
+    be scheduled: it would wait forever)."""
+    per = job.cpus_per_actor
+    if job.actors:
+        actors = job.actors
+    elif gpus:
+        actors = gpus
+    elif local:
+        actors = max(1, int(cpus) - 1)
+    else:
+        actors = max(1, int((cpus - SPARE_CPUS) // per))
+    need = actors * per + SPARE_CPUS
+    if not local and cpus < need:
+        raise UsageError(f"--actors {actors}: the Ray cluster has {cpus:g} logical CPUs; {actors} actor(s) x {per:g} "
+                         f"CPU + {SPARE_CPUS} for the read and write tasks need {need:g} (else the pipeline is never "
+                         f"scheduled): use --actors {max(1, int((cpus - SPARE_CPUS) // per))} or fewer")
+    size = max(int(cpus), int(actors * per + 0.999) + SPARE_CPUS + 1) if local else int(cpus)
+    return actors, (1 if gpus else 0), size
+
+
 def _start_ray(job: Job) -> tuple[int, int, bool]:
-    """Join ``--ray-address`` / an already running Ray, or start a local one; returns
-    ``(actors, gpus per actor, started here)``."""
+    """Join ``--ray-address`` / an already running Ray, or start a local one sized by `plan_resources`;
+    returns ``(actors, gpus per actor, started here)``. The actor count is decided once (a local Ray's
+    extra logical CPUs are for the read and write tasks, never for more actors)."""
+    if not ray.is_initialized() and not job.ray_address:
+        import torch
+
+        gpus = torch.cuda.device_count()
+        actors, gpus_per_actor, cpus = plan_resources(job, os.cpu_count() or 1, gpus, local=True)
+        logger.info("starting a local Ray: %d logical CPUs (%d actor(s) x %g CPU + %d), %d GPU(s)", cpus, actors,
+                    job.cpus_per_actor, cpus - int(actors * job.cpus_per_actor + 0.999), gpus)
+        ray.init(num_cpus=cpus, num_gpus=gpus, include_dashboard=False, logging_level=logging.WARNING)
+        return actors, gpus_per_actor, True
     started = False
     if not ray.is_initialized():
-        if job.ray_address:
-            ray.init(address=job.ray_address, logging_level=logging.WARNING)
-        else:
-            import torch
-
-            gpus = torch.cuda.device_count()
-            actors = job.actors or gpus or max(1, (os.cpu_count() or 1) - 1)
-            cpus = max(os.cpu_count() or 1, int(actors * job.cpus_per_actor + 0.999) + 3)
-            logger.info("starting a local Ray: %d logical CPUs (actors x CPUs + 3), %d GPU(s)", cpus, gpus)
-            ray.init(num_cpus=cpus, num_gpus=gpus, include_dashboard=False, logging_level=logging.WARNING)
+        ray.init(address=job.ray_address, logging_level=logging.WARNING)
         started = True
     resources = ray.cluster_resources()
-    gpus = int(resources.get("GPU", 0))
-    actors = job.actors or gpus or max(1, int(resources.get("CPU", 1)) - 1)
-    gpus_per_actor = 1 if gpus else 0
-    need = actors * job.cpus_per_actor + 2
-    if resources.get("CPU", 0) < need:
-        logger.warning("the cluster has %s logical CPUs for %d actors x %s CPUs: with fewer than %s the read and "
-                       "write tasks may never be scheduled", resources.get("CPU", 0), actors, job.cpus_per_actor, need)
+    try:
+        actors, gpus_per_actor, _ = plan_resources(job, resources.get("CPU", 0), int(resources.get("GPU", 0)),
+                                                   local=False)
+    except UsageError:
+        if started:
+            ray.shutdown()
+        raise
     return actors, gpus_per_actor, started
 
 
@@ -192,16 +241,46 @@ def run(job: Job) -> Summary:
             compute=ActorPoolStrategy(size=actors), num_cpus=job.cpus_per_actor, num_gpus=gpus_per_actor or None,
             fn_constructor_kwargs=dict(settings=settings, spec=job.spec, counter=counter,
                                        fault_marker=os.environ.get(FAULT_MARKER_ENV)))
-        ticker = contextlib.nullcontext() if ctx.enable_progress_bars else Ticker(
-            lambda: ray.get(counter.read.remote(), timeout=10))
-        with ticker:
-            ds.write_parquet(output, min_rows_per_file=job.rows_per_file)
+        progress = Progress(lambda: ray.get(counter.read.remote(), timeout=10), stall_s=job.stall_timeout_s,
+                            log=not ctx.enable_progress_bars)
+        with progress:
+            _watched(lambda: ds.write_parquet(output, min_rows_per_file=job.rows_per_file), progress, job, actors)
     finally:
         ctx.checkpoint_config = None
-        ray.kill(counter)
+        with contextlib.suppress(Exception):
+            ray.kill(counter)
         if started:
             ray.shutdown()
     seconds = time.monotonic() - t0
     total, _ = output_counts(output)
     rows, errors = output_counts(output, exclude=existing)
     return Summary(rows, errors, total, seconds, actors, gpus_per_actor)
+
+
+def _watched(work: Callable[[], None], progress: Progress, job: Job, actors: int) -> None:
+    """Run ``work`` (the pipeline) in a thread; raise `Stalled` as soon as ``progress`` says it stalled
+    (the caller's ``ray.shutdown`` then ends the pipeline's tasks), else whatever ``work`` raised."""
+    outcome: dict[str, BaseException] = {}
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="zsnli-batch-pipeline", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.5)
+        if progress.stalled:
+            try:
+                resources = ray.cluster_resources()
+            except Exception:  # noqa: BLE001 - the message only
+                resources = {}
+            raise Stalled(f"no row scored in the last {job.stall_timeout_s:g} s ({progress.rows} scored by this run): "
+                          f"the pipeline cannot make progress (the cluster has {resources.get('CPU', 0):g} CPUs and "
+                          f"{resources.get('GPU', 0):g} GPUs for {actors} actor(s) x {job.cpus_per_actor:g} CPU plus "
+                          f"the read and write tasks); what was written is kept: rerun the same command to resume, "
+                          f"with fewer --actors or more CPUs (--stall-timeout sets the limit)")
+    if "error" in outcome:
+        raise outcome["error"]
