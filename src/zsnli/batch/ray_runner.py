@@ -1,15 +1,16 @@
 """The Ray side of ``zsnli-batch``: start or join Ray, build the Ray Data pipeline, run it, summarise.
 
 `run` takes a checked `zsnli.batch.job.Job`. Sizing (`plan_resources`): the actor count is decided once;
-a local Ray started here gets ``actors x CPUs per actor + SPARE_CPUS + 1`` logical CPUs at least (the
-read, write and checkpoint-filter tasks must still be schedulable next to busy actors, or the pipeline
-waits forever); on a cluster the default actor count leaves `SPARE_CPUS` free, and an explicit
-``--actors`` that leaves fewer is refused in one line before anything runs. The input is cut into
-blocks of ``--batch-rows`` rows (a small file is otherwise one block scored by one actor); actor
-start-up (model load, 10-20 s on CPU) is logged.
+a local Ray started here gets ``actors x CPUs per actor + SPARE_CPUS`` logical CPUs at least (the
+read and write tasks and, on a resume, the checkpoint-filter actor must still be schedulable next to the
+scoring actors, or the pipeline waits forever); on a cluster the default actor count leaves
+`SPARE_CPUS` free, and an explicit ``--actors`` that leaves fewer is refused in one line before
+anything runs. The input is cut into blocks of ``--batch-rows`` rows (a small file is otherwise one
+block scored by one actor); actor start-up (model load, 10-20 s on CPU) is logged.
 
-Never hangs: a watchdog (`Progress`) fails the run with one line (`Stalled`, exit 1) when no row has
-been scored for ``--stall-timeout`` seconds; what was written stays, and rerunning resumes.
+Never hangs: a watchdog (`Progress`) fails the run with one line (`Stalled`, exit 1) when nothing moved
+(no row scored, no actor finished loading) for ``--stall-timeout`` seconds; what was written stays,
+and rerunning resumes.
 
 May import: ray, pyarrow, `zsnli.batch.job`, `zsnli.batch.predictor`. Imported lazily by `zsnli.batch.cli.main`.
 """
@@ -55,8 +56,9 @@ class Summary:
 
 
 PROGRESS_EVERY_S = 30.0
-SPARE_CPUS = 2
-"""Logical CPUs the pipeline needs besides the actors' (a read and a write task at once)."""
+SPARE_CPUS = 3
+"""Logical CPUs the pipeline needs besides the scoring actors': a read task, a write task and, when a run
+resumes, Ray Data's checkpoint-filter actor (with fewer, a resumed run is never scheduled)."""
 
 
 class Stalled(RuntimeError):
@@ -64,13 +66,15 @@ class Stalled(RuntimeError):
 
 
 class Progress:
-    """Watches the scored-row count: a log line every ``every_s`` when ``log`` (stderr is not a terminal;
-    Ray draws bars on one), and ``stalled`` once the count has not grown for ``stall_s`` seconds (0: never)."""
+    """Watches ``read() -> (rows scored, progress events)``: a log line every ``every_s`` when ``log`` (stderr
+    is not a terminal; Ray draws bars on one), and ``stalled`` once neither has moved for ``stall_s`` seconds
+    (0: never). An actor that finished loading counts as an event."""
 
-    def __init__(self, read: Callable[[], int], every_s: float = PROGRESS_EVERY_S, stall_s: float = 0.0,
+    def __init__(self, read: Callable[[], tuple[int, int]], every_s: float = PROGRESS_EVERY_S, stall_s: float = 0.0,
                  log: bool = True) -> None:
         self.read, self.every_s, self.stall_s, self.log = read, every_s, stall_s, log
         self.rows, self.stalled = 0, False
+        self._seen: tuple[int, int] = (0, 0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="zsnli-batch-progress", daemon=True)
         self._t0 = self._moved = time.monotonic()
@@ -80,12 +84,13 @@ class Progress:
         next_log = self._t0 + self.every_s
         while not self._stop.wait(tick):
             try:
-                rows = self.read()
+                seen = tuple(self.read())
             except Exception:  # noqa: BLE001 - progress is best effort (a busy driver may time out)
-                rows = self.rows
+                seen = self._seen
             now = time.monotonic()
-            if rows != self.rows:
-                self.rows, self._moved = rows, now
+            if seen != self._seen:
+                self._seen, self._moved = seen, now
+            rows = self.rows = seen[0]
             if self.log and now >= next_log:
                 next_log = now + self.every_s
                 elapsed = now - self._t0
@@ -105,22 +110,27 @@ class Progress:
 
 @ray.remote(num_cpus=0)
 class _Counter:
+    """Rows scored, and progress events (rows scored or an actor ready): what the watchdog watches."""
+
     def __init__(self) -> None:
-        self.n = 0
+        self.n = self.events = 0
 
     def add(self, n: int) -> None:
         self.n += n
+        self.events += 1
 
-    def read(self) -> int:
-        return self.n
+    def read(self) -> tuple[int, int]:
+        return self.n, self.events
 
 
 class _CountingPredictor(Predictor):
-    """`Predictor` that also reports its row count to the driver's progress counter."""
+    """`Predictor` that also reports to the driver's progress counter: once loaded, then its rows per call."""
 
     def __init__(self, *args, counter=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._counter = counter
+        if counter is not None:
+            counter.add.remote(0)  # loaded: a model that takes minutes to load is progress, not a stall
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         out = super().__call__(batch)
@@ -153,8 +163,9 @@ def _local_path(path: str) -> str:
 
 def plan_resources(job: Job, cpus: float, gpus: int, local: bool) -> tuple[int, int, int]:
     """``(actors, gpus per actor, logical CPUs)`` for ``cpus`` / ``gpus`` (this machine's when ``local``: the
-    CPUs a local Ray is started with, at least actors x CPUs per actor + `SPARE_CPUS` + 1; else the cluster's). Default actors: one per GPU, else what leaves `SPARE_CPUS` for
-    the read and write tasks (at least 1; on a local Ray the machine's CPUs - 1). Raises ``UsageError``
+    CPUs a local Ray is started with, at least actors x CPUs per actor + `SPARE_CPUS`; else the cluster's).
+    Default actors: one per GPU, else what leaves `SPARE_CPUS` for the pipeline's other work (at least 1;
+    on a local Ray the machine's CPUs - 1). Raises ``UsageError``
     when ``--actors`` on a cluster leaves fewer than `SPARE_CPUS` logical CPUs (the pipeline could not
     be scheduled: it would wait forever)."""
     per = job.cpus_per_actor
@@ -169,9 +180,10 @@ def plan_resources(job: Job, cpus: float, gpus: int, local: bool) -> tuple[int, 
     need = actors * per + SPARE_CPUS
     if not local and cpus < need:
         raise UsageError(f"--actors {actors}: the Ray cluster has {cpus:g} logical CPUs; {actors} actor(s) x {per:g} "
-                         f"CPU + {SPARE_CPUS} for the read and write tasks need {need:g} (else the pipeline is never "
-                         f"scheduled): use --actors {max(1, int((cpus - SPARE_CPUS) // per))} or fewer")
-    size = max(int(cpus), int(actors * per + 0.999) + SPARE_CPUS + 1) if local else int(cpus)
+                         f"CPU + {SPARE_CPUS} for the read, write and checkpoint-filter work need {need:g} (else the "
+                         f"pipeline is never scheduled): use --actors {max(1, int((cpus - SPARE_CPUS) // per))} or "
+                         "fewer, or a larger cluster")
+    size = max(int(cpus), int(actors * per + 0.999) + SPARE_CPUS) if local else int(cpus)
     return actors, (1 if gpus else 0), size
 
 
@@ -280,7 +292,7 @@ def _watched(work: Callable[[], None], progress: Progress, job: Job, actors: int
             raise Stalled(f"no row scored in the last {job.stall_timeout_s:g} s ({progress.rows} scored by this run): "
                           f"the pipeline cannot make progress (the cluster has {resources.get('CPU', 0):g} CPUs and "
                           f"{resources.get('GPU', 0):g} GPUs for {actors} actor(s) x {job.cpus_per_actor:g} CPU plus "
-                          f"the read and write tasks); what was written is kept: rerun the same command to resume, "
+                          f"the read, write and checkpoint-filter work); what was written is kept: rerun the same command to resume, "
                           f"with fewer --actors or more CPUs (--stall-timeout sets the limit)")
     if "error" in outcome:
         raise outcome["error"]
