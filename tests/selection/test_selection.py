@@ -194,7 +194,7 @@ def test_cli_writes_calibration_and_sources(tmp_path, tiny_model_dir, monkeypatc
     monkeypatch.setattr(sel, "negation_variants", lambda: [NegationRule(1.0, False, 0.0)])
     rc = selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
                              "--model-dir", str(tiny_model_dir), "--out", str(out), "--data-sources", str(sources),
-                             "--report-public", str(ex)])
+                             "--report-public", str(ex), "--negation"])
     assert rc == 0
     doc = json.loads(out.read_text())
     config, ok = load_scoring_config(out)
@@ -215,4 +215,8 @@ def test_cli_writes_calibration_and_sources(tmp_path, tiny_model_dir, monkeypatc
                                "--data-sources", str(sources)]) == 0
     again = json.loads(out.read_text())
     assert again["superseded"] == doc["superseded"]
+    # without --negation: no negation experiment in the document, and the same choice
+    assert "negation_pairs" not in again["selection"] and "negation_pairs" not in again
+    assert len(again["selection"]["decisions"]) == 1
+    assert again["chosen"] == doc["chosen"] and again["selection"]["out_of_fold"] == doc["selection"]["out_of_fold"]
     assert len([s for s in json.loads(sources.read_text())["sources"] if s["role"] == "selection"]) == 3

@@ -7,10 +7,13 @@ runs `zsnli.selection.search`, and writes:
 * ``calibration.json``: ``chosen`` (the selected `ScoringConfig`, fitted on all
   dev datasets; the key the server reads), ``model_sha256`` (kept),
   ``selection`` (method, out-of-fold per-dataset table, which dev files with
-  which sha256 decided what, the negation-pair evaluation, the targets) and
-  ``superseded`` (the previous choice); ``negation_pairs`` only when the
-  negation rule wins out of fold (the server does not read it yet);
+  which sha256 decided what, the targets) and ``superseded`` (the previous choice);
 * ``data_sources.json``: one ``role: "selection"`` entry per zsc-dev set used.
+
+``--negation`` adds the negation-pair experiment (`zsnli.selection.search.negation_leave_one_out`):
+``selection.negation_pairs`` (out-of-fold figures of the statement/negation rule) and a top-level
+``negation_pairs`` object when that rule wins out of fold. Off by default: the server does not read
+it, and it never changes ``chosen``.
 
 ``--report-public`` adds figures on the public examples (REPORTING ONLY: they
 are computed after the choice and never passed to it).
@@ -33,7 +36,7 @@ from . import search as sel
 from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
 from .negation import NegationRule
-from .score_cache import DEFAULT_CACHE_DIR, CachedSet, fill_cache
+from .score_cache import CONTENT_FREE_PREMISE, DEFAULT_CACHE_DIR, CachedSet, fill_cache
 from ..scoring import ScoringConfig
 
 logger = logging.getLogger(__name__)
@@ -54,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data-sources", type=Path, default=Path("data_sources.json"))
     p.add_argument("--report-public", type=Path, default=None,
                    help="examples file reported after the choice (e.g. ../shared/data/zsc/public.jsonl); never chosen on")
+    p.add_argument("--negation", action="store_true",
+                   help="also run the negation-pair experiment (figures only; the server does not read them)")
     p.add_argument("--threads", type=int, default=None)
     return p
 
@@ -210,18 +215,11 @@ def run(args) -> dict[str, Any]:
     final = sel.choose_on_all(grid)
     chosen = cands[final].config(*grid.full_temps[final], digest)
     rows = oof_table(sets, grid, oof, digest)
-    negation = sel.negation_leave_one_out(sets, grid, oof)
-    neg_rule, neg_fit = final_negation(sets, grid, final)
     old = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
     doc = {"chosen": chosen.to_dict(), "model_sha256": old.get("model_sha256"),
-           "selection": selection_block(sets, grid, oof, final, rows, negation, neg_rule, neg_fit),
-           "superseded": superseded_block(old)}
-    if neg_rule is not None and doc["selection"]["negation_pairs"]["wins_out_of_fold"]:
-        doc["negation_pairs"] = {"rule": "positive statement only: sigmoid(d / T), negation 1 - p (zsnli.selection.negation)",
-                                 "temperature": neg_rule.temperature,
-                                 "content_free_premise": "N/A" if neg_rule.content_free else None,
-                                 "embedding_weight": neg_rule.embedding_weight,
-                                 "embedding_sha256": digest if neg_rule.embedding_weight else None}
+           "selection": selection_block(sets, grid, oof, final, rows), "superseded": superseded_block(old)}
+    if args.negation:
+        add_negation(doc, sets, grid, oof, final, digest)
     if args.report_public is not None:
         prev = superseded_block(old).get("chosen")
         configs = {"new_default": chosen}
@@ -233,12 +231,34 @@ def run(args) -> dict[str, Any]:
     return doc
 
 
-def selection_block(sets, grid: sel.Grid, oof, final: int, rows, negation, neg_rule, neg_fit) -> dict[str, Any]:
-    """The ``selection`` object of calibration.json (method, provenance, out-of-fold table, targets)."""
-    neg_rows = negation["datasets"]
+def add_negation(doc: dict[str, Any], sets: dict[str, CachedSet], grid: sel.Grid, oof: Sequence[int],
+                 final: int, digest: str) -> None:
+    """Add the negation-pair experiment (``--negation``) to ``doc``: ``selection.negation_pairs``, the
+    datasets it was decided on, and a top-level ``negation_pairs`` when the rule wins out of fold."""
+    neg_rows = sel.negation_leave_one_out(sets, grid, oof)["datasets"]
+    neg_rule, neg_fit = final_negation(sets, grid, final)
     ours_neg = [r["scorecard"]["normalised"] for r in neg_rows.values()]
     main_neg = [r["main_scorecard"]["normalised"] for r in neg_rows.values()]
     wins = bool(neg_rows) and float(np.mean(ours_neg)) > float(np.mean(main_neg))
+    selection = doc["selection"]
+    selection["decisions"]["negation_pairs: whether the negation rule is used, its variant and T_neg"] = \
+        sorted(n for n in sets if sel.is_negation_set(sets[n]))
+    selection["negation_pairs"] = {
+        "out_of_fold": neg_rows, "wins_out_of_fold": wins,
+        "mean_normalised_with_rule": round(float(np.mean(ours_neg)), 2) if neg_rows else None,
+        "mean_normalised_main_only": round(float(np.mean(main_neg)), 2) if neg_rows else None,
+        "fitted_on_all": None if neg_rule is None else vars(neg_rule), "fit": neg_fit}
+    if neg_rule is not None and wins:
+        doc["negation_pairs"] = {
+            "rule": "positive statement only: sigmoid(d / T), negation 1 - p (zsnli.selection.negation)",
+            "temperature": neg_rule.temperature,
+            "content_free_premise": CONTENT_FREE_PREMISE if neg_rule.content_free else None,
+            "embedding_weight": neg_rule.embedding_weight,
+            "embedding_sha256": digest if neg_rule.embedding_weight else None}
+
+
+def selection_block(sets, grid: sel.Grid, oof, final: int, rows) -> dict[str, Any]:
+    """The ``selection`` object of calibration.json (method, provenance, out-of-fold table, targets)."""
     return {
         "method": ("leave-one-dataset-out over the zsc-dev and team dev datasets: for each held-out dataset, every "
                    "candidate's temperature is fitted by NLL on the others (each dataset weighted equally) and the "
@@ -252,16 +272,10 @@ def selection_block(sets, grid: sel.Grid, oof, final: int, rows, negation, neg_r
         "chosen_in_sample_mean_normalised": round(float(np.mean(grid.full_norm[final])), 2),
         "out_of_fold_choices": {n: rows[n]["chosen_without_it"] for n in grid.names},
         "decided_by": dev_files(sets),
-        "decisions": {"chosen: rule, content-free correction, embedding weight, temperature form, t0 and b": sorted(sets),
-                      "negation_pairs: whether the negation rule is used, its variant and T_neg":
-                          sorted(n for n in sets if sel.is_negation_set(sets[n]))},
+        "decisions": {"chosen: rule, content-free correction, embedding weight, temperature form, t0 and b": sorted(sets)},
         "out_of_fold": rows,
         "summary": {"zsc-dev": summarise(rows, "zsc-dev/"), "dev": summarise(rows, "dev/"), "all": summarise(rows, "")},
         "targets": TARGETS,
-        "negation_pairs": {"out_of_fold": neg_rows, "wins_out_of_fold": wins,
-                           "mean_normalised_with_rule": round(float(np.mean(ours_neg)), 2) if neg_rows else None,
-                           "mean_normalised_main_only": round(float(np.mean(main_neg)), 2) if neg_rows else None,
-                           "fitted_on_all": None if neg_rule is None else vars(neg_rule), "fit": neg_fit},
     }
 
 
