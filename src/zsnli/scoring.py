@@ -39,8 +39,8 @@ class ScoringConfigError(ValueError):
 
 #: Valid range, inclusive, of every numeric value of a `ScoringConfig` (calibration.json's
 #: ``chosen``), checked when one is built, so a bad calibration is refused before the server
-#: listens. Sources: calibration fits ``log t0`` in [-5, 5] (t0 in [0.0067, 148]) and ``b`` in
-#: [-2, 2] (`zsnli.selection.calibration.fit_temperature`), and picks w from 0..40 (`zsnli.selection.calibration.EMBEDDING_WEIGHTS`);
+#: listens. Sources: selection fits t0 inside this very range and ``b`` in [-2, 2]
+#: (`zsnli.selection.search.fit_temperature`), and picks w from 0..80 (`zsnli.selection.search.EMBEDDING_WEIGHTS`);
 #: the ranges hold those with room. With K <= 4096 labels (``ZSNLI_MAX_LABELS``' range),
 #: T(K) = t * K ** b lies in [1e-3 * 4096 ** -4, 1e3 * 4096 ** 4] = [3.6e-18, 2.8e17], so
 #: scores / T(K) stays finite for any finite float32 logits (|s| < 1e39: 1e39 / 3.6e-18 < 1e57).

@@ -28,22 +28,35 @@ def _synthetic_tasks(true_t0: float, true_b: float, n: int, seed: int):
         p /= p.sum()
         score_lists.append(s)
         gold.append(int(rng.choice(k, p=p)))
-    scores, mask, k = calibration._pack(score_lists)
-    return scores, mask, k, np.array(gold)
+    return calibration.pack_tasks(score_lists, gold)
 
 
 def test_temperature_fit_recovers_known_t():
-    scores, mask, k, gold = _synthetic_tasks(2.5, 0.0, 6000, seed=0)
-    t0, b = calibration.fit_temperature(scores, mask, k, gold, k_dependent=False)
+    t0, b = calibration.fit_tasks(_synthetic_tasks(2.5, 0.0, 6000, seed=0), "global")
     assert b == 0.0
     assert abs(t0 - 2.5) / 2.5 < 0.08
 
 
 def test_k_dependent_temperature_fit_recovers_known_form():
-    scores, mask, k, gold = _synthetic_tasks(0.8, 0.5, 8000, seed=1)
-    t0, b = calibration.fit_temperature(scores, mask, k, gold, k_dependent=True)
+    t0, b = calibration.fit_tasks(_synthetic_tasks(0.8, 0.5, 8000, seed=1), "t0*K^b")
     assert abs(b - 0.5) < 0.12
     assert abs(t0 - 0.8) / 0.8 < 0.25
+
+
+def test_choice_figures_match_a_direct_computation():
+    """NLL and accuracy of `choice_figures` equal a plain per-task softmax at T(K) = t0 * K ** b."""
+    p = _synthetic_tasks(1.5, 0.0, 300, seed=2)
+    t0, b = 1.3, 0.2
+    nll, hits = [], []
+    for i in range(len(p.gold)):
+        kk = int(p.k[i])
+        z = p.scores[i, :kk] / (t0 * kk ** b)
+        logp = z - z.max() - np.log(np.exp(z - z.max()).sum())
+        nll.append(-logp[p.gold[i]])
+        hits.append(int(np.argmax(z) == p.gold[i]))
+    figs = calibration.choice_figures(p, t0, b)
+    assert figs["nll"] == pytest.approx(np.mean(nll), abs=1e-5)
+    assert figs["accuracy"] == pytest.approx(np.mean(hits), abs=1e-5)
 
 
 def test_choice_tasks_have_exactly_one_entailed_hypothesis():
@@ -79,7 +92,7 @@ def test_tiny_calibration_writes_candidates(tiny_run):
     written = json.loads((out / "calibration.json").read_text())
     assert written["chosen"] == doc["chosen"]
     assert (out / "calibration.json").stat().st_mode & 0o777 == 0o644
-    assert len(written["candidates"]) == 2 * len(calibration.candidate_configs(calibration.EMBEDDING_WEIGHTS))
+    assert len(written["candidates"]) == 2 * len(calibration.search.candidates(calibration.EMBEDDING_WEIGHTS))
     for cand in written["candidates"]:
         assert math.isfinite(cand["nli_select_after"]["nll"])
         assert cand["config"]["temperature"] > 0

@@ -95,7 +95,7 @@ def test_fast_figures_equal_served_code_and_metrics():
         np.testing.assert_allclose(served[i], label_probabilities(s, cfg, cf, cs.cosine[off[i]:off[i + 1]]))
     card = sel.score_cached(cs, served)
     p = sel.pack(cs, sel.candidate_scores(cs, cand))
-    norm, ece = sel.fast_normalised(p, sel.fast_macro_f1(p), sel._temps(p, np.log(1.7), 0.1),
+    norm, ece = sel.fast_normalised(p, sel.fast_macro_f1(p), sel.row_temperatures(p, np.log(1.7), 0.1),
                                     sel.Bounds(card.floor, card.ceiling))
     assert norm == pytest.approx(card.normalised, abs=1e-6) and ece == pytest.approx(card.ece, abs=1e-9)
 

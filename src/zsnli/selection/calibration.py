@@ -10,11 +10,14 @@ half fits each candidate's temperature parameters by minimising the negative
 log-likelihood (NLL) of the entailed hypothesis; the *select* half scores
 every fitted candidate (NLL, ECE with 15 bins, accuracy).
 
-Candidates = score rule (`zsnli.scoring.RULES`) x content-free correction
-(none, or subtracting each label's score against the premise ``"N/A"``) x
-embedding weight w (`EMBEDDING_WEIGHTS`: ``w * cos`` of the base encoder's
-sentence embeddings added to the score, `zsnli.runtime.embedding`) x temperature
-form (one global T, or ``T(K) = t0 * K ** b``). Which decides what:
+Candidates are `zsnli.selection.search.candidates` (the one grid definition):
+score rule (`zsnli.scoring.RULES`) x content-free correction (none, or
+subtracting each label's score against `CONTENT_FREE_PREMISE`) x embedding
+weight w (here `EMBEDDING_WEIGHTS`: ``w * cos`` of the base encoder's sentence
+embeddings added to the score, `zsnli.runtime.embedding`) x temperature form
+(one global T, or ``T(K) = t0 * K ** b``). Temperatures are fitted by
+`zsnli.selection.search.fit_temperature` (the one fitter; every task weighted
+equally) and scored with its `nll_and_grad`. Which decides what:
 
 * the temperature form of NLI-fitted candidates, and everything when no dev
   set is given: lowest NLL on the NLI *select* half (the issue's rule);
@@ -31,12 +34,13 @@ The choice and every candidate's figures are written to ``calibration.json``;
 the server reads its ``chosen`` object as a `zsnli.scoring.ScoringConfig`.
 `calibrate` runs the steps in order: `rebuild_holdout` -> `build_choice_tasks`
 and `split_tasks` -> `score_pairs` (the slow part, with progress) ->
-`fit_candidate` for each of `candidate_configs` -> `choose` ->
+`fit_candidate` for each candidate -> `choose` ->
 `calibration_document` -> `write_calibration`.
 
-May import numpy, scipy, `zsnli.metrics`, `zsnli.training.nli_data`, `zsnli.training.presets`,
-`zsnli.manifest`, `zsnli.runtime.progress`, `zsnli.scoring` (rules and config) and,
-inside functions, `zsnli.runtime.embedding` (torch).
+May import numpy, `zsnli.metrics`, `zsnli.training.nli_data`, `zsnli.training.presets`,
+`zsnli.manifest`, `zsnli.runtime.progress`, `zsnli.scoring` (rules and config),
+`zsnli.selection.search` / `devsets` / `score_cache` (the fitter, grid, example reader,
+content-free constant) and, inside functions, `zsnli.runtime.embedding` (torch).
 """
 
 from __future__ import annotations
@@ -55,21 +59,23 @@ from .. import metrics
 from ..runtime.embedding import EMBEDDING_MODEL_ID
 from ..manifest import CALIBRATION_NAME, MANIFEST_NAME, holdout_digest, load_manifest, write_json
 from ..training.manifest_writer import calibration_sources, declare_sources
-from ..training.nli_data import build_nli_data, read_jsonl
+from ..training.nli_data import build_nli_data
 from ..training.presets import Preset
 from ..runtime.progress import predict_logits, progress
-from ..scoring import RULES, ScoringConfig, combined_scores, label_probabilities, scores_from_logits
+from ..scoring import ScoringConfig, combined_scores, label_probabilities, scores_from_logits
+from .devsets import read_example_rows
+from .score_cache import CONTENT_FREE_PREMISE
+from . import search
+from .search import Candidate, Packed, fit_temperature, nll_and_grad, row_temperatures, softmax_rows
 
 log = logging.getLogger(__name__)
 
 K_CHOICES = (2, 3, 4, 5, 6, 8, 10, 12, 15, 20)
 """Number of candidate hypotheses per synthetic task, drawn uniformly."""
 
-CONTENT_FREE_PREMISE = "N/A"
-"""The content-free premise of the correction candidates (as in Zhao et al. 2021, "Calibrate before use")."""
-
 EMBEDDING_WEIGHTS = (0.0, 2.5, 5.0, 10.0, 20.0, 40.0)
-"""Weights w of the cosine term tried (cosines of MiniLM embeddings differ by ~0.1-0.5 between labels)."""
+"""Weights w of the cosine term tried by ``train.py calibrate`` (cosines of MiniLM embeddings differ by
+~0.1-0.5 between labels); ``train.py select`` tries the wider `zsnli.selection.search.EMBEDDING_WEIGHTS`."""
 
 
 @dataclass(frozen=True)
@@ -119,75 +125,47 @@ def build_choice_tasks(rows: Sequence[dict[str, str]], n_tasks: int, seed: int) 
     return tasks
 
 
-def _pack(score_lists: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pad variable-K score vectors into ``[n, Kmax]`` with a mask and the K of each row."""
+def pack_tasks(score_lists: Sequence[np.ndarray], gold: Sequence[int]) -> Packed:
+    """Variable-K score vectors and gold indices as a `Packed` ``[n, Kmax]`` (classes = positions)."""
     k = np.array([len(s) for s in score_lists])
     out = np.zeros((len(score_lists), int(k.max())))
     mask = np.zeros_like(out, dtype=bool)
     for i, s in enumerate(score_lists):
         out[i, : len(s)] = s
         mask[i, : len(s)] = True
-    return out, mask, k
+    gold_arr = np.asarray(gold, dtype=np.int64)
+    classes = np.broadcast_to(np.arange(out.shape[1]), out.shape).copy()
+    return Packed(out, mask, classes, k.astype(np.float64), gold_arr, gold_arr, out.shape[1])
 
 
-def _softmax_rows(scores: np.ndarray, mask: np.ndarray, temps: np.ndarray) -> np.ndarray:
-    z = np.where(mask, scores / temps[:, None], -np.inf)
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.where(mask, np.exp(z), 0.0)
-    return e / e.sum(axis=1, keepdims=True)
+def subset(p: Packed, rows: np.ndarray) -> Packed:
+    """The rows ``rows`` of ``p``."""
+    return Packed(p.scores[rows], p.mask[rows], p.classes[rows], p.k[rows], p.gold[rows], p.gold_classes[rows],
+                  p.n_classes)
 
 
-def temperatures(k: np.ndarray, log_t0: float, b: float) -> np.ndarray:
-    """``T(K) = exp(log_t0) * K ** b`` for each K (the form `ScoringConfig.temperature_for` applies)."""
-    return np.exp(log_t0 + b * np.log(k))
+def _uniform(p: Packed) -> np.ndarray:
+    return np.full(len(p.gold), 1.0 / len(p.gold))
 
 
-def nll(scores: np.ndarray, mask: np.ndarray, k: np.ndarray, gold: np.ndarray, log_t0: float, b: float) -> float:
-    """Mean negative log-likelihood (nats) of the gold labels under ``softmax(scores / T(K))``."""
-    temps = temperatures(k, log_t0, b)
-    z = np.where(mask, scores / temps[:, None], -np.inf)
-    m = z.max(axis=1)
-    lse = m + np.log(np.where(mask, np.exp(z - m[:, None]), 0.0).sum(axis=1))
-    return float(np.mean(lse - z[np.arange(len(gold)), gold]))
+def fit_tasks(p: Packed, form: str) -> tuple[float, float]:
+    """``(t0, b)`` minimising the mean NLL of ``p``'s gold labels (`search.fit_temperature`, equal row weights)."""
+    return fit_temperature(p, _uniform(p), form)
 
 
-def fit_temperature(scores: np.ndarray, mask: np.ndarray, k: np.ndarray, gold: np.ndarray, k_dependent: bool) -> tuple[float, float]:
-    """Minimise `nll` over ``log_t0`` (and ``b`` when ``k_dependent``) with L-BFGS-B.
-
-    Returns ``(t0, b)`` (``b = 0`` for the global form). ``log_t0`` is
-    bounded to [-5, 5] and ``b`` to [-2, 2].
-    """
-    from scipy.optimize import minimize
-
-    if k_dependent:
-        res = minimize(lambda p: nll(scores, mask, k, gold, p[0], p[1]), x0=[0.0, 0.0],
-                       method="L-BFGS-B", bounds=[(-5, 5), (-2, 2)])
-        return float(math.exp(res.x[0])), float(res.x[1])
-    res = minimize(lambda p: nll(scores, mask, k, gold, p[0], 0.0), x0=[0.0], method="L-BFGS-B", bounds=[(-5, 5)])
-    return float(math.exp(res.x[0])), 0.0
-
-
-def choice_figures(scores: np.ndarray, mask: np.ndarray, k: np.ndarray, gold: np.ndarray, t0: float, b: float) -> dict[str, float]:
-    """NLL, ECE (15 bins) and accuracy of choice tasks at temperature ``T(K) = t0 * K ** b``."""
-    probs = _softmax_rows(scores, mask, temperatures(k, math.log(t0), b))
+def choice_figures(p: Packed, t0: float, b: float) -> dict[str, float]:
+    """NLL (nats), ECE (15 bins) and accuracy of choice tasks ``p`` at temperature ``T(K) = t0 * K ** b``."""
+    probs = softmax_rows(p, row_temperatures(p, math.log(t0), b))
     pred = probs.argmax(axis=1)
-    conf = probs.max(axis=1)
     return {
-        "nll": round(nll(scores, mask, k, gold, math.log(t0), b), 5),
-        "ece": round(metrics.expected_calibration_error(conf, pred == gold), 5),
-        "accuracy": round(metrics.accuracy(gold, pred), 5),
+        "nll": round(nll_and_grad(p, _uniform(p), math.log(t0), b)[0], 5),
+        "ece": round(metrics.expected_calibration_error(probs.max(axis=1), pred == p.gold), 5),
+        "accuracy": round(metrics.accuracy(p.gold, pred), 5),
     }
 
 
-def candidate_configs(embedding_weights: Sequence[float] = (0.0,)) -> list[dict[str, Any]]:
-    """Every (rule, content-free premise, embedding weight, temperature form) combination considered."""
-    return [
-        {"rule": rule, "content_free_premise": cf, "embedding_weight": w, "k_dependent": kd}
-        for rule in RULES
-        for cf in (None, CONTENT_FREE_PREMISE)
-        for w in embedding_weights
-        for kd in (False, True)
-    ]
+def _cf(cand: Candidate) -> str | None:
+    return CONTENT_FREE_PREMISE if cand.content_free else None
 
 
 class _Scorer:
@@ -241,14 +219,6 @@ DevItem = tuple[dict[str, Any], np.ndarray]
 """A dev document (examples format) and its combined scores under one candidate (`_Scorer.scores`)."""
 
 
-def _config(cand: dict[str, Any], t0: float, b: float, emb_digest: str | None) -> ScoringConfig:
-    """The `ScoringConfig` of candidate ``cand`` at temperature ``T(K) = t0 * K ** b``."""
-    w = cand["embedding_weight"]
-    return ScoringConfig(rule=cand["rule"], temperature=round(t0, 6), k_exponent=round(b, 6),
-                         content_free_premise=cand["content_free_premise"], embedding_weight=w,
-                         embedding_sha256=emb_digest if w else None)
-
-
 def _dev_figures(items: Sequence[DevItem], config: ScoringConfig) -> dict[str, Any]:
     """Per-dataset and mean metrics of a scoring config on the team dev set.
 
@@ -279,12 +249,11 @@ def dev_folds(dev_rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [[r for r in dev_rows if fold_of[r["dataset"]] == f] for f in (0, 1)]
 
 
-def _fit_on_items(items: Sequence[DevItem], k_dependent: bool) -> tuple[float, float]:
-    scores, mask, k = _pack([s for _, s in items])
-    return fit_temperature(scores, mask, k, np.array([int(row["label"]) for row, _ in items]), k_dependent)
+def _fit_on_items(items: Sequence[DevItem], form: str) -> tuple[float, float]:
+    return fit_tasks(pack_tasks([s for _, s in items], [int(row["label"]) for row, _ in items]), form)
 
 
-def _dev_fitted_entry(items: list[DevItem], cand: dict[str, Any], emb_digest: str | None) -> dict[str, Any]:
+def _dev_fitted_entry(items: list[DevItem], cand: Candidate, emb_digest: str | None) -> dict[str, Any]:
     """A candidate whose temperature is fitted on the team dev set.
 
     Its dev figures are cross-fitted (T fitted on one fold of datasets,
@@ -296,10 +265,10 @@ def _dev_fitted_entry(items: list[DevItem], cand: dict[str, Any], emb_digest: st
     per: dict[str, dict[str, Any]] = {}
     for train_fold, test_fold in ((folds[0], folds[1]), (folds[1], folds[0])):
         if train_fold and test_fold:
-            fitted = _config(cand, *_fit_on_items(train_fold, cand["k_dependent"]), emb_digest)
+            fitted = cand.config(*_fit_on_items(train_fold, cand.temperature_form), emb_digest)
             per.update(_dev_figures(test_fold, fitted)["datasets"])
-    final = _config(cand, *_fit_on_items(items, cand["k_dependent"]), emb_digest)
-    return {"config": final.to_dict(), "temperature_form": "t0*K^b" if cand["k_dependent"] else "global",
+    final = cand.config(*_fit_on_items(items, cand.temperature_form), emb_digest)
+    return {"config": final.to_dict(), "temperature_form": cand.temperature_form,
             "temperature_fitted_on": "team dev set (figures cross-fitted over 2 folds of datasets)",
             "dev": _with_mean(per)}
 
@@ -331,10 +300,14 @@ def split_tasks(n_tasks: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def read_dev_examples(path: str | Path) -> list[dict[str, Any]]:
-    """The team dev set (examples format). Raises ``ValueError`` for the public examples (``zsc``): reporting only."""
+    """The team dev set's rows (`devsets.read_example_rows`, examples format).
+
+    Raises ``ValueError`` for the public examples (``zsc``): reporting only; `devsets.DevSetError`
+    (a ``ValueError``) on a malformed row.
+    """
     if "zsc" in Path(path).parts:
         raise ValueError("the public zero-shot examples (shared/data/zsc) are for reporting only")
-    return read_jsonl(path)
+    return read_example_rows(path)
 
 
 def load_encoder(model_dir: str | Path, embedding_dir: str | Path | None, embedding_weights: Sequence[float]):
@@ -358,7 +331,7 @@ def score_pairs(scorer: "_Scorer", tasks: Sequence[ChoiceTask], dev_rows: Sequen
 
 
 def fit_candidate(
-    cand: dict[str, Any],
+    cand: Candidate,
     scorer: "_Scorer",
     tasks: Sequence[ChoiceTask],
     halves: tuple[np.ndarray, np.ndarray],
@@ -371,15 +344,14 @@ def fit_candidate(
     before/after, and on the dev set when given); with a dev set a second
     entry has T fitted on the dev set (`_dev_fitted_entry`).
     """
-    w, rule, cf = cand["embedding_weight"], cand["rule"], cand["content_free_premise"]
-    scores, mask, k = _pack([scorer.scores(t.premise, t.hypotheses, rule, cf, w) for t in tasks])
-    gold = np.array([t.gold for t in tasks])
-    f, s = halves
-    before = choice_figures(scores[s], mask[s], k[s], gold[s], 1.0, 0.0)
-    t0, b = fit_temperature(scores[f], mask[f], k[f], gold[f], cand["k_dependent"])
-    after = choice_figures(scores[s], mask[s], k[s], gold[s], t0, b)
-    config = _config(cand, t0, b, emb_digest)
-    entry = {"config": config.to_dict(), "temperature_form": "t0*K^b" if cand["k_dependent"] else "global",
+    w, rule, cf = cand.embedding_weight, cand.rule, _cf(cand)
+    packed = pack_tasks([scorer.scores(t.premise, t.hypotheses, rule, cf, w) for t in tasks], [t.gold for t in tasks])
+    fit_half, sel_half = subset(packed, halves[0]), subset(packed, halves[1])
+    before = choice_figures(sel_half, 1.0, 0.0)
+    t0, b = fit_tasks(fit_half, cand.temperature_form)
+    after = choice_figures(sel_half, t0, b)
+    config = cand.config(t0, b, emb_digest)
+    entry = {"config": config.to_dict(), "temperature_form": cand.temperature_form,
              "nli_select_before": before, "nli_select_after": after, "temperature_fitted_on": "NLI fit half"}
     entries = [entry]
     if dev_rows:
@@ -387,7 +359,7 @@ def fit_candidate(
         entry["dev"] = _dev_figures(dev_items, config)
         dev_entry = _dev_fitted_entry(dev_items, cand, emb_digest)
         dev_entry["nli_select_after"] = choice_figures(
-            scores[s], mask[s], k[s], gold[s], dev_entry["config"]["temperature"], dev_entry["config"]["k_exponent"])
+            sel_half, dev_entry["config"]["temperature"], dev_entry["config"]["k_exponent"])
         entries.append(dev_entry)
     log.info("%s cf=%s w=%g %s: NLL %.4f -> %.4f ECE %.4f -> %.4f%s", rule, cf, w, entry["temperature_form"],
              before["nll"], after["nll"], before["ece"], after["ece"],
@@ -431,7 +403,7 @@ def calibrate(
     encoder, emb_digest = load_encoder(model_dir, embedding_dir, embedding_weights)
     scorer = _Scorer(NliModel.load(model_dir), encoder)
     score_pairs(scorer, tasks, dev_rows)
-    candidates = [e for cand in candidate_configs(embedding_weights)
+    candidates = [e for cand in search.candidates(embedding_weights)
                   for e in fit_candidate(cand, scorer, tasks, halves, dev_rows, emb_digest)]
     chosen, decided_by = choose(candidates, use_dev=bool(dev_rows))
     doc = calibration_document(
@@ -474,7 +446,7 @@ def calibration_document(chosen: dict[str, Any], decided_by: str, candidates: li
             "n_select": len(sel_idx),
             "holdout_rows": method["holdout_rows"],
             "holdout_sha256": method["holdout_sha256"],
-            "fit": "temperature parameters by minimising NLL (L-BFGS-B) on the fit half",
+            "fit": "temperature parameters by minimising NLL (zsnli.selection.search.fit_temperature) on the fit half",
             "ece_bins": metrics.N_BINS,
             "content_free_premise": CONTENT_FREE_PREMISE,
             "embedding_weights": list(method["embedding_weights"]),

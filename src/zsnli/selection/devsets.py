@@ -27,7 +27,8 @@ import numpy as np
 
 from ..manifest import sha256_file
 
-__all__ = ["DevSet", "DevSetError", "list_zsc_dev", "read_zsc_dev", "read_examples", "stratified_subsample"]
+__all__ = ["DevSet", "DevSetError", "list_zsc_dev", "read_zsc_dev", "read_example_rows", "read_examples",
+           "stratified_subsample"]
 
 
 class DevSetError(ValueError):
@@ -137,6 +138,23 @@ def read_zsc_dev(directory: str | Path, name: str) -> DevSet:
                   source=dict(meta.get("source") or {}), row_ids=np.arange(len(texts)))
 
 
+def read_example_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of an examples-format file, checked, in file order; a missing ``dataset`` reads as ``""``.
+
+    Raises ``DevSetError`` (a ``ValueError``) naming the file and line on a row that is not
+    JSON or lacks text, labels (>= 2 strings) or label (an index into labels).
+    """
+    p = Path(path)
+    rows = _read_jsonl(p)
+    for n, row in enumerate(rows, 1):
+        labels, g = row.get("labels"), row.get("label")
+        if not isinstance(row.get("text"), str) or not isinstance(labels, list) or len(labels) < 2 \
+                or not all(isinstance(x, str) for x in labels) or not isinstance(g, int) or not 0 <= g < len(labels):
+            raise DevSetError(f"{p}:{n}: need text, labels (>= 2 strings) and label (index into labels)")
+        row["dataset"] = str(row.get("dataset", ""))
+    return rows
+
+
 def read_examples(path: str | Path) -> dict[str, DevSet]:
     """Read an examples-format file into one `DevSet` per ``dataset``, sorted by name.
 
@@ -148,12 +166,8 @@ def read_examples(path: str | Path) -> dict[str, DevSet]:
     p = Path(path)
     digest = sha256_file(p) if p.is_file() else None
     grouped: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    for n, row in enumerate(_read_jsonl(p), 1):
-        labels, g = row.get("labels"), row.get("label")
-        if not isinstance(row.get("text"), str) or not isinstance(labels, list) or len(labels) < 2 \
-                or not all(isinstance(x, str) for x in labels) or not isinstance(g, int) or not 0 <= g < len(labels):
-            raise DevSetError(f"{p}:{n}: need text, labels (>= 2 strings) and label (index into labels)")
-        grouped.setdefault(str(row.get("dataset", "")), []).append((n - 1, row))
+    for n, row in enumerate(read_example_rows(p)):
+        grouped.setdefault(row["dataset"], []).append((n, row))
     out: dict[str, DevSet] = {}
     for name, rows in sorted(grouped.items()):
         classes: list[str] = list(dict.fromkeys(h for _, r in rows for h in r["labels"]))

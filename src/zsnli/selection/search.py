@@ -136,11 +136,13 @@ def candidate_scores(cs: CachedSet, cand: Candidate) -> np.ndarray:
 # --------------------------------------------------------------------------- temperature
 
 
-def _temps(p: Packed, log_t0: float, b: float) -> np.ndarray:
+def row_temperatures(p: Packed, log_t0: float, b: float) -> np.ndarray:
+    """``T(K) = exp(log_t0) * K ** b`` of each row ``[N]`` (the form `ScoringConfig.temperature_for` applies)."""
     return np.exp(log_t0 + b * np.log(p.k))
 
 
-def _softmax(p: Packed, temps: np.ndarray) -> np.ndarray:
+def softmax_rows(p: Packed, temps: np.ndarray) -> np.ndarray:
+    """Row-wise ``softmax(scores / T)`` over each row's K labels ``[N, Kmax]`` (padding gets 0)."""
     z = np.where(p.mask, p.scores / temps[:, None], -np.inf)
     z = z - z.max(axis=1, keepdims=True)
     e = np.where(p.mask, np.exp(z), 0.0)
@@ -183,9 +185,9 @@ def nll_and_grad(p: Packed, weights: np.ndarray, log_t0: float, b: float) -> tup
     counts equally). With z = s / T: d NLL_i / d log_t0 = z_gold - E_p[z], d NLL_i / d b = log K_i x
     the same. Returns ``(value, [d/dlog_t0, d/db])``.
     """
-    temps = _temps(p, log_t0, b)
+    temps = row_temperatures(p, log_t0, b)
     z = np.where(p.mask, p.scores / temps[:, None], 0.0)
-    probs = _softmax(p, temps)
+    probs = softmax_rows(p, temps)
     zg = z[np.arange(len(p.gold)), p.gold]
     m = np.where(p.mask, z, -np.inf).max(axis=1)
     lse = m + np.log(np.where(p.mask, np.exp(z - m[:, None]), 0.0).sum(axis=1))
@@ -248,7 +250,7 @@ def dataset_bounds(cs: CachedSet) -> Bounds:
 
 def fast_normalised(p: Packed, f1: float, temps: np.ndarray, bounds: Bounds) -> tuple[float, float]:
     """``(normalised, ece)`` of packed scores at per-row temperatures, arg-max by ``np.argmax``."""
-    probs = _softmax(p, temps)
+    probs = softmax_rows(p, temps)
     pred = probs.argmax(axis=1)
     correct = p.classes[np.arange(len(pred)), pred] == p.gold_classes
     ece = metrics.expected_calibration_error(probs.max(axis=1), correct)
@@ -336,7 +338,7 @@ def evaluate_grid(sets: dict[str, CachedSet], cands: Sequence[Candidate], log=No
         f1 = [fast_macro_f1(p) for p in packs]
 
         def norms(t0: float, b: float) -> np.ndarray:
-            return np.array([fast_normalised(p, f, _temps(p, math.log(t0), b), bounds[n])[0]
+            return np.array([fast_normalised(p, f, row_temperatures(p, math.log(t0), b), bounds[n])[0]
                              for p, f, n in zip(packs, f1, names)])
 
         for h in range(D):
