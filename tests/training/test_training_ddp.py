@@ -177,7 +177,7 @@ def test_time_budget_stop_follows_the_joint_decision(monkeypatch, over_here, ove
 
     from transformers import TrainerControl, TrainerState
 
-    from zsnli.training import trainer as training
+    from zsnli.training import callbacks
     from zsnli.training.presets import get_preset
 
     asked = []
@@ -186,10 +186,10 @@ def test_time_budget_stop_follows_the_joint_decision(monkeypatch, over_here, ove
         asked.append((flag, device))
         return flag or over_elsewhere
 
-    monkeypatch.setattr(training, "any_rank", fake_any_rank)
+    monkeypatch.setattr(callbacks, "any_rank", fake_any_rank)
     preset = get_preset("tiny", "unused", "unused").with_overrides(time_budget_s=60.0)
     started = time.time() - (120.0 if over_here else 0.0)
-    budget = training._callbacks(preset, started, reset_best=False)[0]
+    budget = callbacks.trainer_callbacks(preset, started, reset_best=False)[0]
     control = budget.on_step_end(type("Args", (), {"device": "cpu"})(), TrainerState(), TrainerControl())
     assert asked == [(over_here, "cpu")]
     stop = over_here or over_elsewhere

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import build_bert_nli
+from zsnli.training import arguments, callbacks
 from zsnli.training import trainer as training
 from zsnli.training.presets import get_preset
 from zsnli.training.zsc_nli import zsc_sources
@@ -42,7 +43,7 @@ def test_sigterm_then_resume_gives_the_same_losses_as_a_straight_run(base, tmp_p
     straight = training.train(preset, tmp_path / "a" / "model", tmp_path / "a" / "run")
     assert straight["training"]["steps"] == 8
 
-    real_callbacks = training._callbacks
+    real_callbacks = training.trainer_callbacks
 
     def with_sigterm_at_step_3(*args, **kwargs):
         from transformers import TrainerCallback
@@ -55,9 +56,9 @@ def test_sigterm_then_resume_gives_the_same_losses_as_a_straight_run(base, tmp_p
 
         return [Kill(), *real_callbacks(*args, **kwargs)]
 
-    monkeypatch.setattr(training, "_callbacks", with_sigterm_at_step_3)
+    monkeypatch.setattr(training, "trainer_callbacks", with_sigterm_at_step_3)
     stopped = training.train(preset, tmp_path / "b" / "model", tmp_path / "b" / "run")
-    monkeypatch.setattr(training, "_callbacks", real_callbacks)
+    monkeypatch.setattr(training, "trainer_callbacks", real_callbacks)
     assert stopped == {"interrupted": True, "signal": signal.SIGTERM, "steps": 3}
     assert (tmp_path / "b" / "run" / "checkpoint-3").is_dir()
     assert not (tmp_path / "b" / "model").exists()  # no model or manifest from an interrupted run
@@ -105,18 +106,18 @@ def test_nli_loss_is_cross_entropy_without_not_entailment_and_a_union_with_it():
 
 
 def test_mixed_precision_auto_follows_the_cpu_flags(monkeypatch):
-    assert training.cpu_has_native_bf16("flags\t: fpu avx2 avx512f avx512_bf16\n")
-    assert training.cpu_has_native_bf16("flags\t: fpu amx_bf16 amx_tile\n")
-    assert not training.cpu_has_native_bf16("flags\t: fpu sse avx2 fma\n")
-    monkeypatch.setattr(training, "cpu_has_native_bf16", lambda cpuinfo=None: False)
-    assert training.use_bf16("auto", cuda=False) is False and training.use_bf16("auto", cuda=True) is True
-    assert training.use_bf16("bf16", cuda=False) is True and training.use_bf16("no", cuda=True) is False
+    assert arguments.cpu_has_native_bf16("flags\t: fpu avx2 avx512f avx512_bf16\n")
+    assert arguments.cpu_has_native_bf16("flags\t: fpu amx_bf16 amx_tile\n")
+    assert not arguments.cpu_has_native_bf16("flags\t: fpu sse avx2 fma\n")
+    monkeypatch.setattr(arguments, "cpu_has_native_bf16", lambda cpuinfo=None: False)
+    assert arguments.use_bf16("auto", cuda=False) is False and arguments.use_bf16("auto", cuda=True) is True
+    assert arguments.use_bf16("bf16", cuda=False) is True and arguments.use_bf16("no", cuda=True) is False
     with pytest.raises(ValueError, match="mixed_precision"):
-        training.use_bf16("fp8", cuda=False)
+        arguments.use_bf16("fp8", cuda=False)
 
 
 def test_progress_line_says_rate_and_time_left():
-    assert training._progress_line(100, 400, 32.0, 0.5) == "step 100/400 (25.0 %)  32.0 pairs/s  0.500 steps/s  left 0h10m"
+    assert callbacks.progress_line(100, 400, 32.0, 0.5) == "step 100/400 (25.0 %)  32.0 pairs/s  0.500 steps/s  left 0h10m"
 
 
 def test_bf16_autocast_is_accepted_on_a_cpu(base, tmp_path):

@@ -22,13 +22,11 @@ and, inside functions, torch, transformers and datasets.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import random
 import shutil
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from .arguments import training_arguments
+from .callbacks import StopRequest, stop_on_signals, trainer_callbacks
 from .data_parallel import LaunchError, any_rank, launch_from_env, leave_process_group, per_device_batch, replicas
 from .evaluation import accuracy_by_split
 from .manifest_writer import build_manifest, write_manifests
@@ -212,176 +212,6 @@ def _trainer_class():
     return NliTrainer
 
 
-class StopRequest:
-    """Set by SIGTERM/SIGINT during `train`: the next step end writes a checkpoint and training stops."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-
-    def __call__(self, signum, frame) -> None:  # a signal handler
-        if self.signal is None:
-            log.warning("signal %d: writing a checkpoint at the end of this step, then stopping", signum)
-        self.signal = signum
-
-
-def _progress_line(step: int, max_steps: int, pairs_per_s: float, steps_per_s: float) -> str:
-    """``step 120/4200 (2.9 %)  31.5 pairs/s  1.05 steps/s  left 1h04m`` (time left at this process's rate)."""
-    left = (max_steps - step) / steps_per_s if steps_per_s > 0 and max_steps > 0 else float("nan")
-    left_text = "?" if left != left else f"{int(left // 3600)}h{int(left % 3600 // 60):02d}m"
-    share = f" ({100 * step / max_steps:.1f} %)" if max_steps > 0 else ""
-    return f"step {step}/{max_steps}{share}  {pairs_per_s:.1f} pairs/s  {steps_per_s:.3f} steps/s  left {left_text}"
-
-
-def _callbacks(preset: Preset, t0: float, reset_best: bool, stop: StopRequest | None = None) -> list:
-    """The Trainer callbacks: time budget, checkpoint clock and stop signal, progress log, and
-    forgetting a resumed best metric when ``reset_best``."""
-    from transformers import TrainerCallback
-
-    class CheckpointClock(TrainerCallback):
-        """A checkpoint at least every ``preset.checkpoint_every_s`` seconds, and at once after a stop signal.
-
-        The decision is `any_rank` of the local ones (every rank must join the save).
-        """
-
-        def __init__(self) -> None:
-            self.last_save = time.time()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            due = time.time() - self.last_save >= preset.checkpoint_every_s
-            stopping = stop is not None and stop.signal is not None
-            if any_rank(due or stopping, args.device):
-                control.should_save = True
-                if any_rank(stopping, args.device):
-                    control.should_training_stop = True
-            return control
-
-        def on_save(self, args, state, control, **kwargs):
-            self.last_save = time.time()
-            return control
-
-    class Progress(TrainerCallback):
-        """Log pairs/s of this process and the time left, with every logged loss."""
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.start, self.first_step = time.time(), state.global_step
-            return control
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            steps = state.global_step - self.first_step
-            took = time.time() - self.start
-            if steps > 0 and logs and "loss" in logs:
-                line = _progress_line(state.global_step, state.max_steps, steps * preset.batch_size / took, steps / took)
-                log.info("%s  loss %.4f", line, logs["loss"])
-            return control
-
-    class TimeBudget(TrainerCallback):
-        """Stop (after a checkpoint) when a process has trained longer than the budget: all ranks stop together.
-
-        Each rank's clock may cross the budget at a different step; a rank
-        that stopped alone would leave the others waiting in the next
-        gradient all-reduce, so the decision is `any_rank` of the local ones.
-        """
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if not preset.time_budget_s:  # the same on every rank: no collective needed
-                return control
-            if any_rank(time.time() - t0 > preset.time_budget_s, args.device):
-                log.warning("time budget of %.0f s reached at step %d: stopping", preset.time_budget_s, state.global_step)
-                control.should_training_stop = True
-                control.should_save = True
-                control.should_evaluate = True
-            return control
-
-    class ResetBest(TrainerCallback):
-        """Drop the resumed state's best metric and checkpoint (see ``reset_best`` of `train`)."""
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            if state.best_metric is not None or state.best_model_checkpoint is not None:
-                log.warning("forgetting the resumed best metric %s (%s)", state.best_metric, state.best_model_checkpoint)
-            state.best_metric = None
-            state.best_model_checkpoint = None
-            state.best_global_step = None
-            return control
-
-    return [TimeBudget(), CheckpointClock(), Progress(), *([ResetBest()] if reset_best else [])]
-
-
-def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
-    """True when the CPU flags (``/proc/cpuinfo``, or ``cpuinfo`` text) include avx512_bf16 or amx_bf16.
-
-    Without them, bf16 matmuls are emulated on the CPU and slower than fp32.
-    """
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return False
-    flags = set()
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            flags.update(line.partition(":")[2].split())
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
-
-
-def use_bf16(mixed_precision: str, cuda: bool) -> bool:
-    """Resolve a preset's ``mixed_precision`` (``"auto"``, ``"bf16"``, ``"no"``) to bf16 autocast on or off.
-
-    ``"auto"``: on with CUDA, and on a CPU with native bf16 (`cpu_has_native_bf16`;
-    measured on an AVX-512-bf16 EPYC, MiniLM-L6 training batch 32: 36 vs 21-25
-    pairs/s in fp32). Raises ``ValueError`` for another value.
-    """
-    if mixed_precision not in ("auto", "bf16", "no"):
-        raise ValueError(f"mixed_precision {mixed_precision!r}: choose auto, bf16 or no")
-    if mixed_precision == "auto":
-        return cuda or cpu_has_native_bf16()
-    return mixed_precision == "bf16"
-
-
-def _training_arguments(preset: Preset, output_dir: Path, cuda: bool, per_device: int, distributed_cpu: bool):
-    """`transformers.TrainingArguments` of the preset (bf16 autocast by `use_bf16`; TF32 and pinned memory only on CUDA).
-
-    ``per_device``: the training batch of each model copy (`zsnli.training.data_parallel.per_device_batch`).
-    ``distributed_cpu``: several processes without CUDA; they must say
-    ``use_cpu`` and gloo, else accelerate sets up no process group and each
-    process trains alone.
-    """
-    from transformers import TrainingArguments
-
-    return TrainingArguments(
-        output_dir=str(output_dir),
-        num_train_epochs=preset.epochs,
-        max_steps=preset.max_steps,
-        per_device_train_batch_size=per_device,
-        per_device_eval_batch_size=max(64, per_device),
-        use_cpu=not cuda,  # also what lets bf16 autocast run on a CPU (transformers refuses bf16 otherwise)
-        ddp_backend="gloo" if distributed_cpu else None,
-        ddp_find_unused_parameters=False,  # every parameter of the BERT/DeBERTa-v2 heads is used (tested under gloo)
-        learning_rate=preset.lr,
-        warmup_steps=preset.warmup_ratio,
-        weight_decay=preset.weight_decay,
-        lr_scheduler_type="linear",
-        bf16=use_bf16(preset.mixed_precision, cuda),
-        tf32=True if cuda else None,
-        train_sampling_strategy="group_by_length",
-        length_column_name="length",
-        eval_strategy="steps",
-        eval_steps=preset.eval_steps,
-        save_strategy="steps",
-        save_steps=preset.eval_steps,
-        save_total_limit=preset.keep_checkpoints,
-        load_best_model_at_end=True,
-        metric_for_best_model="mean_accuracy",
-        greater_is_better=True,
-        logging_steps=preset.logging_steps,
-        logging_first_step=True,
-        seed=preset.seed,
-        data_seed=preset.seed,
-        report_to="none",
-        dataloader_num_workers=0,
-        dataloader_pin_memory=cuda,  # on CPU pinning does nothing but warn at every evaluation
-    )
-
-
 def _load_base(preset: Preset):
     """Tokenizer and base encoder with a new 3-way head in `ID2LABEL` order (fp32 for training)."""
     import torch
@@ -510,7 +340,7 @@ def _joined_args(preset: Preset, output_dir: Path, launch):
 
     cuda = torch.cuda.is_available()
     per_device = per_device_batch(preset.batch_size, replicas(launch, torch.cuda.device_count() if cuda else 0))
-    args = _training_arguments(preset, output_dir, cuda, per_device, distributed_cpu=launch.distributed and not cuda)
+    args = training_arguments(preset, output_dir, cuda, per_device, distributed_cpu=launch.distributed and not cuda)
     if args.world_size != launch.world_size:
         raise LaunchError(f"WORLD_SIZE={launch.world_size} but this process joined a job of {args.world_size}; "
                           "launch with torchrun or accelerate launch, or unset WORLD_SIZE")
@@ -537,22 +367,6 @@ def _leave_job(trainer, distributed: bool) -> None:
     trainer.accelerator.free_memory()
     gc.collect()
     leave_process_group()
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: StopRequest):
-    """Route SIGTERM and SIGINT to ``stop`` while training (main thread only; handlers restored after)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def train(
@@ -605,12 +419,12 @@ def train(
     trainer = _trainer_class()(
         model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
-        compute_metrics=compute_metrics, callbacks=_callbacks(preset, t0, reset_best, stop),
+        compute_metrics=compute_metrics, callbacks=trainer_callbacks(preset, t0, reset_best, stop),
     )
     checkpoints = sorted(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     resumed_from = checkpoints[-1].name if (resume and checkpoints) else None
     train_start = time.time()
-    with _stop_on_signals(stop):
+    with stop_on_signals(stop):
         result = trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if resumed_from else None)
     train_seconds = time.time() - train_start
     if stop.signal is not None:
