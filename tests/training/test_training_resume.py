@@ -123,7 +123,7 @@ def test_progress_line_says_rate_and_time_left():
 def test_bf16_autocast_is_accepted_on_a_cpu(base, tmp_path):
     """transformers refuses bf16 without CUDA unless use_cpu is set: a CPU run with bf16 must build its arguments."""
     preset = _preset(base, mixed_precision="bf16")
-    args = training._training_arguments(preset, tmp_path, cuda=False, per_device=4, distributed_cpu=False)
+    args = arguments.training_arguments(preset, tmp_path, cuda=False, per_device=4, distributed_cpu=False)
     assert args.bf16 is True and args.use_cpu is True
 
 
