@@ -136,7 +136,7 @@ def test_a_500_keeps_the_connection_usable(served, monkeypatch, fault):
 
 def test_a_fault_outside_the_routes_says_connection_close(bert_dir, served, monkeypatch):
     """A middleware that raises (outside LastResort): the 500 is JSON and says Connection: close, then closes."""
-    from zsnli import telemetry
+    from zsnli.serving import telemetry
 
     real = telemetry.RequestMetricsMiddleware.__call__
 

@@ -11,7 +11,7 @@ import pytest
 
 from zsnli.harness.examples import parse_examples, write_examples
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 _DOCS = [
     {"id": "d0", "dataset": "t", "text": "the team won the football match and the player scored a goal .",

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from zsnli.bakeoff.page import json_script, result_page
+from zsnli.compare.service.page import json_script, result_page
 
 NASTY = ["<!--<script>", "</script>", "</SCRIPT >", "<script>alert(1)</script>", "a & b", "x > y", "\u2028", "\u2029",
          "<![CDATA[", "-->", "\"'`", "\ufffd", "\x00", "東京 😀"]
