@@ -72,7 +72,7 @@ def test_dtype_names_match_the_models():
     ({"PORT": "0"}, "PORT must be an integer"),
     ({"PORT": "70000"}, "PORT must be an integer"),
     ({"PORT": "-1"}, "PORT must be an integer"),
-    ({"HOST": "local host"}, "HOST must be a host name"),
+    ({"HOST": "local host"}, "HOST must be an IP address (IPv6 as ::1 or [::1]) or a host name, without a port"),
 ])
 def test_bad_listen_address_is_one_line(env, message):
     with pytest.raises(SettingsError) as info:
