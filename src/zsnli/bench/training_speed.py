@@ -112,11 +112,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """The whole measurement; returns the JSON report (also printed)."""
     import torch
     import transformers
+
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # the new head's "newly initialized" load report, once per precision
+    try:
+        return _measure(args, torch)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
+def _measure(args: argparse.Namespace, torch) -> dict[str, Any]:
+    """`run`'s body: sample, tokenise, time every precision; returns the report."""
     from transformers import AutoTokenizer
 
     from zsnli.training.trainer import TARGET_IDS
 
-    transformers.logging.set_verbosity_error()  # the new head's "newly initialized" load report, once per precision
     if args.threads:
         torch.set_num_threads(args.threads)
     steps = args.steps + args.warmup
