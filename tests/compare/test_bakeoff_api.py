@@ -380,7 +380,7 @@ def test_a_client_that_disconnects_cancels_its_bakeoff_frees_the_slot_and_stores
 
     import httpx
     from conftest import make_settings
-    from test_http_connection import ThreadServer, request_bytes
+    from http_support import ThreadServer, request_bytes
 
     calls = _slow_tfidf(monkeypatch)
     monkeypatch.setenv("ZSNLI_BAKEOFF_MAX_CONCURRENT", "1")

@@ -5,84 +5,14 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 
 import httpx
 import pytest
-from bakeoff_support import make_bakeoff_app
-from conftest import make_settings
+from conftest import cached_loader, make_settings
+from http_support import ThreadServer, read_response, request_bytes
 
 LABELS = ["sport", "business"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ThreadServer:
-    """``app`` under `zsnli.serve.uvicorn_config` (the served protocol, limits and headers) in a thread."""
-
-    def __init__(self, app, settings) -> None:
-        import uvicorn
-
-        from zsnli.serve import uvicorn_config
-
-        self.port = _free_port()
-        self.server = uvicorn.Server(uvicorn_config(app, settings, "127.0.0.1", self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> "ThreadServer":
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health").status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("server did not get ready")
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(15)
-
-
-def request_bytes(method: str, path: str, body: bytes | None = None, headers: dict | None = None) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", "Host: test"]
-    if body is not None:
-        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
-    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b"")
-
-
-def read_response(sock: socket.socket, timeout: float = 30.0) -> tuple[int, dict[str, str], bytes]:
-    """One HTTP/1.1 response with a Content-Length body: ``(status, lower-case headers, body)``.
-    Raises ``ConnectionError`` when the server closed or reset the connection first."""
-    sock.settimeout(timeout)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError(f"closed after {data!r}")
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for line in lines[1:]:
-        k, _, v = line.partition(":")
-        headers[k.strip().lower()] = v.strip()
-    length = int(headers.get("content-length", "0"))
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("closed mid-body")
-        rest += chunk
-    return status, headers, rest[:length]
 
 
 @pytest.fixture
@@ -91,8 +21,11 @@ def served(bert_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
 
     def start(**overrides):
-        settings = make_settings(bert_dir, **overrides)
-        return ThreadServer(make_bakeoff_app(bert_dir, **overrides), settings)
+        from zsnli.serve import served_extensions
+        from zsnli.serving.app import create_app
+
+        settings = make_settings(bert_dir, **overrides)  # the served app: /classify, /metrics, the bake-off
+        return ThreadServer(create_app(settings, loader=cached_loader, extend=served_extensions()), settings)
 
     return start
 

@@ -18,14 +18,12 @@ TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 def app(bert_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
     monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
-    from zsnli.serving.app import create_app, read_json_body
-    from zsnli.compare.service.api import add_bakeoff_routes
     from conftest import cached_loader, make_settings
 
-    def extend(a, svc):
-        add_bakeoff_routes(a, svc, read_json=lambda request: read_json_body(request, svc.settings.max_body_bytes))
+    from zsnli.serve import served_extensions
+    from zsnli.serving.app import create_app
 
-    return create_app(make_settings(bert_dir), loader=cached_loader, extend=extend, access_log=True)
+    return create_app(make_settings(bert_dir), loader=cached_loader, extend=served_extensions(), access_log=True)
 
 
 async def test_id_is_echoed_or_made_up(app):
