@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Start the zero-shot classification server, offline, one process.
 #   ZSNLI_MODEL_DIR  model directory (default ./model)
+#   ZSNLI_MODEL_ID   a hub model (org/name) served from the hub cache instead, pinned by
+#                    ZSNLI_MODEL_REVISION (a commit); downloaded once only with ZSNLI_ALLOW_DOWNLOAD=1
 #   HOST / PORT      bind address (default 0.0.0.0:8000)
 #   PYTHON           interpreter (default python3)
 # Other ZSNLI_* settings: see the README's configuration table.
 # SIGTERM stops accepting, drains in-flight requests (ZSNLI_DRAIN_TIMEOUT_S), exits 0.
 set -euo pipefail
 cd "$(dirname "$0")"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"
+# Offline unless ZSNLI_ALLOW_DOWNLOAD is on (then only huggingface_hub may fetch ZSNLI_MODEL_ID, once).
+case "$(printf '%s' "${ZSNLI_ALLOW_DOWNLOAD:-0}" | tr '[:upper:]' '[:lower:]' | tr -d '[:space:]')" in
+    1|true|yes|on) export HF_HUB_OFFLINE=0 ;;
+    *) export HF_HUB_OFFLINE=1 ;;
+esac
+export TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"
 export ZSNLI_MODEL_DIR="${ZSNLI_MODEL_DIR:-./model}"
 export HOST="${HOST:-0.0.0.0}" PORT="${PORT:-8000}"
 exec "${PYTHON:-python3}" server.py "$@"

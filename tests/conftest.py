@@ -53,6 +53,8 @@ _CORPUS = [
 
 NLI_LABELS_DEFAULT = {0: "entailment", 1: "neutral", 2: "contradiction"}
 NLI_LABELS_SHUFFLED = {0: "contradiction", 1: "entailment", 2: "neutral"}
+#: The 2-way head of the zeroshot-classifier v2.0 family and most recent zero-shot models.
+NLI_LABELS_2WAY = {0: "entailment", 1: "not_entailment"}
 
 
 def _corpus_pieces(tok) -> list[str]:
@@ -134,21 +136,13 @@ def _write_tiny(path: Path, raw, input_names: list[str], config_cls, model_cls, 
         model_input_names=input_names,
     )
     tok.save_pretrained(path)
-    cfg = config_cls(
-        vocab_size=raw.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=window,
-        # 0.1, not 0.2: at 0.2 the dynamic-int8 export moved the logits by 0.19-0.48 over seeds 0-5
-        # (as much as the logits themselves), so test_onnx_model's 0.25 bound held by chance.
-        initializer_range=0.1,
-        id2label=id2label,
-        label2id={v: k for k, v in id2label.items()},
-        pad_token_id=raw.token_to_id("[PAD]"),
-        **arch,
-    )
+    # initializer_range 0.1, not 0.2: at 0.2 the dynamic-int8 export moved the logits by 0.19-0.48 over
+    # seeds 0-5 (as much as the logits themselves), so test_onnx_model's 0.25 bound held by chance.
+    kwargs = dict(vocab_size=raw.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=64, max_position_embeddings=window, initializer_range=0.1, id2label=id2label,
+                  label2id={v: k for k, v in id2label.items()}, pad_token_id=raw.token_to_id("[PAD]"))
+    kwargs.update(arch)  # an architecture's own names and values win
+    cfg = config_cls(**kwargs)
     torch.manual_seed(seed)
     model = model_cls(cfg).eval()
     model.save_pretrained(path)
@@ -178,6 +172,66 @@ def build_deberta_nli(path: Path, id2label: dict | None = None, window: int = WI
                        DebertaV2Config, DebertaV2ForSequenceClassification, dict(id2label or NLI_LABELS_SHUFFLED),
                        window, seed, type_vocab_size=0, relative_attention=True, position_biased_input=False,
                        pos_att_type=["p2c", "c2p"], max_relative_positions=-1, pooler_hidden_size=32)
+
+
+#: Architectures `build_nli` writes: the families pipeline users serve (BERT, RoBERTa, DeBERTa-v2/v3,
+#: ModernBERT, BART), each 2 layers wide 32, on the WordPiece (or, DeBERTa, Unigram) tokenizer above.
+ARCHITECTURES = ("bert", "roberta", "deberta", "modernbert", "bart")
+
+
+def build_nli(path: Path, arch: str, id2label: dict | None = None, window: int = WINDOW, seed: int = 2) -> Path:
+    """Write a tiny random NLI model of ``arch`` (one of `ARCHITECTURES`) with ``id2label``
+    (default 3-way `NLI_LABELS_DEFAULT`; `NLI_LABELS_2WAY` for a 2-way head) to ``path``."""
+    from transformers import (BartConfig, BartForSequenceClassification, ModernBertConfig,
+                              ModernBertForSequenceClassification, RobertaConfig, RobertaForSequenceClassification)
+
+    id2label = dict(id2label or NLI_LABELS_DEFAULT)
+    if arch == "bert":
+        return build_bert_nli(path, id2label, window, seed)
+    if arch == "deberta":
+        return build_deberta_nli(path, id2label, window, seed)
+    raw = _wordpiece_tokenizer()
+    cls_id, sep_id = raw.token_to_id("[CLS]"), raw.token_to_id("[SEP]")
+    if arch == "roberta":  # position ids start after the padding index: 2 more positions
+        config_cls, model_cls = RobertaConfig, RobertaForSequenceClassification
+        arch_kw = dict(max_position_embeddings=window + 2, type_vocab_size=1, bos_token_id=cls_id,
+                       eos_token_id=sep_id)
+    elif arch == "modernbert":
+        config_cls, model_cls = ModernBertConfig, ModernBertForSequenceClassification
+        arch_kw = dict(cls_token_id=cls_id, sep_token_id=sep_id,
+                       bos_token_id=cls_id, eos_token_id=sep_id)
+    elif arch == "bart":  # the classification head reads the last </s> ([SEP] here)
+        config_cls, model_cls = BartConfig, BartForSequenceClassification
+        arch_kw = dict(encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                       encoder_ffn_dim=64, decoder_ffn_dim=64, bos_token_id=cls_id,
+                       eos_token_id=sep_id, decoder_start_token_id=sep_id, forced_eos_token_id=sep_id)
+    else:
+        raise ValueError(f"unknown architecture {arch!r}; expected one of {ARCHITECTURES}")
+    return _write_tiny(path, raw, ["input_ids", "attention_mask"], config_cls, model_cls, id2label, window, seed,
+                       **arch_kw)
+
+
+def write_hub_cache(cache_dir: Path, model_id: str, model_dir: Path, commit: str, main: bool = True) -> Path:
+    """Put ``model_dir``'s files into a local hub cache as ``huggingface_hub`` lays it out:
+    ``models--org--name/blobs/<sha256>``, ``snapshots/<commit>/<file>`` (relative symlinks to the
+    blobs) and, when ``main``, ``refs/main`` naming ``commit``. Returns the snapshot folder."""
+    import hashlib
+
+    repo = Path(cache_dir) / ("models--" + model_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / commit
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    for src in sorted(p for p in Path(model_dir).rglob("*") if p.is_file()):
+        data = src.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        link = snapshot / src.relative_to(model_dir)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    if main:
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / "main").write_text(commit)
+    return snapshot
 
 
 @pytest.fixture(scope="session")

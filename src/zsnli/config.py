@@ -24,6 +24,9 @@ class SettingsError(ValueError):
     """A ZSNLI_* environment variable has an invalid value."""
 
 
+#: A pinned hub revision (``ZSNLI_MODEL_REVISION``): the full commit hash the hub names snapshots by.
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -79,9 +82,17 @@ class Settings:
     (only read when calibration.json sets an ``embedding_weight``) defaults
     to ``<model_dir>/embedding`` if present, else the checkout's
     ``model/embedding`` (`zsnli.runtime.embedding.default_embedding_dir`).
+
+    Hub models: ``model_id`` (``ZSNLI_MODEL_ID=org/name``) names a hub repository served
+    from the local hub cache instead of ``model_dir`` (`zsnli.runtime.hub`); ``model_revision`` pins
+    its commit (40 hex digits); ``allow_download`` lets the server download it once when
+    it is not cached (off by default: no network).
     """
 
     model_dir: str = "./model"
+    model_id: str | None = None
+    model_revision: str | None = None
+    allow_download: bool = False
     manifest_path: str | None = None
     calibration_path: str | None = None
     embedding_dir: str | None = None
@@ -152,6 +163,7 @@ class Settings:
         if self.log_level not in LOG_LEVELS:
             raise SettingsError(f"ZSNLI_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)} (case-insensitive; warn = "
                                 f"warning), got {self.log_level!r}")
+        self._validate_hub()
         if self.dtype is not None and self.dtype.lower().removeprefix("torch.") not in DTYPES:
             raise SettingsError(f"ZSNLI_DTYPE must be one of {', '.join(DTYPES)} (or unset), got {self.dtype!r}")
         # A request with max_labels labels plus its content-free pairs must fit in an empty queue.
@@ -168,6 +180,16 @@ class Settings:
             if self.dtype not in (None, "float32", "fp32"):
                 raise SettingsError(f"ZSNLI_BACKEND={self.backend} fixes the precision: "
                                     f"unset ZSNLI_DTYPE, got {self.dtype!r}")
+
+    def _validate_hub(self) -> None:
+        if self.model_revision is not None:
+            if not self.model_id:
+                raise SettingsError("ZSNLI_MODEL_REVISION is set without ZSNLI_MODEL_ID (it pins a hub model's commit)")
+            if not COMMIT_RE.fullmatch(self.model_revision):
+                raise SettingsError("ZSNLI_MODEL_REVISION must be a full 40-hex commit of the hub repository "
+                                    f"(pinned; a branch or tag name moves), got {self.model_revision!r}")
+        if self.model_id is not None and (not self.model_id.strip() or any(c.isspace() for c in self.model_id)):
+            raise SettingsError(f"ZSNLI_MODEL_ID must be a hub model id such as org/name, got {self.model_id!r}")
 
     # ------------------------------------------------------------- resolved paths
 
@@ -204,7 +226,8 @@ def _parse(name: str, default: Any, raw: str) -> Any:
         if low in _FALSE:
             return False
         raise SettingsError(f"{env} must be a boolean (1/0/true/false), got {raw!r}")
-    if name in ("device", "dtype", "manifest_path", "calibration_path", "embedding_dir", "onnx_cache_dir"):
+    if name in ("device", "dtype", "manifest_path", "calibration_path", "embedding_dir", "onnx_cache_dir", "model_id",
+                "model_revision"):
         return text or None
     if name == "public_url":
         return public_url(text) if text else None

@@ -149,11 +149,12 @@ def _check_table(expected: dict[str, dict[str, Any]], actual: dict[str, dict[str
     return checks
 
 
-def verify_model_dir(model_dir: str | Path, manifest_path: str | Path) -> str:
-    """Raise ``ManifestError`` unless every file in ``model_dir`` matches the manifest.
+def verify_model_files(model_dir: str | Path, manifest_path: str | Path) -> tuple[str, dict[str, str]]:
+    """Check every file of ``model_dir`` against the manifest, hashing each once.
 
-    Returns the directory digest (`model_dir_digest`) on success. The error
-    message is one line naming the first failing files.
+    Returns ``(directory digest (`model_dir_digest`), {relative path: sha256} of every file,
+    pretrained subdirectories included as ``embedding/<file>``)``. Raises ``ManifestError``
+    (one line naming the first failing files) unless every file matches, nothing missing or unlisted.
     """
     manifest = load_manifest(manifest_path)
     checks = check_model_dir(model_dir, manifest)
@@ -161,7 +162,16 @@ def verify_model_dir(model_dir: str | Path, manifest_path: str | Path) -> str:
     if bad:
         listed = ", ".join(f"{c.name} ({c.status})" for c in bad[:5])
         raise ManifestError(f"model files do not match {manifest_path}: {listed}")
-    return model_dir_digest(manifest["files"])
+    return model_dir_digest(manifest["files"]), {c.name: c.actual for c in sorted(checks, key=lambda c: c.name)}
+
+
+def verify_model_dir(model_dir: str | Path, manifest_path: str | Path) -> str:
+    """Raise ``ManifestError`` unless every file in ``model_dir`` matches the manifest.
+
+    Returns the directory digest (`model_dir_digest`) on success. The error
+    message is one line naming the first failing files (`verify_model_files`).
+    """
+    return verify_model_files(model_dir, manifest_path)[0]
 
 
 # --------------------------------------------------------------------------- writing and hold-out digest

@@ -1,8 +1,8 @@
 """Logits -> probabilities: the scoring rules, `ScoringConfig` and the calibration reader.
 
 A zero-shot request is one premise (the document) and K hypotheses (the
-label descriptions). The NLI runtime (`zsnli.runtime.model`) gives 3-way logits per
-pair; ``scores_from_logits`` turns them into one score per pair according to
+label descriptions). The NLI runtime (`zsnli.runtime.model`) gives 3-way (or 2-way:
+entailment / not_entailment) logits per pair; ``scores_from_logits`` turns them into one score per pair according to
 a scoring rule, and ``label_probabilities`` turns the K scores of one request
 into K probabilities with a temperature that may depend on K
 (``multi_label_probabilities`` scores each label on its own).
@@ -26,7 +26,7 @@ import numpy as np
 #: Scoring rules understood by `scores_from_logits`.
 #: ``entailment``: the entailment logit.
 #: ``entailment_minus_contradiction``: entailment logit minus contradiction logit.
-#: ``entailment_logprob``: log p(entailment) under the 3-way softmax.
+#: ``entailment_logprob``: log p(entailment) under the softmax over all the head's classes.
 RULES = ("entailment", "entailment_minus_contradiction", "entailment_logprob")
 
 
@@ -156,7 +156,9 @@ def _check_finite(name: str, arr: np.ndarray) -> None:
 def scores_from_logits(logits: np.ndarray, rule: str, entail_idx: int, contra_idx: int) -> np.ndarray:
     """One score per pair from NLI logits.
 
-    logits: ``[N, C]`` (C = 3) array, any float dtype.
+    logits: ``[N, C]`` (C = 3, or 2 for an entailment / not_entailment head) array, any float dtype.
+    entail_idx, contra_idx: the entailment column and its alternative (contradiction or
+    not_entailment; `zsnli.runtime.model.label_indices`).
     rule: one of ``RULES``.
     Returns a float64 array of shape ``[N]``. Raises ``ValueError`` on an
     unknown rule or a wrong shape. Non-finite logits pass through (callers
@@ -243,8 +245,8 @@ def label_probabilities(
 def multi_label_probabilities(logits: np.ndarray, entail_idx: int, contra_idx: int) -> np.ndarray:
     """Independent per-label probabilities, as transformers' zero-shot pipeline with ``multi_label=True``.
 
-    For each pair, softmax over its (entailment, contradiction) logits and keep
-    the entailment part: ``sigmoid(l_e - l_c)``, computed stably in float64.
+    For each pair, softmax over its (entailment, contradiction) logits (not_entailment for
+    a 2-way head) and keep the entailment part: ``sigmoid(l_e - l_c)``, computed stably in float64.
     logits: ``[K, C]``. Returns float64 ``[K]`` in [0, 1] (not summing to 1).
     Raises ``ValueError`` on non-finite logits or a wrong shape.
     """

@@ -29,6 +29,11 @@ from zsnli.runtime.model import (
         ({0: "contradiction", 1: "entailment", 2: "neutral"}, (1, 0)),
         ({"0": "CONTRADICTION", "1": "NEUTRAL", "2": "ENTAILMENT"}, (2, 0)),
         ({0: "Entailed", 1: "neutral", 2: "contradicted"}, (0, 2)),
+        ({0: "entailment", 1: "not_entailment"}, (0, 1)),
+        ({"0": "NOT_ENTAILMENT", "1": "ENTAILMENT"}, (1, 0)),
+        ({0: "non-entailment", 1: "entailment"}, (1, 0)),
+        ({0: "Not entailment", 1: "Entailment"}, (1, 0)),
+        ({0: "entailment", 1: "not_entailment", 2: "contradiction"}, (0, 2)),
     ],
 )
 def test_label_indices(id2label, expected):
@@ -39,7 +44,8 @@ def test_label_indices(id2label, expected):
     "id2label",
     [
         {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"},
-        {0: "entailment", 1: "not_entailment"},
+        {0: "entailment", 1: "neutral"},
+        {0: "entailment", 1: "not_entailment", 2: "non_entailment"},
         {},
         {0: "entailment", 1: "entailment", 2: "contradiction"},
     ],

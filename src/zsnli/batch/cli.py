@@ -91,7 +91,8 @@ def parse_job(argv: Sequence[str] | None) -> Job:
     if not is_url(a.input) and not Path(a.input).exists():
         raise UsageError(f"input not found: {a.input}")
     try:
-        overrides = {"model_dir": a.model_dir} if a.model_dir else {}
+        # --model-dir names the model: a ZSNLI_MODEL_ID in the environment does not override it
+        overrides = {"model_dir": a.model_dir, "model_id": None, "model_revision": None} if a.model_dir else {}
         settings = Settings.from_env(**overrides)
     except SettingsError as exc:
         raise UsageError(one_line(exc)) from None

@@ -113,7 +113,7 @@ class Predictor:
         self._clf = OfflineClassifier(settings).__enter__()
         state = self._clf.service.state
         self.model_sha256 = state.model_sha256
-        self.calibration_sha256 = calibration_digest(settings) if state.calibrated else None
+        self.calibration_sha256 = calibration_digest(self._clf.service.settings) if state.calibrated else None
         took = time.monotonic() - t0
         log = logger.warning if took > SLOW_START_S else logger.info
         log("batch actor pid %d ready in %.1f s (model %s, device %s)%s", os.getpid(), took, self.model_sha256[:12],

@@ -5,7 +5,8 @@ the model window, padding and the offline ``predict_logits`` are shared
 here; a runtime supplies only ``logits``), `NliModel` (the torch runtime),
 the pair record `Encoded`, the one padding helper `pad_to`, the one
 window rule `model_window`, the batch planner `plan_batches`, the default
-token budget, and `label_indices` (which logit is entailment / contradiction).
+token budget, and `label_indices` (which logit is entailment / its alternative:
+contradiction, or not_entailment for a 2-way head).
 The ONNX runtime sits beside this one in `zsnli.runtime.onnx_model`.
 
 May import: numpy, torch and transformers (lazily, inside functions). It
@@ -42,14 +43,28 @@ class ModelConfigError(RuntimeError):
     """The model directory cannot be served as an NLI model (e.g. no entailment label)."""
 
 
-def label_indices(id2label: Mapping[Any, str]) -> tuple[int, int]:
-    """Find the entailment and contradiction indices in a model's ``id2label``.
+def _is_not_entailment(name: str) -> bool:
+    """``not_entailment``, ``non-entailment``, ``Not entailment``...: the negative class of a 2-way NLI head."""
+    low = name.replace("-", "_").replace(" ", "_")
+    return low.startswith(("not_entail", "non_entail", "notentail", "nonentail"))
 
+
+def label_indices(id2label: Mapping[Any, str]) -> tuple[int, int]:
+    """Find the entailment index and its alternative in a model's ``id2label``.
+
+    3-way heads (entailment / neutral / contradiction, any order): the
+    alternative is the contradiction label. 2-way heads (``entailment`` /
+    ``not_entailment``, as the zeroshot-classifier v2.0 family and most recent
+    zero-shot models have): the alternative is ``not_entailment`` (also
+    ``non_entailment``, ``not entailment``; a contradiction label wins when
+    both exist). Multi-label scoring compares entailment with this alternative,
+    as the transformers zero-shot pipeline does (which takes index 0, or the
+    last one when entailment is 0: the same label for every standard head).
     Names are matched case-insensitively on their prefix: ``entail...`` and
     ``contradict...`` (so ``ENTAILMENT``, ``Entailed``, ``contradiction`` all
     work). Keys may be ints or digit strings (as in ``config.json``).
 
-    Returns ``(entailment_idx, contradiction_idx)``.
+    Returns ``(entailment_idx, alternative_idx)``.
     Raises ``ModelConfigError`` when either label is missing or ambiguous
     (e.g. generic ``LABEL_0/LABEL_1/LABEL_2`` names).
     """
@@ -57,6 +72,7 @@ def label_indices(id2label: Mapping[Any, str]) -> tuple[int, int]:
         raise ModelConfigError("config.json has no id2label mapping")
     entail: list[int] = []
     contra: list[int] = []
+    not_entail: list[int] = []
     for key, name in id2label.items():
         try:
             idx = int(key)
@@ -67,14 +83,19 @@ def label_indices(id2label: Mapping[Any, str]) -> tuple[int, int]:
             entail.append(idx)
         elif low.startswith("contradict"):
             contra.append(idx)
+        elif _is_not_entailment(low):
+            not_entail.append(idx)
     names = ", ".join(f"{k}={v}" for k, v in sorted(id2label.items(), key=lambda kv: int(kv[0])))
     if len(entail) != 1:
         why = "no" if not entail else "more than one"
         raise ModelConfigError(f"{why} entailment label in id2label ({names})")
-    if len(contra) != 1:
-        why = "no" if not contra else "more than one"
-        raise ModelConfigError(f"{why} contradiction label in id2label ({names})")
-    return entail[0], contra[0]
+    alternative = contra or not_entail
+    if len(alternative) != 1:
+        why = "no" if not alternative else "more than one"
+        kind = "contradiction" if contra or not not_entail else "not_entailment"
+        raise ModelConfigError(f"{why} {kind} label in id2label ({names}): an NLI head needs entailment and "
+                               "contradiction (3-way) or entailment and not_entailment (2-way)")
+    return entail[0], alternative[0]
 
 
 def model_window(tokenizer, config, cap: int = DEFAULT_MAX_LENGTH) -> int:
@@ -150,11 +171,11 @@ class Encoded:
 
 
 class NliRuntime(ABC):
-    """An NLI cross-encoder runtime: a tokenizer, a 3-way head, a window; subclasses supply ``logits``.
+    """An NLI cross-encoder runtime: a tokenizer, a 3-way or 2-way head, a window; subclasses supply ``logits``.
 
     Attributes: ``tokenizer``, ``config`` (the HF config), ``backend`` (which
     runtime computes ``logits``), ``device`` (str), ``dtype``, ``entail_idx``,
-    ``contra_idx``, ``max_length`` (model window in tokens, including special
+    ``contra_idx`` (contradiction, or not_entailment for a 2-way head: `label_indices`), ``max_length`` (model window in tokens, including special
     tokens), ``id2label``, ``num_labels``.
 
     Tokenizer calls are serialised by a lock (fast tokenizers are not safe to
@@ -348,8 +369,8 @@ class NliModel(NliRuntime):
             default bf16 on CUDA, fp32 on CPU. Always passed explicitly to
             ``from_pretrained`` (weights may be stored in fp16).
         max_length: cap on the model window (default 512).
-        Raises ``ModelConfigError`` when id2label has no entailment/contradiction
-        label, ``OSError``/``ValueError`` from transformers on missing or bad files.
+        Raises ``ModelConfigError`` when id2label has no entailment label or no
+        contradiction / not_entailment label (`label_indices`), ``OSError``/``ValueError`` from transformers on missing or bad files.
         """
         import torch
         from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
@@ -371,7 +392,7 @@ class NliModel(NliRuntime):
         return cls(tokenizer, model, str(device), torch_dtype, window)
 
     def logits(self, encoded_batch: Sequence[Encoded]) -> np.ndarray:
-        """Forward one batch under ``torch.inference_mode``: float32 numpy ``[B, C]`` (C = 3)."""
+        """Forward one batch under ``torch.inference_mode``: float32 numpy ``[B, C]`` (C = 3, or 2 for a 2-way head)."""
         import torch
 
         if not encoded_batch:

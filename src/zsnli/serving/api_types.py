@@ -129,8 +129,15 @@ class HealthResponse(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     status: str
-    model: str | None = None
-    model_sha256: str | None = None
+    model: str | None = Field(None, description="The hub id (ZSNLI_MODEL_ID), else the model directory's name.")
+    model_id: str | None = Field(None, description="Hub models only: the hub id served (ZSNLI_MODEL_ID).")
+    revision: str | None = Field(None, description="Hub models only: the commit served (ZSNLI_MODEL_REVISION).")
+    model_sha256: str | None = Field(None, description="Digest of the model's file table (training_manifest.json's "
+                                     "model_sha256 when verified).")
+    files: dict[str, str] | None = Field(None, description="sha256 of every file of the model directory, by path.")
+    labels: list[str] | None = Field(None, description="The head's classes in index order (config.json id2label): "
+                                     "3-way (entailment, neutral, contradiction) or 2-way (entailment, not_entailment).")
+    verified: bool | None = Field(None, description="Every model file matched a training manifest.")
     backend: str | None = Field(None, description="torch, onnx-fp32 or onnx-int8 (ZSNLI_BACKEND).")
     device: str | None = None
     dtype: str | None = None

@@ -73,6 +73,9 @@ class ServiceState:
     batcher: Batcher | None = None
     model_name: str | None = None
     model_sha256: str | None = None
+    model_id: str | None = None  # hub id (ZSNLI_MODEL_ID), None for a local directory
+    revision: str | None = None  # hub commit served
+    files: dict[str, str] = field(default_factory=dict)  # {relative path: sha256} of every served model file
     startup_seconds: float | None = None
     exit_code: int = 0
 
@@ -146,14 +149,17 @@ class ZeroShotClassifier:
 
             torch.set_num_threads(settings.torch_threads)
         try:
-            digest, scoring, calibrated, verified = preflight(settings)
+            pre = preflight(settings)
         except STARTUP_ERRORS as exc:
             reason = one_line(exc)
             self.state = ServiceState(status="error", reason=reason, exit_code=1)
             logger.error("refusing to start: %s", reason)
             raise StartupRefused(reason) from None
-        self.state.verified = verified
-        self._loading = asyncio.create_task(self._load(digest, scoring, calibrated, t0), name="zsnli-load")
+        self.settings = pre.settings  # a hub model's snapshot folder is its model_dir from here on
+        st = self.state
+        st.verified, st.model_id, st.revision, st.files = pre.verified, pre.model_id, pre.revision, pre.files
+        self._loading = asyncio.create_task(self._load(pre.model_sha256, pre.scoring, pre.calibrated, t0),
+                                            name="zsnli-load")
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait for the background load; raises ``RuntimeError`` naming the reason when it failed."""
@@ -221,7 +227,7 @@ class ZeroShotClassifier:
                     os.kill(os.getpid(), signal.SIGTERM)
             return
         st.model, st.batcher, st.scoring, st.calibrated, st.encoder = model, batcher, scoring, calibrated, encoder
-        st.model_name = str(Path(self.settings.model_dir).resolve().name)
+        st.model_name = st.model_id or str(Path(self.settings.model_dir).resolve().name)
         st.model_sha256 = digest
         st.startup_seconds = time.monotonic() - t0
         st.status = "ok"
@@ -255,7 +261,8 @@ class ZeroShotClassifier:
             return 503, body
         desc = st.model.describe()
         onnx_sha256 = desc.pop("onnx_sha256", None)
-        body = {"status": "ok", "model": st.model_name, "model_sha256": st.model_sha256, **desc,
+        body = {"status": "ok", "model": st.model_name, "model_id": st.model_id, "revision": st.revision,
+                "model_sha256": st.model_sha256, "files": st.files, **desc, "labels": [st.model.id2label[i] for i in sorted(st.model.id2label)],
                 "scoring": st.scoring.to_dict(), "calibrated": st.calibrated, "verified": st.verified}
         if onnx_sha256:
             body["onnx_sha256"] = onnx_sha256  # the exact ONNX file the session runs

@@ -1,11 +1,11 @@
 """Start-up checks and the model loader: what runs before the service admits a request.
 
-`preflight` is the fast refusal (model directory, config, ONNX packages,
-training manifest, calibration, embedding digest) run before the server
-listens; `default_loader` builds the runtime ``ZSNLI_BACKEND`` names;
+`preflight` is the fast refusal (a hub model found in the cache, model directory,
+config, ONNX packages, training manifest, calibration, embedding digest) run
+before the server listens; it returns a `Preflight` (what will be served); `default_loader` builds the runtime ``ZSNLI_BACKEND`` names;
 `resolved_embedding_dir` says where the sentence encoder lives.
 
-May import: `zsnli.config`, `zsnli.manifest`, `zsnli.runtime.model`,
+May import: `zsnli.config`, `zsnli.runtime.hub`, `zsnli.manifest`, `zsnli.runtime.model`,
 `zsnli.scoring`, `zsnli.runtime.embedding`, `zsnli.runtime.onnx_export` (and
 `zsnli.runtime.onnx_model` lazily). Imported by `zsnli.serving.service`.
 """
@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from ..config import Settings, SettingsError
+from ..manifest import PRETRAINED_DIRS, ManifestError, hash_model_dir, model_dir_digest, verify_model_files
 from ..runtime.embedding import default_embedding_dir, embedding_digest
-from ..manifest import ManifestError, hash_model_dir, model_dir_digest, verify_model_dir
+from ..runtime.hub import HubModelError, resolve_hub_model
 from ..runtime.model import ModelConfigError, NliModel, NliRuntime, label_indices
 from ..runtime.onnx_export import OnnxUnavailableError, ensure_cache_dir, require_onnx
 from ..scoring import ScoringConfig, ScoringConfigError, load_scoring_config
@@ -27,7 +29,8 @@ from ..scoring import ScoringConfig, ScoringConfigError, load_scoring_config
 logger = logging.getLogger("zsnli")
 
 #: What a refused start-up raises (each carries a one-line reason).
-STARTUP_ERRORS = (ManifestError, ModelConfigError, ScoringConfigError, OnnxUnavailableError, OSError, SettingsError)
+STARTUP_ERRORS = (ManifestError, ModelConfigError, ScoringConfigError, OnnxUnavailableError, HubModelError, OSError,
+                  SettingsError)
 
 ModelLoader = Callable[[Settings], NliRuntime]
 
@@ -77,38 +80,91 @@ def _check_model_config(model_dir: Path) -> None:
     label_indices(config.get("id2label") or {})
 
 
-def _model_digest(settings: Settings, model_dir: Path) -> tuple[str, bool]:
-    """``(digest of the model files, verified against the training manifest)``."""
+@dataclass(frozen=True)
+class Preflight:
+    """What `preflight` found: the model to serve and how to score it.
+
+    settings: the settings to serve with (``model_dir`` is the hub snapshot folder when
+    ``ZSNLI_MODEL_ID`` is set). model_sha256: the digest of the model files
+    (`zsnli.manifest.model_dir_digest`, reused pretrained subdirectories left out).
+    files: ``{relative path: sha256}`` of every file under the model directory
+    (``embedding/...`` included). model_id, revision: the hub id and commit, None for a
+    local directory. verified: every file matched a training manifest.
+    """
+
+    settings: Settings
+    model_sha256: str
+    scoring: ScoringConfig
+    calibrated: bool
+    verified: bool
+    files: dict[str, str] = field(default_factory=dict)
+    model_id: str | None = None
+    revision: str | None = None
+
+
+def _hash_all(model_dir: Path) -> tuple[str, dict[str, str]]:
+    """``(digest of the trained files, {path: sha256} of every file, pretrained subdirectories included)``."""
+    trained = hash_model_dir(model_dir)
+    files = {name: entry["sha256"] for name, entry in trained.items()}
+    for sub in PRETRAINED_DIRS:
+        if (model_dir / sub).is_dir():
+            files.update({f"{sub}/{name}": e["sha256"] for name, e in hash_model_dir(model_dir / sub).items()})
+    return model_dir_digest(trained), dict(sorted(files.items()))
+
+
+def _model_files(settings: Settings, model_dir: Path) -> tuple[str, dict[str, str], bool]:
+    """``(digest of the model files, {path: sha256} of every file, verified against the training manifest)``.
+
+    Every file is hashed once; with a manifest, each must match it (nothing missing or
+    unlisted) or ``ManifestError`` names the first failing ones.
+    """
     manifest_path = settings.resolved_manifest_path()
     if settings.skip_manifest_check:
         logger.warning("manifest check SKIPPED (ZSNLI_SKIP_MANIFEST_CHECK): development only")
-        return model_dir_digest(hash_model_dir(model_dir)), False
-    if manifest_path.exists():
-        digest = verify_model_dir(model_dir, manifest_path)
-        logger.info("model files match %s", manifest_path)
-        return digest, True
-    logger.warning("no training manifest at %s: serving %s unverified", manifest_path, model_dir)
-    return model_dir_digest(hash_model_dir(model_dir)), False
+        return (*_hash_all(model_dir), False)
+    if not manifest_path.exists():
+        logger.warning("no training manifest at %s: serving %s unverified", manifest_path, model_dir)
+        return (*_hash_all(model_dir), False)
+    digest, files = verify_model_files(model_dir, manifest_path)
+    logger.info("model files match %s", manifest_path)
+    return digest, files, True
 
 
-def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool, bool]:
+def _resolve_model(settings: Settings) -> tuple[Settings, str | None, str | None]:
+    """``(settings to serve with, hub id, commit)``: with ``ZSNLI_MODEL_ID``, its cached (or, when
+    allowed, downloaded) snapshot becomes ``model_dir``; otherwise the settings as they are."""
+    if not settings.model_id:
+        return settings, None, None
+    hub = resolve_hub_model(settings.model_id, settings.model_revision, settings.allow_download)
+    logger.info("ZSNLI_MODEL_ID=%s: serving commit %s from %s (ZSNLI_MODEL_DIR not used)",
+                hub.model_id, hub.revision, hub.path)
+    return replace(settings, model_dir=str(hub.path)), hub.model_id, hub.revision
+
+
+def preflight(settings: Settings) -> Preflight:
     """The fast startup checks, before the server listens: refuse early and loudly.
 
-    Checks the model directory and its config.json (an entailment and a
-    contradiction label in ``id2label``), that onnxruntime and onnx are
+    With ``ZSNLI_MODEL_ID`` set, finds its snapshot in the hub cache first
+    (`zsnli.runtime.hub.resolve_hub_model`: downloaded only with ``ZSNLI_ALLOW_DOWNLOAD=1``).
+    Checks the model directory and its config.json (an entailment label and its
+    alternative, contradiction or not_entailment, in ``id2label``), that onnxruntime and onnx are
     installed and the ONNX cache directory is writable for an ONNX backend, verifies every file against the
     training manifest when one exists (unless ``skip_manifest_check``), and
-    reads calibration.json. An explicitly set ``ZSNLI_MANIFEST_PATH`` or
+    reads calibration.json (`_load_scoring`: one whose ``model_sha256`` names another
+    model is refused when named explicitly, skipped with a warning when found by default). An explicitly set ``ZSNLI_MANIFEST_PATH`` or
     ``ZSNLI_CALIBRATION_PATH`` that does not exist is a refusal; only the
-    default lookup falls back (unverified / uncalibrated, with a warning).
-    Returns ``(model_sha256, scoring_config, calibrated, verified)``.
-    Raises ``ManifestError``, ``ModelConfigError``, ``ScoringConfigError`` or
+    default lookup falls back (unverified / uncalibrated, with a warning). A hub
+    model has no calibration of its own unless its snapshot holds one: it is
+    served with the pipeline's scoring (softmax over the entailment logits, T = 1).
+    Returns a `Preflight`.
+    Raises ``HubModelError``, ``ManifestError``, ``ModelConfigError``, ``ScoringConfigError`` or
     ``OnnxUnavailableError`` with a one-line reason.
     """
     if settings.backend.startswith("onnx-"):
         require_onnx()
         ensure_cache_dir(settings.onnx_cache_dir)
     check_device(settings.device)
+    settings, model_id, revision = _resolve_model(settings)
     model_dir = Path(settings.model_dir)
     _check_model_config(model_dir)
     if settings.manifest_path and not settings.skip_manifest_check and not settings.resolved_manifest_path().is_file():
@@ -117,20 +173,46 @@ def preflight(settings: Settings) -> tuple[str, ScoringConfig, bool, bool]:
     if settings.calibration_path and not Path(settings.calibration_path).is_file():
         raise ScoringConfigError(f"ZSNLI_CALIBRATION_PATH={settings.calibration_path} does not exist: "
                                  "refusing to serve uncalibrated (unset it to use the default lookup)")
-    digest, verified = _model_digest(settings, model_dir)
-    calibration_path = settings.resolved_calibration_path()
-    scoring, calibrated = load_scoring_config(calibration_path)
-    if calibrated:
-        logger.info("scoring from %s: %s", calibration_path, scoring.to_dict())
-    else:
-        logger.warning("no calibration at %s: using the entailment logit and T = 1", calibration_path)
+    digest, files, verified = _model_files(settings, model_dir)
+    scoring, calibrated = _load_scoring(settings, digest)
     if scoring.embedding_weight != 0:
         embedding_dir = resolved_embedding_dir(settings)
         found = embedding_digest(embedding_dir)
         if found != scoring.embedding_sha256:
             raise ManifestError(f"embedding model {embedding_dir} has digest {found[:12]}, "
                                 f"calibration was fitted with {str(scoring.embedding_sha256)[:12]}")
-    return digest, scoring, calibrated, verified
+    return Preflight(settings, digest, scoring, calibrated, verified, files, model_id, revision)
+
+
+def _fitted_for(calibration_path: Path) -> str | None:
+    """The ``model_sha256`` a calibration.json records (None when it records none)."""
+    try:
+        recorded = json.loads(calibration_path.read_text(encoding="utf-8")).get("model_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None  # load_scoring_config has read it already; a file without the key is accepted
+    return recorded if isinstance(recorded, str) else None
+
+
+def _load_scoring(settings: Settings, digest: str) -> tuple[ScoringConfig, bool]:
+    """``(scoring, calibrated)`` from calibration.json. One fitted for another model (its ``model_sha256``)
+    is refused when ``ZSNLI_CALIBRATION_PATH`` names it, and skipped with a warning when only the default
+    lookup found it (e.g. the checkout's calibration.json beside another model directory)."""
+    calibration_path = settings.resolved_calibration_path()
+    scoring, calibrated = load_scoring_config(calibration_path)
+    recorded = _fitted_for(calibration_path) if calibrated else None
+    if recorded is not None and recorded != digest:
+        why = (f"{calibration_path} was fitted for model {recorded[:12]}, not the served model {digest[:12]}")
+        if settings.calibration_path:
+            raise ScoringConfigError(f"{why}: point ZSNLI_CALIBRATION_PATH at this model's calibration, "
+                                     "or unset it for the default scoring")
+        logger.warning("%s: not used", why)
+        scoring, calibrated = ScoringConfig(), False
+    if calibrated:
+        logger.info("scoring from %s: %s", calibration_path, scoring.to_dict())
+    else:
+        logger.warning("uncalibrated: scoring with the entailment logit and T = 1 (the zero-shot pipeline's "
+                       "scoring; no calibration.json for this model at %s)", calibration_path)
+    return scoring, calibrated
 
 
 def check_device(device: str | None) -> None:

@@ -71,7 +71,7 @@ class _Resources:
     """
 
     def __init__(self, service: Any, bsettings: BakeoffSettings) -> None:
-        self.service, self.settings, self.bsettings = service, service.settings, bsettings
+        self.service, self.bsettings = service, bsettings
         # Arm work: one thread per running bake-off (its arms run one after another) and one for a cancelled
         # one finishing its last step; niced so the event loop and /classify get the CPU first.
         self.executor = concurrent.futures.ThreadPoolExecutor(bsettings.max_concurrent + 1,
@@ -83,6 +83,11 @@ class _Resources:
         self._encoder: tuple[Any, str] | None = None
         self._models: dict[str, Any] = {}
         self._calibration: tuple[str, str | None] | None = None
+
+    @property
+    def settings(self) -> Any:
+        """The service's settings as served (a hub model's ``model_dir`` is set at start-up)."""
+        return self.service.settings
 
     def encoder(self) -> tuple[Any, str]:
         """The server's sentence encoder when it has one, else the one at ZSNLI_EMBEDDING_DIR / model/embedding."""
