@@ -49,6 +49,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "token_budget": (1, 1 << 24),
     "max_batch_wait_ms": (0, 60_000),
     "max_labels": (1, 4096),
+    "max_batch_items": (1, 100_000),
     "max_body_bytes": (1024, 1 << 30),
     "max_text_chars": (1, 10_000_000),
     "queue_capacity_pairs": (2, 100_000_000),
@@ -103,6 +104,7 @@ class Settings:
     token_budget: int | None = None
     max_batch_wait_ms: float = 3.0
     max_labels: int = 256
+    max_batch_items: int = 64
     max_body_bytes: int = 2 * 1024 * 1024
     max_text_chars: int = 20000
     queue_capacity_pairs: int = 8192

@@ -107,6 +107,49 @@ class ClassifyResponse(BaseModel):
     probabilities: list[float]
 
 
+EXAMPLE_ZERO_SHOT = {
+    "inputs": "The striker scored twice as the home side won the derby 3-1.",
+    "parameters": {"candidate_labels": ["sport", "business", "science"]},
+}
+EXAMPLE_ZERO_SHOT_LIST = {
+    "inputs": ["Shares fell 4% after the bank cut its profit forecast.", "The probe sent back images of Saturn."],
+    "parameters": {"candidate_labels": "sport, business, science", "hypothesis_template": "This text is about {}.",
+                   "multi_label": False},
+}
+
+
+class ZeroShotParameters(BaseModel):
+    """``parameters`` of the Inference API payload (documentation; `zsnli.serving.inference_api` reads it)."""
+
+    model_config = ConfigDict(extra="ignore")
+    candidate_labels: Union[list[StrictStr], StrictStr] = Field(
+        description="Label names, or one string of names separated by commas (split as the pipeline splits it).")
+    hypothesis_template: StrictStr = Field(
+        "This example is {}.", description="One `{}` slot, filled with each label (the pipeline's default).")
+    multi_label: StrictBool = Field(False, description="Score each label on its own (entailment against its "
+                                    "alternative); with one label this is always so, as in the pipeline.")
+
+
+class ZeroShotRequest(BaseModel):
+    """The Hugging Face Inference API's zero-shot-classification payload."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [EXAMPLE_ZERO_SHOT, EXAMPLE_ZERO_SHOT_LIST]})
+    inputs: Union[StrictStr, list[StrictStr]] = Field(
+        description="A text, or a list of texts (at most ZSNLI_MAX_BATCH_ITEMS), each classified with the same labels.")
+    parameters: ZeroShotParameters
+
+
+class ZeroShotAnswer(BaseModel):
+    """One input's answer, as the pipeline and the hosted Inference API give it: labels sorted by score."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"sequence": "The striker scored twice as the home side won the derby 3-1.",
+         "labels": ["sport", "science", "business"], "scores": [0.91, 0.05, 0.04]}]})
+    sequence: str = Field(description="The input text, as sent.")
+    labels: list[str] = Field(description="The candidate labels, highest score first.")
+    scores: list[float] = Field(description="Their probabilities, same order (as /classify gives them).")
+
+
 class ErrorResponse(BaseModel):
     """The one error shape (`zsnli.errors`)."""
 

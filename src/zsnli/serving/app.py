@@ -30,9 +30,10 @@ May import: FastAPI/starlette/pydantic, `zsnli.serving.api_types`, `zsnli.config
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import asynccontextmanager
-from typing import Any, Callable
+from typing import Any, Callable, Sequence, Union
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -42,9 +43,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from .. import __version__
-from . import http_body
-from .api_types import (EXAMPLE_MULTI, EXAMPLE_REQUEST, EXAMPLE_TEMPLATE, ClassifyRequest, ClassifyResponse,
-                        ErrorResponse, HealthResponse, LabelError)
+from . import http_body, inference_api
+from .api_types import (EXAMPLE_MULTI, EXAMPLE_REQUEST, EXAMPLE_TEMPLATE, EXAMPLE_ZERO_SHOT, EXAMPLE_ZERO_SHOT_LIST,
+                        ClassifyRequest, ClassifyResponse, ErrorResponse, HealthResponse, LabelError, ZeroShotAnswer,
+                        ZeroShotRequest)
 from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
@@ -83,6 +85,39 @@ _CLASSIFY_BODY = {
                 "labels": {"summary": "label descriptions", "value": EXAMPLE_REQUEST},
                 "template": {"summary": "candidate_labels + hypothesis_template", "value": EXAMPLE_TEMPLATE},
                 "multi_label": {"summary": "independent labels", "value": EXAMPLE_MULTI},
+            },
+        }},
+    }
+}
+
+
+
+def _inline_schema(model) -> dict:
+    """A model's JSON schema with its ``$defs`` inlined (an ``openapi_extra`` body cannot use ``#/$defs``)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def resolve(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return resolve(defs[ref[len("#/$defs/"):]])
+            return {k: resolve(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)
+
+
+_ZERO_SHOT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {
+            "schema": _inline_schema(ZeroShotRequest),
+            "examples": {
+                "one": {"summary": "one text", "value": EXAMPLE_ZERO_SHOT},
+                "list": {"summary": "a list of texts, labels as one string, a template", "value": EXAMPLE_ZERO_SHOT_LIST},
             },
         }},
     }
@@ -231,6 +266,23 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         """Probabilities of each label description for one document (see DESIGN.md)."""
         return await service.admitted(lambda: _classify(service, request))
 
+    zero_shot_answer = Union[ZeroShotAnswer, list[ZeroShotAnswer]]
+
+    @app.post("/v1/zero-shot-classification", response_model=zero_shot_answer, responses=_ERROR_RESPONSES,
+              openapi_extra=_ZERO_SHOT_BODY)
+    async def zero_shot_classification(request: Request) -> Any:
+        """The Hugging Face Inference API's zero-shot-classification payload, answered as the hosted API and the
+        pipeline answer it: `{"sequence", "labels", "scores"}` sorted by score (a list for a list of inputs).
+        The scores are `/classify`'s probabilities for the same text, labels and template (the pipeline's
+        default template `This example is {}.` when none is given); one label is scored on its own, as in
+        the pipeline."""
+        return await service.admitted(lambda: _zero_shot(service, request))
+
+    @app.post("/", response_model=zero_shot_answer, responses=_ERROR_RESPONSES, openapi_extra=_ZERO_SHOT_BODY)
+    async def inference_endpoint(request: Request) -> Any:
+        """The same as `POST /v1/zero-shot-classification`, at the path Inference Endpoints containers receive it."""
+        return await service.admitted(lambda: _zero_shot(service, request))
+
 
 async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
     """Read and validate the body, classify, answer ``{"id", "probabilities"}``.
@@ -250,6 +302,62 @@ async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
                         media_type="application/json")
     rid = clean_text(req.id) if isinstance(req.id, str) else req.id
     return {"id": rid, "probabilities": probs}
+
+
+async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
+    """Read an Inference API payload (`zsnli.serving.inference_api`), validate its labels as `/classify` does,
+    classify every input (`_classify_each`) and answer as the pipeline does.
+
+    Errors name the payload's fields (``parameters.candidate_labels[2]``, ``inputs[1]``); an input
+    that fails fails the request (the payload has no place for one error per input): the first error
+    in input order is answered.
+    """
+    settings = service.settings
+    payload = await read_json_body(request, settings.max_body_bytes)
+    call = inference_api.read_zero_shot(payload, settings.max_batch_items)
+    try:
+        req, _ = parse_classify_request({"text": "", **call.body})
+    except ApiError as exc:
+        raise _renamed(exc, inference_api.FIELD_NAMES) from None
+    multi = inference_api.single_label_scored_alone(len(req.labels), req.multi_label)
+    results = await _classify_each(service, request, [(text, req.labels, req.hypothesis_template, multi)
+                                                      for text in call.texts])
+    answers = []
+    labels = [clean_text(lb) for lb in req.labels]
+    for i, (text, result) in enumerate(zip(call.texts, results)):
+        if isinstance(result, ApiError):
+            names = {**inference_api.FIELD_NAMES, "text": "inputs" if call.single else f"inputs[{i}]"}
+            raise _renamed(result, names)
+        answers.append(inference_api.pipeline_answer(clean_text(text), labels, result))
+    return answers[0] if call.single else answers
+
+
+def _renamed(exc: ApiError, names: dict[str, str]) -> ApiError:
+    """``exc`` with every field of ``names`` (and its ``[i]`` items) renamed (`ApiError.renamed`)."""
+    for old, new in names.items():
+        exc = exc.renamed(old, new)
+    return exc
+
+
+async def _classify_each(service: ZeroShotClassifier, request: Request,
+                         calls: Sequence[tuple[str, list[str], str | None, bool]]) -> list[Any]:
+    """Classify several documents of one request at once: ``calls`` are ``(text, labels, template,
+    multi_label)``. Each is admitted against the queue capacity on its own (the same limits as one
+    request each) and their pairs share the batcher's forwards. Returns, in order, each one's
+    probabilities or its ``ApiError``; one watcher of the client's disconnect serves them all."""
+    gone = asyncio.ensure_future(_wait_disconnect(request))
+
+    async def one(call) -> Any:
+        text, labels, template, multi = call
+        try:
+            return await service.classify(text, labels, template, multi, disconnected=lambda: asyncio.shield(gone))
+        except ApiError as exc:
+            return exc
+
+    try:
+        return list(await asyncio.gather(*(one(c) for c in calls)))
+    finally:
+        gone.cancel()
 
 
 async def _wait_disconnect(request: Request) -> None:

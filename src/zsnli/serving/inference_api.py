@@ -1,0 +1,111 @@
+"""The Hugging Face Inference API's zero-shot-classification payload (``POST /v1/zero-shot-classification``, ``POST /``).
+
+What the hosted Inference API and Inference Endpoints containers receive:
+``{"inputs": str | [str], "parameters": {"candidate_labels": [..] | "a, b, c",
+"hypothesis_template": str, "multi_label": bool}}``; what they and the
+transformers pipeline answer: ``{"sequence", "labels", "scores"}`` with the
+labels sorted by score, highest first (a list of those for a list of inputs).
+
+`read_zero_shot` turns a parsed body into a `ZeroShotCall`: the texts, and one
+``/classify``-shaped body the HTTP layer validates with the same rules as
+``POST /classify`` (`FIELD_NAMES` renames its errors to the fields the client
+sent). `pipeline_answer` builds one answer. The pipeline's rules kept here:
+``candidate_labels`` as a string is split on commas (blank parts dropped),
+``hypothesis_template`` defaults to `PIPELINE_TEMPLATE`, and one candidate label
+is scored on its own (entailment against its alternative, as ``multi_label``),
+not given 1.0 (`single_label_scored_alone`).
+
+May import: the standard library, `zsnli.errors`. Imported by `zsnli.serving.app`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..errors import ApiError, ErrorType
+
+#: The transformers zero-shot pipeline's default ``hypothesis_template``.
+PIPELINE_TEMPLATE = "This example is {}."
+#: ``/classify`` field -> the field of this payload it came from (errors name the latter).
+FIELD_NAMES = {"labels": "parameters.candidate_labels", "hypothesis_template": "parameters.hypothesis_template",
+               "multi_label": "parameters.multi_label", "text": "inputs"}
+#: Keys of the payload and of its ``parameters`` (others are ignored, e.g. the hosted API's ``options``).
+TOP_KEYS = ("inputs", "parameters", "options")
+PARAMETER_KEYS = ("candidate_labels", "hypothesis_template", "multi_label")
+
+
+@dataclass(frozen=True)
+class ZeroShotCall:
+    """One zero-shot-classification request: ``texts`` (the inputs, in order), ``single`` (``inputs``
+    was one string: answer one object, not a list) and ``body`` (a ``/classify`` body without
+    ``text``: ``labels``, ``hypothesis_template``, ``multi_label``, validated by the HTTP layer)."""
+
+    texts: list[str]
+    single: bool
+    body: dict[str, Any]
+
+
+def _invalid(message: str, field: str) -> ApiError:
+    return ApiError(ErrorType.VALIDATION, f"{field}: {message}", field)
+
+
+def split_labels(value: str) -> list[str]:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]``: the pipeline's reading of ``candidate_labels`` given as
+    one string (split on commas, each part stripped, blank parts dropped)."""
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def read_zero_shot(payload: Any, max_items: int) -> ZeroShotCall:
+    """Check the payload's shape and build a `ZeroShotCall`.
+
+    payload: the parsed JSON body. max_items: most inputs in one request (``ZSNLI_MAX_BATCH_ITEMS``).
+    Raises ``ApiError`` 422 naming the field: body not an object, ``inputs`` missing, not a string
+    or a non-empty list of strings (``inputs[i]``), or more than ``max_items``; ``parameters``
+    missing or not an object; ``parameters.candidate_labels`` missing, or a string with no
+    label. The labels, template and ``multi_label`` are checked later, as ``/classify`` checks them.
+    """
+    if not isinstance(payload, dict):
+        raise _invalid("body must be a JSON object with inputs and parameters", "body")
+    if "inputs" not in payload:
+        raise _invalid("field required (the text, or a list of texts, to classify)", "inputs")
+    inputs = payload["inputs"]
+    single = isinstance(inputs, str)
+    texts = [inputs] if single else inputs
+    if not isinstance(texts, list) or not texts:
+        raise _invalid("must be a string or a non-empty list of strings", "inputs")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise _invalid("must be a string", f"inputs[{i}]")
+    if len(texts) > max_items:
+        raise _invalid(f"too many inputs: {len(texts)} > {max_items} (ZSNLI_MAX_BATCH_ITEMS); split the request",
+                       "inputs")
+    params = payload.get("parameters")
+    if not isinstance(params, dict):
+        raise _invalid("field required: an object with candidate_labels" if params is None
+                       else "must be an object with candidate_labels", "parameters")
+    if "candidate_labels" not in params:
+        raise _invalid("field required", "parameters.candidate_labels")
+    labels = params["candidate_labels"]
+    if isinstance(labels, str):
+        labels = split_labels(labels)
+        if not labels:
+            raise _invalid("no label in the string (labels are separated by commas)", "parameters.candidate_labels")
+    template = params.get("hypothesis_template")
+    body = {"labels": labels, "hypothesis_template": PIPELINE_TEMPLATE if template is None else template}
+    if "multi_label" in params:
+        body["multi_label"] = params["multi_label"]
+    return ZeroShotCall(list(texts), single, body)
+
+
+def single_label_scored_alone(n_labels: int, multi_label: bool) -> bool:
+    """True when the labels are scored each on its own: ``multi_label``, or one label only (the pipeline
+    then scores it against its alternative instead of answering 1.0 as ``/classify`` does)."""
+    return multi_label or n_labels == 1
+
+
+def pipeline_answer(sequence: str, labels: Sequence[str], scores: Sequence[float]) -> dict[str, Any]:
+    """``{"sequence", "labels", "scores"}`` with the labels sorted by score, highest first (ties keep
+    the order sent; duplicate labels stay, each with its score)."""
+    order = sorted(range(len(labels)), key=lambda i: (-scores[i], i))
+    return {"sequence": sequence, "labels": [labels[i] for i in order], "scores": [float(scores[i]) for i in order]}
