@@ -89,10 +89,47 @@ async def test_multi_label_template_and_alias(model_dir, make_app):
         templ = await classify(client, {"text": TEXT, "labels": names, "hypothesis_template": "This text is about {}."})
         plain = await classify(client, {"text": TEXT, "labels": formatted})
         np.testing.assert_allclose(templ["probabilities"], plain["probabilities"], atol=1e-6)
-        alias = await classify(client, {"text": TEXT, "candidate_labels": formatted})
+        alias = await classify(client, {"text": TEXT, "candidate_labels": names, "hypothesis_template": "This text is about {}."})
         np.testing.assert_allclose(alias["probabilities"], plain["probabilities"], atol=1e-6)
         both = await client.post("/classify", json={"text": TEXT, "labels": names, "candidate_labels": names})
         assert both.status_code == 422 and both.json()["field"] == "candidate_labels"
+
+
+async def test_candidate_labels_get_the_pipeline_template_labels_stay_literal(bert_dir, make_app):
+    names = ["sport", "business", "science"]
+    pipeline_hyps = [f"This example is {n}." for n in names]
+    async with running_app(make_app(bert_dir)) as client:
+        want = await classify(client, {"text": TEXT, "labels": pipeline_hyps})
+        for extra in ({}, {"hypothesis_template": None}):
+            alias = await classify(client, {"text": TEXT, "candidate_labels": names, **extra})
+            np.testing.assert_allclose(alias["probabilities"], want["probabilities"], atol=1e-12)
+        literal = await classify(client, {"text": TEXT, "labels": names})
+        assert not np.allclose(literal["probabilities"], want["probabilities"], atol=1e-6)
+
+
+@pytest.mark.parametrize("body, field, resembles", [
+    ({"multi_lable": True}, "multi_lable", "multi_label"),
+    ({"hypothesis_templte": "About {}."}, "hypothesis_templte", "hypothesis_template"),
+    ({"multiLabel": True}, "multiLabel", "multi_label"),
+    ({"Hypothesis-Template": "About {}."}, "Hypothesis-Template", "hypothesis_template"),
+    ({"texts": "x"}, "texts", "text"),
+    ({"candidate_label": ["a"]}, "candidate_label", "candidate_labels"),
+])
+async def test_a_misspelt_field_is_a_422_naming_the_field_it_resembles(bert_dir, make_app, body, field, resembles):
+    async with running_app(make_app(bert_dir)) as client:
+        r = await client.post("/classify", json={"text": TEXT, "labels": LABELS, **body})
+        assert r.status_code == 422, r.text
+        out = r.json()
+        assert out["field"] == field and f"did you mean {resembles}?" in out["error"]
+        assert out["errors"][0]["type"] == "misspelt_field"
+        both = await client.post("/classify", json={"text": TEXT, "labels": LABELS, "multi_lable": 1, "idd": 2})
+        assert [e["field"] for e in both.json()["errors"]] == ["multi_lable", "idd"]
+        if resembles != "text":  # a parameter of the Inference API payload too
+            zs = await client.post("/", json={"inputs": TEXT, "parameters": {"candidate_labels": LABELS, **body}})
+            assert zs.status_code == 422 and zs.json()["field"] == "parameters." + field
+            assert f"did you mean parameters.{resembles}?" in zs.json()["error"]
+        top = await client.post("/", json={"input": TEXT, "parameters": {"candidate_labels": LABELS}})
+        assert top.status_code == 422 and "did you mean inputs?" in top.json()["error"]
 
 
 async def test_extra_fields_are_ignored(bert_dir, make_app):

@@ -4,14 +4,20 @@
 has renamed ``candidate_labels`` to ``labels``); `ClassifyResponse`,
 `ErrorResponse` and `HealthResponse` document the answers. Unknown extra
 fields in a request are ignored (so a line of the examples JSONL, with
-``dataset`` and ``label``, can be posted as it is).
+``dataset`` and ``label``, can be posted as it is), except one that looks like
+a misspelt field (`resembled_field`: ``multi_lable``), which is a 422 naming the
+field it resembles. `classify_fields` holds the pipeline rule for
+``candidate_labels``: without a ``hypothesis_template`` they get the pipeline's
+default, `PIPELINE_TEMPLATE` (``labels`` stay literal hypotheses).
 
-May import: pydantic and the standard library. Imported by `zsnli.serving.app`.
+May import: pydantic and the standard library. Imported by `zsnli.serving.app`,
+`zsnli.serving.inference_api` and `zsnli.serving.service` (`classify_fields`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+import difflib
+from typing import Annotated, Any, Iterable, Mapping, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
@@ -36,6 +42,64 @@ EXAMPLE_MULTI = {
     "hypothesis_template": "This text is about {}.",
     "multi_label": True,
 }
+
+#: The transformers zero-shot pipeline's default ``hypothesis_template``.
+PIPELINE_TEMPLATE = "This example is {}."
+#: The fields of a ``POST /classify`` body.
+CLASSIFY_FIELDS = ("id", "text", "labels", "candidate_labels", "hypothesis_template", "multi_label")
+#: Extra fields of an examples-file line (section 9 of DESIGN.md): ignored, never taken for a misspelling
+#: (``label``, the gold index, is one letter from ``labels``).
+EXAMPLE_LINE_FIELDS = ("dataset", "label")
+#: How alike (difflib ratio of the names lower-cased, ``_``/``-``/spaces removed) an unknown field and a
+#: known one must be for the unknown one to be taken for a misspelling: 0.8 catches one letter
+#: swapped, dropped or doubled in names of 4+ letters (``multi_lable``, ``hypothesis_templte``, ``texts``).
+MISSPELLING_RATIO = 0.8
+
+
+def _squash(name: str) -> str:
+    return "".join(c for c in name.lower() if c not in "_- ")
+
+
+def resembled_field(name: str, known: Iterable[str], ignored: Iterable[str] = ()) -> str | None:
+    """The known field an unknown field ``name`` looks like a misspelling of, or None.
+
+    None when ``name`` is known, in ``ignored``, or like no known field (`MISSPELLING_RATIO`);
+    the same name in another case or with other separators (``multiLabel``) resembles its field.
+    """
+    known = list(known)
+    if name in known or name in ignored:
+        return None
+    squashed = {_squash(k): k for k in known}
+    if _squash(name) in squashed:
+        return squashed[_squash(name)]
+    close = difflib.get_close_matches(_squash(name), list(squashed), n=1, cutoff=MISSPELLING_RATIO)
+    return squashed[close[0]] if close else None
+
+
+def misspelt_fields(body: Mapping[str, Any], known: Iterable[str], ignored: Iterable[str] = (),
+                    prefix: str = "") -> list[dict[str, str]]:
+    """One ``{"field", "error", "type"}`` entry (a 422's ``errors`` item) per key of ``body`` that
+    `resembled_field` takes for a misspelling; ``prefix`` is put before the names (``parameters.``)."""
+    known, ignored = list(known), list(ignored)
+    out = []
+    for key in body:
+        if isinstance(key, str) and (close := resembled_field(key, known, ignored)) is not None:
+            out.append({"field": prefix + key, "error": f"unknown field; did you mean {prefix + close}?",
+                        "type": "misspelt_field"})
+    return out
+
+
+def classify_fields(body: Mapping[str, Any]) -> tuple[Any, str | None, bool]:
+    """``(labels, hypothesis_template, used candidate_labels)`` of a ``/classify`` body, as sent: ``labels``,
+    else ``candidate_labels``; ``candidate_labels`` without a template (absent or null) get
+    `PIPELINE_TEMPLATE`, as in the transformers pipeline; ``labels`` are used as they are."""
+    used_alias = "labels" not in body and "candidate_labels" in body
+    labels = body.get("candidate_labels") if used_alias else body.get("labels")
+    template = body.get("hypothesis_template")
+    if used_alias and template is None:
+        template = PIPELINE_TEMPLATE
+    return labels, template, used_alias
+
 
 TEMPLATE_RULE = ("hypothesis_template must contain exactly one '{}' slot and no other '{' or '}' "
                  "(e.g. 'This text is about {}.'); the label replaces the slot literally")
@@ -65,7 +129,8 @@ class ClassifyRequest(BaseModel):
     labels: list[StrictStr] = Field(
         min_length=1,
         description="Label descriptions (NLI hypotheses), used as given unless hypothesis_template is set. "
-        "`candidate_labels` is accepted as an alias. At most ZSNLI_MAX_LABELS; none may be empty "
+        "`candidate_labels` is accepted as an alias; sent without hypothesis_template they get the "
+        "pipeline's default template `This example is {}.`. At most ZSNLI_MAX_LABELS; none may be empty "
         "or too long to fit the model window alone.",
     )
     hypothesis_template: StrictStr | None = Field(

@@ -44,9 +44,9 @@ from starlette.requests import ClientDisconnect
 
 from .. import __version__
 from . import http_body, inference_api
-from .api_types import (EXAMPLE_MULTI, EXAMPLE_REQUEST, EXAMPLE_TEMPLATE, EXAMPLE_ZERO_SHOT, EXAMPLE_ZERO_SHOT_LIST,
-                        ClassifyRequest, ClassifyResponse, ErrorResponse, HealthResponse, LabelError, ZeroShotAnswer,
-                        ZeroShotRequest)
+from .api_types import (CLASSIFY_FIELDS, EXAMPLE_LINE_FIELDS, EXAMPLE_MULTI, EXAMPLE_REQUEST, EXAMPLE_TEMPLATE,
+                        EXAMPLE_ZERO_SHOT, EXAMPLE_ZERO_SHOT_LIST, ClassifyRequest, ClassifyResponse, ErrorResponse,
+                        HealthResponse, LabelError, ZeroShotAnswer, ZeroShotRequest, classify_fields, misspelt_fields)
 from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
@@ -391,16 +391,22 @@ async def read_json_body(request: Request, limit: int) -> Any:
 
 def parse_classify_request(payload: Any) -> tuple[ClassifyRequest, bool]:
     """Validate a parsed body; returns ``(request, used_candidate_labels)``. Raises ``ApiError`` 422
-    naming the field the client sent (``candidate_labels[i]`` when it used the alias)."""
+    naming the field the client sent (``candidate_labels[i]`` when it used the alias; a misspelt
+    field, e.g. ``multi_lable``, with the field it resembles: `zsnli.serving.api_types.misspelt_fields`).
+    ``candidate_labels`` without a ``hypothesis_template`` get the pipeline's default template
+    (`zsnli.serving.api_types.classify_fields`)."""
     if not isinstance(payload, dict):
         raise ApiError(ErrorType.VALIDATION, f"body must be a JSON object, got {_json_type(payload)}", "body")
-    used_alias = False
-    if "candidate_labels" in payload:
-        if "labels" in payload:
-            raise ApiError(ErrorType.VALIDATION, "give either labels or candidate_labels, not both", "candidate_labels")
-        payload = dict(payload)
-        payload["labels"] = payload.pop("candidate_labels")
-        used_alias = True
+    misspelt = misspelt_fields(payload, CLASSIFY_FIELDS, EXAMPLE_LINE_FIELDS)
+    if misspelt:
+        raise ApiError(ErrorType.VALIDATION, f"{misspelt[0]['field']}: {misspelt[0]['error']}", misspelt[0]["field"],
+                       errors=misspelt)
+    if "candidate_labels" in payload and "labels" in payload:
+        raise ApiError(ErrorType.VALIDATION, "give either labels or candidate_labels, not both", "candidate_labels")
+    labels, template, used_alias = classify_fields(payload)
+    if used_alias:
+        payload = {k: v for k, v in payload.items() if k != "candidate_labels"}
+        payload.update(labels=labels, hypothesis_template=template)
     try:
         return ClassifyRequest.model_validate(payload), used_alias
     except ValidationError as exc:

@@ -15,7 +15,12 @@ sent). `pipeline_answer` builds one answer. The pipeline's rules kept here:
 is scored on its own (entailment against its alternative, as ``multi_label``),
 not given 1.0 (`single_label_scored_alone`).
 
-May import: the standard library, `zsnli.errors`. Imported by `zsnli.serving.app`.
+A key of the payload or of ``parameters`` that looks like a misspelt one
+(``multi_lable``) is a 422 naming the field it resembles
+(`zsnli.serving.api_types.misspelt_fields`); other unknown keys are ignored.
+
+May import: the standard library, `zsnli.serving.api_types` (the field rules), `zsnli.errors`. Imported by
+`zsnli.serving.app`.
 """
 
 from __future__ import annotations
@@ -24,9 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import ApiError, ErrorType
-
-#: The transformers zero-shot pipeline's default ``hypothesis_template``.
-PIPELINE_TEMPLATE = "This example is {}."
+from .api_types import PIPELINE_TEMPLATE, misspelt_fields
 #: ``/classify`` field -> the field of this payload it came from (errors name the latter).
 FIELD_NAMES = {"labels": "parameters.candidate_labels", "hypothesis_template": "parameters.hypothesis_template",
                "multi_label": "parameters.multi_label", "text": "inputs"}
@@ -60,13 +63,20 @@ def read_zero_shot(payload: Any, max_items: int) -> ZeroShotCall:
     """Check the payload's shape and build a `ZeroShotCall`.
 
     payload: the parsed JSON body. max_items: most inputs in one request (``ZSNLI_MAX_BATCH_ITEMS``).
-    Raises ``ApiError`` 422 naming the field: body not an object, ``inputs`` missing, not a string
+    Raises ``ApiError`` 422 naming the field: body not an object, a misspelt key (one ``errors``
+    entry each, `zsnli.serving.api_types.misspelt_fields`), ``inputs`` missing, not a string
     or a non-empty list of strings (``inputs[i]``), or more than ``max_items``; ``parameters``
     missing or not an object; ``parameters.candidate_labels`` missing, or a string with no
     label. The labels, template and ``multi_label`` are checked later, as ``/classify`` checks them.
     """
     if not isinstance(payload, dict):
         raise _invalid("body must be a JSON object with inputs and parameters", "body")
+    misspelt = misspelt_fields(payload, TOP_KEYS)
+    if isinstance(payload.get("parameters"), dict):
+        misspelt += misspelt_fields(payload["parameters"], PARAMETER_KEYS, prefix="parameters.")
+    if misspelt:
+        raise ApiError(ErrorType.VALIDATION, f"{misspelt[0]['field']}: {misspelt[0]['error']}", misspelt[0]["field"],
+                       errors=misspelt)
     if "inputs" not in payload:
         raise _invalid("field required (the text, or a list of texts, to classify)", "inputs")
     inputs = payload["inputs"]

@@ -17,9 +17,10 @@ its two worker threads (tokeniser, embedder), the shutdown drain, and
 ``classify_many`` submits many documents' pairs through the same batcher
 (batched across documents); `zsnli.serving.offline` wraps it for blocking callers. Errors are `zsnli.errors.ApiError` (the HTTP layer answers them).
 
-May import: `zsnli.serving.batching`, `zsnli.config`, `zsnli.serving.drain`, `zsnli.runtime.embedding`,
-`zsnli.errors`, `zsnli.runtime.model`, `zsnli.scoring`, `zsnli.serving.startup`, `zsnli.serving.text`. Never
-FastAPI or anything HTTP: `zsnli.serving.app` imports this module, not the reverse.
+May import: `zsnli.serving.api_types` (the request-field rules only), `zsnli.serving.batching`, `zsnli.config`,
+`zsnli.serving.drain`, `zsnli.runtime.embedding`, `zsnli.errors`, `zsnli.runtime.model`, `zsnli.scoring`,
+`zsnli.serving.startup`, `zsnli.serving.text`. Never FastAPI or anything HTTP: `zsnli.serving.app` imports this
+module, not the reverse.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import numpy as np
 
 from .. import __version__
+from .api_types import classify_fields
 from .batching import BatchError, BatchObserver, Batcher, BatcherClosed, QueueFull
 from ..config import Settings, unknown_settings
 from .drain import Drain
@@ -411,7 +413,8 @@ class ZeroShotClassifier:
     async def classify_many(self, docs: Sequence[Mapping[str, Any]], concurrency: int = 64) -> list[Any]:
         """Classify many documents in-process, their pairs batched together across documents.
 
-        docs: mappings with ``text``, ``labels`` (or ``candidate_labels``) and optionally
+        docs: mappings with ``text``, ``labels`` (or ``candidate_labels``, which get the pipeline's
+        default template when none is given: `zsnli.serving.api_types.classify_fields`) and optionally
         ``hypothesis_template`` and ``multi_label``, as a request body. At most ``concurrency``
         documents are admitted at once (keep ``concurrency x pairs per document`` under
         ``ZSNLI_QUEUE_CAPACITY_PAIRS``). Returns one entry per document, in order: its
@@ -422,9 +425,8 @@ class ZeroShotClassifier:
         async def one(doc: Mapping[str, Any]) -> Any:
             async with gate:
                 try:
-                    labels = doc["labels"] if "labels" in doc else doc["candidate_labels"]
-                    return await self.classify(doc["text"], labels, doc.get("hypothesis_template"),
-                                               bool(doc.get("multi_label", False)))
+                    labels, template, _ = classify_fields(doc)
+                    return await self.classify(doc["text"], labels, template, bool(doc.get("multi_label", False)))
                 except ApiError as exc:
                     return exc
 
