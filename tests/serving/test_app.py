@@ -395,7 +395,9 @@ async def test_openapi_documents_models_and_examples(bert_dir, make_app):
         spec = (await client.get("/openapi.json")).json()
         post = spec["paths"]["/classify"]["post"]
         body = post["requestBody"]["content"]["application/json"]
-        assert {"text", "labels", "multi_label", "hypothesis_template", "id"} <= set(body["schema"]["properties"])
+        one, many = body["schema"]["oneOf"]  # one request object, or an array of them
+        assert {"text", "labels", "multi_label", "hypothesis_template", "id"} <= set(one["properties"])
+        assert many["type"] == "array" and many["items"] == one
         assert body["examples"]
         assert "ClassifyResponse" in json.dumps(post["responses"]["200"])
         assert (await client.get("/docs")).status_code == 200

@@ -80,11 +80,16 @@ _CLASSIFY_BODY = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {
-            "schema": ClassifyRequest.model_json_schema(),
+            "schema": {"oneOf": [ClassifyRequest.model_json_schema(),
+                                 {"type": "array", "items": ClassifyRequest.model_json_schema(), "minItems": 1,
+                                  "description": "Several documents, each with its own labels (at most "
+                                  "ZSNLI_MAX_BATCH_ITEMS): answered by an array in the same order."}]},
             "examples": {
                 "labels": {"summary": "label descriptions", "value": EXAMPLE_REQUEST},
                 "template": {"summary": "candidate_labels + hypothesis_template", "value": EXAMPLE_TEMPLATE},
                 "multi_label": {"summary": "independent labels", "value": EXAMPLE_MULTI},
+                "array": {"summary": "several documents in one request (one answer or error each)",
+                          "value": [EXAMPLE_REQUEST, EXAMPLE_TEMPLATE]},
             },
         }},
     }
@@ -291,6 +296,8 @@ async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
     echoed with the exact text it was sent as (``1e-400`` stays ``1e-400``, not ``0.0``).
     """
     payload = await read_json_body(request, service.settings.max_body_bytes)
+    if isinstance(payload, list):
+        return await _classify_array(service, request, payload)
     req, used_alias = parse_classify_request(payload)
     try:
         probs = await service.classify(req.text, req.labels, req.hypothesis_template, req.multi_label,
@@ -302,6 +309,48 @@ async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
                         media_type="application/json")
     rid = clean_text(req.id) if isinstance(req.id, str) else req.id
     return {"id": rid, "probabilities": probs}
+
+
+async def _classify_array(service: ZeroShotClassifier, request: Request, items: list) -> Response:
+    """``POST /classify`` with a JSON array of request objects: one answer per item, in order.
+
+    Each item is what one ``/classify`` call would answer: ``{"id", "probabilities"}``, or its
+    error body plus ``status`` (the status that call would have had) and the item's ``id`` when it
+    sent one, so one bad item fails alone. Every item is admitted against the queue capacity on its
+    own (`_classify_each`); the answer is 200, with ``Retry-After`` when an item got a 503. An empty
+    array, or more than ``ZSNLI_MAX_BATCH_ITEMS`` items, is one 422 (field ``body``).
+    """
+    settings = service.settings
+    if not items or len(items) > settings.max_batch_items:
+        why = "is empty" if not items else f"has {len(items)} items, more than {settings.max_batch_items} " \
+              "(ZSNLI_MAX_BATCH_ITEMS): split it"
+        raise ApiError(ErrorType.VALIDATION, f"body: the array of requests {why}", "body")
+    answers: list[Any] = [None] * len(items)
+    aliases: dict[int, bool] = {}
+    calls = []
+    for i, item in enumerate(items):
+        try:
+            req, aliases[i] = parse_classify_request(item)
+            calls.append((i, req))
+        except ApiError as exc:
+            answers[i] = exc
+    results = await _classify_each(service, request, [(r.text, r.labels, r.hypothesis_template, r.multi_label)
+                                                      for _, r in calls])
+    for (i, _), result in zip(calls, results):
+        answers[i] = result.renamed("labels", "candidate_labels") if isinstance(result, ApiError) and aliases[i] \
+            else result
+    body, retry = [], False
+    for item, answer in zip(items, answers):
+        rid = item.get("id") if isinstance(item, dict) else None
+        rid = clean_text(rid) if isinstance(rid, str) else rid
+        if isinstance(answer, ApiError):
+            retry = retry or answer.error_type.retry_after
+            entry = {**answer.body(), "status": answer.status}
+            body.append({"id": rid, **entry} if isinstance(item, dict) and "id" in item else entry)
+        else:
+            body.append({"id": rid, "probabilities": answer})
+    headers = {"Retry-After": str(settings.retry_after_s)} if retry else None
+    return Response(http_body.render_json(body), media_type="application/json", headers=headers)
 
 
 async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
