@@ -95,7 +95,7 @@ def served_extensions(bsettings: BakeoffSettings | None = None) -> Extension:
     return extend
 
 
-USAGE = """usage: ./serve.sh  (or: python server.py)
+USAGE = """usage: ./serve.sh  (or: python server.py, or: zsnli serve)
 
 Serve zero-shot classification over HTTP (POST /classify, GET /health, /docs).
 Takes no arguments: configure it with environment variables, e.g.

@@ -339,18 +339,21 @@ async def _classify_array(service: ZeroShotClassifier, request: Request, items: 
     for (i, _), result in zip(calls, results):
         answers[i] = result.renamed("labels", "candidate_labels") if isinstance(result, ApiError) and aliases[i] \
             else result
-    body, retry = [], False
-    for item, answer in zip(items, answers):
-        rid = item.get("id") if isinstance(item, dict) else None
-        rid = clean_text(rid) if isinstance(rid, str) else rid
-        if isinstance(answer, ApiError):
-            retry = retry or answer.error_type.retry_after
-            entry = {**answer.body(), "status": answer.status}
-            body.append({"id": rid, **entry} if isinstance(item, dict) and "id" in item else entry)
-        else:
-            body.append({"id": rid, "probabilities": answer})
+    body = [array_entry(item, answer) for item, answer in zip(items, answers)]
+    retry = any(isinstance(a, ApiError) and a.error_type.retry_after for a in answers)
     headers = {"Retry-After": str(settings.retry_after_s)} if retry else None
     return Response(http_body.render_json(body), media_type="application/json", headers=headers)
+
+
+def array_entry(item: Any, answer: list[float] | ApiError) -> dict[str, Any]:
+    """One entry of an array answer: ``{"id", "probabilities"}``, or the error's body plus ``status``
+    (with the item's ``id`` when it sent one). ``item`` is the request object as sent."""
+    rid = item.get("id") if isinstance(item, dict) else None
+    rid = clean_text(rid) if isinstance(rid, str) else rid
+    if not isinstance(answer, ApiError):
+        return {"id": rid, "probabilities": answer}
+    entry = {**answer.body(), "status": answer.status}
+    return {"id": rid, **entry} if isinstance(item, dict) and "id" in item else entry
 
 
 async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:

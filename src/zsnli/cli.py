@@ -1,0 +1,302 @@
+"""The ``zsnli`` command line: ``zsnli classify`` (against a server, or in-process) and ``zsnli serve``.
+
+    zsnli classify "I was charged twice" --labels "refund,card lost,exchange rate" [--template "About {}."]
+    zsnli classify --input docs.jsonl --output answers.jsonl --labels sport,business   # a progress bar
+    zsnli classify "text" --labels a,b --model-dir ./model      # in-process, no server
+    zsnli serve                                                  # what ./serve.sh runs
+
+``classify`` sends ``--labels`` as the pipeline's ``candidate_labels``: with
+no ``--template`` they get the pipeline's ``"This example is {}."``
+(``--template '{}'`` keeps them literal). It talks to ``--url`` (default
+``$ZSNLI_URL``, else http://127.0.0.1:8000) through `zsnli.client.Client`
+(503 retried after ``Retry-After``), or with ``--model-dir`` runs the model
+in this process (`zsnli.serving.offline.OfflineClassifier`, the server's own checks
+and scoring). With ``--input``, every line is a ``/classify`` request object
+whose missing ``labels``/``hypothesis_template``/``multi_label`` come from the
+flags; every output line is that object's answer, in order
+(``{"id", "probabilities"}`` or its error with ``status``); exit 1 when
+some lines got errors. ``serve`` is ``serve.sh``: offline unless
+``ZSNLI_ALLOW_DOWNLOAD=1``, configured by ``ZSNLI_*``, exit codes 0/1/3.
+
+Every mistake (a flag, an unreadable input, a server that cannot be
+reached, an error answer) is one line on stderr and exit 2.
+
+May import: `zsnli.client`, `zsnli.harness.cli`, `zsnli.serving.inference_api` (``split_labels``),
+`zsnli.runtime.progress`, and, for
+``--model-dir`` or ``serve`` only, `zsnli.serving.app`, `zsnli.config`, `zsnli.serving.offline`,
+`zsnli.serve`, `zsnli.serving.startup`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from . import __version__
+from .harness.cli import UsageParser, positive_int
+from .serving.inference_api import split_labels
+
+PROG = "zsnli"
+DEFAULT_URL = "http://127.0.0.1:8000"
+#: ``ZSNLI_ALLOW_DOWNLOAD`` values that allow a hub download (as `zsnli.config` parses booleans).
+_TRUE = ("1", "true", "yes", "on")
+
+
+class CommandError(Exception):
+    """A failure reported as one line ``zsnli: error: ...`` and exit 2."""
+
+
+def build_parser() -> UsageParser:
+    """The ``zsnli`` argument parser (usage errors are one line, exit 2)."""
+    parser = UsageParser(prog=PROG, description="Zero-shot text classification from an NLI cross-encoder.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{classify,serve}", parser_class=UsageParser)
+    c = sub.add_parser("classify", help="classify a text, or a JSONL file of request objects",
+                       description="Probabilities of each label for a text (or each line of --input).")
+    c.add_argument("text", nargs="?", help="the text to classify (or give --input)")
+    c.add_argument("--labels", help="candidate labels separated by commas, e.g. sport,business,science")
+    c.add_argument("--template", help="hypothesis template with one {} (default: the pipeline's "
+                   "'This example is {}.'; '{}' keeps the labels literal)")
+    c.add_argument("--multi-label", action="store_true", help="score each label on its own")
+    where = c.add_mutually_exclusive_group()
+    where.add_argument("--url", help=f"the server (default $ZSNLI_URL, else {DEFAULT_URL})")
+    where.add_argument("--model-dir", help="classify in this process with this model directory (no server)")
+    c.add_argument("--input", help="JSONL file, one /classify request object a line")
+    c.add_argument("--output", help="JSONL answers, one a line in input order (default: stdout)")
+    c.add_argument("--batch-size", type=positive_int, default=32, help="documents per request (default 32)")
+    c.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP call (default 60)")
+    c.add_argument("--json", action="store_true", help="print the answer as one JSON object (single text)")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.add_parser("serve", help="run the server (as ./serve.sh: configured by HOST, PORT and ZSNLI_*)",
+                   add_help=False)
+    return parser
+
+
+def _defaults(args) -> dict[str, Any]:
+    """The request fields the flags give (a line of --input keeps its own)."""
+    out: dict[str, Any] = {}
+    if args.labels is not None:
+        labels = split_labels(args.labels)
+        if not labels:
+            raise CommandError(f"--labels has no label: {args.labels!r} (separate labels with commas)")
+        out["candidate_labels"] = labels
+    if args.template is not None:
+        out["hypothesis_template"] = args.template
+    if args.multi_label:
+        out["multi_label"] = True
+    return out
+
+
+def read_requests(path: str, defaults: dict[str, Any]) -> list[Any]:
+    """Every non-blank line of ``path`` as a request object, flag defaults filled in where the line has
+    no field of that name (``labels`` counts as ``candidate_labels``). Raises `CommandError` naming
+    the file and line when it cannot be read or a line is not JSON."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError(f"cannot read --input {path}: {exc.strerror or exc}") from None
+    docs = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError as exc:
+            raise CommandError(f"{path} line {n}: not valid JSON ({exc.msg})") from None
+        if isinstance(doc, dict):
+            given = set(doc) | ({"candidate_labels"} if "labels" in doc else set())
+            doc = {**{k: v for k, v in defaults.items() if k not in given}, **doc}
+        docs.append(doc)
+    if not docs:
+        raise CommandError(f"--input {path} holds no request")
+    return docs
+
+
+# --------------------------------------------------------------------------- backends
+
+Backend = Callable[[list], list]
+"""``f(request objects) -> answers``: one ``{"id", "probabilities"}`` or error entry (with ``status``) each."""
+
+
+def http_backend(url: str, timeout: float, batch_size: int):
+    """A `Backend` over ``POST /classify`` arrays (`zsnli.client.Client`), and the client to close."""
+    from .client import APIError, Client
+
+    client = Client(url, timeout=timeout, batch_size=batch_size)
+
+    def run(docs: list) -> list:
+        return [dict(r.body) if isinstance(r, APIError) else {"id": r.id, "probabilities": r.probabilities}
+                for r in client.classify_many(docs)]
+
+    return run, client
+
+
+class InProcess:
+    """A `Backend` running the model in this process (`zsnli.serving.offline.OfflineClassifier`): every object is
+    checked as ``POST /classify`` checks it (`zsnli.serving.app.parse_classify_request`), scored as the server
+    scores it. Raises `CommandError` when the model cannot be served (a preflight refusal)."""
+
+    def __init__(self, model_dir: str) -> None:
+        from .config import Settings, SettingsError
+        from .serving.offline import OfflineClassifier
+        from .serving.startup import STARTUP_ERRORS, StartupRefused, one_line
+
+        overrides: dict[str, Any] = {"model_dir": model_dir, "model_id": None, "model_revision": None}
+        if "ZSNLI_LOG_LEVEL" not in os.environ:
+            overrides["log_level"] = "warning"
+        try:
+            self.clf = OfflineClassifier(Settings.from_env(**overrides)).__enter__()
+        except (SettingsError, StartupRefused, *STARTUP_ERRORS) as exc:
+            raise CommandError(f"cannot serve --model-dir {model_dir}: {one_line(exc)}") from None
+        except RuntimeError as exc:  # the background load failed
+            raise CommandError(one_line(exc)) from None
+
+    def __call__(self, docs: list) -> list:
+        from .serving.app import array_entry, parse_classify_request
+        from .errors import ApiError
+
+        answers: list[Any] = [None] * len(docs)
+        valid = []
+        for i, doc in enumerate(docs):
+            try:
+                req, alias = parse_classify_request(doc)
+                valid.append((i, req, alias))
+            except ApiError as exc:
+                answers[i] = exc
+        results = self.clf.classify_many([{"text": r.text, "labels": r.labels, "hypothesis_template":
+                                           r.hypothesis_template, "multi_label": r.multi_label} for _, r, _ in valid])
+        for (i, _, alias), result in zip(valid, results):
+            answers[i] = result.renamed("labels", "candidate_labels") if isinstance(result, ApiError) and alias \
+                else result
+        return [array_entry(doc, answer) for doc, answer in zip(docs, answers)]
+
+    def close(self) -> None:
+        self.clf.close()
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _print_one(doc: dict, answer: dict, as_json: bool) -> int:
+    if "probabilities" not in answer:
+        raise CommandError(f"{answer.get('error')} ({answer.get('error_type')}, HTTP {answer.get('status')})")
+    labels = doc.get("candidate_labels") or doc.get("labels")
+    if as_json:
+        print(json.dumps({"labels": labels, "probabilities": answer["probabilities"]}))
+        return 0
+    width = max(len(lb) for lb in labels)
+    for label, p in sorted(zip(labels, answer["probabilities"]), key=lambda lp: -lp[1]):
+        print(f"{label:<{width}}  {p:.4f}")
+    return 0
+
+
+def _run_file(backend: Backend, docs: list, output: str | None, batch_size: int, quiet: bool) -> int:
+    from .runtime.progress import progress
+
+    if not quiet:
+        _show_progress_lines()
+    out = open(output, "w", encoding="utf-8") if output else sys.stdout
+    failed = 0
+    try:
+        with progress(len(docs), "classify", unit="docs") if not quiet else _no_progress() as advance:
+            for start in range(0, len(docs), batch_size):
+                chunk = docs[start:start + batch_size]
+                for answer in backend(chunk):
+                    failed += "probabilities" not in answer
+                    out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+                out.flush()
+                advance(len(chunk))
+    finally:
+        if output:
+            out.close()
+    if failed:
+        print(f"{PROG}: {failed} of {len(docs)} requests got an error (see their lines in "
+              f"{output or 'the output'})", file=sys.stderr)
+    return 1 if failed else 0
+
+
+class _no_progress:
+    def __enter__(self):
+        return lambda n: None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _show_progress_lines() -> None:
+    """Let `zsnli.runtime.progress`'s plain lines (stderr not a terminal) reach stderr."""
+    log = logging.getLogger("zsnli.runtime.progress")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+def classify(args) -> int:
+    """``zsnli classify``: one text (a table, or ``--json``) or ``--input`` lines to ``--output``."""
+    if (args.text is None) == (args.input is None):
+        raise CommandError("give a text to classify or --input FILE (one of the two)")
+    defaults = _defaults(args)
+    if args.input is not None:
+        docs = read_requests(args.input, defaults)
+    else:
+        if "candidate_labels" not in defaults:
+            raise CommandError("--labels is required with a text (e.g. --labels sport,business,science)")
+        docs = [{"text": args.text, **defaults}]
+    if args.model_dir:
+        backend = InProcess(args.model_dir)
+        closer = backend.close
+    else:
+        backend, client = http_backend(args.url or os.environ.get("ZSNLI_URL") or DEFAULT_URL, args.timeout,
+                                       args.batch_size)
+        closer = client.close
+    try:
+        if args.input is None:
+            return _print_one(docs[0], backend(docs)[0], args.json)
+        return _run_file(backend, docs, args.output, args.batch_size, args.quiet)
+    finally:
+        closer()
+
+
+def serve(argv: Sequence[str]) -> int:
+    """``zsnli serve``: ``serve.sh`` in Python: offline (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1``)
+    unless ``ZSNLI_ALLOW_DOWNLOAD`` is on, then `zsnli.serve.main` (exit 0 after a drained SIGTERM,
+    3 on a refused start, 1 when the model failed to load). Set before any hub library is imported."""
+    allow = os.environ.get("ZSNLI_ALLOW_DOWNLOAD", "0").strip().lower() in _TRUE
+    os.environ["HF_HUB_OFFLINE"] = "0" if allow else "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from .serve import main as serve_main
+
+    return serve_main(list(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``zsnli`` console script; returns the exit code (0 ok, 1 some input lines
+    got errors, 2 a usage mistake or a failure, stated in one line; ``serve``: as ``serve.sh``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:
+        return serve(argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.command is None:
+        build_parser().print_help()
+        return 2
+    from .client import ZsnliError
+
+    try:
+        return classify(args)
+    except (CommandError, ZsnliError) as exc:
+        hint = " (start one with `zsnli serve`, or classify in-process with --model-dir)" \
+            if type(exc).__name__ == "ConnectionFailed" else ""
+        print(f"{PROG}: error: {' '.join(str(exc).split())}{hint}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

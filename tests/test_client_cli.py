@@ -1,0 +1,241 @@
+"""zsnli.Client / AsyncClient and the ``zsnli`` command line (classify and serve).
+
+The server under test is started with ``python -m zsnli.cli serve`` (what the
+``zsnli`` console script runs) on a tiny model; the retry and error rules are
+also checked on canned answers (httpx.MockTransport), never the network.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import numpy as np
+import pytest
+from conftest import REPO, running_app
+
+import zsnli
+from zsnli.cli import main
+from zsnli.client import (AsyncClient, BadRequestError, Client, ConnectionFailed, ServerError, UnavailableError,
+                          ZsnliError)
+from zsnli.harness.server import ServerProcess
+
+TEXT = "the team won the match and the player scored a goal"
+LABELS = ["sport", "business", "science"]
+PIPELINE_TEMPLATE = "This example is {}."
+
+
+@pytest.fixture(scope="module")
+def server(bert_dir):
+    """``python -m zsnli.cli serve`` (the console script's code) on the tiny BERT model."""
+    proc = ServerProcess([sys.executable, "-m", "zsnli.cli", "serve"], cwd=REPO, model_dir=bert_dir, threads=1,
+                         env={"ZSNLI_LOG_LEVEL": "warning"})
+    proc.start()
+    try:
+        proc.wait_healthy(120)
+        yield proc
+    finally:
+        code = proc.stop()
+    assert code == 0, proc.log_path.read_text()[-2000:]  # a drained SIGTERM: exit 0, as serve.sh
+
+
+def test_client_classify_and_zero_shot(server):
+    with Client(server.url) as zs:
+        assert zs.health()["status"] == "ok"
+        result = zs.classify(TEXT, LABELS, hypothesis_template="About {}.", id="d1")
+        assert result.id == "d1" and result.labels == LABELS and abs(sum(result.probabilities) - 1) < 1e-6
+        assert result.top == result.ranked()[0][0]
+        pipe = zs.zero_shot_classification(TEXT, "sport, business, science", hypothesis_template="About {}.")
+        assert dict(zip(pipe["labels"], pipe["scores"])) == dict(zip(LABELS, result.probabilities))
+        many = zs.classify_many([{"text": TEXT, "labels": LABELS, "hypothesis_template": "About {}."},
+                                 {"text": TEXT, "labels": []}])
+        assert many[0].probabilities == pytest.approx(result.probabilities, abs=1e-6)
+        assert isinstance(many[1], BadRequestError) and many[1].field == "labels" and many[1].status == 422
+        with pytest.raises(BadRequestError) as info:
+            zs.classify(TEXT, ["sport", " "])
+        assert info.value.error_type == "validation" and info.value.field == "labels[1]"
+    with Client("http://127.0.0.1:9", timeout=2, retries=0) as nowhere, pytest.raises(ConnectionFailed):
+        nowhere.health()
+
+
+@pytest.mark.anyio
+async def test_async_client_matches_the_blocking_one(bert_dir, make_app):
+    async with running_app(make_app(bert_dir)) as http:
+        async with AsyncClient("http://testserver", transport=http._transport) as zs:
+            result = await zs.classify(TEXT, LABELS)
+            direct = (await http.post("/classify", json={"text": TEXT, "labels": LABELS})).json()
+            assert result.probabilities == direct["probabilities"]
+            many = await zs.classify_many([{"text": TEXT, "candidate_labels": LABELS}] * 3)
+            assert len(many) == 3 and all(m.labels == LABELS for m in many)
+            with pytest.raises(BadRequestError):
+                await zs.zero_shot_classification(TEXT, [])
+
+
+def _canned(answers: list[tuple[int, dict | list, dict]]):
+    """A MockTransport answering ``answers`` in turn (status, JSON body, headers); records the requests."""
+    sent = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content or b"null"))
+        status, body, headers = answers[min(len(sent) - 1, len(answers) - 1)]
+        return httpx.Response(status, json=body, headers=headers)
+
+    return httpx.MockTransport(handler), sent
+
+
+OVERLOADED = {"error": "overloaded: queue full", "field": None, "error_type": "overloaded"}
+
+
+def test_503_is_retried_after_retry_after_then_raised(monkeypatch):
+    waits = []
+    monkeypatch.setattr("zsnli.client.time.sleep", waits.append)
+    transport, sent = _canned([(503, OVERLOADED, {"Retry-After": "2"}), (503, OVERLOADED, {"Retry-After": "90"}),
+                               (200, {"id": None, "probabilities": [0.6, 0.4]}, {})])
+    with Client(transport=transport, retries=3, max_retry_wait_s=30) as zs:
+        assert zs.classify("x", ["a", "b"]).probabilities == [0.6, 0.4]
+    assert waits == [2.0, 30.0] and len(sent) == 3  # Retry-After honoured, capped at max_retry_wait_s
+    waits.clear()
+    transport, sent = _canned([(503, OVERLOADED, {"Retry-After": "1"})])
+    with Client(transport=transport, retries=2) as zs, pytest.raises(UnavailableError) as info:
+        zs.classify("x", ["a", "b"])
+    assert info.value.error_type == "overloaded" and info.value.status == 503 and len(sent) == 3
+    assert waits == [1.0, 1.0] and isinstance(info.value, ServerError) and isinstance(info.value, ZsnliError)
+
+
+def test_errors_are_typed_and_never_retried_but_503(monkeypatch):
+    monkeypatch.setattr("zsnli.client.time.sleep", lambda s: None)
+    cases = [(422, {"error": "labels: too short", "field": "labels", "error_type": "validation",
+                    "errors": [{"field": "labels"}]}, BadRequestError),
+             (413, {"error": "too large", "field": None, "error_type": "payload_too_large"}, BadRequestError),
+             (500, {"error": "batch failed", "field": None, "error_type": "inference"}, ServerError)]
+    for status, body, kind in cases:
+        transport, sent = _canned([(status, body, {})])
+        with Client(transport=transport) as zs, pytest.raises(kind) as info:
+            zs.classify("x", ["a"])
+        assert (info.value.status, info.value.error_type, info.value.field) == (status, body["error_type"],
+                                                                                 body["field"])
+        assert len(sent) == 1 and not isinstance(info.value, UnavailableError)
+
+    def timeout(request):
+        raise httpx.ReadTimeout("slow", request=request)
+
+    with Client(transport=httpx.MockTransport(timeout), timeout=0.5) as zs, pytest.raises(ConnectionFailed,
+                                                                                          match="within 0.5 s"):
+        zs.health()
+
+
+def test_classify_many_resends_only_the_items_answered_503(monkeypatch):
+    monkeypatch.setattr("zsnli.client.time.sleep", lambda s: None)
+    ok = {"id": 1, "probabilities": [1.0]}
+    busy = {**OVERLOADED, "status": 503, "id": 2}
+    transport, sent = _canned([(200, [ok, busy], {"Retry-After": "1"}), (200, [{"id": 2, "probabilities": [1.0]}], {})])
+    docs = [{"id": 1, "text": "a", "labels": ["x"]}, {"id": 2, "text": "b", "labels": ["x"]}]
+    with Client(transport=transport) as zs:
+        out = zs.classify_many(docs)
+    assert [o.id for o in out] == [1, 2] and [d["id"] for d in sent[1]] == [2]
+
+
+def test_package_root_exports_the_clients_lazily():
+    assert zsnli.Client is Client and zsnli.AsyncClient is AsyncClient
+    code = "import sys, zsnli; assert 'httpx' not in sys.modules and 'zsnli.client' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, env={"PYTHONPATH": str(REPO / "src")})
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_cli_classify_a_text_against_the_server(server, capsys):
+    assert main(["classify", TEXT, "--labels", "sport, business,science", "--url", server.url, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    with Client(server.url) as zs:
+        want = zs.classify(TEXT, LABELS, hypothesis_template=PIPELINE_TEMPLATE)  # --labels: candidate_labels
+    assert out == {"labels": LABELS, "probabilities": want.probabilities}
+    assert main(["classify", TEXT, "--labels", "sport,business", "--template", "{}", "--url", server.url]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 2 and {line.split()[0] for line in table} == {"sport", "business"}
+
+
+def test_cli_in_process_answers_as_the_server(server, bert_dir, capsys):
+    args = ["classify", TEXT, "--labels", "sport,business,science", "--template", "About {}.", "--json"]
+    assert main(args + ["--url", server.url]) == 0
+    over_http = json.loads(capsys.readouterr().out)
+    assert main(args + ["--model-dir", str(bert_dir)]) == 0
+    in_process = json.loads(capsys.readouterr().out)
+    np.testing.assert_allclose(in_process["probabilities"], over_http["probabilities"], atol=1e-6)
+
+
+def test_cli_input_file_to_output_file_with_progress(server, bert_dir, tmp_path, capsys):
+    lines = [{"id": i, "text": f"{TEXT} {i}"} for i in range(7)]
+    lines[3] = {"id": 3, "text": "x", "labels": ["sport", ""]}  # a bad line fails alone
+    lines[5] = {"id": 5, "text": "y", "labels": ["a literal hypothesis."], "multi_label": True}  # its own labels
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
+    outputs = {}
+    for where in (["--url", server.url], ["--model-dir", str(bert_dir)]):
+        out = tmp_path / f"out-{where[0][2:]}.jsonl"
+        code = main(["classify", "--input", str(src), "--output", str(out), "--labels", "sport,business",
+                     "--batch-size", "3", *where])
+        err = capsys.readouterr().err
+        assert code == 1 and "1 of 7 requests got an error" in err
+        assert "classify: 7/7 docs (100%)" in err  # the progress line (stderr is not a terminal here)
+        outputs[where[0]] = [json.loads(x) for x in out.read_text().splitlines()]
+    http, local = outputs["--url"], outputs["--model-dir"]
+    assert [a.get("id") for a in http] == list(range(7)) and http[3]["field"] == "labels[1]" and http[3]["status"] == 422
+    assert local[3] == http[3]
+    for a, b in zip(http, local):
+        if "probabilities" in a:
+            np.testing.assert_allclose(a["probabilities"], b["probabilities"], atol=1e-6)
+    with Client(server.url) as zs:
+        # batched with other documents: the same numbers up to float noise of the padding
+        assert http[0]["probabilities"] == pytest.approx(zs.classify(
+            lines[0]["text"], ["sport", "business"], hypothesis_template=PIPELINE_TEMPLATE).probabilities, abs=1e-6)
+        assert http[5]["probabilities"] == pytest.approx(zs.classify(
+            "y", ["a literal hypothesis."], multi_label=True).probabilities, abs=1e-6)
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["classify", TEXT], "--labels is required"),
+    (["classify", "--labels", "a,b"], "give a text to classify or --input"),
+    (["classify", TEXT, "--labels", " , "], "--labels has no label"),
+    (["classify", TEXT, "--labels", "a", "--url", "http://127.0.0.1:9", "--timeout", "2"], "cannot be reached"),
+    (["classify", "--input", "/no/such.jsonl", "--labels", "a"], "cannot read --input /no/such.jsonl"),
+    (["classify", TEXT, "--labels", "a", "--url", "u", "--model-dir", "m"], "not allowed with argument"),
+    (["classify", TEXT, "--labels", "a", "--model-dir", "/no/model"], "cannot serve --model-dir /no/model"),
+    (["classify", TEXT, "--batch-size", "0"], "expected an integer >= 1"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_cli_mistakes_are_one_line_exit_2(argv, fragment, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own mistakes
+        code = exc.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and fragment in err and len(err.splitlines()) == 1, err
+
+
+def test_cli_bad_json_line_names_it(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "a"}\n{oops\n')
+    assert main(["classify", "--input", str(src), "--labels", "a"]) == 2
+    assert f"{src} line 2: not valid JSON" in capsys.readouterr().err
+
+
+def test_cli_server_error_answer_is_one_line(server, capsys):
+    assert main(["classify", TEXT, "--labels", "a", "--template", "no slot", "--url", server.url]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "hypothesis_template" in err and "validation" in err
+
+
+def test_zsnli_serve_is_serve_sh(tmp_path):
+    run = [sys.executable, "-m", "zsnli.cli", "serve"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO / "src"), "PYTHON": sys.executable}
+    helped = subprocess.run(run + ["--help"], capture_output=True, text=True, env=env, timeout=120)
+    assert helped.returncode == 0 and "zsnli serve" in helped.stdout
+    for cmd in (run, [str(REPO / "serve.sh")]):
+        bad = subprocess.run(cmd, capture_output=True, text=True, env={**env, "ZSNLI_MAX_LABELS": "0"}, timeout=120)
+        assert bad.returncode == 3 and bad.stderr.strip().count("\n") == 0, bad.stderr
+        assert "refusing to start: ZSNLI_MAX_LABELS must be in [1, 4096], got 0" in bad.stderr
+        extra = subprocess.run(cmd + ["--port", "1"], capture_output=True, text=True, env=env, timeout=120)
+        assert extra.returncode == 2 and "unknown argument '--port'" in extra.stderr
