@@ -173,8 +173,8 @@ def _check_rendered(browser, answer: dict) -> None:
     from selenium.webdriver.common.by import By
 
     assert browser.execute_script("return window.__pwned") is None  # no injected script or handler ran
-    winner = browser.find_element(By.ID, "winner").text
-    assert winner.startswith(f"Winner: {answer['winner']} ")
+    winner = browser.find_element(By.ID, "winner").text  # "(by a tie-break)" when the winner tied on macro-F1
+    assert winner.startswith((f"Winner: {answer['winner']} ", f"Winner (by a tie-break): {answer['winner']} "))
     rows = browser.find_elements(By.CSS_SELECTOR, "#scorecard tbody tr")
     assert [r.get_attribute("data-arm") for r in rows] == [e["arm"] for e in answer["scorecard"]]
     assert browser.find_element(By.ID, "receipt-sha256").text == answer["receipt"]["sha256"]
@@ -227,3 +227,73 @@ def test_form_renders_hostile_text_as_text(server, browser):
     browser.get(f"{server}/bakeoffs/{bakeoff_id}")
     WebDriverWait(browser, 30).until(ec.presence_of_element_located((By.ID, "winner")))
     _check_rendered(browser, answer)
+
+
+def test_tab_types_a_tab_in_the_examples_box_and_esc_tab_leaves(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(server + "/bakeoff")
+    box = browser.find_element(By.ID, "examples")
+    box.click()
+    box.send_keys("Cannot sign in", Keys.TAB, "access", Keys.ENTER, "Refund my invoice", Keys.TAB, "billing")
+    assert box.get_attribute("value") == "Cannot sign in\taccess\nRefund my invoice\tbilling"
+    assert browser.switch_to.active_element == box  # Tab typed, the focus stayed
+    box.send_keys(Keys.ESCAPE, Keys.TAB)
+    assert browser.switch_to.active_element != box  # Esc, Tab: the focus moved on, nothing typed
+    assert box.get_attribute("value") == "Cannot sign in\taccess\nRefund my invoice\tbilling"
+    assert "Esc, then Tab" in browser.find_element(By.ID, "examples-hint").text
+
+
+def _answer(scores: dict[str, tuple[float, float, float]], n: int) -> dict:
+    """A bake-off answer with these arms (macro-F1, ECE, p50 ms), ranked as the server ranks them."""
+    order = sorted(scores, key=lambda a: (-scores[a][0], scores[a][1], scores[a][2]))
+    bins = [{"lo": 0.5, "hi": 0.6, "confidence": 0.55, "accuracy": 0.5, "count": n}]
+    card = [{"arm": a, "rank": i + 1, "role": "incumbent", "status": "scored", "accuracy": scores[a][0],
+             "macro_f1": scores[a][0], "ece": scores[a][1], "latency_ms_p50": scores[a][2], "n": n,
+             "reliability": bins} for i, a in enumerate(order)]
+    return {"id": "bo_" + "0" * 32, "n": n, "labels": {"access": "access", "billing": "billing"},
+            "created_at": "2026-01-01T00:00:00Z", "winner": order[0], "scorecard": card, "task_description": "t",
+            "receipt": {"sha256": "s", "signature": "g", "key_id": "k", "examples_sha256": "e"}}
+
+
+def test_a_tie_broken_on_a_handful_of_examples_is_flagged(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/bakeoff")
+    render = "renderAnswer(arguments[0], document.getElementById('result'))"
+    browser.execute_script(render, _answer({"tfidf_logreg": (0.75, 0.10, 3.0), "majority": (0.75, 0.25, 0.1),
+                                            "served": (0.5, 0.1, 20.0)}, 4))
+    assert browser.find_element(By.ID, "winner").text.startswith("Winner (by a tie-break): tfidf_logreg")
+    note = browser.find_element(By.ID, "tie-note").text
+    assert "same macro-F1 (0.750) on these 4 examples" in note and "lower ECE" in note and "add more examples" in note
+    shot = os.environ.get("ZSNLI_BAKEOFF_SCREENSHOT")
+    if shot:
+        browser.save_screenshot(shot.replace(".png", "-tie.png"))
+    browser.execute_script(render, _answer({"tfidf_logreg": (0.9, 0.1, 3.0), "majority": (0.5, 0.2, 0.1)}, 10))
+    assert browser.find_element(By.ID, "winner").text.startswith("Winner: tfidf_logreg")
+    assert not browser.find_elements(By.ID, "tie-note")
+    assert "one example moves accuracy by 10.0 points" in browser.find_element(By.ID, "small-n").text
+
+
+def test_reliability_axes_are_numbered_and_the_results_explained(server, browser):
+    from selenium.webdriver.common.by import By
+
+    from zsnli.compare.service.arms_adapter import INCUMBENTS
+    from zsnli.compare.service.page import ARM_NOTES
+
+    assert set(INCUMBENTS) <= set(ARM_NOTES)  # every arm a bake-off runs is explained
+    browser.get(server + "/bakeoff")
+    browser.execute_script("renderAnswer(arguments[0], document.getElementById('result'))",
+                           _answer({"tfidf_logreg": (0.9, 0.1, 3.0), "majority": (0.5, 0.2, 0.1)}, 10))
+    svg = browser.find_elements(By.CSS_SELECTOR, ".diagram svg")[0]
+    assert [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.tick-x")] == ["0", "0.5", "1"]
+    assert [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.tick-y")] == ["0", "0.5", "1"]
+    box = browser.find_element(By.ID, "glossary")
+    browser.execute_script("arguments[0].scrollIntoView()", box)
+    shot = os.environ.get("ZSNLI_BAKEOFF_SCREENSHOT")
+    if shot:
+        browser.save_screenshot(shot.replace(".png", "-glossary.png"))
+    glossary = box.text
+    for term in ("ECE", "macro-F1", "p50 ms", "majority", "embedding_knn", "Reliability diagrams"):
+        assert term in glossary

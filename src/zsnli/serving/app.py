@@ -37,16 +37,17 @@ from typing import Any, Callable, Sequence, Union
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from .. import __version__
 from . import http_body, inference_api
-from .api_types import (CLASSIFY_FIELDS, EXAMPLE_LINE_FIELDS, EXAMPLE_MULTI, EXAMPLE_REQUEST, EXAMPLE_TEMPLATE,
-                        EXAMPLE_ZERO_SHOT, EXAMPLE_ZERO_SHOT_LIST, ClassifyRequest, ClassifyResponse, ErrorResponse,
-                        HealthResponse, LabelError, ZeroShotAnswer, ZeroShotRequest, classify_fields, misspelt_fields)
+from .api_types import (CLASSIFY_FIELDS, ERROR_EXAMPLES, EXAMPLE_LINE_FIELDS, EXAMPLE_MULTI, EXAMPLE_REQUEST,
+                        EXAMPLE_TEMPLATE, EXAMPLE_ZERO_SHOT, EXAMPLE_ZERO_SHOT_LIST, ClassifyRequest, ClassifyResponse,
+                        ErrorResponse, HealthResponse, LabelError, ZeroShotAnswer, ZeroShotRequest, classify_fields,
+                        inline_schema, misspelt_fields)
 from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
@@ -61,20 +62,24 @@ logger = logging.getLogger("zsnli")
 #: ``extend(app, service)``: adds routes (or middleware) to the app built by `create_app`.
 Extension = Callable[[FastAPI, ZeroShotClassifier], None]
 
+_ERROR_DESCRIPTIONS = {
+    400: "Malformed body: invalid JSON or text in its charset, empty body (`invalid_json`); a body that is not "
+         "what its Content-Encoding says (`invalid_encoding`).",
+    408: "Headers and body did not arrive within ZSNLI_READ_TIMEOUT_S (`request_timeout`; the connection is "
+         "closed). Served by `python server.py`, not a bare uvicorn.",
+    413: "Body over ZSNLI_MAX_BODY_BYTES, on the wire or after decoding its Content-Encoding (gzip, deflate).",
+    415: "Content type is not JSON, its charset is not UTF-8/16/32, or its Content-Encoding is not identity, gzip "
+         "or deflate (`field` names the header).",
+    422: "A field is missing or invalid, misspelt, or a key is given twice (named in `field`; one entry per "
+         "problem in `errors`).",
+    500: "Inference failed for this request (batch fault, non-finite logits).",
+    503: "Loading, queue full, timed out, or more than ZSNLI_MAX_CONNECTIONS connections open (`overloaded`); "
+         "retry after `Retry-After` s.",
+}
 _ERROR_RESPONSES = {
-    400: {"model": ErrorResponse, "description": "Malformed body: invalid JSON or text in its charset, empty body "
-          "(`invalid_json`); a body that is not what its Content-Encoding says (`invalid_encoding`)."},
-    408: {"model": ErrorResponse, "description": "Headers and body did not arrive within ZSNLI_READ_TIMEOUT_S "
-          "(`request_timeout`; the connection is closed). Served by `python server.py`, not a bare uvicorn."},
-    413: {"model": ErrorResponse, "description": "Body over ZSNLI_MAX_BODY_BYTES, on the wire or after decoding "
-          "its Content-Encoding (gzip, deflate)."},
-    415: {"model": ErrorResponse, "description": "Content type is not JSON, its charset is not UTF-8/16/32, or "
-          "its Content-Encoding is not identity, gzip or deflate (`field` names the header)."},
-    422: {"model": ErrorResponse, "description": "A field is missing or invalid, or a key is given twice "
-          "(named in `field`; one entry per problem in `errors`)."},
-    500: {"model": ErrorResponse, "description": "Inference failed for this request (batch fault, non-finite logits)."},
-    503: {"model": ErrorResponse, "description": "Loading, queue full, timed out, or more than "
-          "ZSNLI_MAX_CONNECTIONS connections open (`overloaded`); retry after `Retry-After` s."},
+    status: {"model": ErrorResponse, "description": description, "content": {"application/json": {
+        "example": ERROR_EXAMPLES[status][1]}}}
+    for status, description in _ERROR_DESCRIPTIONS.items()
 }
 _CLASSIFY_BODY = {
     "requestBody": {
@@ -97,29 +102,11 @@ _CLASSIFY_BODY = {
 
 
 
-def _inline_schema(model) -> dict:
-    """A model's JSON schema with its ``$defs`` inlined (an ``openapi_extra`` body cannot use ``#/$defs``)."""
-    schema = model.model_json_schema()
-    defs = schema.pop("$defs", {})
-
-    def resolve(node):
-        if isinstance(node, dict):
-            ref = node.get("$ref", "")
-            if ref.startswith("#/$defs/"):
-                return resolve(defs[ref[len("#/$defs/"):]])
-            return {k: resolve(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [resolve(v) for v in node]
-        return node
-
-    return resolve(schema)
-
-
 _ZERO_SHOT_BODY = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {
-            "schema": _inline_schema(ZeroShotRequest),
+            "schema": inline_schema(ZeroShotRequest),
             "examples": {
                 "one": {"summary": "one text", "value": EXAMPLE_ZERO_SHOT},
                 "list": {"summary": "a list of texts, labels as one string, a template", "value": EXAMPLE_ZERO_SHOT_LIST},
@@ -212,6 +199,40 @@ class LastResort:
             await response(scope, receive, send)
 
 
+def route_index(app: FastAPI) -> list[dict[str, str]]:
+    """``[{"route": "POST /classify", "what": first line of its docstring}]`` for every route of ``app`` with a
+    docstring (extensions included: /metrics, the bake-off), static assets left out."""
+    out = []
+    for route in app.routes:
+        endpoint, path = getattr(route, "endpoint", None), getattr(route, "path", "")
+        doc = (getattr(endpoint, "__doc__", None) or "").strip()
+        if not doc or "static" in path or "assets" in path:
+            continue
+        methods = sorted(m for m in (getattr(route, "methods", None) or {"GET"}) if m != "HEAD") or ["HEAD"]
+        first = " ".join(doc.split("\n\n")[0].split()).replace("``", "`")
+        out.append({"route": f"{'/'.join(methods)} {path}", "what": first.split(". ")[0].rstrip(".") + "."})
+    return out
+
+
+def index_page(index: dict[str, Any]) -> str:
+    """``GET /`` for a browser: the `route_index` as an HTML list (GET routes without parameters are links)."""
+    from html import escape
+
+    def route(entry: dict[str, str]) -> str:
+        method, path = entry["route"].split(" ", 1)
+        target = f"<a href='{escape(path)}'>{escape(path)}</a>" if method == "GET" and "{" not in path \
+            else escape(path)
+        return f"<li><code>{escape(method)}</code> {target}: {escape(entry['what'])}</li>"
+
+    items = "".join(route(e) for e in index["routes"])
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>zsnli</title></head>"
+            f"<body style='font-family: system-ui, sans-serif; max-width: 60em; margin: 2em auto'>"
+            f"<h1>zsnli {escape(index['version'])}</h1><p>Zero-shot text classification from an NLI cross-encoder. "
+            f"Status: <b>{escape(str(index['status']))}</b>, model {escape(str(index['model']))}. "
+            f"Try it in <a href='/docs'>/docs</a> (or <a href='/redoc'>/redoc</a>, "
+            f"<a href='/openapi.json'>/openapi.json</a>).</p><ul>{items}</ul></body></html>")
+
+
 def error_response(exc: ApiError, retry_after_s: int) -> JSONResponse:
     """The JSON answer of an `ApiError` (``Retry-After`` when its type carries it)."""
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers(retry_after_s))
@@ -261,6 +282,17 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
             return JSONResponse(body, status_code=status, headers={"Retry-After": str(settings.retry_after_s)})
         return body
 
+    @app.get("/", response_model=None)
+    async def index(request: Request) -> Any:
+        """Where things are: the routes this server answers, each with what it is for, and the model's status."""
+        status, health = service.health()
+        body = {"service": "zsnli", "version": __version__, "status": health.get("status"),
+                "model": health.get("model"), "docs": "/docs", "redoc": "/redoc", "openapi": "/openapi.json",
+                "routes": route_index(request.app)}
+        if "text/html" in request.headers.get("accept", ""):  # a browser: the same as a page of links
+            return HTMLResponse(index_page(body))
+        return body
+
     @app.head("/health", include_in_schema=False)
     async def health_head() -> Any:
         """HEAD /health: the status code (200 / 503) of GET, no body."""
@@ -268,7 +300,7 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
 
     @app.post("/classify", response_model=ClassifyResponse, responses=_ERROR_RESPONSES, openapi_extra=_CLASSIFY_BODY)
     async def classify(request: Request) -> Any:
-        """Probabilities of each label description for one document (see DESIGN.md)."""
+        """Probabilities of each label description for one document, or for each of an array of documents."""
         return await service.admitted(lambda: _classify(service, request))
 
     zero_shot_answer = Union[ZeroShotAnswer, list[ZeroShotAnswer]]

@@ -33,16 +33,32 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from zsnli.errors import ApiError
+from zsnli.serving.api_types import inline_schema
 from zsnli.manifest import sha256_file
 
 from .badge import bakeoff_badge
 from .receipts import ReceiptError, Signer
+from .schema import EXAMPLE_BAKEOFF, BakeoffRequest
 from .settings import BakeoffSettings
 from .store import Store
 
 logger = logging.getLogger("zsnli.compare.service")
 
 ID_RE = re.compile(r"^bo_[0-9a-f]{32}$")
+
+
+_BAKEOFF_BODY = {"requestBody": {"required": True, "content": {"application/json": {
+    "schema": inline_schema(BakeoffRequest), "examples": {"support": {
+        "summary": "8 support requests, 2 labels, 3 fast arms", "value": EXAMPLE_BAKEOFF}}}}}}
+_BAKEOFF_RESPONSES = {
+    200: {"description": "The result, stored and signed: `id`, `n`, `labels`, `scorecard` (per arm: rank, role, "
+                         "accuracy, macro_f1, ece, latency_ms_p50, reliability bins, status), `winner`, `receipt` "
+                         "(sha256, Ed25519 signature, key id), and the page and badge links.",
+          "content": {"application/json": {"schema": {"type": "object"}}}},
+    422: {"description": "A field is missing or invalid (every problem in `errors`, e.g. `examples[3].expected`)."},
+    503: {"description": "Loading or draining, ZSNLI_BAKEOFF_MAX_CONCURRENT bake-offs already running, or the "
+                         "result could not be signed or stored; retry after `Retry-After` s."},
+}
 
 
 def _error(status: int, message: str, error_type: str, field: str | None = None, **extra) -> JSONResponse:
@@ -195,9 +211,14 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
     async def in_thread(fn, *args):  # store, key: the io threads, never behind arm work
         return await asyncio.get_running_loop().run_in_executor(res.io, fn, *args)
 
-    @app.post("/v1/bakeoff", tags=["bake-off"])
+    @app.post("/v1/bakeoff", tags=["bake-off"], openapi_extra=_BAKEOFF_BODY, responses=_BAKEOFF_RESPONSES)
     async def post_bakeoff(request: Request) -> Any:
-        """Rank the arms on the request's labelled examples; the answer is stored and signed (see README)."""
+        """Rank the arms on the request's labelled examples; the answer is stored and signed (see README).
+
+        Every arm scores every example (few-shot arms never on an example they were fitted on); the
+        answer holds the scorecard (accuracy, macro-F1, ECE, p50 latency per arm), the winner, the
+        reliability bins, a signed receipt and the links of its page and badge. The example runs three
+        fast arms in a few seconds."""
         return await service.admitted(lambda: _bakeoff(request))
 
     async def _bakeoff(request: Request) -> Any:
@@ -283,6 +304,7 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
 
     @app.get("/bakeoff", include_in_schema=False)
     async def form_page() -> Any:
+        """The bake-off form: paste or upload labelled examples, pick the arms, run."""
         engine = await asyncio.to_thread(_engine)
         return HTMLResponse(engine.page.form_page(engine.arms_adapter.INCUMBENTS, challengers, bsettings,
                                                   service.settings.public_url))
@@ -296,10 +318,12 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
 
     @app.get("/bakeoffs", include_in_schema=False)
     async def list_page() -> Any:
+        """The latest bake-offs (a page)."""
         return HTMLResponse((await asyncio.to_thread(_engine)).page.list_page(await in_thread(store.latest, 50)))
 
     @app.get("/bakeoffs/{bakeoff_id}", include_in_schema=False)
     async def result_page(bakeoff_id: str) -> Any:
+        """A stored bake-off: scorecard, winner, reliability diagrams, receipt, badge (a page)."""
         answer = await _get(bakeoff_id)
         if answer is None:
             return _not_found(bakeoff_id)
@@ -307,6 +331,7 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
 
     @app.get("/bakeoffs/{bakeoff_id}/badge.svg", include_in_schema=False)
     async def badge(bakeoff_id: str) -> Any:
+        """The SVG badge of a bake-off (its winner)."""
         answer = await _get(bakeoff_id)
         if answer is None:
             return _not_found(bakeoff_id)

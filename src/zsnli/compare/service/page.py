@@ -57,6 +57,48 @@ PROTOCOL_NOTE = (f"Zero-shot arms score every example as it is. Few-shot arms ar
                  f"Ranking: {RANKING_RULE}. ECE over 15 equal-width confidence bins.")
 
 
+#: One line per arm a bake-off may run (the incumbents of `zsnli.compare.service.arms_adapter`), for the
+#: page's glossary.
+ARM_NOTES = {
+    "served": "the served NLI model (zero-shot): each label description is the hypothesis as it is",
+    "served_about": "the served NLI model with the template \u201cThis text is about {}.\u201d (zero-shot)",
+    "embedding_similarity": "cosine of all-MiniLM-L6-v2 sentence embeddings of the text and each label "
+                            "description, softmax(20 \u00d7 cosine); nothing fitted (zero-shot)",
+    "embedding_logreg": "logistic regression on those sentence embeddings, fitted on the other examples (few-shot)",
+    "embedding_knn": "the 5 nearest other examples by embedding cosine vote (few-shot)",
+    "tfidf_logreg": "logistic regression on word 1-2-gram tf-idf, fitted on the other examples (few-shot)",
+    "majority": "always the most frequent label of the other examples: the floor any arm should beat",
+}
+
+COLUMNS = (
+    ("rank", "the order of the ranking rule below (failed arms last)"),
+    ("arm", "the classifier; see the arms below"),
+    ("role", "incumbent (a standard arm) or challenger (the model you added)"),
+    ("accuracy", "the share of examples whose top label is the expected one"),
+    ("macro-F1", "F1 of each label, averaged with equal weight per label: a rare label counts as much as a "
+                 "frequent one (the ranking key)"),
+    ("ECE", "expected calibration error: the examples are put into 15 equal-width bins by the arm's confidence "
+            "(its top probability); ECE is the mean |accuracy \u2212 confidence| over the bins, weighted by their "
+            "examples. 0: a confidence of 0.8 is right 80% of the time; 0.2: off by 20 points on average"),
+    ("n", "examples the arm scored"),
+    ("p50 ms", "median milliseconds to score one example"),
+    ("status", "scored, or failed with the reason (a failed arm does not stop the others)"),
+)
+
+
+def glossary(arms: Sequence[str]) -> str:
+    """The "Reading the results" block: every column, every arm in ``arms``, the reliability diagrams."""
+    cols = "".join(f"<dt>{escape(name)}</dt><dd>{escape(text)}</dd>" for name, text in COLUMNS)
+    other = "a registered model (ZSNLI_BAKEOFF_MODELS) run through the transformers zero-shot pipeline"
+    notes = "".join(f"<dt>{escape(a)}</dt><dd>{escape(ARM_NOTES.get(a, other))}</dd>" for a in arms)
+    return (f"<details class='glossary' id='glossary' open><summary>Reading the results</summary>"
+            f"<h3>Columns</h3><dl>{cols}</dl><h3>Arms</h3><dl>{notes}</dl><h3>Reliability diagrams</h3>"
+            "<p>One per arm: the examples binned by confidence (x axis, 0 to 1); each bar is the accuracy in its bin "
+            "(y axis), each red dot the bin's mean confidence. Bars on the dashed diagonal: well calibrated; "
+            "bars below it: over-confident. With a handful of examples most bins are empty or hold one example: "
+            "read them as a sketch.</p></details>")
+
+
 def form_page(incumbents: Sequence[str], challengers: Sequence[str], s: BakeoffSettings,
               public_url: str | None = None) -> str:
     """The form: task description, examples (``text<TAB>label`` lines or a CSV/JSONL file), arms, challenger.
@@ -75,7 +117,10 @@ them, ranked, stored and signed.</p>
   <input id="task" name="task_description" required maxlength="{s.max_input_chars}"
          placeholder="Classify support requests as access or billing">
   <label for="examples">Examples: one per line, <code>text&lt;TAB&gt;label</code></label>
-  <textarea id="examples" name="examples" rows="8" placeholder="Cannot sign in&#9;access"></textarea>
+  <textarea id="examples" name="examples" rows="8" placeholder="Cannot sign in&#9;access"
+            aria-describedby="examples-hint"></textarea>
+  <p class="hint" id="examples-hint">Tab types a tab between the text and its label; press Esc, then Tab, to leave
+    the box.</p>
   <label for="upload">…or upload a CSV (<code>input,expected</code> or <code>text,label</code>) or JSONL file</label>
   <input id="upload" type="file" accept=".csv,.jsonl,.json,.txt">
   <fieldset><legend>Arms</legend>{arms}</fieldset>
@@ -90,7 +135,8 @@ text; time budget {s.time_budget_s:g} s.</p>
 <div id="progress" hidden><progress></progress> <span id="progress-text"></span></div>
 <div id="error" class="error" hidden></div>
 <section id="result" data-budget="{s.time_budget_s:g}" data-base="{escape(public_url or '')}"></section>
-<p class="note">{escape(PROTOCOL_NOTE)}</p>"""
+<p class="note">{escape(PROTOCOL_NOTE)}</p>
+{glossary([*incumbents, *challengers])}"""
     return _shell("zsnli bake-off", body)
 
 
@@ -107,6 +153,7 @@ def result_page(answer: dict, public_url: str | None) -> str:
             f"/v1/bakeoffs/{escape(answer['id'])}</a></p></noscript>"
             f"<section id='result' data-base='{escape(public_url or '')}'></section>"
             f"<p class='note'>{escape(PROTOCOL_NOTE)}</p>"
+            + glossary([e['arm'] for e in answer.get('scorecard', [])])
             + json_script(answer, "bakeoff-data"))
     return _shell(f"bake-off {answer['id']}", body)
 

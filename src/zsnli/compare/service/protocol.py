@@ -11,7 +11,8 @@
   `zsnli.metrics`) and the reliability bins of one arm; `rank` orders arms by
   macro-F1, then ECE (lower first), then p50 latency (lower first).
 
-Imports pydantic, numpy, scikit-learn and `zsnli.metrics` / `zsnli.manifest` only.
+Imports pydantic, numpy, scikit-learn, `zsnli.metrics` / `zsnli.manifest` and `zsnli.compare.service.schema`
+(the request model) only.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
+from pydantic import ValidationError
 
 from zsnli.manifest import canonical_json
 from zsnli.metrics import N_BINS, accuracy, argmax_random_ties, macro_f1, reliability_bins
+
+from .schema import BakeoffRequest
 
 LOO_MAX_N = 30
 """At most this many examples: leave-one-out (n fits); more: stratified k-fold."""
@@ -47,24 +50,6 @@ class BakeoffInputError(ValueError):
         self.field = problems[0]["field"]
         self.message = problems[0]["error"]
         super().__init__(f"{self.field}: {self.message}")
-
-
-class _Example(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    input: StrictStr
-    expected: StrictStr
-
-
-class BakeoffRequest(BaseModel):
-    """The request body of ``POST /v1/bakeoff`` (unknown extra fields are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-    task_description: StrictStr
-    examples: list[_Example]
-    labels: dict[StrictStr, StrictStr] | None = None
-    candidates: list[StrictStr] | None = None
-    challenger_model: StrictStr | None = None
-    retain: StrictBool = False
 
 
 @dataclass

@@ -69,9 +69,10 @@ function parseJsonl(text) {
 const fmt = (x, d = 3) => (x === null || x === undefined ? "–" : Number(x).toFixed(d));
 
 function reliabilitySvg(entry) {
-  const S = 150, P = 24, NS = "http://www.w3.org/2000/svg";
+  // plot area S x S at (L, T); numbered axes: confidence (x) and accuracy (y), both 0..1
+  const S = 150, L = 40, T = 6, B = 34, NS = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(NS, "svg");
-  svg.setAttribute("width", S + P + 6); svg.setAttribute("height", S + P + 6);
+  svg.setAttribute("width", L + S + 10); svg.setAttribute("height", T + S + B);
   svg.setAttribute("role", "img");
   svg.setAttribute("aria-label", `reliability diagram of ${entry.arm}`);
   const add = (tag, attrs, text) => {
@@ -80,8 +81,16 @@ function reliabilitySvg(entry) {
     if (text !== undefined) e.textContent = text;
     svg.append(e); return e;
   };
-  const x = (v) => P + v * S, y = (v) => 4 + (1 - v) * S;
-  add("rect", { x: P, y: 4, width: S, height: S, fill: "#fff", stroke: "#999" });
+  const x = (v) => L + v * S, y = (v) => T + (1 - v) * S;
+  add("rect", { x: L, y: T, width: S, height: S, fill: "#fff", stroke: "#999" });
+  for (const v of [0, 0.25, 0.5, 0.75, 1]) {
+    const major = v === 0 || v === 0.5 || v === 1;
+    add("line", { x1: x(v), y1: y(0), x2: x(v), y2: y(0) + 4, stroke: "#666" });
+    add("line", { x1: x(0) - 4, y1: y(v), x2: x(0), y2: y(v), stroke: "#666" });
+    if (!major) continue;
+    add("text", { x: x(v), y: y(0) + 14, "text-anchor": "middle", "font-size": 10, class: "tick-x" }, String(v));
+    add("text", { x: x(0) - 6, y: y(v) + 3, "text-anchor": "end", "font-size": 10, class: "tick-y" }, String(v));
+  }
   add("line", { x1: x(0), y1: y(0), x2: x(1), y2: y(1), stroke: "#bbb", "stroke-dasharray": "4 3" });
   for (const b of entry.reliability || []) {
     add("rect", { x: x(b.lo) + 1, y: y(b.accuracy), width: Math.max(1, (b.hi - b.lo) * S - 2),
@@ -90,10 +99,28 @@ function reliabilitySvg(entry) {
         { textContent: `confidence ${fmt(b.confidence, 2)}, accuracy ${fmt(b.accuracy, 2)}, n = ${b.count}` }));
     add("circle", { cx: x(b.confidence), cy: y(b.confidence), r: 2.5, fill: "#e53935" });
   }
-  add("text", { x: P + S / 2, y: S + P + 2, "text-anchor": "middle", "font-size": 10 }, "confidence");
-  add("text", { x: 10, y: 4 + S / 2, "font-size": 10, transform: `rotate(-90 10 ${4 + S / 2})`,
+  add("text", { x: L + S / 2, y: T + S + 28, "text-anchor": "middle", "font-size": 10 }, "confidence");
+  add("text", { x: 10, y: T + S / 2, "font-size": 10, transform: `rotate(-90 10 ${T + S / 2})`,
                 "text-anchor": "middle" }, "accuracy");
   return svg;
+}
+
+// The arms ranked first on macro-F1 together with the winner (a tie the ranking broke by ECE, then latency).
+function tiedWithWinner(answer) {
+  const scored = answer.scorecard.filter((e) => e.status === "scored").sort((a, b) => a.rank - b.rank);
+  if (scored.length < 2) return [];
+  return scored.filter((e) => Math.abs(e.macro_f1 - scored[0].macro_f1) < 1e-9);
+}
+
+function tieNote(answer) {
+  const tied = tiedWithWinner(answer);
+  if (tied.length < 2) return null;
+  const [first, second] = tied;
+  const by = Math.abs(first.ece - second.ece) > 1e-9 ? "its lower ECE (calibration)" : "its lower p50 latency";
+  const others = tied.slice(1).map((e) => e.arm).join(", ");
+  return `Tie: ${first.arm} and ${others} have the same macro-F1 (${fmt(first.macro_f1)}) on these ` +
+    `${answer.n} examples; ${first.arm} is ranked first only by ${by}. ` +
+    `${answer.n < 30 ? "That is too few examples to tell them apart: add more examples." : ""}`.trim();
 }
 
 // base: ZSNLI_PUBLIC_URL (ending with "/") from the page, or "" for root-relative links. Never the
@@ -102,9 +129,14 @@ function renderAnswer(answer, container, base) {
   container.replaceChildren();
   const origin = base || "/";
   const won = answer.scorecard.find((e) => e.arm === answer.winner);
-  container.append(el("div", { class: "winner", id: "winner" },
-    answer.winner ? `Winner: ${answer.winner} (macro-F1 ${fmt(won.macro_f1)}, ECE ${fmt(won.ece)}, ` +
-      `p50 ${fmt(won.latency_ms_p50, 1)} ms)` : "No arm was scored."));
+  const tie = tieNote(answer);
+  container.append(el("div", { class: tie ? "winner tie" : "winner", id: "winner" },
+    answer.winner ? `Winner${tie ? " (by a tie-break)" : ""}: ${answer.winner} (macro-F1 ${fmt(won.macro_f1)}, ` +
+      `ECE ${fmt(won.ece)}, p50 ${fmt(won.latency_ms_p50, 1)} ms)` : "No arm was scored."));
+  if (tie) container.append(el("p", { class: "tie-note", id: "tie-note" }, tie));
+  if (answer.n < 30 && !tie) container.append(el("p", { class: "note", id: "small-n" },
+    `With ${answer.n} examples one example moves accuracy by ${fmt(100 / answer.n, 1)} points: ` +
+    "treat small differences as noise."));
   const labels = Object.entries(answer.labels).map(([k, v]) => (k === v ? k : `${k} (“${v}”)`)).join(", ");
   container.append(el("p", {}, `${answer.n} examples; labels: ${labels}; created ${answer.created_at}.`));
   const head = el("tr", {}, ...["rank", "arm", "role", "accuracy", "macro-F1", "ECE", "n", "p50 ms", "status"]
@@ -115,7 +147,8 @@ function renderAnswer(answer, container, base) {
     el("td", {}, e.status === "failed" ? `failed: ${e.error}` : e.status)));
   container.append(el("h2", {}, "Scorecard"),
     el("table", { id: "scorecard" }, el("thead", {}, head), el("tbody", {}, ...body)),
-    el("p", { class: "note" }, "Ranked by macro-F1; ties broken by calibration (lower ECE), then by latency (lower p50)."));
+    el("p", { class: "note" }, "Ranked by macro-F1; ties broken by calibration (lower ECE), then by latency " +
+      "(lower p50). What the columns and the arms mean: see \u201cReading the results\u201d below."));
   const diagrams = answer.scorecard.filter((e) => e.status === "scored")
     .map((e) => el("div", { class: "diagram" }, el("h4", {}, `${e.arm} · ECE ${fmt(e.ece)}`), reliabilitySvg(e)));
   container.append(el("h2", {}, "Reliability"), el("p", { class: "note" },
@@ -194,9 +227,28 @@ async function submitForm(event) {
   }
 }
 
+// Tab types a tab character in the examples box (text<TAB>label); Esc then Tab leaves the box as usual.
+function tabTyping(area) {
+  let leaving = false;
+  area.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape") { leaving = true; return; }
+    const plainTab = ev.key === "Tab" && !ev.shiftKey && !ev.ctrlKey && !ev.altKey && !ev.metaKey;
+    if (plainTab && !leaving) {
+      ev.preventDefault();
+      // insertText keeps the browser's undo history; setRangeText where it is not supported
+      if (!document.execCommand || !document.execCommand("insertText", false, "\t")) {
+        area.setRangeText("\t", area.selectionStart, area.selectionEnd, "end");
+      }
+    }
+    leaving = false;
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const form = document.getElementById("bakeoff-form");
   if (form) form.addEventListener("submit", submitForm);
+  const area = document.getElementById("examples");
+  if (area) tabTyping(area);
   const data = document.getElementById("bakeoff-data");
   if (data) {
     const result = document.getElementById("result");
