@@ -75,7 +75,10 @@ class HarnessFailure(Exception):
 
 
 def _run(cmd: list[str], step: str, **kwargs) -> subprocess.CompletedProcess:
+    print(f"harness: {step} ...", flush=True)  # pip steps take minutes: say which one runs
+    t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    print(f"harness: {step} done in {time.monotonic() - t0:.0f} s", flush=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise HarnessFailure(step, f"{' '.join(cmd[:4])} ... exited {proc.returncode}: {' | '.join(tail)}")
@@ -153,7 +156,12 @@ def wait_healthy(base: str, proc: subprocess.Popen, timeout: float) -> dict:
     """Poll ``GET /health`` until 200; returns its body. Raises ``HarnessFailure`` on exit or timeout."""
     deadline = time.monotonic() + timeout
     last = "no answer"
+    t0 = said = time.monotonic()
+    print(f"harness: waiting for {base}/health ...", flush=True)
     while time.monotonic() < deadline:
+        if time.monotonic() - said >= 10:
+            said = time.monotonic()
+            print(f"harness: ... /health not 200 yet after {said - t0:.0f} s ({last})", flush=True)
         if proc.poll() is not None:
             raise HarnessFailure("health", f"serve.sh exited with code {proc.returncode} before /health was 200")
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +25,7 @@ from zsnli import __version__
 from zsnli.metrics import HEADLINE_METRIC, reliability_bins
 from zsnli.compare.analysis import DEFAULT_MIN_SLICE_N, DEFAULT_TARGET_ACCURACY, escalation, worst_slices
 from zsnli.compare.compare_arms import ArmOptions, ArmRun, ArmSpec, run_arm
+from zsnli.harness.cli import heartbeat
 from zsnli.harness.examples import DEFAULT_EXAMPLES, load_examples
 from zsnli.harness.stats import latency_summary, per_second
 from zsnli.compare.report import receipt, receipt_payload, render_html, reliability_png
@@ -123,7 +125,8 @@ def run_compare(opts: CompareOptions, console=None) -> tuple[dict[str, Any], dic
             console.print(f"[bold]arm {i}/{len(opts.arms)}[/bold] {escape(spec.name)} ({spec.kind}) on "
                           f"{len(examples)} documents", highlight=False)
         t0 = time.monotonic()
-        run = run_arm(spec, examples, opts.arm_options, opts.pipeline_model)
+        with heartbeat(f"arm {spec.name}") if console is not None else nullcontext():
+            run = run_arm(spec, examples, opts.arm_options, opts.pipeline_model)
         entry, png = _arm_entry(run, examples, opts)
         entry["elapsed_s"] = time.monotonic() - t0
         arms.append(entry)

@@ -29,6 +29,7 @@ import resource
 import time
 import traceback
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -36,6 +37,7 @@ import numpy as np
 
 from zsnli.compare.arms import build_arm
 from zsnli.compare.arms.zero_shot import vmhwm_bytes
+from zsnli.harness.cli import heartbeat
 from zsnli.harness.examples import Example
 from zsnli.compare.protocol import Plan
 from zsnli.compare.suite import ArmEntry
@@ -190,13 +192,11 @@ def run_arms(entries: Sequence[ArmEntry], examples: Sequence[Example], plan: Pla
         if console is not None:
             console.print(f"arm {k}/{len(entries)}: {entry.name} ({entry.type}) on {len(plan.test_rows)} test rows")
         t0 = time.monotonic()
-        if isolate:
-            result = run_arm_isolated(entry, examples, plan, warmups)
-        else:
-            result = run_arm(entry, examples, plan, warmups)
-            if result.peak_rss is None:
-                result.peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-                result.rss_source = "the whole harness process (not isolated: includes earlier arms)"
+        with heartbeat(f"arm {entry.name}") if console is not None else nullcontext():  # arms run silently
+            result = (run_arm_isolated if isolate else run_arm)(entry, examples, plan, warmups)
+        if not isolate and result.peak_rss is None:
+            result.peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            result.rss_source = "the whole harness process (not isolated: includes earlier arms)"
         results.append(result)
         if console is not None:
             status = f"failed: {result.error}" if result.error else f"done in {time.monotonic() - t0:.1f} s"
