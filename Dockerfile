@@ -4,7 +4,8 @@
 #   docker build -t zsnli:0.1.0-gpu --build-arg TORCH_INDEX_URL= .      # PyPI's default (CUDA) torch wheel
 #   docker run --rm -p 8000:8000 zsnli:0.1.0
 #
-# Kubernetes manifests: deploy/kubernetes/ (the Deployment runs this image read-only, /tmp an emptyDir).
+# Kubernetes manifests: deploy/kubernetes/ (the Deployment runs this image read-only; /tmp and /var/lib/zsnli,
+# the bake-off's store and key, are emptyDir volumes).
 FROM python:3.11-slim
 
 ARG TORCH_VERSION=2.13.0
@@ -22,11 +23,18 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     XDG_CACHE_HOME=/tmp/.cache \
     HOME=/tmp \
     ZSNLI_MODEL_DIR=/app/model \
+    ZSNLI_BAKEOFF_DB=/var/lib/zsnli/bakeoffs.sqlite3 \
+    ZSNLI_RECEIPT_KEY=/var/lib/zsnli/receipt-ed25519.pem \
     HOST=0.0.0.0 \
     PORT=8000
 
 RUN groupadd --system --gid 10001 zsnli \
-    && useradd --system --uid 10001 --gid 10001 --home-dir /app --shell /usr/sbin/nologin zsnli
+    && useradd --system --uid 10001 --gid 10001 --home-dir /app --shell /usr/sbin/nologin zsnli \
+    && install -d -o 10001 -g 10001 -m 0750 /var/lib/zsnli
+
+# The bake-off's store and receipt key (ZSNLI_BAKEOFF_DB, ZSNLI_RECEIPT_KEY): the one writable place the server
+# needs besides /tmp; mount a volume here (the Kubernetes manifests do) when the root filesystem is read-only.
+VOLUME ["/var/lib/zsnli"]
 
 WORKDIR /app
 

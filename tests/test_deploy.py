@@ -129,6 +129,29 @@ def test_gpu_overlay_asks_for_one_gpu_and_runs_on_cuda():
     assert env["ZSNLI_DRAIN_TIMEOUT_S"] == env_of(container(by_kind(render("base"))["Deployment"]))["ZSNLI_DRAIN_TIMEOUT_S"]
 
 
+@pytest.mark.parametrize("overlay", ["base", "gpu"])
+def test_bakeoff_store_and_key_are_on_a_writable_volume(overlay):
+    """The root filesystem is read-only: the bake-off's SQLite store and receipt key must sit on a volume."""
+    from pathlib import PurePosixPath
+
+    from zsnli.compare.service.settings import BakeoffSettings
+
+    deployment = by_kind(render(overlay))["Deployment"]
+    pod, c = deployment["spec"]["template"]["spec"], container(deployment)
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    bsettings = BakeoffSettings.from_env(env_of(c))
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for path in (bsettings.db_path, bsettings.key_path):
+        mount = mounts[str(PurePosixPath(path).parent)]
+        assert not mount.get("readOnly") and "emptyDir" in volumes[mount["name"]], path
+    steps = _dockerfile()  # the image has the same defaults, in a folder its user owns
+    env = " ".join(arg for op, arg in steps if op == "ENV")
+    assert f"ZSNLI_BAKEOFF_DB={bsettings.db_path}" in env and f"ZSNLI_RECEIPT_KEY={bsettings.key_path}" in env
+    assert any(op == "VOLUME" and "/var/lib/zsnli" in arg for op, arg in steps)
+    assert any(op == "RUN" and "install -d -o 10001 -g 10001 -m 0750 /var/lib/zsnli" in arg for op, arg in steps)
+
+
 def _dockerfile() -> list[tuple[str, str]]:
     text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
     return [tuple(line.split(None, 1)) for line in text.splitlines() if line.strip() and not line.startswith("#")]
