@@ -208,7 +208,7 @@ class ZeroShotParameters(BaseModel):
     candidate_labels: Union[list[StrictStr], StrictStr] = Field(
         description="Label names, or one string of names separated by commas (split as the pipeline splits it).")
     hypothesis_template: StrictStr = Field(
-        "This example is {}.", description="One `{}` slot, filled with each label (the pipeline's default).")
+        PIPELINE_TEMPLATE, description="One `{}` slot, filled with each label (the pipeline's default).")
     multi_label: StrictBool = Field(False, description="Score each label on its own (entailment against its "
                                     "alternative); with one label this is always so, as in the pipeline.")
 
@@ -233,30 +233,28 @@ class ZeroShotAnswer(BaseModel):
     scores: list[float] = Field(description="Their probabilities, same order (as /classify gives them).")
 
 
-#: One real error answer per status, as ``/docs`` shows them (``tests/serving/test_docs_examples.py`` provokes
-#: each one and compares; the numbers are those of the default settings, ``request_id`` is each answer's own).
-ERROR_EXAMPLES: dict[int, tuple[str, dict]] = {
-    400: ("a trailing comma in the JSON", {
-        "error": "invalid JSON: Expecting value at line 1 column 30", "field": "body", "error_type": "invalid_json", "request_id": "363e1701b5064ec0b9524b51a9f72fa8"}),
-    408: ("the body did not arrive in time", {
-        "error": "request not received within ZSNLI_READ_TIMEOUT_S=10 s (headers and body must arrive within it)",
-        "field": None, "error_type": "request_timeout", "request_id": "5b0e2f4c8a9d4e7f9a1c3b5d7e9f1a2b"}),
-    413: ("a 2 MB text", {
-        "error": "body is 2100012 bytes; the limit is 2097152 (ZSNLI_MAX_BODY_BYTES)", "field": "body", "error_type": "payload_too_large", "request_id": "79a37460dbc8439db50b4347977f21ff"}),
-    415: ("a form post", {
-        "error": "content type must be application/json, got 'application/x-www-form-urlencoded' "
-                 "(curl: add -H 'Content-Type: application/json')",
-        "field": "content-type", "error_type": "unsupported_media_type", "request_id": "73eb6eda419d4f50a33bed91090d23b4"}),
-    422: ("no labels", {
-        "error": "labels: List should have at least 1 item after validation, not 0", "field": "labels",
-        "error_type": "validation", "errors": [{"field": "labels", "error": "List should have at least 1 item "
-                                                "after validation, not 0", "type": "too_short"}], "request_id": "7614c63de2184d2993949fbf544c618f"}),
-    500: ("the batch holding the request failed", {
-        "error": "inference failed: RuntimeError: CUDA error: device-side assert triggered", "field": None,
-        "error_type": "inference", "request_id": "0d4c9e2a6b8f4a1c8e3b5d7f9a2c4e6b"}),
-    503: ("the queue is full (with Retry-After)", {
-        "error": "overloaded: queue full (8192 of 8192 pairs admitted); retry later", "field": None,
-        "error_type": "overloaded", "request_id": "e3f1a5c7b9d24f6a8c0e2b4d6f8a0c2e"}),
+#: One real error answer per status, as ``/docs`` shows them, with the default settings' numbers
+#: (``tests/serving/test_docs_examples.py`` provokes every one but the 408, a stalled client, and compares;
+#: ``request_id`` is each answer's own).
+ERROR_EXAMPLES: dict[int, dict] = {
+    400: {"error": "invalid JSON: Expecting value at line 1 column 30", "field": "body", "error_type": "invalid_json",
+          "request_id": "363e1701b5064ec0b9524b51a9f72fa8"},
+    408: {"error": "request not received within ZSNLI_READ_TIMEOUT_S=10 s (headers and body must arrive within it)",
+          "field": None, "error_type": "request_timeout", "request_id": "5b0e2f4c8a9d4e7f9a1c3b5d7e9f1a2b"},
+    413: {"error": "body is 2100012 bytes; the limit is 2097152 (ZSNLI_MAX_BODY_BYTES)", "field": "body",
+          "error_type": "payload_too_large", "request_id": "79a37460dbc8439db50b4347977f21ff"},
+    415: {"error": "content type must be application/json, got 'application/x-www-form-urlencoded' "
+                   "(curl: add -H 'Content-Type: application/json')",
+          "field": "content-type", "error_type": "unsupported_media_type",
+          "request_id": "73eb6eda419d4f50a33bed91090d23b4"},
+    422: {"error": "labels: List should have at least 1 item after validation, not 0", "field": "labels",
+          "error_type": "validation", "errors": [{"field": "labels", "error": "List should have at least 1 item "
+                                                  "after validation, not 0", "type": "too_short"}],
+          "request_id": "7614c63de2184d2993949fbf544c618f"},
+    500: {"error": "inference failed: RuntimeError: CUDA error: device-side assert triggered", "field": None,
+          "error_type": "inference", "request_id": "0d4c9e2a6b8f4a1c8e3b5d7f9a2c4e6b"},
+    503: {"error": "overloaded: queue full (8192 of 8192 pairs admitted); retry later", "field": None,
+          "error_type": "overloaded", "request_id": "e3f1a5c7b9d24f6a8c0e2b4d6f8a0c2e"},
 }
 
 

@@ -1,4 +1,6 @@
-"""HTTP layer: FastAPI routes mapping ``POST /classify`` and ``GET /health`` onto the service.
+"""HTTP layer: FastAPI routes mapping ``POST /classify`` (one request or an array), ``GET /health``,
+``GET /`` (where things are) and the Inference API payload (``POST /v1/zero-shot-classification``,
+``POST /``; `zsnli.serving.inference_api`) onto the service.
 
 Only HTTP concerns live here: routes, reading and validating the body
 (`read_json_body` is the one place a body is read), renaming the
@@ -23,9 +25,9 @@ a bare ``uvicorn server:app`` has neither.
 More routes (a bake-off, ``/metrics``) are added through ``create_app(extend=...)``,
 which gets the app and the service.
 
-May import: FastAPI/starlette/pydantic, `zsnli.serving.api_types`, `zsnli.config`,
-`zsnli.errors`, `zsnli.serving.http_body`, `zsnli.serving.http_routes`, `zsnli.serving.request_ids`, `zsnli.serving.service`,
-`zsnli.serving.startup`, `zsnli.serving.text`. Imported by `zsnli.serve` and ``server.py``.
+May import: FastAPI/starlette/pydantic, `zsnli.serving.api_types`, `zsnli.serving.inference_api`, `zsnli.config`,
+`zsnli.errors`, `zsnli.serving.http_body`, `zsnli.serving.http_routes`, `zsnli.serving.request_ids`,
+`zsnli.serving.service`, `zsnli.serving.startup`, `zsnli.serving.text`. Imported by `zsnli.serve` and ``server.py``.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ _ERROR_DESCRIPTIONS = {
 }
 _ERROR_RESPONSES = {
     status: {"model": ErrorResponse, "description": description, "content": {"application/json": {
-        "example": ERROR_EXAMPLES[status][1]}}}
+        "example": ERROR_EXAMPLES[status]}}}
     for status, description in _ERROR_DESCRIPTIONS.items()
 }
 _CLASSIFY_BODY = {
@@ -99,9 +101,6 @@ _CLASSIFY_BODY = {
         }},
     }
 }
-
-
-
 _ZERO_SHOT_BODY = {
     "requestBody": {
         "required": True,
@@ -109,7 +108,8 @@ _ZERO_SHOT_BODY = {
             "schema": inline_schema(ZeroShotRequest),
             "examples": {
                 "one": {"summary": "one text", "value": EXAMPLE_ZERO_SHOT},
-                "list": {"summary": "a list of texts, labels as one string, a template", "value": EXAMPLE_ZERO_SHOT_LIST},
+                "list": {"summary": "a list of texts, labels as one string, a template",
+                         "value": EXAMPLE_ZERO_SHOT_LIST},
             },
         }},
     }

@@ -264,7 +264,8 @@ class ZeroShotClassifier:
         desc = st.model.describe()
         onnx_sha256 = desc.pop("onnx_sha256", None)
         body = {"status": "ok", "model": st.model_name, "model_id": st.model_id, "revision": st.revision,
-                "model_sha256": st.model_sha256, "files": st.files, **desc, "labels": [st.model.id2label[i] for i in sorted(st.model.id2label)],
+                "model_sha256": st.model_sha256, "files": st.files, **desc,
+                "labels": [st.model.id2label[i] for i in sorted(st.model.id2label)],
                 "scoring": st.scoring.to_dict(), "calibrated": st.calibrated, "verified": st.verified}
         if onnx_sha256:
             body["onnx_sha256"] = onnx_sha256  # the exact ONNX file the session runs

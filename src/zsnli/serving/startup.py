@@ -2,7 +2,8 @@
 
 `preflight` is the fast refusal (a hub model found in the cache, model directory,
 config, ONNX packages, training manifest, calibration, embedding digest) run
-before the server listens; it returns a `Preflight` (what will be served); `default_loader` builds the runtime ``ZSNLI_BACKEND`` names;
+before the server listens; it returns a `Preflight` (what will be served);
+`default_loader` builds the runtime ``ZSNLI_BACKEND`` names;
 `resolved_embedding_dir` says where the sentence encoder lives.
 
 May import: `zsnli.config`, `zsnli.runtime.hub`, `zsnli.manifest`, `zsnli.runtime.model`,
@@ -151,8 +152,8 @@ def preflight(settings: Settings) -> Preflight:
     installed and the ONNX cache directory is writable for an ONNX backend, verifies every file against the
     training manifest when one exists (unless ``skip_manifest_check``), and
     reads calibration.json (`_load_scoring`: one whose ``model_sha256`` names another
-    model is refused when named explicitly, skipped with a warning when found by default). An explicitly set ``ZSNLI_MANIFEST_PATH`` or
-    ``ZSNLI_CALIBRATION_PATH`` that does not exist is a refusal; only the
+    model is refused when named explicitly, skipped with a warning when found by default).
+    An explicitly set ``ZSNLI_MANIFEST_PATH`` or ``ZSNLI_CALIBRATION_PATH`` that does not exist is a refusal; only the
     default lookup falls back (unverified / uncalibrated, with a warning). A hub
     model has no calibration of its own unless its snapshot holds one: it is
     served with the pipeline's scoring (softmax over the entailment logits, T = 1).
