@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from zsnli.serving.batching import Batcher, BatcherClosed, BatchError, QueueFull
+from zsnli.serving.batching import Batcher, BatcherClosed, BatchError, QueueFull, WorkKind
 from zsnli.runtime.model import Encoded, pad_to
 
 pytestmark = pytest.mark.anyio
@@ -220,5 +220,111 @@ async def test_priority_zero_pairs_go_first_and_never_share_a_batch_with_backgro
         assert tags[1] == [1, 1]  # the later priority-0 pairs overtake all queued background pairs
         assert all(len(set(batch)) == 1 for batch in tags)
         assert sorted(t for batch in fwd.batches[2:] for t in batch) == [200 + i for i in range(6)]
+    finally:
+        await b.close()
+
+
+# --------------------------------------------------------------- kinds of work and identical items
+
+
+class WideForward(FakeForward):
+    """Like FakeForward, with rows of ``width`` columns (column 0 the tag) and its own batch log."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.width = width
+
+    def __call__(self, batch):
+        rows = super().__call__(batch)
+        return np.pad(rows, ((0, 0), (0, self.width - rows.shape[1])))
+
+
+async def test_kinds_never_share_a_batch_and_each_gets_its_own_rows():
+    nli, embed = FakeForward(), WideForward(5)
+    b = await make(nli, token_budget=10_000, max_wait_s=0.05, kinds={"embed": WorkKind(embed, 5)})
+    try:
+        pairs = b.submit([enc(i, 12) for i in range(4)])
+        texts = b.submit([enc(100 + i, 12) for i in range(3)], kind="embed")
+        got_pairs, got_texts = await asyncio.gather(pairs.result(), texts.result())
+        assert got_pairs.shape == (4, 3) and got_pairs[:, 0].tolist() == [0, 1, 2, 3]
+        assert got_texts.shape == (3, 5) and got_texts[:, 0].tolist() == [100, 101, 102]
+        assert nli.batches == [[0, 1, 2, 3]] and embed.batches == [[100, 101, 102]]
+        assert b.stats.batches_by_kind == {"nli": 1, "embed": 1}
+        assert b.pending_pairs == b.pending_items("embed") == 0
+        with pytest.raises(KeyError, match="unknown kind"):
+            b.submit([enc(1, 4)], kind="nope")
+    finally:
+        await b.close()
+    with pytest.raises(ValueError, match="own forward"):
+        Batcher(nli, kinds={"nli": WorkKind(embed, 5)})
+
+
+async def test_the_oldest_item_of_any_kind_goes_first():
+    nli, embed = FakeForward(), WideForward(3)
+    nli.gate = threading.Event()
+    b = await make(nli, token_budget=10_000, max_wait_s=0.0, kinds={"embed": WorkKind(embed, 3)})
+    try:
+        first = b.submit([enc(1, 8)])  # occupies the forward thread (gated)
+        await asyncio.sleep(0.05)
+        order: list[str] = []
+        b.observers.append(lambda r: order.append(r.kind))
+        texts = b.submit([enc(10, 8)], kind="embed")
+        pairs = b.submit([enc(20, 8)])
+        nli.gate.set()
+        await asyncio.gather(first.result(), texts.result(), pairs.result())
+        assert order == ["nli", "embed", "nli"]  # the running batch, then arrival order across kinds
+    finally:
+        await b.close()
+
+
+async def test_identical_items_share_one_row_and_the_budget_counts_rows():
+    fwd = FakeForward()
+    b = await make(fwd, token_budget=2 * 16, max_wait_s=0.05)  # room for two rows of 16 tokens
+    try:
+        same = [b.submit([enc(7, 16), enc(8, 16)]) for _ in range(5)]  # five requests, the same two items
+        results = await asyncio.gather(*(job.result() for job in same))
+        for res in results:
+            assert res[:, 0].tolist() == [7, 8]
+        assert fwd.batches == [[7, 8]]  # computed once, in one batch under the budget
+        assert b.stats.pairs == 10 and b.stats.shared_items == 8 and b.stats.padded_tokens == 2 * 16
+    finally:
+        await b.close()
+
+
+async def test_without_sharing_every_item_is_its_own_row():
+    fwd = FakeForward()
+    b = await make(fwd, token_budget=2 * 16, max_wait_s=0.05, share_identical=False)
+    try:
+        same = [b.submit([enc(7, 16), enc(8, 16)]) for _ in range(3)]
+        results = await asyncio.gather(*(job.result() for job in same))
+        assert all(res[:, 0].tolist() == [7, 8] for res in results)
+        assert sum(len(batch) for batch in fwd.batches) == 6 and all(len(batch) <= 2 for batch in fwd.batches)
+        assert b.stats.shared_items == 0
+    finally:
+        await b.close()
+
+
+async def test_a_request_cancelled_mid_forward_does_not_take_a_shared_row_from_another():
+    fwd = FakeForward()
+    fwd.gate = threading.Event()
+    b = await make(fwd, token_budget=10_000, max_wait_s=0.02)
+    try:
+        gone, kept = b.submit([enc(5, 8)]), b.submit([enc(5, 8)])
+        await asyncio.sleep(0.1)
+        assert b.pending_pairs == 0  # both are in the (gated) forward, sharing one row
+        b.cancel(gone)
+        fwd.gate.set()
+        assert (await kept.result())[0, 0] == 5 and gone.future.cancelled()
+        assert fwd.batches == [[5]]
+    finally:
+        await b.close()
+
+
+async def test_a_wrong_width_of_another_kind_is_a_batch_error():
+    b = await make(FakeForward(), kinds={"embed": WorkKind(WideForward(4), 6)})
+    try:
+        with pytest.raises(BatchError, match="shape"):
+            await b.submit([enc(1, 4)], kind="embed").result()
+        assert (await b.submit([enc(2, 4)]).result())[0, 0] == 2  # the worker carries on
     finally:
         await b.close()

@@ -1,8 +1,16 @@
-"""The dynamic batcher: one queue of (premise, hypothesis) pairs from all requests.
+"""The dynamic batcher: one queue of the tokenised work of all requests.
 
-Requests are admitted against a capacity counted in pairs (``admit``), then
-submit their already-tokenised pairs (``submit``) and await a ``Job``. One
-worker task forms batches from the pending pairs:
+The queue holds items of one or more *kinds*, each with its own forward: the
+NLI (premise, hypothesis) pairs (kind ``"nli"``, the default) and, when the
+served scoring has a cosine term, the texts and labels to embed (kinds
+registered with ``kinds=``, see `zsnli.serving.service`). A batch holds items of one
+kind only; everything below applies to each kind, and the oldest item of any
+kind is served first, so both kinds share the one forward thread in arrival
+order.
+
+Requests are admitted against a capacity counted in NLI pairs (``admit``), then
+submit their already-tokenised items (``submit``, one ``Job`` per kind) and await
+the jobs. One worker task forms batches from the pending items:
 
 * anchored on the oldest pending pair (no starvation), filled with the
   pending pairs closest to it in length (little padding), under a padded-token
@@ -11,20 +19,29 @@ worker task forms batches from the pending pairs:
   work, unless a full batch is already pending;
 * the forward runs in a dedicated thread (``run_in_executor``), so the event
   loop keeps accepting requests and tokenising while the model computes;
-* each row of the result goes back to its job at the pair's own index, so a
-  request's pairs may be split over several batches in any order;
+* each row of the result goes back to its job at the item's own index, so a
+  request's items may be split over several batches in any order;
+* identical items in one batch (the same token ids: e.g. the same label sent
+  by several concurrent requests) are computed once and their row is given
+  to each (``share_identical``, default on); the token budget counts the rows
+  computed. Nothing outlives the batch: this is not a cache, and a request's
+  answer is what it would be alone, up to float rounding of the batch shape;
 * priorities: a job submitted with ``priority`` > 0 (background work, e.g. a
   bake-off) only gets a batch when no pair of a lower priority value is
   pending, and never shares a batch with one, so ``/classify`` pairs (priority
   0) always go first; among equal priorities the rules above apply.
 
+The CPU choice of one queue for both kinds (over a second batcher with its own
+forward thread) keeps one forward at a time on the cores: two forward threads
+each start a full intra-op thread pool and contend on a small CPU.
+
 Observers (``observers=``, e.g. `zsnli.serving.telemetry`) get a `BatchRecord` after
-every forward: its pairs, padded tokens, seconds and outcome; an observer that
+every forward: its kind, items, rows, padded tokens, seconds and outcome; an observer that
 raises is logged and never disturbs batching.
 
-A failing forward fails exactly the jobs that had a pair in that batch (their
-other pending pairs are dropped) and the worker carries on. A cancelled job
-(client gone, timeout) has its pending pairs dropped. Nothing is cached and
+A failing forward fails exactly the jobs that had an item in that batch (their
+other pending items are dropped) and the worker carries on. A cancelled job
+(client gone, timeout) has its pending items dropped. Nothing is cached and
 nothing survives a job.
 
 May import: numpy, `zsnli.runtime.model` (the pair record and the padding rule).
@@ -35,12 +52,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import itertools
 import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -50,17 +68,34 @@ logger = logging.getLogger(__name__)
 
 ForwardFn = Callable[[Sequence[Encoded]], np.ndarray]
 
+#: The kind of the constructor's own ``forward``: NLI (premise, hypothesis) pairs.
+DEFAULT_KIND = "nli"
+
+
+@dataclass(frozen=True)
+class WorkKind:
+    """One kind of queued work: ``forward(list[Encoded]) -> float32 [B, num_outputs]`` (run in the
+    forward thread) and the width of its output rows."""
+
+    forward: ForwardFn
+    num_outputs: int
+
 
 @dataclass(frozen=True)
 class BatchRecord:
-    """One forward as observers see it: ``pairs`` in the batch, ``padded_tokens`` (pairs x padded
-    width, what the token budget bounds), ``seconds`` of wall time from handing the batch to the
-    forward thread to its result, and ``ok`` (False: the forward raised or returned a wrong shape)."""
+    """One forward as observers see it: ``pairs`` (items answered by the batch: pairs for ``nli``,
+    sequences for other kinds), ``padded_tokens`` (rows computed x padded width, what the token
+    budget bounds), ``seconds`` of wall time from handing the batch to the forward thread to its
+    result, ``ok`` (False: the forward raised or returned a wrong shape), ``kind`` (which
+    `WorkKind`) and ``rows`` (distinct items computed; fewer than ``pairs`` when identical items
+    shared a row)."""
 
     pairs: int
     padded_tokens: int
     seconds: float
     ok: bool
+    kind: str = DEFAULT_KIND
+    rows: int | None = None
 
 
 BatchObserver = Callable[[BatchRecord], None]
@@ -80,6 +115,8 @@ class BatcherClosed(RuntimeError):
 
 @dataclass(eq=False)
 class _Pair:
+    """One queued item (an NLI pair, or a sequence of another kind)."""
+
     job: "Job"
     index: int
     enc: Encoded
@@ -87,11 +124,18 @@ class _Pair:
     seq: int
     t: float
     priority: int = 0
+    kind: str = DEFAULT_KIND
+
+    @functools.cached_property
+    def key(self) -> tuple:
+        """What makes two items identical: their token ids and segment ids."""
+        return (tuple(self.enc.input_ids), tuple(self.enc.token_type_ids or ()))
 
 
 @dataclass(eq=False)
 class Job:
-    """The pairs of one request and, once done, their logits ``[n, C]`` in submission order."""
+    """The items of one request of one kind and, once done, their output rows ``[n, C]`` in
+    submission order (``logits`` for NLI pairs, embeddings for the embedding kinds)."""
 
     n: int
     future: asyncio.Future
@@ -99,15 +143,17 @@ class Job:
     remaining: int
     pairs: list[_Pair] = field(default_factory=list)
     done: bool = False
+    kind: str = DEFAULT_KIND
 
     async def result(self) -> np.ndarray:
-        """Wait for all pairs; returns float32 ``[n, C]``. Raises ``BatchError``/``BatcherClosed``."""
+        """Wait for all items; returns float32 ``[n, C]``. Raises ``BatchError``/``BatcherClosed``."""
         return await asyncio.shield(self.future)
 
 
 @dataclass
 class BatcherStats:
-    """Counters for logs and tests."""
+    """Counters for logs and tests (over every kind; ``pairs`` counts items of any kind;
+    ``shared_items``: items answered with an identical item's row; ``batches_by_kind``)."""
 
     batches: int = 0
     pairs: int = 0
@@ -116,18 +162,25 @@ class BatcherStats:
     dropped_pairs: int = 0
     rejected_requests: int = 0
     max_batch_pairs: int = 0
+    shared_items: int = 0
+    batches_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 class Batcher:
-    """Dynamic batching of NLI pairs across concurrent requests (see module docstring).
+    """Dynamic batching of NLI pairs (and other kinds of work) across concurrent requests (see module docstring).
 
-    forward: ``f(list[Encoded]) -> np.ndarray [B, C]``, called in a worker thread.
-    token_budget: max padded tokens per batch (pairs x rounded longest length).
-    max_wait_s: how long the oldest pending pair may wait for company.
-    capacity_pairs: max pairs admitted and not yet answered (queued, tokenising or computing).
+    forward: ``f(list[Encoded]) -> np.ndarray [B, C]``, called in a worker thread: the ``"nli"`` kind.
+    token_budget: max padded tokens per batch (rows x rounded longest length), every kind.
+    max_wait_s: how long the oldest pending item may wait for company.
+    capacity_pairs: max NLI pairs admitted and not yet answered (queued, tokenising or computing).
     num_outputs: C, the width of a logits row.
+    kinds: more kinds of work, ``{name: WorkKind}`` (e.g. the sentence encoder's texts and labels);
+        submitted with ``submit(..., kind=name)``; they share the queue, the budget and the thread.
+    share_identical: compute identical items of one batch once (see module docstring).
     observers: called with a `BatchRecord` after each forward (the list is read live, so
         observers appended later are called too).
+    Raises ``ValueError`` on a non-positive budget or capacity, a negative wait, or a kind
+    named ``"nli"`` in ``kinds``.
     """
 
     def __init__(
@@ -138,19 +191,25 @@ class Batcher:
         max_wait_s: float = 0.003,
         capacity_pairs: int = 8192,
         num_outputs: int = 3,
+        kinds: Mapping[str, WorkKind] | None = None,
+        share_identical: bool = True,
         observers: list[BatchObserver] | None = None,
     ) -> None:
         if token_budget <= 0 or capacity_pairs <= 0 or max_wait_s < 0:
             raise ValueError("token_budget and capacity_pairs must be > 0, max_wait_s >= 0")
-        self._forward = forward
+        if kinds and DEFAULT_KIND in kinds:
+            raise ValueError(f"kind {DEFAULT_KIND!r} is the batcher's own forward")
+        self.kinds: dict[str, WorkKind] = {DEFAULT_KIND: WorkKind(forward, int(num_outputs)), **(kinds or {})}
         self.token_budget = int(token_budget)
         self.max_wait_s = float(max_wait_s)
         self.capacity_pairs = int(capacity_pairs)
         self.num_outputs = int(num_outputs)
+        self.share_identical = bool(share_identical)
         self.stats = BatcherStats()
         self.observers: list[BatchObserver] = observers if observers is not None else []
         self._pending: dict[int, _Pair] = {}  # insertion (arrival) order
-        self._pending_tokens = 0
+        self._pending_tokens = {kind: 0 for kind in self.kinds}
+        self._pending_count = {kind: 0 for kind in self.kinds}
         self._admitted = 0
         self._seq = itertools.count()
         self._event: asyncio.Event | None = None
@@ -190,8 +249,12 @@ class Batcher:
 
     @property
     def pending_pairs(self) -> int:
-        """Pairs waiting in the queue (not yet in a batch)."""
-        return len(self._pending)
+        """NLI pairs waiting in the queue (not yet in a batch)."""
+        return self._pending_count[DEFAULT_KIND]
+
+    def pending_items(self, kind: str) -> int:
+        """Items of ``kind`` waiting in the queue. Raises ``KeyError`` on an unknown kind."""
+        return self._pending_count[kind]
 
     @property
     def admitted_pairs(self) -> int:
@@ -216,32 +279,37 @@ class Batcher:
         finally:
             self._admitted -= n
 
-    def submit(self, encoded: Sequence[Encoded], priority: int = 0) -> Job:
-        """Queue one request's pairs; returns its ``Job`` (await ``job.result()``).
+    def submit(self, encoded: Sequence[Encoded], priority: int = 0, kind: str = DEFAULT_KIND) -> Job:
+        """Queue one request's items of one kind; returns its ``Job`` (await ``job.result()``).
 
         priority: 0 (default, interactive requests) goes first; a larger value is
-        served only while no pair of a smaller value is pending (see module docstring).
+        served only while no item of a smaller value is pending (see module docstring).
+        kind: ``"nli"`` (pairs for ``forward``) or a name given in ``kinds``.
         Must be called on the batcher's event loop after ``start``.
-        Raises ``BatcherClosed`` when stopped, ``ValueError`` on no pairs.
+        Raises ``BatcherClosed`` when stopped, ``ValueError`` on no items, ``KeyError`` on an unknown kind.
         """
         if self._closed or self._event is None:
             raise BatcherClosed("batcher is not running")
         if not encoded:
             raise ValueError("a job needs at least one pair")
+        if kind not in self.kinds:
+            raise KeyError(f"unknown kind of work {kind!r} (known: {', '.join(self.kinds)})")
         loop = asyncio.get_running_loop()
         n = len(encoded)
-        job = Job(n=n, future=loop.create_future(), logits=np.zeros((n, self.num_outputs), np.float32), remaining=n)
+        width = self.kinds[kind].num_outputs
+        job = Job(n=n, future=loop.create_future(), logits=np.zeros((n, width), np.float32), remaining=n, kind=kind)
         now = time.monotonic()
         for i, enc in enumerate(encoded):
-            p = _Pair(job, i, enc, pad_to(len(enc)), next(self._seq), now, int(priority))
+            p = _Pair(job, i, enc, pad_to(len(enc)), next(self._seq), now, int(priority), kind)
             job.pairs.append(p)
             self._pending[p.seq] = p
-            self._pending_tokens += p.width
+            self._pending_tokens[kind] += p.width
+            self._pending_count[kind] += 1
         self._event.set()
         return job
 
     def cancel(self, job: Job) -> None:
-        """Drop a job's pending pairs (client disconnected or timed out); its result is never set."""
+        """Drop a job's pending items (client disconnected or timed out); its result is never set."""
         if not job.done:
             job.done = True
             self._drop_pending(job)
@@ -250,10 +318,16 @@ class Batcher:
 
     # ------------------------------------------------------------------ internals
 
+    def _unqueue(self, p: _Pair) -> bool:
+        if self._pending.pop(p.seq, None) is None:
+            return False
+        self._pending_tokens[p.kind] -= p.width
+        self._pending_count[p.kind] -= 1
+        return True
+
     def _drop_pending(self, job: Job) -> None:
         for p in job.pairs:
-            if self._pending.pop(p.seq, None) is not None:
-                self._pending_tokens -= p.width
+            if self._unqueue(p):
                 self.stats.dropped_pairs += 1
 
     def _fail(self, job: Job, exc: BaseException) -> None:
@@ -274,31 +348,45 @@ class Batcher:
                 logger.exception("batch observer %r failed", observer)
 
     def _urgent(self) -> list[_Pair]:
-        """The pending pairs of the smallest priority value present, oldest first."""
+        """The pending items of the smallest priority value present, oldest first."""
         top = min(p.priority for p in self._pending.values())
         return [p for p in self._pending.values() if p.priority == top]
 
-    def _take_batch(self) -> list[_Pair]:
-        """Oldest most-urgent pair plus the pending pairs of its priority nearest to it in length, under the budget."""
+    def _take_batch(self) -> tuple[list[_Pair], list[int]]:
+        """The oldest most-urgent item plus the pending items of its priority and kind nearest to it in
+        length, under the budget. Returns the items and, for each, the row it reads (identical items
+        share one row when ``share_identical``)."""
         pool = self._urgent()
         anchor = pool[0]
-        candidates = sorted(pool, key=lambda p: (abs(p.width - anchor.width), p.seq))
+        candidates = sorted((p for p in pool if p.kind == anchor.kind), key=lambda p: (abs(p.width - anchor.width), p.seq))
+        rows: dict[object, int] = {}  # item key (or seq) -> row
         batch: list[_Pair] = []
-        width = 0
+        row_of: list[int] = []
+        width = reach = 0
+        full = False
         for p in candidates:
+            distance = abs(p.width - anchor.width)
+            if full and distance > reach:
+                break  # identical items have their row's width: none further on
+            key = p.key if self.share_identical else p.seq
+            if key in rows:  # an identical item is already in the batch: free
+                batch.append(p)
+                row_of.append(rows[key])
+                continue
             w = max(width, p.width)
-            if batch and w * (len(batch) + 1) > self.token_budget:
-                if p.width > width:
-                    continue  # a longer pair would not fit, a shorter one still may
-                break
+            if full or (rows and w * (len(rows) + 1) > self.token_budget):
+                if p.width <= width:
+                    full = True  # no new row fits any more; identical items still may join
+                continue  # a longer item would not fit, a shorter one still may
+            rows[key] = len(rows)
             batch.append(p)
-            width = w
+            row_of.append(rows[key])
+            width, reach = w, max(reach, distance)
         for p in batch:
-            del self._pending[p.seq]
-            self._pending_tokens -= p.width
-        return batch
+            self._unqueue(p)
+        return batch, row_of
 
-    async def _next_batch(self) -> list[_Pair]:
+    async def _next_batch(self) -> tuple[list[_Pair], list[int]]:
         assert self._event is not None
         while True:
             if not self._pending:
@@ -307,7 +395,7 @@ class Batcher:
                 continue
             oldest = self._urgent()[0]
             wait_left = oldest.t + self.max_wait_s - time.monotonic()
-            if wait_left > 0 and self._pending_tokens < self.token_budget:
+            if wait_left > 0 and self._pending_tokens[oldest.kind] < self.token_budget:
                 self._event.clear()
                 try:
                     await asyncio.wait_for(self._event.wait(), wait_left)
@@ -319,39 +407,51 @@ class Batcher:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            batch = await self._next_batch()
+            batch, row_of = await self._next_batch()
+            kind = batch[0].kind
+            work = self.kinds[kind]
             jobs = list(dict.fromkeys(p.job for p in batch))
-            padded = len(batch) * max(p.width for p in batch)
+            unique: dict[int, Encoded] = {}
+            for p, row in zip(batch, row_of):
+                unique.setdefault(row, p.enc)
+            encs = [unique[r] for r in range(len(unique))]
+            padded = len(encs) * max(pad_to(len(e)) for e in encs)
             t0 = time.monotonic()
             try:
-                logits = await loop.run_in_executor(self._executor, self._forward, [p.enc for p in batch])
-                logits = np.asarray(logits)
-                if logits.shape != (len(batch), self.num_outputs):
-                    raise RuntimeError(f"forward returned shape {logits.shape}, expected {(len(batch), self.num_outputs)}")
+                out = await loop.run_in_executor(self._executor, work.forward, encs)
+                out = np.asarray(out)
+                if out.shape != (len(encs), work.num_outputs):
+                    raise RuntimeError(f"forward returned shape {out.shape}, expected {(len(encs), work.num_outputs)}")
             except asyncio.CancelledError:
                 for job in jobs:
                     self._fail(job, BatcherClosed("server is shutting down"))
                 raise
             except Exception as exc:  # noqa: BLE001 - a fault fails this batch only
-                self._observe(BatchRecord(len(batch), padded, time.monotonic() - t0, False))
+                self._observe(BatchRecord(len(batch), padded, time.monotonic() - t0, False, kind, len(encs)))
                 self.stats.failed_batches += 1
-                logger.exception("batch of %d pairs (%d requests) failed", len(batch), len(jobs))
+                logger.exception("batch of %d %s items (%d requests) failed", len(batch), kind, len(jobs))
                 err = BatchError(f"inference failed: {type(exc).__name__}: {exc}")
                 for job in jobs:
                     self._fail(job, err)
                 continue
-            self._observe(BatchRecord(len(batch), padded, time.monotonic() - t0, True))
-            self.stats.batches += 1
-            self.stats.pairs += len(batch)
-            self.stats.padded_tokens += padded
-            self.stats.max_batch_pairs = max(self.stats.max_batch_pairs, len(batch))
-            for row, p in enumerate(batch):
+            self._observe(BatchRecord(len(batch), padded, time.monotonic() - t0, True, kind, len(encs)))
+            self._count(kind, len(batch), len(encs), padded)
+            for p, row in zip(batch, row_of):
                 job = p.job
                 if job.done:
                     continue
-                job.logits[p.index] = logits[row]
+                job.logits[p.index] = out[row]
                 job.remaining -= 1
                 if job.remaining == 0:
                     job.done = True
                     if not job.future.done():
                         job.future.set_result(job.logits)
+
+    def _count(self, kind: str, items: int, rows: int, padded: int) -> None:
+        st = self.stats
+        st.batches += 1
+        st.batches_by_kind[kind] = st.batches_by_kind.get(kind, 0) + 1
+        st.pairs += items
+        st.shared_items += items - rows
+        st.padded_tokens += padded
+        st.max_batch_pairs = max(st.max_batch_pairs, items)
