@@ -8,11 +8,12 @@ per its sentence-transformers configuration). The weights are shipped in
 ``model/embedding/`` (or any local directory); their digest is
 recorded in ``calibration.json`` and checked by the server at startup.
 
-`SentenceEncoder` is the only place that embeds text and takes cosines (the
-server's cosine term, calibration and the embedding baseline arm all use
-it); `embedding_digest` is the one digest of the embedding weights.
+`SentenceEncoder` is the only place that embeds text, and `cosines` the one
+cosine (the server's cosine term, calibration and the embedding baseline arm
+all use them); `embedding_digest` is the one digest of the embedding weights.
 
-May import: numpy, torch and transformers (lazily), `zsnli.manifest`.
+May import: numpy, torch and transformers (lazily), `zsnli.manifest`, `zsnli.runtime.model` (the
+sequence record and the padding rule).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from ..manifest import model_dir_digest, sha256_file
+from .model import Encoded, collate
 
 EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDING_MAX_LENGTH = 256
@@ -62,7 +64,13 @@ def embedding_digest(model_dir: str | Path) -> str:
 
 
 class SentenceEncoder:
-    """Mean-pooled, L2-normalised sentence embeddings from a local encoder directory (CPU or CUDA)."""
+    """Mean-pooled, L2-normalised sentence embeddings from a local encoder directory (CPU or CUDA).
+
+    Two halves, so the server can batch the work of many requests (`zsnli.serving.batching`):
+    ``tokenize`` (texts -> `zsnli.runtime.model.Encoded`, the tokeniser thread) and ``embed`` (one
+    padded batch -> unit vectors, the forward thread). ``encode`` and ``cosine`` run both for
+    offline callers (calibration, the score cache, the baselines and bake-off arms).
+    """
 
     def __init__(self, model_dir: str | Path, device: str = "cpu") -> None:
         """Load tokenizer and encoder with ``local_files_only``; fp32. Raises ``OSError`` on missing files."""
@@ -78,41 +86,73 @@ class SentenceEncoder:
         #: (an encoder with a 64-position window otherwise fails on a longer text)
         self.max_length = min(EMBEDDING_MAX_LENGTH, int(getattr(self.model.config, "max_position_embeddings", 0)
                                                         or EMBEDDING_MAX_LENGTH))
-        self._lock = threading.Lock()
+        #: the width of an embedding (384 for MiniLM-L6)
+        self.dim = int(self.model.config.hidden_size)
+        pad = self.tokenizer.pad_token_id
+        self._pad_id = int(pad) if pad is not None else 0
+        self._with_types = "token_type_ids" in getattr(self.tokenizer, "model_input_names", ())
+        # Fast tokenizers are reconfigured (truncation, padding) on each call: one caller at a time.
+        self._tok_lock = threading.Lock()
 
     @functools.cached_property
     def digest(self) -> str:
         """`embedding_digest` of the loaded directory (hashed on first use: the server checks it in preflight)."""
         return embedding_digest(self.model_dir)
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        """Embed ``texts`` -> float32 ``[N, D]`` unit vectors (D = 384 for MiniLM-L6); each text is
-        truncated to ``self.max_length`` tokens (256 for MiniLM-L6, less for an encoder with a
-        smaller position window)."""
+    def tokenize(self, texts: Sequence[str]) -> list[Encoded]:
+        """Token ids of each text with the encoder's special tokens, cut to ``self.max_length``
+        tokens (256 for MiniLM-L6, less for an encoder with a smaller position window); one
+        batched tokenizer call, no padding. Returns one `zsnli.runtime.model.Encoded` per text, in order."""
+        if not texts:
+            return []
+        with self._tok_lock:
+            enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length, padding=False,
+                                 return_attention_mask=False, return_token_type_ids=self._with_types)
+        types = enc.get("token_type_ids") if self._with_types else None
+        if types is None:
+            return [Encoded(list(ids)) for ids in enc["input_ids"]]
+        return [Encoded(list(ids), list(t)) for ids, t in zip(enc["input_ids"], types)]
+
+    def embed(self, batch: Sequence[Encoded]) -> np.ndarray:
+        """Embed one batch of tokenised texts -> float32 ``[B, D]`` unit vectors, in batch order.
+
+        Padded by `zsnli.runtime.model.collate`; the mean runs over the attention mask's real tokens, so a
+        text's vector does not depend on what else is in the batch (up to float rounding).
+        ``[0, D]`` for an empty batch. Safe to call from another thread than ``tokenize``.
+        """
         import torch
 
-        out = []
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        with self._lock, torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                idx = order[start : start + batch_size]
-                enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                     max_length=self.max_length, return_tensors="pt").to(self.device)
-                hidden = self.model(**enc).last_hidden_state
-                mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                pooled = torch.nn.functional.normalize(pooled, dim=-1)
-                out.append((idx, pooled.float().cpu().numpy()))
-        result = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
-        for idx, vecs in out:
-            result[idx] = vecs
+        if not batch:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        inputs = collate(batch, self._pad_id, self._with_types)
+        with torch.inference_mode():
+            tensors = {k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()}
+            hidden = self.model(**tensors).last_hidden_state
+            mask = tensors["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, dim=-1).float().cpu().numpy()
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Embed ``texts`` -> float32 ``[N, D]`` unit vectors (D = 384 for MiniLM-L6), in order:
+        ``tokenize``, then ``embed`` over length-sorted batches of ``batch_size`` texts."""
+        encoded = self.tokenize(texts)
+        result = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            result[idx] = self.embed([encoded[i] for i in idx])
         return result
 
     def cosine(self, text: str, labels: Sequence[str]) -> np.ndarray:
-        """Cosine similarity of ``text`` with each label: float64 ``[K]`` in [-1, 1].
+        """Cosine similarity of ``text`` with each label: float64 ``[K]`` in [-1, 1] (`cosines`).
 
         The text is embedded in its own forward pass, so the (short) labels are not padded
         to its length: over the 500 public documents, 43.3 -> 38.7 s on the 2-core dev CPU.
         """
-        text_emb = self.encode([text])[0]
-        return (self.encode(labels) @ text_emb).astype(np.float64)
+        return cosines(self.encode([text])[0], self.encode(labels))
+
+
+def cosines(text_vector: np.ndarray, label_vectors: np.ndarray) -> np.ndarray:
+    """Cosine of one unit vector ``[D]`` with each of ``[K, D]`` unit vectors: float64 ``[K]``
+    (a float32 dot product, then widened: the served cosine term and ``SentenceEncoder.cosine``)."""
+    return (np.asarray(label_vectors) @ np.asarray(text_vector)).astype(np.float64)

@@ -3,7 +3,7 @@
 Holds `NliRuntime` (the interface every runtime implements: tokenisation,
 the model window, padding and the offline ``predict_logits`` are shared
 here; a runtime supplies only ``logits``), `NliModel` (the torch runtime),
-the pair record `Encoded`, the one padding helper `pad_to`, the one
+the pair record `Encoded`, the one padding rule (`pad_to`, `collate`), the one
 window rule `model_window`, the batch planner `plan_batches`, the default
 token budget, and `label_indices` (which logit is entailment / its alternative:
 contradiction, or not_entailment for a 2-way head).
@@ -155,6 +155,32 @@ def plan_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
     return batches
 
 
+def collate(batch: Sequence[Encoded], pad_token_id: int, with_token_types: bool) -> dict[str, np.ndarray]:
+    """Right-pad encoded sequences to the longest rounded up to a multiple of 8 (`pad_to`).
+
+    Returns int64 numpy arrays ``[B, W]``: ``input_ids`` (padded with ``pad_token_id``),
+    ``attention_mask`` (1 on real tokens) and, when ``with_token_types`` and every item has
+    them, ``token_type_ids`` (0 on padding). The one padding rule of the NLI runtimes and the
+    sentence encoder (`zsnli.runtime.embedding`).
+    """
+    n = len(batch)
+    width = pad_to(max(len(e) for e in batch))
+    ids = np.full((n, width), pad_token_id, dtype=np.int64)
+    mask = np.zeros((n, width), dtype=np.int64)
+    with_types = with_token_types and all(e.token_type_ids is not None for e in batch)
+    types = np.zeros((n, width), dtype=np.int64) if with_types else None
+    for row, e in enumerate(batch):
+        length = len(e.input_ids)
+        ids[row, :length] = e.input_ids
+        mask[row, :length] = 1
+        if types is not None:
+            types[row, :length] = e.token_type_ids
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    if types is not None:
+        inputs["token_type_ids"] = types
+    return inputs
+
+
 @dataclass
 class Encoded:
     """The token ids of one (premise, hypothesis) pair, ready for batching.
@@ -274,28 +300,9 @@ class NliRuntime(ABC):
     # ----------------------------------------------------------------- padding
 
     def collate(self, batch: Sequence[Encoded]) -> dict[str, np.ndarray]:
-        """Right-pad a batch to its longest pair rounded up to a multiple of 8 (`pad_to`).
-
-        Returns int64 numpy arrays ``[B, W]``: ``input_ids`` (padded with the
-        tokenizer's pad id), ``attention_mask`` and, when the tokenizer emits
-        them, ``token_type_ids``.
-        """
-        n = len(batch)
-        width = pad_to(max(len(e) for e in batch))
-        ids = np.full((n, width), self.pad_token_id, dtype=np.int64)
-        mask = np.zeros((n, width), dtype=np.int64)
-        with_types = self.emits_token_type_ids and all(e.token_type_ids is not None for e in batch)
-        types = np.zeros((n, width), dtype=np.int64) if with_types else None
-        for row, e in enumerate(batch):
-            length = len(e.input_ids)
-            ids[row, :length] = e.input_ids
-            mask[row, :length] = 1
-            if types is not None:
-                types[row, :length] = e.token_type_ids
-        inputs = {"input_ids": ids, "attention_mask": mask}
-        if types is not None:
-            inputs["token_type_ids"] = types
-        return inputs
+        """Right-pad a batch to its longest pair rounded up to a multiple of 8: `collate` with this
+        tokenizer's pad id, ``token_type_ids`` when the tokenizer emits them."""
+        return collate(batch, self.pad_token_id, self.emits_token_type_ids)
 
     # ----------------------------------------------------------------- offline
 
