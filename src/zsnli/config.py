@@ -103,6 +103,7 @@ class Settings:
     max_length: int = 512
     token_budget: int | None = None
     max_batch_wait_ms: float = 3.0
+    share_identical_rows: bool = True
     max_labels: int = 256
     max_batch_items: int = 64
     max_body_bytes: int = 2 * 1024 * 1024

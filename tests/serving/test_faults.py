@@ -396,30 +396,38 @@ async def test_unreadable_files_report_error_on_health(tmp_path, bert_dir, damag
         assert (await client.post("/classify", json={"text": "a", "labels": ["b"]})).status_code == 503
 
 
-async def test_timed_out_requests_drop_their_queued_embedding_jobs(bert_dir):
-    """Abandoned requests must not leave cosine jobs queued in the embedding thread (post-burst latency)."""
-    app, holder = faulty_app(bert_dir, "none", request_timeout_s=0.3)
-    calls: list[float] = []
+async def test_timed_out_requests_drop_their_queued_embedding_jobs(tmp_path, bert_dir):
+    """Abandoned requests must not leave texts or labels to embed in the batcher (post-burst latency)."""
+    from conftest import write_calibration
 
-    class SlowEncoder:
-        def cosine(self, text, labels):
-            calls.append(time.monotonic())
-            time.sleep(0.3)
-            return np.zeros(len(labels))
+    from zsnli.serving.batching import BatchRecord
+    from zsnli.runtime.embedding import embedding_digest
+    from zsnli.serving.service import LABEL_KIND, TEXT_KIND
 
+    calib = write_calibration(tmp_path / "calibration.json", rule="entailment", embedding_weight=2.0,
+                              embedding_sha256=embedding_digest(bert_dir))
+    app, holder = faulty_app(bert_dir, "none", request_timeout_s=0.3, calibration_path=str(calib),
+                             embedding_dir=str(bert_dir))
+    records: list[BatchRecord] = []
     async with running_app(app) as client:
-        fm = holder["model"]
-        app.state.classifier.state.encoder = SlowEncoder()
+        service, fm = app.state.classifier, holder["model"]
+        batcher = service.state.batcher
+        assert set(batcher.kinds) == {"nli", TEXT_KIND, LABEL_KIND}
+        service.batch_observers.append(records.append)
         fm.gate = threading.Event()
         blocker = asyncio.create_task(client.post("/classify", json={"text": "one", "labels": ["a", "b"]}))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the blocker's pairs are in the (gated) forward
         rs = await asyncio.gather(*[client.post("/classify", json={"text": f"wait {i}", "labels": LABELS})
                                     for i in range(6)])
         assert [r.json()["error_type"] for r in rs] == ["timeout"] * 6
-        await asyncio.sleep(1.0)  # without the cancel, the 6 queued jobs would run one after another now
-        assert len(calls) <= 3, len(calls)
+        # nothing of the 7 timed-out requests is left queued: neither pairs nor texts and labels to embed
+        assert batcher.pending_pairs == batcher.pending_items(TEXT_KIND) == batcher.pending_items(LABEL_KIND) == 0
         fm.gate.set()
-        await blocker
+        assert (await blocker).json()["error_type"] == "timeout"
+        after = await client.post("/classify", json={"text": "after the burst", "labels": ["x", "y"]})
+        assert after.status_code == 200
+    embedded = {kind: sum(r.pairs for r in records if r.kind == kind) for kind in (TEXT_KIND, LABEL_KIND)}
+    assert embedded == {TEXT_KIND: 1, LABEL_KIND: 2}, records  # only the last request's were ever computed
 
 
 @pytest.mark.parametrize("argv, code", [(["--help"], 0), (["-h"], 0), (["--port", "9"], 2)])

@@ -79,3 +79,72 @@ async def test_not_ready_is_a_503_error(bert_dir):
 def test_clean_text_and_template():
     assert clean_text("a\ud800b") == "a\ufffdb" and clean_text("plain") == "plain"
     assert fill_template("About {}.", "{} x") == "About {} x." and fill_template(None, "x") == "x"
+
+
+async def test_cosine_term_batched_across_requests_equals_each_request_alone(tmp_path, bert_dir, deberta_dir):
+    """Issue 24: the texts and labels of concurrent requests are embedded together, in batches of their
+    own kind; every answer equals the request run alone and the unbatched cosine within 1e-5."""
+    from conftest import corpus_documents, write_calibration
+
+    from zsnli.runtime.embedding import embedding_digest
+    from zsnli.runtime.model import pad_to
+    from zsnli.serving.service import LABEL_KIND, TEXT_KIND
+
+    calib = write_calibration(tmp_path / "calibration.json", rule="entailment_minus_contradiction", temperature=0.8,
+                              k_exponent=0.1, embedding_weight=4.0, embedding_sha256=embedding_digest(bert_dir))
+    docs = corpus_documents(30)  # 2-6 labels drawn from one pool, templates, duplicates, multi-label rows
+    single = [d for d in docs if not d.get("multi_label")]
+    service = await started(deberta_dir, calibration_path=str(calib), embedding_dir=str(bert_dir),
+                            max_batch_wait_ms=50.0)
+    try:
+        st = service.state
+        records = []
+        service.batch_observers.append(records.append)
+        together = await service.classify_many(docs)
+        batched = list(records)
+        alone = [(await service.classify_many([d]))[0] for d in docs]
+        spread = 0.0
+        for doc, got, ref in zip(docs, together, alone):
+            assert np.abs(np.array(got) - np.array(ref)).max() <= 1e-5, doc["id"]
+            if doc.get("multi_label"):
+                continue
+            # the unbatched reference: SentenceEncoder.cosine and one pair per forward, same scoring code
+            prep = service.preprocess(doc["text"], doc["labels"], doc.get("hypothesis_template"), False)
+            cos = st.encoder.cosine(prep.text, prep.unique)
+            logits = np.stack([st.model.logits(st.model.encode([prep.text], [h]))[0] for h in prep.unique])
+            expected = service.postprocess(prep, logits, cos)
+            assert np.abs(np.array(got) - np.array(expected)).max() <= 1e-5, doc["id"]
+            spread = max(spread, float(np.ptp(cos)))
+        assert spread > 1e-3  # the cosine term moves the scores, so the checks above can fail
+    finally:
+        await service.stop()
+    texts = [r for r in batched if r.kind == TEXT_KIND]
+    labels = [r for r in batched if r.kind == LABEL_KIND]
+    assert sum(r.pairs for r in texts) == len(single) and len(texts) < len(single)  # batched across requests
+    assert sum(r.pairs - r.rows for r in labels) > 0  # a label sent by several requests is embedded once a batch
+    # labels are never padded to a text's length: a label batch is as wide as its longest label
+    longest_label = max(len(e) for e in st.encoder.tokenize(
+        [h for d in single for h in service.preprocess(d["text"], d["labels"], d.get("hypothesis_template"), False).unique]))
+    assert all(r.padded_tokens <= r.rows * pad_to(longest_label) for r in labels)
+    assert max(r.padded_tokens // r.rows for r in texts) > pad_to(longest_label)  # (texts are longer here)
+
+
+async def test_sharing_identical_rows_off_gives_the_same_answers(tmp_path, bert_dir, deberta_dir):
+    from conftest import corpus_documents, write_calibration
+
+    from zsnli.runtime.embedding import embedding_digest
+
+    calib = write_calibration(tmp_path / "calibration.json", rule="entailment", embedding_weight=4.0,
+                              embedding_sha256=embedding_digest(bert_dir))
+    docs = corpus_documents(12)
+    answers = []
+    for share in (True, False):
+        service = await started(deberta_dir, calibration_path=str(calib), embedding_dir=str(bert_dir),
+                                max_batch_wait_ms=50.0, share_identical_rows=share)
+        try:
+            answers.append(await service.classify_many(docs))
+            assert (service.state.batcher.stats.shared_items > 0) is share
+        finally:
+            await service.stop()
+    for with_sharing, without in zip(*answers):
+        assert np.abs(np.array(with_sharing) - np.array(without)).max() <= 1e-5

@@ -50,11 +50,33 @@ async def test_exposition_counts_requests_batches_and_queue(bert_dir):
     assert s[("zsnli_queue_capacity_pairs", frozenset())] == 4096
     assert s[("zsnli_ready", frozenset())] == 1
     # every forward (the warm-up included) is in the histograms, to the pair and the token
-    assert s[("zsnli_batch_pairs_sum", frozenset())] == batcher.stats.pairs
-    assert s[("zsnli_batch_pairs_count", frozenset())] == batcher.stats.batches >= 2
-    assert s[("zsnli_batch_padded_tokens_sum", frozenset())] == batcher.stats.padded_tokens
-    assert s[("zsnli_forward_seconds_count", frozenset())] == batcher.stats.batches
-    assert s[("zsnli_failed_batches_total", frozenset())] == 0
+    nli = frozenset({("kind", "nli")})
+    assert s[("zsnli_batch_pairs_sum", nli)] == batcher.stats.pairs
+    assert s[("zsnli_batch_pairs_count", nli)] == batcher.stats.batches >= 2
+    assert s[("zsnli_batch_padded_tokens_sum", nli)] == batcher.stats.padded_tokens
+    assert s[("zsnli_forward_seconds_count", nli)] == batcher.stats.batches
+    assert ("zsnli_failed_batches_total", nli) not in s  # a labelled counter appears with its first failure
+
+
+async def test_batch_histograms_by_kind_with_the_cosine_term(tmp_path, bert_dir):
+    """With a cosine term the texts and labels to embed are batches of their own kinds, counted apart."""
+    pytest.importorskip("prometheus_client")
+    from conftest import write_calibration
+
+    from zsnli.runtime.embedding import embedding_digest
+
+    calib = write_calibration(tmp_path / "calibration.json", rule="entailment", embedding_weight=2.0,
+                              embedding_sha256=embedding_digest(bert_dir))
+    app = metrics_app(bert_dir, calibration_path=str(calib), embedding_dir=str(bert_dir))
+    async with running_app(app) as client:
+        assert (await client.post("/classify", json=BODY)).status_code == 200
+        s = samples((await client.get("/metrics")).text)
+        stats = app.state.classifier.state.batcher.stats
+    per_kind = {k: s[("zsnli_batch_pairs_sum", frozenset({("kind", k)}))]
+                for k in ("nli", "embedding_text", "embedding_label")}
+    assert per_kind == {"nli": 1 + 3, "embedding_text": 1 + 1, "embedding_label": 1 + 3}  # warm-up + request
+    assert sum(per_kind.values()) == stats.pairs
+    assert {k: s[("zsnli_forward_seconds_count", frozenset({("kind", k)}))] for k in per_kind} == stats.batches_by_kind
 
 
 async def test_each_app_has_its_own_registry(bert_dir):

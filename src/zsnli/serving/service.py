@@ -2,17 +2,22 @@
 
 It owns start-up (`zsnli.serving.startup.preflight`, then loading the runtime,
 the optional sentence encoder and the dynamic batcher in the background),
-its two worker threads (tokeniser, embedder), the shutdown drain, and
-``classify`` as four steps:
+its tokeniser thread, the shutdown drain, and ``classify`` as four steps:
 
 1. ``preprocess``: clean the text (lone surrogates: `zsnli.serving.text.clean_text`, the rule the HTTP
    body reader applies to every request; ``ZSNLI_MAX_TEXT_CHARS``),
    fill the template, drop duplicate hypotheses, refuse what cannot fit;
 2. ``_tokenize`` (tokeniser thread): raise ``ApiError`` naming ``labels[i]``
-   for a label with no tokens or one too long for the window, else encode the pairs;
+   for a label with no tokens or one too long for the window, else encode the
+   pairs and, when the scoring has a cosine term, the text and the distinct
+   hypotheses for the sentence encoder;
 3. ``_forward``: admitted against the queue capacity, the pairs go to the
-   batcher; wait with the request timeout, the client's disconnect and the drain deadline;
-4. ``postprocess``: the scoring rules of `zsnli.scoring`.
+   batcher, and so do the text and hypotheses to embed (kinds `TEXT_KIND` and
+   `LABEL_KIND`: batched with other requests' texts and labels, texts and
+   labels never padded to each other); wait with the request timeout, the
+   client's disconnect and the drain deadline;
+4. ``postprocess``: the scoring rules of `zsnli.scoring` (the cosines from the
+   request's own embeddings, `zsnli.runtime.embedding.cosines`).
 
 ``classify_many`` submits many documents' pairs through the same batcher
 (batched across documents); `zsnli.serving.offline` wraps it for blocking callers. Errors are `zsnli.errors.ApiError` (the HTTP layer answers them).
@@ -39,10 +44,10 @@ import numpy as np
 
 from .. import __version__
 from .api_types import classify_fields
-from .batching import BatchError, BatchObserver, Batcher, BatcherClosed, QueueFull
+from .batching import DEFAULT_KIND, BatchError, BatchObserver, Batcher, BatcherClosed, QueueFull, WorkKind
 from ..config import Settings, unknown_settings
 from .drain import Drain
-from ..runtime.embedding import SentenceEncoder
+from ..runtime.embedding import SentenceEncoder, cosines
 from ..errors import ApiError, ErrorType
 from ..runtime.model import Encoded, ModelConfigError, NliRuntime, default_token_budget
 from ..scoring import ScoringConfig, label_probabilities, multi_label_probabilities, scores_from_logits
@@ -58,6 +63,11 @@ HYPOTHESIS_CHARS_PER_TOKEN = 20
 
 #: Awaitable that completes when the client has gone (the HTTP layer passes one).
 Disconnected = Callable[[], Awaitable[None]]
+
+#: Batcher kinds of the sentence encoder's work: request texts, and hypotheses. Two kinds, so
+#: a text and the (short) labels are never padded to each other's length in one batch.
+TEXT_KIND = "embedding_text"
+LABEL_KIND = "embedding_label"
 
 
 @dataclass
@@ -100,6 +110,23 @@ class Prepared:
         return len(self.unique) * (2 if self.content_free is not None else 1)
 
 
+@dataclass
+class Tokenized:
+    """One document's batcher work: its NLI ``pairs`` and, with a cosine term, the encoder's
+    ``text`` and ``labels`` (the distinct hypotheses, in ``Prepared.unique`` order)."""
+
+    pairs: list[Encoded]
+    text: list[Encoded] = field(default_factory=list)
+    labels: list[Encoded] = field(default_factory=list)
+
+    def work(self) -> list[tuple[str, list[Encoded]]]:
+        """``(kind, items)`` for each batcher job, NLI first; the embedding jobs only when present."""
+        jobs = [(DEFAULT_KIND, self.pairs)]
+        if self.text:
+            jobs += [(TEXT_KIND, self.text), (LABEL_KIND, self.labels)]
+        return jobs
+
+
 def fill_template(template: str | None, label: str) -> str:
     """The hypothesis for ``label``: the template's single ``{}`` replaced literally (never ``str.format``)."""
     return label if template is None else template.replace("{}", label, 1)
@@ -125,7 +152,6 @@ class ZeroShotClassifier:
         self.batch_observers: list[BatchObserver] = []
         self.drain = Drain(settings.drain_timeout_s)
         self._tokenize_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-tokenize")
-        self._embed_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-embed")
         self._loading: asyncio.Task | None = None
 
     # ----------------------------------------------------------------- lifecycle
@@ -181,31 +207,36 @@ class ZeroShotClassifier:
         if self.state.batcher is not None:
             await self.state.batcher.close()
         self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
-        self._embed_pool.shutdown(wait=False, cancel_futures=True)
         if self.drain.cut_off:
             logger.warning("stopped: %d request(s) cut off at the drain deadline (answered 503)", self.drain.cut_off)
         else:
             logger.info("stopped")
 
     async def _build(self, loop: asyncio.AbstractEventLoop, scoring: ScoringConfig, started: list) -> tuple:
-        """Load the runtime and encoder, start the batcher, run one warm-up forward."""
+        """Load the runtime and encoder, start the batcher (with the encoder's kinds of work when
+        the scoring has a cosine term), run one warm-up forward of each kind."""
         settings = self.settings
         model = await loop.run_in_executor(self._tokenize_pool, self.loader, settings)
-        encoder = None
+        encoder, kinds = None, {}
         if scoring.embedding_weight != 0:
             encoder = await loop.run_in_executor(
                 self._tokenize_pool, lambda: SentenceEncoder(resolved_embedding_dir(settings), device=str(model.device)))
-            await loop.run_in_executor(self._embed_pool, encoder.cosine, "Warm-up text.", ["A label."])
+            kinds = {TEXT_KIND: WorkKind(encoder.embed, encoder.dim), LABEL_KIND: WorkKind(encoder.embed, encoder.dim)}
         batcher = Batcher(model.logits, token_budget=settings.token_budget or default_token_budget(model.device),
                           max_wait_s=settings.max_batch_wait_ms / 1000.0, capacity_pairs=settings.queue_capacity_pairs,
-                          num_outputs=model.num_labels, observers=self.batch_observers)
+                          num_outputs=model.num_labels, kinds=kinds, share_identical=settings.share_identical_rows,
+                          observers=self.batch_observers)
         started.append(batcher)
         await batcher.start()
-        warm = await loop.run_in_executor(
-            self._tokenize_pool, model.encode, ["Warm-up premise."], ["This text is about warming up."])
-        logits = await batcher.submit(warm).result()
-        if not np.all(np.isfinite(logits)):
-            raise ModelConfigError("warm-up forward produced non-finite logits")
+        warm = Tokenized(await loop.run_in_executor(
+            self._tokenize_pool, model.encode, ["Warm-up premise."], ["This text is about warming up."]))
+        if encoder is not None:
+            warm.text, warm.labels = await loop.run_in_executor(
+                self._tokenize_pool, lambda: (encoder.tokenize(["Warm-up text."]), encoder.tokenize(["A label."])))
+        for (kind, items) in warm.work():
+            out = await batcher.submit(items, kind=kind).result()
+            if not np.all(np.isfinite(out)):
+                raise ModelConfigError(f"warm-up forward ({kind}) produced non-finite numbers")
         return model, encoder, batcher
 
     async def _load(self, digest: str, scoring: ScoringConfig, calibrated: bool, t0: float) -> None:
@@ -313,8 +344,8 @@ class ZeroShotClassifier:
         try:
             with st.batcher.admit(prep.n_pairs):
                 encoded = await asyncio.get_running_loop().run_in_executor(
-                    self._tokenize_pool, _tokenize, st.model, prep)
-                logits, cosine = await self._forward(prep, encoded, disconnected)
+                    self._tokenize_pool, _tokenize, st.model, self._request_encoder(prep), prep)
+                logits, cosine = await self._forward(encoded, disconnected)
         except QueueFull as exc:
             raise ApiError(ErrorType.OVERLOADED, f"overloaded: {exc}; retry later") from None
         except asyncio.TimeoutError:
@@ -367,22 +398,17 @@ class ZeroShotClassifier:
         return Prepared(text, labels, hyps, list(slot), [slot[h] for h in hyps],
                         list(dict.fromkeys(labels)) if template is not None else None, content_free, multi_label)
 
-    async def _forward(self, prep: Prepared, encoded: list[Encoded],
+    def _request_encoder(self, prep: Prepared) -> SentenceEncoder | None:
+        """The sentence encoder when this request's scoring has the cosine term (single-label only)."""
+        return self.state.encoder if not prep.multi_label else None
+
+    async def _forward(self, encoded: Tokenized,
                        disconnected: Disconnected | None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Logits of the encoded pairs from the batcher, and the text-label cosines when scoring uses them."""
-        st, loop = self.state, asyncio.get_running_loop()
-        cosine_future = None
-        if st.encoder is not None and not prep.multi_label:
-            cosine_future = loop.run_in_executor(self._embed_pool, st.encoder.cosine, prep.text, prep.unique)
-        try:
-            logits = await _await_job(st.batcher, encoded, disconnected, self.settings.request_timeout_s)
-            cosine = await cosine_future if cosine_future is not None else None
-        finally:
-            # A request that gives up (timeout, disconnect, failed batch) drops its queued
-            # embedding job too, so abandoned work does not pile up behind a burst.
-            if cosine_future is not None and not cosine_future.done():
-                cosine_future.cancel()
-        return logits, cosine
+        """Logits of the encoded pairs from the batcher and, when the request has embedding work,
+        the text-hypothesis cosines ``[K unique]`` from its own text and hypothesis embeddings."""
+        outputs = await _await_jobs(self.state.batcher, encoded.work(), disconnected, self.settings.request_timeout_s)
+        cosine = cosines(outputs[1][0], outputs[2]) if len(outputs) == 3 else None
+        return outputs[0], cosine
 
     def postprocess(self, prep: Prepared, logits: np.ndarray, cosine: np.ndarray | None) -> list[float]:
         """Scores -> probabilities in the labels' order (duplicates included, K = labels sent).
@@ -453,41 +479,52 @@ def _check_labels(model: NliRuntime, prep: Prepared) -> None:
                            "labels are never cut", f"labels[{i}]")
 
 
-def _tokenize(model: NliRuntime, prep: Prepared) -> list[Encoded]:
-    """Tokeniser thread: `_check_labels`, then encode all pairs (text, and the content-free premise)."""
+def _tokenize(model: NliRuntime, encoder: SentenceEncoder | None, prep: Prepared) -> Tokenized:
+    """Tokeniser thread: `_check_labels`, then encode all pairs (text, and the content-free premise)
+    and, with an ``encoder``, the text and the distinct hypotheses for it."""
     _check_labels(model, prep)
     premises = [prep.text] * len(prep.unique)
     hyps = list(prep.unique)
     if prep.content_free is not None:
         premises += [prep.content_free] * len(prep.unique)
         hyps += list(prep.unique)
-    return model.encode(premises, hyps)
+    out = Tokenized(model.encode(premises, hyps))
+    if encoder is not None:
+        out.text, out.labels = encoder.tokenize([prep.text]), encoder.tokenize(prep.unique)
+    return out
 
 
-async def _await_job(batcher: Batcher, encoded: list[Encoded], disconnected: Disconnected | None,
-                     timeout: float) -> np.ndarray:
-    """Submit and wait; drop the job's queued pairs if the client leaves or the timeout passes."""
-    job = batcher.submit(encoded)
-    result = asyncio.ensure_future(job.result())
-    waiting = {result}
-    gone = asyncio.ensure_future(disconnected()) if disconnected is not None else None
-    if gone is not None:
-        waiting.add(gone)
+async def _await_jobs(batcher: Batcher, work: Sequence[tuple[str, list[Encoded]]],
+                      disconnected: Disconnected | None, timeout: float) -> list[np.ndarray]:
+    """Submit one job per ``(kind, items)`` and wait for all of them; returns their outputs in order.
+
+    When the client leaves, the timeout passes, the caller is cancelled or one job fails
+    (``BatchError``), every job's queued items are dropped, so abandoned work does not pile up
+    behind a burst.
+    """
+    jobs = []
     try:
-        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if result in done:
-            return result.result()
-        batcher.cancel(job)
-        if gone is not None and gone in done:
-            logger.info("client disconnected: dropped its queued pairs")
-            raise ApiError(ErrorType.CLIENT_GONE, "client disconnected")
-        raise asyncio.TimeoutError()
-    except asyncio.CancelledError:
-        batcher.cancel(job)
-        raise
+        for kind, items in work:
+            jobs.append(batcher.submit(items, kind=kind))
+        results = asyncio.ensure_future(asyncio.gather(*(job.result() for job in jobs)))
+        # Retrieved whatever happens (a job cancelled below ends the gathering with CancelledError).
+        results.add_done_callback(lambda f: f.cancelled() or f.exception())
+        waiting = {results}
+        gone = asyncio.ensure_future(disconnected()) if disconnected is not None else None
+        if gone is not None:
+            waiting.add(gone)
+        try:
+            done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if results in done:
+                return results.result()
+            if gone is not None and gone in done:
+                logger.info("client disconnected: dropped its queued pairs")
+                raise ApiError(ErrorType.CLIENT_GONE, "client disconnected")
+            raise asyncio.TimeoutError()
+        finally:
+            for t in waiting:
+                if not t.done():
+                    t.cancel()
     finally:
-        for t in waiting:
-            if not t.done():
-                t.cancel()
-        if result.done() and not result.cancelled():
-            result.exception()  # mark retrieved
+        for job in jobs:
+            batcher.cancel(job)  # a no-op for a finished job

@@ -11,7 +11,9 @@ its own ``CollectorRegistry`` (two apps in one process never clash) holding:
   on), ``zsnli_queue_pending_pairs`` (waiting for a batch),
   ``zsnli_queue_capacity_pairs``: read from the batcher at scrape time;
 * ``zsnli_batch_pairs`` and ``zsnli_batch_padded_tokens`` (histograms),
-  ``zsnli_forward_seconds`` (histogram), ``zsnli_failed_batches_total``:
+  ``zsnli_forward_seconds`` (histogram), ``zsnli_failed_batches_total``, each
+  by ``kind`` (``nli``: premise-hypothesis pairs; ``embedding_text`` and
+  ``embedding_label``: the cosine term's texts and labels):
   from the `zsnli.serving.batching.BatchRecord` of every forward, through the
   service's ``batch_observers`` (the batcher knows nothing of Prometheus);
 * ``zsnli_ready`` (1 when ``/health`` is 200).
@@ -61,24 +63,26 @@ class ServiceMetrics:
         self.in_flight = Gauge("zsnli_requests_in_flight", "HTTP requests being answered now.", registry=r)
         self.request_seconds = Histogram("zsnli_request_seconds", "Seconds from request start to response end.",
                                          ["path"], buckets=REQUEST_SECONDS, registry=r)
-        self.batch_pairs = Histogram("zsnli_batch_pairs", "Premise-hypothesis pairs per forward.",
-                                     buckets=BATCH_PAIRS, registry=r)
-        self.padded_tokens = Histogram("zsnli_batch_padded_tokens", "Padded tokens per forward (pairs x padded "
-                                       "length; bounded by the token budget).", buckets=PADDED_TOKENS, registry=r)
+        self.batch_pairs = Histogram("zsnli_batch_pairs", "Items per forward: premise-hypothesis pairs (kind "
+                                     "nli) or texts and labels to embed (kinds embedding_text, embedding_label).",
+                                     ["kind"], buckets=BATCH_PAIRS, registry=r)
+        self.padded_tokens = Histogram("zsnli_batch_padded_tokens", "Padded tokens per forward (rows computed x "
+                                       "padded length; bounded by the token budget).", ["kind"],
+                                       buckets=PADDED_TOKENS, registry=r)
         self.forward_seconds = Histogram("zsnli_forward_seconds", "Seconds per forward (batch handed to the "
-                                         "forward thread until its logits are back).", buckets=FORWARD_SECONDS,
-                                         registry=r)
+                                         "forward thread until its outputs are back).", ["kind"],
+                                         buckets=FORWARD_SECONDS, registry=r)
         self.failed_batches = Counter("zsnli_failed_batches", "Forwards that raised (their requests got 500).",
-                                      registry=r)
+                                      ["kind"], registry=r)
         r.register(_QueueCollector(service))
 
     def observe_batch(self, record: BatchRecord) -> None:
         """Batch observer (see `zsnli.serving.batching.Batcher`): one forward's numbers into the histograms."""
-        self.batch_pairs.observe(record.pairs)
-        self.padded_tokens.observe(record.padded_tokens)
-        self.forward_seconds.observe(record.seconds)
+        self.batch_pairs.labels(record.kind).observe(record.pairs)
+        self.padded_tokens.labels(record.kind).observe(record.padded_tokens)
+        self.forward_seconds.labels(record.kind).observe(record.seconds)
         if not record.ok:
-            self.failed_batches.inc()
+            self.failed_batches.labels(record.kind).inc()
 
     def exposition(self) -> Response:
         """The registry in the Prometheus text format."""
