@@ -52,3 +52,53 @@ def test_pair_token_counts_match_the_server_tokenisation(model_dir):
     enc = nli_model.encode([docs[0].text] * 2 + ["short"], list(docs[0].labels) + ["about food"])
     assert counts == [[len(enc[0]), len(enc[1])], [len(enc[2])]]
     assert max(counts[0]) <= nli_model.max_length
+
+
+def test_cpu_info_names_model_and_the_precision_flags(tmp_path):
+    from zsnli.bench.ceiling import cpu_info, cpu_line, cpu_tag
+
+    fake = tmp_path / "cpuinfo"
+    fake.write_text("processor\t: 0\nmodel name\t: Example CPU 9000\nflags\t\t: fpu sse2 avx avx2 fma avx512f "
+                    "avx512_bf16 avx512_vnni amx_tile amx_int8\n\nprocessor\t: 1\nmodel name\t: Example CPU 9000\n")
+    info = cpu_info(fake)
+    assert info["model"] == "Example CPU 9000"
+    assert info["flags"] == ["amx_int8", "amx_tile", "avx2", "avx512_bf16", "avx512_vnni", "avx512f", "fma"]
+    assert info["native_bf16"] and info["native_int8_dot"]
+    assert "avx2 avx512f avx512_bf16 avx512_vnni amx_tile amx_int8" in cpu_tag(info) and "no amx" not in cpu_tag(info)
+    fake.write_text("model name\t: Old CPU\nflags\t\t: sse2 avx avx2 fma\n")
+    old = cpu_info(fake)
+    assert not old["native_bf16"] and not old["native_int8_dot"] and cpu_tag(old).endswith("avx2, no amx")
+    assert "Old CPU" in cpu_line(old) and "(no amx)" in cpu_line(old)
+    gone = cpu_info(tmp_path / "missing")
+    assert gone["flags"] == [] and gone["model"] and "unavailable" in gone["source"]
+
+
+def test_combined_ceiling_adds_the_parts():
+    from zsnli.bench.ceiling import combined_ceiling
+
+    nli, emb = ParamCounts(1000, 10, 0), ParamCounts(500, 0, 0)
+    c = combined_ceiling({"nli": ([[5, 7], [6]], nli), "embedding": ([[4, 2, 2], [3, 2]], emb)}, 1e6)
+    nli_flops = sum(pair_flops(n, nli) for n in (5, 7, 6))
+    emb_flops = sum(pair_flops(n, emb) for n in (4, 2, 2, 3, 2))
+    assert c["total_flops"] == nli_flops + emb_flops and c["docs"] == 2
+    assert c["ceiling_docs_per_s"] == pytest.approx(1e6 / ((nli_flops + emb_flops) / 2))
+    assert c["parts"]["embedding"] == {"sequences": 5, "tokens": 13, "flops": emb_flops,
+                                       "share": pytest.approx(emb_flops / (nli_flops + emb_flops))}
+    with pytest.raises(ValueError, match="different numbers of documents"):
+        combined_ceiling({"nli": ([[5]], nli), "embedding": ([[4], [2]], emb)}, 1e6)
+
+
+def test_embedding_and_content_free_token_counts_match_the_server(bert_dir):
+    from zsnli.bench.ceiling import embedding_token_counts
+    from zsnli.runtime.embedding import SentenceEncoder
+    from zsnli.runtime.model import NliModel
+
+    docs = [Example("a", "d", "the team won " * 40, ("about sport", "about music", "about sport"), 0),
+            Example("b", "d", "short", ("about food",), 0)]
+    enc = SentenceEncoder(bert_dir)
+    expected = [[len(e) for e in enc.tokenize([d.text, *dict.fromkeys(d.labels)])] for d in docs]
+    assert embedding_token_counts(bert_dir, docs) == expected and expected[0][0] == enc.max_length
+    nli = NliModel.load(bert_dir, device="cpu")
+    cf = pair_token_counts(bert_dir, docs, premise="N/A", distinct=True)
+    assert cf == [[len(e) for e in nli.encode(["N/A"] * 2, ["about sport", "about music"])], [len(nli.encode(["N/A"], ["about food"])[0])]]
+    assert [len(row) for row in pair_token_counts(bert_dir, docs, distinct=True)] == [2, 1]

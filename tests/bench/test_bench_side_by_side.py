@@ -26,26 +26,100 @@ def test_agreement_counts_argmax_and_max_dp():
 
 
 def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir, examples_file):
+    """Every arm on tiny models: (a), (b), the plain server (c), the shipped default with a cosine term (d)
+    and a variant; the report's shape, ratios, agreement and ceilings (no timing is checked)."""
+    from conftest import write_calibration
+
+    from zsnli.embedding import embedding_digest
+
     out = tmp_path / "report.json"
+    calib = write_calibration(tmp_path / "shipped.json", rule="entailment_minus_contradiction", temperature=1.3,
+                              embedding_weight=3.0, embedding_sha256=embedding_digest(bert_dir))
     proc = subprocess.run(
         [sys.executable, "-m", "zsnli.bench", "--model-dir", str(bert_dir), "--examples", str(examples_file),
          "--docs", "3", "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "1", "--threads", "1",
          "--matmul-n", "128", "--matmul-seconds", "0.05", "--repo-root", str(REPO), "--no-progress",
+         "--calibration", str(calib), "--embedding-dir", str(bert_dir),
          "--variant", "small:ZSNLI_TOKEN_BUDGET=64", "--out", str(out)],
-        env=child_env(), capture_output=True, text=True, timeout=240, cwd=tmp_path)
+        env=child_env(), capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads(out.read_text())
-    assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4", "c4-small"]
+    assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4", "d1", "d4", "c4-small"]
     assert r["server"]["variants"]["small"]["settings"] == {"ZSNLI_TOKEN_BUDGET": "64"}
+    assert r["server"]["shipped"]["settings"] == {"ZSNLI_CALIBRATION_PATH": str(calib),
+                                                  "ZSNLI_EMBEDDING_DIR": str(bert_dir)}
+    assert r["server"]["shipped"]["health"]["scoring"]["embedding_weight"] == 3.0
     assert r["server"]["launcher"] == "serve.sh"
     for arm in r["arms"]:
         assert arm["docs"] == 3 and arm["pairs"] == 2 + 3 + 4 and arm["docs_per_s"] > 0
         assert arm["peak_rss_mib"] > 0
-    assert set(r["ratios"]) == {"c4/a", "c4/b", "c4-small/a", "c4-small/b"}
+        assert arm["ceiling"] == ("default" if arm["key"].startswith("d") else "nli")
+    assert set(r["ratios"]) == {"c4/a", "c4/b", "c4-small/a", "c4-small/b", "d4/c4", "d4/a", "d4/b"}
     for key in ("b2", "c1", "c4", "c4-small"):
         a = r["agreement_vs_a"][key]
         assert a["same_argmax"] == a["docs"] == 3 and a["max_abs_dp"] <= 1e-4, (key, a)
-    assert "ratio (c4)/(a)" in proc.stdout and "compute ceiling" in proc.stdout
+    assert "d4" not in r["agreement_vs_a"]  # another scoring: not comparable with the pipeline
+    alone = r["agreement_batched_vs_alone"]
+    assert set(alone) == {"c4", "d4"} and alone["d4"]["docs"] == 3 and alone["d4"]["max_abs_dp"] <= 1e-5
+    # the shipped default's ceiling counts its NLI pairs and the sentence encoder's texts and labels
+    parts = r["default_ceiling"]["parts"]
+    assert set(parts) == {"nli", "embedding"} and parts["nli"]["sequences"] == 9
+    assert parts["embedding"]["sequences"] == 3 + 9
+    assert r["default_ceiling"]["ceiling_docs_per_s"] < r["ceiling"]["ceiling_docs_per_s"]
+    assert r["cpu"]["model"] and r["cpu"]["logical_cpus"] >= 1 and isinstance(r["cpu"]["flags"], list)
+    for needle in ("ratio (c4)/(a)", "ratio (d4)/(c4) docs/s", "(target >= 0.8x", "(target >= 3x",
+                   "answers d4 vs each request alone (d1)", "compute ceiling (shipped default", "CPU: "):
+        assert needle in proc.stdout, needle
+    figure_lines = [x for x in proc.stdout.splitlines() if x.startswith(("ratio", "compute", "  ("))]
+    assert len(figure_lines) == 7 + 2 + 5 and all("[CPU: " in x for x in figure_lines), proc.stdout
+    print(proc.stdout)  # the report, for a reader of -s output
+
+
+def _shipped_args(tmp_path, *extra):
+    from zsnli.bench.side_by_side import parse_args
+
+    return parse_args(["--examples", str(tmp_path / "ex.jsonl"), *extra])
+
+
+def test_the_shipped_arm_follows_the_servers_calibration_lookup(tmp_path, bert_dir, examples_file, capsys,
+                                                              monkeypatch):
+    from conftest import write_calibration
+
+    from zsnli.embedding import embedding_digest
+
+    model = tmp_path / "m"
+    model.mkdir()
+    assert _shipped_args(tmp_path, "--model-dir", str(model)).shipped is None  # none there: no arm (d)
+    write_calibration(tmp_path / "calibration.json", rule="entailment", temperature=2.0)  # beside the model dir
+    args = _shipped_args(tmp_path, "--model-dir", str(model))
+    assert args.shipped[0] == (tmp_path / "calibration.json").resolve() and args.shipped[1].temperature == 2.0
+    inside = write_calibration(model / "calibration.json", rule="entailment", embedding_weight=1.0,
+                               embedding_sha256=embedding_digest(bert_dir))
+    args = _shipped_args(tmp_path, "--model-dir", str(model), "--embedding-dir", str(bert_dir))
+    assert args.shipped[0] == inside.resolve() and args.shipped[1].embedding_weight == 1.0
+    assert _shipped_args(tmp_path, "--model-dir", str(model), "--calibration", "none").shipped is None
+    # a cosine term without its sentence encoder (none in the model dir, none in the checkout): one line
+    monkeypatch.setattr("zsnli.embedding.REPO_MODEL_DIR", tmp_path / "no-checkout-model")
+    line = refused(capsys, lambda: _shipped_args(tmp_path, "--model-dir", str(model)))
+    assert "cosine term" in line and "--embedding-dir" in line
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--calibration", "missing.json"], "--calibration: no such file missing.json"),
+    (["--calibration", "{bad}"], "--calibration: calibration file"),
+    (["--embedding-dir", "no-such-dir"], "--embedding-dir: no such directory"),
+    (["--variant", "shipped:ZSNLI_DTYPE=bfloat16"], "other than 'default' and 'shipped'"),
+])
+def test_the_shipped_arm_refuses_bad_arguments_in_one_line(tmp_path, examples_file, capsys, extra, needle):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"chosen": {"rule": "no-such-rule"}}')
+    extra = [str(bad) if x == "{bad}" else x for x in extra]
+    line = refused(capsys, lambda: _shipped_args(tmp_path, *extra))
+    assert needle in line, line
+
+
+def test_batch_sizes_none_leaves_out_the_pipeline_sweep(examples_file):
+    assert _compare_args(examples_file, "--batch-sizes", "none").batch_sizes == []
 
 
 def test_parse_variant():

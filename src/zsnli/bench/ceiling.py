@@ -26,6 +26,15 @@ Padding tokens are *not* counted: the ceiling is for useful work.
 The rate ``R`` (FLOP/s) is measured in the same run with ``torch.matmul`` on
 square matrices (``matmul_rate``). Ceiling docs/s = ``R / mean FLOPs(doc)``
 where a document's FLOPs are the sum over its K pairs.
+
+A scoring with more work per document has its own ceiling (`combined_ceiling`):
+the served default adds the sentence encoder's passes over the text and each
+distinct label (`embedding_token_counts`, same formula with the encoder's
+parameters; the mean pooling is not counted) and, with a content-free
+premise, K more pairs (`pair_token_counts` with ``premise=``).
+
+`cpu_info` names the processor every figure was measured on (model, logical
+CPUs, the vector and matrix extensions that decide fp32 / bf16 / int8 speed).
 """
 
 from __future__ import annotations
@@ -36,6 +45,66 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zsnli.harness.examples import Example
+
+#: /proc/cpuinfo flags that decide which precisions run fast (prefixes): AVX2/FMA for fp32,
+#: AVX-512 (incl. BF16 and VNNI), AVX-VNNI and AMX (tiles, bf16, int8).
+CPU_FLAG_PREFIXES = ("avx2", "fma", "avx512", "avx_vnni", "amx")
+
+
+# --------------------------------------------------------------------------- the processor
+
+
+def cpu_info(cpuinfo_path: str | Path = "/proc/cpuinfo") -> dict[str, Any]:
+    """The processor as a report should name it.
+
+    Returns ``{"model" (the first ``model name``, else ``platform.processor()``), "logical_cpus"
+    (``os.cpu_count()``), "flags" (the `CPU_FLAG_PREFIXES` flags present, sorted), "native_bf16"
+    (``avx512_bf16`` or ``amx_bf16``), "native_int8_dot" (``avx512_vnni``, ``avx_vnni`` or
+    ``amx_int8``), "source"}``. Without a readable ``cpuinfo_path`` (not Linux) the flags are empty
+    and ``source`` says so.
+    """
+    import os
+    import platform
+
+    model, flags, source = "", set(), str(cpuinfo_path)
+    try:
+        with open(cpuinfo_path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        source = "unavailable (no /proc/cpuinfo)"
+    kept = sorted(f for f in flags if f.startswith(CPU_FLAG_PREFIXES))
+    return {
+        "model": model or platform.processor() or platform.machine() or "unknown",
+        "logical_cpus": os.cpu_count(),
+        "flags": kept,
+        "native_bf16": bool(flags & {"avx512_bf16", "amx_bf16"}),
+        "native_int8_dot": bool(flags & {"avx512_vnni", "avx_vnni", "amx_int8"}),
+        "source": source,
+    }
+
+
+#: The flags `cpu_tag` names: what fp32 (AVX2, AVX-512), bf16 and int8 dot products run on.
+CPU_TAG_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_tag(info: dict[str, Any]) -> str:
+    """The short form printed beside every figure: ``AMD EPYC x2: avx2 avx512f avx512_bf16 avx512_vnni, no amx``."""
+    flags = [f for f in CPU_TAG_FLAGS if f in info["flags"]]
+    amx = "" if any(f.startswith("amx") for f in flags) else ", no amx"
+    return f"{info['model']} x{info['logical_cpus']}: {' '.join(flags) or 'flags unknown'}{amx}"
+
+
+def cpu_line(info: dict[str, Any]) -> str:
+    """One line naming the CPU: ``AMD EPYC, 2 logical CPUs, flags avx2 avx512f ... (no amx)``."""
+    flags = info["flags"]
+    amx = "" if any(f.startswith("amx") for f in flags) else " (no amx)"
+    return (f"{info['model']}, {info['logical_cpus']} logical CPUs, flags {' '.join(flags) or 'unknown'}{amx}")
 
 
 # --------------------------------------------------------------------------- matmul rate
@@ -176,14 +245,18 @@ class LabelTooLong(ValueError):
     the server answers such a request 422, so the benchmark refuses it up front."""
 
 
-def pair_token_counts(model_dir: str | Path, docs: Sequence[Example], max_length: int | None = None) -> list[list[int]]:
+def pair_token_counts(model_dir: str | Path, docs: Sequence[Example], max_length: int | None = None,
+                      premise: str | None = None, distinct: bool = False) -> list[list[int]]:
     """Real token count of every (document, label) pair, as the model sees it.
 
     Pair length = special tokens + label tokens + text tokens, the text cut
     (``only_first``) so the pair fits ``max_length`` (default
     ``model_dir_window``); no padding. Texts and labels are tokenised separately
     (one batched call each), which gives the same counts as tokenising the
-    pairs. Returns one list per document with one count per label (tokens).
+    pairs. ``premise``: pair each label with this text instead of the document's
+    (the content-free pairs of a calibration). ``distinct``: each document's
+    labels once (the server scores a repeated hypothesis once). Returns one list
+    per document with one count per label (tokens).
     Raises ``LabelTooLong`` naming the first label that cannot fit.
     """
     from transformers import AutoTokenizer
@@ -202,24 +275,76 @@ def pair_token_counts(model_dir: str | Path, docs: Sequence[Example], max_length
             out.update(zip(chunk, (len(ids) for ids in enc["input_ids"])))
         return out
 
-    text_len = lengths([d.text for d in docs])
+    text_len = lengths([d.text for d in docs] if premise is None else [premise])
     label_len = lengths([label for d in docs for label in d.labels])
     out: list[list[int]] = []
     for d in docs:
         row = []
-        for label in d.labels:
+        for label in (dict.fromkeys(d.labels) if distinct else d.labels):
             room = window - special - label_len[label]
             if room < 1:
                 raise LabelTooLong(f"label {label[:80]!r} ({label_len[label]} tokens) does not fit the "
                                    f"{window}-token window with a text token and {special} special tokens")
-            row.append(special + label_len[label] + min(text_len[d.text], room))
+            row.append(special + label_len[label] + min(text_len[d.text if premise is None else premise], room))
         out.append(row)
     return out
+
+
+def embedding_token_counts(embedding_dir: str | Path, docs: Sequence[Example]) -> list[list[int]]:
+    """Real token count of every sequence the sentence encoder runs for a document under the
+    cosine term: the text, then each distinct label, each with the encoder's special tokens and
+    cut to its window (`zsnli.runtime.embedding.encoder_window`, 256 for MiniLM-L6), as
+    `zsnli.runtime.embedding.SentenceEncoder.tokenize` does. Returns one list per document (tokens)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from zsnli.runtime.embedding import encoder_window
+
+    tok = AutoTokenizer.from_pretrained(embedding_dir, local_files_only=True)
+    window = encoder_window(AutoConfig.from_pretrained(embedding_dir, local_files_only=True))
+    strings = list(dict.fromkeys([d.text for d in docs] + [label for d in docs for label in d.labels]))
+    length: dict[str, int] = {}
+    for i in range(0, len(strings), 4096):
+        chunk = strings[i:i + 4096]
+        enc = tok(chunk, truncation=True, max_length=window, return_attention_mask=False,
+                  return_token_type_ids=False)
+        length.update(zip(chunk, (len(ids) for ids in enc["input_ids"])))
+    return [[length[d.text]] + [length[label] for label in dict.fromkeys(d.labels)] for d in docs]
 
 
 def pair_flops(tokens: int, params: ParamCounts) -> float:
     """FLOPs of one forward of one pair of ``tokens`` real tokens: ``2 * P_enc * L + 2 * P_head``."""
     return 2.0 * params.per_token * tokens + 2.0 * params.per_pair
+
+
+def combined_ceiling(parts: dict[str, tuple[Sequence[Sequence[int]], ParamCounts]],
+                     rate_flops_per_s: float) -> dict[str, Any]:
+    """The compute ceiling of a document set whose documents run several workloads.
+
+    parts: ``{name: (token counts per document, the parameters that run them)}``, e.g. ``"nli"``
+    (`pair_token_counts`, the NLI model) and ``"embedding"`` (`embedding_token_counts`, the
+    sentence encoder); every part has one entry per document, in the same order. Each sequence
+    costs `pair_flops`. Returns ``{"docs", "total_flops", "flops_per_doc", "rate_flops_per_s",
+    "ceiling_docs_per_s", "parts": {name: {"sequences", "tokens", "flops", "share"}}}``
+    (``share``: the part's fraction of the FLOPs). Raises ``ValueError`` when the parts disagree
+    on the number of documents.
+    """
+    sizes = {name: len(counts) for name, (counts, _) in parts.items()}
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"parts cover different numbers of documents: {sizes}")
+    docs = next(iter(sizes.values()), 0)
+    flops = {name: sum(pair_flops(n, params) for row in counts for n in row) for name, (counts, params) in parts.items()}
+    total = sum(flops.values())
+    per_doc = total / docs if docs else float("nan")
+    return {
+        "docs": docs,
+        "total_flops": total,
+        "flops_per_doc": per_doc,
+        "rate_flops_per_s": rate_flops_per_s,
+        "ceiling_docs_per_s": rate_flops_per_s / per_doc if docs else float("nan"),
+        "parts": {name: {"sequences": sum(len(row) for row in counts), "tokens": sum(sum(row) for row in counts),
+                         "flops": flops[name], "share": flops[name] / total if total else float("nan")}
+                  for name, (counts, _) in parts.items()},
+    }
 
 
 def compute_ceiling(token_counts: Sequence[Sequence[int]], params: ParamCounts, rate_flops_per_s: float) -> dict[str, float]:

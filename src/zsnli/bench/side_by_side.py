@@ -18,7 +18,12 @@ Arms, all on the same model, the same documents, one run:
   agreement lines. Variants are checked before any arm runs (known
   ``ZSNLI_*`` names, values that `zsnli.config.Settings` accepts); a server
   that still fails to start, or whose arm fails, is recorded in the report
-  (``server.variants.NAME.error``) and the run goes on (exit code 1).
+  (``server.variants.NAME.error``) and the run goes on (exit code 1);
+* (d) the zsnli server with the shipped default scoring (``--calibration``,
+  default the ``calibration.json`` the server finds beside ``--model-dir``:
+  e.g. the cosine term of the sentence encoder), at the same concurrencies;
+  its answers at the top concurrency are compared with concurrency 1 (each
+  request alone), and its docs/s with (c) and (a) against the issue's targets.
 
 Each pipeline arm runs in its own process (its peak RSS is its own); the
 server's RSS is sampled from outside during each of its arms. Every arm
@@ -26,7 +31,11 @@ first runs ``--warmup`` untimed documents. The server is pointed at a
 calibration file with the pipeline's semantics (entailment logit, T = 1, no
 K correction, no content-free premise), so its answers are compared with
 arm (a)'s: same argmax count and max |dp|. Then ratios (c@32)/(a) and
-(c@32)/(b), and the compute ceiling (see `zsnli.bench.ceiling`).
+(c@32)/(b), (d@32)/(c@32) and (d@32)/(a), and the compute ceilings (see
+`zsnli.bench.ceiling`): the NLI pairs' for (a)-(c), and the shipped default's
+real token mix (its NLI pairs plus the sentence encoder's texts and labels) for
+(d). The CPU model and flags (`zsnli.bench.ceiling.cpu_info`) head the table
+and every figure line.
 """
 
 from __future__ import annotations
@@ -48,7 +57,8 @@ from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, ExamplesErr
 from ..harness.load import run_requests
 from ..harness.server import ServerError, offline_env, start_server
 from ..harness.stats import latency_summary, per_second
-from .ceiling import LabelTooLong, compute_ceiling, matmul_rate, pair_token_counts, param_counts
+from .ceiling import (LabelTooLong, combined_ceiling, compute_ceiling, cpu_info, cpu_line, cpu_tag,
+                      embedding_token_counts, matmul_rate, pair_token_counts, param_counts)
 from .resources import RssSampler, hwm_bytes, mib
 
 #: the server's log level in every server arm (its output goes to a log file)
@@ -64,6 +74,12 @@ PIPELINE_SEMANTICS = {
 
 #: settings every server arm gets (besides ZSNLI_CALIBRATION_PATH); a variant's own settings override them.
 SERVER_BASE_SETTINGS = {"ZSNLI_DEVICE": "cpu", "ZSNLI_DTYPE": "float32"}
+
+#: Issue 24's targets for the shipped default at the top concurrency: docs/s against the plain NLI
+#: scoring (c) and against the pipeline one document per call (a); max |dp| batched vs alone.
+TARGET_VS_PLAIN = 0.8
+TARGET_VS_PIPELINE = 3.0
+TARGET_MAX_DP_ALONE = 1e-5
 
 
 def one_line(exc: BaseException) -> str:
@@ -172,9 +188,12 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     progress = not args.no_progress
     examples = write_examples(workdir / "docs.jsonl", docs)  # the exact documents every arm gets
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if progress else (lambda *a: None)
+    cpu = cpu_info()
 
-    log(f"[bench] {len(docs)} documents, {n_pairs} pairs; model {model_dir}"
+    log(f"[bench] {len(docs)} documents, {n_pairs} pairs; model {model_dir}; CPU {cpu_line(cpu)}"
         + (f" ({skipped_empty} empty-text documents left out: the pipeline refuses them)" if skipped_empty else ""))
+    if args.shipped is None:
+        log(f"[bench] {args.calibration_note}: no shipped-default arm (d); pass --calibration PATH")
     params = param_counts(model_dir)
     try:
         tokens = pair_token_counts(model_dir, docs, args.max_length)
@@ -183,25 +202,25 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     log(f"[bench] measuring fp32 matmul rate (n={args.matmul_n or 1024})")
     rate = matmul_rate("cpu", "float32", n=args.matmul_n, min_time_s=args.matmul_seconds, threads=args.threads)
     ceiling = compute_ceiling(tokens, params, rate["flops_per_s"])
+    ceilings = {"nli": ceiling["ceiling_docs_per_s"]}
+    default_ceiling = None
+    if args.shipped is not None:
+        default_ceiling = shipped_ceiling(args, model_dir, docs, params, rate["flops_per_s"])
+        ceilings["default"] = default_ceiling["ceiling_docs_per_s"]
 
     rows: list[dict[str, Any]] = []
     probs: dict[str, list] = {}
     best_b = _pipeline_arms(args, model_dir, examples, len(docs), workdir, progress, rows, probs)
     server_info = _server_arms(args, model_dir, docs, workdir, progress, log, rows, probs)
 
-    by_key = {r["key"]: r for r in rows}
-    c_top = f"c{max(args.concurrency)}"
-    ratios = {}
-    for key in [k for k in by_key if k == c_top or k.startswith(c_top + "-")]:  # a failed server has no row
-        ratios[f"{key}/a"] = by_key[key]["docs_per_s"] / by_key["a"]["docs_per_s"]
-        if best_b is not None:
-            ratios[f"{key}/b"] = by_key[key]["docs_per_s"] / best_b["docs_per_s"]
-    agree = {k: agreement(probs["a"], v) for k, v in probs.items() if k != "a"}
     for r in rows:
-        r["fraction_of_ceiling"] = r["docs_per_s"] / ceiling["ceiling_docs_per_s"]
-        r["achieved_flops_per_s"] = ceiling["total_flops"] / r["wall_s"] if r["wall_s"] > 0 else float("nan")
+        r["ceiling"] = "default" if r["key"].startswith("d") else "nli"
+        r["fraction_of_ceiling"] = r["docs_per_s"] / ceilings[r["ceiling"]]
+        work = default_ceiling if r["ceiling"] == "default" else ceiling
+        r["achieved_flops_per_s"] = work["total_flops"] / r["wall_s"] if r["wall_s"] > 0 else float("nan")
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpu": cpu,
         "model_dir": str(model_dir),
         "examples": args.examples if args.examples.startswith("hub:") else str(Path(args.examples).resolve()),
         "docs": len(docs),
@@ -212,16 +231,68 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "warmup": args.warmup,
         "arms": rows,
         "best_b": best_b,
-        "ratios": ratios,
-        "agreement_vs_a": agree,
+        "ratios": ratios(rows, best_b, max(args.concurrency)),
+        "agreement_vs_a": {k: agreement(probs["a"], v) for k, v in probs.items() if k != "a" and not k.startswith("d")},
+        "agreement_batched_vs_alone": batched_vs_alone(probs, args.concurrency),
         "params": params.to_dict(),
         "matmul": rate,
         "ceiling": ceiling,
+        "default_ceiling": default_ceiling,
         "ceiling_formula": "FLOPs(pair) = 2 * P_enc * L + 2 * P_head (Kaplan et al. 2020, arXiv:2001.08361, "
                            "C_forward ~ 2N per token; attention-context term dropped; L = real unpadded tokens)",
         "server": server_info,
         "pipeline_semantics": PIPELINE_SEMANTICS["chosen"],
+        "shipped_scoring": args.shipped[1].to_dict() if args.shipped else None,
+        "shipped_calibration": str(args.shipped[0]) if args.shipped else None,
     }
+
+
+def shipped_ceiling(args: argparse.Namespace, model_dir: Path, docs: list, params, rate: float) -> dict[str, Any]:
+    """The compute ceiling of the shipped default's real token mix (`zsnli.bench.ceiling.combined_ceiling`):
+    its NLI pairs (each distinct label once), the content-free pairs when the calibration has a
+    content-free premise, and the sentence encoder's text and distinct labels when it has a cosine term."""
+    _, scoring = args.shipped
+    parts = {"nli": (pair_token_counts(model_dir, docs, args.max_length, distinct=True), params)}
+    if scoring.content_free_premise is not None:
+        parts["content_free"] = (pair_token_counts(model_dir, docs, args.max_length,
+                                                   premise=scoring.content_free_premise, distinct=True), params)
+    if scoring.embedding_weight != 0:
+        emb_dir = shipped_embedding_dir(args)
+        parts["embedding"] = (embedding_token_counts(emb_dir, docs), param_counts(emb_dir))
+    return combined_ceiling(parts, rate)
+
+
+def shipped_embedding_dir(args: argparse.Namespace) -> Path:
+    """The sentence encoder the shipped-default server loads: ``--embedding-dir``, else the server's default."""
+    from ..runtime.embedding import default_embedding_dir
+
+    return Path(args.embedding_dir) if args.embedding_dir else default_embedding_dir(args.model_dir)
+
+
+def ratios(rows: list[dict[str, Any]], best_b: dict[str, Any] | None, top: int) -> dict[str, float]:
+    """docs/s ratios at the top concurrency: each plain server row (``c{top}``, ``c{top}-NAME``) over (a)
+    and the best (b); the shipped default (``d{top}``) over ``c{top}``, (a) and the best (b). A server
+    that failed has no row and no ratio."""
+    by_key = {r["key"]: r for r in rows}
+    out: dict[str, float] = {}
+    c_top, d_top = f"c{top}", f"d{top}"
+    for key in [k for k in by_key if k == c_top or k.startswith(c_top + "-") or k == d_top]:
+        if key == d_top and c_top in by_key:
+            out[f"{key}/{c_top}"] = by_key[key]["docs_per_s"] / by_key[c_top]["docs_per_s"]
+        out[f"{key}/a"] = by_key[key]["docs_per_s"] / by_key["a"]["docs_per_s"]
+        if best_b is not None:
+            out[f"{key}/b"] = by_key[key]["docs_per_s"] / best_b["docs_per_s"]
+    return out
+
+
+def batched_vs_alone(probs: dict[str, list], levels: Sequence[int]) -> dict[str, dict[str, Any]]:
+    """`agreement` of each server's answers at the top concurrency with its answers at concurrency 1
+    (each request alone): ``{"c32": ..., "d32": ...}``; empty without a concurrency-1 level."""
+    top = max(levels)
+    if 1 not in levels or top == 1:
+        return {}
+    return {f"{p}{top}": agreement(probs[f"{p}1"], probs[f"{p}{top}"]) for p in ("c", "d")
+            if f"{p}1" in probs and f"{p}{top}" in probs}
 
 
 def _pipeline_arms(args: argparse.Namespace, model_dir: Path, examples: Path, n_docs: int, workdir: Path,
@@ -256,47 +327,62 @@ def _pipeline_arms(args: argparse.Namespace, model_dir: Path, examples: Path, n_
 
 def _server_arms(args: argparse.Namespace, model_dir: Path, docs: list, workdir: Path, progress: bool, log,
                  rows: list[dict[str, Any]], probs: dict[str, list]) -> dict[str, Any]:
-    """Arms (c): the server at every concurrency, then each variant at the top one; appends rows and
-    probabilities. A server that fails is recorded (``error``) and skipped. Returns the server info."""
-    n_pairs = sum(len(d.labels) for d in docs)
-    # (c) the server: the default configuration at every concurrency, then each
-    # --variant (extra ZSNLI_* settings) at the top concurrency only.
+    """Arms (c): the server with the pipeline's semantics at every concurrency, then (d) the shipped
+    default at every concurrency, then each variant at the top one; appends rows and probabilities.
+    A server that fails is recorded (``error``) and skipped. Returns the server info."""
     calib = workdir / "calibration.pipeline-semantics.json"
     calib.write_text(json.dumps(PIPELINE_SEMANTICS), encoding="utf-8")
-    settings = {"ZSNLI_CALIBRATION_PATH": str(calib), **server_base_settings(args)}
+    plain = {"ZSNLI_CALIBRATION_PATH": str(calib), **server_base_settings(args)}
     servers: dict[str, Any] = {}
-    arm_errors = server_arm_errors()
-    for name, extra in [("default", {}), *args.variant]:
-        levels = args.concurrency if name == "default" else [max(args.concurrency)]
-        log(f"[bench] starting the zsnli server ({args.launcher}) {name} {extra or ''}")
-        info: dict[str, Any] = {"settings": extra}
-        try:
-            with start_server(model_dir, {"ZSNLI_LOG_LEVEL": SERVER_LOG_LEVEL, **settings, **extra}, args.launcher,
-                              args.repo_root, args.threads) as server:
-                info.update({"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health})
-                for conc in levels:
-                    key = f"c{conc}" if name == "default" else f"c{conc}-{name}"
-                    with RssSampler(server.pid) as rss:
-                        load = run_requests(server.url, docs, concurrency=conc,
-                                            warmups=args.warmup if conc == 1 else max(args.warmup, conc),
-                                            progress=progress, desc=f"zsnli c={conc} {name}", request_timeout=600.0,
-                                            retry_503=RETRY_503)
-                    label = f"(c) zsnli, concurrency {conc}" + ("" if name == "default" else f", {name}")
-                    rows.append(arm_row(label, len(docs), n_pairs, load.wall_s, load.seconds,
-                                        rss.peak_bytes, hwm_bytes(server.pid), key=key, concurrency=conc,
-                                        errors=load.error_counts(), retries_503=load.retries_503, variant=name))
-                    probs[key] = load.probabilities
-                info["exit_code"] = server.stop()
-        except arm_errors as exc:
-            # Recorded, and the run goes on: the arms already measured (minutes) still make the report.
-            info["error"] = one_line(exc)
-            info["error_detail"] = str(exc)
-            print(f"zsnli.bench: server {name} failed, skipped: {info['error']}", file=sys.stderr, flush=True)
-        servers[name] = info
+    plan = [("default", {}, plain, args.concurrency)]
+    if args.shipped is not None:
+        shipped = {**server_base_settings(args), "ZSNLI_CALIBRATION_PATH": str(args.shipped[0])}
+        if args.embedding_dir:
+            shipped["ZSNLI_EMBEDDING_DIR"] = str(Path(args.embedding_dir).resolve())
+        plan.append(("shipped", {}, shipped, args.concurrency))
+    plan += [(name, extra, plain, [max(args.concurrency)]) for name, extra in args.variant]
+    for name, extra, settings, levels in plan:
+        servers[name] = _one_server(args, model_dir, docs, progress, log, rows, probs, name, extra, settings, levels)
     server_info = servers.pop("default")
+    server_info["shipped"] = servers.pop("shipped", None)
     server_info["variants"] = servers
-
     return server_info
+
+
+def _one_server(args, model_dir: Path, docs: list, progress: bool, log, rows: list[dict[str, Any]],
+                probs: dict[str, list], name: str, extra: dict[str, str], settings: dict[str, str],
+                levels: Sequence[int]) -> dict[str, Any]:
+    """Start one server (``settings`` + the variant's ``extra``) and drive it at each of ``levels``;
+    rows keyed ``c{n}`` (plain), ``d{n}`` (shipped default) or ``c{n}-NAME`` (a variant)."""
+    n_pairs = sum(len(d.labels) for d in docs)
+    log(f"[bench] starting the zsnli server ({args.launcher}) {name} {extra or ''}")
+    info: dict[str, Any] = {"settings": extra if name != "shipped" else
+                            {k: v for k, v in settings.items() if k not in SERVER_BASE_SETTINGS}}
+    try:
+        with start_server(model_dir, {"ZSNLI_LOG_LEVEL": SERVER_LOG_LEVEL, **settings, **extra}, args.launcher,
+                          args.repo_root, args.threads) as server:
+            info.update({"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health})
+            for conc in levels:
+                key = {"default": f"c{conc}", "shipped": f"d{conc}"}.get(name, f"c{conc}-{name}")
+                with RssSampler(server.pid) as rss:
+                    load = run_requests(server.url, docs, concurrency=conc,
+                                        warmups=args.warmup if conc == 1 else max(args.warmup, conc),
+                                        progress=progress, desc=f"zsnli c={conc} {name}", request_timeout=600.0,
+                                        retry_503=RETRY_503)
+                label = {"default": f"(c) zsnli, concurrency {conc}",
+                         "shipped": f"(d) zsnli shipped default, concurrency {conc}"}.get(
+                             name, f"(c) zsnli, concurrency {conc}, {name}")
+                rows.append(arm_row(label, len(docs), n_pairs, load.wall_s, load.seconds,
+                                    rss.peak_bytes, hwm_bytes(server.pid), key=key, concurrency=conc,
+                                    errors=load.error_counts(), retries_503=load.retries_503, variant=name))
+                probs[key] = load.probabilities
+            info["exit_code"] = server.stop()
+    except server_arm_errors() as exc:
+        # Recorded, and the run goes on: the arms already measured (minutes) still make the report.
+        info["error"] = one_line(exc)
+        info["error_detail"] = str(exc)
+        print(f"zsnli.bench: server {name} failed, skipped: {info['error']}", file=sys.stderr, flush=True)
+    return info
 
 
 def _fmt(x: Any, spec: str) -> str:
@@ -306,49 +392,82 @@ def _fmt(x: Any, spec: str) -> str:
 
 
 def render(report: dict[str, Any], console=None) -> None:
-    """Print the report as a rich table plus ratio, agreement and ceiling lines."""
+    """Print the report as a rich table plus ratio, target, agreement and ceiling lines, each naming the CPU."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console(width=max(Console().width, 110))
+    cpu = cpu_tag(report["cpu"])
+    say = lambda text, **kw: console.print(text, markup=False, highlight=False, soft_wrap=True, **kw)  # noqa: E731
     t = Table(title=f"zsnli bench: {report['docs']} docs, {report['pairs']} pairs, {Path(report['model_dir']).name}")
-    for col in ("arm", "docs/s", "pairs/s", "p50 s/doc", "p95 s/doc", "peak RSS MiB", "% ceiling"):
-        t.add_column(col, justify="left" if col == "arm" else "right")
+    for col in ("arm", "docs/s", "pairs/s", "p50 s/doc", "p95 s/doc", "peak RSS MiB", "% ceiling", "ceiling"):
+        t.add_column(col, justify="left" if col in ("arm", "ceiling") else "right")
     for r in report["arms"]:
         t.add_row(r["arm"], _fmt(r["docs_per_s"], ".2f"), _fmt(r["pairs_per_s"], ".1f"), _fmt(r["p50_s"], ".3f"),
-                  _fmt(r["p95_s"], ".3f"), _fmt(r["peak_rss_mib"], ".0f"), _fmt(100 * r["fraction_of_ceiling"], ".1f"))
+                  _fmt(r["p95_s"], ".3f"), _fmt(r["peak_rss_mib"], ".0f"), _fmt(100 * r["fraction_of_ceiling"], ".1f"),
+                  "NLI + embedding" if r["ceiling"] == "default" else "NLI pairs")
     console.print(t)
+    say(f"CPU: {cpu_line(report['cpu'])}")
     if report.get("best_b"):
         best = report["best_b"]
-        console.print(f"(b) best: {best['arm']} ({best['docs_per_s']:.2f} docs/s)"
-                      + ("; stream arms' p50/p95 are intervals between completed documents (cross-document "
-                         "batching)" if any(r.get("mode") == "stream" for r in report["arms"]) else ""))
+        say(f"(b) best: {best['arm']} ({best['docs_per_s']:.2f} docs/s)"
+            + ("; stream arms' p50/p95 are intervals between completed documents (cross-document "
+               "batching)" if any(r.get("mode") == "stream" for r in report["arms"]) else ""))
     for k, v in report["ratios"].items():
-        console.print(f"ratio ({k.replace('/', ')/(')}) docs/s: {v:.2f}x")
+        target = _target(k)
+        say(f"ratio ({k.replace('/', ')/(')}) docs/s: {v:.3f}x" + (f" (target >= {target:g}x: "
+            f"{'met' if v >= target else 'NOT met'})" if target else "") + f" [CPU: {cpu}]")
     for k, a in report["agreement_vs_a"].items():
-        console.print(f"agreement {k} vs (a): same argmax {a['same_argmax']}/{a['docs']}"
-                      f"{' (' + str(a['missing']) + ' missing)' if a['missing'] else ''}, max |dp| {a['max_abs_dp']:.2e}")
-    c, m, p = report["ceiling"], report["matmul"], report["params"]
-    console.print(
-        f"compute ceiling: FLOPs/pair = 2 x {p['per_token']:,} (encoder params) x L + 2 x {p['per_pair']:,} (head); "
-        f"mean L = {c['mean_tokens_per_pair']:.1f} tokens -> {c['flops_per_doc'] / 1e9:.3f} GFLOP/doc; "
-        f"matmul {m['dtype']} {m['flops_per_s'] / 1e9:.1f} GFLOP/s (n={m['n']}, threads={m['threads']}) "
-        f"-> ceiling {c['ceiling_docs_per_s']:.2f} docs/s")
-    for r in report["arms"]:
-        if r["key"].startswith("c"):
-            console.print(f"  {r['arm']}: {r['docs_per_s']:.2f} docs/s = {100 * r['fraction_of_ceiling']:.1f}% of the "
-                          f"ceiling ({r['achieved_flops_per_s'] / 1e9:.1f} useful GFLOP/s)")
+        say(f"agreement {k} vs (a): same argmax {a['same_argmax']}/{a['docs']}"
+            f"{' (' + str(a['missing']) + ' missing)' if a['missing'] else ''}, max |dp| {a['max_abs_dp']:.2e}")
+    for k, a in report.get("agreement_batched_vs_alone", {}).items():
+        shipped = k.startswith("d")
+        say(f"answers {k} vs each request alone ({k[0]}1): same argmax {a['same_argmax']}/{a['docs']}, max |dp| "
+            f"{a['max_abs_dp']:.2e}" + (f" (target <= {TARGET_MAX_DP_ALONE:g}: "
+                                          f"{'met' if a['max_abs_dp'] <= TARGET_MAX_DP_ALONE else 'NOT met'})"
+                                          if shipped else ""))
+    _render_ceilings(report, say, cpu)
     errs = {r["key"]: r.get("errors") for r in report["arms"] if r.get("errors")}
     if errs:
-        console.print(f"[red]server errors: {errs}[/red]")
+        say(f"server errors: {errs}", style="red")
     for name, info in failed_servers(report).items():
-        console.print(f"server {name} failed: {info['error']}", style="red", markup=False, highlight=False)
+        say(f"server {name} failed: {info['error']}", style="red")
+
+
+def _target(ratio_key: str) -> float | None:
+    """The issue-24 target of a ratio key (``d32/c32``, ``d32/a``), else None."""
+    if ratio_key.startswith("d") and "/c" in ratio_key:
+        return TARGET_VS_PLAIN
+    if ratio_key.startswith("d") and ratio_key.endswith("/a"):
+        return TARGET_VS_PIPELINE
+    return None
+
+
+def _render_ceilings(report: dict[str, Any], say, cpu: str) -> None:
+    c, m, p = report["ceiling"], report["matmul"], report["params"]
+    say(f"compute ceiling (NLI pairs): FLOPs/pair = 2 x {p['per_token']:,} (encoder params) x L + 2 x "
+        f"{p['per_pair']:,} (head); mean L = {c['mean_tokens_per_pair']:.1f} tokens -> "
+        f"{c['flops_per_doc'] / 1e9:.3f} GFLOP/doc; matmul {m['dtype']} {m['flops_per_s'] / 1e9:.1f} GFLOP/s "
+        f"(n={m['n']}, threads={m['threads']}) -> ceiling {c['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
+    d = report.get("default_ceiling")
+    if d:
+        parts = "; ".join(f"{name} {v['sequences']:,} sequences, {v['tokens']:,} tokens, {100 * v['share']:.0f}% of "
+                          f"the FLOPs" for name, v in d["parts"].items())
+        say(f"compute ceiling (shipped default, its real token mix: {parts}) -> {d['flops_per_doc'] / 1e9:.3f} "
+            f"GFLOP/doc -> ceiling {d['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
+    for r in report["arms"]:
+        if r["key"][0] in "cd":
+            say(f"  {r['arm']}: {r['docs_per_s']:.2f} docs/s = {100 * r['fraction_of_ceiling']:.1f}% of the "
+                f"{'shipped default' if r['ceiling'] == 'default' else 'NLI'} ceiling "
+                f"({r['achieved_flops_per_s'] / 1e9:.1f} useful GFLOP/s) [CPU: {cpu}]")
 
 
 def failed_servers(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{name: server info}`` of the servers (default and variants) that failed (have an ``error``)."""
+    """``{name: server info}`` of the servers (default, shipped and variants) that failed (have an ``error``)."""
     server = report.get("server") or {}
     out = {"default": server} if server.get("error") else {}
+    if (server.get("shipped") or {}).get("error"):
+        out["shipped"] = server["shipped"]
     out.update({k: v for k, v in (server.get("variants") or {}).items() if v.get("error")})
     return out
 
@@ -362,8 +481,9 @@ def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
     """
     name, sep, rest = spec.partition(":")
     name = name.strip()
-    if not sep or not name or name == "default" or not name.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"{spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE] with a plain NAME other than 'default'")
+    if not sep or not name or name in ("default", "shipped") or not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"{spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE] with a plain NAME other than 'default' "
+                         "and 'shipped'")
     env: dict[str, str] = {}
     for item in filter(None, (x.strip() for x in rest.split(","))):
         key, eq, value = item.partition("=")
@@ -417,6 +537,48 @@ def _positive_ints(text: str) -> list[int]:
     return values
 
 
+def _batch_sizes(text: str) -> list[int]:
+    """argparse type of ``--batch-sizes``: `_positive_ints`, or ``none`` (no (b) sweep: ``[]``)."""
+    return [] if str(text).strip().lower() == "none" else _positive_ints(text)
+
+
+def resolve_shipped(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Set ``args.shipped`` to ``(calibration path, ScoringConfig)`` of arm (d), or None with
+    ``args.calibration_note`` saying why (``--calibration none``, or no calibration.json where the
+    server looks: ``<model-dir>/calibration.json``, else beside ``<model-dir>``).
+
+    Usage errors (one line, exit 2): an explicit ``--calibration`` or ``--embedding-dir`` that does
+    not exist, a calibration the server would refuse, a cosine term whose sentence encoder is missing.
+    """
+    from ..config import Settings
+    from ..scoring import ScoringConfigError, load_scoring_config
+
+    args.shipped, args.calibration_note = None, ""
+    if args.embedding_dir and not Path(args.embedding_dir).is_dir():
+        ap.error(f"--embedding-dir: no such directory {args.embedding_dir}")
+    if args.calibration is not None and args.calibration.strip().lower() == "none":
+        args.calibration_note = "--calibration none"
+        return
+    if args.calibration is None:
+        path = Settings(model_dir=args.model_dir).resolved_calibration_path()
+        if not path.is_file():
+            args.calibration_note = f"no calibration.json at {path} (where the server looks)"
+            return
+    else:
+        path = Path(args.calibration)
+        if not path.is_file():
+            ap.error(f"--calibration: no such file {args.calibration} (resolved: {path.resolve()}); pass the "
+                     "shipped calibration.json, or none to leave out arm (d)")
+    try:
+        scoring, _ = load_scoring_config(path)
+    except ScoringConfigError as exc:
+        ap.error(f"--calibration: {exc}")
+    if scoring.embedding_weight != 0 and not shipped_embedding_dir(args).is_dir():
+        ap.error(f"--calibration {path} has a cosine term but its sentence encoder {shipped_embedding_dir(args)} is "
+                 "missing; pass --embedding-dir")
+    args.shipped = (path.resolve(), scoring)
+
+
 def resolve_examples(ap: argparse.ArgumentParser, given: str | None) -> str:
     """The examples to use: ``given`` when it exists (or is ``hub:...``), else the default (the shared
     public examples, else the repository's dev set, said in one line on stderr); a usage error when
@@ -441,9 +603,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
     Refused here (argparse error, exit 2, before any arm runs): a missing
     ``--examples`` file, ``--batch-sizes``/``--concurrency`` items that are
-    not positive integers, malformed or duplicate ``--variant`` names, and
+    not positive integers, malformed or duplicate ``--variant`` names,
     variants whose settings the server would refuse (unknown ``ZSNLI_*``
-    name, bad value).
+    name, bad value), and a bad ``--calibration`` / ``--embedding-dir``
+    (`resolve_shipped`).
     """
     ap = UsageParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--model-dir", default="model")
@@ -453,13 +616,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                          "current directory)")
     ap.add_argument("--docs", type=positive_int, default=None, help="first N documents (default all)")
     ap.add_argument("--out", default=None, help="write the JSON report here")
-    ap.add_argument("--batch-sizes", type=_positive_ints, default="8,32,64",
-                    help="pipeline batch_size sweep for (b) (default: %(default)s)")
+    ap.add_argument("--batch-sizes", type=_batch_sizes, default="8,32,64",
+                    help="pipeline batch_size sweep for (b), or none to leave (b) out (default: %(default)s)")
     ap.add_argument("--pipeline-mode", default="stream",
                     help="(b) modes, comma-separated: stream (label-set groups streamed across documents, "
                          "default) and/or doc (one call per document, pairs batched within it)")
     ap.add_argument("--concurrency", type=_positive_ints, default="1,32",
-                    help="server concurrency levels for (c) (default: %(default)s)")
+                    help="server concurrency levels for (c) and (d) (default: %(default)s)")
+    ap.add_argument("--calibration", default=None, metavar="PATH|none",
+                    help="calibration.json of arm (d), the shipped default scoring (default: the one the server "
+                         "finds: <model-dir>/calibration.json, else beside <model-dir>); none: no arm (d)")
+    ap.add_argument("--embedding-dir", default=None,
+                    help="sentence encoder of arm (d)'s cosine term (ZSNLI_EMBEDDING_DIR; default: the server's, "
+                         "<model-dir>/embedding)")
     ap.add_argument("--warmup", type=non_negative_int, default=4, help="untimed documents before each arm")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch/OMP threads for every arm (default: leave the environment's)")
@@ -486,6 +655,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if dup:
         ap.error(f"--variant: duplicate name(s) {', '.join(dup)}; give each variant its own NAME")
     args.examples = resolve_examples(ap, args.examples)
+    resolve_shipped(ap, args)
     args.pipeline_mode = [m.strip() for m in str(args.pipeline_mode).split(",") if m.strip()]
     bad = [m for m in args.pipeline_mode if m not in ("stream", "doc")]
     if bad:
@@ -495,7 +665,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark, print the table, write ``--out``; returns 0, or 1 when a server request failed
-    or a server (default or variant) failed to start or run."""
+    or a server (plain, shipped default or variant) failed to start or run."""
     args = parse_args(argv)
     report = run(args)
     render(report)

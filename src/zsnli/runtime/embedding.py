@@ -52,6 +52,13 @@ def default_embedding_dir(model_dir: str | Path | None = None) -> Path:
     return REPO_MODEL_DIR / EMBEDDING_SUBDIR
 
 
+def encoder_window(config) -> int:
+    """Tokens kept per text (special tokens included): `EMBEDDING_MAX_LENGTH`, or the encoder's
+    ``max_position_embeddings`` when smaller (an encoder with a 64-position window otherwise
+    fails on a longer text). ``config``: the encoder's HF config."""
+    return min(EMBEDDING_MAX_LENGTH, int(getattr(config, "max_position_embeddings", 0) or EMBEDDING_MAX_LENGTH))
+
+
 DEFINING_FILES = ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt")
 """The files whose bytes define the embeddings (the others in the package's directory do not)."""
 
@@ -82,10 +89,8 @@ class SentenceEncoder:
         self.model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True, dtype=torch.float32)
         self.model.to(device).eval()
         self.device = device
-        #: tokens kept per text: EMBEDDING_MAX_LENGTH, or the encoder's position window when smaller
-        #: (an encoder with a 64-position window otherwise fails on a longer text)
-        self.max_length = min(EMBEDDING_MAX_LENGTH, int(getattr(self.model.config, "max_position_embeddings", 0)
-                                                        or EMBEDDING_MAX_LENGTH))
+        #: tokens kept per text (`encoder_window`: 256 for MiniLM-L6)
+        self.max_length = encoder_window(self.model.config)
         #: the width of an embedding (384 for MiniLM-L6)
         self.dim = int(self.model.config.hidden_size)
         pad = self.tokenizer.pad_token_id
