@@ -25,12 +25,13 @@ def test_agreement_counts_argmax_and_max_dp():
     assert a == {"docs": 2, "same_argmax": 1, "missing": 1, "max_abs_dp": pytest.approx(0.4), "worst_doc": 1}
 
 
+@pytest.mark.timeout(600)  # five server starts; minutes on a loaded 2-core machine
 def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir, examples_file):
     """Every arm on tiny models: (a), (b), the plain server (c), the shipped default with a cosine term (d)
     and a variant; the report's shape, ratios, agreement and ceilings (no timing is checked)."""
     from conftest import write_calibration
 
-    from zsnli.embedding import embedding_digest
+    from zsnli.runtime.embedding import embedding_digest
 
     out = tmp_path / "report.json"
     calib = write_calibration(tmp_path / "shipped.json", rule="entailment_minus_contradiction", temperature=1.3,
@@ -41,7 +42,7 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
          "--matmul-n", "128", "--matmul-seconds", "0.05", "--repo-root", str(REPO), "--no-progress",
          "--calibration", str(calib), "--embedding-dir", str(bert_dir),
          "--variant", "small:ZSNLI_TOKEN_BUDGET=64", "--out", str(out)],
-        env=child_env(), capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        env=child_env(), capture_output=True, text=True, timeout=420, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4", "d1", "d4", "c4-small"]
@@ -58,7 +59,7 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
     for key in ("b2", "c1", "c4", "c4-small"):
         a = r["agreement_vs_a"][key]
         assert a["same_argmax"] == a["docs"] == 3 and a["max_abs_dp"] <= 1e-4, (key, a)
-    assert "d4" not in r["agreement_vs_a"]  # another scoring: not comparable with the pipeline
+    assert set(r["agreement_vs_a"]) == {"b2", "c1", "c4", "c4-small"}  # the others score otherwise
     alone = r["agreement_batched_vs_alone"]
     assert set(alone) == {"c4", "d4"} and alone["d4"]["docs"] == 3 and alone["d4"]["max_abs_dp"] <= 1e-5
     # the shipped default's ceiling counts its NLI pairs and the sentence encoder's texts and labels
@@ -75,6 +76,22 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
     print(proc.stdout)  # the report, for a reader of -s output
 
 
+def test_a_variant_pointing_at_the_shipped_calibration_is_measured_as_the_shipped_scoring(tmp_path):
+    """e.g. --variant noshare:ZSNLI_CALIBRATION_PATH=<shipped>,ZSNLI_SHARE_IDENTICAL_ROWS=0: its row gets the shipped
+    default's ceiling and no agreement line against the pipeline."""
+    import argparse
+
+    from zsnli.bench.side_by_side import PIPELINE_CALIBRATION_NAME, _scoring_of
+    from zsnli.scoring import ScoringConfig
+
+    shipped = (tmp_path / "calibration.json").resolve()
+    args = argparse.Namespace(shipped=(shipped, ScoringConfig()))
+    assert _scoring_of(args, {"ZSNLI_CALIBRATION_PATH": str(tmp_path / "." / "calibration.json")}) == "shipped"
+    assert _scoring_of(args, {"ZSNLI_CALIBRATION_PATH": str(tmp_path / PIPELINE_CALIBRATION_NAME)}) == "pipeline"
+    assert _scoring_of(args, {"ZSNLI_CALIBRATION_PATH": str(tmp_path / "other.json")}) == "other"
+    assert _scoring_of(argparse.Namespace(shipped=None), {"ZSNLI_CALIBRATION_PATH": str(shipped)}) == "other"
+
+
 def _shipped_args(tmp_path, *extra):
     from zsnli.bench.side_by_side import parse_args
 
@@ -85,7 +102,7 @@ def test_the_shipped_arm_follows_the_servers_calibration_lookup(tmp_path, bert_d
                                                               monkeypatch):
     from conftest import write_calibration
 
-    from zsnli.embedding import embedding_digest
+    from zsnli.runtime.embedding import embedding_digest
 
     model = tmp_path / "m"
     model.mkdir()
@@ -99,7 +116,7 @@ def test_the_shipped_arm_follows_the_servers_calibration_lookup(tmp_path, bert_d
     assert args.shipped[0] == inside.resolve() and args.shipped[1].embedding_weight == 1.0
     assert _shipped_args(tmp_path, "--model-dir", str(model), "--calibration", "none").shipped is None
     # a cosine term without its sentence encoder (none in the model dir, none in the checkout): one line
-    monkeypatch.setattr("zsnli.embedding.REPO_MODEL_DIR", tmp_path / "no-checkout-model")
+    monkeypatch.setattr("zsnli.runtime.embedding.REPO_MODEL_DIR", tmp_path / "no-checkout-model")
     line = refused(capsys, lambda: _shipped_args(tmp_path, "--model-dir", str(model)))
     assert "cosine term" in line and "--embedding-dir" in line
 

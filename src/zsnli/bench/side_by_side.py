@@ -72,6 +72,9 @@ PIPELINE_SEMANTICS = {
     "note": "zsnli.bench: transformers zero-shot pipeline semantics (entailment-logit softmax, T = 1)",
 }
 
+#: the file name of `PIPELINE_SEMANTICS` in the run's scratch directory
+PIPELINE_CALIBRATION_NAME = "calibration.pipeline-semantics.json"
+
 #: settings every server arm gets (besides ZSNLI_CALIBRATION_PATH); a variant's own settings override them.
 SERVER_BASE_SETTINGS = {"ZSNLI_DEVICE": "cpu", "ZSNLI_DTYPE": "float32"}
 
@@ -214,7 +217,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     server_info = _server_arms(args, model_dir, docs, workdir, progress, log, rows, probs)
 
     for r in rows:
-        r["ceiling"] = "default" if r["key"].startswith("d") else "nli"
+        r["ceiling"] = "default" if r.get("scoring") == "shipped" else "nli"
         r["fraction_of_ceiling"] = r["docs_per_s"] / ceilings[r["ceiling"]]
         work = default_ceiling if r["ceiling"] == "default" else ceiling
         r["achieved_flops_per_s"] = work["total_flops"] / r["wall_s"] if r["wall_s"] > 0 else float("nan")
@@ -232,7 +235,8 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "arms": rows,
         "best_b": best_b,
         "ratios": ratios(rows, best_b, max(args.concurrency)),
-        "agreement_vs_a": {k: agreement(probs["a"], v) for k, v in probs.items() if k != "a" and not k.startswith("d")},
+        "agreement_vs_a": {r["key"]: agreement(probs["a"], probs[r["key"]]) for r in rows
+                           if r["key"] != "a" and r.get("scoring", "pipeline") == "pipeline"},
         "agreement_batched_vs_alone": batched_vs_alone(probs, args.concurrency),
         "params": params.to_dict(),
         "matmul": rate,
@@ -267,6 +271,16 @@ def shipped_embedding_dir(args: argparse.Namespace) -> Path:
     from ..runtime.embedding import default_embedding_dir
 
     return Path(args.embedding_dir) if args.embedding_dir else default_embedding_dir(args.model_dir)
+
+
+def _scoring_of(args: argparse.Namespace, settings: dict[str, str]) -> str:
+    """Which scoring a server arm ran: ``shipped`` when its calibration is arm (d)'s (a variant may set
+    ``ZSNLI_CALIBRATION_PATH`` to it, e.g. with ``ZSNLI_SHARE_IDENTICAL_ROWS=0``), ``pipeline`` for the
+    pipeline-semantics file, else ``other``."""
+    path = Path(settings["ZSNLI_CALIBRATION_PATH"]).resolve()
+    if args.shipped is not None and path == args.shipped[0]:
+        return "shipped"
+    return "pipeline" if path.name == PIPELINE_CALIBRATION_NAME else "other"
 
 
 def ratios(rows: list[dict[str, Any]], best_b: dict[str, Any] | None, top: int) -> dict[str, float]:
@@ -330,7 +344,7 @@ def _server_arms(args: argparse.Namespace, model_dir: Path, docs: list, workdir:
     """Arms (c): the server with the pipeline's semantics at every concurrency, then (d) the shipped
     default at every concurrency, then each variant at the top one; appends rows and probabilities.
     A server that fails is recorded (``error``) and skipped. Returns the server info."""
-    calib = workdir / "calibration.pipeline-semantics.json"
+    calib = workdir / PIPELINE_CALIBRATION_NAME
     calib.write_text(json.dumps(PIPELINE_SEMANTICS), encoding="utf-8")
     plain = {"ZSNLI_CALIBRATION_PATH": str(calib), **server_base_settings(args)}
     servers: dict[str, Any] = {}
@@ -374,7 +388,8 @@ def _one_server(args, model_dir: Path, docs: list, progress: bool, log, rows: li
                              name, f"(c) zsnli, concurrency {conc}, {name}")
                 rows.append(arm_row(label, len(docs), n_pairs, load.wall_s, load.seconds,
                                     rss.peak_bytes, hwm_bytes(server.pid), key=key, concurrency=conc,
-                                    errors=load.error_counts(), retries_503=load.retries_503, variant=name))
+                                    errors=load.error_counts(), retries_503=load.retries_503, variant=name,
+                                    scoring=_scoring_of(args, {**settings, **extra})))
                 probs[key] = load.probabilities
             info["exit_code"] = server.stop()
     except server_arm_errors() as exc:
