@@ -76,3 +76,12 @@ def test_cli_mistakes_exit_2_with_one_line(tmp_path, capsys):
     assert len(err) == 1 and "zsc-dev directory not found" in err[0]
     assert score_cache.main(["--max-rows-for", "x=0", "--examples", str(tmp_path / "x.jsonl")]) == 2
     assert "--max-rows-for" in capsys.readouterr().err
+
+
+def test_another_runtime_needs_its_digest_in_the_key(tmp_path):
+    from zsnli.selection.score_cache import fill_cache
+
+    with pytest.raises(ValueError, match="go together"):
+        fill_cache([], tmp_path, tmp_path, runtime=lambda: None)
+    with pytest.raises(ValueError, match="go together"):
+        fill_cache([], tmp_path, tmp_path, runtime_digest="0" * 64)

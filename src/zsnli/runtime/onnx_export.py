@@ -39,8 +39,9 @@ logger = logging.getLogger(__name__)
 
 #: ONNX variants: ``fp32`` (the exported graph) and ``int8`` (dynamically quantised weights).
 VARIANTS = ("fp32", "int8")
-#: What ``dtype`` reports for each variant (the /health ``dtype`` field).
-VARIANT_DTYPES = {"fp32": "float32", "int8": "int8-dynamic"}
+#: What ``dtype`` reports for each variant (the /health ``dtype`` field); ``int8-static`` is only
+#: measured offline (`zsnli.selection.static_int8`, `zsnli.runtime.onnx_model.OnnxNliModel.from_file`), never cached or served.
+VARIANT_DTYPES = {"fp32": "float32", "int8": "int8-dynamic", "int8-static": "int8-static"}
 #: The file whose digest keys the cache.
 WEIGHTS_NAME = "model.safetensors"
 #: Hex characters of the cache key used as the cache directory name.

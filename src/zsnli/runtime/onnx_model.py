@@ -18,6 +18,7 @@ transformers lazily. Imported by `zsnli.serving.startup` (the default loader).
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -40,7 +41,8 @@ class OnnxNliModel(NliRuntime):
 
     def __init__(self, tokenizer, config, session, variant: str, max_length: int,
                  onnx_path: str | Path, onnx_sha256: str) -> None:
-        check_variant(variant)
+        if variant not in VARIANT_DTYPES:
+            raise ValueError(f"unknown ONNX variant {variant!r}; expected one of {tuple(VARIANT_DTYPES)}")
         super().__init__(tokenizer, config, "cpu", VARIANT_DTYPES[variant], max_length)
         self.session = session
         self.variant = variant
@@ -80,22 +82,31 @@ class OnnxNliModel(NliRuntime):
         tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         path = cache_path(model_dir, variant, cache_dir)
         data, digest = cached_bytes(model_dir, path, variant)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = int(threads or 0)
-        opts.inter_op_num_threads = 1
-        # No busy-waiting between ops, so idle ORT threads do not compete with the embedding,
-        # tokeniser and event-loop threads on a small CPU. Not a measured speed-up: int8 with the
-        # calibrated scoring, 100 public documents, two runs each, gave 5.82 / 4.34 docs/s spinning
-        # and 4.36 / 4.92 without (run-to-run spread about 20%).
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        try:
-            session = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-            raise RuntimeError(f"ONNX Runtime cannot load {path}: {exc} (delete it to re-export)") from exc
+        session = _session(ort, data, path, threads)
         window = model_window(tokenizer, config, max_length or DEFAULT_MAX_LENGTH)
         return cls(tokenizer, config, session, variant, window, path, digest)
+
+    @classmethod
+    def from_file(cls, model_dir: str | Path, onnx_path: str | Path, variant: str = "fp32",
+                  threads: int | None = None, max_length: int | None = None) -> "OnnxNliModel":
+        """An `OnnxNliModel` on a given ONNX file, outside the cache (offline measurement of a graph
+        built elsewhere, e.g. `zsnli.selection.static_int8`'s static int8 graphs; never served).
+
+        Tokenizer and config come from ``model_dir``; ``variant`` (a key of
+        `zsnli.runtime.onnx_export.VARIANT_DTYPES`) names what ``dtype`` reports; ``threads`` and
+        ``max_length`` as in `load`. Raises ``ModelConfigError``, ``OnnxUnavailableError``,
+        ``FileNotFoundError`` (no such file), ``RuntimeError`` (ORT cannot load it).
+        """
+        from transformers import AutoConfig, AutoTokenizer
+
+        ort = import_ort()
+        config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+        label_indices(config.id2label)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        data = Path(onnx_path).read_bytes()
+        window = model_window(tokenizer, config, max_length or DEFAULT_MAX_LENGTH)
+        return cls(tokenizer, config, _session(ort, data, onnx_path, threads), variant, window, onnx_path,
+                   hashlib.sha256(data).hexdigest())
 
     def describe(self) -> dict[str, Any]:
         """`NliRuntime.describe` plus ``onnx_sha256`` (the exact file the session runs)."""
@@ -108,3 +119,23 @@ class OnnxNliModel(NliRuntime):
         inputs = self.collate(encoded_batch)
         (out,) = self.session.run(["logits"], {name: inputs[name] for name in self._inputs})
         return np.asarray(out, dtype=np.float32)
+
+
+def _session(ort, data: bytes, path: str | Path, threads: int | None):
+    """An ORT CPU session on the graph bytes ``data`` (read from ``path``): intra-op ``threads``
+    (None or 0: ORT's default), one inter-op thread, no spinning, all graph optimisations.
+    Raises ``RuntimeError`` when ORT cannot load the graph."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = int(threads or 0)
+    opts.inter_op_num_threads = 1
+    # No busy-waiting between ops, so idle ORT threads do not compete with the embedding,
+    # tokeniser and event-loop threads on a small CPU. Not a measured speed-up: int8 with the
+    # calibrated scoring, 100 public documents, two runs each, gave 5.82 / 4.34 docs/s spinning
+    # and 4.36 / 4.92 without (run-to-run spread about 20%).
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        return ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+        raise RuntimeError(f"ONNX Runtime cannot load {path}: {exc} (delete it to re-export)") from exc

@@ -178,18 +178,24 @@ cached in ~20 minutes on the 2-core dev CPU (measured: airline_sentiment, 300 ro
 
 def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: str | Path,
                max_rows: int = DEFAULT_MAX_ROWS, max_rows_for: dict[str, int] | None = None, seed: int = 0,
-               threads: int | None = None, device: str = "cpu") -> dict[str, CachedSet]:
+               threads: int | None = None, device: str = "cpu", runtime=None,
+               runtime_digest: str | None = None) -> dict[str, CachedSet]:
     """Compute every ``(group, dataset)`` job not cached under its current key; return all, keyed ``group/name``.
 
     The model and encoder are loaded on ``device`` (fp32) only when something is missing. Each dataset
     is subsampled with `stratified_subsample` to ``max_rows_for.get(name, max_rows)`` rows and written as soon as it is done.
+    runtime: ``f() -> NliRuntime`` scoring the pairs instead of the torch fp32 model of ``model_dir``
+    (e.g. a quantised ONNX graph, `zsnli.selection.static_int8`), with ``runtime_digest`` (its file's sha256)
+    in the cache key in place of the weights' digest. Raises ``ValueError`` when only one is given.
     """
+    if (runtime is None) != (runtime_digest is None):
+        raise ValueError("runtime and runtime_digest go together")
     max_rows_for = DEFAULT_MAX_ROWS_FOR if max_rows_for is None else max_rows_for
     model_dir = Path(model_dir)
     from ..runtime.embedding import default_embedding_dir, embedding_digest
 
     emb_dir = default_embedding_dir(model_dir)
-    model_digest = sha256_file(model_dir / "model.safetensors")
+    model_digest = runtime_digest or sha256_file(model_dir / "model.safetensors")
     emb_digest = embedding_digest(emb_dir)
     nli = encoder = None
     result: dict[str, CachedSet] = {}
@@ -200,6 +206,8 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
         if cached is None:
             if nli is None:
                 nli, encoder = _load_models(model_dir, emb_dir, threads, device)
+                if runtime is not None:
+                    nli = runtime()
             ds = stratified_subsample(full, n, seed)
             start = time.perf_counter()
             arrays = compute_set(ds, nli, encoder)
