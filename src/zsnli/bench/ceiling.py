@@ -265,18 +265,10 @@ def pair_token_counts(model_dir: str | Path, docs: Sequence[Example], max_length
     window = max_length or model_dir_window(model_dir)
     special = int(tok.num_special_tokens_to_add(pair=True))
 
-    def lengths(strings: list[str]) -> dict[str, int]:
-        uniq = list(dict.fromkeys(strings))
-        out: dict[str, int] = {}
-        for i in range(0, len(uniq), 4096):
-            chunk = uniq[i:i + 4096]
-            enc = tok(chunk, add_special_tokens=False, truncation=False, return_attention_mask=False,
-                      return_token_type_ids=False)
-            out.update(zip(chunk, (len(ids) for ids in enc["input_ids"])))
-        return out
-
-    text_len = lengths([d.text for d in docs] if premise is None else [premise])
-    label_len = lengths([label for d in docs for label in d.labels])
+    text_len = _token_lengths(tok, [d.text for d in docs] if premise is None else [premise],
+                              add_special_tokens=False, truncation=False)
+    label_len = _token_lengths(tok, [label for d in docs for label in d.labels], add_special_tokens=False,
+                               truncation=False)
     out: list[list[int]] = []
     for d in docs:
         row = []
@@ -301,14 +293,20 @@ def embedding_token_counts(embedding_dir: str | Path, docs: Sequence[Example]) -
 
     tok = AutoTokenizer.from_pretrained(embedding_dir, local_files_only=True)
     window = encoder_window(AutoConfig.from_pretrained(embedding_dir, local_files_only=True))
-    strings = list(dict.fromkeys([d.text for d in docs] + [label for d in docs for label in d.labels]))
-    length: dict[str, int] = {}
-    for i in range(0, len(strings), 4096):
-        chunk = strings[i:i + 4096]
-        enc = tok(chunk, truncation=True, max_length=window, return_attention_mask=False,
-                  return_token_type_ids=False)
-        length.update(zip(chunk, (len(ids) for ids in enc["input_ids"])))
+    length = _token_lengths(tok, [d.text for d in docs] + [label for d in docs for label in d.labels],
+                            truncation=True, max_length=window)
     return [[length[d.text]] + [length[label] for label in dict.fromkeys(d.labels)] for d in docs]
+
+
+def _token_lengths(tok, strings: Sequence[str], **options: Any) -> dict[str, int]:
+    """Token count of each distinct string (``tok`` called with ``options``, 4,096 strings a call)."""
+    uniq = list(dict.fromkeys(strings))
+    out: dict[str, int] = {}
+    for i in range(0, len(uniq), 4096):
+        chunk = uniq[i:i + 4096]
+        enc = tok(chunk, return_attention_mask=False, return_token_type_ids=False, **options)
+        out.update(zip(chunk, (len(ids) for ids in enc["input_ids"])))
+    return out
 
 
 def pair_flops(tokens: int, params: ParamCounts) -> float:
