@@ -139,8 +139,9 @@ def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
     cf = nli.predict_logits([CONTENT_FREE_PREMISE] * len(hyps), hyps)
     hyp_index = np.array([index[h] for h in flat_h], dtype=np.int64)
     # Texts and labels are embedded in batches (``SentenceEncoder.encode``, the server's encoder code);
-    # the server embeds one text per forward, which differs only by padding (masked out; measured on
-    # airline_sentiment, 300 rows x 3 labels: max |difference| of the cosines 1.8e-7).
+    # the server batches them with other requests' texts and labels, which differs only by padding
+    # (masked out; measured when the server embedded one text per forward, on airline_sentiment,
+    # 300 rows x 3 labels: max |difference| of the cosines 1.8e-7).
     text_emb = encoder.encode(ds.texts)
     hyp_emb = encoder.encode(hyps)
     owner = np.repeat(np.arange(len(ds.texts)), [len(row) for row in ds.hypotheses])
