@@ -5,7 +5,7 @@
 #                    ZSNLI_MODEL_REVISION (a commit); downloaded once only with ZSNLI_ALLOW_DOWNLOAD=1
 #   HOST / PORT      bind address (default 0.0.0.0:8000)
 #   PYTHON           interpreter (default python3)
-# Other ZSNLI_* settings: see the README's configuration table.
+# Other ZSNLI_* settings: see docs/configuration.md.
 # SIGTERM stops accepting, drains in-flight requests (ZSNLI_DRAIN_TIMEOUT_S), exits 0.
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -40,7 +40,7 @@ DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "half")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 #: The valid range, inclusive, of every numeric setting: field -> (low, high). `Settings.validate`
-#: checks it (before the server listens) and the README's configuration table repeats it.
+#: checks it (before the server listens) and docs/configuration.md's table repeats it.
 #: Bounds: the window cap at the largest window `zsnli.scoring` accepts (65536); max_labels
 #: at 4096 so that T(K) = t * K ** b stays finite for every calibration range (`zsnli.scoring`
 #: VALUE_RANGES); times at an hour; sizes where a larger value is a typo, not a plan.
@@ -68,14 +68,14 @@ def _number(x: float) -> str:
 
 
 def range_text(name: str) -> str:
-    """``[low, high]`` of setting field ``name`` as the README and refusals print it."""
+    """``[low, high]`` of setting field ``name`` as docs/configuration.md and refusals print it."""
     low, high = RANGES[name]
     return f"[{_number(low)}, {_number(high)}]"
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Server configuration (see the README's configuration table).
+    """Server configuration (see the table in docs/configuration.md).
 
     Paths: ``manifest_path``/``calibration_path`` default to the file of that
     name inside ``model_dir`` if present, else in ``model_dir``'s parent (the

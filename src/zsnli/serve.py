@@ -101,7 +101,7 @@ Serve zero-shot classification over HTTP (POST /classify, GET /health, /docs).
 Takes no arguments: configure it with environment variables, e.g.
   HOST=127.0.0.1 PORT=8765 ZSNLI_MODEL_DIR=./model ./serve.sh
 HOST / PORT (default 0.0.0.0 / 8000), ZSNLI_MODEL_DIR (default ./model) and the
-other ZSNLI_* settings are listed in the README's Configuration table.
+other ZSNLI_* settings are listed in docs/configuration.md.
 Exit codes: 0 after a drained SIGTERM, 3 on a refused start (bad setting or
 failed startup check, before listening), 1 when the model failed to load."""
 

@@ -33,7 +33,7 @@ PAD_MULTIPLE = 8
 # Default padded-token budget per forward batch, by device kind. On the 2-core
 # AMD EPYC (AVX-512) dev machine, torch 2.13 fp32, MiniLM-L6 on 1/8 of the public
 # examples, length-sorted batches: 16384 -> 5.92 docs/s, 8192 -> 6.53,
-# 4096 -> 8.30, 2048 -> 8.93, 1024 -> 9.10, 512 -> 8.64 (README, Performance). Small
+# 4096 -> 8.30, 2048 -> 8.93, 1024 -> 9.10, 512 -> 8.64 (docs/performance.md). Small
 # CPU batches stay in cache; accelerators want large ones (not measured here).
 CPU_TOKEN_BUDGET = 2048
 ACCELERATOR_TOKEN_BUDGET = 16384

@@ -6,7 +6,7 @@ ONNX Runtime session on the file `zsnli.runtime.onnx_export` exported and cached
 
 int8 changes the numbers: on the shipped MiniLM the logits moved by up to
 about 0.46 from fp32 (measured on this project's 2-core CPU, where the int8
-graph ran 2.3x faster than torch fp32); the README's performance section
+graph ran 2.3x faster than torch fp32); docs/performance.md
 carries the measured figures. Dynamic quantisation also scales each
 activation tensor by its batch-wide range, so with int8 a pair's logits
 depend slightly on the other pairs in its batch (other requests' pairs

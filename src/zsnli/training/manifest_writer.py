@@ -112,7 +112,7 @@ def _saved_id2label(model_dir: Path) -> dict[str, str]:
 
 
 def build_manifest(preset: "Preset", data: "NliData", model_dir: str | Path, training: dict[str, Any]) -> dict[str, Any]:
-    """Assemble ``training_manifest.json`` (see README "Manifests") for a finished run.
+    """Assemble ``training_manifest.json`` (see docs/training.md) for a finished run.
 
     ``model_dir`` must already hold the saved model (its files are hashed);
     ``training`` is the run's figures as `zsnli.training.trainer.train` collects them.

@@ -1,6 +1,6 @@
 """Training presets: the base model, the data sources and their roles, the hyperparameters.
 
-Three presets (see README "Training"):
+Three presets (see docs/training.md):
 
 * ``deberta-v3-base``: the GPU recipe. microsoft/deberta-v3-base on the SNLI,
   MultiNLI and ANLI train splits from the hub at pinned revisions; MNLI
