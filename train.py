@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Build the served model: fine-tune, calibrate, evaluate, verify (`python train.py --help`).
+"""Build the served model: fine-tune, calibrate, evaluate, verify, select (`python train.py --help`).
 
 A thin launcher: it puts this checkout's ``src/`` first on ``sys.path`` (so
 it runs without ``pip install -e .``) and hands over to `zsnli.train_cli`.

@@ -21,12 +21,13 @@ same package list (a stamp file records it). Exit code 0 when every step
 passed, 1 with one line ``harness: FAIL <step>: <reason>`` (and the tail of
 the server's log) otherwise, 2 for a bad argument.
 
-Standard library only: this script runs before anything is installed.
+Standard library only: this script runs before anything is installed. Its
+command line is `zsnli.harness.cli.UsageParser` (standard library only too),
+read from this checkout's ``src/`` (one-line usage errors, exit 2).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -42,6 +43,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+from zsnli.harness.cli import UsageParser  # noqa: E402  (standard library only; nothing else of zsnli)
+
 # The product card's packages. torch is pinned to the CPU release the project
 # is tested on (the pip configuration here resolves it to the CPU wheel).
 CARD = (
@@ -245,14 +249,16 @@ def _log_tail(path: Path, lines: int = 20) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = UsageParser(prog="harness_serve.py", description=__doc__.split("\n")[0])
     parser.add_argument("--venv", type=Path, default=ROOT / ".venv-harness", help="environment folder")
     parser.add_argument("--reuse", action="store_true", help="keep the environment if built for the same packages")
     parser.add_argument("--port", type=int, default=0, help="port to serve on (default: a free one)")
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for /health 200")
     args = parser.parse_args(argv)
-    if not 0 <= args.port <= 65535 or args.startup_timeout <= 0:
-        parser.exit(2, "harness: --port must be 0..65535 and --startup-timeout > 0\n")
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port must be in 0..65535, got {args.port}")
+    if not 0 < args.startup_timeout < float("inf"):
+        parser.error(f"--startup-timeout must be a number of seconds > 0, got {args.startup_timeout}")
     venv = args.venv.resolve()
     log_path = Path(tempfile.gettempdir()) / f"harness-serve-{os.getpid()}.log"
     step_times: dict[str, float] = {}

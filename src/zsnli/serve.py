@@ -7,12 +7,13 @@ The served app is ``/classify`` and ``/health`` plus the bake-off service
 (`bakeoff_extension`: `zsnli.compare.service.api`, whose arms and ``cryptography``
 load on the first bake-off only).
 
-May import: uvicorn, `zsnli.serving.app`, `zsnli.config`, `zsnli.serving.http_protocol`, `zsnli.serving.service`,
+May import: uvicorn, `zsnli.serving.app`, `zsnli.config`, `zsnli.harness.cli` (the parser), `zsnli.serving.http_protocol`, `zsnli.serving.service`,
 `zsnli.serving.startup`, `zsnli.serving.telemetry`, `zsnli.compare.service.settings`, and `zsnli.compare.service.api` when the app is built.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import sys
@@ -23,6 +24,7 @@ from fastapi import FastAPI
 from .serving.app import Extension, create_app, read_json_body
 from .compare.service.settings import BakeoffSettings
 from .config import Settings, SettingsError, check_listen, listen_address
+from .harness.cli import UsageParser
 from .serving.http_protocol import json_fallback, protocol_class
 from .serving.service import ZeroShotClassifier
 from .serving.startup import ModelLoader, one_line
@@ -95,9 +97,8 @@ def served_extensions(bsettings: BakeoffSettings | None = None) -> Extension:
     return extend
 
 
-USAGE = """usage: ./serve.sh  (or: python server.py, or: zsnli serve)
-
-Serve zero-shot classification over HTTP (POST /classify, GET /health, /docs).
+USAGE = "./serve.sh  (or: python server.py, or: zsnli serve)"
+DESCRIPTION = """Serve zero-shot classification over HTTP (POST /classify, GET /health, /docs).
 Takes no arguments: configure it with environment variables, e.g.
   HOST=127.0.0.1 PORT=8765 ZSNLI_MODEL_DIR=./model ./serve.sh
 HOST / PORT (default 0.0.0.0 / 8000), ZSNLI_MODEL_DIR (default ./model) and the
@@ -106,27 +107,31 @@ Exit codes: 0 after a drained SIGTERM, 3 on a refused start (bad setting or
 failed startup check, before listening), 1 when the model failed to load."""
 
 
+def build_parser() -> UsageParser:
+    """The server's parser: ``-h``/``--help`` only (`USAGE`, `DESCRIPTION`); the server is configured by
+    environment variables."""
+    return UsageParser(prog="server.py", usage=USAGE, description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python server.py``: serve with settings from ``ZSNLI_*``; returns the exit code.
 
     argv: command-line arguments (server.py passes ``sys.argv[1:]``; None: none, so an
     in-process call never reads the caller's own argv): ``-h``/``--help``
-    prints `USAGE` and returns 0; any other argument is refused in one line
-    naming it, exit code 2 (the server is configured by environment only).
+    prints `USAGE` and `DESCRIPTION` and exits 0; any other argument is refused in one line
+    naming it, exit code 2 (`build_parser`; the server is configured by environment only).
     A setting that does not parse or is out of range (``ZSNLI_*``, ``HOST``,
     ``PORT``; `zsnli.config.RANGES`; the bake-off's, `zsnli.compare.service.settings`) is
     refused like the preflight checks: one line ``refusing to start: <reason>`` on
     stderr, exit code 3, nothing listens. Otherwise as `serve`, with the extensions of
     `served_extensions`: ``GET /metrics`` and the bake-off routes.
     """
-    argv = [] if argv is None else list(argv)
-    if any(arg in ("-h", "--help") for arg in argv):
-        print(USAGE)
-        return 0
-    if argv:
-        print(f"server.py: unknown argument {argv[0]!r}: it takes none; set HOST, PORT and ZSNLI_* "
-              "environment variables instead (see --help)", file=sys.stderr, flush=True)
-        return 2
+    parser = build_parser()
+    _, extra = parser.parse_known_args([] if argv is None else list(argv))
+    if extra:
+        parser.error(f"unknown argument {extra[0]!r}: it takes none; set HOST, PORT and ZSNLI_* environment "
+                     "variables instead")
     try:
         settings = Settings.from_env()
         host, port = listen_address()

@@ -10,7 +10,8 @@ Failures of the work itself (unreadable data, a hold-out that does not
 match the manifest) are one line too.
 
 May import `zsnli.training.presets`, `zsnli.manifest`, `zsnli.training.nli_data` (errors and
-paths only), `zsnli.training.data_parallel` (the launch environment) at module level, and `zsnli.training.trainer`,
+paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` (the
+parser) at module level, and `zsnli.training.trainer`,
 `zsnli.selection.calibration`, `zsnli.training.evaluation`, `zsnli.selection.cli` (torch) only inside the command that runs them.
 """
 
@@ -22,8 +23,9 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from .harness.cli import UsageParser, non_negative_int, positive_float, positive_int, usage_error
 from .training.data_parallel import LaunchError, launch_from_env, per_device_batch
 from .manifest import MANIFEST_NAME, ManifestError, load_manifest
 from .training.nli_data import DataError
@@ -40,7 +42,7 @@ DEV_EXAMPLES = "dev/zeroshot_dev.jsonl"
 SHIPPED_MODEL_DIR = "model"
 """The model directory the server loads by default (``train`` never writes there unless told so)."""
 
-USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify.
+USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify, select the served scoring.
 
   python train.py --preset minilm-cpu                 # train -> runs/minilm-cpu/model (resumes from runs/<preset>/checkpoint-*)
   python train.py --preset minilm-cpu --model-dir model   # the same, replacing the shipped model/
@@ -49,6 +51,7 @@ USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify.
   python train.py calibrate --model-dir model         # fit the scoring rule + temperature -> calibration.json
   python train.py evaluate --model-dir model          # validation and test accuracy per split
   python train.py verify                              # re-hash model/ against training_manifest.json
+  python train.py select                              # choose the served scoring on zsc-dev (leave one dataset out)
 
 Data: minilm-cpu reads the NLI files under --data-dir (default ../shared/data/nli; JSONL or
 JSONL.gz rows {"premise", "hypothesis", "label"}); deberta-v3-base reads SNLI, MultiNLI and ANLI
@@ -63,14 +66,6 @@ class UsageError(Exception):
     """A user mistake: its message is the one line printed (exit 2)."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (``prog: error: message``) and exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def _number(kind: type, low: float, what: str):
     def parse(text: str):
         try:
@@ -83,11 +78,6 @@ def _number(kind: type, low: float, what: str):
 
     parse.__name__ = what
     return parse
-
-
-_POS_INT = _number(int, 1, "an integer >= 1")
-_NONNEG_INT = _number(int, 0, "an integer >= 0")
-_POS_FLOAT = _number(float, 1e-300, "a finite number > 0")
 
 
 def _repo_default(rel: str) -> str:
@@ -108,8 +98,9 @@ def _preset_args(p: argparse.ArgumentParser, model_dir: str | None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``train.py`` parser: one sub-command each for train, calibrate, evaluate and verify."""
-    parser = _Parser(prog="train.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """The ``train.py`` parser: one sub-command each for train, calibrate, evaluate and verify; ``select``
+    is listed here but parsed by its own parser (`zsnli.selection.cli`, see `main`)."""
+    parser = UsageParser(prog="train.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="fine-tune a preset and write the model and the manifests")
@@ -120,20 +111,20 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--reset-best", action="store_true",
                    help="on resume, forget the best checkpoint/metric of earlier processes (their evaluation "
                         "is not comparable, e.g. written before a fix to evaluation)")
-    t.add_argument("--max-steps", type=_POS_INT)
-    t.add_argument("--epochs", type=_POS_FLOAT)
-    t.add_argument("--batch-size", type=_POS_INT,
+    t.add_argument("--max-steps", type=positive_int)
+    t.add_argument("--epochs", type=positive_float)
+    t.add_argument("--batch-size", type=positive_int,
                    help="the GLOBAL batch: examples per optimiser step over all processes of a torchrun / "
                         "accelerate launch job, each taking batch / WORLD_SIZE (default: the preset's)")
     t.add_argument("--max-length", type=_number(int, 8, "an integer >= 8"))
-    t.add_argument("--lr", type=_POS_FLOAT)
-    t.add_argument("--seed", type=_NONNEG_INT)
-    t.add_argument("--eval-steps", type=_POS_INT)
-    t.add_argument("--time-budget-s", type=_POS_FLOAT,
+    t.add_argument("--lr", type=positive_float)
+    t.add_argument("--seed", type=non_negative_int)
+    t.add_argument("--eval-steps", type=positive_int)
+    t.add_argument("--time-budget-s", type=positive_float,
                    help="wall seconds for this invocation: then evaluate, save the best model and stop")
-    t.add_argument("--checkpoint-every-s", type=_POS_FLOAT,
+    t.add_argument("--checkpoint-every-s", type=positive_float,
                    help="write a checkpoint at least this often (default 900); SIGTERM also writes one and stops")
-    t.add_argument("--keep-checkpoints", type=_POS_INT,
+    t.add_argument("--keep-checkpoints", type=positive_int,
                    help="checkpoints kept in --output-dir (default 2: the best and the newest)")
     t.add_argument("--mixed-precision", choices=("auto", "bf16", "no"),
                    help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
@@ -162,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: %(default)s)")
     c.add_argument("--no-dev-examples", action="store_true",
                    help="choose on the NLI tasks alone (lowest NLL on their select half)")
-    c.add_argument("--tasks", type=_POS_INT, default=2000, help="synthetic choice tasks to build")
+    c.add_argument("--tasks", type=positive_int, default=2000, help="synthetic choice tasks to build")
 
     e = sub.add_parser("evaluate", help="accuracy per validation and test split of a model directory")
     _preset_args(e, _repo_default(SHIPPED_MODEL_DIR))
@@ -173,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="re-hash the model directory against the manifest")
     v.add_argument("--model-dir", default=_repo_default(SHIPPED_MODEL_DIR))
     v.add_argument("--manifest", default=None, help="default: training_manifest.json beside --model-dir")
+
+    sub.add_parser("select", add_help=False,  # listed for --help; `main` hands select's argv to its own parser
+                   help="choose the served scoring by leave-one-dataset-out on zsc-dev, rewrite calibration.json "
+                        "(`train.py select --help`)")
     return parser
 
 
@@ -444,8 +439,7 @@ def main(argv: list[str]) -> int:
         try:
             rank = launch_from_env().rank
         except LaunchError as exc:
-            print(f"train.py select: error: {exc}", file=sys.stderr)
-            return 2
+            return usage_error("train.py select", str(exc))
         if rank > 0:
             return 0  # rank 0 alone writes calibration.json
         from .selection.cli import main as select_main
@@ -457,8 +451,7 @@ def main(argv: list[str]) -> int:
     try:
         preset = check_args(args)
     except UsageError as exc:
-        print(f"train.py {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return usage_error(f"train.py {args.command}", str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _quiet_known_noise()
     rank = launch_from_env().rank  # checked by check_args
@@ -470,8 +463,7 @@ def main(argv: list[str]) -> int:
             return _verify(args)
         return {"train": _train, "calibrate": _calibrate, "evaluate": _evaluate}[args.command](args, preset)
     except (UsageError, LaunchError) as exc:
-        print(f"train.py {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return usage_error(f"train.py {args.command}", str(exc))
     except (DataError, ManifestError) as exc:
         print(f"train.py {args.command}: error: {exc}", file=sys.stderr)
         return 1

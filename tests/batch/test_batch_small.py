@@ -116,6 +116,6 @@ def test_missing_or_repeated_ids_are_refused_before_ray(small_model, tmp_path, c
         pq.write_table(pa.Table.from_pylist(rows), source)
     assert _run(small_model, source, tmp_path / "out") == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("zsnli-batch: --id-col: "), err
+    assert len(err.splitlines()) == 1 and err.startswith("zsnli-batch: error: --id-col: "), err
     assert ("more than once" in err and repr(rows[2]["id"]) in err) if problem == "duplicate" else "no 'id'" in err
     assert not (tmp_path / "out").exists() and not ray.is_initialized()

@@ -21,14 +21,13 @@ Before Ray starts, the flags and the model are checked (the server's preflight:
 model directory, ``training_manifest.json``, calibration): a mistake is one
 line on stderr and exit code 2.
 
-May import: pyarrow, `zsnli.batch.job`, `zsnli.batch.predictor`, `zsnli.config`,
+May import: pyarrow, `zsnli.batch.job`, `zsnli.batch.predictor`, `zsnli.config`, `zsnli.harness.cli` (the parser),
 `zsnli.serving.startup`, and `zsnli.batch.ray_runner` (which imports Ray) only after the checks passed.
 Nothing imports this module.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
@@ -38,19 +37,18 @@ from typing import Sequence
 from .job import Job, UsageError, is_url
 from .predictor import ColumnSpec
 from ..config import RANGES, Settings, SettingsError
+from ..harness.cli import UsageParser, usage_error
 from ..serving.startup import STARTUP_ERRORS, configure_logging, one_line, preflight
 
 logger = logging.getLogger("zsnli.batch")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not usage + line
-        raise UsageError(message)
+PROG = "zsnli-batch"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> UsageParser:
     """The command-line flags (see the README section "Classifying a corpus")."""
-    p = _Parser(prog="zsnli-batch", description="Classify a Parquet/JSONL corpus on Ray Data; writes Parquet.")
+    p = UsageParser(prog=PROG, description="Classify a Parquet/JSONL corpus on Ray Data; writes Parquet.")
     p.add_argument("input", help="Parquet file or directory, or JSONL file; local path or URL (s3://, gs://, ...)")
     p.add_argument("--output", required=True, help="output directory (Parquet); rerun with it to resume")
     p.add_argument("--input-format", choices=("parquet", "jsonl"), help="default: from the input's suffix")
@@ -74,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_job(argv: Sequence[str] | None) -> Job:
-    """Parse and check the flags and the model (no Ray). Raises ``UsageError`` (one line)."""
+    """Parse and check the flags and the model (no Ray). Raises ``UsageError`` (one line); a flag the parser
+    refuses exits 2 with one line (`zsnli.harness.cli.UsageParser`)."""
     a = build_parser().parse_args(argv)
     if (a.labels is None) == (a.labels_col is None):
         raise UsageError("give exactly one of --labels (every row) or --labels-col (a list per row)")
@@ -206,23 +205,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         job = parse_job(argv)
     except UsageError as exc:
-        print(f"zsnli-batch: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return usage_error(PROG, str(exc))
     configure_logging(job.settings.log_level)
     try:
         import ray  # noqa: F401
     except ImportError:
-        print("zsnli-batch: Ray Data is not installed: pip install 'zsnli[batch]'", file=sys.stderr, flush=True)
-        return 2
+        return usage_error(PROG, "Ray Data is not installed: pip install 'zsnli[batch]'")
     from .ray_runner import Stalled, run
 
     try:
         summary = run(job)
     except UsageError as exc:  # the cluster cannot hold the actors asked for
-        print(f"zsnli-batch: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return usage_error(PROG, str(exc))
     except Stalled as exc:
-        print(f"zsnli-batch: {exc}", file=sys.stderr, flush=True)
+        print(f"{PROG}: {exc}", file=sys.stderr, flush=True)  # a failed run, not a usage mistake
         return 1
     print(summary.line(), flush=True)
     return 0

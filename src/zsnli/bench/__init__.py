@@ -1,6 +1,6 @@
 """Throughput benchmarks for zsnli (issues 5 and 6). Nothing here is imported by the server.
 
-Three entry points:
+Entry points (``python -m zsnli.bench --help`` lists them all, `zsnli.bench.side_by_side.OTHER_COMMANDS`):
 
 * ``python -m zsnli.bench`` (`zsnli.bench.side_by_side`): the side-by-side CPU
   benchmark on one model and one examples file: the transformers
@@ -13,10 +13,13 @@ Three entry points:
   or a tiny model on CPU for tests.
 * ``python -m zsnli.bench.overload`` (`zsnli.bench.overload`): a burst far
   above capacity; every request must end 200 or 503 + Retry-After.
+* ``python -m zsnli.bench.bakeoff_priority``, ``python -m zsnli.bench.read_routes``: ``/classify``
+  and read-route latency while bake-offs run; ``python -m zsnli.bench.training_speed``: training
+  pairs/s against the compute ceiling.
 
 Their pieces: `zsnli.bench.ceiling` (matmul rate, parameter counts, FLOPs,
 the compute ceiling), `zsnli.bench.resources` (RSS sampling),
-`zsnli.bench.random_models` (random-weight models built offline) and
-`zsnli.bench.pipeline_arm` (one pipeline arm in its own process). Servers,
+`zsnli.bench.random_models` (random-weight models built offline, also a command) and
+`zsnli.bench.pipeline_arm` (one pipeline arm in its own process, run by the side-by-side bench). Servers,
 HTTP load, examples and latency statistics come from `zsnli.harness`.
 """

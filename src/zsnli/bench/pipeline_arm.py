@@ -22,7 +22,6 @@ pipeline returns labels sorted by score and we put them back), ``pairs``,
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -30,6 +29,7 @@ import time
 from itertools import groupby
 from typing import Any, Sequence
 
+from ..harness.cli import UsageParser, non_negative_int, positive_int
 from ..harness.examples import Example, load_examples
 from .resources import RssSampler, hwm_bytes
 
@@ -99,14 +99,14 @@ def run_stream_mode(pipe, docs: Sequence[Example], batch_size: int, progress: bo
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry (see module docstring); writes the result JSON to ``--out``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = UsageParser(prog="python -m zsnli.bench.pipeline_arm", description=__doc__.splitlines()[0])
     ap.add_argument("--model-dir", required=True)
     ap.add_argument("--examples", required=True)
-    ap.add_argument("--docs", type=int, default=None)
-    ap.add_argument("--batch-size", type=int, default=1)
+    ap.add_argument("--docs", type=positive_int, default=None)
+    ap.add_argument("--batch-size", type=positive_int, default=1)
     ap.add_argument("--mode", choices=("doc", "stream"), default="doc")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--warmup", type=non_negative_int, default=2)
+    ap.add_argument("--threads", type=positive_int, default=None)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--no-progress", action="store_true")

@@ -9,10 +9,11 @@ zsnli.bench.random_models --arch deberta-v3-base --out DIR [--tokenizer-from DIR
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+from ..harness.cli import UsageParser
 
 #: id2label of the models built here (MNLI order).
 NLI_ID2LABEL = {0: "entailment", 1: "neutral", 2: "contradiction"}
@@ -142,7 +143,7 @@ def build_random_nli(out_dir: str | Path, arch: str = "deberta-v3-base", tokeniz
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: build a random model (see module docstring); prints the info JSON."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = UsageParser(prog="python -m zsnli.bench.random_models", description=__doc__.splitlines()[0])
     ap.add_argument("--arch", choices=sorted(ARCHS), default="deberta-v3-base")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tokenizer-from", default=None)

@@ -613,6 +613,17 @@ def resolve_examples(ap: argparse.ArgumentParser, given: str | None) -> str:
     return str(found)
 
 
+OTHER_COMMANDS = """the other benchmark commands (each with its own --help):
+  python -m zsnli.bench.throughput_gate   the grading-style throughput gate (what bench/gpu.sh runs)
+  python -m zsnli.bench.overload          a burst far above capacity: every answer 200 or 503 + Retry-After
+  python -m zsnli.bench.bakeoff_priority  /classify p50/p95 alone and while a bake-off runs
+  python -m zsnli.bench.read_routes       read-route p50/p95 idle and while two bake-offs run
+  python -m zsnli.bench.training_speed    training pairs/s, fp32 vs bf16, against the compute ceiling
+  python -m zsnli.bench.random_models     a random-weight model of a given architecture, built offline
+  python -m zsnli.bench.pipeline_arm      one pipeline arm in its own process (run by this benchmark)"""
+"""The epilog of ``python -m zsnli.bench --help``: every other ``python -m zsnli.bench.*`` command."""
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """CLI arguments (see module docstring).
 
@@ -623,7 +634,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     name, bad value), and a bad ``--calibration`` / ``--embedding-dir``
     (`resolve_shipped`).
     """
-    ap = UsageParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0])
+    ap = UsageParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0], epilog=OTHER_COMMANDS,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model-dir", default="model")
     ap.add_argument("--examples", default=None,
                     help=f"examples JSONL in DESIGN.md's format or hub:btzsc (default: {SHARED_PUBLIC_EXAMPLES} where "

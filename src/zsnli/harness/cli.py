@@ -1,10 +1,20 @@
-"""Command-line pieces shared by the harness commands (validate.py, the benchmarks).
+"""The one command-line parser of every zsnli entry point, its argparse types, and `heartbeat`.
 
 `UsageParser` is ``argparse.ArgumentParser`` whose usage errors are ONE line
-(``prog: error: what is wrong``, exit 2) instead of the usage block plus the
-error; `positive_int` and `non_negative_int` are argparse types naming what is
-accepted; `heartbeat` keeps a long step from being silent (one line every
-``every_s`` seconds while it runs). Imports nothing from zsnli.
+(``prog: error: what is wrong (see prog --help)``, exit 2) instead of the
+usage block plus the error. Every command line builds its parser (and its
+sub-commands' parsers) from it: ``train.py`` (`zsnli.train_cli`), ``train.py
+select`` (`zsnli.selection.cli`), ``server.py`` (`zsnli.serve`), ``zsnli``
+(`zsnli.cli`), ``zsnli-batch`` (`zsnli.batch.cli`), ``validate.py`` (self-check, ``compare``) and every
+``python -m zsnli.bench*`` / ``python -m zsnli.selection.*`` module. A check
+made after parsing that fails prints ``prog: error: ...`` the same way
+(`usage_error`) and exits (or returns) 2.
+
+`positive_int`, `non_negative_int`, `positive_float` and `non_negative_float`
+are argparse types naming what is accepted; `heartbeat` keeps a long step
+from being silent (one line every ``every_s`` seconds while it runs).
+Imports nothing from zsnli (standard library only), so the server, the
+training CLI and the batch CLI can use it at no cost.
 """
 
 from __future__ import annotations
@@ -19,13 +29,24 @@ from typing import Iterator, NoReturn, TextIO
 USAGE_EXIT = 2
 
 
+def usage_error(prog: str, message: str) -> int:
+    """Write ``PROG: error: MESSAGE`` (one line: newlines in ``message`` become spaces) to stderr;
+    returns `USAGE_EXIT` (2) for the caller to return or exit with."""
+    sys.stderr.write(f"{prog}: error: {' '.join(str(message).split())}\n")
+    sys.stderr.flush()
+    return USAGE_EXIT
+
+
 class UsageParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` that reports a usage mistake in one line on stderr and exits 2."""
+    """An ``ArgumentParser`` that reports a usage mistake in one line on stderr and exits 2.
+
+    The parsers of sub-commands (``add_subparsers().add_parser``) are of this class too: argparse
+    builds them with the parent's class.
+    """
 
     def error(self, message: str) -> NoReturn:
         """Print ``PROG: error: MESSAGE (see PROG --help)`` and exit 2."""
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        sys.exit(USAGE_EXIT)
+        sys.exit(usage_error(self.prog, f"{message} (see {self.prog} --help)"))
 
 
 def _int(text: str, low: int, what: str) -> int:

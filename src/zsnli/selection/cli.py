@@ -18,21 +18,21 @@ it, and it never changes ``chosen``.
 ``--report-public`` adds figures on the public examples (REPORTING ONLY: they
 are computed after the choice and never passed to it).
 
-Imports: ``zsnli.selection.search``, ``zsnli.selection.score_cache``, ``zsnli.selection.devsets``, ``zsnli.manifest``, ``zsnli.runtime.embedding``.
+Imports: ``zsnli.selection.search``, ``zsnli.selection.score_cache``, ``zsnli.selection.devsets``, ``zsnli.manifest``, ``zsnli.runtime.embedding``,
+``zsnli.harness.cli`` (the parser).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import search as sel
+from ..harness.cli import UsageParser, positive_int, usage_error
 from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
 from .negation import NegationRule
@@ -47,8 +47,11 @@ PUBLIC_MAX_ROWS = 1_000_000
 """The public examples are reported in full (no subsample)."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="train.py select", description=__doc__.split("\n\n")[0])
+PROG = "train.py select"
+
+
+def _parser() -> UsageParser:
+    p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--zsc-dev-dir", type=Path, default=Path("../shared/data/zsc-dev"))
     p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"))
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE_DIR)
@@ -59,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="examples file reported after the choice (e.g. ../shared/data/zsc/public.jsonl); never chosen on")
     p.add_argument("--negation", action="store_true",
                    help="also run the negation-pair experiment (figures only; the server does not read them)")
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
     return p
 
 
@@ -311,14 +314,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_args(args)
     except ValueError as exc:
-        print(f"selection: {exc}", file=sys.stderr)
-        return 2
+        return usage_error(PROG, str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
         doc = run(args)
     except DevSetError as exc:
-        print(f"selection: {exc}", file=sys.stderr)
-        return 2
+        return usage_error(PROG, str(exc))
     s = doc["selection"]["summary"]["zsc-dev"]
     print(f"chosen {doc['selection']['chosen_candidate']}; zsc-dev out of fold: ours {s['ours_normalised']} vs "
           f"embedding {s['embedding_normalised']}, worst {s['worst_below_embedding']} below, ECE max {s['ours_ece_max']}")

@@ -18,17 +18,15 @@ CLI::
         --examples dev/zeroshot_dev.jsonl [--examples-group dev] [--out runs/score_cache] \
         [--max-rows 300] [--max-rows-for clinc150_intent40=120 --max-rows-for bbc_news=60]
 
-Imports: numpy, ``zsnli.selection.devsets``, ``zsnli.manifest``; the model classes of
+Imports: numpy, ``zsnli.selection.devsets``, ``zsnli.manifest``, ``zsnli.harness.cli`` (the parser); the model classes of
 ``zsnli.scoring`` / ``zsnli.runtime.embedding`` are imported only when computing.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .devsets import DevSet, DevSetError, list_zsc_dev, read_examples, read_zsc_dev, stratified_subsample
+from ..harness.cli import UsageParser, non_negative_int, positive_int, usage_error
 from ..manifest import sha256_file
 
 logger = logging.getLogger(__name__)
@@ -242,8 +241,11 @@ def _parse_overrides(items: Sequence[str]) -> dict[str, int]:
     return out
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m zsnli.selection.score_cache", description=__doc__.split("\n\n")[0])
+PROG = "python -m zsnli.selection.score_cache"
+
+
+def _build_parser() -> UsageParser:
+    p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--zsc-dev-dir", type=Path, help="zsc-dev directory (../shared/data/zsc-dev)")
     p.add_argument("--examples", type=Path, action="append", default=[],
                    help="examples-format file (repeatable), e.g. dev/zeroshot_dev.jsonl")
@@ -251,11 +253,11 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="cache group name of each --examples file (default: its stem)")
     p.add_argument("--out", type=Path, default=DEFAULT_CACHE_DIR, help="cache directory (default runs/score_cache)")
     p.add_argument("--model-dir", type=Path, default=Path("model"), help="NLI model directory (default model/)")
-    p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, help="rows per dataset, stratified subsample")
+    p.add_argument("--max-rows", type=positive_int, default=DEFAULT_MAX_ROWS, help="rows per dataset, stratified subsample")
     p.add_argument("--max-rows-for", action="append", default=[], metavar="NAME=ROWS", help="per-dataset override")
-    p.add_argument("--seed", type=int, default=0, help="subsample seed (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="subsample seed (default 0)")
     p.add_argument("--only", action="append", default=[], help="only these dataset names (repeatable)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--device", default="cpu", help="torch device for the models, e.g. cuda (default cpu; fp32 either way)")
     return p
 
@@ -275,16 +277,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
         overrides = {**DEFAULT_MAX_ROWS_FOR, **_parse_overrides(args.max_rows_for)}
-        if args.max_rows < 1:
-            raise ValueError("--max-rows must be >= 1")
         jobs = _jobs(args)
         if not jobs:
             raise ValueError("nothing to cache: give --zsc-dev-dir and/or --examples")
         if not (args.model_dir / "config.json").is_file():
             raise ValueError(f"--model-dir {args.model_dir}: no config.json (an NLI model directory is expected)")
     except (ValueError, DevSetError) as exc:
-        print(f"score_cache: {exc}", file=sys.stderr)
-        return 2
+        return usage_error(PROG, str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     fill_cache(jobs, args.out, args.model_dir, args.max_rows, overrides, args.seed, args.threads, args.device)
     return 0

@@ -51,6 +51,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from ..harness.cli import UsageParser
+
 logger = logging.getLogger(__name__)
 
 #: What ``keep`` may name: ``first`` / ``last`` (encoder layers) and ``head`` (pooler and classifier).
@@ -233,9 +235,7 @@ def _variant_spec(name: str, keep: Sequence[str]) -> str:
     return name + "=" + ",".join(keep)
 
 
-def _parser() -> argparse.ArgumentParser:
-    from ..harness.cli import UsageParser
-
+def _parser() -> UsageParser:
     ap = UsageParser(prog="python -m zsnli.selection.static_int8", description=__doc__.splitlines()[0])
     ap.add_argument("--model-dir", default="model")
     ap.add_argument("--zsc-train-dir", required=True, help="calibration texts (training role): zsc-train, by path")
