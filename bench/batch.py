@@ -14,7 +14,6 @@ Prints figures only; nothing is asserted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -22,11 +21,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
+from zsnli.harness.cli import UsageParser, positive_int
+from zsnli.harness.examples import Example, ExamplesError, load_examples
 
-def offline_arm(docs: list[dict], model_dir: str) -> tuple[dict, list]:
+
+def offline_arm(docs: list[Example], model_dir: str) -> tuple[dict, list]:
     from zsnli.batch.cli import batch_settings
     from zsnli.config import Settings
     from zsnli.serving.offline import OfflineClassifier
@@ -36,7 +39,7 @@ def offline_arm(docs: list[dict], model_dir: str) -> tuple[dict, list]:
     t0 = time.monotonic()
     with OfflineClassifier(settings) as clf:
         loaded = time.monotonic()
-        out = clf.classify_many([{"text": d["text"], "labels": d["labels"]} for d in docs])
+        out = clf.classify_many([{"text": d.text, "labels": list(d.labels)} for d in docs])
         done = time.monotonic()
     errors = sum(not isinstance(p, list) for p in out)
     return {"errors": errors, "load_s": loaded - t0, "score_s": done - loaded, "docs_per_s": len(docs) / (done - loaded),
@@ -62,28 +65,33 @@ def ray_arm(source: str, model_dir: str, actors: int, batch_rows: int, n: int) -
             "end_to_end_docs_per_s": n / wall, "output": str(output)}, rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run both arms and print their figures; returns 0 (a usage mistake: one line, exit 2)."""
+    ap = UsageParser(prog="bench/batch.py", description=__doc__.splitlines()[0])
     ap.add_argument("--input", default="dev/zeroshot_dev.jsonl")
     ap.add_argument("--model-dir", default="model")
-    ap.add_argument("--actors", type=int, default=2)
-    ap.add_argument("--batch-rows", type=int, default=16)
-    args = ap.parse_args()
-    docs = [json.loads(ln) for ln in Path(args.input).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    ap.add_argument("--actors", type=positive_int, default=2)
+    ap.add_argument("--batch-rows", type=positive_int, default=16)
+    args = ap.parse_args(argv)
+    try:
+        docs = load_examples(args.input).examples  # the one examples reader (DESIGN.md's format)
+    except ExamplesError as exc:
+        ap.error(f"--input: {exc}")
     print(f"{len(docs)} documents from {args.input}, {os.cpu_count()} CPUs", flush=True)
     single, probs = offline_arm(docs, args.model_dir)
     print("single process:", json.dumps({k: round(v, 2) for k, v in single.items()}), flush=True)
     ray_stats, rows = ray_arm(args.input, args.model_dir, args.actors, args.batch_rows, len(docs))
     print(f"ray data ({args.actors} actors):", json.dumps({k: (round(v, 2) if isinstance(v, float) else v)
                                                         for k, v in ray_stats.items()}), flush=True)
-    dp = max(float(np.max(np.abs(np.subtract(rows[d["id"]]["probabilities"], p))))
+    dp = max(float(np.max(np.abs(np.subtract(rows[d.id]["probabilities"], p))))
              for d, p in zip(docs, probs) if isinstance(p, list))
-    same = sum(int(np.argmax(rows[d["id"]]["probabilities"])) == int(np.argmax(p))
+    same = sum(int(np.argmax(rows[d.id]["probabilities"])) == int(np.argmax(p))
                for d, p in zip(docs, probs) if isinstance(p, list))
     print(f"ratio ray/single docs/s: scoring-only job {ray_stats['docs_per_s'] / single['docs_per_s']:.2f}, "
           f"end to end {ray_stats['end_to_end_docs_per_s'] / single['end_to_end_docs_per_s']:.2f}; "
           f"max |dp| {dp:.2e}, same argmax {same}/{sum(isinstance(p, list) for p in probs)} scored")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

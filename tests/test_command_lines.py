@@ -18,11 +18,15 @@ ROOT = Path(__file__).resolve().parents[1]
 BAD = "--bogus-flag"
 
 
-def _harness_serve_main(argv):
-    spec = importlib.util.spec_from_file_location("harness_serve", ROOT / ".ci" / "harness_serve.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(argv)
+def _script(rel: str):
+    """The ``main`` of a script outside the package (``.ci/``, ``bench/``), loaded from its file."""
+    def main(argv):
+        spec = importlib.util.spec_from_file_location(Path(rel).stem, ROOT / rel)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.main(argv)
+
+    return main
 
 
 def _main(module: str):
@@ -41,7 +45,7 @@ ENTRY_POINTS = [
     ("python -m zsnli.selection.static_int8", _main("zsnli.selection.static_int8"),
      ["--zsc-train-dir", "t", "--zsc-dev-dir", "d"], "python -m zsnli.selection.static_int8"),
     ("zsnli-batch", _main("zsnli.batch.cli"), ["in.jsonl", "--output", "out"], "zsnli-batch"),
-    ("python -m zsnli.bench", _main("zsnli.bench.side_by_side"), [], "python -m zsnli.bench"),
+    ("python -m zsnli.bench", _main("zsnli.bench.side_by_side_cli"), [], "python -m zsnli.bench"),
     ("python -m zsnli.bench.throughput_gate", _main("zsnli.bench.throughput_gate"), [],
      "python -m zsnli.bench.throughput_gate"),
     ("python -m zsnli.bench.overload", _main("zsnli.bench.overload"), [], "python -m zsnli.bench.overload"),
@@ -61,7 +65,8 @@ ENTRY_POINTS = [
     ("validate.py", _main("zsnli.compare.cli"), [], "validate.py"),
     # validate.py bakeoff / gate / verify-receipt: their parsers are being rewritten with the comparison
     # engine (issue 21 item 1); add them here when they use UsageParser.
-    (".ci/harness_serve.py", _harness_serve_main, [], "harness_serve.py"),
+    ("bench/batch.py", _script("bench/batch.py"), [], "bench/batch.py"),
+    (".ci/harness_serve.py", _script(".ci/harness_serve.py"), [], "harness_serve.py"),
 ]
 
 
@@ -106,11 +111,11 @@ def test_zsnli_help_lists_every_command(capsys):
 
 
 def test_bench_help_lists_every_bench_command(capsys):
-    from zsnli.bench.side_by_side import main
+    from zsnli.bench.side_by_side_cli import main
 
     text = _help(main, [], capsys)
     bench = ROOT / "src" / "zsnli" / "bench"
-    with_main = sorted(p.stem for p in bench.glob("*.py") if p.stem not in ("__main__", "side_by_side")
+    with_main = sorted(p.stem for p in bench.glob("*.py") if p.stem not in ("__main__", "side_by_side_cli")
                        and any(isinstance(n, ast.FunctionDef) and n.name == "main"
                                for n in ast.parse(p.read_text(encoding="utf-8")).body))
     assert with_main and all(f"python -m zsnli.bench.{name} " in text for name in with_main), (with_main, text)

@@ -1,4 +1,4 @@
-"""zsnli.bench.side_by_side (python -m zsnli.bench): agreement, CLI checks, a failing variant, and a tiny end-to-end run.
+"""zsnli.bench.side_by_side and its command line (python -m zsnli.bench): agreement, CLI checks, a failing variant, and a tiny end-to-end run.
 
 The end-to-end run starts real server processes (serve.sh) on a tiny model with a
 handful of documents and one thread; it checks that the script runs and reports, not any speed.
@@ -93,7 +93,7 @@ def test_a_variant_pointing_at_the_shipped_calibration_is_measured_as_the_shippe
 
 
 def _shipped_args(tmp_path, *extra):
-    from zsnli.bench.side_by_side import parse_args
+    from zsnli.bench.side_by_side_cli import parse_args
 
     return parse_args(["--examples", str(tmp_path / "ex.jsonl"), *extra])
 
@@ -140,7 +140,7 @@ def test_batch_sizes_none_leaves_out_the_pipeline_sweep(examples_file):
 
 
 def test_parse_variant():
-    from zsnli.bench.side_by_side import parse_variant
+    from zsnli.bench.side_by_side_cli import parse_variant
 
     assert parse_variant("bf16:ZSNLI_DTYPE=bfloat16, ZSNLI_TOKEN_BUDGET=1024") == (
         "bf16", {"ZSNLI_DTYPE": "bfloat16", "ZSNLI_TOKEN_BUDGET": "1024"})
@@ -151,7 +151,7 @@ def test_parse_variant():
 
 
 def _compare_args(examples_file, *extra):
-    from zsnli.bench.side_by_side import parse_args
+    from zsnli.bench.side_by_side_cli import parse_args
 
     return parse_args(["--examples", str(examples_file), *extra])
 
@@ -198,7 +198,7 @@ def test_compare_integer_lists_parse(examples_file):
 
 def test_compare_refuses_a_missing_examples_file(tmp_path, monkeypatch, capsys):
     from zsnli.harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES
-    from zsnli.bench.side_by_side import parse_args
+    from zsnli.bench.side_by_side_cli import parse_args
 
     monkeypatch.chdir(tmp_path)  # no ../shared and no dev/ here
     line = refused(capsys, lambda: parse_args([]))
@@ -214,7 +214,7 @@ def test_compare_refuses_a_missing_examples_file(tmp_path, monkeypatch, capsys):
 def test_compare_defaults_to_the_dev_set_without_shared_data(tmp_path, monkeypatch, capsys):
     """A clone (no ../shared) gets the repository's dev set, said in one line."""
     from zsnli.harness.examples import DEV_EXAMPLES
-    from zsnli.bench.side_by_side import parse_args
+    from zsnli.bench.side_by_side_cli import parse_args
 
     (tmp_path / "dev").mkdir()
     (tmp_path / DEV_EXAMPLES).write_text(json.dumps(_DOCS[0]) + "\n")
@@ -230,6 +230,7 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
     import httpx
 
     from zsnli.bench import side_by_side as compare
+    from zsnli.bench.side_by_side_cli import main
     from zsnli.harness.examples import load_examples
     from zsnli.harness.load import Answer, RunResult
     from zsnli.harness.server import ServerError
@@ -278,7 +279,7 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
     monkeypatch.setattr(compare, "matmul_rate", lambda *a, **k: {"device": "cpu", "dtype": "float32", "n": 128,
                                                                  "threads": 1, "flops_per_s": 1e9})
     out = tmp_path / "report.json"
-    code = compare.main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
+    code = main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
                          "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "0", "--no-progress",
                          "--variant", "bad:ZSNLI_MAX_LABELS=7", "--variant", "flaky:ZSNLI_TOKEN_BUDGET=64",
                          "--variant", "good:ZSNLI_MAX_BATCH_WAIT_MS=1", "--out", str(out)])

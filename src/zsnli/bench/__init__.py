@@ -1,6 +1,6 @@
 """Throughput benchmarks for zsnli (issues 5 and 6). Nothing here is imported by the server.
 
-Entry points (``python -m zsnli.bench --help`` lists them all, `zsnli.bench.side_by_side.OTHER_COMMANDS`):
+Entry points (``python -m zsnli.bench --help`` lists them all, `zsnli.bench.side_by_side_cli.OTHER_COMMANDS`):
 
 * ``python -m zsnli.bench`` (`zsnli.bench.side_by_side`): the side-by-side CPU
   benchmark on one model and one examples file: the transformers

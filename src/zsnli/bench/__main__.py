@@ -1,5 +1,5 @@
-"""``python -m zsnli.bench``: the side-by-side benchmark (`zsnli.bench.side_by_side`)."""
+"""``python -m zsnli.bench``: the side-by-side benchmark (`zsnli.bench.side_by_side`, its command line `zsnli.bench.side_by_side_cli`)."""
 
-from .side_by_side import main
+from .side_by_side_cli import main
 
 raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Side-by-side throughput benchmark: transformers zero-shot pipeline vs the zsnli server.
 
 ``python -m zsnli.bench [--model-dir model] [--examples FILE|hub:btzsc] [--docs N] [--out report.json]``
-(also ``python -m zsnli.bench.side_by_side``)
+(the command line: `zsnli.bench.side_by_side_cli`; the printed table: `zsnli.bench.side_by_side_table`)
 
 Arms, all on the same model, the same documents, one run:
 
@@ -51,13 +51,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..config import closest_setting, setting_names
-from ..harness.cli import UsageParser, non_negative_int, positive_int
-from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, ExamplesError, first_existing, load_examples, write_examples
+from ..harness.examples import ExamplesError, load_examples, write_examples
 from ..harness.load import run_requests
 from ..harness.server import ServerError, offline_env, start_server
 from ..harness.stats import latency_summary, per_second
-from .ceiling import (LabelTooLong, combined_ceiling, compute_ceiling, cpu_info, cpu_line, cpu_tag,
+from .ceiling import (LabelTooLong, combined_ceiling, compute_ceiling, cpu_info, cpu_line,
                       embedding_token_counts, matmul_rate, pair_token_counts, param_counts)
 from .resources import RssSampler, hwm_bytes, mib
 
@@ -400,83 +398,6 @@ def _one_server(args, model_dir: Path, docs: list, progress: bool, log, rows: li
     return info
 
 
-def _fmt(x: Any, spec: str) -> str:
-    if x is None or (isinstance(x, float) and x != x):
-        return "-"
-    return format(x, spec)
-
-
-def render(report: dict[str, Any], console=None) -> None:
-    """Print the report as a rich table plus ratio, target, agreement and ceiling lines, each naming the CPU."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console(width=max(Console().width, 110))
-    cpu = cpu_tag(report["cpu"])
-    say = lambda text, **kw: console.print(text, markup=False, highlight=False, soft_wrap=True, **kw)  # noqa: E731
-    t = Table(title=f"zsnli bench: {report['docs']} docs, {report['pairs']} pairs, {Path(report['model_dir']).name}")
-    for col in ("arm", "docs/s", "pairs/s", "p50 s/doc", "p95 s/doc", "peak RSS MiB", "% ceiling", "ceiling"):
-        t.add_column(col, justify="left" if col in ("arm", "ceiling") else "right")
-    for r in report["arms"]:
-        t.add_row(r["arm"], _fmt(r["docs_per_s"], ".2f"), _fmt(r["pairs_per_s"], ".1f"), _fmt(r["p50_s"], ".3f"),
-                  _fmt(r["p95_s"], ".3f"), _fmt(r["peak_rss_mib"], ".0f"), _fmt(100 * r["fraction_of_ceiling"], ".1f"),
-                  "NLI + embedding" if r["ceiling"] == "default" else "NLI pairs")
-    console.print(t)
-    say(f"CPU: {cpu_line(report['cpu'])}")
-    if report.get("best_b"):
-        best = report["best_b"]
-        say(f"(b) best: {best['arm']} ({best['docs_per_s']:.2f} docs/s)"
-            + ("; stream arms' p50/p95 are intervals between completed documents (cross-document "
-               "batching)" if any(r.get("mode") == "stream" for r in report["arms"]) else ""))
-    for k, v in report["ratios"].items():
-        target = _target(k)
-        say(f"ratio ({k.replace('/', ')/(')}) docs/s: {v:.3f}x" + (f" (target >= {target:g}x: "
-            f"{'met' if v >= target else 'NOT met'})" if target else "") + f" [CPU: {cpu}]")
-    for k, a in report["agreement_vs_a"].items():
-        say(f"agreement {k} vs (a): same argmax {a['same_argmax']}/{a['docs']}"
-            f"{' (' + str(a['missing']) + ' missing)' if a['missing'] else ''}, max |dp| {a['max_abs_dp']:.2e}")
-    for k, a in report.get("agreement_batched_vs_alone", {}).items():
-        shipped = k.startswith("d")
-        say(f"answers {k} vs each request alone ({k[0]}1): same argmax {a['same_argmax']}/{a['docs']}, max |dp| "
-            f"{a['max_abs_dp']:.2e}" + (f" (target <= {TARGET_MAX_DP_ALONE:g}: "
-                                          f"{'met' if a['max_abs_dp'] <= TARGET_MAX_DP_ALONE else 'NOT met'})"
-                                          if shipped else ""))
-    _render_ceilings(report, say, cpu)
-    errs = {r["key"]: r.get("errors") for r in report["arms"] if r.get("errors")}
-    if errs:
-        say(f"server errors: {errs}", style="red")
-    for name, info in failed_servers(report).items():
-        say(f"server {name} failed: {info['error']}", style="red")
-
-
-def _target(ratio_key: str) -> float | None:
-    """The issue-24 target of a ratio key (``d32/c32``, ``d32/a``), else None."""
-    if ratio_key.startswith("d") and "/c" in ratio_key:
-        return TARGET_VS_PLAIN
-    if ratio_key.startswith("d") and ratio_key.endswith("/a"):
-        return TARGET_VS_PIPELINE
-    return None
-
-
-def _render_ceilings(report: dict[str, Any], say, cpu: str) -> None:
-    c, m, p = report["ceiling"], report["matmul"], report["params"]
-    say(f"compute ceiling (NLI pairs): FLOPs/pair = 2 x {p['per_token']:,} (encoder params) x L + 2 x "
-        f"{p['per_pair']:,} (head); mean L = {c['mean_tokens_per_pair']:.1f} tokens -> "
-        f"{c['flops_per_doc'] / 1e9:.3f} GFLOP/doc; matmul {m['dtype']} {m['flops_per_s'] / 1e9:.1f} GFLOP/s "
-        f"(n={m['n']}, threads={m['threads']}) -> ceiling {c['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
-    d = report.get("default_ceiling")
-    if d:
-        parts = "; ".join(f"{name} {v['sequences']:,} sequences, {v['tokens']:,} tokens, {100 * v['share']:.0f}% of "
-                          f"the FLOPs" for name, v in d["parts"].items())
-        say(f"compute ceiling (shipped default, its real token mix: {parts}) -> {d['flops_per_doc'] / 1e9:.3f} "
-            f"GFLOP/doc -> ceiling {d['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
-    for r in report["arms"]:
-        if r["key"][0] in "cd":
-            say(f"  {r['arm']}: {r['docs_per_s']:.2f} docs/s = {100 * r['fraction_of_ceiling']:.1f}% of the "
-                f"{'shipped default' if r['ceiling'] == 'default' else 'NLI'} ceiling "
-                f"({r['achieved_flops_per_s'] / 1e9:.1f} useful GFLOP/s) [CPU: {cpu}]")
-
-
 def failed_servers(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``{name: server info}`` of the servers (default, shipped and variants) that failed (have an ``error``)."""
     server = report.get("server") or {}
@@ -487,215 +408,9 @@ def failed_servers(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
-    """``"bf16:ZSNLI_DTYPE=bfloat16,ZSNLI_TOKEN_BUDGET=2048"`` -> ``("bf16", {...})``.
-
-    Raises ``ValueError`` on a missing name, an item without ``=`` or a key
-    that is not a ``ZSNLI_*`` setting the server knows (the message suggests
-    the closest known name). Values are checked by `check_variant`.
-    """
-    name, sep, rest = spec.partition(":")
-    name = name.strip()
-    if not sep or not name or name in ("default", "shipped") or not name.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"{spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE] with a plain NAME other than 'default' "
-                         "and 'shipped'")
-    env: dict[str, str] = {}
-    for item in filter(None, (x.strip() for x in rest.split(","))):
-        key, eq, value = item.partition("=")
-        key = key.strip()
-        if not eq or not key.startswith("ZSNLI_"):
-            raise ValueError(f"{spec!r}: {item!r} is not ZSNLI_NAME=VALUE")
-        known = setting_names()
-        if key not in known:
-            close = closest_setting(key)
-            hint = f"did you mean {close}?" if close else f"known: {', '.join(sorted(known))}"
-            raise ValueError(f"{spec!r}: unknown setting {key} ({hint})")
-        env[key] = value.strip()
-    if not env:
-        raise ValueError(f"{spec!r}: no settings")
-    return name, env
-
-
 def server_base_settings(args: argparse.Namespace) -> dict[str, str]:
     """The ``ZSNLI_*`` settings every server arm gets from the CLI (calibration path aside)."""
     settings = dict(SERVER_BASE_SETTINGS)
     if args.skip_manifest_check:
         settings["ZSNLI_SKIP_MANIFEST_CHECK"] = "1"
     return settings
-
-
-def check_variant(name: str, env: dict[str, str], base: dict[str, str] | None = None) -> None:
-    """Raise ``ValueError`` (one line) when the server would refuse ``base`` + ``env``: the same
-    `zsnli.config.Settings.from_env` parse and checks it runs at startup."""
-    from ..config import Settings, SettingsError
-
-    try:
-        Settings.from_env({**(base or {}), **env})
-    except SettingsError as exc:
-        raise ValueError(f"{name}: {exc}") from None
-
-
-def _positive_ints(text: str) -> list[int]:
-    """argparse type: ``"1,32"`` -> ``[1, 32]``; every item a positive integer, at least one."""
-    items = [x.strip() for x in str(text).split(",") if x.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers, e.g. 1,32")
-    values = []
-    for item in items:
-        try:
-            value = int(item)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{item!r} is not a positive integer (expected e.g. 1,32)")
-        values.append(value)
-    return values
-
-
-def _batch_sizes(text: str) -> list[int]:
-    """argparse type of ``--batch-sizes``: `_positive_ints`, or ``none`` (no (b) sweep: ``[]``)."""
-    return [] if str(text).strip().lower() == "none" else _positive_ints(text)
-
-
-def resolve_shipped(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Set ``args.shipped`` to ``(calibration path, ScoringConfig)`` of arm (d), or None with
-    ``args.calibration_note`` saying why (``--calibration none``, or no calibration.json where the
-    server looks: ``<model-dir>/calibration.json``, else beside ``<model-dir>``).
-
-    Usage errors (one line, exit 2): an explicit ``--calibration`` or ``--embedding-dir`` that does
-    not exist, a calibration the server would refuse, a cosine term whose sentence encoder is missing.
-    """
-    from ..config import Settings
-    from ..scoring import ScoringConfigError, load_scoring_config
-
-    args.shipped, args.calibration_note = None, ""
-    if args.embedding_dir and not Path(args.embedding_dir).is_dir():
-        ap.error(f"--embedding-dir: no such directory {args.embedding_dir}")
-    if args.calibration is not None and args.calibration.strip().lower() == "none":
-        args.calibration_note = "--calibration none"
-        return
-    if args.calibration is None:
-        path = Settings(model_dir=args.model_dir).resolved_calibration_path()
-        if not path.is_file():
-            args.calibration_note = f"no calibration.json at {path} (where the server looks)"
-            return
-    else:
-        path = Path(args.calibration)
-        if not path.is_file():
-            ap.error(f"--calibration: no such file {args.calibration} (resolved: {path.resolve()}); pass the "
-                     "shipped calibration.json, or none to leave out arm (d)")
-    try:
-        scoring, _ = load_scoring_config(path)
-    except ScoringConfigError as exc:
-        ap.error(f"--calibration: {exc}")
-    if scoring.embedding_weight != 0 and not shipped_embedding_dir(args).is_dir():
-        ap.error(f"--calibration {path} has a cosine term but its sentence encoder {shipped_embedding_dir(args)} is "
-                 "missing; pass --embedding-dir")
-    args.shipped = (path.resolve(), scoring)
-
-
-def resolve_examples(ap: argparse.ArgumentParser, given: str | None) -> str:
-    """The examples to use: ``given`` when it exists (or is ``hub:...``), else the default (the shared
-    public examples, else the repository's dev set, said in one line on stderr); a usage error when
-    neither is there."""
-    if given is not None:
-        if not given.startswith("hub:") and not Path(given).is_file():
-            ap.error(f"--examples: no such file {given} (resolved: {Path(given).resolve()}); pass --examples PATH "
-                     "(JSONL in DESIGN.md's examples format) or --examples hub:btzsc (needs network)")
-        return given
-    found = first_existing(SHARED_PUBLIC_EXAMPLES, DEV_EXAMPLES)
-    if found is None:
-        ap.error(f"--examples: neither {SHARED_PUBLIC_EXAMPLES} nor {DEV_EXAMPLES} is here (run from the repository "
-                 "root); pass --examples PATH (JSONL in DESIGN.md's examples format) or --examples hub:btzsc")
-    if str(found) != SHARED_PUBLIC_EXAMPLES:
-        print(f"zsnli.bench: {SHARED_PUBLIC_EXAMPLES} not found: using the repository's {found} "
-              "(pass --examples PATH or hub:btzsc for other data)", file=sys.stderr, flush=True)
-    return str(found)
-
-
-OTHER_COMMANDS = """the other benchmark commands (each with its own --help):
-  python -m zsnli.bench.throughput_gate   the grading-style throughput gate (what bench/gpu.sh runs)
-  python -m zsnli.bench.overload          a burst far above capacity: every answer 200 or 503 + Retry-After
-  python -m zsnli.bench.bakeoff_priority  /classify p50/p95 alone and while a bake-off runs
-  python -m zsnli.bench.read_routes       read-route p50/p95 idle and while two bake-offs run
-  python -m zsnli.bench.training_speed    training pairs/s, fp32 vs bf16, against the compute ceiling
-  python -m zsnli.bench.random_models     a random-weight model of a given architecture, built offline
-  python -m zsnli.bench.pipeline_arm      one pipeline arm in its own process (run by this benchmark)"""
-"""The epilog of ``python -m zsnli.bench --help``: every other ``python -m zsnli.bench.*`` command."""
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """CLI arguments (see module docstring).
-
-    Refused here (argparse error, exit 2, before any arm runs): a missing
-    ``--examples`` file, ``--batch-sizes``/``--concurrency`` items that are
-    not positive integers, malformed or duplicate ``--variant`` names,
-    variants whose settings the server would refuse (unknown ``ZSNLI_*``
-    name, bad value), and a bad ``--calibration`` / ``--embedding-dir``
-    (`resolve_shipped`).
-    """
-    ap = UsageParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0], epilog=OTHER_COMMANDS,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model-dir", default="model")
-    ap.add_argument("--examples", default=None,
-                    help=f"examples JSONL in DESIGN.md's format or hub:btzsc (default: {SHARED_PUBLIC_EXAMPLES} where "
-                         f"the team's shared data is mounted, else the repository's {DEV_EXAMPLES}; relative to the "
-                         "current directory)")
-    ap.add_argument("--docs", type=positive_int, default=None, help="first N documents (default all)")
-    ap.add_argument("--out", default=None, help="write the JSON report here")
-    ap.add_argument("--batch-sizes", type=_batch_sizes, default="8,32,64",
-                    help="pipeline batch_size sweep for (b), or none to leave (b) out (default: %(default)s)")
-    ap.add_argument("--pipeline-mode", default="stream",
-                    help="(b) modes, comma-separated: stream (label-set groups streamed across documents, "
-                         "default) and/or doc (one call per document, pairs batched within it)")
-    ap.add_argument("--concurrency", type=_positive_ints, default="1,32",
-                    help="server concurrency levels for (c) and (d) (default: %(default)s)")
-    ap.add_argument("--calibration", default=None, metavar="PATH|none",
-                    help="calibration.json of arm (d), the shipped default scoring (default: the one the server "
-                         "finds: <model-dir>/calibration.json, else beside <model-dir>); none: no arm (d)")
-    ap.add_argument("--embedding-dir", default=None,
-                    help="sentence encoder of arm (d)'s cosine term (ZSNLI_EMBEDDING_DIR; default: the server's, "
-                         "<model-dir>/embedding)")
-    ap.add_argument("--warmup", type=non_negative_int, default=4, help="untimed documents before each arm")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch/OMP threads for every arm (default: leave the environment's)")
-    ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto")
-    ap.add_argument("--repo-root", default=".", help="where serve.sh lives (default .)")
-    ap.add_argument("--skip-manifest-check", action="store_true",
-                    help="set ZSNLI_SKIP_MANIFEST_CHECK for the server (model dirs without a matching manifest)")
-    ap.add_argument("--max-length", type=int, default=None, help="window for token counts (default: the server's)")
-    ap.add_argument("--matmul-n", type=int, default=None, help="matmul side for the rate (default 1024)")
-    ap.add_argument("--matmul-seconds", type=float, default=2.0)
-    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
-                    help="also run the server with these ZSNLI_* settings at the top concurrency (repeatable), "
-                         "e.g. bf16:ZSNLI_DTYPE=bfloat16 or int8:ZSNLI_BACKEND=onnx-int8")
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
-    try:
-        args.variant = [parse_variant(v) for v in args.variant]
-        for name, env in args.variant:
-            check_variant(name, env, server_base_settings(args))
-    except ValueError as exc:
-        ap.error(f"--variant {exc}")
-    names = [name for name, _ in args.variant]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        ap.error(f"--variant: duplicate name(s) {', '.join(dup)}; give each variant its own NAME")
-    args.examples = resolve_examples(ap, args.examples)
-    resolve_shipped(ap, args)
-    args.pipeline_mode = [m.strip() for m in str(args.pipeline_mode).split(",") if m.strip()]
-    bad = [m for m in args.pipeline_mode if m not in ("stream", "doc")]
-    if bad:
-        ap.error(f"--pipeline-mode: unknown mode(s) {bad}; use stream and/or doc")
-    return args
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark, print the table, write ``--out``; returns 0, or 1 when a server request failed
-    or a server (plain, shipped default or variant) failed to start or run."""
-    args = parse_args(argv)
-    report = run(args)
-    render(report)
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
-    return 1 if any(r.get("errors") for r in report["arms"]) or failed_servers(report) else 0

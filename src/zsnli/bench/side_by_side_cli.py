@@ -1,0 +1,230 @@
+"""The command line of the side-by-side benchmark (``python -m zsnli.bench``, `zsnli.bench.side_by_side`).
+
+Every argument is checked before any arm runs (one line, exit 2: `zsnli.harness.cli.UsageParser`):
+the examples file, the ``--batch-sizes`` / ``--concurrency`` lists, each ``--variant``'s ``ZSNLI_*``
+settings (as the server would parse them), the shipped calibration of arm (d) and its sentence
+encoder. `main` runs the arms, prints `zsnli.bench.side_by_side_table.render` and writes ``--out``.
+
+Imports `zsnli.bench.side_by_side`, `zsnli.bench.side_by_side_table`, `zsnli.harness`, `zsnli.config`
+(and `zsnli.scoring` to read the calibration).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ..config import closest_setting, setting_names
+from ..harness.cli import UsageParser, non_negative_int, positive_int
+from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, first_existing
+from .side_by_side import failed_servers, run, server_base_settings, shipped_embedding_dir
+from .side_by_side_table import render
+
+
+def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
+    """``"bf16:ZSNLI_DTYPE=bfloat16,ZSNLI_TOKEN_BUDGET=2048"`` -> ``("bf16", {...})``.
+
+    Raises ``ValueError`` on a missing name, an item without ``=`` or a key
+    that is not a ``ZSNLI_*`` setting the server knows (the message suggests
+    the closest known name). Values are checked by `check_variant`.
+    """
+    name, sep, rest = spec.partition(":")
+    name = name.strip()
+    if not sep or not name or name in ("default", "shipped") or not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"{spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE] with a plain NAME other than 'default' "
+                         "and 'shipped'")
+    env: dict[str, str] = {}
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key.startswith("ZSNLI_"):
+            raise ValueError(f"{spec!r}: {item!r} is not ZSNLI_NAME=VALUE")
+        known = setting_names()
+        if key not in known:
+            close = closest_setting(key)
+            hint = f"did you mean {close}?" if close else f"known: {', '.join(sorted(known))}"
+            raise ValueError(f"{spec!r}: unknown setting {key} ({hint})")
+        env[key] = value.strip()
+    if not env:
+        raise ValueError(f"{spec!r}: no settings")
+    return name, env
+
+
+def check_variant(name: str, env: dict[str, str], base: dict[str, str] | None = None) -> None:
+    """Raise ``ValueError`` (one line) when the server would refuse ``base`` + ``env``: the same
+    `zsnli.config.Settings.from_env` parse and checks it runs at startup."""
+    from ..config import Settings, SettingsError
+
+    try:
+        Settings.from_env({**(base or {}), **env})
+    except SettingsError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def _positive_ints(text: str) -> list[int]:
+    """argparse type: ``"1,32"`` -> ``[1, 32]``; every item a positive integer, at least one."""
+    items = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers, e.g. 1,32")
+    values = []
+    for item in items:
+        try:
+            value = int(item)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{item!r} is not a positive integer (expected e.g. 1,32)")
+        values.append(value)
+    return values
+
+
+def _batch_sizes(text: str) -> list[int]:
+    """argparse type of ``--batch-sizes``: `_positive_ints`, or ``none`` (no (b) sweep: ``[]``)."""
+    return [] if str(text).strip().lower() == "none" else _positive_ints(text)
+
+
+def resolve_shipped(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Set ``args.shipped`` to ``(calibration path, ScoringConfig)`` of arm (d), or None with
+    ``args.calibration_note`` saying why (``--calibration none``, or no calibration.json where the
+    server looks: ``<model-dir>/calibration.json``, else beside ``<model-dir>``).
+
+    Usage errors (one line, exit 2): an explicit ``--calibration`` or ``--embedding-dir`` that does
+    not exist, a calibration the server would refuse, a cosine term whose sentence encoder is missing.
+    """
+    from ..config import Settings
+    from ..scoring import ScoringConfigError, load_scoring_config
+
+    args.shipped, args.calibration_note = None, ""
+    if args.embedding_dir and not Path(args.embedding_dir).is_dir():
+        ap.error(f"--embedding-dir: no such directory {args.embedding_dir}")
+    if args.calibration is not None and args.calibration.strip().lower() == "none":
+        args.calibration_note = "--calibration none"
+        return
+    if args.calibration is None:
+        path = Settings(model_dir=args.model_dir).resolved_calibration_path()
+        if not path.is_file():
+            args.calibration_note = f"no calibration.json at {path} (where the server looks)"
+            return
+    else:
+        path = Path(args.calibration)
+        if not path.is_file():
+            ap.error(f"--calibration: no such file {args.calibration} (resolved: {path.resolve()}); pass the "
+                     "shipped calibration.json, or none to leave out arm (d)")
+    try:
+        scoring, _ = load_scoring_config(path)
+    except ScoringConfigError as exc:
+        ap.error(f"--calibration: {exc}")
+    if scoring.embedding_weight != 0 and not shipped_embedding_dir(args).is_dir():
+        ap.error(f"--calibration {path} has a cosine term but its sentence encoder {shipped_embedding_dir(args)} is "
+                 "missing; pass --embedding-dir")
+    args.shipped = (path.resolve(), scoring)
+
+
+def resolve_examples(ap: argparse.ArgumentParser, given: str | None) -> str:
+    """The examples to use: ``given`` when it exists (or is ``hub:...``), else the default (the shared
+    public examples, else the repository's dev set, said in one line on stderr); a usage error when
+    neither is there."""
+    if given is not None:
+        if not given.startswith("hub:") and not Path(given).is_file():
+            ap.error(f"--examples: no such file {given} (resolved: {Path(given).resolve()}); pass --examples PATH "
+                     "(JSONL in DESIGN.md's examples format) or --examples hub:btzsc (needs network)")
+        return given
+    found = first_existing(SHARED_PUBLIC_EXAMPLES, DEV_EXAMPLES)
+    if found is None:
+        ap.error(f"--examples: neither {SHARED_PUBLIC_EXAMPLES} nor {DEV_EXAMPLES} is here (run from the repository "
+                 "root); pass --examples PATH (JSONL in DESIGN.md's examples format) or --examples hub:btzsc")
+    if str(found) != SHARED_PUBLIC_EXAMPLES:
+        print(f"zsnli.bench: {SHARED_PUBLIC_EXAMPLES} not found: using the repository's {found} "
+              "(pass --examples PATH or hub:btzsc for other data)", file=sys.stderr, flush=True)
+    return str(found)
+
+
+OTHER_COMMANDS = """the other benchmark commands (each with its own --help):
+  python -m zsnli.bench.throughput_gate   the grading-style throughput gate (what bench/gpu.sh runs)
+  python -m zsnli.bench.overload          a burst far above capacity: every answer 200 or 503 + Retry-After
+  python -m zsnli.bench.bakeoff_priority  /classify p50/p95 alone and while a bake-off runs
+  python -m zsnli.bench.read_routes       read-route p50/p95 idle and while two bake-offs run
+  python -m zsnli.bench.training_speed    training pairs/s, fp32 vs bf16, against the compute ceiling
+  python -m zsnli.bench.random_models     a random-weight model of a given architecture, built offline
+  python -m zsnli.bench.pipeline_arm      one pipeline arm in its own process (run by this benchmark)"""
+"""The epilog of ``python -m zsnli.bench --help``: every other ``python -m zsnli.bench.*`` command."""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """CLI arguments (see module docstring).
+
+    Refused here (argparse error, exit 2, before any arm runs): a missing
+    ``--examples`` file, ``--batch-sizes``/``--concurrency`` items that are
+    not positive integers, malformed or duplicate ``--variant`` names,
+    variants whose settings the server would refuse (unknown ``ZSNLI_*``
+    name, bad value), and a bad ``--calibration`` / ``--embedding-dir``
+    (`resolve_shipped`).
+    """
+    ap = UsageParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0], epilog=OTHER_COMMANDS,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model-dir", default="model")
+    ap.add_argument("--examples", default=None,
+                    help=f"examples JSONL in DESIGN.md's format or hub:btzsc (default: {SHARED_PUBLIC_EXAMPLES} where "
+                         f"the team's shared data is mounted, else the repository's {DEV_EXAMPLES}; relative to the "
+                         "current directory)")
+    ap.add_argument("--docs", type=positive_int, default=None, help="first N documents (default all)")
+    ap.add_argument("--out", default=None, help="write the JSON report here")
+    ap.add_argument("--batch-sizes", type=_batch_sizes, default="8,32,64",
+                    help="pipeline batch_size sweep for (b), or none to leave (b) out (default: %(default)s)")
+    ap.add_argument("--pipeline-mode", default="stream",
+                    help="(b) modes, comma-separated: stream (label-set groups streamed across documents, "
+                         "default) and/or doc (one call per document, pairs batched within it)")
+    ap.add_argument("--concurrency", type=_positive_ints, default="1,32",
+                    help="server concurrency levels for (c) and (d) (default: %(default)s)")
+    ap.add_argument("--calibration", default=None, metavar="PATH|none",
+                    help="calibration.json of arm (d), the shipped default scoring (default: the one the server "
+                         "finds: <model-dir>/calibration.json, else beside <model-dir>); none: no arm (d)")
+    ap.add_argument("--embedding-dir", default=None,
+                    help="sentence encoder of arm (d)'s cosine term (ZSNLI_EMBEDDING_DIR; default: the server's, "
+                         "<model-dir>/embedding)")
+    ap.add_argument("--warmup", type=non_negative_int, default=4, help="untimed documents before each arm")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch/OMP threads for every arm (default: leave the environment's)")
+    ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto")
+    ap.add_argument("--repo-root", default=".", help="where serve.sh lives (default .)")
+    ap.add_argument("--skip-manifest-check", action="store_true",
+                    help="set ZSNLI_SKIP_MANIFEST_CHECK for the server (model dirs without a matching manifest)")
+    ap.add_argument("--max-length", type=int, default=None, help="window for token counts (default: the server's)")
+    ap.add_argument("--matmul-n", type=int, default=None, help="matmul side for the rate (default 1024)")
+    ap.add_argument("--matmul-seconds", type=float, default=2.0)
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+                    help="also run the server with these ZSNLI_* settings at the top concurrency (repeatable), "
+                         "e.g. bf16:ZSNLI_DTYPE=bfloat16 or int8:ZSNLI_BACKEND=onnx-int8")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        args.variant = [parse_variant(v) for v in args.variant]
+        for name, env in args.variant:
+            check_variant(name, env, server_base_settings(args))
+    except ValueError as exc:
+        ap.error(f"--variant {exc}")
+    names = [name for name, _ in args.variant]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        ap.error(f"--variant: duplicate name(s) {', '.join(dup)}; give each variant its own NAME")
+    args.examples = resolve_examples(ap, args.examples)
+    resolve_shipped(ap, args)
+    args.pipeline_mode = [m.strip() for m in str(args.pipeline_mode).split(",") if m.strip()]
+    bad = [m for m in args.pipeline_mode if m not in ("stream", "doc")]
+    if bad:
+        ap.error(f"--pipeline-mode: unknown mode(s) {bad}; use stream and/or doc")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark, print the table, write ``--out``; returns 0, or 1 when a server request failed
+    or a server (plain, shipped default or variant) failed to start or run."""
+    args = parse_args(argv)
+    report = run(args)
+    render(report)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return 1 if any(r.get("errors") for r in report["arms"]) or failed_servers(report) else 0

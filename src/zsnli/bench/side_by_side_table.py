@@ -1,0 +1,90 @@
+"""The side-by-side benchmark's printed report: a rich table of the arms, then one line per ratio (with
+the issue-24 targets), agreement, compute ceiling and failed server, each naming the CPU.
+
+Imports `zsnli.bench.side_by_side` (targets, `failed_servers`) and `zsnli.bench.ceiling`; rich lazily.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .ceiling import cpu_line, cpu_tag
+from .side_by_side import TARGET_MAX_DP_ALONE, TARGET_VS_PIPELINE, TARGET_VS_PLAIN, failed_servers
+
+
+def _fmt(x: Any, spec: str) -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return "-"
+    return format(x, spec)
+
+
+def render(report: dict[str, Any], console=None) -> None:
+    """Print the report as a rich table plus ratio, target, agreement and ceiling lines, each naming the CPU."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=max(Console().width, 110))
+    cpu = cpu_tag(report["cpu"])
+    say = lambda text, **kw: console.print(text, markup=False, highlight=False, soft_wrap=True, **kw)  # noqa: E731
+    t = Table(title=f"zsnli bench: {report['docs']} docs, {report['pairs']} pairs, {Path(report['model_dir']).name}")
+    for col in ("arm", "docs/s", "pairs/s", "p50 s/doc", "p95 s/doc", "peak RSS MiB", "% ceiling", "ceiling"):
+        t.add_column(col, justify="left" if col in ("arm", "ceiling") else "right")
+    for r in report["arms"]:
+        t.add_row(r["arm"], _fmt(r["docs_per_s"], ".2f"), _fmt(r["pairs_per_s"], ".1f"), _fmt(r["p50_s"], ".3f"),
+                  _fmt(r["p95_s"], ".3f"), _fmt(r["peak_rss_mib"], ".0f"), _fmt(100 * r["fraction_of_ceiling"], ".1f"),
+                  "NLI + embedding" if r["ceiling"] == "default" else "NLI pairs")
+    console.print(t)
+    say(f"CPU: {cpu_line(report['cpu'])}")
+    if report.get("best_b"):
+        best = report["best_b"]
+        say(f"(b) best: {best['arm']} ({best['docs_per_s']:.2f} docs/s)"
+            + ("; stream arms' p50/p95 are intervals between completed documents (cross-document "
+               "batching)" if any(r.get("mode") == "stream" for r in report["arms"]) else ""))
+    for k, v in report["ratios"].items():
+        target = _target(k)
+        say(f"ratio ({k.replace('/', ')/(')}) docs/s: {v:.3f}x" + (f" (target >= {target:g}x: "
+            f"{'met' if v >= target else 'NOT met'})" if target else "") + f" [CPU: {cpu}]")
+    for k, a in report["agreement_vs_a"].items():
+        say(f"agreement {k} vs (a): same argmax {a['same_argmax']}/{a['docs']}"
+            f"{' (' + str(a['missing']) + ' missing)' if a['missing'] else ''}, max |dp| {a['max_abs_dp']:.2e}")
+    for k, a in report.get("agreement_batched_vs_alone", {}).items():
+        shipped = k.startswith("d")
+        say(f"answers {k} vs each request alone ({k[0]}1): same argmax {a['same_argmax']}/{a['docs']}, max |dp| "
+            f"{a['max_abs_dp']:.2e}" + (f" (target <= {TARGET_MAX_DP_ALONE:g}: "
+                                          f"{'met' if a['max_abs_dp'] <= TARGET_MAX_DP_ALONE else 'NOT met'})"
+                                          if shipped else ""))
+    _render_ceilings(report, say, cpu)
+    errs = {r["key"]: r.get("errors") for r in report["arms"] if r.get("errors")}
+    if errs:
+        say(f"server errors: {errs}", style="red")
+    for name, info in failed_servers(report).items():
+        say(f"server {name} failed: {info['error']}", style="red")
+
+
+def _target(ratio_key: str) -> float | None:
+    """The issue-24 target of a ratio key (``d32/c32``, ``d32/a``), else None."""
+    if ratio_key.startswith("d") and "/c" in ratio_key:
+        return TARGET_VS_PLAIN
+    if ratio_key.startswith("d") and ratio_key.endswith("/a"):
+        return TARGET_VS_PIPELINE
+    return None
+
+
+def _render_ceilings(report: dict[str, Any], say, cpu: str) -> None:
+    c, m, p = report["ceiling"], report["matmul"], report["params"]
+    say(f"compute ceiling (NLI pairs): FLOPs/pair = 2 x {p['per_token']:,} (encoder params) x L + 2 x "
+        f"{p['per_pair']:,} (head); mean L = {c['mean_tokens_per_pair']:.1f} tokens -> "
+        f"{c['flops_per_doc'] / 1e9:.3f} GFLOP/doc; matmul {m['dtype']} {m['flops_per_s'] / 1e9:.1f} GFLOP/s "
+        f"(n={m['n']}, threads={m['threads']}) -> ceiling {c['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
+    d = report.get("default_ceiling")
+    if d:
+        parts = "; ".join(f"{name} {v['sequences']:,} sequences, {v['tokens']:,} tokens, {100 * v['share']:.0f}% of "
+                          f"the FLOPs" for name, v in d["parts"].items())
+        say(f"compute ceiling (shipped default, its real token mix: {parts}) -> {d['flops_per_doc'] / 1e9:.3f} "
+            f"GFLOP/doc -> ceiling {d['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
+    for r in report["arms"]:
+        if r["key"][0] in "cd":
+            say(f"  {r['arm']}: {r['docs_per_s']:.2f} docs/s = {100 * r['fraction_of_ceiling']:.1f}% of the "
+                f"{'shipped default' if r['ceiling'] == 'default' else 'NLI'} ceiling "
+                f"({r['achieved_flops_per_s'] / 1e9:.1f} useful GFLOP/s) [CPU: {cpu}]")
