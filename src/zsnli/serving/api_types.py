@@ -9,6 +9,8 @@ a misspelt field (`resembled_field`: ``multi_lable``), which is a 422 naming the
 field it resembles. `classify_fields` holds the pipeline rule for
 ``candidate_labels``: without a ``hypothesis_template`` they get the pipeline's
 default, `PIPELINE_TEMPLATE` (``labels`` stay literal hypotheses).
+`ERROR_RESPONSES`, `CLASSIFY_OPENAPI` and `ZERO_SHOT_OPENAPI` are the routes' OpenAPI documentation
+(error statuses with real examples, request bodies with examples).
 
 May import: pydantic and the standard library. Imported by `zsnli.serving.app`,
 `zsnli.serving.inference_api` and `zsnli.serving.service` (`classify_fields`).
@@ -294,3 +296,61 @@ class HealthResponse(BaseModel):
     dtype: str | None = None
     onnx_sha256: str | None = Field(None, description="sha256 of the ONNX file served (ONNX backends only).")
     reason: str | None = None
+
+
+# --------------------------------------------------------------------------- OpenAPI of the routes
+
+#: The description of each error status in the routes' OpenAPI ``responses`` (`ERROR_RESPONSES`).
+ERROR_DESCRIPTIONS = {
+    400: "Malformed body: invalid JSON or text in its charset, empty body (`invalid_json`); a body that is not "
+         "what its Content-Encoding says (`invalid_encoding`).",
+    408: "Headers and body did not arrive within ZSNLI_READ_TIMEOUT_S (`request_timeout`; the connection is "
+         "closed). Served by `python server.py`, not a bare uvicorn.",
+    413: "Body over ZSNLI_MAX_BODY_BYTES, on the wire or after decoding its Content-Encoding (gzip, deflate).",
+    415: "Content type is not JSON, its charset is not UTF-8/16/32, or its Content-Encoding is not identity, gzip "
+         "or deflate (`field` names the header).",
+    422: "A field is missing or invalid, misspelt, or a key is given twice (named in `field`; one entry per "
+         "problem in `errors`).",
+    500: "Inference failed for this request (batch fault, non-finite logits).",
+    503: "Loading, queue full, timed out, or more than ZSNLI_MAX_CONNECTIONS connections open (`overloaded`); "
+         "retry after `Retry-After` s.",
+}
+#: ``responses=`` of the classification routes: each error status with its model, description and real example.
+ERROR_RESPONSES = {
+    status: {"model": ErrorResponse, "description": description, "content": {"application/json": {
+        "example": ERROR_EXAMPLES[status]}}}
+    for status, description in ERROR_DESCRIPTIONS.items()
+}
+#: ``openapi_extra=`` of ``POST /classify``: the body's schema (one request or an array) and its examples.
+CLASSIFY_OPENAPI = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {
+            "schema": {"oneOf": [ClassifyRequest.model_json_schema(),
+                                 {"type": "array", "items": ClassifyRequest.model_json_schema(), "minItems": 1,
+                                  "description": "Several documents, each with its own labels (at most "
+                                  "ZSNLI_MAX_BATCH_ITEMS): answered by an array in the same order."}]},
+            "examples": {
+                "labels": {"summary": "label descriptions", "value": EXAMPLE_REQUEST},
+                "template": {"summary": "candidate_labels + hypothesis_template", "value": EXAMPLE_TEMPLATE},
+                "multi_label": {"summary": "independent labels", "value": EXAMPLE_MULTI},
+                "array": {"summary": "several documents in one request (one answer or error each)",
+                          "value": [EXAMPLE_REQUEST, EXAMPLE_TEMPLATE]},
+            },
+        }},
+    }
+}
+#: ``openapi_extra=`` of the Inference API routes: the payload's schema and its examples.
+ZERO_SHOT_OPENAPI = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {
+            "schema": inline_schema(ZeroShotRequest),
+            "examples": {
+                "one": {"summary": "one text", "value": EXAMPLE_ZERO_SHOT},
+                "list": {"summary": "a list of texts, labels as one string, a template",
+                         "value": EXAMPLE_ZERO_SHOT_LIST},
+            },
+        }},
+    }
+}

@@ -6,7 +6,8 @@ Only HTTP concerns live here: routes, reading and validating the body
 (`read_json_body` is the one place a body is read), renaming the
 ``candidate_labels`` alias, and answering every `zsnli.errors.ApiError`
 (and framework error) in the one error shape. Classification itself is
-`zsnli.serving.service.ZeroShotClassifier`; the models are in `zsnli.serving.api_types`.
+`zsnli.serving.service.ZeroShotClassifier`; the models and the routes' OpenAPI documentation are in
+`zsnli.serving.api_types`.
 
 Status codes: 400 malformed body (invalid JSON or text in its charset, empty
 body; ``invalid_encoding`` when the body is not what its ``Content-Encoding``
@@ -46,10 +47,9 @@ from starlette.requests import ClientDisconnect
 
 from .. import __version__
 from . import http_body, inference_api
-from .api_types import (CLASSIFY_FIELDS, ERROR_EXAMPLES, EXAMPLE_LINE_FIELDS, EXAMPLE_MULTI, EXAMPLE_REQUEST,
-                        EXAMPLE_TEMPLATE, EXAMPLE_ZERO_SHOT, EXAMPLE_ZERO_SHOT_LIST, ClassifyRequest, ClassifyResponse,
-                        ErrorResponse, HealthResponse, LabelError, ZeroShotAnswer, ZeroShotRequest, classify_fields,
-                        inline_schema, misspelt_fields)
+from .api_types import (CLASSIFY_FIELDS, CLASSIFY_OPENAPI, ERROR_RESPONSES, EXAMPLE_LINE_FIELDS, ZERO_SHOT_OPENAPI,
+                        ClassifyRequest, ClassifyResponse, HealthResponse, LabelError, ZeroShotAnswer, classify_fields,
+                        misspelt_fields)
 from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
@@ -63,57 +63,6 @@ logger = logging.getLogger("zsnli")
 
 #: ``extend(app, service)``: adds routes (or middleware) to the app built by `create_app`.
 Extension = Callable[[FastAPI, ZeroShotClassifier], None]
-
-_ERROR_DESCRIPTIONS = {
-    400: "Malformed body: invalid JSON or text in its charset, empty body (`invalid_json`); a body that is not "
-         "what its Content-Encoding says (`invalid_encoding`).",
-    408: "Headers and body did not arrive within ZSNLI_READ_TIMEOUT_S (`request_timeout`; the connection is "
-         "closed). Served by `python server.py`, not a bare uvicorn.",
-    413: "Body over ZSNLI_MAX_BODY_BYTES, on the wire or after decoding its Content-Encoding (gzip, deflate).",
-    415: "Content type is not JSON, its charset is not UTF-8/16/32, or its Content-Encoding is not identity, gzip "
-         "or deflate (`field` names the header).",
-    422: "A field is missing or invalid, misspelt, or a key is given twice (named in `field`; one entry per "
-         "problem in `errors`).",
-    500: "Inference failed for this request (batch fault, non-finite logits).",
-    503: "Loading, queue full, timed out, or more than ZSNLI_MAX_CONNECTIONS connections open (`overloaded`); "
-         "retry after `Retry-After` s.",
-}
-_ERROR_RESPONSES = {
-    status: {"model": ErrorResponse, "description": description, "content": {"application/json": {
-        "example": ERROR_EXAMPLES[status]}}}
-    for status, description in _ERROR_DESCRIPTIONS.items()
-}
-_CLASSIFY_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {
-            "schema": {"oneOf": [ClassifyRequest.model_json_schema(),
-                                 {"type": "array", "items": ClassifyRequest.model_json_schema(), "minItems": 1,
-                                  "description": "Several documents, each with its own labels (at most "
-                                  "ZSNLI_MAX_BATCH_ITEMS): answered by an array in the same order."}]},
-            "examples": {
-                "labels": {"summary": "label descriptions", "value": EXAMPLE_REQUEST},
-                "template": {"summary": "candidate_labels + hypothesis_template", "value": EXAMPLE_TEMPLATE},
-                "multi_label": {"summary": "independent labels", "value": EXAMPLE_MULTI},
-                "array": {"summary": "several documents in one request (one answer or error each)",
-                          "value": [EXAMPLE_REQUEST, EXAMPLE_TEMPLATE]},
-            },
-        }},
-    }
-}
-_ZERO_SHOT_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {
-            "schema": inline_schema(ZeroShotRequest),
-            "examples": {
-                "one": {"summary": "one text", "value": EXAMPLE_ZERO_SHOT},
-                "list": {"summary": "a list of texts, labels as one string, a template",
-                         "value": EXAMPLE_ZERO_SHOT_LIST},
-            },
-        }},
-    }
-}
 
 
 def create_app(settings: Settings | None = None, *, loader: ModelLoader | None = None,
@@ -298,15 +247,15 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         """HEAD /health: the status code (200 / 503) of GET, no body."""
         return await health()
 
-    @app.post("/classify", response_model=ClassifyResponse, responses=_ERROR_RESPONSES, openapi_extra=_CLASSIFY_BODY)
+    @app.post("/classify", response_model=ClassifyResponse, responses=ERROR_RESPONSES, openapi_extra=CLASSIFY_OPENAPI)
     async def classify(request: Request) -> Any:
         """Probabilities of each label description for one document, or for each of an array of documents."""
         return await service.admitted(lambda: _classify(service, request))
 
     zero_shot_answer = Union[ZeroShotAnswer, list[ZeroShotAnswer]]
 
-    @app.post("/v1/zero-shot-classification", response_model=zero_shot_answer, responses=_ERROR_RESPONSES,
-              openapi_extra=_ZERO_SHOT_BODY)
+    @app.post("/v1/zero-shot-classification", response_model=zero_shot_answer, responses=ERROR_RESPONSES,
+              openapi_extra=ZERO_SHOT_OPENAPI)
     async def zero_shot_classification(request: Request) -> Any:
         """The Hugging Face Inference API's zero-shot-classification payload, answered as the hosted API and the
         pipeline answer it: `{"sequence", "labels", "scores"}` sorted by score (a list for a list of inputs).
@@ -315,7 +264,7 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         the pipeline."""
         return await service.admitted(lambda: _zero_shot(service, request))
 
-    @app.post("/", response_model=zero_shot_answer, responses=_ERROR_RESPONSES, openapi_extra=_ZERO_SHOT_BODY)
+    @app.post("/", response_model=zero_shot_answer, responses=ERROR_RESPONSES, openapi_extra=ZERO_SHOT_OPENAPI)
     async def inference_endpoint(request: Request) -> Any:
         """The same as `POST /v1/zero-shot-classification`, at the path Inference Endpoints containers receive it."""
         return await service.admitted(lambda: _zero_shot(service, request))
