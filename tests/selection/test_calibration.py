@@ -128,13 +128,44 @@ def test_calibration_refuses_another_holdout(tiny_run, tmp_path):
     assert not (tmp_path / "c.json").exists()
 
 
-def test_embeddings_in_chunks_equal_one_encode_call(bert_dir):
-    """`_Scorer._embed` chunks the texts in whole batches of `SentenceEncoder.encode`: same vectors, bit for bit."""
+def test_embeddings_with_progress_equal_one_encode_call(bert_dir):
+    """`zsnli.runtime.progress.encode_texts` (what the pair cache embeds with) reports each batch of
+    `SentenceEncoder.encode` and returns its vectors, bit for bit."""
     from zsnli.runtime.embedding import SentenceEncoder
+    from zsnli.runtime.progress import encode_texts
 
     encoder = SentenceEncoder(bert_dir)
-    texts = sorted(f"text {i} about " + "the sport news " * (i % 7) for i in range(150))  # many equal lengths
-    scorer = calibration._Scorer(nli=None, encoder=encoder)
-    scorer._embed(sorted(texts, key=len), chunk=64)
-    whole = encoder.encode(texts)
-    assert np.array_equal(np.stack([scorer.embeddings[t] for t in texts]), whole)
+    texts = [f"text {i} about " + "the sport news " * (i % 7) for i in range(150)]  # many equal lengths
+    seen: list[int] = []
+    assert np.array_equal(encoder.encode(texts, on_batch=seen.append), encoder.encode(texts))
+    assert seen == [64, 64, 22]
+    assert np.array_equal(encode_texts(encoder, texts, "texts"), encoder.encode(texts))
+
+
+@pytest.mark.parametrize("rule, content_free, w", [("entailment", False, 0.0), ("entailment_minus_contradiction", True, 0.0),
+                                                   ("entailment_logprob", True, 5.0)])
+def test_pair_cache_scores_equal_the_served_formula(bert_dir, rule, content_free, w):
+    """Calibration scores its tasks and dev rows through the one pair cache (`score_cache.score_in_memory`):
+    each row's scores are `zsnli.scoring.combined_scores` of the model's own logits and cosines."""
+    from zsnli.runtime.embedding import SentenceEncoder
+    from zsnli.runtime.model import NliModel
+    from zsnli.scoring import combined_scores, scores_from_logits
+    from zsnli.selection.search import Candidate
+
+    nli, encoder = NliModel.load(bert_dir), SentenceEncoder(bert_dir)
+    tasks = [calibration.ChoiceTask("A man plays football.", ("A person plays.", "Nobody moves.", "A cat sleeps."), 0),
+             calibration.ChoiceTask("The market fell.", ("Stocks dropped.", "Prices rose."), 0)]
+    dev = [{"dataset": "d", "text": "The striker scored.", "labels": ["about sport", "about money"], "label": 0}]
+    scores = calibration.score_pairs(nli, encoder, tasks, dev)
+    cand = Candidate(rule=rule, content_free=content_free, embedding_weight=w, temperature_form="global")
+    got = calibration.PairScores.row_scores(scores.tasks, cand) + calibration.PairScores.row_scores(scores.dev, cand)
+    for (premise, hyps), row in zip([(t.premise, t.hypotheses) for t in tasks] + [(d["text"], d["labels"]) for d in dev],
+                                    got):
+        def rule_scores(p):
+            return scores_from_logits(nli.predict_logits([p] * len(hyps), list(hyps)), rule, nli.entail_idx,
+                                      nli.contra_idx)
+
+        doc, hyp_emb = encoder.encode([premise])[0], encoder.encode(list(hyps))
+        want = combined_scores(rule_scores(premise), rule_scores(calibration.CONTENT_FREE_PREMISE) if content_free
+                               else None, hyp_emb @ doc, w)
+        np.testing.assert_allclose(row, want, rtol=1e-5, atol=1e-5)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -137,15 +137,20 @@ class SentenceEncoder:
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, dim=-1).float().cpu().numpy()
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = 64,
+               on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         """Embed ``texts`` -> float32 ``[N, D]`` unit vectors (D = 384 for MiniLM-L6), in order:
-        ``tokenize``, then ``embed`` over length-sorted batches of ``batch_size`` texts."""
+        ``tokenize``, then ``embed`` over length-sorted batches of ``batch_size`` texts.
+        ``on_batch(n)`` is called after each batch with its number of texts (progress:
+        `zsnli.runtime.progress.encode_texts`)."""
         encoded = self.tokenize(texts)
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             result[idx] = self.embed([encoded[i] for i in idx])
+            if on_batch is not None:
+                on_batch(len(idx))
         return result
 
     def cosine(self, text: str, labels: Sequence[str]) -> np.ndarray:

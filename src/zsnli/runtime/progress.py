@@ -4,7 +4,8 @@ On a terminal a tqdm bar on stderr; otherwise (a log file, CI) one plain
 log line at most every `LINE_INTERVAL_S` seconds plus one at the end, so
 logs get neither silence nor carriage-return noise. `predict_logits` runs
 a model's own offline ``predict_logits`` under such a progress report (the
-model reports its planned and finished tokens through ``on_plan``).
+model reports its planned and finished tokens through ``on_plan``); `encode_texts`
+does the same for a sentence encoder's ``encode`` (through ``on_batch``).
 
 May import tqdm; torch only through the model passed in.
 """
@@ -76,3 +77,10 @@ def predict_logits(nli, premises: Sequence[str], hypotheses: Sequence[str], desc
             return stack.enter_context(progress(total_tokens, f"{desc} ({len(premises)} pairs)", unit="tokens"))
 
         return nli.predict_logits(premises, hypotheses, token_budget=token_budget, on_plan=on_plan)
+
+
+def encode_texts(encoder, texts: Sequence[str], desc: str) -> np.ndarray:
+    """``encoder.encode(texts)`` (a `zsnli.runtime.embedding.SentenceEncoder`) with progress counted in texts:
+    float32 ``[N, D]`` in input order, the same vectors as a call without progress."""
+    with progress(len(texts), f"{desc} ({len(texts)} texts)", unit="texts") as advance:
+        return encoder.encode(texts, on_batch=advance)

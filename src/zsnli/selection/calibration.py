@@ -38,9 +38,9 @@ and `split_tasks` -> `score_pairs` (the slow part, with progress) ->
 `calibration_document` -> `write_calibration`.
 
 May import numpy, `zsnli.metrics`, `zsnli.training.nli_data`, `zsnli.training.presets`,
-`zsnli.manifest`, `zsnli.runtime.progress`, `zsnli.scoring` (rules and config),
-`zsnli.selection.search` / `devsets` / `score_cache` (the fitter, grid, example reader,
-content-free constant) and, inside functions, `zsnli.runtime.embedding` (torch).
+`zsnli.manifest`, `zsnli.scoring` (rules and config), `zsnli.selection.search` / `devsets` /
+`score_cache` (the fitter, grid, example reader, content-free constant, the one pair cache) and,
+inside functions, `zsnli.runtime.embedding` and `zsnli.runtime.model` (torch).
 """
 
 from __future__ import annotations
@@ -61,10 +61,9 @@ from ..manifest import CALIBRATION_NAME, MANIFEST_NAME, holdout_digest, load_man
 from ..training.manifest_writer import calibration_sources, declare_sources
 from ..training.nli_data import build_nli_data
 from ..training.presets import Preset
-from ..runtime.progress import predict_logits, progress
-from ..scoring import ScoringConfig, combined_scores, label_probabilities, scores_from_logits
-from .devsets import read_example_rows
-from .score_cache import CONTENT_FREE_PREMISE
+from ..scoring import ScoringConfig, label_probabilities
+from .devsets import DevSet, read_example_rows
+from .score_cache import CONTENT_FREE_PREMISE, CachedSet, score_in_memory
 from . import search
 from .search import Candidate, Packed, fit_temperature, nll_and_grad, row_temperatures, softmax_rows
 
@@ -168,55 +167,41 @@ def _cf(cand: Candidate) -> str | None:
     return CONTENT_FREE_PREMISE if cand.content_free else None
 
 
-class _Scorer:
-    """Scores (premise, hypothesis) pairs once each with a loaded model, remembering nothing across runs."""
+def task_set(tasks: Sequence[ChoiceTask]) -> DevSet:
+    """The choice tasks as a `DevSet` (texts = premises, classes = positions), for the pair cache."""
+    kmax = max((len(t.hypotheses) for t in tasks), default=0)
+    return DevSet(name="nli-choice-tasks", task_kind="", texts=[t.premise for t in tasks],
+                  hypotheses=[list(t.hypotheses) for t in tasks], gold=np.array([t.gold for t in tasks], dtype=np.int64),
+                  label_classes=[np.arange(len(t.hypotheses)) for t in tasks], classes=[str(i) for i in range(kmax)],
+                  row_ids=np.arange(len(tasks)))
 
-    def __init__(self, nli, encoder=None) -> None:
-        self.nli = nli
-        self.encoder = encoder
-        self.logits: dict[tuple[str, str], np.ndarray] = {}
-        self.embeddings: dict[str, np.ndarray] = {}
 
-    def add(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Compute the logits (and, with an encoder, the embeddings) of the pairs not seen yet, with progress."""
-        todo = sorted({p for p in pairs if p not in self.logits})
-        if not todo:
-            return
-        out = predict_logits(self.nli, [p for p, _ in todo], [h for _, h in todo], desc="NLI logits")
-        for pair, row in zip(todo, out):
-            self.logits[pair] = row
-        if self.encoder is not None:
-            texts = sorted({t for pair in pairs for t in pair if t not in self.embeddings})
-            self._embed(sorted(texts, key=len))
+def dev_set(dev_rows: Sequence[dict[str, Any]]) -> DevSet:
+    """The team dev set's rows (examples format, every dataset) as one `DevSet` in file order, for the pair cache."""
+    return DevSet(name="team-dev", task_kind="", texts=[r["text"] for r in dev_rows],
+                  hypotheses=[list(r["labels"]) for r in dev_rows],
+                  gold=np.array([r["label"] for r in dev_rows], dtype=np.int64),
+                  label_classes=[np.arange(len(r["labels"])) for r in dev_rows], classes=[],
+                  row_ids=np.arange(len(dev_rows)))
 
-    def _embed(self, texts: list[str], chunk: int = 640) -> None:
-        """Embed ``texts`` (already in `SentenceEncoder.encode`'s length order) in chunks of whole batches.
 
-        ``chunk`` is a multiple of ``encode``'s batch of 64, so every text is
-        embedded in the same batch as in a single ``encode`` call.
-        """
-        with progress(len(texts), "embeddings", unit="texts") as advance:
-            for start in range(0, len(texts), chunk):
-                part = texts[start : start + chunk]
-                for text, vec in zip(part, self.encoder.encode(part)):
-                    self.embeddings[text] = vec
-                advance(len(part))
+@dataclass(frozen=True)
+class PairScores:
+    """Every pair the candidates need, scored once (`zsnli.selection.score_cache.score_in_memory`, the one
+    pair cache): the choice tasks' and, when given, the team dev set's."""
 
-    def scores(self, premise: str, hypotheses: Sequence[str], rule: str, cf: str | None, w: float = 0.0) -> np.ndarray:
-        """The served pre-temperature score of each hypothesis (`zsnli.scoring.combined_scores`)."""
-        def rule_scores(p: str) -> np.ndarray:
-            logits = np.stack([self.logits[(p, h)] for h in hypotheses])
-            return scores_from_logits(logits, rule, self.nli.entail_idx, self.nli.contra_idx)
+    tasks: CachedSet
+    dev: CachedSet | None
 
-        cosine = None
-        if w:
-            doc = self.embeddings[premise]
-            cosine = np.array([float(self.embeddings[h] @ doc) for h in hypotheses])
-        return combined_scores(rule_scores(premise), rule_scores(cf) if cf is not None else None, cosine, w)
+    @staticmethod
+    def row_scores(cs: CachedSet, cand: Candidate) -> list[np.ndarray]:
+        """The served pre-temperature score of each row's hypotheses under ``cand`` (`search.candidate_scores`)."""
+        flat, off = search.candidate_scores(cs, cand), cs.offsets
+        return [flat[off[i]:off[i + 1]] for i in range(len(cs))]
 
 
 DevItem = tuple[dict[str, Any], np.ndarray]
-"""A dev document (examples format) and its combined scores under one candidate (`_Scorer.scores`)."""
+"""A dev document (examples format) and its combined scores under one candidate (`PairScores.row_scores`)."""
 
 
 def _dev_figures(items: Sequence[DevItem], config: ScoringConfig) -> dict[str, Any]:
@@ -320,19 +305,17 @@ def load_encoder(model_dir: str | Path, embedding_dir: str | Path | None, embedd
     return encoder, encoder.digest
 
 
-def score_pairs(scorer: "_Scorer", tasks: Sequence[ChoiceTask], dev_rows: Sequence[dict[str, Any]]) -> None:
-    """Compute, once each, every pair the candidates need: tasks and dev documents, each also against "N/A"."""
-    pairs = [(t.premise, h) for t in tasks for h in t.hypotheses]
-    pairs += [(CONTENT_FREE_PREMISE, h) for t in tasks for h in t.hypotheses]
-    pairs += [(r["text"], lab) for r in dev_rows for lab in r["labels"]]
-    pairs += [(CONTENT_FREE_PREMISE, lab) for r in dev_rows for lab in r["labels"]]
-    log.info("scoring %d pairs (%d tasks, %d dev documents)", len(set(pairs)), len(tasks), len(dev_rows))
-    scorer.add(pairs)
+def score_pairs(nli, encoder, tasks: Sequence[ChoiceTask], dev_rows: Sequence[dict[str, Any]]) -> PairScores:
+    """Compute, once each, every pair the candidates need: tasks and dev documents, each hypothesis also against
+    "N/A", and (with an ``encoder``) the cosines, with progress (`zsnli.selection.score_cache.score_in_memory`)."""
+    log.info("scoring %d tasks and %d dev documents", len(tasks), len(dev_rows))
+    return PairScores(score_in_memory(task_set(tasks), "calibration", nli, encoder),
+                      score_in_memory(dev_set(dev_rows), "calibration", nli, encoder) if dev_rows else None)
 
 
 def fit_candidate(
     cand: Candidate,
-    scorer: "_Scorer",
+    scores: PairScores,
     tasks: Sequence[ChoiceTask],
     halves: tuple[np.ndarray, np.ndarray],
     dev_rows: Sequence[dict[str, Any]],
@@ -344,8 +327,7 @@ def fit_candidate(
     before/after, and on the dev set when given); with a dev set a second
     entry has T fitted on the dev set (`_dev_fitted_entry`).
     """
-    w, rule, cf = cand.embedding_weight, cand.rule, _cf(cand)
-    packed = pack_tasks([scorer.scores(t.premise, t.hypotheses, rule, cf, w) for t in tasks], [t.gold for t in tasks])
+    packed = pack_tasks(PairScores.row_scores(scores.tasks, cand), [t.gold for t in tasks])
     fit_half, sel_half = subset(packed, halves[0]), subset(packed, halves[1])
     before = choice_figures(sel_half, 1.0, 0.0)
     t0, b = fit_tasks(fit_half, cand.temperature_form)
@@ -355,14 +337,14 @@ def fit_candidate(
              "nli_select_before": before, "nli_select_after": after, "temperature_fitted_on": "NLI fit half"}
     entries = [entry]
     if dev_rows:
-        dev_items = [(r, scorer.scores(r["text"], r["labels"], rule, cf, w)) for r in dev_rows]
+        dev_items = list(zip(dev_rows, PairScores.row_scores(scores.dev, cand)))
         entry["dev"] = _dev_figures(dev_items, config)
         dev_entry = _dev_fitted_entry(dev_items, cand, emb_digest)
         dev_entry["nli_select_after"] = choice_figures(
             sel_half, dev_entry["config"]["temperature"], dev_entry["config"]["k_exponent"])
         entries.append(dev_entry)
-    log.info("%s cf=%s w=%g %s: NLL %.4f -> %.4f ECE %.4f -> %.4f%s", rule, cf, w, entry["temperature_form"],
-             before["nll"], after["nll"], before["ece"], after["ece"],
+    log.info("%s cf=%s w=%g %s: NLL %.4f -> %.4f ECE %.4f -> %.4f%s", cand.rule, _cf(cand), cand.embedding_weight,
+             entry["temperature_form"], before["nll"], after["nll"], before["ece"], after["ece"],
              f" dev calF1 {entry['dev']['mean']['calibrated_macro_f1']:.4f}" if dev_rows else "")
     return entries
 
@@ -401,10 +383,9 @@ def calibrate(
     halves = split_tasks(len(tasks), preset.seed + 1)
 
     encoder, emb_digest = load_encoder(model_dir, embedding_dir, embedding_weights)
-    scorer = _Scorer(NliModel.load(model_dir), encoder)
-    score_pairs(scorer, tasks, dev_rows)
+    scores = score_pairs(NliModel.load(model_dir), encoder, tasks, dev_rows)
     candidates = [e for cand in search.candidates(embedding_weights)
-                  for e in fit_candidate(cand, scorer, tasks, halves, dev_rows, emb_digest)]
+                  for e in fit_candidate(cand, scores, tasks, halves, dev_rows, emb_digest)]
     chosen, decided_by = choose(candidates, use_dev=bool(dev_rows))
     doc = calibration_document(
         chosen, decided_by, candidates, manifest,

@@ -1,4 +1,4 @@
-"""A resumable on-disk cache of everything the served score of a dev document depends on.
+"""The one pair cache: everything the served score of a document depends on, on disk (resumable) or in memory.
 
 For every (document, hypothesis) pair of a `zsnli.selection.devsets.DevSet` the cache
 holds the NLI logits, the logits of the content-free pair ("N/A", hypothesis)
@@ -6,6 +6,8 @@ and the cosine of the document with the hypothesis under the all-MiniLM-L6-v2
 sentence encoder, computed with the server's own code (``NliModel.predict_logits``:
 the server's tokenisation, truncation and window; ``SentenceEncoder.encode``, batched). Selection
 (`zsnli.selection.search`) then scores any candidate configuration without a model.
+``train.py calibrate`` (`zsnli.selection.calibration`) scores its synthetic choice tasks and the team
+dev set the same way, in memory (`score_in_memory`: nothing written).
 
 One ``<group>__<name>.npz`` plus ``.json`` per dataset under the cache
 directory (``runs/score_cache`` by default, gitignored, never committed): a
@@ -18,8 +20,8 @@ CLI::
         --examples dev/zeroshot_dev.jsonl [--examples-group dev] [--out runs/score_cache] \
         [--max-rows 300] [--max-rows-for clinc150_intent40=120 --max-rows-for bbc_news=60]
 
-Imports: numpy, ``zsnli.selection.devsets``, ``zsnli.manifest``, ``zsnli.harness.cli`` (the parser); the model classes of
-``zsnli.scoring`` / ``zsnli.runtime.embedding`` are imported only when computing.
+Imports: numpy, ``zsnli.selection.devsets``, ``zsnli.manifest``, ``zsnli.harness.cli`` (the parser),
+``zsnli.runtime.progress``; the model classes of ``zsnli.runtime`` are imported only when computing.
 """
 
 from __future__ import annotations
@@ -106,6 +108,10 @@ def load_cached(cache_dir: str | Path, group: str, name: str, key: dict[str, Any
         return None
     with np.load(npz) as arrays:
         a = {k: arrays[k] for k in arrays.files}
+    return _cached_set(name, group, meta, a)
+
+
+def _cached_set(name: str, group: str, meta: dict[str, Any], a: dict[str, np.ndarray]) -> CachedSet:
     return CachedSet(name=name, group=group, task_kind=meta["task_kind"], classes=meta["classes"],
                      hypotheses=meta["hypotheses"], hyp_index=a["hyp_index"], k=a["k"], gold=a["gold"],
                      label_classes=a["label_classes"], logits=a["logits"], cf_logits=a["cf_logits"],
@@ -126,29 +132,43 @@ def load_all(cache_dir: str | Path, group: str | None = None) -> dict[str, Cache
 
 
 def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
-    """NLI logits, content-free logits and cosines of every pair of ``ds`` (arrays of `CachedSet`).
+    """NLI logits, content-free logits and cosines of every pair of ``ds`` (arrays of `CachedSet`), with progress.
 
-    nli: a loaded ``zsnli.runtime.model.NliModel``; encoder: a ``zsnli.runtime.embedding.SentenceEncoder``.
+    nli: a loaded ``zsnli.runtime.model.NliRuntime``; encoder: a ``zsnli.runtime.embedding.SentenceEncoder``,
+    or None (no cosine term: the cosines are 0).
     """
+    from ..runtime.progress import encode_texts, predict_logits
+
     hyps = list(dict.fromkeys(h for row in ds.hypotheses for h in row))
     index = {h: i for i, h in enumerate(hyps)}
     premises = [t for t, row in zip(ds.texts, ds.hypotheses) for _ in row]
     flat_h = [h for row in ds.hypotheses for h in row]
-    logits = nli.predict_logits(premises, flat_h)
-    cf = nli.predict_logits([CONTENT_FREE_PREMISE] * len(hyps), hyps)
+    logits = predict_logits(nli, premises, flat_h, desc=f"{ds.name}: NLI logits")
+    cf = predict_logits(nli, [CONTENT_FREE_PREMISE] * len(hyps), hyps, desc=f"{ds.name}: content-free logits")
     hyp_index = np.array([index[h] for h in flat_h], dtype=np.int64)
-    # Texts and labels are embedded in batches (``SentenceEncoder.encode``, the server's encoder code);
-    # the server batches them with other requests' texts and labels, which differs only by padding
-    # (masked out; measured when the server embedded one text per forward, on airline_sentiment,
-    # 300 rows x 3 labels: max |difference| of the cosines 1.8e-7).
-    text_emb = encoder.encode(ds.texts)
-    hyp_emb = encoder.encode(hyps)
     owner = np.repeat(np.arange(len(ds.texts)), [len(row) for row in ds.hypotheses])
-    cosine = np.einsum("pd,pd->p", text_emb[owner], hyp_emb[hyp_index])
+    if encoder is None:
+        cosine = np.zeros(len(flat_h), dtype=np.float32)
+    else:  # embedded in batches (``SentenceEncoder.encode``, the server's encoder code); the server batches
+        # them with other requests' texts and labels, which differs only by padding (masked out; measured
+        # when the server embedded one text per forward, on airline_sentiment, 300 rows x 3 labels: max
+        # |difference| of the cosines 1.8e-7).
+        text_emb = encode_texts(encoder, ds.texts, desc=f"{ds.name}: text embeddings")
+        hyp_emb = encode_texts(encoder, hyps, desc=f"{ds.name}: hypothesis embeddings")
+        cosine = np.einsum("pd,pd->p", text_emb[owner], hyp_emb[hyp_index])
     return {"hyp_index": hyp_index, "k": np.array([len(r) for r in ds.hypotheses], dtype=np.int64),
             "gold": ds.gold.astype(np.int64), "label_classes": np.concatenate(ds.label_classes).astype(np.int64),
             "logits": logits.astype(np.float32), "cf_logits": cf[hyp_index].astype(np.float32),
             "cosine": cosine.astype(np.float32), "row_ids": np.asarray(ds.row_ids, dtype=np.int64)}
+
+
+def score_in_memory(ds: DevSet, group: str, nli, encoder) -> CachedSet:
+    """`compute_set` of ``ds`` as a `CachedSet`, kept in memory (nothing written; ``meta`` holds no key)."""
+    arrays = compute_set(ds, nli, encoder)
+    meta = {"task_kind": ds.task_kind, "classes": ds.classes,
+            "hypotheses": list(dict.fromkeys(h for row in ds.hypotheses for h in row)),
+            "entail_idx": nli.entail_idx, "contra_idx": nli.contra_idx, "n_rows": len(ds), "source": ds.source}
+    return _cached_set(ds.name, group, meta, arrays)
 
 
 def write_cached(cache_dir: str | Path, group: str, ds: DevSet, arrays: dict[str, np.ndarray], key: dict[str, Any],
