@@ -89,7 +89,7 @@ def _repo_default(rel: str) -> str:
 def _preset_args(p: argparse.ArgumentParser, model_dir: str | None) -> None:
     p.add_argument("--preset", choices=PRESETS, default="minilm-cpu")
     p.add_argument("--data-dir", default=_repo_default(DEFAULT_DATA_DIR),
-                   help="local NLI files of minilm-cpu and tiny (default %(default)s; see README Data)")
+                   help="local NLI files of minilm-cpu and tiny (default %(default)s; see docs/data.md)")
     p.add_argument("--base-model", help="local model directory or hub id replacing the preset's base (tiny: required)")
     p.add_argument("--model-dir", default=model_dir,
                    help="model directory (default: %(default)s)" if model_dir else
@@ -191,7 +191,7 @@ def _data_hint(preset: Preset, training: bool) -> str:
     if preset.name == "tiny":
         return "--data-dir DIR with train.jsonl and validation.jsonl (JSONL rows {premise, hypothesis, label})"
     hint = (f"--data-dir DIR with the {preset.name} files (JSONL or JSONL.gz rows {{premise, hypothesis, label}}, "
-            f"paths as in data_sources.json; see README Data)")
+            f"paths as in data_sources.json; see docs/data.md)")
     if training:
         return hint + (", or --preset deberta-v3-base, which reads SNLI, MultiNLI and ANLI from the Hugging Face "
                        "hub at pinned revisions (needs a network)")

@@ -47,7 +47,7 @@ PROG = "zsnli-batch"
 
 
 def build_parser() -> UsageParser:
-    """The command-line flags (see the README section "Classifying a corpus")."""
+    """The command-line flags (see docs/batch.md)."""
     p = UsageParser(prog=PROG, description="Classify a Parquet/JSONL corpus on Ray Data; writes Parquet.")
     p.add_argument("input", help="Parquet file or directory, or JSONL file; local path or URL (s3://, gs://, ...)")
     p.add_argument("--output", required=True, help="output directory (Parquet); rerun with it to resume")

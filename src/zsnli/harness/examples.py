@@ -39,7 +39,7 @@ BTZSC_DATASETS = (
 DEFAULT_EXAMPLES = "dev/smoke.jsonl"
 #: the team-written development set shipped in the repository (dev/README.md)
 DEV_EXAMPLES = "dev/zeroshot_dev.jsonl"
-#: the public examples, for reporting only; a clone has no ../shared (README, "Data")
+#: the public examples, for reporting only; a clone has no ../shared (docs/data.md)
 SHARED_PUBLIC_EXAMPLES = "../shared/data/zsc/public.jsonl"
 #: what a command that needs examples says when it has none
 EXAMPLES_HINT = ("pass --examples PATH (JSONL in DESIGN.md's examples format, e.g. dev/zeroshot_dev.jsonl) "

@@ -283,7 +283,7 @@ def selection_block(sets, grid: sel.Grid, oof, final: int, rows) -> dict[str, An
 
 
 def quality_markdown(doc: dict[str, Any]) -> str:
-    """The README quality tables (out-of-fold per dataset, summaries, public report) from a calibration document."""
+    """The quality tables of docs/quality.md (out-of-fold per dataset, summaries, public report) from a calibration document."""
     sel_doc = doc["selection"]
     lines = ["| dataset | chosen without it | ours macro-F1 | ours ECE | ours normalised | "
              "embedding macro-F1 | embedding ECE | embedding normalised |", "|---|---|---|---|---|---|---|---|"]
