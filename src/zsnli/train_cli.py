@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .harness.cli import UsageParser, non_negative_int, positive_float, positive_int, usage_error
+from .harness.cli import UsageParser, non_negative_float, non_negative_int, positive_float, positive_int, usage_error
 from .training.data_parallel import LaunchError, launch_from_env, per_device_batch
 from .manifest import MANIFEST_NAME, ManifestError, load_manifest
 from .training.nli_data import DataError
@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--warmup-ratio", type=_number(float, 0.0, "a number in [0, 1)"))
     t.add_argument("--zsc-dir", help="classification sets to mix in as NLI pairs (zsc-train layout: "
                                      "<name>.jsonl + <name>.labels.json), e.g. ../shared/data/zsc-train")
-    t.add_argument("--zsc-ratio", type=_number(float, 0.0, "a number >= 0"),
+    t.add_argument("--zsc-ratio", type=non_negative_float,
                    help="classification pairs per NLI train pair (default 1 with --zsc-dir; capped by what exists)")
     t.add_argument("--zsc-negative", choices=("not_entailment", "neutral", "contradiction"),
                    help="target of a text with another class's hypothesis (default not_entailment: "

@@ -85,3 +85,22 @@ def test_another_runtime_needs_its_digest_in_the_key(tmp_path):
         fill_cache([], tmp_path, tmp_path, runtime=lambda: None)
     with pytest.raises(ValueError, match="go together"):
         fill_cache([], tmp_path, tmp_path, runtime_digest="0" * 64)
+
+
+def test_non_finite_logits_are_refused_naming_the_set(tmp_path):
+    """A model that gives NaN never reaches a fit (calibrate or select): one ValueError naming the data set."""
+    from zsnli.selection.devsets import DevSet
+
+    class NanModel:
+        entail_idx, contra_idx = 0, 2
+
+        def predict_logits(self, premises, hypotheses, token_budget=None, on_plan=None):
+            out = np.zeros((len(premises), 3), dtype=np.float32)
+            out[-1, 0] = np.nan
+            return out
+
+    ds = DevSet(name="toy", task_kind="", texts=["a", "b"], hypotheses=[["x", "y"], ["x", "y"]],
+                gold=np.array([0, 1]), label_classes=[np.arange(2), np.arange(2)], classes=["x", "y"],
+                row_ids=np.arange(2))
+    with pytest.raises(ValueError, match="toy: the model gave non-finite"):
+        score_cache.score_in_memory(ds, "g", NanModel(), None)

@@ -135,7 +135,7 @@ def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
     """NLI logits, content-free logits and cosines of every pair of ``ds`` (arrays of `CachedSet`), with progress.
 
     nli: a loaded ``zsnli.runtime.model.NliRuntime``; encoder: a ``zsnli.runtime.embedding.SentenceEncoder``,
-    or None (no cosine term: the cosines are 0).
+    or None (no cosine term: the cosines are 0). Raises ``ValueError`` when a logit or cosine is not finite.
     """
     from ..runtime.progress import encode_texts, predict_logits
 
@@ -156,6 +156,8 @@ def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
         text_emb = encode_texts(encoder, ds.texts, desc=f"{ds.name}: text embeddings")
         hyp_emb = encode_texts(encoder, hyps, desc=f"{ds.name}: hypothesis embeddings")
         cosine = np.einsum("pd,pd->p", text_emb[owner], hyp_emb[hyp_index])
+    if not (np.isfinite(logits).all() and np.isfinite(cf).all() and np.isfinite(cosine).all()):
+        raise ValueError(f"{ds.name}: the model gave non-finite logits or cosines; nothing can be fitted on them")
     return {"hyp_index": hyp_index, "k": np.array([len(r) for r in ds.hypotheses], dtype=np.int64),
             "gold": ds.gold.astype(np.int64), "label_classes": np.concatenate(ds.label_classes).astype(np.int64),
             "logits": logits.astype(np.float32), "cf_logits": cf[hyp_index].astype(np.float32),
