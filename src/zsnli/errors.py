@@ -42,6 +42,8 @@ class ErrorType(Enum):
     UNAVAILABLE = ("unavailable", 503, True)
     OVERLOADED = ("overloaded", 503, True)
     TIMEOUT = ("timeout", 503, True)
+    RECEIPT = ("receipt", 503, True)
+    STORE = ("store", 503, True)
 
     def __init__(self, wire: str, status: int, retry_after: bool) -> None:
         self.wire = wire

@@ -348,9 +348,9 @@ def test_suite_file_mistakes_are_one_line_and_exit_2(tmp_path, examples_file, ca
 def test_coverage_curve_and_constraint_pick():
     curve = coverage_curve([0.9, 0.8, 0.8, 0.3], [True, True, False, False], points=4)
     assert curve["coverage"] == [0.25, 0.75, 1.0] and curve["accuracy"] == [1.0, 2 / 3, 0.5]
-    board = [{"arm": "big", "error": None, "normalised": 50.0, "p95_ms": 90.0, "peak_rss_mb": 900.0},
-             {"arm": "small", "error": None, "normalised": 30.0, "p95_ms": 5.0, "peak_rss_mb": 120.0},
-             {"arm": "unmeasured", "error": None, "normalised": 20.0, "p95_ms": 1.0, "peak_rss_mb": None}]
+    board = [{"arm": "big", "error": None, "macro_f1": 0.5, "p95_ms": 90.0, "peak_rss_mb": 900.0},
+             {"arm": "small", "error": None, "macro_f1": 0.3, "p95_ms": 5.0, "peak_rss_mb": 120.0},
+             {"arm": "unmeasured", "error": None, "macro_f1": 0.2, "p95_ms": 1.0, "peak_rss_mb": None}]
     assert pick_within(board, None, None)["best"] == "big"
     assert pick_within(board, 50.0, None)["best"] == "small"
     assert pick_within(board, 50.0, 100.0)["best"] is None

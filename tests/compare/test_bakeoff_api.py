@@ -408,3 +408,34 @@ def test_a_client_that_disconnects_cancels_its_bakeoff_frees_the_slot_and_stores
         assert len(calls) <= n_calls + 0  # the abandoned arm stopped
         stored = httpx.get(base + "/v1/bakeoffs").json()["bakeoffs"]
         assert [b["id"] for b in stored] == [r.json()["id"]]  # nothing stored for the abandoned one
+
+
+async def test_bakeoff_errors_are_rows_of_the_error_table_with_the_apps_retry_after(bert_dir, bakeoff_env):
+    app = make_bakeoff_app(bert_dir, loader=cached_loader, embedding_dir=str(bert_dir), retry_after_s=7)
+    async with running_app(app) as client:
+        app.state.bakeoff["running"]["n"] = app.state.bakeoff["settings"].max_concurrent  # every slot taken
+        r = await client.post("/v1/bakeoff", json=ISSUE_REQUEST)
+        assert r.status_code == 503 and r.headers["retry-after"] == "7", r.headers
+        assert r.json()["error_type"] == "overloaded" and "ZSNLI_BAKEOFF_MAX_CONCURRENT" in r.json()["error"]
+        app.state.bakeoff["running"]["n"] = 0
+        (bakeoff_env / "not-a-key.pem").write_text("not a key")
+        app.state.bakeoff["signer"].path = bakeoff_env / "not-a-key.pem"
+        r = await client.get("/v1/receipts/public-key")
+        assert r.status_code == 503 and r.headers["retry-after"] == "7" and r.json()["error_type"] == "receipt"
+
+
+def test_the_service_front_end_uses_the_classifier_through_its_public_methods_only():
+    """No module of the bake-off service reads the classifier's internal state or builds its own error answer."""
+    import ast
+    from pathlib import Path
+
+    import zsnli.compare.service as package
+
+    for path in sorted(Path(package.__file__).parent.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"[\"']Retry-After[\"']", text), path.name  # a header of its own
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute) and node.attr == "state":  # only FastAPI's app.state
+                assert isinstance(node.value, ast.Name) and node.value.id == "app", (path.name, node.lineno)
+            if isinstance(node, ast.keyword) and node.arg == "status_code":
+                raise AssertionError(f"{path.name}:{node.value.lineno}: an answer built with its own status code")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from zsnli.compare.arms import build_arm
-from zsnli.compare.service.protocol import BakeoffInputError, Task, cv_folds, rank, score, validate_request
+from zsnli.compare.service.protocol import BakeoffInputError, Task, rank, score, validate_request
 from zsnli.compare.service.runner import CancelToken, _run_sync
 from zsnli.metrics import expected_calibration_error
 
@@ -24,16 +24,18 @@ def make_task(texts, labels) -> Task:
 def test_folds_score_every_example_once_and_never_train_on_it(counts):
     gold = np.repeat(np.arange(len(counts)), counts)
     np.random.default_rng(0).shuffle(gold)
-    folds, name = cv_folds(gold)
+    plan = make_task([f"t{i}" for i in range(gold.size)], [f"label{g}" for g in gold]).plan()
+    folds = [(f.train, f.test) for f in plan.folds]
     tested = np.concatenate([test for _, test in folds])
     assert sorted(tested.tolist()) == list(range(gold.size))
     for train, test in folds:
         assert not set(train) & set(test)
         assert len(train) + len(test) == gold.size
+    method = plan.methods["task"]["method"]
     if gold.size <= 30 or min(counts) < 2:
-        assert name.startswith("leave-one-out") and len(folds) == gold.size
+        assert method == "loo" and len(folds) == gold.size
     else:
-        assert name.startswith("stratified") and len(folds) == min(5, min(counts))
+        assert method == "kfold" and len(folds) == min(5, min(counts))
 
 
 class MemorisingArm:
@@ -41,6 +43,8 @@ class MemorisingArm:
 
     trains = True
     uses_encoder = False
+    name = type_name = "memorising"
+    cost = "free"
 
     def __init__(self):
         self.hits = 0

@@ -75,11 +75,17 @@ def test_compare_two_tiny_arms_and_both_baselines(tiny_project, fake_script, tmp
     names = [a["name"] for a in report["arms"]]
     assert names == ["fake", "tiny", "pipeline", "embedding"]
     assert all(a["error"] is None for a in report["arms"]), [a["error"] for a in report["arms"]]
-    # leaderboard: every arm, ranked by mean normalised score, with timing columns
+    # a suite built from the flags: every document scored, nothing fitted
+    assert report["protocol"]["settings"]["protocol"] == "all"
+    assert report["protocol"]["n_test_rows"] == report["examples"]["n"]
+    # leaderboard: every arm, ranked by the one ranking rule (macro-F1, then ECE, ...), with timing columns
     lb = report["leaderboard"]
     assert sorted(r["arm"] for r in lb) == sorted(names)
-    assert [r["normalised"] for r in lb] == sorted((r["normalised"] for r in lb), reverse=True)
+    keys = [(-round(r["macro_f1"], 4), round(r["ece"], 4)) for r in lb]
+    assert keys == sorted(keys)
     assert all(r["p50_ms"] > 0 and r["docs_per_s"] > 0 for r in lb)
+    # the servers at --concurrency, the in-process baselines one document at a time
+    assert [a["timing"]["concurrency"] for a in report["arms"]] == [4, 4, 1, 1]
     # tables printed
     for title in ("Leaderboard", "Escalation", "Worst slices", "receipt sha256"):
         assert title in out
@@ -87,19 +93,19 @@ def test_compare_two_tiny_arms_and_both_baselines(tiny_project, fake_script, tmp
     for arm in report["arms"]:
         assert [e["target"] for e in arm["escalation"]] == [0.9, 0.6]
         acc = arm["scores"]["pooled_accuracy"]
-        scores = [s["rank_score"] for s in arm["worst_slices"]]
+        scores = [s["rank_score"] for s in arm["slices"]]
         assert scores == sorted(scores, reverse=True)
-        assert all(s["n"] >= 5 and s["high"] < acc for s in arm["worst_slices"])
+        assert all(s["n"] >= 5 and s["high"] < acc for s in arm["slices"])
     # the served tiny model and the pipeline on the same model: same rule (entailment logit, T = 1), same argmax
     tiny = next(a for a in report["arms"] if a["name"] == "tiny")
     pipe = next(a for a in report["arms"] if a["name"] == "pipeline")
     assert tiny["identity"]["model_sha256"] == pipe["identity"]["model_sha256"]
     for ds, card in tiny["scores"]["per_dataset"].items():
         assert card["accuracy"] == pytest.approx(pipe["scores"]["per_dataset"][ds]["accuracy"])
-    assert tiny["identity"]["manifest_sha256"] and tiny["receipt_id"] == tiny["identity"]["manifest_sha256"]
+    assert tiny["identity"]["manifest_sha256"] and tiny["receipt_id"] == tiny["identity"]["model_sha256"]
     # HTML: one file with a reliability diagram per arm
     html = (tmp_path / "compare.html").read_text()
-    assert html.count("data:image/png;base64,") == 4
+    assert html.count("alt='reliability of ") == 4
     assert report["receipt"]["sha256"] in html
     assert len(report["receipt"]["sha256"]) == 64
 
@@ -119,7 +125,7 @@ def test_compare_reports_a_failing_arm_and_exits_nonzero(tiny_project, tmp_path,
     report = json.loads(report_path.read_text())
     assert code == 1
     assert report["arms"][0]["error"] and "connection refused" in report["arms"][0]["error"]
-    assert report["arms"][0]["elapsed_s"] < 30  # not the 120 s start-up timeout
+    assert time.monotonic() - t0 < 60  # not the 120 s start-up timeout
     assert report["arms"][1]["error"] is None
     assert report["examples"]["n"] == 6
     assert report["leaderboard"][-1]["arm"] == "dead"

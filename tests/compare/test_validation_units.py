@@ -6,11 +6,12 @@ import math
 
 import pytest
 
-from zsnli.compare.analysis import all_slices, escalation, length_bucket, worst_slices
-from zsnli.compare.compare_arms import parse_arm
+from zsnli.compare.bakeoff_analysis import escalation
+from zsnli.compare.cli import _named
+from zsnli.compare.slices import declared_groups, findings, length_bucket, score_slices
 from zsnli.harness.examples import Example, dataset_classes
 from zsnli.compare.report import receipt
-from zsnli.compare.scorecards import RowOutcome, score_examples
+from zsnli.compare.scorecards import score_examples
 
 
 
@@ -30,10 +31,6 @@ def test_escalation_by_hand():
     assert not e.reachable and e.threshold is None and e.escalated_fraction == 1.0
 
 
-def _rows(hits):
-    return [RowOutcome(0, 0.9, h, False) for h in hits]
-
-
 def test_worst_slices_filter_and_rank():
     examples, hits = [], []
     for i in range(40):  # dataset "good": all right, short texts
@@ -45,8 +42,9 @@ def test_worst_slices_filter_and_rank():
     for i in range(3):  # a tiny, all-wrong slice: below min_n, never reported
         examples.append(Example(f"t{i}", "tiny", "short", ("x", "y"), 0))
         hits.append(False)
-    slices = worst_slices(examples, _rows(hits), min_n=10)
-    names = [(s.kind, s.name) for s in slices]
+    every = score_slices(declared_groups(examples), hits, "declared", min_support=10)
+    slices = findings(every)
+    names = [(s.facet, s.name) for s in slices]
     assert ("dataset", "bad") in names and ("length", "64-255 words") in names
     assert all(s.n >= 10 for s in slices)
     assert ("dataset", "tiny") not in names and ("dataset", "good") not in names
@@ -56,7 +54,7 @@ def test_worst_slices_filter_and_rank():
     assert bad.accuracy == pytest.approx(0.2) and bad.gap == pytest.approx(mean - 0.2)
     assert bad.rank_score == pytest.approx((mean - 0.2) * math.sqrt(20))
     assert bad.high < mean
-    labels = {s.name for s in all_slices(examples, _rows(hits)) if s.kind == "label"}
+    labels = {s.name for s in every if s.facet == "label"}
     assert "bad: y" in labels
     assert length_bucket("") == "1-15 words" and length_bucket(" ".join(["w"] * 300)) == "256+ words"
 
@@ -87,11 +85,8 @@ def test_receipt_is_canonical_and_changes_with_figures():
     assert receipt("e" * 64, arms) != receipt("f" * 64, arms)
 
 
-def test_parse_arm_names():
-    assert parse_arm("url", "http://127.0.0.1:8000").name == "127.0.0.1:8000"
-    spec = parse_arm("url", "mine=http://h:1")
-    assert (spec.name, spec.target) == ("mine", "http://h:1")
-    assert parse_arm("model_dir", "runs/x/model").name == "model"
-    assert parse_arm("model_dir", "big=runs/x/model").name == "big"
-    with pytest.raises(ValueError):
-        parse_arm("baseline", "nope")
+def test_compare_arm_names():
+    assert _named("http://127.0.0.1:8000", "url") == ("127.0.0.1:8000", "http://127.0.0.1:8000")
+    assert _named("mine=http://h:1", "url") == ("mine", "http://h:1")
+    assert _named("runs/x/model", "model_dir") == ("model", "runs/x/model")
+    assert _named("big=runs/x/model", "model_dir") == ("big", "runs/x/model")

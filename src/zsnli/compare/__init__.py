@@ -6,13 +6,12 @@ by `zsnli.serve`). One module per concern here:
 
 * `scorecards` - per-dataset metrics (via `zsnli.metrics`) and the headline;
 * `selfcheck`  - the self-check's six gates (``validate.py``);
-* `compare_arms` - ``validate.py compare``'s arms: servers, model directories, baselines;
-* `analysis`   - escalation thresholds and worst slices;
-* `bakeoff`    - the compare run and its tables (``validate.py compare``);
+* `engine`     - the comparison engine of every bake-off: the arm runner and the one ranking rule;
 * `suite`, `protocol`, `bakeoff_runner`, `bakeoff_analysis`, `slices`, `suite_bakeoff`,
-  `bakeoff_html`, `regression_gate`, `bakeoff_cli` - ``validate.py bakeoff`` (TOML suites of
-  `zsnli.compare.arms`, folds without leakage, slices, HTML) and ``validate.py gate``;
-* `report`     - receipt, reliability diagrams, HTML;
+  `bakeoff_html`, `regression_gate`, `bakeoff_cli` - ``validate.py bakeoff`` and ``validate.py
+  compare`` (a suite built from its flags: TOML suites of `zsnli.compare.arms`, folds without
+  leakage, slices, HTML) and ``validate.py gate``;
+* `report`     - receipt, reliability diagrams, the JSON report file;
 * `cli`        - the command line.
 
 Examples, server processes, the HTTP load driver and latency statistics come

@@ -8,27 +8,79 @@ The report is a plain JSON-ready dict; `bakeoff_html` renders it and
 predicted pairs), ``slices`` (findings, ranked) and ``declared_slices`` (every
 declared slice with n >= min support: what the gate checks).
 
-Imports: numpy, scikit-learn, `zsnli.metrics`, and the harness modules
-`analysis`, `examples`, `scorecards`, `slices`, `bakeoff_runner`.
+Imports: numpy, scikit-learn, `zsnli.metrics`, `zsnli.harness.examples`, and `zsnli.compare`'s
+`engine`, `scorecards`, `slices`, `bakeoff_runner`.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from zsnli.metrics import reliability_bins
-from zsnli.compare.analysis import escalation
-from zsnli.compare.bakeoff_runner import MiB, ArmResult, fit_column, latency
+from zsnli.compare.bakeoff_runner import MiB, fit_column
+from zsnli.compare.engine import ArmResult, latency, rank_key
 from zsnli.harness.examples import Example, dataset_classes
 from zsnli.compare.scorecards import score_examples
 from zsnli.compare.slices import findings, score_slices
 
+DEFAULT_TARGET_ACCURACY = 0.9
 COVERAGE_POINTS = 101
 TOP_CONFUSIONS = 15
+
+
+@dataclass
+class Escalation:
+    """Keep the documents at or above ``threshold`` confidence, hand the rest to a person.
+
+    ``threshold`` is the lowest top-1 confidence at which the kept documents
+    reach ``target`` accuracy (None when no threshold does: ``reachable`` is
+    False). Fractions are in [0, 1].
+    """
+
+    target: float
+    reachable: bool
+    threshold: float | None
+    kept_fraction: float
+    escalated_fraction: float
+    kept_accuracy: float | None
+    n: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def escalation(confidences: Sequence[float], correct: Sequence[bool], target: float = DEFAULT_TARGET_ACCURACY) -> Escalation:
+    """The lowest confidence threshold whose kept documents (confidence >= threshold) reach ``target`` accuracy.
+
+    Thresholds considered are the observed confidences (documents with equal
+    confidence are kept or escalated together). Accuracy of the kept set is
+    not monotone in the threshold, so every candidate is checked and the
+    lowest one that qualifies (the one keeping the most documents) wins.
+    ``confidences`` and ``correct`` have shape [N]. Raises ``ValueError`` on
+    empty or mismatched input or ``target`` outside (0, 1].
+    """
+    conf = np.asarray(confidences, dtype=np.float64)
+    hits = np.asarray(correct, dtype=bool)
+    if conf.size == 0 or conf.shape != hits.shape:
+        raise ValueError("confidences and correct must be non-empty and of equal length")
+    if not 0 < target <= 1:
+        raise ValueError(f"target accuracy must be in (0, 1], got {target}")
+    order = np.argsort(-conf, kind="stable")
+    c, k = conf[order], hits[order]
+    n = c.size
+    ends = np.flatnonzero(np.append(c[1:] != c[:-1], True))  # last position of each run of equal confidence
+    kept_acc = np.cumsum(k)[ends] / (ends + 1)
+    ok = kept_acc >= target - 1e-12
+    if not ok.any():
+        return Escalation(target, False, None, 0.0, 1.0, None, n)
+    best = int(ends[ok].max())
+    kept = best + 1
+    return Escalation(target, True, float(c[best]), kept / n, 1 - kept / n, float(np.mean(k[:kept])), n)
 
 
 def coverage_curve(confidences: Sequence[float], correct: Sequence[bool], points: int = COVERAGE_POINTS) -> dict:
@@ -124,7 +176,7 @@ def arm_entry(result: ArmResult, examples: Sequence[Example], test_rows: Sequenc
 
 
 def leaderboard(arms: Sequence[dict]) -> list[dict]:
-    """One row per arm, ranked by mean normalised score (best first); failed arms last."""
+    """One row per arm, ranked by `zsnli.compare.engine.RANKING_RULE` (best first); failed arms last."""
     rows = []
     for a in arms:
         m = (a.get("scores") or {}).get("means") or {}
@@ -134,7 +186,7 @@ def leaderboard(arms: Sequence[dict]) -> list[dict]:
                      "p50_ms": a["timing"]["p50_ms"], "p95_ms": a["timing"]["p95_ms"],
                      "docs_per_s": a["timing"]["docs_per_s"], "fit_s": a["fit"]["seconds"], "fit_note": a["fit"]["note"],
                      "peak_rss_mb": a["peak_rss_mb"], "cost": a["cost"], "failed": a.get("n_failed")})
-    return sorted(rows, key=lambda r: (r["error"] is not None or r["normalised"] is None, -(r["normalised"] or 0.0)))
+    return sorted(rows, key=lambda r: rank_key(r["arm"], r["macro_f1"], r["ece"], r["p50_ms"], r["error"] is not None))
 
 
 def pick_within(board: Sequence[dict], max_p95_ms: float | None, max_rss_mb: float | None) -> dict[str, Any]:
@@ -145,7 +197,7 @@ def pick_within(board: Sequence[dict], max_p95_ms: float | None, max_rss_mb: flo
     def fits(value, limit):
         return limit is None or (value is not None and value <= limit)
 
-    ok = [r for r in board if r["error"] is None and r["normalised"] is not None
+    ok = [r for r in board if r["error"] is None and r["macro_f1"] is not None
           and fits(r["p95_ms"], max_p95_ms) and fits(r["peak_rss_mb"], max_rss_mb)]
     return {"max_p95_ms": max_p95_ms, "max_rss_mb": max_rss_mb, "best": ok[0]["arm"] if ok else None,
             "fitting": [r["arm"] for r in ok]}

@@ -2,6 +2,8 @@
 
 Exit codes: bakeoff 0 every arm ran, 1 an arm failed, 2 bad usage / unreadable
 suite or examples; gate 0 pass, 1 a violation, 2 unreadable report or bad flag.
+``validate.py compare`` (`zsnli.compare.cli.compare_main`) prints and writes its report with
+`print_report` and `zsnli.compare.bakeoff_html` too.
 
 Imports: the harness modules `bakeoff`, `bakeoff_html`, `regression_gate`, `suite`, `protocol`.
 """
@@ -14,18 +16,12 @@ from pathlib import Path
 from typing import Sequence
 
 from zsnli.compare.protocol import PROTOCOLS
+from zsnli.harness.cli import UsageParser
 from zsnli.compare.regression_gate import DEFAULT_MAX_ECE_RISE, DEFAULT_MAX_F1_DROP, DEFAULT_MAX_SLICE_DROP
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with exit code 2 and one line on a usage error (no usage block)."""
-
-    def error(self, message: str):  # noqa: D102
-        self.exit(2, f"{self.prog}: {message}\n")
-
-
 def bakeoff_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="validate.py bakeoff",
+    p = UsageParser(prog="validate.py bakeoff",
                 description="Run the arms of a suite file (zero-shot and few-shot) on the same test rows of an "
                             "examples file; leaderboard with quality, latency, fit time, memory and cost; escalation; "
                             "declared and discovered slices; JSON + HTML report.")
@@ -53,7 +49,7 @@ def bakeoff_parser() -> argparse.ArgumentParser:
 
 
 def gate_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="validate.py gate",
+    p = UsageParser(prog="validate.py gate",
                 description="Exit 1 if, for any arm of the baseline, macro-F1 dropped, ECE rose, or a declared "
                             "slice fell further behind the arm's own accuracy, by more than the thresholds.")
     p.add_argument("report", type=Path, help="bake-off JSON report to check")

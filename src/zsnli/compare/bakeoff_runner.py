@@ -4,10 +4,9 @@ For each arm (by default in its own forked process, so that its peak RSS is
 its own and a crash loses only that arm):
 
 1. ``setup()`` (load models, start servers; not timed per document);
-2. zero-shot arms: ``predict_proba`` on every test row of the plan, one
-   document per call, each call timed; few-shot arms: per fold, ``fit`` on
-   the fold's training rows (timed: *fit seconds*), then the same per-document
-   calls on the fold's test rows only;
+2. the engine's arm runner (`zsnli.compare.engine.run_plan`): zero-shot arms
+   score every test row, few-shot arms are fitted per fold and score its test
+   rows only;
 3. ``peak_rss_bytes()`` of the arm's server if it has one, else the ``VmHWM``
    of the process that ran the arm; ``close()``.
 
@@ -16,13 +15,11 @@ this process: per-dataset metrics (`scorecards.score_examples`), escalation
 (`analysis.escalation`), a coverage-vs-accuracy curve, per-class F1, top
 confusions, and declared/discovered slices (`slices`).
 
-Imports: numpy, scikit-learn, `zsnli.compare.arms`, `zsnli.metrics`, and the
-harness modules `analysis`, `examples`, `protocol`, `scorecards`, `slices`, `suite`.
+Imports: `zsnli.compare.arms`, `zsnli.compare.engine`, `zsnli.harness`, `protocol`, `suite`.
 """
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
 import resource
@@ -30,13 +27,11 @@ import time
 import traceback
 from collections import Counter
 from contextlib import nullcontext
-from dataclasses import dataclass, field
-from typing import Any, Sequence
-
-import numpy as np
+from typing import Sequence
 
 from zsnli.compare.arms import build_arm
 from zsnli.compare.arms.zero_shot import vmhwm_bytes
+from zsnli.compare.engine import ArmResult, run_plan
 from zsnli.harness.cli import heartbeat
 from zsnli.harness.examples import Example
 from zsnli.compare.protocol import Plan
@@ -44,55 +39,6 @@ from zsnli.compare.suite import ArmEntry
 
 DEFAULT_WARMUPS = 3
 MiB = 1024 * 1024
-
-
-@dataclass
-class ArmResult:
-    """What one arm produced: probabilities per test row (None = that document failed), timings, identity.
-
-    ``seconds[i]`` is the wall time of the call that scored ``test_rows[i]``;
-    ``fit_s`` sums the real fit time over folds (``fits`` calls);
-    ``peak_rss`` is in bytes with ``rss_source`` saying whose it is.
-    """
-
-    name: str
-    type: str
-    trains: bool
-    cost: str
-    identity: dict[str, Any] = field(default_factory=dict)
-    probabilities: dict[int, list[float] | None] = field(default_factory=dict)
-    seconds: dict[int, float] = field(default_factory=dict)
-    setup_s: float = float("nan")
-    fit_s: float = 0.0
-    fits: int = 0
-    offline_training: dict[str, Any] | None = None
-    peak_rss: int | None = None
-    rss_source: str = ""
-    errors: list[str] = field(default_factory=list)
-    error: str | None = None
-
-
-def _predict_rows(arm, rows: Sequence[int], examples: Sequence[Example], out: ArmResult) -> None:
-    for i in rows:
-        e = examples[i]
-        t0 = time.perf_counter()
-        try:
-            p = np.asarray(arm.predict_proba([e.text], list(e.labels)), dtype=np.float64)
-            if p.shape != (1, len(e.labels)) or not np.all(np.isfinite(p)):
-                raise ValueError(f"shape {p.shape} for 1 document and {len(e.labels)} labels, or non-finite")
-            out.probabilities[i] = p[0].tolist()
-        except Exception as exc:  # one bad document must not end the arm
-            out.probabilities[i] = None
-            out.errors.append(f"{e.id!r}: {type(exc).__name__}: {exc}")
-        out.seconds[i] = time.perf_counter() - t0
-
-
-def _warm_up(arm, rows: Sequence[int], examples: Sequence[Example], n: int) -> None:
-    for i in list(rows)[:n]:
-        try:
-            arm.predict_proba([examples[i].text], list(examples[i].labels))
-        except Exception:  # noqa: BLE001 - the timed call records the error
-            pass
 
 
 def run_arm(entry: ArmEntry, examples: Sequence[Example], plan: Plan, warmups: int = DEFAULT_WARMUPS) -> ArmResult:
@@ -105,27 +51,7 @@ def run_arm(entry: ArmEntry, examples: Sequence[Example], plan: Plan, warmups: i
         t0 = time.perf_counter()
         arm.setup()
         out.setup_s = time.perf_counter() - t0
-        if not arm.trains:
-            _warm_up(arm, plan.test_rows, examples, warmups)
-            _predict_rows(arm, plan.test_rows, examples, out)
-        else:
-            warmed = False
-            for fold in plan.folds:
-                t0 = time.perf_counter()
-                try:
-                    arm.fit([examples[i].text for i in fold.train],
-                            [examples[i].labels[examples[i].label] for i in fold.train])
-                except Exception as exc:  # the fold's rows are scored as failed
-                    out.errors.append(f"fit {fold.dataset} fold {fold.index}: {type(exc).__name__}: {exc}")
-                    out.probabilities.update({i: None for i in fold.test})
-                    out.seconds.update({i: float("nan") for i in fold.test})
-                    continue
-                out.fit_s += time.perf_counter() - t0
-                out.fits += 1
-                if not warmed:
-                    _warm_up(arm, fold.test, examples, warmups)
-                    warmed = True
-                _predict_rows(arm, fold.test, examples, out)
+        run_plan(arm, examples, plan, out, warmups=warmups)
         out.offline_training = arm.offline_training()
         out.identity = arm.identity()
         server_peak = arm.peak_rss_bytes()
@@ -202,15 +128,6 @@ def run_arms(entries: Sequence[ArmEntry], examples: Sequence[Example], plan: Pla
             status = f"failed: {result.error}" if result.error else f"done in {time.monotonic() - t0:.1f} s"
             console.print(f"  {status}", markup=False)
     return results
-
-
-def latency(result: ArmResult, rows: Sequence[int]) -> dict[str, float | None]:
-    """p50/p95 ms per document and docs/s (documents over the summed per-document seconds)."""
-    secs = np.array([result.seconds[i] for i in rows if math.isfinite(result.seconds.get(i, float("nan")))])
-    if not secs.size:
-        return {"p50_ms": None, "p95_ms": None, "mean_ms": None, "docs_per_s": None}
-    return {"p50_ms": float(np.percentile(secs, 50) * 1000), "p95_ms": float(np.percentile(secs, 95) * 1000),
-            "mean_ms": float(secs.mean() * 1000), "docs_per_s": float(secs.size / secs.sum()) if secs.sum() > 0 else None}
 
 
 def fit_column(result: ArmResult) -> tuple[float | None, str]:

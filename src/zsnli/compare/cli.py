@@ -24,9 +24,10 @@ from zsnli.harness.cli import (
 from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
 from zsnli.harness.server import DEFAULT_SERVE_CMD
-from zsnli.compare.analysis import DEFAULT_MIN_SLICE_N, DEFAULT_TARGET_ACCURACY
 from zsnli.compare.report import scrub_non_finite, write_report_json
 from zsnli.compare.selfcheck import DEFAULT_MAX_SECONDS, DEFAULT_STARTUP_TIMEOUT_S
+from zsnli.compare.slices import DEFAULT_MIN_SUPPORT as DEFAULT_MIN_SLICE_N
+from zsnli.compare.suite import DEFAULT_TARGET_ACCURACY, ArmEntry, Suite
 
 EXAMPLES_HELP = (f"examples JSONL (DESIGN.md format) or 'hub:btzsc' (needs network); default {DEFAULT_EXAMPLES} "
                  "under --root (shipped in the repository)")
@@ -115,18 +116,19 @@ def _check_url(parser: argparse.ArgumentParser, flag: str, url: str) -> None:
         parser.error(f"{flag}: {url!r} is not an http:// or https:// URL")
 
 
-def _check_compare(parser: argparse.ArgumentParser, args, arms) -> None:
+def _check_compare(parser: argparse.ArgumentParser, args) -> None:
     """Every bake-off argument, before any arm runs: URLs, model directories, the pipeline model, targets, names."""
-    for a in arms:
-        if a.kind == "url":
-            _check_url(parser, "--url", a.target)
-        elif a.kind == "model_dir" and not Path(a.target).is_dir():
-            parser.error(f"--model-dir: no such directory {a.target}")
-    names = [a.name for a in arms]
+    for u in args.url:
+        _check_url(parser, "--url", _named(u, "url")[1])
+    for d in args.model_dir:
+        if not Path(_named(d, "model_dir")[1]).is_dir():
+            parser.error(f"--model-dir: no such directory {_named(d, 'model_dir')[1]}")
+    names = [_named(u, "url")[0] for u in args.url] + [_named(d, "model_dir")[0] for d in args.model_dir]
+    names += list(dict.fromkeys(args.baseline))
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         parser.error(f"two arms are named {', '.join(dup)}; name them with NAME=TARGET")
-    if any(a.kind == "pipeline" for a in arms) and not args.pipeline_model.is_dir():
+    if "pipeline" in args.baseline and not args.pipeline_model.is_dir():
         parser.error(f"--pipeline-model: no such directory {args.pipeline_model} (the pipeline baseline's NLI model)")
     if any(not 0 < t <= 1 for t in args.target_accuracy):
         parser.error(f"--target-accuracy: expected numbers in (0, 1], got {args.target_accuracy}")
@@ -166,44 +168,74 @@ def selfcheck_main(argv: Sequence[str], console, progress: bool) -> int:
     return 0 if result.passed else 1
 
 
+def compare_suite(args) -> Suite:
+    """``validate.py compare``'s flags as a suite: one ``served`` arm per ``--url`` / ``--model-dir`` (at
+    ``--concurrency``), ``pipeline`` and ``embedding_similarity`` for the baselines; protocol ``all``
+    (every document scored, nothing fitted); ``--min-slice-n`` and ``--target-accuracy`` as the analysis."""
+    served = {"concurrency": args.concurrency, "startup_timeout": args.startup_timeout,
+              "progress": not args.no_progress}
+    arms = []
+    for u in args.url:
+        name, target = _named(u, "url")
+        arms.append(ArmEntry(name, "served", {"url": target, **served}))
+    for d in args.model_dir:
+        name, target = _named(d, "model_dir")
+        arms.append(ArmEntry(name, "served", {"model_dir": str(Path(target).resolve()), "root": str(args.root),
+                                              "serve_cmd": args.serve_cmd, **served}))
+    for b in dict.fromkeys(args.baseline):
+        if b == "pipeline":
+            arms.append(ArmEntry("pipeline", "pipeline", {"model_dir": str(Path(args.pipeline_model).resolve()),
+                                                           "batch_size": args.pipeline_batch_size}))
+        else:
+            arms.append(ArmEntry("embedding", "embedding_similarity", {"scale": args.embedding_scale}))
+    return Suite(None, "compare", "validate.py compare: the arms given by its flags", None, arms,
+                 {"protocol": "all", "seed": args.seed},
+                 {"min_support": args.min_slice_n, "targets": args.target_accuracy})
+
+
+def _named(value: str, kind: str) -> tuple[str, str]:
+    """``NAME=TARGET`` or ``TARGET`` -> (name, target); the name defaults to the URL's host:port or the
+    directory's last part."""
+    name, sep, target = value.partition("=")
+    if not sep or "://" in name:
+        name, target = "", value
+    if not name:
+        name = target.rstrip("/").split("://")[-1] if kind == "url" else (Path(target).name or target)
+    return name, target
+
+
 def compare_main(argv: Sequence[str], console, progress: bool) -> int:
-    from zsnli.compare.compare_arms import ArmOptions, parse_arm
-    from zsnli.compare.bakeoff import CompareOptions, print_compare, run_compare
-    from zsnli.compare.report import render_html
+    """``validate.py compare``: its flags as a suite (`compare_suite`), run and reported as ``validate.py bakeoff``."""
+    from zsnli.compare.bakeoff_cli import print_report
+    from zsnli.compare.bakeoff_html import render_bakeoff_html
+    from zsnli.compare.suite_bakeoff import BakeoffOptions, run_bakeoff
 
     parser = compare_parser()
     args = parser.parse_args(argv)
     _check_common(parser, args)
-    arms = [parse_arm("url", u) for u in args.url] + [parse_arm("model_dir", d) for d in args.model_dir]
-    arms += [parse_arm("baseline", b) for b in dict.fromkeys(args.baseline)]
-    if not arms:
-        arms = [parse_arm("model_dir", f"model={args.root / 'model'}"), parse_arm("baseline", "pipeline"),
-                parse_arm("baseline", "embedding")]
+    if not (args.url or args.model_dir or args.baseline):
+        args.model_dir, args.baseline = [f"model={args.root / 'model'}"], ["pipeline", "embedding"]
     if args.pipeline_model is None:
-        first_dir = next((a.target for a in arms if a.kind == "model_dir"), None)
+        first_dir = _named(args.model_dir[0], "model_dir")[1] if args.model_dir else None
         args.pipeline_model = Path(first_dir) if first_dir else args.root / "model"
     args.target_accuracy = args.target_accuracy or [DEFAULT_TARGET_ACCURACY]
-    _check_compare(parser, args, arms)
-    opts = CompareOptions(
-        arms=arms, examples=_examples_path(args), max_per_dataset=args.max_per_dataset, targets=args.target_accuracy,
-        min_slice_n=args.min_slice_n, pipeline_model=args.pipeline_model, seed=args.seed,
-        arm_options=ArmOptions(concurrency=args.concurrency, warmups=args.warmups, startup_timeout=args.startup_timeout,
-                               serve_cmd=args.serve_cmd, root=args.root, pipeline_batch_size=args.pipeline_batch_size,
-                               embedding_scale=args.embedding_scale, progress=progress and not args.no_progress))
+    args.no_progress = args.no_progress or not progress
+    _check_compare(parser, args)
+    opts = BakeoffOptions(root=args.root, examples=_examples_path(args), max_per_dataset=args.max_per_dataset,
+                          isolate=False, warmups=args.warmups)
     try:
-        report, pngs = run_compare(opts, console)
+        report = scrub_non_finite(run_bakeoff(compare_suite(args), opts, console))
     except (ExamplesError, ValueError) as exc:
         console.print(f"[red]{'examples' if isinstance(exc, ExamplesError) else 'error'}:[/red] {escape(str(exc))}",
                       highlight=False)
         return 2
-    report = scrub_non_finite(report)
-    if all(a.get("error") for a in report["arms"]):
+    if all(a.get("error") for a in report["arms"]):  # each failure was printed as its arm ended
         console.print("[red]no arm ran[/red]: nothing to report (no tables, HTML or JSON written)", highlight=False)
         return 1
-    print_compare(report, console)
+    print_report(report, console)
     html_path = args.html or (args.report.with_suffix(".html") if args.report else Path("reports/compare.html"))
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.write_text(render_html(report, pngs), encoding="utf-8")
+    html_path.write_text(render_bakeoff_html(report), encoding="utf-8")
     console.print(f"HTML report: {escape(str(html_path))}", highlight=False)
     if args.report:
         write_report_json(args.report, report)

@@ -7,11 +7,19 @@ Per dataset of the examples file, one of (scikit-learn splitters, seeded):
 * ``kfold``: stratified k-fold (`StratifiedKFold`, shuffled): every row is
   scored once, by a model fitted on the other folds;
 * ``loo``: leave-one-out (`LeaveOneOut`): every row is scored by a model
-  fitted on all the others.
+  fitted on all the others;
+* ``all``: every row is a test row and nothing is fitted (one fold per
+  dataset with no training rows): for zero-shot arms only (``validate.py
+  compare``).
 
-``auto`` (the default) picks per dataset: ``split`` when its smallest class
-has at least ``min_class_for_split`` rows, else ``kfold`` with k = min(folds,
-smallest class) when the smallest class has at least 2 rows, else ``loo``.
+``auto`` (the default) picks per dataset, the one fold rule of every bake-off
+front end: ``loo`` when the dataset has at most ``loo_max_n`` rows or its
+smallest class has a single row; else ``split`` when its smallest class has
+at least ``min_class_for_split`` rows (None: never); else ``kfold`` with
+k = min(folds, smallest class). ``validate.py bakeoff`` runs it with
+``loo_max_n = 0`` and ``min_class_for_split = 8`` by default; ``POST
+/v1/bakeoff`` with `SERVICE_PROTOCOL` (every example scored once: leave-one-out
+up to 30 examples, else stratified 5-fold).
 
 Every test row belongs to exactly one fold, and a fold's training rows
 never include its test rows (`Plan.check`). Zero-shot arms are scored on
@@ -30,10 +38,14 @@ import numpy as np
 
 from zsnli.harness.examples import Example
 
-PROTOCOLS = ("auto", "split", "kfold", "loo")
+PROTOCOLS = ("auto", "split", "kfold", "loo", "all")
 DEFAULT_TRAIN_FRACTION = 0.5
 DEFAULT_FOLDS = 5
 DEFAULT_MIN_CLASS_FOR_SPLIT = 8
+DEFAULT_LOO_MAX_N = 0
+
+SERVICE_PROTOCOL = {"protocol": "auto", "seed": 0, "folds": 5, "loo_max_n": 30, "min_class_for_split": None}
+"""The bake-off service's settings of `make_plan`: no split, so every example is scored exactly once."""
 
 
 class ProtocolError(ValueError):
@@ -77,17 +89,23 @@ class Plan:
         return {"settings": self.settings, "per_dataset": self.methods, "n_test_rows": len(self.test_rows)}
 
 
-def _method(counts: Counter, protocol: str, folds: int, min_class_for_split: int) -> tuple[str, int]:
+def _method(counts: Counter, protocol: str, folds: int, min_class_for_split: int | None,
+            loo_max_n: int) -> tuple[str, int]:
     smallest = min(counts.values())
     if protocol == "auto":
-        if smallest >= min_class_for_split:
+        if sum(counts.values()) <= loo_max_n or smallest < 2:
+            protocol = "loo"
+        elif min_class_for_split is not None and smallest >= min_class_for_split:
             return "split", 1
-        protocol = "kfold" if smallest >= 2 else "loo"
+        else:
+            protocol = "kfold"
     if protocol == "kfold":
         k = min(folds, smallest)
         if k < 2:
             raise ProtocolError(f"kfold needs at least 2 rows per class, the smallest class has {smallest}")
         return "kfold", k
+    if protocol == "all":
+        return "all", 1
     if protocol == "split":
         if smallest < 2:
             raise ProtocolError(f"a stratified split needs at least 2 rows per class, the smallest class has {smallest}")
@@ -100,6 +118,8 @@ def _dataset_folds(name: str, rows: list[int], gold: list[str], method: str, k: 
     from sklearn.model_selection import LeaveOneOut, StratifiedKFold, train_test_split
 
     idx = np.asarray(rows)
+    if method == "all":
+        return [Fold(name, 0, (), tuple(sorted(rows)))]
     if method == "split":
         n_classes = len(set(gold))
         n_test = max(n_classes, round(len(rows) * (1 - train_fraction)))
@@ -115,7 +135,8 @@ def _dataset_folds(name: str, rows: list[int], gold: list[str], method: str, k: 
 
 def make_plan(examples: Sequence[Example], protocol: str = "auto", train_fraction: float = DEFAULT_TRAIN_FRACTION,
               seed: int = 0, folds: int = DEFAULT_FOLDS,
-              min_class_for_split: int = DEFAULT_MIN_CLASS_FOR_SPLIT) -> Plan:
+              min_class_for_split: int | None = DEFAULT_MIN_CLASS_FOR_SPLIT,
+              loo_max_n: int = DEFAULT_LOO_MAX_N) -> Plan:
     """Folds for every dataset of ``examples`` (see the module docstring); checked with `Plan.check`.
 
     ``train_fraction`` is in (0, 1) (split only); ``folds`` >= 2 (kfold only).
@@ -131,12 +152,15 @@ def make_plan(examples: Sequence[Example], protocol: str = "auto", train_fractio
     by_dataset: dict[str, list[int]] = {}
     for i, e in enumerate(examples):
         by_dataset.setdefault(e.dataset, []).append(i)
-    plan = Plan([], settings={"protocol": protocol, "train_fraction": train_fraction, "seed": seed, "folds": folds,
-                              "min_class_for_split": min_class_for_split})
+    settings = {"protocol": protocol, "train_fraction": train_fraction, "seed": seed, "folds": folds,
+                "min_class_for_split": min_class_for_split}
+    if loo_max_n:  # recorded only when set, so reports of the default settings compare equal (validate.py gate)
+        settings["loo_max_n"] = loo_max_n
+    plan = Plan([], settings=settings)
     for name, rows in by_dataset.items():
         gold = [examples[i].labels[examples[i].label] for i in rows]
         try:
-            method, k = _method(Counter(gold), protocol, folds, min_class_for_split)
+            method, k = _method(Counter(gold), protocol, folds, min_class_for_split, loo_max_n)
         except ProtocolError as exc:
             raise ProtocolError(f"dataset {name!r}: {exc}") from exc
         dataset_folds = _dataset_folds(name, rows, gold, method, k, train_fraction, seed)
@@ -159,5 +183,7 @@ def describe(plan: Plan) -> str:
         parts.append(f"{counts['kfold']} by stratified k-fold (k = min({s['folds']}, smallest class))")
     if counts.get("loo"):
         parts.append(f"{counts['loo']} by leave-one-out")
+    if counts.get("all"):
+        parts.append(f"{counts['all']} with every row a test row (zero-shot arms only, nothing fitted)")
     return (f"protocol {s['protocol']} (seed {s['seed']}): " + "; ".join(parts) +
             f"; {len(plan.test_rows)} test rows, the same for every arm; no arm is fitted on a row it is scored on")

@@ -1,13 +1,11 @@
-"""Bake-off outputs: the receipt, the reliability-diagram PNGs and the one-file HTML report.
+"""Bake-off outputs: the receipt, the reliability-diagram PNGs and the JSON report file.
 
-The JSON report is the plain dict built by `zsnli.compare.bakeoff`; this
-module only renders it (HTML) and seals it (receipt).
+The JSON report is the plain dict built by `zsnli.compare.suite_bakeoff` (``validate.py bakeoff`` and
+``compare``); `zsnli.compare.bakeoff_html` renders it, this module seals it (receipt) and writes it.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 import json
 import math
@@ -84,97 +82,6 @@ def reliability_png(bins: ReliabilityBins, title: str) -> bytes:
     fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
     return buf.getvalue()
-
-
-def _fmt(x: Any, spec: str = ".3f") -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    if isinstance(x, float):
-        return format(x, spec)
-    return html.escape(str(x))
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
-table{border-collapse:collapse;margin:0.6em 0 1.4em}
-th,td{border:1px solid #ccc;padding:3px 8px;text-align:right;font-size:13px}
-th{background:#f2f2f2} td:first-child,th:first-child{text-align:left}
-.arm{border-top:2px solid #888;margin-top:2em;padding-top:0.5em}
-.err{color:#b00} code{background:#f4f4f4;padding:1px 4px}
-"""
-
-
-def render_html(report: dict[str, Any], pngs: dict[str, bytes]) -> str:
-    """The whole bake-off as one self-contained HTML page (PNGs embedded as base64 data URIs)."""
-    ex = report["examples"]
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>zsnli bake-off</title><style>{_CSS}</style></head><body>",
-             "<h1>zsnli bake-off</h1>",
-             f"<p>Examples: <code>{html.escape(ex['source'])}</code> ({ex['n']} documents, {len(ex['datasets'])} datasets), "
-             f"sha256 <code>{ex['sha256']}</code></p>",
-             f"<p>Headline: mean over datasets of the normalised {html.escape(report['metric'])} "
-             "(0 = uniform probabilities, 100 = gold labels).</p>"]
-    lb_rows = []
-    for r in report["leaderboard"]:
-        lb_rows.append([html.escape(r["arm"]), html.escape(r["kind"]), _fmt(r["macro_f1"]), _fmt(r["accuracy"]),
-                        _fmt(r["ece"]), _fmt(r["calibrated_macro_f1"]), _fmt(r["normalised"], ".1f"),
-                        _fmt(r["p50_ms"], ".1f"), _fmt(r["p95_ms"], ".1f"), _fmt(r["docs_per_s"], ".2f"),
-                        str(r["concurrency"]), str(r["failed"])])
-    parts.append("<h2>Leaderboard</h2><p>Quality figures are means over datasets (each dataset weighs the same); "
-                 "the escalation, worst slices and reliability diagrams pool documents.</p>")
-    parts.append(_table(["arm", "kind", "macro-F1 (mean)", "accuracy (mean)", "ECE (mean)", "cal. F1 (mean)",
-                         "normalised (mean)", "p50 ms/doc",
-                         "p95 ms/doc", "docs/s", "concurrency", "failed"], lb_rows))
-    parts.append("<h2>Escalation</h2>")
-    esc_rows = []
-    for arm in report["arms"]:
-        for e in arm.get("escalation", []):
-            if e["reachable"]:
-                esc_rows.append([html.escape(arm["name"]), _fmt(e["target"], ".2f"), _fmt(e["threshold"], ".4f"),
-                                 _fmt(100 * e["kept_fraction"], ".1f"), _fmt(100 * e["escalated_fraction"], ".1f"),
-                                 _fmt(e["kept_accuracy"])])
-            else:
-                esc_rows.append([html.escape(arm["name"]), _fmt(e["target"], ".2f"), "unreachable", "0.0", "100.0", "n/a"])
-    parts.append(_table(["arm", "target accuracy (pooled)", "threshold", "% kept", "% to a person",
-                         "kept accuracy (pooled)"], esc_rows))
-    for arm in report["arms"]:
-        parts.append(f"<div class='arm'><h2>{html.escape(arm['name'])} <small>({html.escape(arm['kind'])})</small></h2>")
-        ident = ", ".join(f"{html.escape(str(k))}: <code>{html.escape(str(v))}</code>" for k, v in arm["identity"].items() if v is not None)
-        parts.append(f"<p>{ident}</p>")
-        if arm.get("error"):
-            parts.append(f"<p class='err'>arm failed: {html.escape(arm['error'])}</p></div>")
-            continue
-        png = pngs.get(arm["name"])
-        if png:
-            data = base64.b64encode(png).decode("ascii")
-            parts.append(f"<img alt='reliability diagram of {html.escape(arm['name'])}' src='data:image/png;base64,{data}'>")
-        rows = []
-        for ds, c in arm["scores"]["per_dataset"].items():
-            rows.append([html.escape(ds), str(c["n"]), str(c["n_classes"]), _fmt(c["accuracy"]), _fmt(c["macro_f1"]),
-                         _fmt(c["ece"]), _fmt(c["calibrated_macro_f1"]), _fmt(c["floor"]), _fmt(c["ceiling"]),
-                         _fmt(c["normalised"], ".1f")])
-        parts.append(_table(["dataset", "n", "labels", "accuracy", "macro-F1", "ECE", "cal. F1", "floor", "ceiling",
-                             "normalised"], rows))
-        slices = arm.get("worst_slices", [])
-        parts.append(f"<h3>Worst slices (n &ge; {report['options']['min_slice_n']}, Wilson 95% top below the arm's "
-                     f"pooled accuracy {_fmt(arm['scores']['pooled_accuracy'])})</h3>")
-        if slices:
-            parts.append(_table(["slice", "kind", "n", "accuracy", "95% interval", "gap x sqrt(n)"],
-                                [[html.escape(s["name"]), s["kind"], str(s["n"]), _fmt(s["accuracy"]),
-                                  f"{s['low']:.3f} - {s['high']:.3f}", _fmt(s["rank_score"], ".2f")] for s in slices]))
-        else:
-            parts.append("<p>none</p>")
-        if arm.get("errors"):
-            parts.append("<p class='err'>" + "<br>".join(html.escape(e) for e in arm["errors"][:5]) + "</p>")
-        parts.append("</div>")
-    parts.append(f"<h2>Receipt</h2><p><code>{report['receipt']['sha256']}</code></p>"
-                 f"<p>{html.escape(report['receipt']['covers'])}</p></body></html>")
-    return "\n".join(parts)
 
 
 def reliability_from_dict(d: dict[str, Any]) -> ReliabilityBins:

@@ -2,7 +2,7 @@
 
 * **declared** slices come from what the examples file says about each row:
   its dataset, its gold label (``dataset: label``), its length bucket
-  (`zsnli.compare.analysis.LENGTH_BUCKETS`), and the value of every extra
+  (`LENGTH_BUCKETS`), and the value of every extra
   field of the row beyond the format's five (``id``, ``dataset``, ``text``,
   ``labels``, ``label``), e.g. ``"source": "email"``;
 * **discovered** slices are word n-grams (1..``ngram_max`` words, English stop
@@ -17,7 +17,7 @@ gap x sqrt(n) (gap = arm accuracy - slice accuracy), largest first.
 Discovered slices are many candidate groups, so expect some chance findings
 among them; declared ones are few and fixed in advance.
 
-Imports: numpy, scikit-learn, `zsnli.metrics`, `zsnli.compare.analysis`, `.examples`.
+Imports: numpy, scikit-learn, `zsnli.metrics`, `zsnli.harness.examples`.
 """
 
 from __future__ import annotations
@@ -31,13 +31,14 @@ from typing import Sequence
 import numpy as np
 
 from zsnli.metrics import wilson_interval
-from zsnli.compare.analysis import length_bucket
 from zsnli.harness.examples import Example
 
 FORMAT_FIELDS = ("id", "dataset", "text", "labels", "label")
 DEFAULT_MIN_SUPPORT = 10
 DEFAULT_NGRAM_MAX = 2
 MAX_DISCOVERED = 300  # most frequent n-gram groups kept as candidates
+#: Text-length buckets in whitespace-separated words: (lowest, highest inclusive, name).
+LENGTH_BUCKETS = ((0, 15, "1-15 words"), (16, 63, "16-63 words"), (64, 255, "64-255 words"), (256, None, "256+ words"))
 
 
 @dataclass
@@ -63,6 +64,15 @@ class Slice:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def length_bucket(text: str) -> str:
+    """The `LENGTH_BUCKETS` name of a text's whitespace word count (empty text joins the first bucket)."""
+    words = len(text.split())
+    for low, high, name in LENGTH_BUCKETS:
+        if words >= low and (high is None or words <= high):
+            return name
+    return LENGTH_BUCKETS[-1][2]  # pragma: no cover
 
 
 def read_metadata(path: str | Path, examples: Sequence[Example]) -> list[dict[str, str]]:

@@ -13,6 +13,7 @@ Format (every key but ``[[arms]]`` entries' ``name`` and ``type`` optional)::
     seed = 0
     folds = 5
     min_class_for_split = 8
+    loo_max_n = 0                             # auto: leave-one-out for datasets of at most this many rows
 
     [analysis]
     min_support = 10                          # smallest slice
@@ -49,7 +50,10 @@ from zsnli.compare.arms import ARMS, ArmError, check_params
 from zsnli.compare.protocol import DEFAULT_FOLDS, DEFAULT_MIN_CLASS_FOR_SPLIT, DEFAULT_TRAIN_FRACTION
 from zsnli.compare.slices import DEFAULT_MIN_SUPPORT
 
-PROTOCOL_KEYS = {"protocol": str, "train_fraction": float, "seed": int, "folds": int, "min_class_for_split": int}
+DEFAULT_TARGET_ACCURACY = 0.9
+
+PROTOCOL_KEYS = {"protocol": str, "train_fraction": float, "seed": int, "folds": int, "min_class_for_split": int,
+                 "loo_max_n": int}
 ANALYSIS_KEYS = {"min_support": int, "targets": list}
 TOP_KEYS = ("name", "description", "examples", "imports", "protocol", "analysis", "arms")
 
@@ -69,9 +73,10 @@ class ArmEntry:
 
 @dataclass
 class Suite:
-    """A parsed suite file; ``protocol`` and ``analysis`` hold defaults for keys the file leaves out."""
+    """A parsed suite file (or one built from ``validate.py compare``'s flags: ``path`` None); ``protocol``
+    and ``analysis`` hold defaults for keys the file leaves out."""
 
-    path: str
+    path: str | None
     name: str
     description: str
     examples: str | None
@@ -154,7 +159,7 @@ def load_suite(path: str | Path, root: str | Path = ".") -> Suite:
     protocol = {"protocol": "auto", "train_fraction": DEFAULT_TRAIN_FRACTION, "seed": 0, "folds": DEFAULT_FOLDS,
                 "min_class_for_split": DEFAULT_MIN_CLASS_FOR_SPLIT}
     protocol.update(_typed(data.get("protocol", {}), PROTOCOL_KEYS, f"{p}: [protocol]"))
-    analysis = {"min_support": DEFAULT_MIN_SUPPORT, "targets": [0.9]}
+    analysis = {"min_support": DEFAULT_MIN_SUPPORT, "targets": [DEFAULT_TARGET_ACCURACY]}
     analysis.update(_typed(data.get("analysis", {}), ANALYSIS_KEYS, f"{p}: [analysis]"))
     if not all(isinstance(t, (int, float)) and 0 < t <= 1 for t in analysis["targets"]):
         raise SuiteError(f"{p}: [analysis] targets must be numbers in (0, 1]")

@@ -18,6 +18,7 @@ from typing import Any
 from zsnli import __version__
 from zsnli.manifest import sha256_file
 from zsnli.metrics import HEADLINE_METRIC
+from zsnli.compare.arms import ARMS
 from zsnli.compare.bakeoff_analysis import arm_entry, leaderboard, pick_within
 from zsnli.compare.bakeoff_runner import DEFAULT_WARMUPS, class_counts, run_arms
 from zsnli.harness.examples import load_examples
@@ -26,6 +27,8 @@ from zsnli.compare.report import receipt
 from zsnli.compare.slices import declared_groups, discovered_groups, read_metadata
 from zsnli.compare.suite import Suite
 
+TIMING = ("one document per call; docs/s = documents / summed call seconds, or / wall seconds for an arm with "
+          "several documents in flight (its concurrency)")
 RECEIPT_COVERS = ("sha256 of the canonical JSON of: the examples sha256, each arm's model sha256 (else its name), "
                   "and every arm's per-dataset quality figures on the test rows rounded to 6 decimals")
 
@@ -70,6 +73,8 @@ def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, A
     min_support = opts.min_support if opts.min_support is not None else suite.analysis["min_support"]
     targets = opts.targets or suite.analysis["targets"]
     entries = suite.arms
+    if settings.get("protocol") == "all" and any(ARMS[a.type].trains for a in entries if a.type in ARMS):
+        raise ValueError("protocol 'all' fits nothing: it is for zero-shot arms only (a few-shot arm is in the suite)")
     if opts.only:
         unknown = sorted(set(opts.only) - {a.name for a in entries})
         if unknown:
@@ -90,14 +95,14 @@ def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, A
         "tool": "zsnli validate bakeoff", "version": __version__, "created_unix": time.time(),
         "metric": HEADLINE_METRIC,
         "suite": {"path": suite.path, "name": suite.name, "description": suite.description,
-                  "sha256": sha256_file(suite.path)},
+                  "sha256": sha256_file(suite.path) if suite.path else None},
         "examples": {"source": example_set.source, "sha256": example_set.sha256, "n": len(examples),
                      "datasets": example_set.datasets(), "notes": example_set.notes},
         "protocol": {**plan.as_dict(), "description": describe(plan),
                      "test_rows_per_dataset": class_counts(examples, test_rows)},
         "options": {"min_support": min_support, "targets": targets, "isolate": opts.isolate, "warmups": opts.warmups,
                     "max_per_dataset": opts.max_per_dataset,
-                    "timing": "one document per predict_proba call, sequential; docs/s = documents / summed call seconds"},
+                    "timing": TIMING},
         "arms": arms, "leaderboard": board,
         "constraints": pick_within(board, opts.max_p95_ms, opts.max_rss_mb),
     }

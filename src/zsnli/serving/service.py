@@ -282,6 +282,19 @@ class ZeroShotClassifier:
             desc["backend"], onnx, desc["device"], desc["dtype"], desc["max_length"], st.batcher.token_budget,
             st.model.entail_idx, st.model.contra_idx)
 
+    def describe(self) -> dict[str, Any]:
+        """The served model as code outside the request path may see it (the bake-off's receipts):
+        ``status`` (loading | ok | error), ``model`` (name), ``model_sha256``, ``scoring`` (the
+        `ScoringConfig` fields) and ``calibrated``; `health` adds what ``GET /health`` shows."""
+        st = self.state
+        return {"status": st.status, "model": st.model_name, "model_sha256": st.model_sha256,
+                "scoring": st.scoring.to_dict(), "calibrated": st.calibrated}
+
+    def sentence_encoder(self) -> SentenceEncoder | None:
+        """The loaded sentence encoder (None unless the served scoring has the cosine term or while
+        loading); other arms on the same server may share it."""
+        return self.state.encoder
+
     def health(self) -> tuple[int, dict[str, Any]]:
         """``(status code, body)`` of ``GET /health``: 200 ready, 503 loading / error / draining."""
         st = self.state
@@ -328,12 +341,15 @@ class ZeroShotClassifier:
     # ----------------------------------------------------------------- classify
 
     async def classify(self, text: str, labels: Sequence[str], hypothesis_template: str | None = None,
-                       multi_label: bool = False, *, disconnected: Disconnected | None = None) -> list[float]:
+                       multi_label: bool = False, *, disconnected: Disconnected | None = None,
+                       priority: int = 0) -> list[float]:
         """Probabilities of each label for one document, in the labels' order.
 
         Single-label: ``K`` probabilities summing to 1 (`zsnli.scoring.label_probabilities`
         with the calibrated `ScoringConfig`); multi-label: each in [0, 1] on its own.
         disconnected: completes when the client has gone (its queued pairs are then dropped).
+        priority: the batcher priority of its work (0, the default, is ``/classify``'s; a larger
+        value waits while smaller ones are pending: the bake-off's served arms use 1).
         Raises ``ApiError``: 503 not ready / overloaded / timed out, 422 a label that
         cannot fit (field ``labels[i]``) or too many labels, 500 inference failure or
         non-finite numbers, 499 client gone.
@@ -345,7 +361,7 @@ class ZeroShotClassifier:
             with st.batcher.admit(prep.n_pairs):
                 encoded = await asyncio.get_running_loop().run_in_executor(
                     self._tokenize_pool, _tokenize, st.model, self._request_encoder(prep), prep)
-                logits, cosine = await self._forward(encoded, disconnected)
+                logits, cosine = await self._forward(encoded, disconnected, priority)
         except QueueFull as exc:
             raise ApiError(ErrorType.OVERLOADED, f"overloaded: {exc}; retry later") from None
         except asyncio.TimeoutError:
@@ -402,11 +418,12 @@ class ZeroShotClassifier:
         """The sentence encoder when this request's scoring has the cosine term (single-label only)."""
         return self.state.encoder if not prep.multi_label else None
 
-    async def _forward(self, encoded: Tokenized,
-                       disconnected: Disconnected | None) -> tuple[np.ndarray, np.ndarray | None]:
+    async def _forward(self, encoded: Tokenized, disconnected: Disconnected | None,
+                       priority: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
         """Logits of the encoded pairs from the batcher and, when the request has embedding work,
         the text-hypothesis cosines ``[K unique]`` from its own text and hypothesis embeddings."""
-        outputs = await _await_jobs(self.state.batcher, encoded.work(), disconnected, self.settings.request_timeout_s)
+        outputs = await _await_jobs(self.state.batcher, encoded.work(), disconnected, self.settings.request_timeout_s,
+                                    priority)
         cosine = cosines(outputs[1][0], outputs[2]) if len(outputs) == 3 else None
         return outputs[0], cosine
 
@@ -495,8 +512,9 @@ def _tokenize(model: NliRuntime, encoder: SentenceEncoder | None, prep: Prepared
 
 
 async def _await_jobs(batcher: Batcher, work: Sequence[tuple[str, list[Encoded]]],
-                      disconnected: Disconnected | None, timeout: float) -> list[np.ndarray]:
-    """Submit one job per ``(kind, items)`` and wait for all of them; returns their outputs in order.
+                      disconnected: Disconnected | None, timeout: float, priority: int = 0) -> list[np.ndarray]:
+    """Submit one job per ``(kind, items)`` at ``priority`` and wait for all of them; returns their
+    outputs in order.
 
     When the client leaves, the timeout passes, the caller is cancelled or one job fails
     (``BatchError``), every job's queued items are dropped, so abandoned work does not pile up
@@ -505,7 +523,7 @@ async def _await_jobs(batcher: Batcher, work: Sequence[tuple[str, list[Encoded]]
     jobs = []
     try:
         for kind, items in work:
-            jobs.append(batcher.submit(items, kind=kind))
+            jobs.append(batcher.submit(items, priority=priority, kind=kind))
         results = asyncio.ensure_future(asyncio.gather(*(job.result() for job in jobs)))
         # Retrieved whatever happens (a job cancelled below ends the gathering with CancelledError).
         results.add_done_callback(lambda f: f.cancelled() or f.exception())

@@ -49,19 +49,38 @@ def _tree_peak_rss(pid: int) -> int | None:
     return sum(peaks) if peaks else None
 
 
+def model_dir_identity(model_dir: Path) -> dict[str, Any]:
+    """Digest of a model directory's files, plus the sha256 of the training manifest and calibration.json
+    the server would use with it (inside the directory, else beside it), if any."""
+    from zsnli.manifest import CALIBRATION_NAME, MANIFEST_NAME, hash_model_dir, model_dir_digest, sha256_file
+
+    ident: dict[str, Any] = {"model_dir": str(model_dir), "model_sha256": model_dir_digest(hash_model_dir(model_dir))}
+    for name, key in ((MANIFEST_NAME, "manifest"), (CALIBRATION_NAME, "calibration")):
+        for candidate in (model_dir / name, model_dir.parent / name):  # where the server looks, in its order
+            if candidate.is_file():
+                ident[key] = str(candidate)
+                ident[f"{key}_sha256"] = sha256_file(candidate)
+                break
+    return ident
+
+
 @register("served")
 class ServedArm(Arm):
     """The zsnli HTTP server: ``url`` of a running one, or ``model_dir`` started with ``serve_cmd`` in ``root``."""
 
     def __init__(self, name: str | None = None, url: str | None = None, model_dir: str | None = None,
                  root: str = ".", serve_cmd: str = "bash serve.sh", startup_timeout: float = 300.0,
-                 manifest: str | None = None, timeout: float = 300.0) -> None:
+                 manifest: str | None = None, timeout: float = 300.0, concurrency: int = 1,
+                 progress: bool = False) -> None:
         super().__init__(name)
         if (url is None) == (model_dir is None):
             raise ArmError(f"{self.name}: give exactly one of url and model_dir")
+        if concurrency < 1:
+            raise ArmError(f"{self.name}: concurrency must be >= 1, got {concurrency}")
         self.url, self.root = url, Path(root)
         self.model_dir = None if model_dir is None else (self.root / model_dir).resolve()
         self.serve_cmd, self.startup_timeout, self.timeout = serve_cmd, startup_timeout, timeout
+        self.concurrency, self.progress = concurrency, progress
         self.manifest = None if manifest is None else self.root / manifest
         self.params = {"url": url, "model_dir": model_dir, "serve_cmd": serve_cmd if model_dir else None}
         self._server = None
@@ -80,11 +99,9 @@ class ServedArm(Arm):
     def setup(self) -> None:
         import httpx
 
-        from zsnli.harness.server import ServerError, ServerProcess, get_health
+        from zsnli.harness.server import ServerError, ServerProcess, wait_for_url
 
         if self.model_dir is not None:
-            from zsnli.compare.compare_arms import model_dir_identity
-
             if not self.model_dir.is_dir():
                 raise ArmError(f"{self.name}: model directory not found: {self.model_dir}")
             self._dir_identity = model_dir_identity(self.model_dir)
@@ -98,11 +115,11 @@ class ServedArm(Arm):
                 self.close()
                 raise ArmError(f"{self.name}: {exc}") from exc
             self.url = self._server.url
-        code, body, err = get_health(self.url)
-        if code != 200:
+        try:  # a server still loading is waited for; nothing listening fails at once
+            _, self._health = wait_for_url(self.url, self.startup_timeout)
+        except ServerError as exc:
             self.close()
-            raise ArmError(f"{self.name}: {self.url}/health answered {code or err}")
-        self._health = body or {}
+            raise ArmError(f"{self.name}: {exc}") from None
         self._client = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=30.0))
 
     def predict_proba(self, texts: Sequence[str], labels: Sequence[str]) -> np.ndarray:
@@ -124,6 +141,20 @@ class ServedArm(Arm):
                 raise ArmError(f"{self.name}: {error}")
             out[i] = probs
         return out
+
+    def predict_documents(self, examples: Sequence[Any]) -> Any:
+        """With ``concurrency`` > 1: every example through ``POST /classify`` with that many in flight
+        (`zsnli.harness.load.run_requests`, each answer checked against the contract); else None."""
+        if self.concurrency <= 1:
+            return None
+        from zsnli.compare.engine import Documents
+        from zsnli.harness.load import run_requests
+
+        result = run_requests(self.url, list(examples), concurrency=self.concurrency, warmups=0,
+                              progress=self.progress, desc=self.name, request_timeout=self.timeout)
+        rows = [(p, s, None if a.ok else a.error)
+                for p, s, a in zip(result.probabilities, result.seconds, result.answers)]
+        return Documents(rows, self.concurrency, result.wall_s)
 
     def model_sha256(self) -> str | None:
         return self._health.get("model_sha256") or self._dir_identity.get("model_sha256")
@@ -160,6 +191,8 @@ class ServedArm(Arm):
     def identity(self) -> dict[str, Any]:
         ident = super().identity()
         ident.update({k: self._health.get(k) for k in ("model", "scoring", "calibrated") if k in self._health})
+        if self.url is not None:
+            ident["url"] = self.url
         for key in ("manifest_sha256", "calibration_sha256"):
             if key in self._dir_identity:
                 ident[key] = self._dir_identity[key]

@@ -3,8 +3,9 @@
 Routes: ``POST /v1/bakeoff``, ``GET /v1/bakeoffs`` (latest, JSON), ``GET /v1/bakeoffs/{id}``,
 ``GET /v1/receipts/public-key``, and the pages ``GET /bakeoff``, ``GET /bakeoffs``,
 ``GET /bakeoffs/{id}``, ``GET /bakeoffs/{id}/badge.svg``, ``GET /bakeoff/static/{name}``.
-Errors use the app's shape ``{"error", "field", "error_type"}`` (422s add ``errors``); an unknown
-id is a 404 JSON on every route. ``/classify`` shares only the batcher (at a lower priority) and the
+Errors are rows of the one error table (`zsnli.errors.ErrorType`), raised as ``ApiError`` and answered
+by the app in its one shape ``{"error", "field", "error_type"}`` (422s add ``errors``; 503s carry the
+app's ``Retry-After``); an unknown id is a 404 JSON on every route. ``/classify`` shares only the batcher (at a lower priority) and the
 loaded models with this module: it never reads or writes the store.
 
 Registering the routes is cheap and is part of every served app (`zsnli.serve`): at import this module
@@ -32,7 +33,7 @@ from typing import Any, Awaitable, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
-from zsnli.errors import ApiError
+from zsnli.errors import ApiError, ErrorType
 from zsnli.serving.api_types import inline_schema
 from zsnli.manifest import sha256_file
 
@@ -61,14 +62,8 @@ _BAKEOFF_RESPONSES = {
 }
 
 
-def _error(status: int, message: str, error_type: str, field: str | None = None, **extra) -> JSONResponse:
-    headers = {"Retry-After": "5"} if status == 503 else None
-    return JSONResponse({"error": message, "field": field, "error_type": error_type, **extra}, status_code=status,
-                        headers=headers)
-
-
-def _not_found(bakeoff_id: str) -> JSONResponse:
-    return _error(404, f"no bake-off with id {bakeoff_id!r}", "not_found", "id")
+def _not_found(bakeoff_id: str) -> ApiError:
+    return ApiError(ErrorType.NOT_FOUND, f"no bake-off with id {bakeoff_id!r}", "id")
 
 
 def _engine() -> SimpleNamespace:
@@ -82,8 +77,8 @@ def _engine() -> SimpleNamespace:
 class _Resources:
     """Lazily loaded, shared across bake-offs: the sentence encoder, registered challengers, digests.
 
-    service: the app's `zsnli.serving.service.ZeroShotClassifier`; its ``settings`` and current ``state``
-    (``status``, ``model``, ``batcher``, ``scoring``, ``encoder``, ``model_sha256``, ``calibrated``).
+    service: the app's `zsnli.serving.service.ZeroShotClassifier`, used through its public methods only
+    (``settings``, ``describe``, ``sentence_encoder``, ``classify``, ``check_labels``, ``admitted``).
     """
 
     def __init__(self, service: Any, bsettings: BakeoffSettings) -> None:
@@ -107,9 +102,9 @@ class _Resources:
 
     def encoder(self) -> tuple[Any, str]:
         """The server's sentence encoder when it has one, else the one at ZSNLI_EMBEDDING_DIR / model/embedding."""
-        st = self.service.state
-        if st.encoder is not None:
-            return st.encoder, st.encoder.digest
+        shared = self.service.sentence_encoder()
+        if shared is not None:
+            return shared, shared.digest
         with self._lock:
             if self._encoder is None:
                 from zsnli.runtime.embedding import SentenceEncoder
@@ -126,24 +121,27 @@ class _Resources:
                 self._models[name] = _engine().arms_adapter.build_challenger(name, path)
             return self._models[name]
 
-    def calibration_sha256(self) -> str | None:
+    def calibration_sha256(self, calibrated: bool) -> str | None:
+        """sha256 of the served ``calibration.json`` (None when the server runs uncalibrated)."""
         path = self.settings.resolved_calibration_path()
-        if not self.service.state.calibrated or not path.is_file():
+        if not calibrated or not path.is_file():
             return None
         if self._calibration is None or self._calibration[0] != str(path):
             self._calibration = (str(path), sha256_file(path))
         return self._calibration[1]
 
     def context(self):
-        """The `runner.RunContext` of one bake-off (the served model only when it is loaded)."""
+        """The `runner.RunContext` of one bake-off (the served model only when it is loaded); called on the
+        server's event loop, where the served-model arms' ``classify`` calls run."""
         engine = _engine()
-        st = self.service.state
-        service = None
-        if st.status == "ok" and st.model is not None and st.batcher is not None:
-            service = engine.arms_adapter.NliService(st.model, st.batcher, st.scoring, st.model_sha256, self.calibration_sha256(),
-                                 self.executor)
+        desc = self.service.describe()
+        served = None
+        if desc["status"] == "ok":
+            served = engine.arms_adapter.ServedModel(
+                self.service, asyncio.get_running_loop(), desc["model_sha256"],
+                self.calibration_sha256(desc["calibrated"]), desc["scoring"])
         models = {name: (lambda n=name, p=path: self.local_model(n, p)) for name, path in self.bsettings.models}
-        return engine.runner.RunContext(service, self.encoder, models, self.executor, self.bsettings.time_budget_s,
+        return engine.runner.RunContext(served, self.encoder, models, self.executor, self.bsettings.time_budget_s,
                                         sign_executor=self.io)
 
 
@@ -187,82 +185,76 @@ async def until_disconnect(request: Request, work: Awaitable[Any]) -> tuple[bool
                 t.cancel()
 
 
-def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Request], Awaitable[Any]],
-                       bsettings: BakeoffSettings | None = None) -> None:
-    """Add the bake-off routes to ``app``: the ``extend(app, service)`` hook of `zsnli.serving.app.create_app`.
+class _Bakeoffs:
+    """One app's bake-off service: its settings, shared resources, store, signer and running count."""
 
-    service: the app's `zsnli.serving.service.ZeroShotClassifier` (its settings, its ``state`` with the loaded
-    model, batcher and scoring config, and its admission: ``POST /v1/bakeoff`` is refused with 503
-    while loading or draining and counts as work in flight during the drain, like ``/classify``).
-    read_json: the app's body reader (``await read_json(request)`` -> parsed JSON; raises the app's
-    400/413/415 errors). bsettings: default ``BakeoffSettings.from_env()``, which raises
-    ``zsnli.config.SettingsError`` on a bad ``ZSNLI_BAKEOFF_*`` value (`zsnli.serve.main` parses it
-    first and refuses to start, exit 3). Nothing is opened, created or imported beyond the light
-    modules here: the store, the key and the arms come on first use (module docstring).
-    """
-    bsettings = bsettings or BakeoffSettings.from_env()
-    res = _Resources(service, bsettings)
-    store = Store(bsettings.db_path)
-    signer = Signer(bsettings.key_path)
-    running = {"n": 0}
-    app.state.bakeoff = {"settings": bsettings, "store": store, "signer": signer, "running": running}
-    challengers = [name for name, _ in bsettings.models]
+    def __init__(self, service: Any, read_json: Callable[[Request], Awaitable[Any]],
+                 bsettings: BakeoffSettings) -> None:
+        self.service, self.read_json, self.bsettings = service, read_json, bsettings
+        self.res = _Resources(service, bsettings)
+        self.store = Store(bsettings.db_path)
+        self.signer = Signer(bsettings.key_path)
+        self.running = {"n": 0}
+        self.challengers = [name for name, _ in bsettings.models]
 
-    async def in_thread(fn, *args):  # store, key: the io threads, never behind arm work
-        return await asyncio.get_running_loop().run_in_executor(res.io, fn, *args)
+    async def in_thread(self, fn, *args):
+        """``fn(*args)`` on the io threads (store, key): never queued behind arm work."""
+        return await asyncio.get_running_loop().run_in_executor(self.res.io, fn, *args)
 
-    @app.post("/v1/bakeoff", tags=["bake-off"], openapi_extra=_BAKEOFF_BODY, responses=_BAKEOFF_RESPONSES)
-    async def post_bakeoff(request: Request) -> Any:
-        """Rank the arms on the request's labelled examples; the answer is stored and signed (see README).
+    async def get(self, bakeoff_id: str) -> dict:
+        """The stored answer; raises the 404 `ApiError` for an unknown or malformed id."""
+        answer = await self.in_thread(self.store.get, bakeoff_id) if ID_RE.match(bakeoff_id) else None
+        if answer is None:
+            raise _not_found(bakeoff_id)
+        return answer
 
-        Every arm scores every example (few-shot arms never on an example they were fitted on); the
-        answer holds the scorecard (accuracy, macro-F1, ECE, p50 latency per arm), the winner, the
-        reliability bins, a signed receipt and the links of its page and badge. The example runs three
-        fast arms in a few seconds."""
-        return await service.admitted(lambda: _bakeoff(request))
+    async def run(self, request: Request) -> Any:
+        """``POST /v1/bakeoff`` once admitted: read, validate, run under the concurrency limit, store.
 
-    async def _bakeoff(request: Request) -> Any:
-        payload = await read_json(request)
+        Raises ``ApiError``: 422 ``validation`` / ``label_too_long``, 503 ``overloaded`` (too many running),
+        ``receipt`` (cannot sign) or ``store`` (cannot store), 499 when the client left (nothing stored).
+        """
+        bs = self.bsettings
+        payload = await self.read_json(request)
         engine = await asyncio.to_thread(_engine)  # the first import takes ~1 s: off the event loop
         try:
             task = engine.protocol.validate_request(
-                payload, incumbents=engine.arms_adapter.INCUMBENTS, challengers=challengers,
-                max_examples=bsettings.max_examples, max_labels=bsettings.max_labels,
-                max_input_chars=bsettings.max_input_chars)
+                payload, incumbents=engine.arms_adapter.INCUMBENTS, challengers=self.challengers,
+                max_examples=bs.max_examples, max_labels=bs.max_labels, max_input_chars=bs.max_input_chars)
         except engine.protocol.BakeoffInputError as exc:
-            return _error(422, str(exc), "validation", exc.field, errors=exc.problems)
-        problem = await _label_problem(task, engine.arms_adapter.NLI_TEMPLATES)
-        if problem is not None:
-            return problem
-        if running["n"] >= bsettings.max_concurrent:
-            return _error(503, f"{running['n']} bake-offs are running (ZSNLI_BAKEOFF_MAX_CONCURRENT); retry later",
-                          "overloaded")
-        running["n"] += 1
+            raise ApiError(ErrorType.VALIDATION, str(exc), exc.field, errors=exc.problems) from None
+        await self.check_labels(task, engine.arms_adapter.NLI_TEMPLATES)
+        if self.running["n"] >= bs.max_concurrent:
+            raise ApiError(ErrorType.OVERLOADED, f"{self.running['n']} bake-offs are running "
+                           "(ZSNLI_BAKEOFF_MAX_CONCURRENT); retry later")
+        self.running["n"] += 1
         try:
-            answered, answer = await until_disconnect(request, engine.runner.run_bakeoff(task, res.context(), signer))
+            answered, answer = await until_disconnect(
+                request, engine.runner.run_bakeoff(task, self.res.context(), self.signer))
         except ReceiptError as exc:
-            return _error(503, f"cannot sign the receipt: {exc}", "receipt")
+            raise ApiError(ErrorType.RECEIPT, f"cannot sign the receipt: {exc}") from None
         finally:
-            running["n"] -= 1  # at once, also when cancelled: the slot is free for the next bake-off
+            self.running["n"] -= 1  # at once, also when cancelled: the slot is free for the next bake-off
         if not answered:
             logger.info("bake-off cancelled: the client disconnected (nothing stored)")
-            return _error(499, "client disconnected: the bake-off was cancelled and nothing was stored", "disconnected")
+            raise ApiError(ErrorType.CLIENT_GONE, "client disconnected: the bake-off was cancelled and nothing was "
+                           "stored")
         retained = list(zip(task.texts, task.expected)) if task.retain else None
         try:
-            await in_thread(store.save, answer, task.example_hashes, retained)
+            await self.in_thread(self.store.save, answer, task.example_hashes, retained)
         except (sqlite3.Error, OSError) as exc:
             logger.error("bake-off %s not stored: %s", answer["id"], exc)
-            return _error(503, f"the bake-off ran but could not be stored ({type(exc).__name__}: {exc}); retry later "
-                          f"(ZSNLI_BAKEOFF_DB={bsettings.db_path})", "store")
+            raise ApiError(ErrorType.STORE, f"the bake-off ran but could not be stored ({type(exc).__name__}: "
+                           f"{exc}); retry later (ZSNLI_BAKEOFF_DB={bs.db_path})") from None
         return JSONResponse(answer)
 
-    async def _label_problem(task, templates: dict[str, str]) -> JSONResponse | None:
-        """``/classify``'s label checks (`zsnli.serving.service.ZeroShotClassifier.check_labels`, the same code) on the
-        label descriptions, bare and with the template of each served-model arm requested; a 422 naming the
-        bake-off field (``labels.<name>`` or ``examples[i].expected``), or None."""
+    async def check_labels(self, task, templates: dict[str, str]) -> None:
+        """``/classify``'s label checks (`zsnli.serving.service.ZeroShotClassifier.check_labels`, the same code) on
+        the label descriptions, bare and with the template of each served-model arm requested; raises the 422
+        `ApiError` renamed to the bake-off field (``labels.<name>`` or ``examples[i].expected``)."""
         for template in dict.fromkeys([None, *(templates[a] for a in task.arms if a in templates)]):
             try:
-                await service.check_labels(task.hypotheses, template)
+                await self.service.check_labels(task.hypotheses, template)
             except ApiError as exc:
                 if exc.status != 422:
                     raise
@@ -273,66 +265,94 @@ def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Reque
                 message = re.sub(r"^labels(\[\d+\])?:?\s*", "", exc.message)
                 if template not in (None, "{}"):
                     message += f" (with the template {template!r} of the served-model arms)"
-                return _error(422, f"{field}: {message}", exc.error_type.wire, field,
-                              errors=[{"field": field, "error": message, "type": exc.error_type.wire}])
-        return None
+                raise ApiError(exc.error_type, f"{field}: {message}", field,
+                               errors=[{"field": field, "error": message, "type": exc.error_type.wire}]) from None
 
-    async def _get(bakeoff_id: str) -> dict | None:
-        if not ID_RE.match(bakeoff_id):
-            return None
-        return await in_thread(store.get, bakeoff_id)
+
+def add_bakeoff_routes(app: FastAPI, service: Any, *, read_json: Callable[[Request], Awaitable[Any]],
+                       bsettings: BakeoffSettings | None = None) -> None:
+    """Add the bake-off routes to ``app``: the ``extend(app, service)`` hook of `zsnli.serving.app.create_app`.
+
+    service: the app's `zsnli.serving.service.ZeroShotClassifier` (its settings, ``describe``,
+    ``classify`` for the served-model arms, and its admission: ``POST /v1/bakeoff`` is refused with 503
+    while loading or draining and counts as work in flight during the drain, like ``/classify``).
+    read_json: the app's body reader (``await read_json(request)`` -> parsed JSON; raises the app's
+    400/413/415 errors). bsettings: default ``BakeoffSettings.from_env()``, which raises
+    ``zsnli.config.SettingsError`` on a bad ``ZSNLI_BAKEOFF_*`` value (`zsnli.serve.main` parses it
+    first and refuses to start, exit 3). Nothing is opened, created or imported beyond the light
+    modules here: the store, the key and the arms come on first use (module docstring). Errors are
+    raised as ``zsnli.errors.ApiError`` and answered by the app (its one error shape and ``Retry-After``).
+    """
+    bo = _Bakeoffs(service, read_json, bsettings or BakeoffSettings.from_env())
+    app.state.bakeoff = {"settings": bo.bsettings, "store": bo.store, "signer": bo.signer, "running": bo.running}
+    _add_api_routes(app, bo)
+    _add_page_routes(app, bo)
+
+
+def _add_api_routes(app: FastAPI, bo: _Bakeoffs) -> None:
+    """The JSON routes: ``POST /v1/bakeoff``, ``GET /v1/bakeoffs[/{id}]``, ``GET /v1/receipts/public-key``."""
+
+    @app.post("/v1/bakeoff", tags=["bake-off"], openapi_extra=_BAKEOFF_BODY, responses=_BAKEOFF_RESPONSES)
+    async def post_bakeoff(request: Request) -> Any:
+        """Rank the arms on the request's labelled examples; the answer is stored and signed (see docs/bakeoff.md).
+
+        Every arm scores every example (few-shot arms never on an example they were fitted on); the
+        answer holds the scorecard (accuracy, macro-F1, ECE, p50 latency per arm), the winner, the
+        reliability bins, a signed receipt and the links of its page and badge. The example runs three
+        fast arms in a few seconds."""
+        return await bo.service.admitted(lambda: bo.run(request))
 
     @app.get("/v1/bakeoffs", tags=["bake-off"])
     async def list_bakeoffs() -> Any:
         """The latest 50 bake-offs, newest first."""
-        return {"bakeoffs": await in_thread(store.latest, 50)}
+        return {"bakeoffs": await bo.in_thread(bo.store.latest, 50)}
 
     @app.get("/v1/bakeoffs/{bakeoff_id}", tags=["bake-off"])
     async def get_bakeoff(bakeoff_id: str) -> Any:
         """A stored bake-off answer (as POST answered it); 404 for an unknown id."""
-        answer = await _get(bakeoff_id)
-        return JSONResponse(answer) if answer is not None else _not_found(bakeoff_id)
+        return JSONResponse(await bo.get(bakeoff_id))
 
     @app.get("/v1/receipts/public-key", tags=["bake-off"], response_class=PlainTextResponse)
     async def public_key() -> Any:
         """The Ed25519 public key of the receipts (PEM); its key id is in the ``X-Key-Id`` header."""
         try:
-            pem, kid = await in_thread(lambda: (signer.public_pem(), signer.key_id()))
+            pem, kid = await bo.in_thread(lambda: (bo.signer.public_pem(), bo.signer.key_id()))
         except ReceiptError as exc:
-            return _error(503, str(exc), "receipt")
+            raise ApiError(ErrorType.RECEIPT, str(exc)) from None
         return PlainTextResponse(pem, media_type="application/x-pem-file", headers={"X-Key-Id": kid})
+
+
+def _add_page_routes(app: FastAPI, bo: _Bakeoffs) -> None:
+    """The pages: ``/bakeoff`` (form), ``/bakeoffs`` (latest), ``/bakeoffs/{id}`` (a result), its badge, assets."""
+    public_url = bo.service.settings.public_url
 
     @app.get("/bakeoff", include_in_schema=False)
     async def form_page() -> Any:
         """The bake-off form: paste or upload labelled examples, pick the arms, run."""
         engine = await asyncio.to_thread(_engine)
-        return HTMLResponse(engine.page.form_page(engine.arms_adapter.INCUMBENTS, challengers, bsettings,
-                                                  service.settings.public_url))
+        return HTMLResponse(engine.page.form_page(engine.arms_adapter.INCUMBENTS, bo.challengers, bo.bsettings,
+                                                  public_url))
 
     @app.get("/bakeoff/static/{name}", include_in_schema=False)
     async def static(name: str) -> Any:
         found = (await asyncio.to_thread(_engine)).page.static_asset(name)
         if found is None:
-            return _error(404, f"no static asset {name!r}", "not_found", "name")
+            raise ApiError(ErrorType.NOT_FOUND, f"no static asset {name!r}", "name")
         return Response(found[0], media_type=found[1])
 
     @app.get("/bakeoffs", include_in_schema=False)
     async def list_page() -> Any:
         """The latest bake-offs (a page)."""
-        return HTMLResponse((await asyncio.to_thread(_engine)).page.list_page(await in_thread(store.latest, 50)))
+        return HTMLResponse((await asyncio.to_thread(_engine)).page.list_page(await bo.in_thread(bo.store.latest, 50)))
 
     @app.get("/bakeoffs/{bakeoff_id}", include_in_schema=False)
     async def result_page(bakeoff_id: str) -> Any:
         """A stored bake-off: scorecard, winner, reliability diagrams, receipt, badge (a page)."""
-        answer = await _get(bakeoff_id)
-        if answer is None:
-            return _not_found(bakeoff_id)
-        return HTMLResponse((await asyncio.to_thread(_engine)).page.result_page(answer, service.settings.public_url))
+        answer = await bo.get(bakeoff_id)
+        return HTMLResponse((await asyncio.to_thread(_engine)).page.result_page(answer, public_url))
 
     @app.get("/bakeoffs/{bakeoff_id}/badge.svg", include_in_schema=False)
     async def badge(bakeoff_id: str) -> Any:
         """The SVG badge of a bake-off (its winner)."""
-        answer = await _get(bakeoff_id)
-        if answer is None:
-            return _not_found(bakeoff_id)
+        answer = await bo.get(bakeoff_id)
         return Response(bakeoff_badge(answer), media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})

@@ -5,7 +5,8 @@ One concept of an arm: every arm here is a `zsnli.compare.arms.Arm` (``trains``,
 Arm names the API answers are the registry's type names (``majority``, ``tfidf_logreg``,
 ``embedding_logreg``, ``embedding_knn``, ``embedding_similarity``); the served model's two arms are
 ``served`` (template ``{}``) and ``served_about`` (template ``This text is about {}.``), both of the
-registry's ``served`` type (the served zsnli model) but run in-process through the server's batcher.
+registry's ``served`` type (the served zsnli model) but run in-process through ``ZeroShotClassifier.classify``,
+the code of ``POST /classify`` (`ClassifierArm`).
 A challenger registered by name (``ZSNLI_BAKEOFF_MODELS``) is the registry's ``pipeline`` arm on that
 directory (transformers' zero-shot pipeline, template ``{}``, loaded once per server).
 
@@ -13,11 +14,11 @@ Shared, not reloaded: the embedding arms get one `EmbeddingCache` per bake-off t
 ``Arm.use_encoder``, over the server's `zsnli.runtime.embedding.SentenceEncoder` (or one loaded once by the
 routes), so the example texts are embedded once for all of them and nothing is loaded per arm.
 
-The served arms (`BatchedNliArm`) are async: their pairs go through the server's batcher at
-`BACKGROUND_PRIORITY`, so ``/classify`` pairs always go first. For the receipt, `receipt_identity`
-adds ``calibration_sha256`` and ``code_version`` to each arm's identity.
+The served arms (`ClassifierArm`) call ``classify`` with ``priority=BACKGROUND_PRIORITY``, so
+``/classify`` pairs always go first in the batcher. For the receipt, `receipt_identity` adds
+``calibration_sha256`` and ``code_version`` to each arm's identity.
 
-Imports numpy, `zsnli.compare.arms`, `zsnli.scoring`, `zsnli.serving.service` (the template rule).
+Imports numpy, `zsnli.compare.arms` (the classifier is handed in: nothing from `zsnli.serving`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import functools
 import hashlib
 import threading
 import time
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -37,8 +37,6 @@ import numpy as np
 from zsnli import __version__
 from zsnli.compare.arms import ARMS, Arm, ArmError
 from zsnli.compare.arms import build_arm as build_registry_arm
-from zsnli.scoring import ScoringConfig, label_probabilities, scores_from_logits
-from zsnli.serving.service import fill_template
 
 BACKGROUND_PRIORITY = 1
 """Batcher priority of bake-off pairs (``/classify`` uses 0 and always goes first)."""
@@ -119,82 +117,61 @@ class EmbeddingCache:
         return (self.embed(list(labels)) @ self.embed([text])[0]).astype(np.float64)
 
 
-# ------------------------------------------------------------------ served model through the batcher
+# ------------------------------------------------------------------ the served model, through /classify's code
 
 
 @dataclass
-class NliService:
-    """What the served-model arms borrow from the running server.
+class ServedModel:
+    """The running server's classifier as the served-model arms use it.
 
-    model: the loaded `zsnli.runtime.model.NliRuntime`; batcher: the server's `zsnli.serving.batching.Batcher`;
-    scoring: the served `ScoringConfig` (calibration.json); model_sha256 / calibration_sha256: digests for
-    the receipt; executor: a thread for tokenising off the event loop.
+    classifier: the app's `zsnli.serving.service.ZeroShotClassifier` (its public ``classify``);
+    loop: the server's event loop, where ``classify`` runs; model_sha256 / calibration_sha256 / scoring:
+    what the receipt records (from ``ZeroShotClassifier.describe``).
     """
 
-    model: Any
-    batcher: Any
-    scoring: ScoringConfig
+    classifier: Any
+    loop: asyncio.AbstractEventLoop
     model_sha256: str | None
     calibration_sha256: str | None
-    executor: Executor
+    scoring: dict[str, Any]
 
 
-class BatchedNliArm(Arm):
-    """The shipped model as ``/classify`` scores it (rule, temperature, content-free premise, cosine term),
-    with the hypothesis ``template``; its pairs are submitted at `BACKGROUND_PRIORITY`.
+class ClassifierArm(Arm):
+    """The shipped model exactly as ``POST /classify`` answers: each document goes through
+    ``ZeroShotClassifier.classify`` (text cleaning, label checks, dedupe, admission, timeout, calibrated
+    scoring) with the hypothesis ``template``, at batcher priority `BACKGROUND_PRIORITY`.
 
-    An `Arm` of the registry's ``served`` type, but async: use `apredict` (one text at a time, on the
-    server's event loop); ``predict_proba`` is not available here.
+    An `Arm` of the registry's ``served`` type, called from a bake-off worker thread: each call is
+    scheduled on the server's loop and waited for through ``waiter`` (the bake-off's cancel token:
+    ``waiter.wait(future)`` returns its result or cancels it at the deadline or on a cancel).
     """
 
     type_name = "served"
 
-    def __init__(self, name: str, template: str, service: NliService, cache: EmbeddingCache | None) -> None:
+    def __init__(self, name: str, template: str, served: ServedModel, waiter: Any) -> None:
         super().__init__(name)
-        self.template, self.service, self.cache = template, service, cache
-        self.uses_encoder = service.scoring.embedding_weight != 0  # the cosine term of the served scoring
-        self.params = {"hypothesis_template": template, "scoring": service.scoring.to_dict()}
-        self._cf: np.ndarray | None = None
+        self.template, self.served, self.waiter = template, served, waiter
+        self.params = {"hypothesis_template": template, "scoring": served.scoring}
+
+    def predict_proba(self, texts: Sequence[str], labels: Sequence[str]) -> np.ndarray:
+        """``[n, k]``: ``/classify``'s probabilities of each text over ``labels`` (single-label).
+
+        Raises the service's ``zsnli.errors.ApiError`` (503 overloaded or timed out, ...) for a document
+        it refused, and the waiter's exceptions at the deadline or on a cancel.
+        """
+        rows = []
+        for text in texts:
+            work = self.served.classifier.classify(text, list(labels), self.template, priority=BACKGROUND_PRIORITY)
+            rows.append(self.waiter.wait(asyncio.run_coroutine_threadsafe(work, self.served.loop)))
+        return np.asarray(rows, dtype=np.float64).reshape(len(texts), len(labels))
 
     def model_sha256(self) -> str | None:
-        return self.service.model_sha256
+        return self.served.model_sha256
 
     def identity(self) -> dict[str, Any]:
         """The registry identity plus the calibration digest and the code version."""
-        return {**super().identity(), "calibration_sha256": self.service.calibration_sha256,
+        return {**super().identity(), "calibration_sha256": self.served.calibration_sha256,
                 "code_version": code_version()}
-
-    async def _logits(self, premises: list[str], hyps: list[str]) -> np.ndarray:
-        svc = self.service
-        loop = asyncio.get_running_loop()
-        encoded = await loop.run_in_executor(svc.executor, svc.model.encode, premises, hyps)
-        job = svc.batcher.submit(encoded, priority=BACKGROUND_PRIORITY)
-        try:
-            return await job.result()
-        except asyncio.CancelledError:
-            svc.batcher.cancel(job)
-            raise
-
-    def _scores(self, logits: np.ndarray) -> np.ndarray:
-        m = self.service.model
-        return scores_from_logits(logits, self.service.scoring.rule, m.entail_idx, m.contra_idx)
-
-    async def apredict(self, text: str, descriptions: Sequence[str]) -> np.ndarray:
-        """Probabilities ``[k]`` over the labels for one text (the content-free scores are computed once)."""
-        hyps = [fill_template(self.template, d) for d in descriptions]
-        cfg = self.service.scoring
-        if cfg.content_free_premise is not None and self._cf is None:
-            self._cf = self._scores(await self._logits([cfg.content_free_premise] * len(hyps), hyps))
-        logits = await self._logits([text] * len(hyps), hyps)
-        if not np.all(np.isfinite(logits)):
-            raise ValueError("the model produced non-finite logits")
-        cosine = None
-        if cfg.embedding_weight != 0:
-            if self.cache is None:
-                raise RuntimeError("calibration sets an embedding weight but no sentence encoder is loaded")
-            loop = asyncio.get_running_loop()
-            cosine = await loop.run_in_executor(self.service.executor, self.cache.cosine, text, hyps)
-        return label_probabilities(self._scores(logits), cfg, self._cf, cosine)
 
 
 def build_challenger(name: str, model_dir: str) -> Arm:
@@ -204,17 +181,18 @@ def build_challenger(name: str, model_dir: str) -> Arm:
     return arm
 
 
-def build_arm(name: str, *, service: NliService | None, cache: EmbeddingCache | None,
-              local_models: dict[str, Callable[[], Arm]]) -> Arm:
+def build_arm(name: str, *, served: ServedModel | None, cache: EmbeddingCache | None,
+              local_models: dict[str, Callable[[], Arm]], waiter: Any = None) -> Arm:
     """The arm called ``name``, ready to fit/predict. Raises ``RuntimeError`` (``ArmError``) when what it
     needs is not loaded.
 
-    local_models: registered challenger name -> returns its (set-up, shared) arm (`build_challenger`).
+    local_models: registered challenger name -> returns its (set-up, shared) arm (`build_challenger`);
+    waiter: the bake-off's cancel token (served-model arms wait on the server's loop through it).
     """
     if name in NLI_TEMPLATES:
-        if service is None:
+        if served is None:
             raise RuntimeError("the served model is not loaded")
-        return BatchedNliArm(name, NLI_TEMPLATES[name], service, cache)
+        return ClassifierArm(name, NLI_TEMPLATES[name], served, waiter)
     if name in local_models:
         return local_models[name]()
     arm = build_registry_arm(name, name, {})

@@ -3,16 +3,17 @@
 * `validate_request` turns a parsed JSON body into a `Task` or raises
   `BakeoffInputError` naming the field (``examples[3].expected``, ``labels``,
   ``candidates[1]`` ...), the way a 422 answer reports it.
-* `cv_folds`: the few-shot protocol. Leave-one-out when the examples are few
-  (n <= `LOO_MAX_N`) or a label has a single example, else seeded stratified
-  k-fold with k = min(5, smallest label count). Every example is scored exactly
-  once, by a model fitted without it.
-* `score` computes accuracy, macro-F1, ECE (15 equal-width bins,
-  `zsnli.metrics`) and the reliability bins of one arm; `rank` orders arms by
-  macro-F1, then ECE (lower first), then p50 latency (lower first).
+* `Task.plan`: the few-shot protocol, the one fold rule of every bake-off
+  (`zsnli.compare.protocol.make_plan` with `SERVICE_PROTOCOL`): leave-one-out
+  when the examples are few (n <= `LOO_MAX_N`) or a label has a single example,
+  else seeded stratified k-fold with k = min(5, smallest label count). Every
+  example is scored exactly once, by a model fitted without it.
+* `score` computes accuracy, macro-F1, ECE (`zsnli.metrics.score_rows`, the
+  figures of every bake-off) and the reliability bins of one arm; `rank` orders
+  arms by the one ranking rule (`zsnli.compare.engine.RANKING_RULE`).
 
-Imports pydantic, numpy, scikit-learn, `zsnli.metrics` / `zsnli.manifest` and `zsnli.compare.service.schema`
-(the request model) only.
+Imports pydantic, numpy, `zsnli.metrics` / `zsnli.manifest`, `zsnli.compare.engine`, `zsnli.compare.protocol`,
+`zsnli.harness.examples` and `zsnli.compare.service.schema` (the request model) only.
 """
 
 from __future__ import annotations
@@ -25,18 +26,19 @@ from typing import Any, Sequence
 import numpy as np
 from pydantic import ValidationError
 
+from zsnli.compare.engine import RANKING_RULE, rank_key
+from zsnli.compare.protocol import SERVICE_PROTOCOL, Plan, make_plan
+from zsnli.harness.examples import Example
 from zsnli.manifest import canonical_json
-from zsnli.metrics import N_BINS, accuracy, argmax_random_ties, macro_f1, reliability_bins
+from zsnli.metrics import N_BINS, argmax_random_ties, reliability_bins, score_rows
 
 from .schema import BakeoffRequest
 
-LOO_MAX_N = 30
+LOO_MAX_N = SERVICE_PROTOCOL["loo_max_n"]
 """At most this many examples: leave-one-out (n fits); more: stratified k-fold."""
 
-MAX_FOLDS = 5
-SEED = 0
-
-RANKING_RULE = "macro-F1 (higher first), then ECE (lower first), then p50 latency (lower first)"
+MAX_FOLDS = SERVICE_PROTOCOL["folds"]
+SEED = SERVICE_PROTOCOL["seed"]
 
 
 class BakeoffInputError(ValueError):
@@ -82,6 +84,19 @@ class Task:
     @property
     def n(self) -> int:
         return len(self.texts)
+
+    def examples(self) -> list[Example]:
+        """The examples as the comparison engine reads them: one dataset, each row's candidate labels the
+        label descriptions (``hypotheses``) and its gold label the index of its expected label."""
+        labels = tuple(self.hypotheses)
+        return [Example(id=i, dataset="task", text=t, labels=labels, label=int(g))
+                for i, (t, g) in enumerate(zip(self.texts, self.gold))]
+
+    def plan(self) -> Plan:
+        """The folds of the one fold rule (`zsnli.compare.protocol.make_plan`) under `SERVICE_PROTOCOL`:
+        leave-one-out when n <= `LOO_MAX_N` or a label has one example, else stratified k-fold with
+        k = min(`MAX_FOLDS`, smallest label count); every example is scored exactly once."""
+        return make_plan(self.examples(), **SERVICE_PROTOCOL)
 
 
 _INVISIBLE = ("Cc", "Cf")
@@ -246,35 +261,11 @@ def _arms(req: BakeoffRequest, incumbents: Sequence[str], challengers: Sequence[
     return arms
 
 
-# ------------------------------------------------------------------ protocol
-
-
-def cv_folds(gold: np.ndarray, seed: int = SEED) -> tuple[list[tuple[np.ndarray, np.ndarray]], str]:
-    """Train/test index pairs covering every example exactly once as a test row, and the protocol's name.
-
-    gold: ``[n]`` label indices. Leave-one-out when n <= `LOO_MAX_N` or some label has one example; else
-    ``StratifiedKFold(k = min(MAX_FOLDS, smallest label count), shuffle, seed)`` (scikit-learn).
-    """
-    gold = np.asarray(gold)
-    n = gold.size
-    counts = np.bincount(gold)
-    smallest = int(counts[counts > 0].min()) if n else 0
-    if n <= LOO_MAX_N or smallest < 2:
-        folds = [(np.delete(np.arange(n), i), np.array([i])) for i in range(n)]
-        return folds, f"leave-one-out ({n} fits)"
-    from sklearn.model_selection import StratifiedKFold
-
-    k = min(MAX_FOLDS, smallest)
-    splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
-    folds = [(train, test) for train, test in splitter.split(np.zeros(n), gold)]
-    return folds, f"stratified {k}-fold (seed {seed})"
-
-
 # ------------------------------------------------------------------ metrics
 
 
 def score(probabilities: np.ndarray, gold: np.ndarray, seed: int = SEED) -> dict[str, Any]:
-    """Accuracy, macro-F1, ECE and reliability bins of one arm.
+    """Accuracy, macro-F1, ECE (`zsnli.metrics.score_rows`) and reliability bins of one arm.
 
     probabilities: ``[n, k]`` rows over the task's labels (finite, each in [0, 1]); gold: ``[n]``.
     Arg-max ties are broken by a generator seeded with ``seed`` (`zsnli.metrics.argmax_random_ties`).
@@ -288,7 +279,8 @@ def score(probabilities: np.ndarray, gold: np.ndarray, seed: int = SEED) -> dict
         raise ValueError(f"probabilities must be [n, k] with n = {gold.size}, got {p.shape}")
     if not np.all(np.isfinite(p)):
         raise ValueError("probabilities contain non-finite values")
-    rng = np.random.default_rng(seed)
+    card = score_rows(p, gold, n_classes=p.shape[1], seed=seed)
+    rng = np.random.default_rng(seed)  # the same draws as score_rows' own arg-max
     pred = np.array([argmax_random_ties(row, rng) for row in p])
     conf = np.clip(p.max(axis=1), 0.0, 1.0)
     bins = reliability_bins(conf, pred == gold, N_BINS)
@@ -296,8 +288,8 @@ def score(probabilities: np.ndarray, gold: np.ndarray, seed: int = SEED) -> dict
                 "count": int(bins.counts[b]), "confidence": round(float(bins.confidence[b]), 4),
                 "accuracy": round(float(bins.accuracy[b]), 4)}
                for b in range(N_BINS) if bins.counts[b] > 0]
-    return {"accuracy": round(accuracy(gold, pred), 4), "macro_f1": round(macro_f1(gold, pred, p.shape[1]), 4),
-            "ece": round(bins.ece, 4), "n": int(gold.size), "predicted": pred, "reliability": diagram}
+    return {"accuracy": round(card.accuracy, 4), "macro_f1": round(card.macro_f1, 4), "ece": round(card.ece, 4),
+            "n": int(gold.size), "predicted": pred, "reliability": diagram}
 
 
 def p50_ms(latencies_s: Sequence[float]) -> float:
@@ -313,7 +305,7 @@ def rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     scored = [e for e in entries if e["status"] == "scored"]
     failed = [e for e in entries if e["status"] != "scored"]
-    scored.sort(key=lambda e: (-e["macro_f1"], e["ece"], e["latency_ms_p50"]))
+    scored.sort(key=lambda e: rank_key(e["arm"], e["macro_f1"], e["ece"], e["latency_ms_p50"]))
     out = []
     for r, e in enumerate(scored + failed, 1):
         out.append({"rank": r, **e})

@@ -1,10 +1,12 @@
 """Run one bake-off: every requested arm on the same examples, under a time budget -> the answer dict.
 
-Zero-shot arms score every example as it is. Few-shot arms are fitted per fold of
-`protocol.cv_folds` and score only the fold's held-out examples, so no arm is ever fitted on the
-example it is scored on. Per-document latency is the wall time of scoring that one document (for
-arms on sentence embeddings, plus the time to embed it alone); the served-model arms go through the
-server's batcher at background priority and are measured under whatever load the server has.
+Every arm runs through the comparison engine's arm runner (`zsnli.compare.engine.run_plan`) in a
+worker thread, under the one fold rule (`zsnli.compare.protocol.make_plan` with `SERVICE_PROTOCOL`):
+zero-shot arms score every example as it is; few-shot arms are fitted per fold and score only the
+fold's held-out examples, so no arm is ever fitted on the example it is scored on. Per-document
+latency is the wall time of scoring that one document (for arms on sentence embeddings, plus the time
+to embed it alone); the served-model arms call ``ZeroShotClassifier.classify`` on the server's loop at
+background priority and are measured under whatever load the server has.
 
 Time budget: the arms get ``time_budget_s`` from the start of `run_bakeoff`; an arm still running at
 the deadline is ``failed`` with that reason and the arms after it are not started. The answer then
@@ -12,16 +14,18 @@ needs only ranking, signing and storing, so it comes within the budget plus `GRA
 threads stops cooperatively: every loop of it (embedding the examples, each fold's fit, each
 document's prediction) checks the bake-off's `CancelToken`, which trips at the deadline and when the
 bake-off is cancelled (the client left, the server drains), so no timed-out or abandoned arm keeps a
-worker thread past the step it was in. The served-model arms' queued pairs are dropped from the batcher
-when their wait is cancelled. Nothing blocking runs on the event loop (arm construction, which may load a
-challenger model, and receipt identities, which may hash model files, run in the worker thread).
+worker thread past the step it was in; a served-model arm's ``classify`` is cancelled with it
+(`CancelToken.wait`), which drops its queued pairs from the batcher. Nothing blocking runs on the event
+loop (arm construction, which may load a challenger model, and receipt identities, which may hash model
+files, run in the worker thread).
 
-Imports `protocol`, `arms_adapter`, `receipts`.
+Imports `zsnli.compare.engine`, `protocol`, `arms_adapter`, `receipts`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime as dt
 import threading
 import time
@@ -32,9 +36,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .arms_adapter import (EMBEDDING_ARMS, NLI_TEMPLATES, BatchedNliArm, EmbeddingCache, NliService, build_arm,
-                           receipt_identity)
-from .protocol import Task, cv_folds, p50_ms, rank, score
+from zsnli.compare.engine import ArmResult, run_plan
+
+from .arms_adapter import EMBEDDING_ARMS, NLI_TEMPLATES, EmbeddingCache, ServedModel, build_arm, receipt_identity
+from .protocol import Task, p50_ms, rank, score
 from .receipts import RECEIPT_VERSION, Signer, receipt_payload
 
 
@@ -52,14 +57,22 @@ class Cancelled(RuntimeError):
 
 class CancelToken:
     """Cooperative stop for one bake-off's thread work: `check` raises `BudgetExceeded` past ``deadline``
-    (``time.monotonic()`` seconds) and `Cancelled` once `cancel` was called. Thread-safe."""
+    (``time.monotonic()`` seconds) and `Cancelled` once `cancel` was called; `wait` waits for a future
+    under the same two conditions. Thread-safe."""
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self._cancelled = threading.Event()
+        self._lock = threading.Lock()
+        self._waiting: set[concurrent.futures.Future] = set()
 
     def cancel(self) -> None:
+        """Trip the token; the futures being waited for are cancelled (their queued work is dropped)."""
         self._cancelled.set()
+        with self._lock:
+            waiting = list(self._waiting)
+        for fut in waiting:
+            fut.cancel()
 
     @property
     def cancelled(self) -> bool:
@@ -75,19 +88,39 @@ class CancelToken:
         if time.monotonic() > self.deadline:
             raise BudgetExceeded()
 
+    def wait(self, fut: concurrent.futures.Future) -> Any:
+        """``fut``'s result (a thread waiting on work scheduled on the event loop). At the deadline or on
+        `cancel` the future is cancelled and `BudgetExceeded` / `Cancelled` raised."""
+        with self._lock:
+            self._waiting.add(fut)
+        try:
+            if self.cancelled:
+                fut.cancel()
+            return fut.result(timeout=self.left())
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            self.check()
+            raise BudgetExceeded() from None
+        except concurrent.futures.CancelledError:
+            self.check()
+            raise Cancelled() from None
+        finally:
+            with self._lock:
+                self._waiting.discard(fut)
+
 
 @dataclass
 class RunContext:
     """What one bake-off needs from the server.
 
-    service: the served model (None while loading: its arms fail); encoder_factory: returns
+    served: the served model (None while loading: its arms fail); encoder_factory: returns
     ``(SentenceEncoder, digest)`` or raises (embedding arms then fail); local_models: registered challenger
     name -> its shared, set-up arm (may load it: called in a worker thread); executor: threads for the arms'
     work, never the store's or the pages'; time_budget_s: the arms' budget; sign_executor: where the receipt
     is signed (default ``executor``).
     """
 
-    service: NliService | None
+    served: ServedModel | None
     encoder_factory: Callable[[], tuple[Any, str]] | None
     local_models: dict[str, Callable[[], Any]]
     executor: Executor
@@ -104,42 +137,18 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _run_sync(arm, task: Task, cache: EmbeddingCache | None, token: CancelToken) -> tuple[np.ndarray, list[float]]:
-    """A CPU arm over all examples (thread). Returns ``[n, k]`` probabilities and per-document seconds.
+    """An arm over all examples (thread), by the engine's arm runner under `SERVICE_PROTOCOL`'s folds.
 
-    ``token`` is checked before every fit and every document (raises `BudgetExceeded` / `Cancelled`).
+    Returns ``[n, k]`` probabilities and per-document seconds (for arms on sentence embeddings, plus the
+    time to embed the document alone). ``token`` is checked before every fit and every document (raises
+    `BudgetExceeded` / `Cancelled`); any failing document fails the arm.
     """
-    n, k = task.n, len(task.label_names)
-    probs, seconds = np.zeros((n, k)), [0.0] * n
-    zero_shot = not arm.trains
-    labels = task.hypotheses if zero_shot else task.label_names
-    folds = [(np.array([], dtype=int), np.arange(n))] if zero_shot else cv_folds(task.gold)[0]
-    for train, test in folds:
-        token.check()
-        if not zero_shot:
-            arm.fit([task.texts[i] for i in train], [task.label_names[task.gold[i]] for i in train])
-        for i in test:
-            token.check()
-            t0 = time.perf_counter()
-            probs[i] = arm.predict_proba([task.texts[i]], labels)[0]
-            seconds[i] = time.perf_counter() - t0
-            if arm.uses_encoder and cache is not None:
-                seconds[i] += cache.seconds.get(task.texts[i], 0.0)
-    return probs, seconds
-
-
-async def _run_nli(arm: BatchedNliArm, task: Task, token: CancelToken) -> tuple[np.ndarray, list[float]]:
-    probs, seconds = np.zeros((task.n, len(task.label_names))), []
-    for i, text in enumerate(task.texts):
-        token.check()
-        t0 = time.perf_counter()
-        try:
-            probs[i] = await asyncio.wait_for(arm.apredict(text, task.hypotheses), token.left())
-        except asyncio.TimeoutError:
-            raise BudgetExceeded() from None
-        seconds.append(time.perf_counter() - t0)
-        if arm.uses_encoder and arm.cache is not None:
-            seconds[-1] += arm.cache.seconds.get(text, 0.0)
-    return probs, seconds
+    examples = task.examples()
+    out = ArmResult(arm.name, arm.type_name, arm.trains, str(arm.cost))
+    extra = (lambda text: cache.seconds.get(text, 0.0)) if arm.uses_encoder and cache is not None else None
+    run_plan(arm, examples, task.plan(), out, check=token.check, strict=True, extra_seconds=extra)
+    probs = np.array([out.probabilities[i] for i in range(task.n)], dtype=np.float64)
+    return probs, [out.seconds[i] for i in range(task.n)]
 
 
 def _entry(name: str, role: str, task: Task, probs=None, seconds=None, error: str | None = None) -> dict:
@@ -179,9 +188,9 @@ async def _embed_all(ctx: RunContext, task: Task, token: CancelToken) -> tuple[E
 
 
 def _build_and_run(name: str, ctx: RunContext, task: Task, cache, token: CancelToken):
-    """Thread: build a CPU arm (which may load a challenger model), run it, and take its receipt identity."""
+    """Thread: build an arm (which may load a challenger model), run it, and take its receipt identity."""
     token.check()
-    arm = build_arm(name, service=ctx.service, cache=cache, local_models=ctx.local_models)
+    arm = build_arm(name, served=ctx.served, cache=cache, local_models=ctx.local_models, waiter=token)
     probs, seconds = _run_sync(arm, task, cache, token)
     return probs, seconds, receipt_identity(arm)
 
@@ -189,10 +198,6 @@ def _build_and_run(name: str, ctx: RunContext, task: Task, cache, token: CancelT
 async def _run_arm(name: str, ctx: RunContext, task: Task, cache, token: CancelToken):
     """``(probabilities, seconds, receipt identity)``; raises on failure, `BudgetExceeded` at the deadline."""
     loop = asyncio.get_running_loop()
-    if name in NLI_TEMPLATES:
-        arm = build_arm(name, service=ctx.service, cache=cache, local_models=ctx.local_models)
-        probs, seconds = await _run_nli(arm, task, token)
-        return probs, seconds, await loop.run_in_executor(ctx.executor, receipt_identity, arm)
     try:
         return await asyncio.wait_for(loop.run_in_executor(ctx.executor, _build_and_run, name, ctx, task, cache, token),
                                       token.left())
@@ -225,9 +230,7 @@ async def run_bakeoff(task: Task, ctx: RunContext, signer: Signer) -> dict[str, 
 
 async def _run(task: Task, ctx: RunContext, signer: Signer, token: CancelToken) -> dict[str, Any]:
     created_at = _now()
-    needs_embedding = any(a in EMBEDDING_ARMS for a in task.arms) or (
-        ctx.service is not None and ctx.service.scoring.embedding_weight != 0
-        and any(a in NLI_TEMPLATES for a in task.arms))
+    needs_embedding = any(a in EMBEDDING_ARMS for a in task.arms)
     cache, cache_error = (await _embed_all(ctx, task, token)) if needs_embedding else (None, None)
     entries, identities = [], {}
     for name in _run_order(task.arms):

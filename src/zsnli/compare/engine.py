@@ -1,0 +1,184 @@
+"""The comparison engine shared by every bake-off front end: one arm runner and one ranking rule.
+
+``validate.py bakeoff`` and ``validate.py compare`` (`bakeoff_runner`, forked per arm) and ``POST
+/v1/bakeoff`` (`zsnli.compare.service.runner`, in a worker thread under a time budget) all score an
+arm with `run_plan` over a `protocol.Plan` (`protocol.make_plan`, the one fold rule) and order their
+leaderboards with `rank_key` (`RANKING_RULE`). Per-dataset figures come from
+`zsnli.metrics.score_rows` (through `scorecards.score_examples`), so the same examples give the
+same numbers whichever front end ran them.
+
+Imports numpy, `zsnli.harness.examples`, `zsnli.compare.protocol` only.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from zsnli.harness.examples import Example
+from zsnli.compare.protocol import Plan
+
+RANKING_RULE = ("macro-F1 (mean over datasets, higher first), then ECE (mean over datasets, lower first), then p50 "
+                "latency per document (lower first), then the arm's name; figures compared at 4 decimals; failed "
+                "arms last")
+"""The one ranking rule of every leaderboard (see DESIGN.md, section Comparison, for why macro-F1)."""
+
+RANK_DECIMALS = 4
+
+
+def rank_key(name: str, macro_f1: float | None, ece: float | None, p50_ms: float | None,
+             failed: bool = False) -> tuple:
+    """Sort key of one leaderboard row under `RANKING_RULE` (smaller sorts first).
+
+    ``macro_f1`` and ``ece`` are the arm's means over datasets (one dataset: its own figures), in [0, 1];
+    ``p50_ms`` its median milliseconds per document. A failed arm, or one without a macro-F1, sorts after
+    every scored arm. Figures are rounded to `RANK_DECIMALS` first, so arms that read the same tie on them.
+    """
+    if failed or macro_f1 is None or (isinstance(macro_f1, float) and math.isnan(macro_f1)):
+        return (1, 0.0, 0.0, 0.0, name)
+
+    def num(x: float | None, missing: float) -> float:
+        return missing if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), RANK_DECIMALS)
+
+    return (0, -num(macro_f1, 0.0), num(ece, math.inf), num(p50_ms, math.inf), name)
+
+
+@dataclass
+class ArmResult:
+    """What one arm produced: probabilities per test row (None = that document failed), timings, identity.
+
+    ``seconds[i]`` is the wall time of the call that scored row ``i`` (plus `run_plan`'s ``extra_seconds``);
+    ``fit_s`` sums the real fit time over folds (``fits`` calls); ``peak_rss`` is in bytes with
+    ``rss_source`` saying whose it is. ``concurrency`` documents were in flight at once; when more than
+    one, ``wall_s`` is the wall time of all test rows (docs/s is then documents over it).
+    """
+
+    name: str
+    type: str
+    trains: bool
+    cost: str
+    identity: dict[str, Any] = field(default_factory=dict)
+    probabilities: dict[int, list[float] | None] = field(default_factory=dict)
+    seconds: dict[int, float] = field(default_factory=dict)
+    setup_s: float = float("nan")
+    fit_s: float = 0.0
+    fits: int = 0
+    offline_training: dict[str, Any] | None = None
+    peak_rss: int | None = None
+    rss_source: str = ""
+    errors: list[str] = field(default_factory=list)
+    error: str | None = None
+    concurrency: int = 1
+    wall_s: float | None = None
+
+
+def _predict_rows(arm, rows: Sequence[int], examples: Sequence[Example], out: ArmResult, check, strict: bool,
+                  extra_seconds) -> None:
+    for i in rows:
+        if check is not None:
+            check()
+        e = examples[i]
+        t0 = time.perf_counter()
+        try:
+            p = np.asarray(arm.predict_proba([e.text], list(e.labels)), dtype=np.float64)
+            if p.shape != (1, len(e.labels)) or not np.all(np.isfinite(p)):
+                raise ValueError(f"shape {p.shape} for 1 document and {len(e.labels)} labels, or non-finite")
+            out.probabilities[i] = p[0].tolist()
+        except Exception as exc:  # one bad document must not end the arm (unless strict)
+            if strict:
+                raise
+            out.probabilities[i] = None
+            out.errors.append(f"{e.id!r}: {type(exc).__name__}: {exc}")
+        out.seconds[i] = time.perf_counter() - t0 + (extra_seconds(e.text) if extra_seconds is not None else 0.0)
+
+
+def _warm_up(arm, rows: Sequence[int], examples: Sequence[Example], n: int) -> None:
+    for i in list(rows)[:n]:
+        try:
+            arm.predict_proba([examples[i].text], list(examples[i].labels))
+        except Exception:  # noqa: BLE001 - the timed call records the error
+            pass
+
+
+def run_plan(arm, examples: Sequence[Example], plan: Plan, out: ArmResult, *, warmups: int = 0,
+             check: Callable[[], None] | None = None, strict: bool = False,
+             extra_seconds: Callable[[str], float] | None = None) -> None:
+    """Score a set-up ``arm`` on the plan's test rows into ``out``: the one arm runner.
+
+    Zero-shot arms (``arm.trains`` False): ``predict_proba`` on every test row, one document per call,
+    each call timed. Few-shot arms: per fold, ``fit`` on the fold's training rows (gold label strings;
+    timed into ``out.fit_s``), then the same per-document calls on the fold's test rows only, so no arm
+    is scored on a row it was fitted on. ``warmups`` untimed calls go first (results discarded).
+    check: called before every fit and every document (raises to stop: a bake-off's deadline or cancel).
+    strict: a failing document or fit raises (the service fails the arm); otherwise the document is
+    recorded as failed (None, scored as uniform) and its error kept in ``out.errors``.
+    extra_seconds: seconds added to a document's latency (the service's per-text embedding time).
+    A zero-shot arm whose ``predict_documents`` answers (a server at a concurrency) scores all test rows
+    in that one call instead (`Documents`).
+    """
+    if not arm.trains:
+        _warm_up(arm, plan.test_rows, examples, warmups)
+        many = getattr(arm, "predict_documents", None)
+        answers = many([examples[i] for i in plan.test_rows]) if many is not None else None
+        if answers is None:
+            _predict_rows(arm, plan.test_rows, examples, out, check, strict, extra_seconds)
+            return
+        for i, (probs, seconds, error) in zip(plan.test_rows, answers.rows):
+            out.probabilities[i], out.seconds[i] = probs, seconds
+            if error is not None:
+                out.errors.append(f"{examples[i].id!r}: {error}")
+        out.concurrency, out.wall_s = answers.concurrency, answers.wall_s
+        return
+    warmed = False
+    for fold in plan.folds:
+        if check is not None:
+            check()
+        t0 = time.perf_counter()
+        try:
+            arm.fit([examples[i].text for i in fold.train], [examples[i].labels[examples[i].label] for i in fold.train])
+        except Exception as exc:  # the fold's rows are scored as failed
+            if strict:
+                raise
+            out.errors.append(f"fit {fold.dataset} fold {fold.index}: {type(exc).__name__}: {exc}")
+            out.probabilities.update({i: None for i in fold.test})
+            out.seconds.update({i: float("nan") for i in fold.test})
+            continue
+        out.fit_s += time.perf_counter() - t0
+        out.fits += 1
+        if not warmed:
+            _warm_up(arm, fold.test, examples, warmups)
+            warmed = True
+        _predict_rows(arm, fold.test, examples, out, check, strict, extra_seconds)
+
+
+@dataclass
+class Documents:
+    """An arm's answers for many documents scored together (``Arm.predict_documents``).
+
+    rows: per document ``(probabilities or None, seconds, error or None)``; concurrency: documents in
+    flight at once; wall_s: wall time of them all.
+    """
+
+    rows: list[tuple[list[float] | None, float, str | None]]
+    concurrency: int
+    wall_s: float
+
+
+def latency(result: ArmResult, rows: Sequence[int]) -> dict[str, float | None]:
+    """p50/p95/mean ms per document, docs/s and the concurrency.
+
+    docs/s is the documents over the summed per-document seconds (one at a time), or over ``wall_s``
+    when several were in flight.
+    """
+    secs = np.array([result.seconds[i] for i in rows if math.isfinite(result.seconds.get(i, float("nan")))])
+    if not secs.size:
+        return {"p50_ms": None, "p95_ms": None, "mean_ms": None, "docs_per_s": None,
+                "concurrency": result.concurrency}
+    total = result.wall_s if result.wall_s is not None else float(secs.sum())
+    return {"p50_ms": float(np.percentile(secs, 50) * 1000), "p95_ms": float(np.percentile(secs, 95) * 1000),
+            "mean_ms": float(secs.mean() * 1000), "docs_per_s": float(secs.size / total) if total > 0 else None,
+            "concurrency": result.concurrency}
