@@ -7,7 +7,7 @@ its tokeniser thread, the shutdown drain, and ``classify`` as four steps:
 1. ``preprocess``: clean the text (lone surrogates: `zsnli.serving.text.clean_text`, the rule the HTTP
    body reader applies to every request; ``ZSNLI_MAX_TEXT_CHARS``),
    fill the template, drop duplicate hypotheses, refuse what cannot fit;
-2. ``_tokenize`` (tokeniser thread): raise ``ApiError`` naming ``labels[i]``
+2. `zsnli.serving.document.tokenize` (tokeniser thread): raise ``ApiError`` naming ``labels[i]``
    for a label with no tokens or one too long for the window, else encode the
    pairs and, when the scoring has a cosine term, the text and the distinct
    hypotheses for the sentence encoder;
@@ -23,7 +23,7 @@ its tokeniser thread, the shutdown drain, and ``classify`` as four steps:
 (batched across documents); `zsnli.serving.offline` wraps it for blocking callers. Errors are `zsnli.errors.ApiError` (the HTTP layer answers them).
 
 May import: `zsnli.serving.api_types` (the request-field rules only), `zsnli.serving.batching`, `zsnli.config`,
-`zsnli.serving.drain`, `zsnli.runtime.embedding`, `zsnli.errors`, `zsnli.runtime.model`, `zsnli.scoring`,
+`zsnli.serving.document`, `zsnli.serving.drain`, `zsnli.runtime.embedding`, `zsnli.errors`, `zsnli.runtime.model`, `zsnli.scoring`,
 `zsnli.serving.startup`, `zsnli.serving.text`. Never FastAPI or anything HTTP: `zsnli.serving.app` imports this
 module, not the reverse.
 """
@@ -44,7 +44,7 @@ import numpy as np
 
 from .. import __version__
 from .api_types import classify_fields
-from .batching import DEFAULT_KIND, BatchError, BatchObserver, Batcher, BatcherClosed, QueueFull, WorkKind
+from .batching import BatchError, BatchObserver, Batcher, BatcherClosed, QueueFull, WorkKind
 from ..config import Settings, unknown_settings
 from .drain import Drain
 from ..runtime.embedding import SentenceEncoder, cosines
@@ -53,22 +53,14 @@ from ..runtime.model import Encoded, ModelConfigError, NliRuntime, default_token
 from ..scoring import ScoringConfig, label_probabilities, multi_label_probabilities, scores_from_logits
 from .startup import (STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, default_loader, one_line,
                       preflight, resolved_embedding_dir)
+from .document import (HYPOTHESIS_CHARS_PER_TOKEN, LABEL_KIND, TEXT_KIND, Prepared, Tokenized, check_label_tokens,
+                       fill_template, tokenize)
 from .text import clean_text
 
 logger = logging.getLogger("zsnli")
 
-# A hypothesis longer than this many characters per window token is rejected
-# (label_too_long) before it is tokenised: no tokenizer packs that much into a token.
-HYPOTHESIS_CHARS_PER_TOKEN = 20
-
 #: Awaitable that completes when the client has gone (the HTTP layer passes one).
 Disconnected = Callable[[], Awaitable[None]]
-
-#: Batcher kinds of the sentence encoder's work: request texts, and hypotheses. Two kinds, so
-#: a text and the (short) labels are never padded to each other's length in one batch.
-TEXT_KIND = "embedding_text"
-LABEL_KIND = "embedding_label"
-
 
 @dataclass
 class ServiceState:
@@ -90,46 +82,6 @@ class ServiceState:
     files: dict[str, str] = field(default_factory=dict)  # {relative path: sha256} of every served model file
     startup_seconds: float | None = None
     exit_code: int = 0
-
-
-@dataclass
-class Prepared:
-    """One document after ``preprocess``: the hypotheses, deduplicated (``unique[where[i]]`` is label i's)."""
-
-    text: str
-    labels: list[str]
-    hyps: list[str]
-    unique: list[str]
-    where: list[int]
-    bare: list[str] | None  # the distinct labels without the template (None: no template)
-    content_free: str | None
-    multi_label: bool
-
-    @property
-    def n_pairs(self) -> int:
-        return len(self.unique) * (2 if self.content_free is not None else 1)
-
-
-@dataclass
-class Tokenized:
-    """One document's batcher work: its NLI ``pairs`` and, with a cosine term, the encoder's
-    ``text`` and ``labels`` (the distinct hypotheses, in ``Prepared.unique`` order)."""
-
-    pairs: list[Encoded]
-    text: list[Encoded] = field(default_factory=list)
-    labels: list[Encoded] = field(default_factory=list)
-
-    def work(self) -> list[tuple[str, list[Encoded]]]:
-        """``(kind, items)`` for each batcher job, NLI first; the embedding jobs only when present."""
-        jobs = [(DEFAULT_KIND, self.pairs)]
-        if self.text:
-            jobs += [(TEXT_KIND, self.text), (LABEL_KIND, self.labels)]
-        return jobs
-
-
-def fill_template(template: str | None, label: str) -> str:
-    """The hypothesis for ``label``: the template's single ``{}`` replaced literally (never ``str.format``)."""
-    return label if template is None else template.replace("{}", label, 1)
 
 
 class ZeroShotClassifier:
@@ -360,7 +312,7 @@ class ZeroShotClassifier:
         try:
             with st.batcher.admit(prep.n_pairs):
                 encoded = await asyncio.get_running_loop().run_in_executor(
-                    self._tokenize_pool, _tokenize, st.model, self._request_encoder(prep), prep)
+                    self._tokenize_pool, tokenize, st.model, self._request_encoder(prep), prep)
                 logits, cosine = await self._forward(encoded, disconnected, priority)
         except QueueFull as exc:
             raise ApiError(ErrorType.OVERLOADED, f"overloaded: {exc}; retry later") from None
@@ -383,7 +335,7 @@ class ZeroShotClassifier:
         """
         self.check_ready()
         prep = self.preprocess("", labels, template, multi_label=True)
-        await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, _check_labels, self.state.model, prep)
+        await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, check_label_tokens, self.state.model, prep)
 
     def preprocess(self, text: str, labels: Sequence[str], template: str | None, multi_label: bool) -> Prepared:
         """Clean and cut the text, fill the template, deduplicate the hypotheses; refuse with
@@ -475,40 +427,6 @@ class ZeroShotClassifier:
                     return exc
 
         return list(await asyncio.gather(*(one(d) for d in docs)))
-
-
-def _check_labels(model: NliRuntime, prep: Prepared) -> None:
-    """Tokeniser thread: raise ``ApiError`` 422 naming ``labels[i]`` for the first label with no tokens
-    (of the bare label when a template is used) or whose hypothesis does not fit the window."""
-    lengths = model.hypothesis_lengths(prep.unique)
-    bare_lengths = model.hypothesis_lengths(prep.bare) if prep.bare is not None else lengths
-    for j, n in enumerate(bare_lengths):
-        if n == 0:
-            i = prep.labels.index(prep.bare[j]) if prep.bare is not None else prep.hyps.index(prep.unique[j])
-            raise ApiError(ErrorType.VALIDATION, f"labels[{i}]: label is empty after normalisation (it has no "
-                           "tokens: only invisible, control or whitespace characters)", f"labels[{i}]")
-    limit = model.max_hypothesis_tokens()
-    for j, n in enumerate(lengths):
-        if n > limit:
-            i = prep.hyps.index(prep.unique[j])
-            raise ApiError(ErrorType.LABEL_TOO_LONG, f"labels[{i}]: does not fit the model window "
-                           f"({model.max_length} tokens with the text; ZSNLI_MAX_LENGTH caps it): shorten it; "
-                           "labels are never cut", f"labels[{i}]")
-
-
-def _tokenize(model: NliRuntime, encoder: SentenceEncoder | None, prep: Prepared) -> Tokenized:
-    """Tokeniser thread: `_check_labels`, then encode all pairs (text, and the content-free premise)
-    and, with an ``encoder``, the text and the distinct hypotheses for it."""
-    _check_labels(model, prep)
-    premises = [prep.text] * len(prep.unique)
-    hyps = list(prep.unique)
-    if prep.content_free is not None:
-        premises += [prep.content_free] * len(prep.unique)
-        hyps += list(prep.unique)
-    out = Tokenized(model.encode(premises, hyps))
-    if encoder is not None:
-        out.text, out.labels = encoder.tokenize([prep.text]), encoder.tokenize(prep.unique)
-    return out
 
 
 async def _await_jobs(batcher: Batcher, work: Sequence[tuple[str, list[Encoded]]],

@@ -105,7 +105,8 @@ function reliabilitySvg(entry) {
   return svg;
 }
 
-// The arms ranked first on macro-F1 together with the winner (a tie the ranking broke by ECE, then latency).
+// The arms ranked first on macro-F1 together with the winner (a tie the ranking broke by ECE, then latency,
+// then the arm's name: zsnli.compare.engine.RANKING_RULE).
 function tiedWithWinner(answer) {
   const scored = answer.scorecard.filter((e) => e.status === "scored").sort((a, b) => a.rank - b.rank);
   if (scored.length < 2) return [];
@@ -116,7 +117,8 @@ function tieNote(answer) {
   const tied = tiedWithWinner(answer);
   if (tied.length < 2) return null;
   const [first, second] = tied;
-  const by = Math.abs(first.ece - second.ece) > 1e-9 ? "its lower ECE (calibration)" : "its lower p50 latency";
+  const by = Math.abs(first.ece - second.ece) > 1e-9 ? "its lower ECE (calibration)"
+    : Math.abs(first.latency_ms_p50 - second.latency_ms_p50) > 1e-9 ? "its lower p50 latency" : "its name";
   const others = tied.slice(1).map((e) => e.arm).join(", ");
   return `Tie: ${first.arm} and ${others} have the same macro-F1 (${fmt(first.macro_f1)}) on these ` +
     `${answer.n} examples; ${first.arm} is ranked first only by ${by}. ` +
@@ -148,7 +150,7 @@ function renderAnswer(answer, container, base) {
   container.append(el("h2", {}, "Scorecard"),
     el("table", { id: "scorecard" }, el("thead", {}, head), el("tbody", {}, ...body)),
     el("p", { class: "note" }, "Ranked by macro-F1; ties broken by calibration (lower ECE), then by latency " +
-      "(lower p50). What the columns and the arms mean: see \u201cReading the results\u201d below."));
+      "(lower p50), then by the arm's name. What the columns and the arms mean: see \u201cReading the results\u201d below."));
   const diagrams = answer.scorecard.filter((e) => e.status === "scored")
     .map((e) => el("div", { class: "diagram" }, el("h4", {}, `${e.arm} · ECE ${fmt(e.ece)}`), reliabilitySvg(e)));
   container.append(el("h2", {}, "Reliability"), el("p", { class: "note" },

@@ -1,0 +1,99 @@
+"""One document on its way through the service: its hypotheses (`Prepared`), its batcher work (`Tokenized`)
+and the tokeniser-thread steps that build the work (`tokenize`, `check_label_tokens`).
+
+`zsnli.serving.service.ZeroShotClassifier` prepares a document (``preprocess``), runs `tokenize` on its
+tokeniser thread and hands `Tokenized.work` to the batcher. May import `zsnli.serving.batching` (the kind
+names), `zsnli.errors`, `zsnli.runtime.model` and `zsnli.runtime.embedding` only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .batching import DEFAULT_KIND
+from ..errors import ApiError, ErrorType
+from ..runtime.embedding import SentenceEncoder
+from ..runtime.model import Encoded, NliRuntime
+
+# A hypothesis longer than this many characters per window token is rejected
+# (label_too_long) before it is tokenised: no tokenizer packs that much into a token.
+HYPOTHESIS_CHARS_PER_TOKEN = 20
+
+#: Batcher kinds of the sentence encoder's work: request texts, and hypotheses. Two kinds, so
+#: a text and the (short) labels are never padded to each other's length in one batch.
+TEXT_KIND = "embedding_text"
+LABEL_KIND = "embedding_label"
+
+
+@dataclass
+class Prepared:
+    """One document after ``preprocess``: the hypotheses, deduplicated (``unique[where[i]]`` is label i's)."""
+
+    text: str
+    labels: list[str]
+    hyps: list[str]
+    unique: list[str]
+    where: list[int]
+    bare: list[str] | None  # the distinct labels without the template (None: no template)
+    content_free: str | None
+    multi_label: bool
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.unique) * (2 if self.content_free is not None else 1)
+
+
+@dataclass
+class Tokenized:
+    """One document's batcher work: its NLI ``pairs`` and, with a cosine term, the encoder's
+    ``text`` and ``labels`` (the distinct hypotheses, in ``Prepared.unique`` order)."""
+
+    pairs: list[Encoded]
+    text: list[Encoded] = field(default_factory=list)
+    labels: list[Encoded] = field(default_factory=list)
+
+    def work(self) -> list[tuple[str, list[Encoded]]]:
+        """``(kind, items)`` for each batcher job, NLI first; the embedding jobs only when present."""
+        jobs = [(DEFAULT_KIND, self.pairs)]
+        if self.text:
+            jobs += [(TEXT_KIND, self.text), (LABEL_KIND, self.labels)]
+        return jobs
+
+
+def fill_template(template: str | None, label: str) -> str:
+    """The hypothesis for ``label``: the template's single ``{}`` replaced literally (never ``str.format``)."""
+    return label if template is None else template.replace("{}", label, 1)
+
+
+def check_label_tokens(model: NliRuntime, prep: Prepared) -> None:
+    """Tokeniser thread: raise ``ApiError`` 422 naming ``labels[i]`` for the first label with no tokens
+    (of the bare label when a template is used) or whose hypothesis does not fit the window."""
+    lengths = model.hypothesis_lengths(prep.unique)
+    bare_lengths = model.hypothesis_lengths(prep.bare) if prep.bare is not None else lengths
+    for j, n in enumerate(bare_lengths):
+        if n == 0:
+            i = prep.labels.index(prep.bare[j]) if prep.bare is not None else prep.hyps.index(prep.unique[j])
+            raise ApiError(ErrorType.VALIDATION, f"labels[{i}]: label is empty after normalisation (it has no "
+                           "tokens: only invisible, control or whitespace characters)", f"labels[{i}]")
+    limit = model.max_hypothesis_tokens()
+    for j, n in enumerate(lengths):
+        if n > limit:
+            i = prep.hyps.index(prep.unique[j])
+            raise ApiError(ErrorType.LABEL_TOO_LONG, f"labels[{i}]: does not fit the model window "
+                           f"({model.max_length} tokens with the text; ZSNLI_MAX_LENGTH caps it): shorten it; "
+                           "labels are never cut", f"labels[{i}]")
+
+
+def tokenize(model: NliRuntime, encoder: SentenceEncoder | None, prep: Prepared) -> Tokenized:
+    """Tokeniser thread: `check_label_tokens`, then encode all pairs (text, and the content-free premise)
+    and, with an ``encoder``, the text and the distinct hypotheses for it."""
+    check_label_tokens(model, prep)
+    premises = [prep.text] * len(prep.unique)
+    hyps = list(prep.unique)
+    if prep.content_free is not None:
+        premises += [prep.content_free] * len(prep.unique)
+        hyps += list(prep.unique)
+    out = Tokenized(model.encode(premises, hyps))
+    if encoder is not None:
+        out.text, out.labels = encoder.tokenize([prep.text]), encoder.tokenize(prep.unique)
+    return out
