@@ -63,8 +63,11 @@ ENTRY_POINTS = [
     ("zsnli serve", _main("zsnli.cli"), ["serve"], "server.py"),
     ("server.py", _main("zsnli.serve"), [], "server.py"),
     ("validate.py", _main("zsnli.compare.cli"), [], "validate.py"),
-    # validate.py bakeoff / gate / verify-receipt: their parsers are being rewritten with the comparison
-    # engine (issue 21 item 1); add them here when they use UsageParser.
+    ("validate.py compare", _main("zsnli.compare.cli"), ["compare"], "validate.py compare"),
+    ("validate.py bakeoff", _main("zsnli.compare.cli"), ["bakeoff", "--suite", "s.toml"], "validate.py bakeoff"),
+    ("validate.py gate", _main("zsnli.compare.cli"), ["gate", "r.json", "--baseline", "b.json"], "validate.py gate"),
+    ("validate.py verify-receipt", _main("zsnli.compare.cli"), ["verify-receipt", "a.json"],
+     "validate.py verify-receipt"),
     ("bench/batch.py", _script("bench/batch.py"), [], "bench/batch.py"),
     (".ci/harness_serve.py", _script(".ci/harness_serve.py"), [], "harness_serve.py"),
 ]

@@ -27,7 +27,6 @@ Imports only `zsnli.manifest` (and ``cryptography`` inside functions).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
@@ -250,8 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Without ``--public-key`` the public half of the local ``ZSNLI_RECEIPT_KEY`` is used (the server's
     ``GET /v1/receipts/public-key`` gives it to anyone else).
     """
-    p = argparse.ArgumentParser(prog="validate.py verify-receipt",
-                                description="Verify the signed receipt of a bake-off answer offline.")
+    from zsnli.harness.cli import UsageParser
+
+    p = UsageParser(prog="validate.py verify-receipt", description="Verify the signed receipt of a bake-off answer offline.")
     p.add_argument("file", type=Path, help="a bake-off answer (JSON of POST /v1/bakeoff or GET /v1/bakeoffs/ID)")
     p.add_argument("--public-key", type=Path, default=None,
                    help="PEM public key (GET /v1/receipts/public-key); default: the local ZSNLI_RECEIPT_KEY's")
