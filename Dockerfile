@@ -4,13 +4,21 @@
 #   docker build -t zsnli:0.1.0-gpu --build-arg TORCH_INDEX_URL= .      # PyPI's default (CUDA) torch wheel
 #   docker run --rm -p 8000:8000 zsnli:0.1.0
 #
+# Without a registry (no python:3.11-slim-bookworm to pull), any Debian bookworm image holding python3 and
+# python3-venv serves as BASE_IMAGE: deploy/container_test.py builds one with mmdebstrap and runs this image
+# the way the Kubernetes manifests do (see deploy/README.md).
+#
 # Kubernetes manifests: deploy/kubernetes/ (the Deployment runs this image read-only; /tmp and /var/lib/zsnli,
 # the bake-off's store and key, are emptyDir volumes).
-FROM python:3.11-slim
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 
 ARG TORCH_VERSION=2.13.0
 # Wheel index for torch; empty = the default index. The default here is PyTorch's CPU-only build.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# Extra pip options for every install, e.g. a local wheel folder mounted into the build
+# (`podman build -v /opt/wheels:/wheels:ro --build-arg PIP_OPTIONS="--find-links /wheels"`); empty = none.
+ARG PIP_OPTIONS=
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -22,6 +30,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HF_HOME=/tmp/huggingface \
     XDG_CACHE_HOME=/tmp/.cache \
     HOME=/tmp \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     ZSNLI_MODEL_DIR=/app/model \
     ZSNLI_BAKEOFF_DB=/var/lib/zsnli/bakeoffs.sqlite3 \
     ZSNLI_RECEIPT_KEY=/var/lib/zsnli/receipt-ed25519.pem \
@@ -38,12 +47,16 @@ VOLUME ["/var/lib/zsnli"]
 
 WORKDIR /app
 
+# The project's own environment (first on PATH above, written out: an imported base image may set none): the
+# same on python:3.11-slim and on Debian's python3, whose system interpreter refuses pip installs (PEP 668).
+RUN python3 -m venv /opt/venv
+
 # torch alone first (the largest layer, reused while the project changes).
-RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==${TORCH_VERSION}"
+RUN pip install $PIP_OPTIONS ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==${TORCH_VERSION}"
 
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN pip install . && python -c "import zsnli.serving.app"
+RUN pip install $PIP_OPTIONS . && python -c "import zsnli.serving.app"
 
 # Served files stay owned by root (read-only for the server user); the manifest check re-hashes model/.
 COPY model ./model
