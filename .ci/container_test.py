@@ -244,11 +244,16 @@ def check_root_is_read_only(engine: Engine, name: str, user: int) -> None:
                              f"{probe.stderr.strip()!r}")
 
 
-def check_store_on_volume(engine: Engine, volume: str, container: dict, user: int) -> None:
-    """After the run: the bake-off's SQLite store and its key (mode 0600) lie on ``volume``, owned by ``user``."""
-    mountpoint = Path(step("store", engine.cmd("volume", "inspect", "--format", "{{.Mountpoint}}", volume),
-                           timeout=60).stdout.strip())
+def check_store_on_volume(engine: Engine, volumes: dict[str, str], container: dict, user: int) -> None:
+    """After the run: the bake-off's SQLite store and its key (mode 0600) lie on the volume mounted at their
+    folder (``volumes``: manifest volume name -> podman volume), owned by ``user``."""
     env = {e["name"]: e["value"] for e in container.get("env", [])}
+    folder = str(Path(env["ZSNLI_BAKEOFF_DB"]).parent)
+    mounted = [m["name"] for m in container.get("volumeMounts", []) if m["mountPath"] == folder]
+    if not mounted:
+        raise HarnessFailure("store", f"no volume is mounted at {folder}, the folder of ZSNLI_BAKEOFF_DB")
+    mountpoint = Path(step("store", engine.cmd("volume", "inspect", "--format", "{{.Mountpoint}}",
+                                               volumes[mounted[0]]), timeout=60).stdout.strip())
     for var in ("ZSNLI_BAKEOFF_DB", "ZSNLI_RECEIPT_KEY"):
         path = mountpoint / Path(env[var]).name
         if not path.is_file() or path.stat().st_uid != user:
@@ -294,7 +299,7 @@ def run_and_check(engine: Engine, tag: str, startup_timeout: float, log_path: Pa
                 if proc.poll() is None:
                     subprocess.run(engine.cmd("rm", "-f", "-t", "0", name), capture_output=True, timeout=120)
                     proc.wait(timeout=120)
-        check_store_on_volume(engine, volumes["bakeoff"], container, user)
+        check_store_on_volume(engine, volumes, container, user)
     finally:
         for volume in volumes.values():
             subprocess.run(engine.cmd("volume", "rm", "-f", volume), capture_output=True, timeout=120)
