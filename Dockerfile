@@ -5,7 +5,7 @@
 #   docker run --rm -p 8000:8000 zsnli:0.1.0
 #
 # Without a registry (no python:3.11-slim-bookworm to pull), any Debian bookworm image holding python3 and
-# python3-venv serves as BASE_IMAGE: deploy/container_test.py builds one with mmdebstrap and runs this image
+# python3-venv serves as BASE_IMAGE: .ci/container_test.py builds one with mmdebstrap and runs this image
 # the way the Kubernetes manifests do (see docs/deployment.md).
 #
 # Kubernetes manifests: deploy/kubernetes/ (the Deployment runs this image read-only; /tmp and /var/lib/zsnli,

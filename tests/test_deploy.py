@@ -209,7 +209,8 @@ def test_dockerfile_base_is_a_build_argument_defaulting_to_the_registry_image():
 def test_container_test_runs_the_image_as_the_manifests_do():
     ct = _container_test()
     pod, c = ct.manifest_container()
-    assert (pod, c) == (lambda d: (d["spec"]["template"]["spec"], container(d)))(by_kind(render("base"))["Deployment"])
+    deployment = by_kind(render("base"))["Deployment"]  # the script reads the same Deployment
+    assert (pod, c) == (deployment["spec"]["template"]["spec"], container(deployment))
     volumes = {v["name"]: f"vol-{v['name']}" for v in pod["volumes"]}
     opts = ct.run_options(pod, c, volumes)
     joined = " ".join(opts)
