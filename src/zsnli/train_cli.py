@@ -1,6 +1,7 @@
 """The ``train.py`` command line: parse, check every argument, then run one command.
 
-Commands: ``train`` (the default), ``calibrate``, ``evaluate``, ``verify``, and
+Commands: ``train`` (the default), ``calibrate``, ``evaluate``, ``verify``, ``encoder``
+(`zsnli.training.encoder`: fine-tune the cosine term's sentence encoder on zsc-train), and
 ``select`` (`zsnli.selection.cli`: the leave-one-dataset-out choice of the
 served scoring, which replaces ``chosen`` in ``calibration.json``).
 Every user mistake (an unknown value, a missing file or directory, a preset
@@ -11,8 +12,8 @@ match the manifest) are one line too.
 
 May import `zsnli.training.presets`, `zsnli.manifest`, `zsnli.training.nli_data` (errors and
 paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` (the
-parser) at module level, and `zsnli.training.trainer`,
-`zsnli.selection.calibration`, `zsnli.training.evaluation`, `zsnli.selection.cli` (torch) only inside the command that runs them.
+parser) at module level, and `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
+`zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them.
 """
 
 from __future__ import annotations
@@ -29,15 +30,21 @@ from .harness.cli import UsageParser, non_negative_float, non_negative_int, posi
 from .training.data_parallel import LaunchError, launch_from_env, per_device_batch
 from .manifest import MANIFEST_NAME, ManifestError, load_manifest
 from .training.nli_data import DataError
-from .training.presets import DEFAULT_DATA_DIR, PRESETS, Preset, get_preset
+from .training.presets import DEFAULT_DATA_DIR, PRESETS, Preset, get_preset, sentence_encoder
 
-COMMANDS = ("train", "calibrate", "evaluate", "verify")
+COMMANDS = ("train", "calibrate", "evaluate", "verify", "encoder")
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 """The repository root (this file is ``src/zsnli/train_cli.py``)."""
 
 DEV_EXAMPLES = "dev/zeroshot_dev.jsonl"
 """The team-written zero-shot dev set in the repository: the default of ``calibrate --dev-examples``."""
+
+DEFAULT_ZSC_DIR = "../shared/data/zsc-train"
+"""The classification training sets (``train.py encoder``'s default ``--zsc-dir``)."""
+
+ENCODER_OUTPUT_DIR = "~/zsnli-runs/encoder"
+"""``train.py encoder``'s default output: outside the work tree, so the next working period finds it."""
 
 SHIPPED_MODEL_DIR = "model"
 """The model directory the server loads by default (``train`` never writes there unless told so)."""
@@ -52,6 +59,9 @@ USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify, selec
   python train.py evaluate --model-dir model          # validation and test accuracy per split
   python train.py verify                              # re-hash model/ against training_manifest.json
   python train.py select                              # choose the served scoring on zsc-dev (leave one dataset out)
+  python train.py encoder --time-budget-s 1800        # fine-tune the cosine term's encoder on zsc-train
+                                                      #   -> ~/zsnli-runs/encoder/{model,run,encoder_manifest.json}
+  python train.py select --embedding-dir DIR --out /tmp/cal.json   # choose the scoring with that encoder
 
 Data: minilm-cpu reads the NLI files under --data-dir (default ../shared/data/nli; JSONL or
 JSONL.gz rows {"premise", "hypothesis", "label"}); deberta-v3-base reads SNLI, MultiNLI and ANLI
@@ -137,13 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--zsc-negative", choices=("not_entailment", "neutral", "contradiction"),
                    help="target of a text with another class's hypothesis (default not_entailment: "
                         "p(neutral)+p(contradiction)); binary negation sets always use contradiction")
-    t.add_argument("--zsc-sets", help="comma-separated set names to use (default: all in --zsc-dir)")
-    t.add_argument("--zsc-exclude", action="append", default=None, metavar="PATH",
-                   help="JSONL file or folder whose texts are never trained on (repeatable; default: zsc-dev/ and "
-                        "zsc/public.jsonl beside --zsc-dir, and dev/zeroshot_dev.jsonl, where they exist)")
-    t.add_argument("--zsc-commercial-only", action="store_true",
-                   help="leave out the research-only / non-commercial / unknown-licence sets")
+    _zsc_selection_args(t)
     t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
+
+    _encoder_parser(sub)
 
     c = sub.add_parser("calibrate", help="fit scoring rule and temperature on held-out NLI choice tasks")
     _preset_args(c, _repo_default(SHIPPED_MODEL_DIR))
@@ -169,6 +176,51 @@ def build_parser() -> argparse.ArgumentParser:
                    help="choose the served scoring by leave-one-dataset-out on zsc-dev, rewrite calibration.json "
                         "(`train.py select --help`)")
     return parser
+
+
+def _zsc_selection_args(p: argparse.ArgumentParser) -> None:
+    """``--zsc-sets``, ``--zsc-exclude``, ``--zsc-commercial-only``: which sets and texts are trained on."""
+    p.add_argument("--zsc-sets", help="comma-separated set names to use (default: all in --zsc-dir)")
+    p.add_argument("--zsc-exclude", action="append", default=None, metavar="PATH",
+                   help="JSONL file or folder whose texts are never trained on (repeatable; default: zsc-dev/ and "
+                        "zsc/public.jsonl beside --zsc-dir, and dev/zeroshot_dev.jsonl, where they exist)")
+    p.add_argument("--zsc-commercial-only", action="store_true",
+                   help="leave out the research-only / non-commercial / unknown-licence sets")
+
+
+def _encoder_parser(sub) -> None:
+    """The ``encoder`` sub-command: fine-tune the cosine term's sentence encoder (`zsnli.training.encoder`)."""
+    e = sub.add_parser("encoder", help="fine-tune the cosine term's sentence encoder on zsc-train (in-batch negatives)")
+    e.add_argument("--zsc-dir", default=_repo_default(DEFAULT_ZSC_DIR),
+                   help="classification sets (zsc-train layout; default %(default)s)")
+    _zsc_selection_args(e)
+    e.add_argument("--base-model", help="local encoder directory to start from (default: model/embedding, "
+                                        "all-MiniLM-L6-v2)")
+    e.add_argument("--output-dir", default=ENCODER_OUTPUT_DIR,
+                   help="run/ (checkpoints), model/ (the encoder) and encoder_manifest.json (default %(default)s)")
+    e.add_argument("--no-resume", action="store_true")
+    e.add_argument("--max-steps", type=positive_int)
+    e.add_argument("--epochs", type=positive_float)
+    e.add_argument("--batch-size", type=positive_int, help="texts per step (default 64)")
+    e.add_argument("--max-length", type=_number(int, 8, "an integer >= 8"), help="tokens per text (default 128)")
+    e.add_argument("--lr", type=positive_float, help="peak AdamW learning rate (default 3e-5)")
+    e.add_argument("--warmup-ratio", type=_number(float, 0.0, "a number in [0, 1)"))
+    e.add_argument("--seed", type=non_negative_int)
+    e.add_argument("--scale", type=positive_float, default=None,
+                   help="cosine scale of the loss (default 20, sentence-transformers' MultipleNegativesRankingLoss)")
+    e.add_argument("--negatives", choices=("batch", "own-set"), default="batch",
+                   help="batch: every candidate of the batch competes (default); own-set: only the text's own set's "
+                        "hypotheses")
+    e.add_argument("--checkpoint-steps", type=positive_int, help="a checkpoint every this many steps (default 500)")
+    e.add_argument("--checkpoint-every-s", type=positive_float,
+                   help="write a checkpoint at least this often (default 900); SIGTERM also writes one and stops")
+    e.add_argument("--keep-checkpoints", type=positive_int, help="checkpoints kept (default 2)")
+    e.add_argument("--time-budget-s", type=positive_float,
+                   help="wall seconds for this invocation: then save the encoder and its manifest and stop")
+    e.add_argument("--mixed-precision", choices=("auto", "bf16", "no"),
+                   help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
+    e.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
+    e.set_defaults(zsc_ratio=None, zsc_negative=None)
 
 
 # --------------------------------------------------------------------------- checks (no torch, no data read)
@@ -286,6 +338,33 @@ def _with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
                                  zsc_negative=args.zsc_negative, zsc_exclude=tuple(exclude))
 
 
+def _check_encoder(args: argparse.Namespace) -> Preset:
+    """``train.py encoder``: base directory, data folder, output directory; the preset with every flag applied."""
+    if _launch().distributed:
+        raise UsageError("train.py encoder runs in one process (its in-batch negatives are per batch); launch it "
+                         "without torchrun / accelerate launch")
+    if args.base_model is not None and not (Path(args.base_model).expanduser() / "config.json").is_file():
+        raise UsageError(f"--base-model {args.base_model}: not a model directory (no config.json); give a local "
+                         "encoder directory such as model/embedding")
+    if not Path(args.zsc_dir).is_dir():
+        raise UsageError(f"--zsc-dir {args.zsc_dir}: no such directory; give the zsc-train folder "
+                         f"({DEFAULT_ZSC_DIR} beside the checkout)")
+    output = Path(args.output_dir).expanduser()
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"--output-dir {args.output_dir} is a file; give a directory")
+    if output.resolve().is_relative_to((CHECKOUT / SHIPPED_MODEL_DIR).resolve()):
+        raise UsageError(f"--output-dir {args.output_dir}: inside the shipped {SHIPPED_MODEL_DIR}/; train elsewhere "
+                         "(shipping an encoder replaces model/embedding in its own commit)")
+    args.output_dir = str(output)
+    base = str(Path(args.base_model).expanduser()) if args.base_model else None
+    preset = _with_zsc(sentence_encoder(base), args)
+    return preset.with_overrides(
+        max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
+        lr=args.lr, warmup_ratio=args.warmup_ratio, seed=args.seed, eval_steps=args.checkpoint_steps,
+        checkpoint_every_s=args.checkpoint_every_s, keep_checkpoints=args.keep_checkpoints,
+        time_budget_s=args.time_budget_s, mixed_precision=args.mixed_precision)
+
+
 def _check_batch_split(batch_size: int | None, preset: Preset) -> None:
     """The global batch (``--batch-size`` or the preset's) must split evenly over the launched processes."""
     world = _launch().world_size
@@ -311,6 +390,8 @@ def check_args(args: argparse.Namespace) -> Preset | None:
     data and imports no torch (file existence only, and the small manifest).
     """
     _launch()
+    if args.command == "encoder":
+        return _check_encoder(args)
     if args.command == "verify":
         _check_model_dir(args.model_dir)
         args.manifest = args.manifest or str(Path(args.model_dir).resolve().parent / MANIFEST_NAME)
@@ -379,6 +460,19 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
         print(f"interrupted at step {manifest['steps']} (checkpoint written in {output_dir}); "
               "rerun the same command to resume")
     elif manifest:
+        print(json.dumps(manifest["training"], indent=2))
+    return 0
+
+
+def _encoder(args: argparse.Namespace, preset: Preset) -> int:
+    from .training.encoder import DEFAULT_SCALE, train_encoder
+
+    manifest = train_encoder(preset, args.output_dir, scale=args.scale or DEFAULT_SCALE, negatives=args.negatives,
+                             resume=not args.no_resume, notes=tuple(args.note))
+    if manifest.get("interrupted"):
+        print(f"interrupted at step {manifest['steps']} (checkpoint written in {args.output_dir}); "
+              "rerun the same command to resume")
+    else:
         print(json.dumps(manifest["training"], indent=2))
     return 0
 
@@ -461,7 +555,8 @@ def main(argv: list[str]) -> int:
     try:
         if args.command == "verify":
             return _verify(args)
-        return {"train": _train, "calibrate": _calibrate, "evaluate": _evaluate}[args.command](args, preset)
+        return {"train": _train, "calibrate": _calibrate, "evaluate": _evaluate,
+                "encoder": _encoder}[args.command](args, preset)
     except (UsageError, LaunchError) as exc:
         return usage_error(f"train.py {args.command}", str(exc))
     except (DataError, ManifestError) as exc:

@@ -41,17 +41,19 @@ def use_bf16(mixed_precision: str, cuda: bool) -> bool:
     return mixed_precision == "bf16"
 
 
-def training_arguments(preset: Preset, output_dir: Path, cuda: bool, per_device: int, distributed_cpu: bool):
+def training_arguments(preset: Preset, output_dir: Path, cuda: bool, per_device: int, distributed_cpu: bool,
+                       **overrides):
     """`transformers.TrainingArguments` of the preset (bf16 autocast by `use_bf16`; TF32 and pinned memory only on CUDA).
 
     ``per_device``: the training batch of each model copy (`zsnli.training.data_parallel.per_device_batch`).
     ``distributed_cpu``: several processes without CUDA; they must say
     ``use_cpu`` and gloo, else accelerate sets up no process group and each
-    process trains alone.
+    process trains alone. ``overrides``: TrainingArguments keywords replacing these
+    (the sentence-encoder run, `zsnli.training.encoder`, turns evaluation off).
     """
     from transformers import TrainingArguments
 
-    return TrainingArguments(
+    settings = dict(
         output_dir=str(output_dir),
         num_train_epochs=preset.epochs,
         max_steps=preset.max_steps,
@@ -84,3 +86,5 @@ def training_arguments(preset: Preset, output_dir: Path, cuda: bool, per_device:
         dataloader_num_workers=0,
         dataloader_pin_memory=cuda,  # on CPU pinning does nothing but warn at every evaluation
     )
+    settings.update(overrides)
+    return TrainingArguments(**settings)

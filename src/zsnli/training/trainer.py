@@ -116,7 +116,7 @@ def _eval_set(validation: dict[str, list[dict[str, str]]]) -> tuple[list[dict[st
     return rows, np.asarray(split_ids), names
 
 
-def _global_length_grouped_sampler(lengths: list[int], global_batch: int, seed: int):
+def global_length_grouped_sampler(lengths: list[int], global_batch: int, seed: int):
     """Length-grouped order of the whole dataset, the same on every rank and for any number of ranks.
 
     transformers' `LengthGroupedSampler` groups by the batch it is given (the
@@ -172,7 +172,7 @@ def _trainer_class():
           "group_by_length"`` the stock Trainer (transformers 5.x) also
           length-groups the *evaluation* sampler, which shuffles predictions
           against any per-row bookkeeping; `accuracy_by_split` relies on order.
-        * Training batches come from `_global_length_grouped_sampler`.
+        * Training batches come from `global_length_grouped_sampler`.
         * The loss is `nli_loss` (label 3 = "not entailment"; plain
           cross-entropy otherwise).
         * ``model_accepts_loss_kwargs = False``: the sequence-classification
@@ -207,7 +207,7 @@ def _trainer_class():
             lengths = [int(n) for n in self.train_dataset[a.length_column_name]]
             global_batch = a.train_batch_size * a.world_size * a.gradient_accumulation_steps
             seed = a.data_seed if a.data_seed is not None else a.seed
-            return _global_length_grouped_sampler(lengths, global_batch, seed)
+            return global_length_grouped_sampler(lengths, global_batch, seed)
 
     return NliTrainer
 

@@ -1,0 +1,200 @@
+"""``train.py encoder`` (zsnli.training.encoder): the cosine term's sentence encoder fine-tuned on classification
+sets with in-batch negatives; same-class rows share one candidate; resumable; the output loads in the served
+SentenceEncoder and its manifest hashes match."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import build_bert_nli
+from zsnli.manifest import check_model_dir, hash_model_dir
+from zsnli.runtime.embedding import SentenceEncoder
+from zsnli.training import encoder as enc
+from zsnli.training.encoder_data import EncoderCollator, batch_candidates, build_encoder_data
+from zsnli.training.presets import sentence_encoder
+from zsnli.training.zsc_nli import texts_of, zsc_sources
+
+ROOT = Path(__file__).resolve().parents[2]
+ZSC = ROOT / "tests" / "data" / "tiny_zsc"
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    # dropout on: a resumed run must also restore the RNG that draws the dropout masks
+    return build_bert_nli(tmp_path_factory.mktemp("encoder") / "base", dropout=0.1)
+
+
+def _preset(base: Path, **overrides):
+    settings = dict(zsc_sources=zsc_sources(ZSC), max_steps=8, batch_size=8, max_length=48, lr=1e-3,
+                    logging_steps=1, eval_steps=100, mixed_precision="no", warmup_ratio=0.0)
+    settings.update(overrides)
+    return sentence_encoder(str(base)).with_overrides(**settings)
+
+
+def _toy_set(folder: Path) -> Path:
+    """A learnable 3-topic set in the fixture tokenizer's vocabulary (whole words, not characters)."""
+    words = {"sport": "football match team player goal score win lose game season league".split(),
+             "business": "market stock company profit bank money trade price economy shares".split(),
+             "science": "technology computer software research space data phone internet chip".split()}
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"text": " ".join(w[(i + j) % len(w)] for j in range(4)), "label": c, "label_index": k}
+            for i in range(8) for k, (c, w) in enumerate(words.items())]
+    (folder / "toy.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    labels = {"dataset": "toy", "classes": list(words), "hypotheses": [f"this text is about {c} ." for c in words],
+              "task_kind": "topic", "source": {"licence": "test fixture"}}
+    (folder / "toy.labels.json").write_text(json.dumps(labels), encoding="utf-8")
+    return folder
+
+
+def _losses(run_dir: Path) -> dict[int, float]:
+    rows = [json.loads(line) for line in (run_dir / "loss_log.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in rows if "loss" in r}
+
+
+def test_same_class_rows_share_one_candidate_so_neither_is_the_others_negative():
+    # rows 0,1 are class 0 and rows 2,3 class 1 of one binary set; each text embeds exactly on its
+    # class's hypothesis. Naive in-batch negatives (one candidate per row, target = own row) score
+    # row 0 against row 1's identical hypothesis as a negative: loss log 2. Shared candidates: ~0.
+    candidates, targets, allowed = batch_candidates([0, 0, 1, 1], [0, 0, 0, 0], [(0, 1)])
+    assert candidates == [0, 1] and targets == [0, 0, 1, 1] and allowed is None
+    hyp = torch.eye(2, 4)
+    text = hyp[[0, 0, 1, 1]]
+    ours = enc.in_batch_loss(text, hyp[candidates], torch.tensor(targets))
+    naive = enc.in_batch_loss(text, hyp[[0, 0, 1, 1]], torch.arange(4))
+    assert ours.item() == pytest.approx(math.log1p(math.exp(-20.0)), abs=1e-7)
+    assert naive.item() == pytest.approx(math.log(2.0), abs=1e-6)
+
+
+def test_collator_pads_each_distinct_hypothesis_once_and_adds_the_sets_other_classes(base):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base)
+    hyps = ["this text is about sport .", "this text is about food .", "the weather is good .", "the weather is bad ."]
+    hyp_tokens = [dict(tok(h)) for h in hyps]
+    # set 0: hypotheses 0, 1; set 1: hypotheses 2, 3. The batch: two rows of hypothesis 0, one of 2.
+    features = [{**tok(t), "hyp": h, "set": s, "length": 5} for t, h, s in
+                [("football match", 0, 0), ("a goal", 0, 0), ("rain", 2, 1)]]
+    batch = EncoderCollator(tok, hyp_tokens, [(0, 1), (2, 3)])(features)
+    assert batch["labels"].tolist() == [0, 0, 1]
+    assert batch["hyp_input_ids"].shape[0] == 4  # 0 and 2 from the rows, then 1 and 3 (the sets' other classes)
+    got = [tok.decode(ids, skip_special_tokens=True) for ids in batch["hyp_input_ids"]]
+    assert got == [hyps[0], hyps[2], hyps[1], hyps[3]]
+    assert batch["input_ids"].shape[1] % 8 == 0 and "candidate_mask" not in batch
+    own = EncoderCollator(tok, hyp_tokens, [(0, 1), (2, 3)], negatives="own-set")(features)
+    assert own["candidate_mask"].tolist() == [[True, False, True, False], [True, False, True, False],
+                                              [False, True, False, True]]
+
+
+def test_own_set_negatives_leave_other_sets_out_of_the_softmax():
+    candidates, targets, allowed = batch_candidates([0, 2], [0, 1], [(0, 1), (2, 3)], negatives="own-set")
+    hyp = torch.eye(4)
+    text = torch.nn.functional.normalize(hyp[[0, 2]] + hyp[[2, 0]] * 0.9, dim=-1)  # each close to the other set's
+    masked = enc.in_batch_loss(text, hyp[candidates], torch.tensor(targets), allowed=torch.tensor(allowed))
+    full = enc.in_batch_loss(text, hyp[candidates], torch.tensor(targets))
+    logits = 20.0 * text @ hyp[candidates].T  # candidates [0, 2, 1, 3]: row 0 keeps columns 0, 2; row 1 keeps 1, 3
+    by_hand = [torch.nn.functional.cross_entropy(logits[0, [0, 2]], torch.tensor(0)),
+               torch.nn.functional.cross_entropy(logits[1, [1, 3]], torch.tensor(0))]
+    assert candidates == [0, 2, 1, 3] and targets == [0, 1]
+    assert masked.item() == pytest.approx(sum(by_hand).item() / 2, abs=1e-6)
+    assert full.item() > masked.item() + 0.1
+    with pytest.raises(ValueError, match="negatives"):
+        batch_candidates([0], [0], [(0, 1)], negatives="all")
+
+
+def test_binary_sets_train_toward_their_negated_hypothesis_and_excluded_texts_are_dropped(tmp_path):
+    excluded = tmp_path / "dev.jsonl"
+    excluded.write_text(json.dumps({"text": "  send the REPORT now. "}) + "\n", encoding="utf-8")
+    data = build_encoder_data(zsc_sources(ZSC), texts_of([excluded]))
+    polite = data.set_names.index("zsc-train:tiny_polite")
+    assert data.counts["sets"]["zsc-train:tiny_polite"]["dropped_overlap"] == 1
+    assert "Send the report now." not in data.texts
+    rude = [data.hypotheses[h] for h, s in zip(data.hyp_ids, data.set_ids) if s == polite]
+    assert "This request is not polite." in rude and "This request is polite." in rude
+    assert len(data.hypotheses) == 5 and data.counts["texts"] == 19
+
+
+def test_training_lowers_the_loss_and_the_encoder_loads_in_the_server_with_matching_hashes(base, tmp_path):
+    toy = _preset(base, zsc_sources=zsc_sources(_toy_set(tmp_path / "toy")), max_steps=24, batch_size=6)
+    enc.train_encoder(toy, tmp_path / "toy_out")
+    losses = _losses(tmp_path / "toy_out" / "run")
+    assert sorted(losses) == list(range(1, 25))
+    first, last = [losses[s] for s in range(1, 5)], [losses[s] for s in range(21, 25)]
+    assert sum(last) < 0.5 * sum(first)
+
+    manifest = enc.train_encoder(_preset(base), tmp_path / "out", notes=("a test",))
+
+    model_dir = tmp_path / "out" / "model"
+    served = SentenceEncoder(model_dir)
+    vectors = served.encode(["The striker scored twice.", "This text is about sport."])
+    assert vectors.shape == (2, 32) and torch.allclose(torch.from_numpy(vectors).norm(dim=1), torch.ones(2), atol=1e-5)
+    on_disk = json.loads((tmp_path / "out" / enc.MANIFEST_NAME).read_text())
+    assert on_disk == json.loads(json.dumps(manifest))
+    assert on_disk["files"] == hash_model_dir(model_dir) and "model.safetensors" in on_disk["files"]
+    assert all(c.status == "ok" for c in check_model_dir(model_dir, on_disk))
+    assert on_disk["embedding_sha256"] == served.digest
+    assert [s["name"] for s in on_disk["data"]["sources"]] == ["zsc-train:tiny_polite", "zsc-train:tiny_topic"]
+    assert all(s["licence"] and len(s["sha256"]) == 64 for s in on_disk["data"]["sources"])
+    assert on_disk["objective"]["scale"] == enc.DEFAULT_SCALE
+    assert on_disk["training"]["steps"] == 8 and on_disk["training"]["notes"] == ["a test"]
+    assert on_disk["hyperparameters"]["lr"] == 1e-3 and on_disk["base_model"]["embedding_sha256"]
+    (model_dir / "model.safetensors").write_bytes(b"changed")
+    assert any(c.status == "mismatch" for c in check_model_dir(model_dir, on_disk))
+
+
+def test_sigterm_then_resume_gives_the_same_losses_as_a_straight_run(base, tmp_path, monkeypatch):
+    preset = _preset(base)
+    straight = enc.train_encoder(preset, tmp_path / "a")
+    assert straight["training"]["steps"] == 8
+    real_callbacks = enc.trainer_callbacks
+
+    def with_sigterm_at_step_3(*args, **kwargs):
+        from transformers import TrainerCallback
+
+        class Kill(TrainerCallback):
+            def on_step_end(self, a, state, control, **kw):
+                if state.global_step == 3:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return control
+
+        return [Kill(), *real_callbacks(*args, **kwargs)]
+
+    monkeypatch.setattr(enc, "trainer_callbacks", with_sigterm_at_step_3)
+    stopped = enc.train_encoder(preset, tmp_path / "b")
+    monkeypatch.setattr(enc, "trainer_callbacks", real_callbacks)
+    assert stopped == {"interrupted": True, "signal": signal.SIGTERM, "steps": 3}
+    assert not (tmp_path / "b" / "model").exists() and not (tmp_path / "b" / enc.MANIFEST_NAME).exists()
+    resumed = enc.train_encoder(preset, tmp_path / "b")
+    assert resumed["training"]["resumed_from_checkpoint"] == "checkpoint-3"
+    want, got = _losses(tmp_path / "a" / "run"), _losses(tmp_path / "b" / "run")
+    assert sorted(got) == sorted(want) == list(range(1, 9))
+    assert got == pytest.approx(want, rel=1e-6, abs=1e-7)
+
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=120)
+
+
+def test_cli_lists_encoder_and_refuses_mistakes_in_one_line(tmp_path):
+    help_text = _cli("--help").stdout
+    assert "encoder" in help_text and "select --embedding-dir" in help_text
+    for args, needle in [
+        (("encoder", "--zsc-dir", str(tmp_path / "none")), "--zsc-dir"),
+        (("encoder", "--zsc-dir", str(ZSC), "--base-model", str(tmp_path)), "--base-model"),
+        (("encoder", "--zsc-dir", str(ZSC), "--output-dir", str(ROOT / "model" / "x")), "--output-dir"),
+        (("encoder", "--zsc-dir", str(ZSC), "--zsc-sets", "nope"), "--zsc-sets"),
+        (("encoder", "--zsc-dir", str(ZSC), "--negatives", "all"), "--negatives"),
+    ]:
+        done = _cli(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and needle in done.stderr, done.stderr
