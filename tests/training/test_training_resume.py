@@ -164,3 +164,18 @@ def test_train_cli_excludes_the_choosing_data_beside_the_zsc_folder_by_default(t
     args.zsc_exclude = [str(tmp_path / "nope")]
     with pytest.raises(train_cli.UsageError, match="--zsc-exclude .*nope: not found"):
         train_cli._with_zsc(preset, args)
+
+
+def test_jsonl_texts_may_hold_unicode_line_separators(tmp_path):
+    # json.dumps(ensure_ascii=False) leaves U+2028/U+2029/U+0085 raw inside strings (zsc/public.jsonl has them);
+    # str.splitlines() would cut such a line in two and fail to parse it.
+    from zsnli.training.zsc_nli import normalise_text, read_zsc_set, texts_of
+
+    odd = "first part\u2028second\u2029third\x85end"
+    (tmp_path / "public.jsonl").write_text(json.dumps({"text": odd}, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert texts_of([tmp_path / "public.jsonl"]) == {normalise_text(odd)}
+    (tmp_path / "s.jsonl").write_text(json.dumps({"text": odd, "label": "a", "label_index": 0}, ensure_ascii=False)
+                                      + "\n", encoding="utf-8")
+    (tmp_path / "s.labels.json").write_text(json.dumps({"dataset": "s", "classes": ["a", "b"],
+                                                        "hypotheses": ["It is a.", "It is b."]}), encoding="utf-8")
+    assert read_zsc_set(tmp_path / "s.jsonl").texts == (odd,)

@@ -79,7 +79,7 @@ def read_zsc_set(path: str | Path) -> ZscSet:
     path = Path(path)
     try:
         meta = json.loads(labels_path(path).read_text(encoding="utf-8"))
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
     except (OSError, json.JSONDecodeError) as exc:
         raise DataError(f"cannot read {path}: {exc}") from exc
     hypotheses = tuple(meta.get("hypotheses") or ())
@@ -153,7 +153,7 @@ def texts_of(paths: Sequence[str | Path]) -> set[str]:
     for path in map(Path, paths):
         files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path] if path.is_file() else []
         for f in files:
-            for line in f.read_text(encoding="utf-8").splitlines():
+            for line in f.read_text(encoding="utf-8").split("\n"):  # not splitlines: U+2028 may sit inside a string
                 text = json.loads(line).get("text") if line.strip() else None
                 if isinstance(text, str):
                     out.add(normalise_text(text))
