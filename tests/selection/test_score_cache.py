@@ -104,3 +104,32 @@ def test_non_finite_logits_are_refused_naming_the_set(tmp_path):
                 row_ids=np.arange(2))
     with pytest.raises(ValueError, match="toy: the model gave non-finite"):
         score_cache.score_in_memory(ds, "g", NanModel(), None)
+
+
+def test_another_encoder_gets_new_cosines_and_keeps_the_nli_logits(tmp_path, tiny_model_dir, monkeypatch):
+    from conftest import build_bert_nli
+    from zsnli.runtime.embedding import embedding_digest
+
+    jobs = _jobs(tmp_path)
+    first = score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={})
+    other = build_bert_nli(tmp_path / "other", seed=5)
+
+    def no_nli(*args, **kwargs):
+        raise AssertionError("the NLI model must not be loaded when only the encoder changed")
+
+    monkeypatch.setattr(score_cache, "_load_nli", no_nli)
+    second = score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={},
+                                    embedding_dir=other)
+    enc = SentenceEncoder(other)
+    sub = score_cache.stratified_subsample(jobs[0][1], 12, 0)
+    for name in first:
+        a, b = first[name], second[name]
+        np.testing.assert_array_equal(a.logits, b.logits)
+        np.testing.assert_array_equal(a.cf_logits, b.cf_logits)
+        assert b.meta["key"]["embedding_digest"] == embedding_digest(other) != a.meta["key"]["embedding_digest"]
+        assert not np.allclose(a.cosine, b.cosine)
+    toy = second["zsc-dev/toy"]
+    np.testing.assert_allclose(toy.cosine[:2], enc.cosine(sub.texts[0], sub.hypotheses[0]), atol=1e-5)
+    # and back: the first encoder's cosines again, still without the NLI model
+    again = score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={})
+    np.testing.assert_allclose(again["zsc-dev/toy"].cosine, first["zsc-dev/toy"].cosine, atol=1e-6)

@@ -220,3 +220,36 @@ def test_cli_writes_calibration_and_sources(tmp_path, tiny_model_dir, monkeypatc
     assert len(again["selection"]["decisions"]) == 1
     assert again["chosen"] == doc["chosen"] and again["selection"]["out_of_fold"] == doc["selection"]["out_of_fold"]
     assert len([s for s in json.loads(sources.read_text())["sources"] if s["role"] == "selection"]) == 3
+
+
+def test_cli_embedding_dir_scores_and_records_another_encoder(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    from conftest import build_bert_nli
+    from test_devsets_negation import write_zsc
+    from zsnli.runtime.embedding import embedding_digest
+    from zsnli.selection.score_cache import load_all
+
+    data = tmp_path / "zsc"
+    data.mkdir()
+    write_zsc(data, "topic", n=24, classes=("sport", "music", "food"), counts=[8, 8, 8],
+              hyps=["This text is about sport.", "This text is about music.", "This text is about food."])
+    write_zsc(data, "spamish", n=24, classes=("not spam", "spam"))
+    ex = tmp_path / "ex.jsonl"
+    ex.write_text("\n".join(json.dumps({"dataset": "d", "text": f"the game {i}", "labels": ["sport", "business"],
+                                        "label": i % 2}) for i in range(8)))
+    other = build_bert_nli(tmp_path / "encoder", seed=7)
+    monkeypatch.setattr(sel, "candidates", lambda: [sel.Candidate("entailment_logprob", False, 10.0, "global")])
+    base = ["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--model-dir", str(tiny_model_dir),
+            "--data-sources", str(tmp_path / "sources.json")]
+    assert selection_cli.main(base + ["--cache", str(tmp_path / "c1"), "--out", str(tmp_path / "a.json")]) == 0
+    assert selection_cli.main(base + ["--cache", str(tmp_path / "c2"), "--out", str(tmp_path / "b.json"),
+                                      "--embedding-dir", str(other)]) == 0
+    a, b = (json.loads((tmp_path / f"{x}.json").read_text())["chosen"] for x in "ab")
+    assert a["embedding_sha256"] == embedding_digest(tiny_model_dir / "embedding")
+    assert b["embedding_sha256"] == embedding_digest(other) != a["embedding_sha256"]
+    c1, c2 = load_all(tmp_path / "c1"), load_all(tmp_path / "c2")
+    assert not np.allclose(c1["zsc-dev/topic"].cosine, c2["zsc-dev/topic"].cosine)
+    np.testing.assert_array_equal(c1["zsc-dev/topic"].logits, c2["zsc-dev/topic"].logits)
+    capsys.readouterr()
+    assert selection_cli.main(base + ["--embedding-dir", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--embedding-dir" in err[0]

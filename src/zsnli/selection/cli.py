@@ -56,6 +56,9 @@ def _parser() -> UsageParser:
     p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"))
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE_DIR)
     p.add_argument("--model-dir", type=Path, default=Path("model"))
+    p.add_argument("--embedding-dir", type=Path, default=None,
+                   help="sentence encoder of the cosine term (default: <model-dir>/embedding), e.g. one trained by "
+                        "`train.py encoder`; its digest goes into the chosen scoring's embedding_sha256")
     p.add_argument("--out", type=Path, default=Path("calibration.json"))
     p.add_argument("--data-sources", type=Path, default=Path("data_sources.json"))
     p.add_argument("--report-public", type=Path, default=None,
@@ -74,6 +77,8 @@ def _check_args(args) -> None:
         raise ValueError(f"--dev-examples {args.dev_examples}: not found (expected dev/zeroshot_dev.jsonl)")
     if not (args.model_dir / "config.json").is_file():
         raise ValueError(f"--model-dir {args.model_dir}: no config.json (an NLI model directory is expected)")
+    if args.embedding_dir is not None and not (args.embedding_dir / "config.json").is_file():
+        raise ValueError(f"--embedding-dir {args.embedding_dir}: no config.json (a sentence encoder directory is expected)")
     if args.report_public is not None and not args.report_public.is_file():
         raise ValueError(f"--report-public {args.report_public}: not found")
 
@@ -82,7 +87,7 @@ def load_dev(args) -> tuple[dict[str, CachedSet], dict[str, Any]]:
     """Cached zsc-dev + team dev sets keyed ``group/name``, and the zsc-dev `DevSet`s (for provenance)."""
     zsc = {n: read_zsc_dev(args.zsc_dev_dir, n) for n in list_zsc_dev(args.zsc_dev_dir)}
     jobs = [("zsc-dev", ds) for ds in zsc.values()] + [("dev", ds) for ds in read_examples(args.dev_examples).values()]
-    return fill_cache(jobs, args.cache, args.model_dir, threads=args.threads), zsc
+    return fill_cache(jobs, args.cache, args.model_dir, threads=args.threads, embedding_dir=args.embedding_dir), zsc
 
 
 def _card(card) -> dict[str, Any]:
@@ -145,7 +150,7 @@ def final_negation(sets: dict[str, CachedSet], grid: sel.Grid, final: int) -> tu
 def public_report(path: Path, args, configs: dict[str, ScoringConfig]) -> dict[str, Any]:
     """Figures on ``path`` (examples format) for each config and embedding similarity. REPORTING ONLY."""
     sets = fill_cache([("public", ds) for ds in read_examples(path).values()], args.cache, args.model_dir,
-                      max_rows=PUBLIC_MAX_ROWS, threads=args.threads)
+                      max_rows=PUBLIC_MAX_ROWS, threads=args.threads, embedding_dir=args.embedding_dir)
     out: dict[str, Any] = {"file": str(path), "sha256": sha256_file(path), "note": "reporting only; never used for a choice"}
     arms = {name: (lambda cs, c=cfg: sel.served_probabilities(cs, c)) for name, cfg in configs.items()}
     arms["embedding_similarity"] = sel.embedding_probabilities
@@ -211,7 +216,7 @@ def run(args) -> dict[str, Any]:
     from ..runtime.embedding import default_embedding_dir, embedding_digest
 
     sets, zsc = load_dev(args)
-    digest = embedding_digest(default_embedding_dir(args.model_dir))
+    digest = embedding_digest(args.embedding_dir or default_embedding_dir(args.model_dir))
     cands = sel.candidates()
     grid = cached_grid(args.cache, sets, cands)
     oof = sel.leave_one_out(grid)

@@ -146,22 +146,61 @@ def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
     logits = predict_logits(nli, premises, flat_h, desc=f"{ds.name}: NLI logits")
     cf = predict_logits(nli, [CONTENT_FREE_PREMISE] * len(hyps), hyps, desc=f"{ds.name}: content-free logits")
     hyp_index = np.array([index[h] for h in flat_h], dtype=np.int64)
-    owner = np.repeat(np.arange(len(ds.texts)), [len(row) for row in ds.hypotheses])
-    if encoder is None:
-        cosine = np.zeros(len(flat_h), dtype=np.float32)
-    else:  # embedded in batches (``SentenceEncoder.encode``, the server's encoder code); the server batches
-        # them with other requests' texts and labels, which differs only by padding (masked out; measured
-        # when the server embedded one text per forward, on airline_sentiment, 300 rows x 3 labels: max
-        # |difference| of the cosines 1.8e-7).
-        text_emb = encode_texts(encoder, ds.texts, desc=f"{ds.name}: text embeddings")
-        hyp_emb = encode_texts(encoder, hyps, desc=f"{ds.name}: hypothesis embeddings")
-        cosine = np.einsum("pd,pd->p", text_emb[owner], hyp_emb[hyp_index])
+    cosine = np.zeros(len(flat_h), dtype=np.float32) if encoder is None else set_cosines(ds, encoder)
     if not (np.isfinite(logits).all() and np.isfinite(cf).all() and np.isfinite(cosine).all()):
         raise ValueError(f"{ds.name}: the model gave non-finite logits or cosines; nothing can be fitted on them")
     return {"hyp_index": hyp_index, "k": np.array([len(r) for r in ds.hypotheses], dtype=np.int64),
             "gold": ds.gold.astype(np.int64), "label_classes": np.concatenate(ds.label_classes).astype(np.int64),
             "logits": logits.astype(np.float32), "cf_logits": cf[hyp_index].astype(np.float32),
-            "cosine": cosine.astype(np.float32), "row_ids": np.asarray(ds.row_ids, dtype=np.int64)}
+            "cosine": cosine, "row_ids": np.asarray(ds.row_ids, dtype=np.int64)}
+
+
+def set_cosines(ds: DevSet, encoder) -> np.ndarray:
+    """float32 ``[P]``: the cosine of each (document, hypothesis) pair of ``ds``, in `compute_set`'s pair order.
+
+    encoder: a ``zsnli.runtime.embedding.SentenceEncoder``; texts and distinct hypotheses are embedded once each.
+    """
+    hyps = list(dict.fromkeys(h for row in ds.hypotheses for h in row))
+    index = {h: i for i, h in enumerate(hyps)}
+    hyp_index = np.array([index[h] for row in ds.hypotheses for h in row], dtype=np.int64)
+    # Embedded in batches (``SentenceEncoder.encode``, the server's encoder code); the server batches them
+    # with other requests' texts and labels, which differs only by padding (masked out; measured when the
+    # server embedded one text per forward, on airline_sentiment, 300 rows x 3 labels: max |difference| of
+    # the cosines 1.8e-7).
+    text_emb = encode_texts(encoder, ds.texts, desc=f"{ds.name}: text embeddings")
+    hyp_emb = encode_texts(encoder, hyps, desc=f"{ds.name}: hypothesis embeddings")
+    owner = np.repeat(np.arange(len(ds.texts)), [len(row) for row in ds.hypotheses])
+    return np.einsum("pd,pd->p", text_emb[owner], hyp_emb[hyp_index]).astype(np.float32)
+
+
+def _only_embedding_differs(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    return old.get("embedding_digest") != new.get("embedding_digest") and \
+        {k: v for k, v in old.items() if k != "embedding_digest"} == {k: v for k, v in new.items() if k != "embedding_digest"}
+
+
+def _recompute_cosines(cache_dir: Path, group: str, ds: DevSet, encoder, key: dict[str, Any]) -> bool:
+    """Rewrite a cached set whose key differs from ``key`` only by the embedding digest: new cosines, the
+    same NLI logits (their model, data and rows are the key's). False when there is no such entry or its
+    rows are not ``ds``'s."""
+    stem = Path(cache_dir) / _stem(group, ds.name)
+    meta_path, npz = stem.with_suffix(".json"), stem.with_suffix(".npz")
+    if not (meta_path.is_file() and npz.is_file()):
+        return False
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if not _only_embedding_differs(meta.get("key", {}), key):
+        return False
+    with np.load(npz) as stored:
+        arrays = {k: stored[k] for k in stored.files}
+    if "row_ids" not in arrays or not np.array_equal(arrays["row_ids"], np.asarray(ds.row_ids)):
+        return False
+    start = time.perf_counter()
+    arrays["cosine"] = set_cosines(ds, encoder)
+    if not np.isfinite(arrays["cosine"]).all():
+        raise ValueError(f"{ds.name}: the encoder gave non-finite cosines; nothing can be fitted on them")
+    write_cached(cache_dir, group, ds, arrays, key, int(meta["entail_idx"]), int(meta["contra_idx"]),
+                 time.perf_counter() - start)
+    logger.info("%s/%s: cosines recomputed with another encoder (NLI logits kept)", group, ds.name)
+    return True
 
 
 def score_in_memory(ds: DevSet, group: str, nli, encoder) -> CachedSet:
@@ -201,7 +240,7 @@ cached in ~20 minutes on the 2-core dev CPU (measured: airline_sentiment, 300 ro
 def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: str | Path,
                max_rows: int = DEFAULT_MAX_ROWS, max_rows_for: dict[str, int] | None = None, seed: int = 0,
                threads: int | None = None, device: str = "cpu", runtime=None,
-               runtime_digest: str | None = None) -> dict[str, CachedSet]:
+               runtime_digest: str | None = None, embedding_dir: str | Path | None = None) -> dict[str, CachedSet]:
     """Compute every ``(group, dataset)`` job not cached under its current key; return all, keyed ``group/name``.
 
     The model and encoder are loaded on ``device`` (fp32) only when something is missing. Each dataset
@@ -209,6 +248,9 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
     runtime: ``f() -> NliRuntime`` scoring the pairs instead of the torch fp32 model of ``model_dir``
     (e.g. a quantised ONNX graph, `zsnli.selection.static_int8`), with ``runtime_digest`` (its file's sha256)
     in the cache key in place of the weights' digest. Raises ``ValueError`` when only one is given.
+    embedding_dir: the sentence encoder of the cosines (default `zsnli.runtime.embedding.default_embedding_dir`
+    of ``model_dir``). A cached set whose key differs only by the encoder's digest keeps its NLI logits and
+    gets new cosines (the NLI model is not loaded for it).
     """
     if (runtime is None) != (runtime_digest is None):
         raise ValueError("runtime and runtime_digest go together")
@@ -216,7 +258,7 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
     model_dir = Path(model_dir)
     from ..runtime.embedding import default_embedding_dir, embedding_digest
 
-    emb_dir = default_embedding_dir(model_dir)
+    emb_dir = Path(embedding_dir) if embedding_dir is not None else default_embedding_dir(model_dir)
     model_digest = runtime_digest or sha256_file(model_dir / "model.safetensors")
     emb_digest = embedding_digest(emb_dir)
     nli = encoder = None
@@ -226,11 +268,14 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
         key = cache_key(full, group, n, seed, model_digest, emb_digest)
         cached = load_cached(out, group, full.name, key)
         if cached is None:
-            if nli is None:
-                nli, encoder = _load_models(model_dir, emb_dir, threads, device)
-                if runtime is not None:
-                    nli = runtime()
             ds = stratified_subsample(full, n, seed)
+            if encoder is None:
+                encoder = _load_encoder(emb_dir, threads, device)
+            if _recompute_cosines(Path(out), group, ds, encoder, key):
+                result[f"{group}/{full.name}"] = load_cached(out, group, full.name, key)
+                continue
+            if nli is None:
+                nli = runtime() if runtime is not None else _load_nli(model_dir, threads, device)
             start = time.perf_counter()
             arrays = compute_set(ds, nli, encoder)
             took = time.perf_counter() - start
@@ -242,15 +287,24 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
     return result
 
 
-def _load_models(model_dir: Path, emb_dir: Path, threads: int | None, device: str):
+def _load_encoder(emb_dir: Path, threads: int | None, device: str):
     import torch
 
     from ..runtime.embedding import SentenceEncoder
+
+    if threads:
+        torch.set_num_threads(threads)
+    return SentenceEncoder(emb_dir, device=device)
+
+
+def _load_nli(model_dir: Path, threads: int | None, device: str):
+    import torch
+
     from ..runtime.model import NliModel
 
     if threads:
         torch.set_num_threads(threads)
-    return NliModel.load(model_dir, device=device, dtype="float32"), SentenceEncoder(emb_dir, device=device)
+    return NliModel.load(model_dir, device=device, dtype="float32")
 
 
 def _parse_overrides(items: Sequence[str]) -> dict[str, int]:
