@@ -206,6 +206,7 @@ def _encoder_parser(sub) -> None:
     e.add_argument("--lr", type=positive_float, help="peak AdamW learning rate (default 3e-5)")
     e.add_argument("--warmup-ratio", type=_number(float, 0.0, "a number in [0, 1)"))
     e.add_argument("--seed", type=non_negative_int)
+    e.add_argument("--word-embeddings", choices=("frozen", "trained"), help="default frozen")
     e.add_argument("--scale", type=positive_float, default=None,
                    help="cosine scale of the loss (default 20, sentence-transformers' MultipleNegativesRankingLoss)")
     e.add_argument("--negatives", choices=("batch", "own-set"), default="batch",
@@ -362,7 +363,8 @@ def _check_encoder(args: argparse.Namespace) -> Preset:
         max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
         lr=args.lr, warmup_ratio=args.warmup_ratio, seed=args.seed, eval_steps=args.checkpoint_steps,
         checkpoint_every_s=args.checkpoint_every_s, keep_checkpoints=args.keep_checkpoints,
-        time_budget_s=args.time_budget_s, mixed_precision=args.mixed_precision)
+        time_budget_s=args.time_budget_s, mixed_precision=args.mixed_precision,
+        freeze_word_embeddings=None if args.word_embeddings is None else args.word_embeddings == "frozen")
 
 
 def _check_batch_split(batch_size: int | None, preset: Preset) -> None:

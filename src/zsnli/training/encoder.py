@@ -168,6 +168,8 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
              len(data.hypotheses))
     tokenizer = AutoTokenizer.from_pretrained(preset.base_model)
     model = AutoModel.from_pretrained(preset.base_model, dtype=torch.float32)
+    if preset.freeze_word_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
     train_ds, hyp_tokens = _datasets(data, tokenizer, preset.max_length)
     cuda = torch.cuda.is_available()
     args = training_arguments(preset, run_dir, cuda, preset.batch_size, distributed_cpu=False,
@@ -214,7 +216,7 @@ def _write_log(run_dir: Path, history: list[dict[str, Any]]) -> None:
 
 
 _HYPERPARAMETERS = ("base_model", "epochs", "max_steps", "batch_size", "max_length", "lr", "warmup_ratio",
-                    "weight_decay", "seed", "mixed_precision", "save_dtype", "time_budget_s", "checkpoint_every_s",
+                    "weight_decay", "freeze_word_embeddings", "seed", "mixed_precision", "save_dtype", "time_budget_s", "checkpoint_every_s",
                     "eval_steps", "logging_steps")
 
 
