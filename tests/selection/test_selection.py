@@ -239,7 +239,7 @@ def test_cli_embedding_dir_scores_and_records_another_encoder(tmp_path, tiny_mod
     other = build_bert_nli(tmp_path / "encoder", seed=7)
     monkeypatch.setattr(sel, "candidates", lambda: [sel.Candidate("entailment_logprob", False, 10.0, "global")])
     base = ["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--model-dir", str(tiny_model_dir),
-            "--data-sources", str(tmp_path / "sources.json")]
+            "--data-sources", str(tmp_path / "sources.json"), "--max-rows", "18", "--max-rows-for", "topic=15"]
     assert selection_cli.main(base + ["--cache", str(tmp_path / "c1"), "--out", str(tmp_path / "a.json")]) == 0
     assert selection_cli.main(base + ["--cache", str(tmp_path / "c2"), "--out", str(tmp_path / "b.json"),
                                       "--embedding-dir", str(other)]) == 0
@@ -249,7 +249,10 @@ def test_cli_embedding_dir_scores_and_records_another_encoder(tmp_path, tiny_mod
     c1, c2 = load_all(tmp_path / "c1"), load_all(tmp_path / "c2")
     assert not np.allclose(c1["zsc-dev/topic"].cosine, c2["zsc-dev/topic"].cosine)
     np.testing.assert_array_equal(c1["zsc-dev/topic"].logits, c2["zsc-dev/topic"].logits)
-    capsys.readouterr()
-    assert selection_cli.main(base + ["--embedding-dir", str(tmp_path / "none")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--embedding-dir" in err[0]
+    assert (len(c1["zsc-dev/topic"]), len(c1["zsc-dev/spamish"])) == (15, 18)
+    for bad, flag in [(["--embedding-dir", str(tmp_path / "none")], "--embedding-dir"),
+                      (["--max-rows-for", "topic"], "--max-rows-for"), (["--max-rows", "0"], "--max-rows")]:
+        capsys.readouterr()
+        assert selection_cli.main(base + bad) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and flag in err[0], err

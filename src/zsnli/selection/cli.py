@@ -36,7 +36,8 @@ from ..harness.cli import UsageParser, positive_int, usage_error
 from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
 from .negation import NegationRule
-from .score_cache import CONTENT_FREE_PREMISE, DEFAULT_CACHE_DIR, CachedSet, fill_cache
+from .score_cache import (CONTENT_FREE_PREMISE, DEFAULT_CACHE_DIR, DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, CachedSet,
+                          fill_cache, parse_max_rows_for)
 from ..scoring import ScoringConfig
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,11 @@ def _parser() -> UsageParser:
                    help="examples file reported after the choice (e.g. ../shared/data/zsc/public.jsonl); never chosen on")
     p.add_argument("--negation", action="store_true",
                    help="also run the negation-pair experiment (figures only; the server does not read them)")
+    p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS,
+                   help="rows per dev dataset, stratified subsample (default %(default)s)")
+    p.add_argument("--max-rows-for", action="append", default=[], metavar="NAME=ROWS",
+                   help="per-dataset override (repeatable; defaults: "
+                        + ", ".join(f"{k}={v}" for k, v in DEFAULT_MAX_ROWS_FOR.items()) + ")")
     p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
     return p
 
@@ -77,6 +83,9 @@ def _check_args(args) -> None:
         raise ValueError(f"--dev-examples {args.dev_examples}: not found (expected dev/zeroshot_dev.jsonl)")
     if not (args.model_dir / "config.json").is_file():
         raise ValueError(f"--model-dir {args.model_dir}: no config.json (an NLI model directory is expected)")
+    if args.max_rows < 1:
+        raise ValueError(f"--max-rows {args.max_rows}: must be >= 1")
+    args.max_rows_for = {**DEFAULT_MAX_ROWS_FOR, **parse_max_rows_for(args.max_rows_for)}
     if args.embedding_dir is not None and not (args.embedding_dir / "config.json").is_file():
         raise ValueError(f"--embedding-dir {args.embedding_dir}: no config.json (a sentence encoder directory is expected)")
     if args.report_public is not None and not args.report_public.is_file():
@@ -87,7 +96,8 @@ def load_dev(args) -> tuple[dict[str, CachedSet], dict[str, Any]]:
     """Cached zsc-dev + team dev sets keyed ``group/name``, and the zsc-dev `DevSet`s (for provenance)."""
     zsc = {n: read_zsc_dev(args.zsc_dev_dir, n) for n in list_zsc_dev(args.zsc_dev_dir)}
     jobs = [("zsc-dev", ds) for ds in zsc.values()] + [("dev", ds) for ds in read_examples(args.dev_examples).values()]
-    return fill_cache(jobs, args.cache, args.model_dir, threads=args.threads, embedding_dir=args.embedding_dir), zsc
+    return fill_cache(jobs, args.cache, args.model_dir, max_rows=args.max_rows, max_rows_for=args.max_rows_for,
+                      threads=args.threads, embedding_dir=args.embedding_dir), zsc
 
 
 def _card(card) -> dict[str, Any]:

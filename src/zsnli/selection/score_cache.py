@@ -307,7 +307,8 @@ def _load_nli(model_dir: Path, threads: int | None, device: str):
     return NliModel.load(model_dir, device=device, dtype="float32")
 
 
-def _parse_overrides(items: Sequence[str]) -> dict[str, int]:
+def parse_max_rows_for(items: Sequence[str]) -> dict[str, int]:
+    """``["NAME=ROWS", ...]`` -> ``{NAME: ROWS}``; ``ValueError`` naming the item unless ROWS is an integer >= 1."""
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -352,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Fill the cache; returns the exit status (2 with one line on a flag or data mistake)."""
     args = _build_parser().parse_args(argv)
     try:
-        overrides = {**DEFAULT_MAX_ROWS_FOR, **_parse_overrides(args.max_rows_for)}
+        overrides = {**DEFAULT_MAX_ROWS_FOR, **parse_max_rows_for(args.max_rows_for)}
         jobs = _jobs(args)
         if not jobs:
             raise ValueError("nothing to cache: give --zsc-dev-dir and/or --examples")
