@@ -123,7 +123,8 @@ def test_binary_sets_train_toward_their_negated_hypothesis_and_excluded_texts_ar
 
 
 def test_training_lowers_the_loss_and_the_encoder_loads_in_the_server_with_matching_hashes(base, tmp_path):
-    toy = _preset(base, zsc_sources=zsc_sources(_toy_set(tmp_path / "toy")), max_steps=48, batch_size=6, lr=3e-3)
+    toy = _preset(base, zsc_sources=zsc_sources(_toy_set(tmp_path / "toy")), max_steps=48, batch_size=6, lr=3e-3,
+                  freeze_word_embeddings=False)
     enc.train_encoder(toy, tmp_path / "toy_out")
     losses = _losses(tmp_path / "toy_out" / "run")
     assert sorted(losses) == list(range(1, 49))
@@ -146,8 +147,19 @@ def test_training_lowers_the_loss_and_the_encoder_loads_in_the_server_with_match
     assert on_disk["objective"]["scale"] == enc.DEFAULT_SCALE
     assert on_disk["training"]["steps"] == 8 and on_disk["training"]["notes"] == ["a test"]
     assert on_disk["hyperparameters"]["lr"] == 1e-3 and on_disk["base_model"]["embedding_sha256"]
+    from safetensors.torch import load_file
+
+    word = "embeddings.word_embeddings.weight"  # frozen by default: the base's rows, bit for bit
+    trained, start = load_file(model_dir / "model.safetensors"), load_file(base / "model.safetensors")
+    assert torch.equal(trained[word], start["bert." + word])
+    assert not torch.equal(trained["encoder.layer.0.attention.self.query.weight"],
+                           start["bert.encoder.layer.0.attention.self.query.weight"])
+    verify = ("verify", "--model-dir", str(model_dir), "--manifest", str(tmp_path / "out" / enc.MANIFEST_NAME))
+    assert _cli(*verify).returncode == 0
     (model_dir / "model.safetensors").write_bytes(b"changed")
     assert any(c.status == "mismatch" for c in check_model_dir(model_dir, on_disk))
+    done = _cli(*verify)
+    assert done.returncode == 1 and "MISMATCH  model.safetensors" in done.stdout
 
 
 def test_sigterm_then_resume_gives_the_same_losses_as_a_straight_run(base, tmp_path, monkeypatch):
