@@ -23,6 +23,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+import signal  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -437,3 +438,21 @@ def corpus_documents(n: int, seed: int = 0) -> list[dict]:
             doc["labels"] = labels + ["sport " * 100]
         docs.append(doc)
     return docs
+
+
+def sigterm_at_step(real_callbacks, step: int):
+    """``trainer_callbacks`` that also send this process SIGTERM at the end of optimiser step ``step``
+    (a run stopped from outside, e.g. at the end of a working period; the resume tests)."""
+
+    def callbacks(*args, **kwargs):
+        from transformers import TrainerCallback
+
+        class Kill(TrainerCallback):
+            def on_step_end(self, a, state, control, **kw):
+                if state.global_step == step:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return control
+
+        return [Kill(), *real_callbacks(*args, **kwargs)]
+
+    return callbacks

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import build_bert_nli
+from conftest import build_bert_nli, sigterm_at_step
 from zsnli.manifest import check_model_dir, hash_model_dir
 from zsnli.runtime.embedding import SentenceEncoder
 from zsnli.training import encoder as enc
@@ -168,18 +168,7 @@ def test_sigterm_then_resume_gives_the_same_losses_as_a_straight_run(base, tmp_p
     assert straight["training"]["steps"] == 8
     real_callbacks = enc.trainer_callbacks
 
-    def with_sigterm_at_step_3(*args, **kwargs):
-        from transformers import TrainerCallback
-
-        class Kill(TrainerCallback):
-            def on_step_end(self, a, state, control, **kw):
-                if state.global_step == 3:
-                    os.kill(os.getpid(), signal.SIGTERM)
-                return control
-
-        return [Kill(), *real_callbacks(*args, **kwargs)]
-
-    monkeypatch.setattr(enc, "trainer_callbacks", with_sigterm_at_step_3)
+    monkeypatch.setattr(enc, "trainer_callbacks", sigterm_at_step(real_callbacks, 3))
     stopped = enc.train_encoder(preset, tmp_path / "b")
     monkeypatch.setattr(enc, "trainer_callbacks", real_callbacks)
     assert stopped == {"interrupted": True, "signal": signal.SIGTERM, "steps": 3}

@@ -4,13 +4,12 @@ through; checkpoints on a clock; classification pairs (zsnli.training.zsc_nli) m
 from __future__ import annotations
 
 import json
-import os
 import signal
 from pathlib import Path
 
 import pytest
 
-from conftest import build_bert_nli
+from conftest import build_bert_nli, sigterm_at_step
 from zsnli.training import arguments, callbacks
 from zsnli.training import trainer as training
 from zsnli.training.presets import get_preset
@@ -45,18 +44,7 @@ def test_sigterm_then_resume_gives_the_same_losses_as_a_straight_run(base, tmp_p
 
     real_callbacks = training.trainer_callbacks
 
-    def with_sigterm_at_step_3(*args, **kwargs):
-        from transformers import TrainerCallback
-
-        class Kill(TrainerCallback):
-            def on_step_end(self, a, state, control, **kw):
-                if state.global_step == 3:
-                    os.kill(os.getpid(), signal.SIGTERM)
-                return control
-
-        return [Kill(), *real_callbacks(*args, **kwargs)]
-
-    monkeypatch.setattr(training, "trainer_callbacks", with_sigterm_at_step_3)
+    monkeypatch.setattr(training, "trainer_callbacks", sigterm_at_step(real_callbacks, 3))
     handler_before = signal.getsignal(signal.SIGTERM)
     stopped = training.train(preset, tmp_path / "b" / "model", tmp_path / "b" / "run")
     monkeypatch.setattr(training, "trainer_callbacks", real_callbacks)
