@@ -279,8 +279,8 @@ def sentence_encoder(base_model: str | None = None) -> Preset:
     No NLI sources and no periodic evaluation: the encoder is scored on zsc-dev afterwards
     (``train.py select --embedding-dir``). ``eval_steps`` is the checkpoint interval in steps.
     ``max_length`` 128: 88 % of the zsc-train texts fit whole (all-MiniLM-L6-v2 tokens, measured
-    2026-12-01; median 27, p90 167), 69 % of their tokens are kept, and a batch costs about 0.8 x
-    what 256 costs (mean clipped length 42 vs 54 tokens); the served window stays 256.
+    2026-12-01; median 27, p90 167), 69 % of their tokens are kept, and a batch holds 0.78 x the
+    tokens it holds at 256 (mean clipped length 42 vs 54); the served window stays 256.
     ``lr`` 3e-5 and ``batch_size`` 64: not swept. Word embeddings frozen: words that no zsc-train text
     or hypothesis holds keep their place beside those that do (labels at serving time are open), and
     the NLI run measured frozen embeddings 19 -> 55 pairs/s on this CPU (`minilm_cpu`).
