@@ -201,6 +201,7 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
         "train_loss_mean_this_process": result.training_loss, "wall_seconds": round(time.time() - t0, 1),
         "train_seconds_this_process": round(train_seconds, 1),
         "train_texts_per_second": round((result.global_step - first_step) * preset.batch_size / max(train_seconds, 1e-9), 2),
+        "bf16_autocast": bool(trainer.args.bf16),
         "resumed_from_checkpoint": resumed_from, "steps_this_process": result.global_step - first_step,
         "notes": list(notes),
     }
