@@ -137,7 +137,7 @@ def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
     nli: a loaded ``zsnli.runtime.model.NliRuntime``; encoder: a ``zsnli.runtime.embedding.SentenceEncoder``,
     or None (no cosine term: the cosines are 0). Raises ``ValueError`` when a logit or cosine is not finite.
     """
-    from ..runtime.progress import encode_texts, predict_logits
+    from ..runtime.progress import predict_logits
 
     hyps = list(dict.fromkeys(h for row in ds.hypotheses for h in row))
     index = {h: i for i, h in enumerate(hyps)}
@@ -160,6 +160,8 @@ def set_cosines(ds: DevSet, encoder) -> np.ndarray:
 
     encoder: a ``zsnli.runtime.embedding.SentenceEncoder``; texts and distinct hypotheses are embedded once each.
     """
+    from ..runtime.progress import encode_texts
+
     hyps = list(dict.fromkeys(h for row in ds.hypotheses for h in row))
     index = {h: i for i, h in enumerate(hyps)}
     hyp_index = np.array([index[h] for row in ds.hypotheses for h in row], dtype=np.int64)
