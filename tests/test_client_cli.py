@@ -239,3 +239,15 @@ def test_zsnli_serve_is_serve_sh(tmp_path):
         assert "refusing to start: ZSNLI_MAX_LABELS must be in [1, 4096], got 0" in bad.stderr
         extra = subprocess.run(cmd + ["--port", "1"], capture_output=True, text=True, env=env, timeout=120)
         assert extra.returncode == 2 and "unknown argument '--port'" in extra.stderr
+
+
+def test_input_lines_are_split_on_newlines_only(tmp_path):
+    """A text holding U+2028/U+2029/U+0085 (JSON lets them stand unescaped) stays one request;
+    ``str.splitlines`` would cut it into invalid JSON lines."""
+    from zsnli.cli import read_requests
+
+    texts = ["first\u2028line", "para\u2029graph", "next\x85line"]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\r\n" for t in texts), encoding="utf-8")
+    docs = read_requests(str(path), {"candidate_labels": ["a", "b"]})
+    assert [d["text"] for d in docs] == texts

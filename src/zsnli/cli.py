@@ -96,7 +96,7 @@ def read_requests(path: str, defaults: dict[str, Any]) -> list[Any]:
     no field of that name (``labels`` counts as ``candidate_labels``). Raises `CommandError` naming
     the file and line when it cannot be read or a line is not JSON."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = Path(path).read_text(encoding="utf-8").split("\n")  # not splitlines: U+2028 may sit inside a string
     except (OSError, UnicodeDecodeError) as exc:
         raise CommandError(f"cannot read --input {path}: {exc.strerror or exc}") from None
     docs = []

@@ -412,3 +412,16 @@ def test_a_suite_imports_a_module_whose_register_line_adds_the_arm(tmp_path, exa
                  "--in-process"]) == 0
     board = json.loads(report.read_text())["leaderboard"]
     assert board[0]["arm"] == "first" and math.isclose(board[0]["accuracy"], (1 / 3 + 1 / 4) / 2)
+
+
+def test_metadata_lines_are_split_on_newlines_only(tmp_path):
+    """A text holding U+2028 (JSON lets it stand unescaped) is one line of the examples file: its
+    extra fields are found; ``str.splitlines`` would cut the line and fail on the halves."""
+    from zsnli.harness.examples import Example
+
+    rows = [{"id": 1, "dataset": "d", "text": "a\u2028b", "labels": ["x", "y"], "label": "x", "source": "mail"},
+            {"id": 2, "dataset": "d", "text": "c\u2029d", "labels": ["x", "y"], "label": "y", "source": "web"}]
+    path = tmp_path / "ex.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    examples = [Example(r["id"], "d", r["text"], ("x", "y"), k) for k, r in enumerate(rows)]
+    assert read_metadata(path, examples) == [{"source": "mail"}, {"source": "web"}]
