@@ -53,6 +53,7 @@ from pathlib import Path
 
 import yaml
 
+from zsnli.harness.cli import positive_float
 from harness_serve import HarnessFailure, _http, _log_tail, check_classify, free_port, stop, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -289,12 +290,8 @@ def run_and_check(engine: Engine, tag: str, startup_timeout: float, log_path: Pa
                 times["bakeoff_s"] = time.monotonic() - t1
                 print(f"container-test: /v1/bakeoff -> {answer['id']} winner {answer['winner']}, stored", flush=True)
                 check_root_is_read_only(engine, name, user)
-                t2 = time.monotonic()
                 # podman run passes SIGTERM on to the server (PID 1 via serve.sh's exec): drain, then exit 0.
-                code = stop(proc, timeout=90)
-                times["sigterm_to_exit_s"] = time.monotonic() - t2
-                if code != 0:
-                    raise HarnessFailure("sigterm", f"exit code {code} after SIGTERM, expected 0")
+                times["sigterm_to_exit_s"] = stop(proc, timeout=90)
             finally:
                 if proc.poll() is None:
                     subprocess.run(engine.cmd("rm", "-f", "-t", "0", name), capture_output=True, timeout=120)
@@ -326,11 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheels", type=Path, default=default_wheels(),
                         help="local wheel folder mounted into the build (default: a folder in $PIP_FIND_LINKS)")
     parser.add_argument("--tag", default="localhost/zsnli:container-test", help="tag of the built image")
-    parser.add_argument("--startup-timeout", type=float, default=300.0,
+    parser.add_argument("--startup-timeout", type=positive_float, default=300.0,
                         help="seconds to wait for /health 200 (the manifests' startup probe allows 300)")
     args = parser.parse_args(argv)
-    if args.startup_timeout <= 0 or (args.wheels is not None and not args.wheels.is_dir()):
-        parser.exit(2, "container-test: --startup-timeout must be > 0 and --wheels an existing folder\n")
+    if args.wheels is not None and not args.wheels.is_dir():
+        parser.exit(2, f"container-test: --wheels {args.wheels}: not an existing folder\n")
     log_path = Path(tempfile.gettempdir()) / f"container-test-{os.getpid()}.log"
     times: dict[str, float] = {}
     try:

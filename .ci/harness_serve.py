@@ -44,7 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
-from zsnli.harness.cli import UsageParser  # noqa: E402  (standard library only; nothing else of zsnli)
+from zsnli.harness.cli import UsageParser, port_number, positive_float  # noqa: E402  (standard library only; nothing else of zsnli)
 
 # The product card's packages. torch is pinned to the CPU release the project
 # is tested on (the pip configuration here resolves it to the CPU wheel).
@@ -197,15 +197,23 @@ def check_classify(base: str) -> dict:
     return body
 
 
-def stop(proc: subprocess.Popen, timeout: float) -> int:
-    """SIGTERM the server and wait up to ``timeout`` s; returns its exit code (kills it past that)."""
+def stop(proc: subprocess.Popen, timeout: float) -> float:
+    """SIGTERM the server and wait up to ``timeout`` s for exit code 0; returns the seconds it took.
+
+    Raises ``HarnessFailure("sigterm", ...)`` when it exits with another code, or when it is still
+    running after ``timeout`` s (it is killed then).
+    """
+    t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     try:
-        return proc.wait(timeout=timeout)
+        code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise HarnessFailure("sigterm", f"no exit within {timeout:.0f} s of SIGTERM") from None
+    if code != 0:
+        raise HarnessFailure("sigterm", f"exit code {code} after SIGTERM, expected 0")
+    return time.monotonic() - t0
 
 
 def serve_and_check(venv: Path, port: int, startup_timeout: float, log_path: Path) -> dict[str, float]:
@@ -229,11 +237,7 @@ def serve_and_check(venv: Path, port: int, startup_timeout: float, log_path: Pat
             answer = check_classify(base)
             times["classify_s"] = time.monotonic() - t1
             print(f"harness: /classify -> {json.dumps(answer)}", flush=True)
-            t2 = time.monotonic()
-            code = stop(proc, timeout=60)
-            times["shutdown_s"] = time.monotonic() - t2
-            if code != 0:
-                raise HarnessFailure("sigterm", f"exit code {code} after SIGTERM, expected 0")
+            times["shutdown_s"] = stop(proc, timeout=60)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -252,8 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = UsageParser(prog="harness_serve.py", description=__doc__.split("\n")[0])
     parser.add_argument("--venv", type=Path, default=ROOT / ".venv-harness", help="environment folder")
     parser.add_argument("--reuse", action="store_true", help="keep the environment if built for the same packages")
-    parser.add_argument("--port", type=int, default=0, help="port to serve on (default: a free one)")
-    parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for /health 200")
+    parser.add_argument("--port", type=port_number, default=0, help="port to serve on (default: a free one)")
+    parser.add_argument("--startup-timeout", type=positive_float, default=300.0, help="seconds to wait for /health 200")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be in 0..65535, got {args.port}")

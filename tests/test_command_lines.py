@@ -129,3 +129,42 @@ def test_server_help_says_how_to_configure_it(capsys):
 
     text = _help(main, [], capsys)
     assert text.startswith("usage: ./serve.sh") and "ZSNLI_MODEL_DIR" in text
+
+
+def _bare_numeric_flags(path: Path) -> list[str]:
+    """``add_argument(..., type=int|float)`` calls in ``path``: flags whose range nobody checks at parse time."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            for kw in node.keywords:
+                if kw.arg == "type" and isinstance(kw.value, ast.Name) and kw.value.id in ("int", "float"):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.literal_eval(node.args[0])}")
+    return found
+
+
+def test_every_numeric_flag_names_its_range():
+    # A bare type=float let `zsnli classify --timeout -1` end in a ValueError traceback from the client, and
+    # `train.py --warmup-ratio 1.5` reach the Trainer; every numeric flag takes a zsnli.harness.cli range type.
+    files = [*(ROOT / "src").rglob("*.py"), *(ROOT / "bench").glob("*.py"), *(ROOT / ".ci").glob("*.py"),
+             *ROOT.glob("*.py")]
+    assert len(files) > 50
+    assert [hit for f in files for hit in _bare_numeric_flags(f)] == []
+
+
+@pytest.mark.parametrize("main, argv, flag", [
+    (_main("zsnli.cli"), ["classify", "a text", "--labels", "a", "b", "--timeout", "-1"], "--timeout"),
+    (_main("zsnli.train_cli"), ["--warmup-ratio", "1"], "--warmup-ratio"),
+    (_main("zsnli.train_cli"), ["encoder", "--warmup-ratio", "1.5"], "--warmup-ratio"),
+    (_main("zsnli.train_cli"), ["--max-length", "4"], "--max-length"),
+    (_main("zsnli.compare.cli"), ["bakeoff", "--suite", "s.toml", "--train-fraction", "1"], "--train-fraction"),
+    (_main("zsnli.compare.cli"), ["bakeoff", "--suite", "s.toml", "--target-accuracy", "0"], "--target-accuracy"),
+    (_main("zsnli.compare.cli"), ["bakeoff", "--suite", "s.toml", "--folds", "1"], "--folds"),
+    (_main("zsnli.batch.cli"), ["in.jsonl", "--output", "o", "--cpus-per-actor", "nan"], "--cpus-per-actor"),
+    (_script(".ci/harness_serve.py"), ["--port", "70000"], "--port"),
+], ids=["classify-timeout", "warmup-1", "encoder-warmup", "max-length", "train-fraction", "target-accuracy",
+        "folds", "cpus-nan", "port"])
+def test_a_number_out_of_range_is_one_line_naming_the_flag_and_range(main, argv, flag, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert _exit_code(main, argv) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and flag in err and "expected " in err and "Traceback" not in err, err

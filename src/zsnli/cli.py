@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import __version__
-from .harness.cli import UsageParser, positive_int
+from .harness.cli import UsageParser, positive_float, positive_int
 from .serving.inference_api import split_labels
 
 PROG = "zsnli"
@@ -68,7 +68,7 @@ def build_parser() -> UsageParser:
     c.add_argument("--input", help="JSONL file, one /classify request object a line")
     c.add_argument("--output", help="JSONL answers, one a line in input order (default: stdout)")
     c.add_argument("--batch-size", type=positive_int, default=32, help="documents per request (default 32)")
-    c.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP call (default 60)")
+    c.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per HTTP call (default 60)")
     c.add_argument("--json", action="store_true", help="print the answer as one JSON object (single text)")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("serve", help="run the server (as ./serve.sh: configured by HOST, PORT and ZSNLI_*)",

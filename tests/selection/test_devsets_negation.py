@@ -46,17 +46,24 @@ def test_read_zsc_dev_errors(tmp_path):
 
 def test_read_examples_groups_and_maps_classes(tmp_path):
     path = tmp_path / "ex.jsonl"
-    rows = [{"dataset": "a", "text": "t1", "labels": ["x", "y"], "label": 1},
-            {"dataset": "b", "text": "t2", "labels": ["p", "q", "r"], "label": 0},
-            {"dataset": "a", "text": "t3", "labels": ["y", "x"], "label": 0}]
+    rows = [{"id": 1, "dataset": "a", "text": "t1", "labels": ["x", "y"], "label": 1},
+            {"id": 2, "dataset": "b", "text": "t2", "labels": ["p", "q", "r"], "label": 0},
+            {"id": 3, "dataset": "a", "text": "t3", "labels": ["y", "x"], "label": 0}]
     path.write_text("\n".join(json.dumps(r) for r in rows))
     sets = read_examples(path)
     assert list(sets) == ["a", "b"]
     a = sets["a"]
     assert a.classes == ["x", "y"] and a.gold_classes.tolist() == [1, 1]
     assert [c.tolist() for c in a.label_classes] == [[0, 1], [1, 0]]
-    path.write_text(json.dumps({"dataset": "a", "text": "t", "labels": ["x"], "label": 0}))
-    with pytest.raises(DevSetError, match="ex.jsonl:1"):
+    path.write_text(json.dumps({"id": 1, "dataset": "a", "text": "t", "labels": ["x"], "label": 0}))
+    with pytest.raises(DevSetError, match="ex.jsonl: example 1 has 1 label; a choice needs >= 2"):
+        read_examples(path)
+    # the one examples reader's rules (zsnli.harness.examples): every field, unique ids, the line named
+    path.write_text(json.dumps(rows[0]) + "\n" + json.dumps({**rows[1], "id": 1}) + "\n")
+    with pytest.raises(DevSetError, match=r"ex.jsonl:2: duplicate id 1"):
+        read_examples(path)
+    path.write_text(json.dumps({k: v for k, v in rows[0].items() if k != "id"}) + "\n")
+    with pytest.raises(DevSetError, match=r"ex.jsonl:1: missing field 'id'"):
         read_examples(path)
 
 

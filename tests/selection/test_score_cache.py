@@ -29,7 +29,7 @@ def _jobs(tmp_path):
     data.mkdir()
     write_zsc(data, "toy", n=24)
     ex = tmp_path / "ex.jsonl"
-    ex.write_text("\n".join(json.dumps({"dataset": "d", "text": f"the match {i}", "labels": ["sport", "business", "music"],
+    ex.write_text("\n".join(json.dumps({"id": i, "dataset": "d", "text": f"the match {i}", "labels": ["sport", "business", "music"],
                                         "label": i % 3}) for i in range(6)))
     return [("zsc-dev", read_zsc_dev(data, "toy"))] + [("dev", ds) for ds in read_examples(ex).values()]
 

@@ -135,7 +135,7 @@ def test_texts_of_choosing_or_reporting_data_are_never_trained_on(tmp_path):
 def test_train_cli_excludes_the_choosing_data_beside_the_zsc_folder_by_default(tmp_path):
     import argparse
 
-    from zsnli import train_cli
+    from zsnli.training import cli_checks
 
     data = tmp_path / "data"
     (data / "zsc-dev").mkdir(parents=True)
@@ -147,11 +147,11 @@ def test_train_cli_excludes_the_choosing_data_beside_the_zsc_folder_by_default(t
     preset = get_preset("tiny", str(ROOT / "tests" / "data" / "tiny_nli"), "unused")
     args = argparse.Namespace(zsc_dir=str(data / "zsc-train"), zsc_ratio=None, zsc_negative=None, zsc_sets=None,
                               zsc_commercial_only=False, zsc_exclude=None)
-    got = train_cli._with_zsc(preset, args)
+    got = cli_checks.with_zsc(preset, args)
     assert str(data / "zsc-dev") in got.zsc_exclude and str(data / "zsc" / "public.jsonl") in got.zsc_exclude
     args.zsc_exclude = [str(tmp_path / "nope")]
-    with pytest.raises(train_cli.UsageError, match="--zsc-exclude .*nope: not found"):
-        train_cli._with_zsc(preset, args)
+    with pytest.raises(cli_checks.UsageError, match="--zsc-exclude .*nope: not found"):
+        cli_checks.with_zsc(preset, args)
 
 
 def test_jsonl_texts_may_hold_unicode_line_separators(tmp_path):

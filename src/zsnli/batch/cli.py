@@ -37,7 +37,7 @@ from typing import Sequence
 from .job import Job, UsageError, is_url
 from .predictor import ColumnSpec
 from ..config import RANGES, Settings, SettingsError
-from ..harness.cli import UsageParser, usage_error
+from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error
 from ..serving.startup import STARTUP_ERRORS, configure_logging, one_line, preflight
 
 logger = logging.getLogger("zsnli.batch")
@@ -59,13 +59,13 @@ def build_parser() -> UsageParser:
     p.add_argument("--labels", nargs="+", help="the labels of every row (instead of --labels-col)")
     p.add_argument("--hypothesis-template", help="e.g. 'This text is about {}.' (default: labels are hypotheses)")
     p.add_argument("--multi-label", action="store_true", help="score each label on its own")
-    p.add_argument("--actors", type=int, default=None, help="scoring actors (default: GPUs, else CPUs - 1, >= 1)")
-    p.add_argument("--cpus-per-actor", type=float, default=1.0, help="CPUs (and torch threads) per actor")
-    p.add_argument("--batch-rows", type=int, default=64, help="rows per actor call and per block (default 64)")
-    p.add_argument("--rows-per-file", type=int, default=10000, help="minimum rows per output file (default 10000)")
+    p.add_argument("--actors", type=positive_int, default=None, help="scoring actors (default: GPUs, else CPUs - 1, >= 1)")
+    p.add_argument("--cpus-per-actor", type=positive_float, default=1.0, help="CPUs (and torch threads) per actor")
+    p.add_argument("--batch-rows", type=positive_int, default=64, help="rows per actor call and per block (default 64)")
+    p.add_argument("--rows-per-file", type=positive_int, default=10000, help="minimum rows per output file (default 10000)")
     p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
                    help="an existing cluster (default $RAY_ADDRESS; unset: a local Ray)")
-    p.add_argument("--stall-timeout", type=float, default=600.0,
+    p.add_argument("--stall-timeout", type=non_negative_float, default=600.0,
                    help="fail (exit 1, output kept for a resume) when no row was scored for this many seconds "
                         "(default 600; 0: never)")
     return p
@@ -79,13 +79,6 @@ def parse_job(argv: Sequence[str] | None) -> Job:
         raise UsageError("give exactly one of --labels (every row) or --labels-col (a list per row)")
     if a.hypothesis_template is not None and a.hypothesis_template.count("{}") != 1:
         raise UsageError(f"--hypothesis-template must contain exactly one {{}}, got {a.hypothesis_template!r}")
-    for flag, value in (("--actors", a.actors), ("--batch-rows", a.batch_rows), ("--rows-per-file", a.rows_per_file)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be >= 1, got {value}")
-    if a.cpus_per_actor <= 0:
-        raise UsageError(f"--cpus-per-actor must be > 0, got {a.cpus_per_actor}")
-    if not a.stall_timeout >= 0 or a.stall_timeout == float("inf"):
-        raise UsageError(f"--stall-timeout must be a number of seconds >= 0, got {a.stall_timeout}")
     fmt = a.input_format or _format_of(a.input)
     if not is_url(a.input) and not Path(a.input).exists():
         raise UsageError(f"input not found: {a.input}")

@@ -209,7 +209,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = UsageParser(prog="python -m zsnli.bench.overload", description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", default="http://127.0.0.1:8000", help="server base URL (loopback only)")
     ap.add_argument("--spawn-model-dir", help="start serve.sh on this model dir (free port) and stop it after")
-    ap.add_argument("--pid", type=int, help="server pid, for peak RSS (when not spawned)")
+    ap.add_argument("--pid", type=positive_int, help="server pid, for peak RSS (when not spawned)")
     ap.add_argument("--requests", type=positive_int, default=2000, help="1..100000 (default: %(default)s)")
     ap.add_argument("--concurrency", type=positive_int, default=256)
     ap.add_argument("--labels", type=positive_int, default=50, help="labels per request")
@@ -219,7 +219,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--max-seconds", type=positive_float, default=600.0, help="bound on the whole burst, s")
     ap.add_argument("--ready-timeout", type=positive_float, default=300.0)
     ap.add_argument("--after", type=non_negative_int, default=5, help="sequential requests after the burst")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=non_negative_int, default=0)
     ap.add_argument("--json", help="also write the report here")
     args = ap.parse_args(argv)
     if args.requests > 100_000:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..config import closest_setting, setting_names
-from ..harness.cli import UsageParser, non_negative_int, positive_int
+from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, first_existing
 from .side_by_side import failed_servers, run, server_base_settings, shipped_embedding_dir
 from .side_by_side_table import render
@@ -186,15 +186,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help="sentence encoder of arm (d)'s cosine term (ZSNLI_EMBEDDING_DIR; default: the server's, "
                          "<model-dir>/embedding)")
     ap.add_argument("--warmup", type=non_negative_int, default=4, help="untimed documents before each arm")
-    ap.add_argument("--threads", type=int, default=None,
+    ap.add_argument("--threads", type=positive_int, default=None,
                     help="torch/OMP threads for every arm (default: leave the environment's)")
     ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto")
     ap.add_argument("--repo-root", default=".", help="where serve.sh lives (default .)")
     ap.add_argument("--skip-manifest-check", action="store_true",
                     help="set ZSNLI_SKIP_MANIFEST_CHECK for the server (model dirs without a matching manifest)")
-    ap.add_argument("--max-length", type=int, default=None, help="window for token counts (default: the server's)")
-    ap.add_argument("--matmul-n", type=int, default=None, help="matmul side for the rate (default 1024)")
-    ap.add_argument("--matmul-seconds", type=float, default=2.0)
+    ap.add_argument("--max-length", type=number_type(int, 8), default=None, help="window for token counts (default: the server's)")
+    ap.add_argument("--matmul-n", type=positive_int, default=None, help="matmul side for the rate (default 1024)")
+    ap.add_argument("--matmul-seconds", type=positive_float, default=2.0)
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="also run the server with these ZSNLI_* settings at the top concurrency (repeatable), "
                          "e.g. bf16:ZSNLI_DTYPE=bfloat16 or int8:ZSNLI_BACKEND=onnx-int8")

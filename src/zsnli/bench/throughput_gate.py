@@ -39,7 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..harness.cli import UsageParser, non_negative_int, positive_int
+from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.load import run_requests
 from ..harness.server import start_server
@@ -192,9 +192,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--work-dir", default=None, help="where a random model is built (default: a temp dir)")
     ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto")
     ap.add_argument("--repo-root", default=".")
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--matmul-n", type=int, default=None)
-    ap.add_argument("--matmul-seconds", type=float, default=2.0)
+    ap.add_argument("--threads", type=positive_int, default=None)
+    ap.add_argument("--matmul-n", type=positive_int, default=None)
+    ap.add_argument("--matmul-seconds", type=positive_float, default=2.0)
     ap.add_argument("--out", default=None, help="write the JSON result here")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)

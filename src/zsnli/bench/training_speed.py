@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zsnli.bench.ceiling import matmul_rate, pair_flops, param_counts
-from zsnli.harness.cli import UsageParser, positive_int
+from zsnli.harness.cli import UsageParser, non_negative_int, positive_int
 
 
 def cpu_description() -> dict[str, Any]:
@@ -175,12 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="NLI JSONL(.gz) train file (repeatable), e.g. ../shared/data/nli/lingnli/train.jsonl.gz")
     p.add_argument("--zsc-dir", type=Path, help="classification sets mixed in 1:1 (e.g. ../shared/data/zsc-train)")
     p.add_argument("--steps", type=positive_int, default=20, help="timed optimiser steps per precision (default 20)")
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--warmup", type=non_negative_int, default=2)
     p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--max-length", type=positive_int, default=128)
     p.add_argument("--precisions", type=lambda s: s.split(","), default=["fp32", "bf16"], help="fp32,bf16")
     p.add_argument("--threads", type=positive_int, default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--json", type=Path, help="write the report here")
     return p
 

@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Sequence
 
 from zsnli.compare.protocol import PROTOCOLS
-from zsnli.harness.cli import UsageParser
+from zsnli.harness.cli import (
+    UsageParser, accuracy_target, non_negative_float, non_negative_int, number_type, open_fraction, positive_float,
+    positive_int,
+)
 from zsnli.compare.regression_gate import DEFAULT_MAX_ECE_RISE, DEFAULT_MAX_F1_DROP, DEFAULT_MAX_SLICE_DROP
 
 
@@ -28,18 +31,18 @@ def bakeoff_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", type=Path, required=True, help="suite file (TOML), e.g. suites/ci.toml")
     p.add_argument("--root", type=Path, default=Path("."), help="project root (model/, serve.sh; default .)")
     p.add_argument("--examples", default=None, help="examples JSONL (default: the suite's 'examples', under --root)")
-    p.add_argument("--max-per-dataset", type=int, default=None, help="first N documents of each dataset only")
+    p.add_argument("--max-per-dataset", type=positive_int, default=None, help="first N documents of each dataset only")
     p.add_argument("--protocol", choices=PROTOCOLS, default=None, help="per dataset: auto (default), split, kfold, loo")
-    p.add_argument("--train-fraction", type=float, default=None, help="training share of a split (default 0.5)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the splits and folds (default 0)")
-    p.add_argument("--folds", type=int, default=None, help="k of k-fold, capped at the smallest class (default 5)")
-    p.add_argument("--min-class-for-split", type=int, default=None,
+    p.add_argument("--train-fraction", type=open_fraction, default=None, help="training share of a split (default 0.5)")
+    p.add_argument("--seed", type=non_negative_int, default=None, help="seed of the splits and folds (default 0)")
+    p.add_argument("--folds", type=number_type(int, 2), default=None, help="k of k-fold, capped at the smallest class (default 5)")
+    p.add_argument("--min-class-for-split", type=positive_int, default=None,
                    help="auto: one split when the smallest class has this many rows, else k-fold/LOO (default 8)")
-    p.add_argument("--min-support", type=int, default=None, help="smallest slice (default 10)")
-    p.add_argument("--target-accuracy", type=float, action="append", default=None,
+    p.add_argument("--min-support", type=positive_int, default=None, help="smallest slice (default 10)")
+    p.add_argument("--target-accuracy", type=accuracy_target, action="append", default=None,
                    help="escalation target accuracy (repeatable; default 0.9)")
-    p.add_argument("--max-p95-ms", type=float, default=None, help="name the best arm with p95 ms/doc at most this")
-    p.add_argument("--max-rss-mb", type=float, default=None, help="name the best arm with peak RSS (MiB) at most this")
+    p.add_argument("--max-p95-ms", type=positive_float, default=None, help="name the best arm with p95 ms/doc at most this")
+    p.add_argument("--max-rss-mb", type=positive_float, default=None, help="name the best arm with peak RSS (MiB) at most this")
     p.add_argument("--only", action="append", default=None, metavar="ARM", help="run only this arm (repeatable)")
     p.add_argument("--in-process", action="store_true",
                    help="run arms in this process (no fork; peak RSS is then the whole process's)")
@@ -54,9 +57,9 @@ def gate_parser() -> argparse.ArgumentParser:
                             "slice fell further behind the arm's own accuracy, by more than the thresholds.")
     p.add_argument("report", type=Path, help="bake-off JSON report to check")
     p.add_argument("--baseline", type=Path, required=True, help="bake-off JSON report to hold it to")
-    p.add_argument("--max-f1-drop", type=float, default=DEFAULT_MAX_F1_DROP, help="default 0.02")
-    p.add_argument("--max-ece-rise", type=float, default=DEFAULT_MAX_ECE_RISE, help="default 0.02")
-    p.add_argument("--max-slice-drop", type=float, default=DEFAULT_MAX_SLICE_DROP, help="default 0.05")
+    p.add_argument("--max-f1-drop", type=non_negative_float, default=DEFAULT_MAX_F1_DROP, help="default 0.02")
+    p.add_argument("--max-ece-rise", type=non_negative_float, default=DEFAULT_MAX_ECE_RISE, help="default 0.02")
+    p.add_argument("--max-slice-drop", type=non_negative_float, default=DEFAULT_MAX_SLICE_DROP, help="default 0.05")
     return p
 
 
@@ -120,15 +123,6 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
     from zsnli.compare.suite import SuiteError, load_suite
 
     args = bakeoff_parser().parse_args(argv)
-    for flag, value, ok in (("--train-fraction", args.train_fraction, lambda v: 0 < v < 1),
-                            ("--folds", args.folds, lambda v: v >= 2), ("--min-support", args.min_support, lambda v: v >= 1),
-                            ("--max-per-dataset", args.max_per_dataset, lambda v: v >= 1)):
-        if value is not None and not ok(value):
-            console.print(f"{flag} out of range: {value}", markup=False, soft_wrap=True)
-            return 2
-    if any(not 0 < t <= 1 for t in args.target_accuracy or []):
-        console.print("--target-accuracy must be in (0, 1]")
-        return 2
     protocol = {"protocol": args.protocol, "train_fraction": args.train_fraction, "seed": args.seed,
                 "folds": args.folds, "min_class_for_split": args.min_class_for_split}
     opts = BakeoffOptions(root=args.root, examples=args.examples, max_per_dataset=args.max_per_dataset,
@@ -156,11 +150,6 @@ def gate_main(argv: Sequence[str], console) -> int:
     from zsnli.compare.regression_gate import GateInputError, compare_reports, load_report
 
     args = gate_parser().parse_args(argv)
-    for flag, value in (("--max-f1-drop", args.max_f1_drop), ("--max-ece-rise", args.max_ece_rise),
-                        ("--max-slice-drop", args.max_slice_drop)):
-        if not value >= 0:
-            console.print(f"{flag} must be >= 0, got {value}", markup=False, soft_wrap=True)
-            return 2
     try:
         report, baseline = load_report(args.report), load_report(args.baseline)
     except GateInputError as exc:

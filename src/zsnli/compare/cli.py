@@ -19,7 +19,7 @@ from typing import Sequence
 from rich.markup import escape
 
 from zsnli.harness.cli import (
-    UsageParser, non_negative_float, non_negative_int, positive_float, positive_int,
+    UsageParser, accuracy_target, non_negative_float, non_negative_int, positive_float, positive_int,
 )
 from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
@@ -45,7 +45,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="command that starts a server; gets ZSNLI_HOST/ZSNLI_PORT/ZSNLI_MODEL_DIR in its "
                         "environment, {port} and {host} are substituted (default: 'bash serve.sh')")
     p.add_argument("--report", type=Path, default=None, help="write the JSON report here")
-    p.add_argument("--seed", type=int, default=0, help="seed of arg-max tie-breaks and of --docs resampling")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of arg-max tie-breaks and of --docs resampling")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -86,7 +86,7 @@ def compare_parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline-batch-size", type=positive_int, default=1, help="the pipeline's batch_size (default 1)")
     p.add_argument("--embedding-scale", type=positive_float, default=20.0, help="cosine multiplier before softmax (default 20)")
     p.add_argument("--max-per-dataset", type=positive_int, default=None, help="first N documents of each dataset only")
-    p.add_argument("--target-accuracy", type=float, action="append", default=None,
+    p.add_argument("--target-accuracy", type=accuracy_target, action="append", default=None,
                    help=f"escalation target accuracy (repeatable; default {DEFAULT_TARGET_ACCURACY})")
     p.add_argument("--min-slice-n", type=positive_int, default=DEFAULT_MIN_SLICE_N,
                    help=f"smallest slice reported among the worst slices (default {DEFAULT_MIN_SLICE_N})")

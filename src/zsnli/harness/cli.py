@@ -10,8 +10,10 @@ select`` (`zsnli.selection.cli`), ``server.py`` (`zsnli.serve`), ``zsnli``
 made after parsing that fails prints ``prog: error: ...`` the same way
 (`usage_error`) and exits (or returns) 2.
 
-`positive_int`, `non_negative_int`, `positive_float` and `non_negative_float`
-are argparse types naming what is accepted; `heartbeat` keeps a long step
+`number_type` builds the argparse type of every numeric flag (a range, checked at parse
+time, named in the one-line error); `positive_int`, `non_negative_int`, `positive_float`,
+`non_negative_float`, `fraction`, `open_fraction`, `accuracy_target` and `port_number` are the
+common ones (`tests/test_command_lines.py` fails on a bare ``type=int``/``type=float``); `heartbeat` keeps a long step
 from being silent (one line every ``every_s`` seconds while it runs).
 Imports nothing from zsnli (standard library only), so the server, the
 training CLI and the batch CLI can use it at no cost.
@@ -20,11 +22,12 @@ training CLI and the batch CLI can use it at no cost.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator, NoReturn, TextIO
+from typing import Any, Callable, Iterator, NoReturn, TextIO
 
 USAGE_EXIT = 2
 
@@ -49,46 +52,62 @@ class UsageParser(argparse.ArgumentParser):
         sys.exit(usage_error(self.prog, f"{message} (see {self.prog} --help)"))
 
 
-def _int(text: str, low: int, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if value < low:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
-    return value
+def _range_text(kind: type, low: float, high: float, low_open: bool, high_open: bool) -> str:
+    noun = "an integer" if kind is int else "a number"
+    if high == float("inf"):
+        return f"{noun} {'>' if low_open else '>='} {low:g}"
+    return f"{noun} in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    return _int(text, 1, "an integer >= 1")
+def number_type(kind: type, low: float, high: float = float("inf"), *, low_open: bool = False,
+                high_open: bool = False) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` (``int`` or ``float``) in the range given, finite.
+
+    ``low``/``high`` are the bounds (``high`` inf: no upper bound); ``low_open``/``high_open``
+    exclude them. A value outside, NaN, inf or text that is not a number raises
+    ``argparse.ArgumentTypeError`` ``expected <range>, got <text>``, which `UsageParser`
+    prints as one line naming the flag. The returned function's ``__name__`` is the
+    range in words (argparse shows it in ``invalid ... value`` messages).
+    """
+    what = _range_text(kind, low, high, low_open, high_open)
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        inside = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+        if not inside or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+
+    parse.__name__ = what
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    return _int(text, 0, "an integer >= 0")
+positive_int = number_type(int, 1)
+"""argparse type: an integer >= 1."""
 
+non_negative_int = number_type(int, 0)
+"""argparse type: an integer >= 0 (seeds, counts that may be zero)."""
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
+positive_float = number_type(float, 0, low_open=True)
+"""argparse type: a finite number > 0 (seconds, rates, sizes)."""
 
+non_negative_float = number_type(float, 0)
+"""argparse type: a finite number >= 0."""
 
-def non_negative_float(text: str) -> float:
-    """argparse type: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
+fraction = number_type(float, 0, 1, high_open=True)
+"""argparse type: a number in [0, 1) (a warm-up ratio)."""
+
+open_fraction = number_type(float, 0, 1, low_open=True, high_open=True)
+"""argparse type: a number in (0, 1) (a train share of a split)."""
+
+accuracy_target = number_type(float, 0, 1, low_open=True)
+"""argparse type: an accuracy to reach, a number in (0, 1]."""
+
+port_number = number_type(int, 0, 65535)
+"""argparse type: a TCP port, 0 (any free one) to 65535."""
 
 
 HEARTBEAT_S = 10.0

@@ -66,7 +66,7 @@ def _parser() -> UsageParser:
                    help="examples file reported after the choice (e.g. ../shared/data/zsc/public.jsonl); never chosen on")
     p.add_argument("--negation", action="store_true",
                    help="also run the negation-pair experiment (figures only; the server does not read them)")
-    p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS,
+    p.add_argument("--max-rows", type=positive_int, default=DEFAULT_MAX_ROWS,
                    help="rows per dev dataset, stratified subsample (default %(default)s)")
     p.add_argument("--max-rows-for", action="append", default=[], metavar="NAME=ROWS",
                    help="per-dataset override (repeatable; defaults: "
@@ -83,8 +83,6 @@ def _check_args(args) -> None:
         raise ValueError(f"--dev-examples {args.dev_examples}: not found (expected dev/zeroshot_dev.jsonl)")
     if not (args.model_dir / "config.json").is_file():
         raise ValueError(f"--model-dir {args.model_dir}: no config.json (an NLI model directory is expected)")
-    if args.max_rows < 1:
-        raise ValueError(f"--max-rows {args.max_rows}: must be >= 1")
     args.max_rows_for = {**DEFAULT_MAX_ROWS_FOR, **parse_max_rows_for(args.max_rows_for)}
     if args.embedding_dir is not None and not (args.embedding_dir / "config.json").is_file():
         raise ValueError(f"--embedding-dir {args.embedding_dir}: no config.json (a sentence encoder directory is expected)")

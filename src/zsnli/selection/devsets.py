@@ -13,7 +13,8 @@ Two on-disk formats are read into one in-memory form, `DevSet`:
 `stratified_subsample` draws a seeded, class-stratified subset (scikit-learn's
 ``train_test_split``) so the NLI scores of every dev set can be cached on a CPU.
 
-Imports: numpy, scikit-learn and ``zsnli.manifest`` (file digests) only.
+Imports: numpy, scikit-learn, ``zsnli.manifest`` (file digests) and ``zsnli.harness.examples`` (the one
+examples reader) only.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..harness.examples import ExamplesError, load_examples
 from ..manifest import sha256_file
 
 __all__ = ["DevSet", "DevSetError", "list_zsc_dev", "read_zsc_dev", "read_example_rows", "read_examples",
@@ -139,19 +141,21 @@ def read_zsc_dev(directory: str | Path, name: str) -> DevSet:
 
 
 def read_example_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of an examples-format file, checked, in file order; a missing ``dataset`` reads as ``""``.
+    """The rows of an examples-format file (``id``, ``dataset``, ``text``, ``labels``, ``label``), in file order.
 
-    Raises ``DevSetError`` (a ``ValueError``) naming the file and line on a row that is not
-    JSON or lacks text, labels (>= 2 strings) or label (an index into labels).
+    Read by the one examples reader, `zsnli.harness.examples.load_examples` (the bake-off's and the
+    bench's too), plus the rule of a choice: at least 2 labels. Raises ``DevSetError`` (a
+    ``ValueError``) naming the file and line of the first bad row, or the example with one label.
     """
-    p = Path(path)
-    rows = _read_jsonl(p)
-    for n, row in enumerate(rows, 1):
-        labels, g = row.get("labels"), row.get("label")
-        if not isinstance(row.get("text"), str) or not isinstance(labels, list) or len(labels) < 2 \
-                or not all(isinstance(x, str) for x in labels) or not isinstance(g, int) or not 0 <= g < len(labels):
-            raise DevSetError(f"{p}:{n}: need text, labels (>= 2 strings) and label (index into labels)")
-        row["dataset"] = str(row.get("dataset", ""))
+    try:
+        examples = load_examples(path).examples
+    except ExamplesError as exc:
+        raise DevSetError(str(exc)) from None
+    rows = []
+    for e in examples:
+        if len(e.labels) < 2:
+            raise DevSetError(f"{path}: example {e.id!r} has {len(e.labels)} label; a choice needs >= 2")
+        rows.append({"id": e.id, "dataset": e.dataset, "text": e.text, "labels": list(e.labels), "label": e.label})
     return rows
 
 

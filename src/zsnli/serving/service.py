@@ -62,6 +62,7 @@ logger = logging.getLogger("zsnli")
 #: Awaitable that completes when the client has gone (the HTTP layer passes one).
 Disconnected = Callable[[], Awaitable[None]]
 
+
 @dataclass
 class ServiceState:
     """What the running service knows: ``status`` (loading | ok | error) and, once loaded,

@@ -1,0 +1,245 @@
+"""The checks of ``train.py``'s arguments: every user mistake is a `UsageError` (one line), found
+before torch is imported or any data is read (file existence and the small manifest only).
+
+`check_args` checks the parsed arguments of any ``train.py`` command and returns the preset they
+describe; `with_zsc` applies the ``--zsc-*`` flags to a preset; `repo_default` and the constants
+below are the defaults the parser shows. The parser and the commands are `zsnli.train_cli`.
+
+May import `zsnli.training.presets`, `zsnli.training.data_parallel`, `zsnli.manifest` at module level and
+`zsnli.training.zsc_nli` (no torch) inside `with_zsc`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..manifest import MANIFEST_NAME, ManifestError, load_manifest
+from .data_parallel import LaunchError, launch_from_env, per_device_batch
+from .presets import Preset, get_preset, sentence_encoder
+
+CHECKOUT = Path(__file__).resolve().parents[3]
+"""The repository root (this file is ``src/zsnli/training/cli_checks.py``)."""
+
+DEV_EXAMPLES = "dev/zeroshot_dev.jsonl"
+"""The team-written zero-shot dev set in the repository: the default of ``calibrate --dev-examples``."""
+
+DEFAULT_ZSC_DIR = "../shared/data/zsc-train"
+"""The classification training sets (``train.py encoder``'s default ``--zsc-dir``)."""
+
+ENCODER_OUTPUT_DIR = "~/zsnli-runs/encoder"
+"""``train.py encoder``'s default output: outside the work tree, so the next working period finds it."""
+
+SHIPPED_MODEL_DIR = "model"
+"""The model directory the server loads by default (``train`` never writes there unless told so)."""
+
+
+class UsageError(Exception):
+    """A user mistake: its message is the one line printed (exit 2)."""
+
+
+def repo_default(rel: str) -> str:
+    """``rel`` (relative to the checkout) as given when it exists from the current directory,
+    else the checkout's copy when that exists, else ``rel`` (so the error names it as documented)."""
+    return rel if Path(rel).exists() or not (CHECKOUT / rel).exists() else str(CHECKOUT / rel)
+
+
+def _check_base_model(preset_name: str, base_model: str | None) -> None:
+    if preset_name == "tiny" and not base_model:
+        raise UsageError("--preset tiny needs --base-model DIR: a local model directory with config.json "
+                         "and tokenizer files (e.g. a small BERT); see `train.py --help`")
+    if not base_model:
+        return
+    path = Path(base_model).expanduser()
+    looks_local = preset_name == "tiny" or path.exists() or base_model.startswith(("/", ".", "~"))
+    if looks_local and not (path / "config.json").is_file():
+        raise UsageError(f"--base-model {base_model}: not a model directory (no config.json); give a local "
+                         "model directory" + ("" if preset_name == "tiny" else " or a hub id such as org/name"))
+
+
+def _data_hint(preset: Preset, training: bool) -> str:
+    if preset.name == "tiny":
+        return "--data-dir DIR with train.jsonl and validation.jsonl (JSONL rows {premise, hypothesis, label})"
+    hint = (f"--data-dir DIR with the {preset.name} files (JSONL or JSONL.gz rows {{premise, hypothesis, label}}, "
+            f"paths as in data_sources.json; see docs/data.md)")
+    if training:
+        return hint + (", or --preset deberta-v3-base, which reads SNLI, MultiNLI and ANLI from the Hugging Face "
+                       "hub at pinned revisions (needs a network)")
+    return hint + " (a deberta-v3-base model reads the hub at pinned revisions instead: --preset deberta-v3-base)"
+
+
+def _check_data(preset: Preset, data_dir: str, roles: tuple[str, ...], what: str, training: bool = False) -> None:
+    files = preset.required_files(roles)
+    missing = [f for f in files if not f.is_file()]
+    if not missing:
+        return
+    if not Path(data_dir).is_dir():
+        raise UsageError(f"--data-dir {data_dir} not found; {what} reads NLI files from it: give "
+                         + _data_hint(preset, training))
+    raise UsageError(f"--data-dir {data_dir} lacks {len(missing)} of the {len(files)} files {what} reads "
+                     f"(first: {missing[0]}); give " + _data_hint(preset, training))
+
+
+def _check_model_dir(model_dir: str, flag: str = "--model-dir") -> None:
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise UsageError(f"{flag} {model_dir}: no such directory; give a model directory written by "
+                         f"`train.py` (the shipped one is {SHIPPED_MODEL_DIR})")
+    if not (path / "config.json").is_file():
+        raise UsageError(f"{flag} {model_dir}: not a model directory (no config.json); give a model "
+                         f"directory written by `train.py` (the shipped one is {SHIPPED_MODEL_DIR})")
+
+
+def _check_manifest(path: Path, flag: str) -> dict[str, Any]:
+    try:
+        return load_manifest(path)
+    except ManifestError as exc:
+        raise UsageError(f"{flag}: {exc}; give the directory holding the model's {MANIFEST_NAME}") from None
+
+
+def _check_out(out: str | None) -> None:
+    if out is None:
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise UsageError(f"--out {out} is a directory; give a file path")
+    if not path.parent.is_dir():
+        raise UsageError(f"--out {out}: directory {path.parent} does not exist")
+
+
+def _check_dev_examples(args: argparse.Namespace) -> None:
+    if args.no_dev_examples:
+        args.dev_examples = None
+        return
+    if not Path(args.dev_examples).is_file():
+        raise UsageError(f"--dev-examples {args.dev_examples}: no such file; give a JSONL file in the examples "
+                         f"format (the repository's is {DEV_EXAMPLES}) or --no-dev-examples")
+    if "zsc" in Path(args.dev_examples).parts:
+        raise UsageError(f"--dev-examples {args.dev_examples}: the public zero-shot examples are for reporting "
+                         f"only; give the team dev set ({DEV_EXAMPLES})")
+
+
+def _launch():
+    """The launch environment (`launch_from_env`); a bad one is a `UsageError`."""
+    try:
+        return launch_from_env()
+    except LaunchError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
+    """The preset with ``--zsc-*`` applied (`zsnli.training.zsc_nli`); one-line `UsageError` for a folder without sets."""
+    from .zsc_nli import zsc_sources
+
+    if not args.zsc_dir:
+        if args.zsc_ratio is not None or args.zsc_negative or args.zsc_sets or args.zsc_commercial_only \
+                or args.zsc_exclude:
+            raise UsageError("--zsc-ratio, --zsc-negative, --zsc-sets, --zsc-exclude and --zsc-commercial-only "
+                             "need --zsc-dir")
+        return preset
+    names = [n.strip() for n in args.zsc_sets.split(",") if n.strip()] if args.zsc_sets else None
+    sources = zsc_sources(args.zsc_dir, args.zsc_commercial_only, names)
+    if not sources:
+        raise UsageError(f"--zsc-dir {args.zsc_dir}: no <name>.jsonl with a <name>.labels.json beside it"
+                         + (f" among --zsc-sets {args.zsc_sets}" if names else ""))
+    missing = sorted(set(names or ()) - {s.name.split(":", 1)[1] for s in sources})
+    if missing and not args.zsc_commercial_only:
+        raise UsageError(f"--zsc-sets: {', '.join(missing)} not found in {args.zsc_dir}")
+    exclude = args.zsc_exclude
+    if exclude is None:
+        beside = Path(args.zsc_dir).resolve().parent
+        exclude = [str(p) for p in (beside / "zsc-dev", beside / "zsc" / "public.jsonl", CHECKOUT / DEV_EXAMPLES)
+                   if p.exists()]
+    missing = [p for p in exclude if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"--zsc-exclude {missing[0]}: not found")
+    return preset.with_overrides(zsc_sources=sources, zsc_ratio=1.0 if args.zsc_ratio is None else args.zsc_ratio,
+                                 zsc_negative=args.zsc_negative, zsc_exclude=tuple(exclude))
+
+
+def _check_encoder(args: argparse.Namespace) -> Preset:
+    """``train.py encoder``: base directory, data folder, output directory; the preset with every flag applied."""
+    if _launch().distributed:
+        raise UsageError("train.py encoder runs in one process (its in-batch negatives are per batch); launch it "
+                         "without torchrun / accelerate launch")
+    if args.base_model is not None and not (Path(args.base_model).expanduser() / "config.json").is_file():
+        raise UsageError(f"--base-model {args.base_model}: not a model directory (no config.json); give a local "
+                         "encoder directory such as model/embedding")
+    if not Path(args.zsc_dir).is_dir():
+        raise UsageError(f"--zsc-dir {args.zsc_dir}: no such directory; give the zsc-train folder "
+                         f"({DEFAULT_ZSC_DIR} beside the checkout)")
+    output = Path(args.output_dir).expanduser()
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"--output-dir {args.output_dir} is a file; give a directory")
+    if output.resolve().is_relative_to((CHECKOUT / SHIPPED_MODEL_DIR).resolve()):
+        raise UsageError(f"--output-dir {args.output_dir}: inside the shipped {SHIPPED_MODEL_DIR}/; train elsewhere "
+                         "(shipping an encoder replaces model/embedding in its own commit)")
+    args.output_dir = str(output)
+    base = str(Path(args.base_model).expanduser()) if args.base_model else None
+    preset = with_zsc(sentence_encoder(base), args)
+    return preset.with_overrides(
+        max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
+        lr=args.lr, warmup_ratio=args.warmup_ratio, seed=args.seed, eval_steps=args.checkpoint_steps,
+        checkpoint_every_s=args.checkpoint_every_s, keep_checkpoints=args.keep_checkpoints,
+        time_budget_s=args.time_budget_s, mixed_precision=args.mixed_precision,
+        freeze_word_embeddings=None if args.word_embeddings is None else args.word_embeddings == "frozen")
+
+
+def _check_batch_split(batch_size: int | None, preset: Preset) -> None:
+    """The global batch (``--batch-size`` or the preset's) must split evenly over the launched processes."""
+    world = _launch().world_size
+    global_batch = batch_size or preset.batch_size
+    try:
+        per_device_batch(global_batch, world)
+    except LaunchError:
+        given = "--batch-size" if batch_size else f"the {preset.name} preset's batch"
+        raise UsageError(f"{given} {global_batch} is the global batch and does not split evenly over WORLD_SIZE="
+                         f"{world} processes; give a --batch-size that is a multiple of {world}, or launch a "
+                         f"number of processes that divides {global_batch}") from None
+
+
+def manifest_dir(args: argparse.Namespace) -> Path:
+    """Where the manifests are: ``--manifest-dir``, else the parent of ``--model-dir``."""
+    return Path(args.manifest_dir) if args.manifest_dir else Path(args.model_dir).resolve().parent
+
+
+def check_args(args: argparse.Namespace) -> Preset | None:
+    """Check the parsed arguments of any command; returns the preset (None for verify).
+
+    Fills in the defaults that depend on the preset (``train``'s model
+    directory). Raises `UsageError` with the one line to print. Reads no
+    data and imports no torch (file existence only, and the small manifest).
+    """
+    _launch()
+    if args.command == "encoder":
+        return _check_encoder(args)
+    if args.command == "verify":
+        _check_model_dir(args.model_dir)
+        args.manifest = args.manifest or str(Path(args.model_dir).resolve().parent / MANIFEST_NAME)
+        _check_manifest(Path(args.manifest), "--manifest")
+        return None
+    _check_base_model(args.preset, args.base_model)
+    preset = get_preset(args.preset, args.data_dir, args.base_model)
+    if args.command == "train":
+        preset = with_zsc(preset, args)
+        _check_batch_split(args.batch_size, preset)
+        args.model_dir = args.model_dir or f"runs/{preset.name}/model"
+        if Path(args.model_dir).exists() and not Path(args.model_dir).is_dir():
+            raise UsageError(f"--model-dir {args.model_dir} is a file; give a directory")
+        if not args.dry_run:
+            _check_data(preset, args.data_dir, ("train", "validation"), f"training the {preset.name} preset",
+                        training=True)
+        return preset
+    _check_model_dir(args.model_dir)
+    _check_out(args.out)
+    if args.command == "calibrate":
+        _check_dev_examples(args)
+        _check_manifest(manifest_dir(args) / MANIFEST_NAME, "--manifest-dir")
+        _check_data(preset, args.data_dir, ("train", "validation"),
+                    f"calibration (it rebuilds the {preset.name} hold-out)")
+    elif args.command == "evaluate":
+        if args.update_manifest:
+            _check_manifest(manifest_dir(args) / MANIFEST_NAME, "--manifest-dir")
+        _check_data(preset, args.data_dir, ("validation", "test"), f"evaluating on the {preset.name} splits")
+    return preset
