@@ -11,7 +11,7 @@ from bakeoff_support import make_bakeoff_app
 from conftest import cached_loader, running_app
 
 from zsnli.compare.service.arms_adapter import INCUMBENTS
-from zsnli.compare.service.receipts import verify
+from zsnli.compare.receipts import verify
 
 pytestmark = pytest.mark.anyio
 

@@ -1,7 +1,7 @@
 """The /bakeoff page in a real browser: headless Debian Chromium driven by Selenium.
 
-Fills the form with the issue's request, submits, and checks the rendered winner and receipt against
-the JSON API. Skipped (with the reason) only when chromium / chromedriver or selenium are absent; .ci/run
+Fills the form with the issue's request, submits, and checks the shown result (the stored result page's
+report, rendered on the server by `zsnli.compare.render`) against the JSON API. Skipped (with the reason) only when chromium / chromedriver or selenium are absent; .ci/run
 installs them. Set ZSNLI_BAKEOFF_SCREENSHOT=PATH to keep a screenshot of the rendered result.
 """
 
@@ -245,38 +245,7 @@ def test_tab_types_a_tab_in_the_examples_box_and_esc_tab_leaves(server, browser)
     assert "Esc, then Tab" in browser.find_element(By.ID, "examples-hint").text
 
 
-def _answer(scores: dict[str, tuple[float, float, float]], n: int) -> dict:
-    """A bake-off answer with these arms (macro-F1, ECE, p50 ms), ranked as the server ranks them."""
-    order = sorted(scores, key=lambda a: (-scores[a][0], scores[a][1], scores[a][2]))
-    bins = [{"lo": 0.5, "hi": 0.6, "confidence": 0.55, "accuracy": 0.5, "count": n}]
-    card = [{"arm": a, "rank": i + 1, "role": "incumbent", "status": "scored", "accuracy": scores[a][0],
-             "macro_f1": scores[a][0], "ece": scores[a][1], "latency_ms_p50": scores[a][2], "n": n,
-             "reliability": bins} for i, a in enumerate(order)]
-    return {"id": "bo_" + "0" * 32, "n": n, "labels": {"access": "access", "billing": "billing"},
-            "created_at": "2026-01-01T00:00:00Z", "winner": order[0], "scorecard": card, "task_description": "t",
-            "receipt": {"sha256": "s", "signature": "g", "key_id": "k", "examples_sha256": "e"}}
-
-
-def test_a_tie_broken_on_a_handful_of_examples_is_flagged(server, browser, tmp_path):
-    from selenium.webdriver.common.by import By
-
-    browser.get(server + "/bakeoff")
-    render = "renderAnswer(arguments[0], document.getElementById('result'))"
-    browser.execute_script(render, _answer({"tfidf_logreg": (0.75, 0.10, 3.0), "majority": (0.75, 0.25, 0.1),
-                                            "served": (0.5, 0.1, 20.0)}, 4))
-    assert browser.find_element(By.ID, "winner").text.startswith("Winner (by a tie-break): tfidf_logreg")
-    note = browser.find_element(By.ID, "tie-note").text
-    assert "same macro-F1 (0.750) on these 4 examples" in note and "lower ECE" in note and "add more examples" in note
-    shot = os.environ.get("ZSNLI_BAKEOFF_SCREENSHOT")
-    if shot:
-        browser.save_screenshot(shot.replace(".png", "-tie.png"))
-    browser.execute_script(render, _answer({"tfidf_logreg": (0.9, 0.1, 3.0), "majority": (0.5, 0.2, 0.1)}, 10))
-    assert browser.find_element(By.ID, "winner").text.startswith("Winner: tfidf_logreg")
-    assert not browser.find_elements(By.ID, "tie-note")
-    assert "one example moves accuracy by 10.0 points" in browser.find_element(By.ID, "small-n").text
-
-
-def test_reliability_axes_are_numbered_and_the_results_explained(server, browser):
+def test_the_results_are_explained(server, browser):
     from selenium.webdriver.common.by import By
 
     from zsnli.compare.service.arms_adapter import INCUMBENTS
@@ -284,11 +253,6 @@ def test_reliability_axes_are_numbered_and_the_results_explained(server, browser
 
     assert set(INCUMBENTS) <= set(ARM_NOTES)  # every arm a bake-off runs is explained
     browser.get(server + "/bakeoff")
-    browser.execute_script("renderAnswer(arguments[0], document.getElementById('result'))",
-                           _answer({"tfidf_logreg": (0.9, 0.1, 3.0), "majority": (0.5, 0.2, 0.1)}, 10))
-    svg = browser.find_elements(By.CSS_SELECTOR, ".diagram svg")[0]
-    assert [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.tick-x")] == ["0", "0.5", "1"]
-    assert [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.tick-y")] == ["0", "0.5", "1"]
     box = browser.find_element(By.ID, "glossary")
     browser.execute_script("arguments[0].scrollIntoView()", box)
     shot = os.environ.get("ZSNLI_BAKEOFF_SCREENSHOT")

@@ -1,4 +1,5 @@
-"""The bake-off pages' HTML: embedded JSON holds no markup (any user text), links never come from request headers."""
+"""The bake-off pages serve the one report renderer; their links never come from request headers;
+ZSNLI_PUBLIC_URL is checked. (The renderer itself: test_render.)"""
 
 from __future__ import annotations
 
@@ -6,31 +7,6 @@ import json
 import re
 
 import pytest
-
-from zsnli.compare.service.page import json_script, result_page
-
-NASTY = ["<!--<script>", "</script>", "</SCRIPT >", "<script>alert(1)</script>", "a & b", "x > y", "\u2028", "\u2029",
-         "<![CDATA[", "-->", "\"'`", "\ufffd", "\x00", "東京 😀"]
-
-
-@pytest.mark.parametrize("text", NASTY)
-def test_json_script_holds_no_markup_and_round_trips(text):
-    value = {"task_description": text, "labels": {text: text}, "scorecard": [{"error": text}], text: [text]}
-    block = json_script(value, "bakeoff-data")
-    m = re.fullmatch(r"<script type='application/json' id='bakeoff-data'>(.*)</script>", block, re.S)
-    assert m, block
-    inner = m.group(1)
-    for ch in "<>&\u2028\u2029":
-        assert ch not in inner
-    assert json.loads(inner) == value
-
-
-def test_result_page_embeds_the_answer_escaped():
-    answer = {"id": "bo_" + "a" * 32, "task_description": "<!--<script>", "winner": "served", "labels": {}}
-    page = result_page(answer, "")
-    assert page.count("<script") == 2  # bakeoff.js and the data block; nothing from the answer
-    assert "<!--<script>" not in page and "&lt;!--&lt;script&gt;" in page
-
 
 MAJORITY_ONLY = {"task_description": "support", "candidates": ["majority"],
                  "examples": [{"input": "Cannot sign in", "expected": "access"},
@@ -54,10 +30,17 @@ async def test_links_come_from_zsnli_public_url_never_from_host(bert_dir, bakeof
     async with running_app(app) as client:
         answer = (await client.post("/v1/bakeoff", json=MAJORITY_ONLY, headers=forged)).json()
         pages = [await client.get(path, headers=forged) for path in (f"/bakeoffs/{answer['id']}", "/bakeoff")]
+        stored = (await client.get(f"/v1/bakeoffs/{answer['id']}")).json()
+        report_file = await client.get(f"/bakeoffs/{answer['id']}/report.html")
+    from zsnli.compare.render import render_html, report_html
+
+    assert report_file.status_code == 200 and report_file.text == render_html(stored)  # the CLI's HTML file
+    assert report_html(stored) in pages[0].text
     for page in pages:
         assert page.status_code == 200
         assert "evil.example" not in page.text
-        assert re.search(r"<section id=.result.[^>]*data-base=.(.*?).>", page.text).group(1) == base
+    badge = re.search(r"id='badge-markdown'>\[!\[bake-off\]\((.*?)bakeoffs/", pages[0].text).group(1)
+    assert badge == (base or "/")
     assert "evil.example" not in json.dumps(answer)
 
 

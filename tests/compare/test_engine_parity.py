@@ -1,4 +1,5 @@
-"""One comparison engine: the CLI and the service agree, and the service's served arm answers what /classify answers.
+"""One comparison engine: the CLI and the service agree (winner, figures, one receipt format, one HTML renderer),
+and the service's served arm answers what /classify answers.
 
 Both run on one real server (tiny BERT, `ThreadServer`): ``validate.py bakeoff`` reaches its served arm over
 HTTP (``/classify``), ``POST /v1/bakeoff`` runs the same arms in-process.
@@ -53,6 +54,7 @@ def test_cli_and_service_name_the_same_winner_with_the_same_figures(server, bert
         f'[[arms]]\nname = "embedding_similarity"\ntype = "embedding_similarity"\nmodel_dir = "{bert_dir}"\n')
     code = bakeoff_main(["--suite", str(tmp_path / "suite.toml"), "--examples", str(tmp_path / "examples.jsonl"),
                          "--in-process", "--report", str(tmp_path / "r.json")], Console(file=open("/dev/null", "w")))
+    # the CLI signs with ZSNLI_RECEIPT_KEY (set by the fixture for the server): the service's key
     assert code == 0
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["protocol"]["per_dataset"]["support"]["method"] == "kfold"
@@ -66,6 +68,41 @@ def test_cli_and_service_name_the_same_winner_with_the_same_figures(server, bert
     ranked = sorted(ARMS, key=lambda a: (-service[a]["macro_f1"], service[a]["ece"]))
     assert answer["winner"] == report["leaderboard"][0]["arm"] == ranked[0]
     assert [r["arm"] for r in report["leaderboard"]][:2] == [e["arm"] for e in answer["scorecard"]][:2]
+    _one_receipt_format(server, answer, report)
+    _one_renderer(server, answer, report, (tmp_path / "r.html").read_text())
+
+
+def _one_receipt_format(server: str, answer: dict, report: dict) -> None:
+    """Both receipts: same keys and version, signed by ZSNLI_RECEIPT_KEY (the CLI reads it too), accepted by the
+    one `verify`, refused once a figure is changed."""
+    import copy
+
+    from zsnli.compare.receipts import verify
+
+    pem = httpx.get(server + "/v1/receipts/public-key").text.encode()
+    assert set(answer["receipt"]) == set(report["receipt"]) and answer["receipt"]["version"] == report["receipt"]["version"]
+    assert answer["receipt"]["key_id"] == report["receipt"]["key_id"] is not None
+    assert verify(answer, pem) == [] and verify(report, pem) == []
+    assert answer["receipt"]["arms"]["served"]["model_sha256"] == report["receipt"]["arms"]["served"]["model_sha256"]
+    for sealed, entry in ((answer, ("scorecard", 0)), (report, ("leaderboard", 0))):
+        forged = copy.deepcopy(sealed)
+        forged[entry[0]][entry[1]]["macro_f1"] = 1.0
+        assert any("signature does not match" in p for p in verify(forged, pem))
+
+
+def _one_renderer(server: str, answer: dict, report: dict, cli_html: str) -> None:
+    """The CLI's HTML file and the service's report route are `render_html` of their reports; the ranking tables
+    hold the same arms, in the same order, with the same accuracy cells."""
+    from test_render import ranking
+
+    from zsnli.compare.render import render_html
+
+    service_html = httpx.get(f"{server}/bakeoffs/{answer['id']}/report.html").text
+    assert cli_html == render_html(report) and service_html == render_html(answer)
+    cli_rows, service_rows = ranking(cli_html), ranking(service_html)
+    assert list(cli_rows)[:2] == list(service_rows)[:2] and set(cli_rows) == set(service_rows) == set(ARMS)
+    for arm in ARMS:
+        assert cli_rows[arm]["accuracy"] == service_rows[arm]["accuracy"], arm
 
 
 @pytest.mark.timeout(300)

@@ -16,6 +16,8 @@ import pytest
 
 from zsnli.manifest import hash_model_dir
 from zsnli.compare.cli import main
+from zsnli.compare.receipts import verify
+from zsnli.compare.render import render_html
 from zsnli.harness.server import ServerProcess
 
 from test_validation_selfcheck import FAKE_SERVER, write_examples
@@ -61,6 +63,7 @@ def test_every_gate_passes_on_the_real_server_with_a_tiny_model(tiny_project, tm
 @pytest.mark.skipif(not (REPO / "serve.sh").exists(), reason="serve.sh not in this checkout")
 def test_compare_two_tiny_arms_and_both_baselines(tiny_project, fake_script, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_MODE", "good")
+    monkeypatch.delenv("ZSNLI_RECEIPT_KEY", raising=False)  # no key: an unsigned receipt
     report_path = tmp_path / "compare.json"
     with ServerProcess(f"{sys.executable} {fake_script}") as fake:
         fake.wait_healthy(60)
@@ -87,7 +90,7 @@ def test_compare_two_tiny_arms_and_both_baselines(tiny_project, fake_script, tmp
     # the servers at --concurrency, the in-process baselines one document at a time
     assert [a["timing"]["concurrency"] for a in report["arms"]] == [4, 4, 1, 1]
     # tables printed
-    for title in ("Leaderboard", "Escalation", "Worst slices", "receipt sha256"):
+    for title in ("Ranking", "Winner", "Escalation", "Worst slices", "receipt sha256"):
         assert title in out
     # escalation: one entry per target; slices: filtered and ranked
     for arm in report["arms"]:
@@ -102,12 +105,15 @@ def test_compare_two_tiny_arms_and_both_baselines(tiny_project, fake_script, tmp
     assert tiny["identity"]["model_sha256"] == pipe["identity"]["model_sha256"]
     for ds, card in tiny["scores"]["per_dataset"].items():
         assert card["accuracy"] == pytest.approx(pipe["scores"]["per_dataset"][ds]["accuracy"])
-    assert tiny["identity"]["manifest_sha256"] and tiny["receipt_id"] == tiny["identity"]["model_sha256"]
-    # HTML: one file with a reliability diagram per arm
+    assert tiny["identity"]["manifest_sha256"]
+    # HTML: one file (the one renderer) with a reliability diagram per arm
     html = (tmp_path / "compare.html").read_text()
-    assert html.count("alt='reliability of ") == 4
+    assert html == render_html(report)
+    assert html.count("aria-label='reliability diagram of ") == 4
     assert report["receipt"]["sha256"] in html
-    assert len(report["receipt"]["sha256"]) == 64
+    # the receipt: every arm's identity (model hashes), unsigned without a key, valid for the file as written
+    assert report["receipt"]["arms"]["tiny"] == tiny["identity"] and report["receipt"]["signature"] is None
+    assert verify(report) == []
 
 
 def test_compare_reports_a_failing_arm_and_exits_nonzero(tiny_project, tmp_path, capsys):

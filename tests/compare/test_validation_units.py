@@ -1,4 +1,4 @@
-"""Harness pieces without a server: contract checks, escalation, slices, scorecards, receipt, examples."""
+"""Harness pieces without a server: contract checks, escalation, slices, scorecards, examples."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from zsnli.compare.bakeoff_analysis import escalation
 from zsnli.compare.cli import _named
 from zsnli.compare.slices import declared_groups, findings, length_bucket, score_slices
 from zsnli.harness.examples import Example, dataset_classes
-from zsnli.compare.report import receipt
 from zsnli.compare.scorecards import score_examples
 
 
@@ -74,15 +73,6 @@ def test_score_examples_failed_answers_count_as_uniform_and_classes_follow_label
     assert dataset_classes(examples) == {"ds": ["pos", "neg"]}
     with pytest.raises(ValueError):
         score_examples(examples, [[0.5, 0.5]] * 2)
-
-
-def test_receipt_is_canonical_and_changes_with_figures():
-    arms = [{"name": "a", "receipt_id": "m1", "scores": {"per_dataset": {"ds": {"n": 3, "accuracy": 0.5}}}}]
-    same = [{"receipt_id": "m1", "name": "a", "scores": {"per_dataset": {"ds": {"accuracy": 0.5000000001, "n": 3}}}}]
-    assert receipt("e" * 64, arms) == receipt("e" * 64, same)
-    changed = [{"name": "a", "receipt_id": "m1", "scores": {"per_dataset": {"ds": {"n": 3, "accuracy": 0.6}}}}]
-    assert receipt("e" * 64, arms) != receipt("e" * 64, changed)
-    assert receipt("e" * 64, arms) != receipt("f" * 64, arms)
 
 
 def test_compare_arm_names():

@@ -8,10 +8,12 @@ by `zsnli.serve`). One module per concern here:
 * `selfcheck`  - the self-check's six gates (``validate.py``);
 * `engine`     - the comparison engine of every bake-off: the arm runner and the one ranking rule;
 * `suite`, `protocol`, `bakeoff_runner`, `bakeoff_analysis`, `slices`, `suite_bakeoff`,
-  `bakeoff_html`, `regression_gate`, `bakeoff_cli` - ``validate.py bakeoff`` and ``validate.py
+  `regression_gate`, `bakeoff_cli` - ``validate.py bakeoff`` and ``validate.py
   compare`` (a suite built from its flags: TOML suites of `zsnli.compare.arms`, folds without
-  leakage, slices, HTML) and ``validate.py gate``;
-* `report`     - receipt, reliability diagrams, the JSON report file;
+  leakage, slices) and ``validate.py gate``;
+* `render`     - the one report renderer (HTML and terminal) of the CLI and the service;
+* `receipts`   - the one receipt format (sha256, Ed25519 signature) and ``verify-receipt``;
+* `report`     - the report as plain JSON, the JSON report file;
 * `cli`        - the command line.
 
 Examples, server processes, the HTTP load driver and latency statistics come

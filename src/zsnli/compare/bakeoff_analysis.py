@@ -1,6 +1,6 @@
 """From arm results to the bake-off report: metrics, escalation, coverage curve, per-class F1, confusions, slices.
 
-The report is a plain JSON-ready dict; `bakeoff_html` renders it and
+The report is a plain JSON-ready dict; `render` renders it and
 `regression_gate` compares two of them. Per arm (``report["arms"][i]``):
 ``scores`` (`scorecards.Scores.as_dict`), ``timing``, ``fit``, ``peak_rss_mb``,
 ``escalation``, ``coverage`` (curve points), ``reliability`` (15 bins),
@@ -149,7 +149,6 @@ def arm_entry(result: ArmResult, examples: Sequence[Example], test_rows: Sequenc
     entry: dict[str, Any] = {
         "name": result.name, "type": result.type, "kind": "few-shot" if result.trains else "zero-shot",
         "cost": result.cost, "identity": result.identity, "error": result.error, "errors": result.errors[:20],
-        "receipt_id": str(result.identity.get("model_sha256") or result.name),
         "fit": {"seconds": fit_s, "note": fit_note, "fits": result.fits},
         "setup_s": result.setup_s, "peak_rss_mb": result.peak_rss / MiB if result.peak_rss else None,
         "rss_source": result.rss_source, "timing": latency(result, test_rows)}

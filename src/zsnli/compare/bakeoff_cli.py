@@ -1,21 +1,21 @@
-"""Command lines ``validate.py bakeoff`` and ``validate.py gate``, and the bake-off's printed tables.
+"""Command lines ``validate.py bakeoff`` and ``validate.py gate``.
 
 Exit codes: bakeoff 0 every arm ran, 1 an arm failed, 2 bad usage / unreadable
-suite or examples; gate 0 pass, 1 a violation, 2 unreadable report or bad flag.
-``validate.py compare`` (`zsnli.compare.cli.compare_main`) prints and writes its report with
-`print_report` and `zsnli.compare.bakeoff_html` too.
+suite, examples or receipt key; gate 0 pass, 1 a violation, 2 unreadable report or bad flag.
+``validate.py compare`` (`zsnli.compare.cli.compare_main`) prints and writes its report the same way
+(`zsnli.compare.render`, `zsnli.compare.receipts`).
 
-Imports: the harness modules `bakeoff`, `bakeoff_html`, `regression_gate`, `suite`, `protocol`.
+Imports: `suite_bakeoff`, `render`, `receipts`, `regression_gate`, `suite`, `protocol`.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Sequence
 
 from zsnli.compare.protocol import PROTOCOLS
+from zsnli.compare.receipts import add_receipt_key_flag
 from zsnli.harness.cli import (
     UsageParser, accuracy_target, non_negative_float, non_negative_int, number_type, open_fraction, positive_float,
     positive_int,
@@ -48,6 +48,7 @@ def bakeoff_parser() -> argparse.ArgumentParser:
                    help="run arms in this process (no fork; peak RSS is then the whole process's)")
     p.add_argument("--report", type=Path, default=None, help="JSON report path (default reports/bakeoff.json)")
     p.add_argument("--html", type=Path, default=None, help="HTML report path (default: next to --report)")
+    add_receipt_key_flag(p)
     return p
 
 
@@ -63,61 +64,12 @@ def gate_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _f(x, spec=".3f") -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
-
-
-def print_report(report: dict, console) -> None:
-    """Leaderboard, constraint pick, escalation and the top slices per arm (rich tables)."""
-    from rich.table import Table
-
-    lb = Table(title=f"Leaderboard: {report['protocol']['description']}")
-    cols = ("#", "arm", "kind", "macro-F1", "acc.", "ECE", "cal. F1", "norm.", "p50 ms", "p95 ms", "docs/s", "fit s",
-            "RSS MiB", "cost")
-    for c in cols:
-        lb.add_column(c, justify="left" if c in ("arm", "kind", "cost") else "right")
-    for k, r in enumerate(report["leaderboard"], 1):
-        fit = _f(r["fit_s"], ".1f") + (" (offline)" if "offline" in r["fit_note"] else "")
-        lb.add_row(str(k), r["arm"], r["kind"], _f(r["macro_f1"]), _f(r["accuracy"]), _f(r["ece"]),
-                   _f(r["calibrated_macro_f1"]), _f(r["normalised"], ".1f"), _f(r["p50_ms"], ".1f"),
-                   _f(r["p95_ms"], ".1f"), _f(r["docs_per_s"], ".1f"), fit, _f(r["peak_rss_mb"], ".0f"), r["cost"])
-    console.print(lb)
-    c = report["constraints"]
-    if c["max_p95_ms"] is not None or c["max_rss_mb"] is not None:
-        console.print(f"best within p95 <= {c['max_p95_ms']} ms and RSS <= {c['max_rss_mb']} MiB: "
-                      f"{c['best'] or 'no arm fits'}", markup=False, soft_wrap=True)
-    esc = Table(title="Escalation: lowest confidence threshold whose kept documents reach the target accuracy")
-    for col in ("arm", "target", "threshold", "% kept", "% to a person", "kept acc."):
-        esc.add_column(col, justify="left" if col == "arm" else "right")
-    for a in report["arms"]:
-        for e in a.get("escalation", []):
-            esc.add_row(a["name"], _f(e["target"], ".2f"), _f(e["threshold"], ".4f") if e["reachable"] else "unreachable",
-                        _f(100 * e["kept_fraction"], ".1f"), _f(100 * e["escalated_fraction"], ".1f"),
-                        _f(e["kept_accuracy"]))
-    console.print(esc)
-    sl = Table(title=f"Worst slices (n >= {report['options']['min_support']}, Wilson 95% top below the arm's accuracy; "
-                     "ranked by gap x sqrt(n); top 5 per arm)")
-    for col in ("arm", "slice", "kind", "n", "acc.", "95% interval", "arm acc.", "gap x sqrt(n)"):
-        sl.add_column(col, justify="left" if col in ("arm", "slice", "kind") else "right")
-    for a in report["arms"]:
-        if a.get("error"):
-            console.print(f"arm {a['name']} failed: {a['error']}", markup=False, soft_wrap=True)
-            continue
-        for s in a["slices"][:5] or [None]:
-            if s is None:
-                sl.add_row(a["name"], "(none)", "", "", "", "", _f(a["scores"]["pooled_accuracy"]), "")
-            else:
-                sl.add_row(a["name"], f"{s['facet']}={s['name']}"[:60], s["kind"], str(s["n"]), _f(s["accuracy"]),
-                           f"{s['low']:.3f}-{s['high']:.3f}", _f(a["scores"]["pooled_accuracy"]), _f(s["rank_score"], ".2f"))
-    console.print(sl)
-    console.print(f"receipt sha256: {report['receipt']['sha256']}", markup=False, soft_wrap=True)
-
-
 def bakeoff_main(argv: Sequence[str], console) -> int:
     """``validate.py bakeoff``; returns the exit code."""
+    from zsnli.compare.receipts import ReceiptError, signer_for
+    from zsnli.compare.render import print_report, render_html
+    from zsnli.compare.report import write_report_json
     from zsnli.compare.suite_bakeoff import BakeoffOptions, run_bakeoff
-    from zsnli.compare.bakeoff_html import render_bakeoff_html
-    from zsnli.compare.report import scrub_non_finite, write_report_json
     from zsnli.harness.examples import ExamplesError
     from zsnli.compare.protocol import ProtocolError
     from zsnli.compare.suite import SuiteError, load_suite
@@ -125,13 +77,18 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
     args = bakeoff_parser().parse_args(argv)
     protocol = {"protocol": args.protocol, "train_fraction": args.train_fraction, "seed": args.seed,
                 "folds": args.folds, "min_class_for_split": args.min_class_for_split}
+    try:
+        signer = signer_for(args.receipt_key)
+    except ReceiptError as exc:
+        console.print(f"error: {exc}", markup=False, soft_wrap=True)
+        return 2
     opts = BakeoffOptions(root=args.root, examples=args.examples, max_per_dataset=args.max_per_dataset,
                           protocol=protocol, min_support=args.min_support, targets=args.target_accuracy,
                           max_p95_ms=args.max_p95_ms, max_rss_mb=args.max_rss_mb, isolate=not args.in_process,
-                          only=args.only)
+                          only=args.only, signer=signer)
     try:
         suite = load_suite(args.suite, args.root)
-        report = scrub_non_finite(run_bakeoff(suite, opts, console))
+        report = run_bakeoff(suite, opts, console)
     except (SuiteError, ExamplesError, ProtocolError, ValueError) as exc:
         console.print(f"error: {exc}", markup=False, soft_wrap=True)
         return 2
@@ -140,7 +97,7 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
     write_report_json(report_path, report)
     html_path = args.html or report_path.with_suffix(".html")
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.write_text(render_bakeoff_html(report), encoding="utf-8")
+    html_path.write_text(render_html(report), encoding="utf-8")
     console.print(f"JSON report: {report_path}\nHTML report: {html_path}", markup=False, soft_wrap=True)
     return 1 if any(a.get("error") for a in report["arms"]) else 0
 

@@ -1,5 +1,5 @@
 """Command line of ``validate.py``: the self-check (default), ``compare`` (the bake-off) and
-``verify-receipt`` (a bake-off service receipt, offline: `zsnli.compare.service.receipts.main`).
+``verify-receipt`` (the receipt of a bake-off report or service answer, offline: `zsnli.compare.receipts.main`).
 
 Exit codes: 0 all gates pass / every arm ran; 1 a gate failed / an arm
 failed; 2 bad usage or unreadable examples (one line, checked before any
@@ -24,6 +24,7 @@ from zsnli.harness.cli import (
 from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
 from zsnli.harness.server import DEFAULT_SERVE_CMD
+from zsnli.compare.receipts import add_receipt_key_flag
 from zsnli.compare.report import scrub_non_finite, write_report_json
 from zsnli.compare.selfcheck import DEFAULT_MAX_SECONDS, DEFAULT_STARTUP_TIMEOUT_S
 from zsnli.compare.slices import DEFAULT_MIN_SUPPORT as DEFAULT_MIN_SLICE_N
@@ -56,7 +57,7 @@ def selfcheck_parser() -> argparse.ArgumentParser:
         description="Self-check: gates 1-6 (prerequisites, startup, one request, throughput, valid answers, health "
                     "after), then accuracy, macro-F1, ECE, calibrated macro-F1 and normalised score per dataset. "
                     "Run 'validate.py compare --help' for the bake-off, "
-                    "'validate.py verify-receipt --help' to check a bake-off service receipt.")
+                    "'validate.py verify-receipt --help' to check the receipt of a bake-off report.")
     _common(p)
     p.add_argument("--url", default=None, help="use this running server instead of starting serve.sh")
     p.add_argument("--docs", type=positive_int, default=None,
@@ -92,6 +93,7 @@ def compare_parser() -> argparse.ArgumentParser:
                    help=f"smallest slice reported among the worst slices (default {DEFAULT_MIN_SLICE_N})")
     p.add_argument("--html", type=Path, default=None,
                    help="write the HTML report here (default: next to --report, else reports/compare.html)")
+    add_receipt_key_flag(p)
     return p
 
 
@@ -206,8 +208,8 @@ def _named(value: str, kind: str) -> tuple[str, str]:
 
 def compare_main(argv: Sequence[str], console, progress: bool) -> int:
     """``validate.py compare``: its flags as a suite (`compare_suite`), run and reported as ``validate.py bakeoff``."""
-    from zsnli.compare.bakeoff_cli import print_report
-    from zsnli.compare.bakeoff_html import render_bakeoff_html
+    from zsnli.compare.receipts import ReceiptError, signer_for
+    from zsnli.compare.render import print_report, render_html
     from zsnli.compare.suite_bakeoff import BakeoffOptions, run_bakeoff
 
     parser = compare_parser()
@@ -221,10 +223,15 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
     args.target_accuracy = args.target_accuracy or [DEFAULT_TARGET_ACCURACY]
     args.no_progress = args.no_progress or not progress
     _check_compare(parser, args)
-    opts = BakeoffOptions(root=args.root, examples=_examples_path(args), max_per_dataset=args.max_per_dataset,
-                          isolate=False, warmups=args.warmups)
     try:
-        report = scrub_non_finite(run_bakeoff(compare_suite(args), opts, console))
+        signer = signer_for(args.receipt_key)
+    except ReceiptError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        return 2
+    opts = BakeoffOptions(root=args.root, examples=_examples_path(args), max_per_dataset=args.max_per_dataset,
+                          isolate=False, warmups=args.warmups, signer=signer)
+    try:
+        report = run_bakeoff(compare_suite(args), opts, console)
     except (ExamplesError, ValueError) as exc:
         console.print(f"[red]{'examples' if isinstance(exc, ExamplesError) else 'error'}:[/red] {escape(str(exc))}",
                       highlight=False)
@@ -235,7 +242,7 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
     print_report(report, console)
     html_path = args.html or (args.report.with_suffix(".html") if args.report else Path("reports/compare.html"))
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.write_text(render_bakeoff_html(report), encoding="utf-8")
+    html_path.write_text(render_html(report), encoding="utf-8")
     console.print(f"HTML report: {escape(str(html_path))}", highlight=False)
     if args.report:
         write_report_json(args.report, report)
@@ -269,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         if argv and argv[0] == "verify-receipt":
-            from zsnli.compare.service.receipts import main as verify_receipt_main
+            from zsnli.compare.receipts import main as verify_receipt_main
 
             return verify_receipt_main(argv[1:])
         if argv and argv[0] == "compare":

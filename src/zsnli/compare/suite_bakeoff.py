@@ -2,10 +2,11 @@
 
 Flow: suite (`suite`) -> examples (`examples`) -> folds (`protocol`) ->
 arms run (`bakeoff_runner`) -> per-arm analysis and leaderboard
-(`bakeoff_analysis`) -> JSON report dict (rendered by `bakeoff_html`, checked
+(`bakeoff_analysis`) -> JSON report dict, sealed by `receipts` (rendered by `render`, checked
 by `regression_gate`).
 
-Imports: the harness modules named above, `zsnli.manifest`, `zsnli.compare.report` (receipt).
+Imports: the harness modules named above, `zsnli.manifest`, `zsnli.compare.report` (plain JSON),
+`zsnli.compare.receipts`.
 """
 
 from __future__ import annotations
@@ -23,19 +24,21 @@ from zsnli.compare.bakeoff_analysis import arm_entry, leaderboard, pick_within
 from zsnli.compare.bakeoff_runner import DEFAULT_WARMUPS, class_counts, run_arms
 from zsnli.harness.examples import load_examples
 from zsnli.compare.protocol import describe, make_plan
-from zsnli.compare.report import receipt
+from zsnli.compare.receipts import Signer, seal
+from zsnli.compare.report import json_ready
 from zsnli.compare.slices import declared_groups, discovered_groups, read_metadata
 from zsnli.compare.suite import Suite
 
 TIMING = ("one document per call; docs/s = documents / summed call seconds, or / wall seconds for an arm with "
           "several documents in flight (its concurrency)")
-RECEIPT_COVERS = ("sha256 of the canonical JSON of: the examples sha256, each arm's model sha256 (else its name), "
-                  "and every arm's per-dataset quality figures on the test rows rounded to 6 decimals")
 
 
 @dataclass
 class BakeoffOptions:
-    """Command-line settings that override or complement the suite file (None: the suite's value)."""
+    """Command-line settings that override or complement the suite file (None: the suite's value).
+
+    signer: signs the report's receipt (`zsnli.compare.receipts.signer_for`); None: unsigned (sha256 only).
+    """
 
     root: Path = Path(".")
     examples: str | None = None
@@ -48,6 +51,7 @@ class BakeoffOptions:
     isolate: bool = True
     warmups: int = DEFAULT_WARMUPS
     only: list[str] | None = None
+    signer: Signer | None = None
 
 
 def _examples_path(suite: Suite, opts: BakeoffOptions) -> str:
@@ -58,7 +62,8 @@ def _examples_path(suite: Suite, opts: BakeoffOptions) -> str:
 
 
 def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, Any]:
-    """Run the suite and return the JSON-ready report.
+    """Run the suite and return the report: plain JSON (`json_ready`), sealed by its ``receipt``
+    (`zsnli.compare.receipts.seal`, signed by ``opts.signer`` when given).
 
     Raises ``ExamplesError`` (unreadable examples), ``ProtocolError`` (a
     dataset the protocol cannot split) or ``ValueError`` (no examples given,
@@ -106,5 +111,7 @@ def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, A
         "arms": arms, "leaderboard": board,
         "constraints": pick_within(board, opts.max_p95_ms, opts.max_rss_mb),
     }
-    report["receipt"] = {"sha256": receipt(example_set.sha256, arms), "covers": RECEIPT_COVERS}
+    report = json_ready(report)
+    report["receipt"] = seal(report, example_set.sha256, {a["name"]: a["identity"] for a in report["arms"]},
+                             opts.signer)
     return report

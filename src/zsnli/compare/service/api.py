@@ -2,7 +2,8 @@
 
 Routes: ``POST /v1/bakeoff``, ``GET /v1/bakeoffs`` (latest, JSON), ``GET /v1/bakeoffs/{id}``,
 ``GET /v1/receipts/public-key``, and the pages ``GET /bakeoff``, ``GET /bakeoffs``,
-``GET /bakeoffs/{id}``, ``GET /bakeoffs/{id}/badge.svg``, ``GET /bakeoff/static/{name}``.
+``GET /bakeoffs/{id}``, ``GET /bakeoffs/{id}/report.html``, ``GET /bakeoffs/{id}/badge.svg``,
+``GET /bakeoff/static/{name}``.
 Errors are rows of the one error table (`zsnli.errors.ErrorType`), raised as ``ApiError`` and answered
 by the app in its one shape ``{"error", "field", "error_type"}`` (422s add ``errors``; 503s carry the
 app's ``Retry-After``); an unknown id is a 404 JSON on every route. ``/classify`` shares only the batcher (at a lower priority) and the
@@ -35,10 +36,10 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 
 from zsnli.errors import ApiError, ErrorType
 from zsnli.serving.api_types import inline_schema
+from zsnli.compare.receipts import ReceiptError, Signer
 from zsnli.manifest import sha256_file
 
 from .badge import bakeoff_badge
-from .receipts import ReceiptError, Signer
 from .schema import EXAMPLE_BAKEOFF, BakeoffRequest
 from .settings import BakeoffSettings
 from .store import Store
@@ -323,15 +324,15 @@ def _add_api_routes(app: FastAPI, bo: _Bakeoffs) -> None:
 
 
 def _add_page_routes(app: FastAPI, bo: _Bakeoffs) -> None:
-    """The pages: ``/bakeoff`` (form), ``/bakeoffs`` (latest), ``/bakeoffs/{id}`` (a result), its badge, assets."""
+    """The pages: ``/bakeoff`` (form), ``/bakeoffs`` (latest), ``/bakeoffs/{id}`` (a result), its report file
+    (``report.html``, as ``validate.py bakeoff`` writes one), its badge, assets."""
     public_url = bo.service.settings.public_url
 
     @app.get("/bakeoff", include_in_schema=False)
     async def form_page() -> Any:
         """The bake-off form: paste or upload labelled examples, pick the arms, run."""
         engine = await asyncio.to_thread(_engine)
-        return HTMLResponse(engine.page.form_page(engine.arms_adapter.INCUMBENTS, bo.challengers, bo.bsettings,
-                                                  public_url))
+        return HTMLResponse(engine.page.form_page(engine.arms_adapter.INCUMBENTS, bo.challengers, bo.bsettings))
 
     @app.get("/bakeoff/static/{name}", include_in_schema=False)
     async def static(name: str) -> Any:
@@ -350,6 +351,12 @@ def _add_page_routes(app: FastAPI, bo: _Bakeoffs) -> None:
         """A stored bake-off: scorecard, winner, reliability diagrams, receipt, badge (a page)."""
         answer = await bo.get(bakeoff_id)
         return HTMLResponse((await asyncio.to_thread(_engine)).page.result_page(answer, public_url))
+
+    @app.get("/bakeoffs/{bakeoff_id}/report.html", include_in_schema=False)
+    async def report_file(bakeoff_id: str) -> Any:
+        """A stored bake-off as one self-contained HTML report (`zsnli.compare.render.render_html`)."""
+        answer = await bo.get(bakeoff_id)
+        return HTMLResponse((await asyncio.to_thread(_engine)).page.report_file(answer))
 
     @app.get("/bakeoffs/{bakeoff_id}/badge.svg", include_in_schema=False)
     async def badge(bakeoff_id: str) -> Any:

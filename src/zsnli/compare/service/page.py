@@ -1,39 +1,25 @@
 """The bake-off web pages: the form (``/bakeoff``), the latest list (``/bakeoffs``) and a result page.
 
-Pages are small HTML shells; results are rendered in the browser by ``static/bakeoff.js`` from the
-JSON API answer (the result page embeds the stored answer; the form page renders POST's answer).
-Everything is served by the app (``/bakeoff/static/...``): no external CDN. Imports only the
-standard library and `settings`.
+Pages are small HTML shells. A result is rendered on the server by the one report renderer
+(`zsnli.compare.render.report_html`, the same function behind the HTML file of ``validate.py bakeoff``),
+plus this page's links (permalink, JSON, report file, badge, how to verify the receipt). ``static/bakeoff.js``
+only reads the form, posts it, shows progress and errors, then shows the stored result page's ``#result``.
+Everything is served by the app (``/bakeoff/static/...``): no external CDN. Imports the standard library,
+`zsnli.compare.render`, `protocol` and `settings`.
 """
 
 from __future__ import annotations
 
-import json
 from html import escape
 from importlib import resources
 from typing import Sequence
+
+from zsnli.compare.render import render_html, report_html
 
 from .protocol import LOO_MAX_N, MAX_FOLDS, RANKING_RULE
 from .settings import BakeoffSettings
 
 STATIC = {"bakeoff.js": "text/javascript; charset=utf-8", "bakeoff.css": "text/css; charset=utf-8"}
-
-#: Characters written as ``\\uXXXX`` inside embedded JSON: ``<``, ``>`` and ``&`` (so no ``</script>``,
-#: ``<!--`` or ``<script`` can end the block or switch the HTML parser into a script-data escape state,
-#: the rule of Django's ``json_script``) and U+2028 / U+2029 (line terminators to older JavaScript).
-_JSON_SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
-                        0x2028: "\\u2028", 0x2029: "\\u2029"}
-
-
-def json_script(value: object, element_id: str) -> str:
-    """``value`` as a ``<script type="application/json" id=element_id>`` block, safe for any strings in it.
-
-    Every ``<``, ``>``, ``&``, U+2028 and U+2029 in the JSON text is written as its ``\\uXXXX`` escape
-    (`_JSON_SCRIPT_ESCAPES`), which ``JSON.parse`` reads back as the same character; the block therefore
-    holds no markup at all, whatever user text the value carries. Raises ``ValueError`` on a non-finite float.
-    """
-    data = json.dumps(value, allow_nan=False).translate(_JSON_SCRIPT_ESCAPES)
-    return f"<script type='application/json' id='{escape(element_id)}'>{data}</script>"
 
 
 def static_asset(name: str) -> tuple[bytes, str] | None:
@@ -99,11 +85,11 @@ def glossary(arms: Sequence[str]) -> str:
             "read them as a sketch.</p></details>")
 
 
-def form_page(incumbents: Sequence[str], challengers: Sequence[str], s: BakeoffSettings,
-              public_url: str | None = None) -> str:
+def form_page(incumbents: Sequence[str], challengers: Sequence[str], s: BakeoffSettings) -> str:
     """The form: task description, examples (``text<TAB>label`` lines or a CSV/JSONL file), arms, challenger.
 
-    public_url: as `result_page` (the links of the answer rendered under the form).
+    A finished bake-off is shown under the form as its result page's ``#result`` (`result_page`, fetched by
+    ``bakeoff.js``), links included.
     """
     arms = "".join(f"<label class='arm'><input type='checkbox' name='arm' value='{escape(a)}' checked> "
                    f"{escape(a)}</label>" for a in incumbents)
@@ -134,28 +120,41 @@ them, ranked, stored and signed.</p>
 text; time budget {s.time_budget_s:g} s.</p>
 <div id="progress" hidden><progress></progress> <span id="progress-text"></span></div>
 <div id="error" class="error" hidden></div>
-<section id="result" data-budget="{s.time_budget_s:g}" data-base="{escape(public_url or '')}"></section>
+<section id="result" data-budget="{s.time_budget_s:g}"></section>
 <p class="note">{escape(PROTOCOL_NOTE)}</p>
 {glossary([*incumbents, *challengers])}"""
     return _shell("zsnli bake-off", body)
 
 
 def result_page(answer: dict, public_url: str | None) -> str:
-    """A stored bake-off: the answer embedded as JSON and rendered by bakeoff.js.
+    """A stored bake-off: `zsnli.compare.render.report_html` of the answer and the page's links (`_links`).
 
     public_url: ``ZSNLI_PUBLIC_URL`` (ends with ``/``); the page's absolute links (the receipt's URLs, the
     badge Markdown) start with it, and are root-relative (``/v1/bakeoffs/...``) when it is None. Nothing
     here comes from the request (a forged ``Host`` header changes no link).
     """
-    winner = escape(str(answer.get("winner")))
-    body = (f"<h1>Bake-off {escape(answer['id'])}</h1><p class='task'>{escape(answer['task_description'])}</p>"
-            f"<noscript><p>Winner: {winner}. JSON: <a href='/v1/bakeoffs/{escape(answer['id'])}'>"
-            f"/v1/bakeoffs/{escape(answer['id'])}</a></p></noscript>"
-            f"<section id='result' data-base='{escape(public_url or '')}'></section>"
-            f"<p class='note'>{escape(PROTOCOL_NOTE)}</p>"
-            + glossary([e['arm'] for e in answer.get('scorecard', [])])
-            + json_script(answer, "bakeoff-data"))
+    body = (f"<section id='result'>{report_html(answer)}{_links(answer, public_url)}</section>"
+            f"<p class='note'>{escape(PROTOCOL_NOTE)}</p>" + glossary([e['arm'] for e in answer.get('scorecard', [])]))
     return _shell(f"bake-off {answer['id']}", body)
+
+
+def _links(answer: dict, public_url: str | None) -> str:
+    """Where to fetch the answer and the public key to verify it, the badge, the permalink and the report file."""
+    origin, bid = public_url or "/", escape(answer["id"])
+    page = f"{origin}bakeoffs/{bid}"
+    relative = "" if public_url else "<p class='note'>Links are relative to this server: it has no ZSNLI_PUBLIC_URL.</p>"
+    return (f"<p class='note'>To verify offline, save <code>{escape(origin)}v1/bakeoffs/{bid}</code> and "
+            f"<code>{escape(origin)}v1/receipts/public-key</code>, then run <code>python validate.py verify-receipt "
+            "bakeoff.json --public-key key.pem</code>.</p>"
+            f"<h2>Badge</h2><p class='badge'><img src='/bakeoffs/{bid}/badge.svg' alt='bake-off badge'></p>"
+            f"<p class='badge'><code id='badge-markdown'>[![bake-off]({escape(page)}/badge.svg)]({escape(page)})</code></p>"
+            f"{relative}<p><a href='/bakeoffs/{bid}' id='permalink'>Permalink</a> \u00b7 "
+            f"<a href='/v1/bakeoffs/{bid}'>JSON</a> \u00b7 <a href='/bakeoffs/{bid}/report.html'>Report (one HTML file)</a></p>")
+
+
+def report_file(answer: dict) -> str:
+    """A stored bake-off as one self-contained HTML file: `zsnli.compare.render.render_html`, as the CLI writes."""
+    return render_html(answer)
 
 
 def list_page(rows: list[dict]) -> str:

@@ -19,7 +19,7 @@ worker thread past the step it was in; a served-model arm's ``classify`` is canc
 loop (arm construction, which may load a challenger model, and receipt identities, which may hash model
 files, run in the worker thread).
 
-Imports `zsnli.compare.engine`, `protocol`, `arms_adapter`, `receipts`.
+Imports `zsnli.compare.engine`, `zsnli.compare.receipts`, `protocol`, `arms_adapter`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from zsnli.compare.engine import ArmResult, run_plan
 
 from .arms_adapter import EMBEDDING_ARMS, NLI_TEMPLATES, EmbeddingCache, ServedModel, build_arm, receipt_identity
 from .protocol import Task, p50_ms, rank, score
-from .receipts import RECEIPT_VERSION, Signer, receipt_payload
+from zsnli.compare.receipts import Signer, seal
 
 
 GRACE_S = 2.0
@@ -254,8 +254,6 @@ async def _run(task: Task, ctx: RunContext, signer: Signer, token: CancelToken) 
     answer = {"id": "bo_" + uuid.uuid4().hex, "created_at": created_at, "task_description": task.task_description,
               "labels": dict(zip(task.label_names, task.hypotheses)), "n": task.n, "scorecard": ranked,
               "winner": winner}
-    payload = receipt_payload(answer, task.examples_sha256, identities)
-    receipt = await asyncio.get_running_loop().run_in_executor(ctx.sign_executor or ctx.executor, signer.sign, payload)
-    answer["receipt"] = {"version": RECEIPT_VERSION, **receipt, "examples_sha256": task.examples_sha256,
-                         "arms": identities}
+    answer["receipt"] = await asyncio.get_running_loop().run_in_executor(
+        ctx.sign_executor or ctx.executor, seal, answer, task.examples_sha256, identities, signer)
     return answer

@@ -3,7 +3,7 @@
 Every limit has a default and a documented range; a value that does not
 parse or is out of range raises `zsnli.config.SettingsError` with one line
 naming the variable and what is accepted (the server then refuses to start,
-exit 3). Imports only `zsnli.config`.
+exit 3). Imports only `zsnli.config` and `zsnli.compare.receipts` (the key's variable and default).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import os
 from dataclasses import dataclass, fields
 from typing import Mapping
 
+from zsnli.compare.receipts import DEFAULT_KEY, KEY_ENV
 from zsnli.config import SettingsError
 
 DEFAULT_DB = "runs/bakeoff/bakeoffs.sqlite3"
-DEFAULT_KEY = "runs/bakeoff/receipt-ed25519.pem"
 
 #: field -> (environment variable, minimum, maximum); the ranges are the documented ones.
 RANGES: dict[str, tuple[str, float, float]] = {
@@ -59,8 +59,8 @@ class BakeoffSettings:
         values: dict = {}
         if env.get("ZSNLI_BAKEOFF_DB", "").strip():
             values["db_path"] = env["ZSNLI_BAKEOFF_DB"].strip()
-        if env.get("ZSNLI_RECEIPT_KEY", "").strip():
-            values["key_path"] = env["ZSNLI_RECEIPT_KEY"].strip()
+        if env.get(KEY_ENV, "").strip():
+            values["key_path"] = env[KEY_ENV].strip()
         types = {f.name: type(f.default) for f in fields(cls)}
         for name, (var, low, high) in RANGES.items():
             raw = env.get(var)

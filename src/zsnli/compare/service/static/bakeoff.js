@@ -1,13 +1,6 @@
-// Bake-off pages: parse the form, POST /v1/bakeoff, render an answer (scorecard, winner,
-// reliability diagrams, receipt, badge). Served by the app; no external code.
+// Bake-off form: parse the examples, POST /v1/bakeoff, show progress and errors, then the stored result
+// page's report (rendered on the server). Served by the app; no external code.
 "use strict";
-
-function el(tag, attrs, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  return e;
-}
 
 // ---------------------------------------------------------------- input parsing
 
@@ -64,114 +57,14 @@ function parseJsonl(text) {
   });
 }
 
-// ---------------------------------------------------------------- rendering
+// ---------------------------------------------------------------- the result
 
-const fmt = (x, d = 3) => (x === null || x === undefined ? "–" : Number(x).toFixed(d));
-
-function reliabilitySvg(entry) {
-  // plot area S x S at (L, T); numbered axes: confidence (x) and accuracy (y), both 0..1
-  const S = 150, L = 40, T = 6, B = 34, NS = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(NS, "svg");
-  svg.setAttribute("width", L + S + 10); svg.setAttribute("height", T + S + B);
-  svg.setAttribute("role", "img");
-  svg.setAttribute("aria-label", `reliability diagram of ${entry.arm}`);
-  const add = (tag, attrs, text) => {
-    const e = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    svg.append(e); return e;
-  };
-  const x = (v) => L + v * S, y = (v) => T + (1 - v) * S;
-  add("rect", { x: L, y: T, width: S, height: S, fill: "#fff", stroke: "#999" });
-  for (const v of [0, 0.25, 0.5, 0.75, 1]) {
-    const major = v === 0 || v === 0.5 || v === 1;
-    add("line", { x1: x(v), y1: y(0), x2: x(v), y2: y(0) + 4, stroke: "#666" });
-    add("line", { x1: x(0) - 4, y1: y(v), x2: x(0), y2: y(v), stroke: "#666" });
-    if (!major) continue;
-    add("text", { x: x(v), y: y(0) + 14, "text-anchor": "middle", "font-size": 10, class: "tick-x" }, String(v));
-    add("text", { x: x(0) - 6, y: y(v) + 3, "text-anchor": "end", "font-size": 10, class: "tick-y" }, String(v));
-  }
-  add("line", { x1: x(0), y1: y(0), x2: x(1), y2: y(1), stroke: "#bbb", "stroke-dasharray": "4 3" });
-  for (const b of entry.reliability || []) {
-    add("rect", { x: x(b.lo) + 1, y: y(b.accuracy), width: Math.max(1, (b.hi - b.lo) * S - 2),
-                  height: b.accuracy * S, fill: "#42a5f5", opacity: 0.8 })
-      .append(Object.assign(document.createElementNS(NS, "title"),
-        { textContent: `confidence ${fmt(b.confidence, 2)}, accuracy ${fmt(b.accuracy, 2)}, n = ${b.count}` }));
-    add("circle", { cx: x(b.confidence), cy: y(b.confidence), r: 2.5, fill: "#e53935" });
-  }
-  add("text", { x: L + S / 2, y: T + S + 28, "text-anchor": "middle", "font-size": 10 }, "confidence");
-  add("text", { x: 10, y: T + S / 2, "font-size": 10, transform: `rotate(-90 10 ${T + S / 2})`,
-                "text-anchor": "middle" }, "accuracy");
-  return svg;
-}
-
-// The arms ranked first on macro-F1 together with the winner (a tie the ranking broke by ECE, then latency,
-// then the arm's name: zsnli.compare.engine.RANKING_RULE).
-function tiedWithWinner(answer) {
-  const scored = answer.scorecard.filter((e) => e.status === "scored").sort((a, b) => a.rank - b.rank);
-  if (scored.length < 2) return [];
-  return scored.filter((e) => Math.abs(e.macro_f1 - scored[0].macro_f1) < 1e-9);
-}
-
-function tieNote(answer) {
-  const tied = tiedWithWinner(answer);
-  if (tied.length < 2) return null;
-  const [first, second] = tied;
-  const by = Math.abs(first.ece - second.ece) > 1e-9 ? "its lower ECE (calibration)"
-    : Math.abs(first.latency_ms_p50 - second.latency_ms_p50) > 1e-9 ? "its lower p50 latency" : "its name";
-  const others = tied.slice(1).map((e) => e.arm).join(", ");
-  return `Tie: ${first.arm} and ${others} have the same macro-F1 (${fmt(first.macro_f1)}) on these ` +
-    `${answer.n} examples; ${first.arm} is ranked first only by ${by}. ` +
-    `${answer.n < 30 ? "That is too few examples to tell them apart: add more examples." : ""}`.trim();
-}
-
-// base: ZSNLI_PUBLIC_URL (ending with "/") from the page, or "" for root-relative links. Never the
-// browser's or the request's host: a page reached through a forged Host header links nowhere else.
-function renderAnswer(answer, container, base) {
-  container.replaceChildren();
-  const origin = base || "/";
-  const won = answer.scorecard.find((e) => e.arm === answer.winner);
-  const tie = tieNote(answer);
-  container.append(el("div", { class: tie ? "winner tie" : "winner", id: "winner" },
-    answer.winner ? `Winner${tie ? " (by a tie-break)" : ""}: ${answer.winner} (macro-F1 ${fmt(won.macro_f1)}, ` +
-      `ECE ${fmt(won.ece)}, p50 ${fmt(won.latency_ms_p50, 1)} ms)` : "No arm was scored."));
-  if (tie) container.append(el("p", { class: "tie-note", id: "tie-note" }, tie));
-  if (answer.n < 30 && !tie) container.append(el("p", { class: "note", id: "small-n" },
-    `With ${answer.n} examples one example moves accuracy by ${fmt(100 / answer.n, 1)} points: ` +
-    "treat small differences as noise."));
-  const labels = Object.entries(answer.labels).map(([k, v]) => (k === v ? k : `${k} (“${v}”)`)).join(", ");
-  container.append(el("p", {}, `${answer.n} examples; labels: ${labels}; created ${answer.created_at}.`));
-  const head = el("tr", {}, ...["rank", "arm", "role", "accuracy", "macro-F1", "ECE", "n", "p50 ms", "status"]
-    .map((h) => el("th", {}, h)));
-  const body = answer.scorecard.map((e) => el("tr", { class: e.status, "data-arm": e.arm },
-    el("td", {}, e.rank), el("td", {}, e.arm), el("td", {}, e.role), el("td", {}, fmt(e.accuracy)),
-    el("td", {}, fmt(e.macro_f1)), el("td", {}, fmt(e.ece)), el("td", {}, e.n), el("td", {}, fmt(e.latency_ms_p50, 1)),
-    el("td", {}, e.status === "failed" ? `failed: ${e.error}` : e.status)));
-  container.append(el("h2", {}, "Scorecard"),
-    el("table", { id: "scorecard" }, el("thead", {}, head), el("tbody", {}, ...body)),
-    el("p", { class: "note" }, "Ranked by macro-F1; ties broken by calibration (lower ECE), then by latency " +
-      "(lower p50), then by the arm's name. What the columns and the arms mean: see \u201cReading the results\u201d below."));
-  const diagrams = answer.scorecard.filter((e) => e.status === "scored")
-    .map((e) => el("div", { class: "diagram" }, el("h4", {}, `${e.arm} · ECE ${fmt(e.ece)}`), reliabilitySvg(e)));
-  container.append(el("h2", {}, "Reliability"), el("p", { class: "note" },
-    "Bars: accuracy per confidence bin; red dots: mean confidence; dashed: perfect calibration."),
-    el("div", { class: "diagrams" }, ...diagrams));
-  const r = answer.receipt;
-  container.append(el("h2", {}, "Receipt"), el("dl", { class: "receipt", id: "receipt" },
-    el("dt", {}, "sha256"), el("dd", {}, el("code", { id: "receipt-sha256" }, r.sha256)),
-    el("dt", {}, "Ed25519 signature"), el("dd", {}, el("code", {}, r.signature)),
-    el("dt", {}, "key id"), el("dd", {}, el("code", {}, r.key_id)),
-    el("dt", {}, "examples sha256"), el("dd", {}, el("code", {}, r.examples_sha256))),
-    el("p", { class: "note" }, "Verify offline: save ", el("code", {}, `${origin}v1/bakeoffs/${answer.id}`),
-      " and ", el("code", {}, `${origin}v1/receipts/public-key`), ", then run ",
-      el("code", {}, "python validate.py verify-receipt bakeoff.json --public-key key.pem")));
-  const page = `${origin}bakeoffs/${answer.id}`;
-  const md = `[![bake-off](${page}/badge.svg)](${page})`;
-  container.append(el("h2", {}, "Badge"), el("p", { class: "badge" }, el("img", { src: `/bakeoffs/${answer.id}/badge.svg`,
-    alt: "bake-off badge" })), el("p", { class: "badge" }, el("code", { id: "badge-markdown" }, md)),
-    ...(base ? [] : [el("p", { class: "note" }, "Links are relative to this server: it has no ZSNLI_PUBLIC_URL.")]),
-    el("p", {}, el("a", { href: `/bakeoffs/${answer.id}`, id: "permalink" }, "Permalink"), " · ",
-      el("a", { href: `/v1/bakeoffs/${answer.id}` }, "JSON")));
+// The stored result page's #result (rendered on the server by zsnli.compare.render), shown under the form.
+async function showResult(answer, container) {
+  const resp = await fetch(`/bakeoffs/${encodeURIComponent(answer.id)}`);
+  if (!resp.ok) throw new Error(`the result page answered ${resp.status}`);
+  const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
+  container.replaceChildren(...doc.getElementById("result").childNodes);
 }
 
 // ---------------------------------------------------------------- form
@@ -221,7 +114,7 @@ async function submitForm(event) {
       showError(`${resp.status}: ${lines.join("\n")}`);
       return;
     }
-    renderAnswer(answer, result, result.dataset.base);
+    await showResult(answer, result);
   } catch (err) {
     showError(`request failed: ${err.message}`);
   } finally {
@@ -251,9 +144,4 @@ document.addEventListener("DOMContentLoaded", () => {
   if (form) form.addEventListener("submit", submitForm);
   const area = document.getElementById("examples");
   if (area) tabTyping(area);
-  const data = document.getElementById("bakeoff-data");
-  if (data) {
-    const result = document.getElementById("result");
-    renderAnswer(JSON.parse(data.textContent), result, result.dataset.base);
-  }
 });

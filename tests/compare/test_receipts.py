@@ -1,4 +1,5 @@
-"""Signed receipts: sign/verify round trip, one changed number fails, wrong key fails, key file mode, CLI."""
+"""The one receipt format: signed and unsigned round trips, any changed field fails, wrong key fails, key file
+mode, the verify-receipt command line. (The CLI's and the service's receipts of one bake-off: test_engine_parity.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import stat
 
 import pytest
 
-from zsnli.compare.service.receipts import RECEIPT_VERSION, Signer, main, receipt_payload, verify
+from zsnli.compare.receipts import RECEIPT_VERSION, Signer, main, receipt_payload, seal, signer_for, verify
 from zsnli.manifest import canonical_json
 
 
@@ -23,9 +24,18 @@ def signed_answer(signer: Signer) -> dict:
                             {"rank": 2, "arm": "majority", "role": "incumbent", "accuracy": None, "macro_f1": None,
                              "ece": None, "n": 0, "latency_ms_p50": None, "status": "failed", "error": "boom"}]}
     arms = {"served_about": {"model_sha256": "m" * 64, "calibration_sha256": "c" * 64, "code_version": "zsnli 0.1.0"}}
-    receipt = signer.sign(receipt_payload(answer, "e" * 64, arms))
-    answer["receipt"] = {"version": RECEIPT_VERSION, **receipt, "examples_sha256": "e" * 64, "arms": arms}
+    answer["receipt"] = seal(answer, "e" * 64, arms, signer)
     return answer
+
+
+def cli_report() -> dict:
+    """The fields of a ``validate.py bakeoff`` report that matter here, sealed unsigned."""
+    report = {"tool": "zsnli validate bakeoff", "version": "0.1.0", "created_unix": 1764547200.5,
+              "suite": {"name": "ci", "path": "suites/ci.toml"}, "examples": {"sha256": "e" * 64, "n": 3},
+              "arms": [{"name": "majority", "identity": {"model_sha256": None}, "scores": {"means": {"macro_f1": 0.25}}}],
+              "leaderboard": [{"arm": "majority", "macro_f1": 0.25, "error": None}]}
+    report["receipt"] = seal(report, "e" * 64, {"majority": {"model_sha256": None}})
+    return report
 
 
 @pytest.fixture
@@ -48,6 +58,35 @@ def test_canonical_payload_is_sorted_and_compact(signer):
     data = canonical_json(receipt_payload(answer, "e" * 64, answer["receipt"]["arms"]))
     obj = json.loads(data)
     assert list(obj) == sorted(obj) and b": " not in data and b", " not in data
+    assert obj["report"]["labels"] == [["access", "access"], ["billing", "billing"]]  # the order is signed
+    assert answer["receipt"]["version"] == obj["receipt_version"] == RECEIPT_VERSION
+
+
+def test_unsigned_receipt_checks_the_hash_only():
+    report = cli_report()
+    assert report["receipt"]["signature"] is None and report["receipt"]["key_id"] is None
+    assert set(report["receipt"]) == {"version", "sha256", "signature", "key_id", "examples_sha256", "arms"}
+    assert verify(report) == []
+    report["leaderboard"][0]["macro_f1"] = 0.5
+    assert any("sha256 mismatch" in p for p in verify(report))
+
+
+def test_an_unsigned_receipt_is_not_vouched_for_by_a_key(signer):
+    assert any("not signed" in p for p in verify(cli_report(), signer.public_pem().encode()))
+    assert any("public key is needed" in p for p in verify(signed_answer(signer)))
+
+
+def test_signer_for_flag_env_or_none(tmp_path):
+    assert signer_for(None, env={}) is None
+    from_env = signer_for(None, env={"ZSNLI_RECEIPT_KEY": str(tmp_path / "env.pem")})
+    assert from_env.path == tmp_path / "env.pem" and from_env.path.is_file()  # created on first use
+    flag = signer_for(tmp_path / "flag.pem", env={"ZSNLI_RECEIPT_KEY": str(tmp_path / "env.pem")})
+    assert flag.path == tmp_path / "flag.pem"
+    (tmp_path / "junk.pem").write_text("not a key")
+    from zsnli.compare.receipts import ReceiptError
+
+    with pytest.raises(ReceiptError, match="junk.pem: not a readable"):
+        signer_for(tmp_path / "junk.pem", env={})
 
 
 @pytest.mark.parametrize("path, value", [
@@ -67,6 +106,7 @@ def test_any_change_fails_verification(signer, path, value):
     target[path[-1]] = value
     problems = verify(answer, signer.public_pem().encode())
     assert any("signature does not match" in p for p in problems)
+    assert any("sha256 mismatch" in p for p in problems)
 
 
 def test_reordered_labels_and_dropped_predictions_fail(signer):
@@ -78,17 +118,21 @@ def test_reordered_labels_and_dropped_predictions_fail(signer):
     assert any("signature does not match" in p for p in verify(answer, signer.public_pem().encode()))
 
 
-def test_fields_outside_the_signature_and_version_1_are_not_vouched_for(signer):
+def test_fields_outside_the_receipt_and_older_versions_are_not_vouched_for(signer):
     pem = signer.public_pem().encode()
     answer = signed_answer(signer)
-    answer["verdict"] = "approved"
-    assert any("not covered by the signature: verdict" in p for p in verify(answer, pem))
+    answer["verdict"] = "approved"  # every report field is covered: an added one breaks the signature
+    assert any("signature does not match" in p for p in verify(answer, pem))
     answer = signed_answer(signer)
     answer["receipt"]["note"] = "x"
     assert any("receipt.note" in p for p in verify(answer, pem))
-    answer = signed_answer(signer)
-    del answer["receipt"]["version"]
-    assert any("version 1" in p for p in verify(answer, pem))
+    for version in (None, 2):
+        answer = signed_answer(signer)
+        if version is None:
+            del answer["receipt"]["version"]
+        else:
+            answer["receipt"]["version"] = version
+        assert any(f"version {version or 1} is not {RECEIPT_VERSION}" in p for p in verify(answer, pem))
 
 
 def test_another_key_fails(signer, tmp_path):
@@ -118,6 +162,29 @@ def test_cli_exit_codes(signer, tmp_path, capsys):
     assert main([str(tmp_path / "junk.json"), "--public-key", str(key)]) == 2
 
 
+def test_cli_verifies_an_unsigned_report_without_a_key(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ZSNLI_RECEIPT_KEY", raising=False)
+    report = cli_report()
+    path = tmp_path / "bakeoff.json"
+    path.write_text(json.dumps(report, indent=2))
+    assert main([str(path)]) == 0
+    assert "unsigned" in capsys.readouterr().out
+    report["arms"][0]["scores"]["means"]["macro_f1"] = 0.9
+    path.write_text(json.dumps(report))
+    assert main([str(path)]) == 1
+    assert "sha256 mismatch" in capsys.readouterr().out
+
+
+def test_cli_needs_a_key_for_a_signed_receipt(signer, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "absent.pem"))
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(signed_answer(signer)))
+    assert main([str(path)]) == 2
+    assert "--public-key is needed" in capsys.readouterr().err
+    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(signer.path))  # the local key's public half
+    assert main([str(path)]) == 0
+
+
 def test_cli_refuses_a_duplicate_key_whose_first_value_is_forged(signer, tmp_path, capsys):
     answer = signed_answer(signer)
     key = tmp_path / "key.pem"
@@ -141,22 +208,23 @@ def test_cli_says_what_it_vouches_for(signer, tmp_path, capsys):
     assert main([str(good), "--public-key", str(key)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("valid: receipt ") and len(out) == 2
-    for field in ("labels (names, descriptions and their order)", "predictions included", "winner", "scorecard"):
+    for field in ("labels with their order", "predictions when retained", "winner", "every field of the report",
+                  "calibration"):
         assert field in out[1]
 
 
 @pytest.mark.parametrize("content", ["[]", "null", "3", '"text"', "{}", '{"receipt": []}',
-                                     "SCORECARD_STRING", "SCORECARD_OF_NUMBERS", "LABELS_LIST", "RECEIPT_NO_SIGNATURE",
-                                     "N_STRING"])
+                                     "RECEIPT_NO_SHA", "RECEIPT_SIGNATURE_NUMBER", "RECEIPT_NO_ARMS"])
 def test_cli_input_that_is_not_an_answer_is_one_line_exit_2(signer, tmp_path, capsys, content):
     answer = signed_answer(signer)
-    variants = {"SCORECARD_STRING": {**answer, "scorecard": "top"}, "SCORECARD_OF_NUMBERS": {**answer, "scorecard": [1]},
-                "LABELS_LIST": {**answer, "labels": ["access"]},
-                "RECEIPT_NO_SIGNATURE": {**answer, "receipt": {"sha256": "x"}}, "N_STRING": {**answer, "n": "3"}}
+    receipt = answer["receipt"]
+    variants = {"RECEIPT_NO_SHA": {**answer, "receipt": {k: v for k, v in receipt.items() if k != "sha256"}},
+                "RECEIPT_SIGNATURE_NUMBER": {**answer, "receipt": {**receipt, "signature": 3}},
+                "RECEIPT_NO_ARMS": {**answer, "receipt": {k: v for k, v in receipt.items() if k != "arms"}}}
     path, key = tmp_path / "in.json", tmp_path / "key.pem"
     path.write_text(json.dumps(variants[content]) if content in variants else content)
     key.write_text(signer.public_pem())
     assert main([str(path), "--public-key", str(key)]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured
-    assert "Traceback" not in captured.err and "is not a bake-off answer" in captured.err
+    assert "Traceback" not in captured.err and "is not a bake-off report with a receipt" in captured.err

@@ -1,0 +1,338 @@
+"""The one receipt format of every bake-off report: canonical JSON, its sha256, an Ed25519 signature when
+a key is configured; one `verify`.
+
+Used by both front ends: ``validate.py bakeoff`` / ``compare`` seal their JSON report
+(`zsnli.compare.suite_bakeoff`), ``POST /v1/bakeoff`` seals its answer (`zsnli.compare.service.runner`).
+A report is a JSON object; its ``receipt`` (receipt ``version`` 3) is::
+
+    {"version": 3, "sha256": hex sha256 of canonical_json(payload),
+     "signature": base64 Ed25519 signature of those bytes, or null (unsigned: no key configured),
+     "key_id": first 16 hex of sha256(raw 32-byte public key), or null,
+     "examples_sha256": the examples' sha256, "arms": {arm name: identity (model_sha256,
+     calibration_sha256 where the arm has one, code version, parameters)}}
+
+and the payload (`receipt_payload`) is ``{"receipt_version": 3, "report": every field of the report
+but "receipt", "examples_sha256", "arms"}``, serialised by `zsnli.manifest.canonical_json` (sorted keys,
+no whitespace, UTF-8). Canonical JSON sorts object keys, so an object whose key order carries meaning
+(`ORDERED_FIELDS`: the service's ``labels``, whose order is the probabilities' order) enters the payload
+as a list of ``[key, value]`` pairs. Every field of the report is covered, so nothing can be added
+beside the signature; `verify` also refuses a receipt key outside `RECEIPT_KEYS`, and `main` a file with
+a key given twice in any object (a reader could take either value).
+
+An unsigned receipt shows only that the file was not changed since someone computed its sha256 (anyone
+can recompute it); a signed one, that the holder of the key sealed it. Receipts of versions 1 and 2
+(the service's before this one format) are not vouched for.
+
+The private key is a PKCS#8 PEM file: ``ZSNLI_RECEIPT_KEY`` (`KEY_ENV`) for both front ends (the
+service defaults to `DEFAULT_KEY`; the command lines sign only when ``--receipt-key`` or
+``ZSNLI_RECEIPT_KEY`` names one), created with mode 0600 on first use. ``cryptography`` is imported
+lazily, so the server starts without it (bake-offs then answer 503).
+``python validate.py verify-receipt FILE [--public-key PEM]`` runs `main`.
+Imports only `zsnli.manifest` (and ``cryptography`` inside functions).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from zsnli.manifest import canonical_json
+
+RECEIPT_VERSION = 3
+KEY_ENV = "ZSNLI_RECEIPT_KEY"
+DEFAULT_KEY = "runs/bakeoff/receipt-ed25519.pem"
+"""The service's key when ``ZSNLI_RECEIPT_KEY`` is unset (relative to its working directory)."""
+#: Top-level report fields whose key order is signed (see the module docstring).
+ORDERED_FIELDS = ("labels",)
+#: Keys of ``report["receipt"]``.
+RECEIPT_KEYS = frozenset({"version", "sha256", "signature", "key_id", "examples_sha256", "arms"})
+#: What a valid receipt vouches for, as `main` prints it.
+COVERED = ("every field of the report (for a service answer: id, created_at, task_description, labels with their "
+           "order, n, scorecard with predictions when retained, winner), the examples' sha256 and each arm's "
+           "identity (model, calibration and code hashes, parameters)")
+
+
+class ReceiptError(RuntimeError):
+    """The key cannot be created or read, or ``cryptography`` is missing."""
+
+
+class NotAReport(ValueError):
+    """The input is not a report with a receipt (wrong JSON type or shape); one-line message."""
+
+
+def receipt_payload(report: Mapping[str, Any], examples_sha256: str, arms: Mapping[str, Any]) -> dict[str, Any]:
+    """The object that is hashed and signed: ``report`` (its ``receipt`` left out; `ORDERED_FIELDS` as
+    ``[key, value]`` pairs), ``examples_sha256`` and the arms' identities, under ``receipt_version``."""
+    body = {k: ([[name, v] for name, v in value.items()] if k in ORDERED_FIELDS and isinstance(value, dict) else value)
+            for k, value in report.items() if k != "receipt"}
+    return {"receipt_version": RECEIPT_VERSION, "report": body, "examples_sha256": examples_sha256, "arms": arms}
+
+
+def seal(report: Mapping[str, Any], examples_sha256: str, arms: Mapping[str, Any],
+         signer: "Signer | None" = None) -> dict[str, Any]:
+    """The ``receipt`` of ``report`` (module docstring): signed by ``signer``, or unsigned when it is None.
+
+    ``report`` must already be plain JSON (no NaN, numpy scalars or tuples: what a reader of the written
+    file gets back), else the file would not verify. Raises `ReceiptError` when the key is unusable.
+    """
+    data = canonical_json(receipt_payload(report, examples_sha256, arms))
+    signature, kid = (None, None) if signer is None else signer.sign_bytes(data)
+    return {"version": RECEIPT_VERSION, "sha256": hashlib.sha256(data).hexdigest(), "signature": signature,
+            "key_id": kid, "examples_sha256": examples_sha256, "arms": dict(arms)}
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _receipt_of(report: Any) -> dict[str, Any]:
+    """``report["receipt"]``; raises `NotAReport` unless its fields have their JSON types."""
+    if not isinstance(report, dict):
+        raise NotAReport(f"the top level is {_json_type(report)}, not an object")
+    receipt = report.get("receipt")
+    if not isinstance(receipt, dict):
+        raise NotAReport("no receipt object")
+    if not isinstance(receipt.get("sha256"), str):
+        raise NotAReport("receipt.sha256 is missing or not a string")
+    for key in ("signature", "key_id"):
+        if receipt.get(key) is not None and not isinstance(receipt[key], str):
+            raise NotAReport(f"receipt.{key} is {_json_type(receipt[key])}, not a string or null")
+    if not isinstance(receipt.get("examples_sha256"), str) or not isinstance(receipt.get("arms"), dict):
+        raise NotAReport("receipt.examples_sha256 (a string) or receipt.arms (an object) is missing")
+    return receipt
+
+
+def _crypto():
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ReceiptError("signed receipts need the 'cryptography' package (pip install cryptography)") from exc
+    return serialization, ed25519
+
+
+def key_id(public_key) -> str:
+    """First 16 hex digits of sha256 of the raw 32-byte Ed25519 public key."""
+    serialization, _ = _crypto()
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+class Signer:
+    """The receipt key at ``path``: loaded, or created (mode 0600, atomically) on first use."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._key = None
+        self._lock = threading.Lock()
+
+    def private_key(self):
+        """The Ed25519 private key. Raises ``ReceiptError`` when unreadable or not Ed25519."""
+        with self._lock:
+            if self._key is None:
+                self._key = self._load_or_create()
+            return self._key
+
+    def _load_or_create(self):
+        serialization, ed25519 = _crypto()
+        if not self.path.exists():
+            key = ed25519.Ed25519PrivateKey.generate()
+            pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".receipt-key-")  # mode 0600
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(pem)
+                try:
+                    os.link(tmp, self.path)  # atomic; fails if another process created it first
+                except FileExistsError:
+                    pass
+                finally:
+                    os.unlink(tmp)
+            except OSError as exc:
+                raise ReceiptError(f"receipt key {self.path}: cannot create the key: {exc}") from exc
+        try:
+            key = serialization.load_pem_private_key(self.path.read_bytes(), password=None)
+        except (OSError, ValueError, TypeError) as exc:
+            raise ReceiptError(f"receipt key {self.path}: not a readable unencrypted PEM key: {exc}") from exc
+        if not isinstance(key, ed25519.Ed25519PrivateKey):
+            raise ReceiptError(f"receipt key {self.path}: not an Ed25519 key")
+        return key
+
+    def public_pem(self) -> str:
+        """The public key, SubjectPublicKeyInfo PEM."""
+        serialization, _ = _crypto()
+        return self.private_key().public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+    def key_id(self) -> str:
+        return key_id(self.private_key().public_key())
+
+    def sign_bytes(self, data: bytes) -> tuple[str, str]:
+        """``(base64 Ed25519 signature of data, key id)``."""
+        key = self.private_key()
+        return base64.b64encode(key.sign(data)).decode("ascii"), key_id(key.public_key())
+
+
+def verify(report: Any, public_pem: bytes | None = None) -> list[str]:
+    """Problems with ``report``'s receipt (empty list: valid).
+
+    Rebuilds the payload (`receipt_payload`) from the report and the receipt's ``examples_sha256`` and
+    ``arms``, then checks the receipt version, that the receipt has no key outside `RECEIPT_KEYS`, the
+    sha256 and, for a signed receipt, the key id and the Ed25519 signature against ``public_pem``. A
+    signed receipt without ``public_pem``, or an unsigned one with it, is a problem too. Raises
+    `NotAReport` when ``report`` is not an object with a receipt; ``ValueError`` on a bad PEM.
+    """
+    receipt = _receipt_of(report)
+    problems = []
+    if receipt.get("version") != RECEIPT_VERSION:
+        problems.append(f"receipt version {receipt.get('version', 1)!r} is not {RECEIPT_VERSION}: receipts from "
+                        "before the one receipt format are not vouched for (run the bake-off again)")
+    extra = sorted(set(receipt) - RECEIPT_KEYS)
+    if extra:
+        problems.append(f"receipt field(s) not covered by the receipt: {', '.join('receipt.' + k for k in extra)}")
+    data = canonical_json(receipt_payload(report, receipt["examples_sha256"], receipt["arms"]))
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != receipt["sha256"]:
+        problems.append(f"sha256 mismatch: the report hashes to {digest}, the receipt says {receipt['sha256']}")
+    if receipt.get("signature") is None:
+        if public_pem is not None:
+            problems.append("the receipt is not signed (sha256 only), so no key can vouch for it")
+        return problems
+    if public_pem is None:
+        return problems + ["the receipt is signed: a public key is needed to check the signature"]
+    return problems + _signature_problems(receipt, data, public_pem)
+
+
+def _signature_problems(receipt: dict[str, Any], data: bytes, public_pem: bytes) -> list[str]:
+    serialization, ed25519 = _crypto()
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        signature = base64.b64decode(receipt["signature"], validate=True)
+    except ValueError:
+        return ["the signature is not base64"]
+    public = serialization.load_pem_public_key(public_pem)
+    if not isinstance(public, ed25519.Ed25519PublicKey):
+        return ["the public key is not an Ed25519 key"]
+    problems = []
+    if key_id(public) != receipt.get("key_id"):
+        problems.append(f"key id mismatch: the public key is {key_id(public)}, the receipt names {receipt.get('key_id')}")
+    try:
+        public.verify(signature, data)
+    except InvalidSignature:
+        problems.append("the Ed25519 signature does not match the report")
+    return problems
+
+
+class DuplicateKey(ValueError):
+    """A JSON object in the verified file gives a key twice."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
+def load_report(text: str) -> Any:
+    """Parse the verified file. Raises `DuplicateKey` for a key given twice in any object (JSON readers
+    disagree on which value wins, so a receipt cannot vouch for either) and ``ValueError`` for invalid JSON."""
+    return json.loads(text, object_pairs_hook=_no_duplicates)
+
+
+def add_receipt_key_flag(parser) -> None:
+    """``--receipt-key PEM`` (read by `signer_for`) on an argparse parser: ``validate.py bakeoff`` and ``compare``."""
+    parser.add_argument("--receipt-key", type=Path, default=None, metavar="PEM",
+                        help="Ed25519 private key (PKCS#8 PEM, created when absent) that signs the report's receipt; "
+                             f"default: {KEY_ENV} when set, else the receipt is unsigned (sha256 only)")
+
+
+def signer_for(path: str | Path | None, env: Mapping[str, str] | None = None) -> Signer | None:
+    """The command lines' signer: the key at ``path`` (``--receipt-key``), else at ``ZSNLI_RECEIPT_KEY``
+    when set, loaded (or created) now; None when neither is given (the receipt is then unsigned).
+    Raises `ReceiptError` (one line) when the key cannot be created or read."""
+    env = os.environ if env is None else env
+    chosen = path if path is not None else (env.get(KEY_ENV, "").strip() or None)
+    if chosen is None:
+        return None
+    signer = Signer(chosen)
+    signer.private_key()
+    return signer
+
+
+def local_public_pem(env: Mapping[str, str] | None = None) -> bytes | None:
+    """The public half of the local key (``ZSNLI_RECEIPT_KEY``, else `DEFAULT_KEY`), or None when absent."""
+    env = os.environ if env is None else env
+    path = Path(env.get(KEY_ENV, "").strip() or DEFAULT_KEY)
+    return Signer(path).public_pem().encode() if path.is_file() else None
+
+
+def _subject(report: dict[str, Any]) -> str:
+    if "id" in report:
+        return f"bake-off {report['id']}, winner {report.get('winner')}"
+    suite = report.get("suite") if isinstance(report.get("suite"), dict) else {}
+    return f"{report.get('tool', 'report')}, suite {suite.get('name')}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``verify-receipt FILE [--public-key PEM]``: exit 0 valid, 1 invalid, 2 usage or unreadable input.
+
+    FILE is a service answer or a ``validate.py bakeoff`` / ``compare`` JSON report. A signed receipt
+    without ``--public-key`` is checked against the public half of the local ``ZSNLI_RECEIPT_KEY`` (the
+    server's ``GET /v1/receipts/public-key`` gives it to anyone else).
+    """
+    from zsnli.harness.cli import UsageParser
+
+    p = UsageParser(prog="validate.py verify-receipt",
+                    description="Verify the receipt of a bake-off report (service answer or validate.py bakeoff/compare "
+                                "JSON report) offline.")
+    p.add_argument("file", type=Path, help="a bake-off report: JSON of POST /v1/bakeoff, GET /v1/bakeoffs/ID, or "
+                                           "validate.py bakeoff/compare --report")
+    p.add_argument("--public-key", type=Path, default=None,
+                   help="PEM public key (GET /v1/receipts/public-key); default: the local ZSNLI_RECEIPT_KEY's")
+    args = p.parse_args(argv)
+    try:
+        report = load_report(args.file.read_text(encoding="utf-8"))
+        receipt = _receipt_of(report)
+        pem = args.public_key.read_bytes() if args.public_key is not None else None
+        if pem is None and receipt.get("signature") is not None:
+            pem = local_public_pem()
+            if pem is None:
+                print(f"verify-receipt: --public-key is needed (the receipt is signed; no local key at "
+                      f"{os.environ.get(KEY_ENV, '').strip() or DEFAULT_KEY})", file=sys.stderr)
+                return 2
+        problems = verify(report, pem)
+    except DuplicateKey as exc:
+        print(f"INVALID: key {str(exc)!r} is given more than once in an object of {args.file}: a reader could take "
+              "either value, so the receipt vouches for neither")
+        return 1
+    except NotAReport as exc:
+        print(f"verify-receipt: {args.file} is not a bake-off report with a receipt: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, ReceiptError) as exc:
+        print(f"verify-receipt: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    if problems:
+        for line in problems:
+            print(f"INVALID: {line}")
+        return 1
+    if receipt.get("signature") is None:
+        print(f"valid: receipt {receipt['sha256']} (unsigned: the sha256 matches, which shows only that the file is "
+              f"unchanged since it was computed) ({_subject(report)})")
+    else:
+        print(f"valid: receipt {receipt['sha256']} signed by key {receipt['key_id']} ({_subject(report)})")
+    print(f"the receipt covers: {COVERED}")
+    return 0

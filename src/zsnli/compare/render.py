@@ -1,0 +1,430 @@
+"""The one renderer of a bake-off report: JSON report -> HTML (`report_html`, `render_html`) and terminal
+tables (`print_report`).
+
+Both front ends' reports go through it. A report of ``validate.py bakeoff`` / ``compare`` has a
+``leaderboard`` and per-arm ``arms`` entries (protocol, escalation, coverage, per-class F1, confusions,
+slices); an answer of ``POST /v1/bakeoff`` has a ranked ``scorecard``, ``labels`` and a ``winner``.
+`board` reads either into one row form, and each section is drawn when the report has its fields:
+the ranking table (columns that some row has), the winner and tie note, one reliability diagram per
+scored arm (inline SVG), the CLI's protocol, escalation and per-arm sections, and the receipt
+(`zsnli.compare.receipts`). The CLI writes `render_html`; the service's result page embeds
+`report_html` and ``GET /bakeoffs/{id}/report.html`` answers `render_html`.
+
+Built for many labels: per-class F1 lists the weakest classes first (all of them folded under a
+<details>), and confusions are the most frequent (gold -> predicted) pairs rather than a K x K matrix.
+
+Imports: matplotlib (Agg, only for the CLI's coverage curves), `zsnli.compare.engine` (rank rounding).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from typing import Any, Sequence
+
+from zsnli.compare.engine import RANK_DECIMALS, RANKING_RULE
+
+WORST_CLASSES_SHOWN = 12
+SMALL_N = 30
+"""Below this many examples, the page warns that one example moves accuracy by 100/n points."""
+CSS = ("body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px;color:#222}"
+       "table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}"
+       "th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f2f2f2}"
+       "td.l,th.l{text-align:left}.arm{border-top:2px solid #444;margin-top:28px;padding-top:6px}"
+       ".err{color:#b00}.figs img{margin-right:12px;vertical-align:top}small,.note{color:#666}"
+       "summary{cursor:pointer;color:#1a5fb4}.winner{font-size:1.2em;padding:6px 10px;background:#e8f5e9;"
+       "border-left:5px solid #2e7d32}.winner.tie{background:#fff8e1;border-left-color:#f9a825}"
+       ".diagrams{display:flex;flex-wrap:wrap;gap:12px}.diagram h4{margin:0;font-size:13px}"
+       ".receipt code{word-break:break-all}tr.failed td{color:#999}")
+
+#: The ranking table: (header, row key, number format); a column is shown when some row has its key.
+COLUMNS = (("rank", "rank", "d"), ("arm", "arm", ""), ("role", "role", ""), ("kind", "kind", ""), ("type", "type", ""),
+           ("macro-F1", "macro_f1", ".3f"), ("accuracy", "accuracy", ".3f"), ("ECE", "ece", ".3f"),
+           ("cal. macro-F1", "calibrated_macro_f1", ".3f"), ("normalised", "normalised", ".1f"), ("n", "n", "d"),
+           ("p50 ms", "p50_ms", ".1f"), ("p95 ms", "p95_ms", ".1f"), ("docs/s", "docs_per_s", ".1f"),
+           ("fit s", "fit_s", ".1f"), ("peak RSS MiB", "peak_rss_mb", ".0f"), ("cost", "cost", ""),
+           ("failed docs", "failed", "d"), ("status", "status", ""))
+TEXT_COLUMNS = frozenset({"arm", "role", "kind", "type", "cost", "status"})
+
+
+def fmt(x: Any, spec: str = ".3f") -> str:
+    """A figure as text ("n/a" for None or NaN); other values as ``str`` (not escaped)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return format(x, spec) if spec and isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+
+
+def _bins(reliability: Any) -> list[dict[str, Any]]:
+    """Reliability bins as ``[{"lo", "hi", "count", "confidence", "accuracy"}]`` (non-empty bins) from either
+    form: the service's list, or the CLI's ``{"edges", "counts", "confidence", "accuracy"}``."""
+    if isinstance(reliability, list):
+        return [b for b in reliability if b.get("count")]
+    if not isinstance(reliability, dict):
+        return []
+    edges = reliability["edges"]
+    return [{"lo": edges[b], "hi": edges[b + 1], "count": c, "confidence": reliability["confidence"][b],
+             "accuracy": reliability["accuracy"][b]} for b, c in enumerate(reliability["counts"]) if c]
+
+
+def board(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's ranking as rows with the keys of `COLUMNS` (those the report has) plus ``error`` and
+    ``reliability`` (bins, see `_bins`), best first. Reads ``scorecard`` (service) or ``leaderboard`` (CLI)."""
+    if "scorecard" in report:
+        keep = ("rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "status", "error")
+        return [{**{k: e.get(k) for k in keep}, "p50_ms": e.get("latency_ms_p50"),
+                 "reliability": _bins(e.get("reliability"))} for e in report["scorecard"]]
+    arms = {a["name"]: a for a in report.get("arms", [])}
+    rows = []
+    for k, r in enumerate(report["leaderboard"], 1):
+        keep = {c[1]: r.get(c[1]) for c in COLUMNS if c[1] in r}
+        rows.append({**keep, "rank": k, "status": "failed" if r.get("error") else "scored", "error": r.get("error"),
+                     "fit_note": r.get("fit_note", ""),
+                     "reliability": _bins(arms.get(r["arm"], {}).get("reliability"))})
+    return rows
+
+
+def columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The `COLUMNS` that some row has."""
+    return [c for c in COLUMNS if any(c[1] in r for r in rows)]
+
+
+def cell(row: dict[str, Any], key: str, spec: str) -> str:
+    """One table cell as plain text (the terminal's and, escaped, the HTML's)."""
+    if key == "status":
+        return f"failed: {row['error']}" if row.get("error") else "scored"
+    if key == "fit_s" and "offline" in row.get("fit_note", ""):
+        return fmt(row.get(key), spec) + " (offline)"
+    return fmt(row.get(key), spec)
+
+
+def n_examples(report: dict[str, Any]) -> int | None:
+    """Examples behind the ranking: the answer's ``n``, or the CLI report's examples."""
+    return report["n"] if "n" in report else (report.get("examples") or {}).get("n")
+
+
+def tie_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | None:
+    """The sentence naming arms that tie with the first on macro-F1 (at `RANK_DECIMALS`) and the tie-break
+    that ranked the first ahead (`RANKING_RULE`), or None when there is no tie."""
+    scored = [r for r in rows if r["status"] == "scored" and r.get("macro_f1") is not None]
+    top = [r for r in scored if round(r["macro_f1"], RANK_DECIMALS) == round(scored[0]["macro_f1"], RANK_DECIMALS)] \
+        if scored else []
+    if len(top) < 2:
+        return None
+    first, second = top[0], top[1]
+
+    def differ(key: str) -> bool:
+        a, b = first.get(key), second.get(key)
+        return a is not None and b is not None and round(a, RANK_DECIMALS) != round(b, RANK_DECIMALS)
+
+    by = "its lower ECE (calibration)" if differ("ece") else "its lower p50 latency" if differ("p50_ms") else "its name"
+    n = n_examples(report)
+    note = (f"Tie: {first['arm']} and {', '.join(r['arm'] for r in top[1:])} have the same macro-F1 "
+            f"({fmt(first['macro_f1'])}) on these {n} examples; {first['arm']} is ranked first only by {by}.")
+    return note + (" That is too few examples to tell them apart: add more examples." if n and n < SMALL_N else "")
+
+
+def winner_line(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+    """"Winner: ARM (macro-F1, ECE, p50)" of the first row, "(by a tie-break)" when it tied; or no arm scored."""
+    if not rows or rows[0]["status"] != "scored":
+        return "No arm was scored."
+    w = rows[0]
+    tie = " (by a tie-break)" if tie_note(report, rows) else ""
+    return (f"Winner{tie}: {w['arm']} (macro-F1 {fmt(w['macro_f1'])}, ECE {fmt(w['ece'])}, "
+            f"p50 {fmt(w['p50_ms'], '.1f')} ms)")
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """HTML table; the first ``left`` columns are left-aligned; cells must already be escaped."""
+    head = "".join(f"<th class='{'l' if i < left else ''}'>{h}</th>" for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f"<td class='{'l' if i < left else ''}'>{c}</td>" for i, c in enumerate(r)) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f"<img alt='{_e(alt)}' src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}'>"
+
+
+def reliability_svg(arm: str, bins: Sequence[dict[str, Any]]) -> str:
+    """A reliability diagram as inline SVG: per confidence bin a bar at its accuracy and a red dot at its mean
+    confidence, against the dashed diagonal; both axes 0..1, numbered at 0, 0.5 and 1 (``text.tick-x/y``)."""
+    size, left, top, bottom = 150, 40, 6, 34
+
+    def x(v: float) -> float:
+        return round(left + v * size, 2)
+
+    def y(v: float) -> float:
+        return round(top + (1 - v) * size, 2)
+
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{left + size + 10}' height='{top + size + bottom}' "
+             f"role='img' aria-label='reliability diagram of {_e(arm)}'>",
+             f"<rect x='{left}' y='{top}' width='{size}' height='{size}' fill='#fff' stroke='#999'/>"]
+    for v in (0, 0.25, 0.5, 0.75, 1):
+        parts.append(f"<line x1='{x(v)}' y1='{y(0)}' x2='{x(v)}' y2='{y(0) + 4}' stroke='#666'/>"
+                     f"<line x1='{x(0) - 4}' y1='{y(v)}' x2='{x(0)}' y2='{y(v)}' stroke='#666'/>")
+        if v in (0, 0.5, 1):
+            parts.append(f"<text x='{x(v)}' y='{y(0) + 14}' text-anchor='middle' font-size='10' class='tick-x'>{v:g}</text>"
+                         f"<text x='{x(0) - 6}' y='{y(v) + 3}' text-anchor='end' font-size='10' class='tick-y'>{v:g}</text>")
+    parts.append(f"<line x1='{x(0)}' y1='{y(0)}' x2='{x(1)}' y2='{y(1)}' stroke='#bbb' stroke-dasharray='4 3'/>")
+    for b in bins:
+        acc, conf = b["accuracy"] or 0.0, b["confidence"] or 0.0
+        parts.append(f"<rect x='{x(b['lo']) + 1}' y='{y(acc)}' width='{max(1.0, round((b['hi'] - b['lo']) * size - 2, 2))}'"
+                     f" height='{round(acc * size, 2)}' fill='#42a5f5' opacity='0.8'><title>confidence {conf:.2f}, "
+                     f"accuracy {acc:.2f}, n = {b['count']}</title></rect>"
+                     f"<circle cx='{x(conf)}' cy='{y(conf)}' r='2.5' fill='#e53935'/>")
+    parts.append(f"<text x='{left + size / 2:g}' y='{top + size + 28}' text-anchor='middle' font-size='10'>confidence</text>"
+                 f"<text x='10' y='{top + size / 2:g}' font-size='10' transform='rotate(-90 10 {top + size / 2:g})' "
+                 "text-anchor='middle'>accuracy</text></svg>")
+    return "".join(parts)
+
+
+def _ranking(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+    cols = columns(rows)
+    head = "".join(f"<th>{_e(h)}</th>" for h, _, _ in cols)
+    body = "".join(f"<tr class='{r['status']}' data-arm='{_e(r['arm'])}'>"
+                   + "".join(f"<td class='{'l' if key in TEXT_COLUMNS else ''}'>{_e(cell(r, key, spec))}</td>"
+                             for _, key, spec in cols) + "</tr>" for r in rows)
+    out = (f"<h2>Ranking</h2><table id='scorecard'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+           f"<p class='note'>Ranked by {_e(RANKING_RULE)}.</p>")
+    c = report.get("constraints") or {}
+    if c.get("max_p95_ms") is not None or c.get("max_rss_mb") is not None:
+        out += (f"<p>Best arm with p95 &le; {fmt(c['max_p95_ms'], 'g')} ms/doc and peak RSS &le; "
+                f"{fmt(c['max_rss_mb'], 'g')} MiB: <b>{_e(c['best'] or 'no arm fits')}</b></p>")
+    return out
+
+
+def _summary(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+    tie, n = tie_note(report, rows), n_examples(report)
+    out = f"<div class='winner{' tie' if tie else ''}' id='winner'>{_e(winner_line(report, rows))}</div>"
+    if tie:
+        out += f"<p class='tie-note' id='tie-note'>{_e(tie)}</p>"
+    elif n and n < SMALL_N:
+        out += (f"<p class='note' id='small-n'>With {n} examples one example moves accuracy by {100 / n:.1f} points: "
+                "treat small differences as noise.</p>")
+    return out
+
+
+def _header(report: dict[str, Any]) -> str:
+    if "id" in report:  # a service answer
+        labels = ", ".join(k if k == v else f"{k} (\u201c{v}\u201d)" for k, v in report["labels"].items())
+        return (f"<h1>Bake-off {_e(report['id'])}</h1><p class='task'>{_e(report['task_description'])}</p>"
+                f"<p>{report['n']} examples; labels: {_e(labels)}; created {_e(report['created_at'])}.</p>")
+    ex = report["examples"]
+    return (f"<h1>Bake-off: suite {_e(report['suite']['name'])}</h1><p>{_e(report['suite']['description'])}</p>"
+            f"<p>Examples: <code>{_e(ex['source'])}</code>, {ex['n']} documents in {len(ex['datasets'])} datasets, "
+            f"sha256 <code>{_e(ex['sha256'][:16])}</code>. Means over datasets; normalised = calibrated macro-F1 "
+            f"rescaled so that 0 = uniform probabilities and 100 = gold. Timing: {_e(report['options']['timing'])}.</p>")
+
+
+def _diagrams(rows: Sequence[dict[str, Any]]) -> str:
+    shown = [r for r in rows if r["status"] == "scored"]
+    if not shown:
+        return ""
+    return ("<h2>Reliability</h2><p class='note'>Bars: accuracy per confidence bin; red dots: mean confidence; "
+            "dashed: perfect calibration.</p><div class='diagrams'>"
+            + "".join(f"<div class='diagram'><h4>{_e(r['arm'])} \u00b7 ECE {fmt(r['ece'])}</h4>"
+                      f"{reliability_svg(r['arm'], r['reliability'])}</div>" for r in shown) + "</div>")
+
+
+def _receipt(report: dict[str, Any]) -> str:
+    r = report.get("receipt")
+    if not isinstance(r, dict):
+        return ""
+    signed = r.get("signature") is not None
+    items = [("sha256", f"<code id='receipt-sha256'>{_e(r.get('sha256'))}</code>"),
+             ("Ed25519 signature", f"<code>{_e(r['signature'])}</code>" if signed else "none (unsigned: sha256 only)")]
+    if signed:
+        items.append(("key id", f"<code>{_e(r.get('key_id'))}</code>"))
+    items.append(("examples sha256", f"<code>{_e(r.get('examples_sha256'))}</code>"))
+    return ("<h2>Receipt</h2><dl class='receipt' id='receipt'>"
+            + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
+            "<p class='note'>It covers every field of this report, the examples' sha256 and each arm's model, "
+            "calibration and code hashes. Check it offline: <code>python validate.py verify-receipt REPORT.json"
+            f"{' --public-key key.pem' if signed else ''}</code>.</p>")
+
+
+def coverage_png(curves: dict[str, dict], targets: Sequence[float], title: str) -> bytes:
+    """Kept accuracy against the share of documents kept (most confident first), one line per curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.8, 3.9))
+    for name, c in curves.items():
+        ax.plot(c["coverage"], c["accuracy"], linewidth=1.6, label=name)
+    for t in targets:
+        ax.axhline(t, color="#999", linestyle="--", linewidth=0.9)
+        ax.text(0.01, t, f" target {t:g}", va="bottom", fontsize=7, color="#666")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("share of documents kept (the rest go to a person)")
+    ax.set_ylabel("accuracy of the kept documents")
+    ax.set_title(title, fontsize=10)
+    if len(curves) > 1:
+        ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _protocol(report: dict) -> str:
+    rows = [[_e(ds), m["method"], str(m["folds"]), str(m["n"]), str(m["n_test"]), fmt(m["train_per_fold"], ".1f")]
+            for ds, m in report["protocol"]["per_dataset"].items()]
+    return (f"<h2>Protocol</h2><p>{_e(report['protocol']['description'])}</p>"
+            + _table(["dataset", "method", "folds", "rows", "test rows", "training rows per fit"], rows))
+
+
+def _escalation(report: dict) -> str:
+    rows = []
+    for a in report["arms"]:
+        for e in a.get("escalation", []):
+            rows.append([_e(a["name"]), fmt(e["target"], ".2f"),
+                         fmt(e["threshold"], ".4f") if e["reachable"] else "unreachable",
+                         fmt(100 * e["kept_fraction"], ".1f"), fmt(100 * e["escalated_fraction"], ".1f"),
+                         fmt(e["kept_accuracy"])])
+    out = "<h2>Escalation</h2>" + _table(["arm", "target accuracy", "threshold", "% kept", "% to a person",
+                                          "kept accuracy"], rows)
+    ok = [a for a in report["arms"] if not a.get("error")]
+    if ok:
+        out += _img(coverage_png({a["name"]: a["coverage"] for a in ok}, report["options"]["targets"],
+                                 "all arms: coverage vs accuracy"), "coverage of all arms")
+    return out
+
+
+def _per_class(arm: dict) -> str:
+    flat = [(ds, c) for ds, classes in arm["per_class"].items() for c in classes if c["support"] > 0]
+    flat.sort(key=lambda t: (t[1]["f1"], -t[1]["support"]))
+
+    def rows(items):
+        return [[_e(ds), _e(c["label"]), str(c["support"]), fmt(c["precision"]), fmt(c["recall"]), fmt(c["f1"])]
+                for ds, c in items]
+
+    head = ["dataset", "class", "test rows", "precision", "recall", "F1"]
+    return (f"<h3>Per-class F1: the {min(WORST_CLASSES_SHOWN, len(flat))} weakest of {len(flat)} classes</h3>"
+            + _table(head, rows(flat[:WORST_CLASSES_SHOWN]), left=2)
+            + f"<details><summary>all {len(flat)} classes</summary>{_table(head, rows(flat), left=2)}</details>")
+
+
+def _confusions(arm: dict) -> str:
+    rows = [[_e(c["dataset"]), _e(c["gold"]), _e(c["predicted"]), str(c["count"]), fmt(100 * c["share_of_gold"], ".0f")]
+            for c in arm["confusions"]]
+    return ("<h3>Top confusions (gold &rarr; predicted)</h3>"
+            + (_table(["dataset", "gold", "predicted", "documents", "% of gold"], rows, left=3) if rows else "<p>none</p>"))
+
+
+def _slices(arm: dict, min_support: int) -> str:
+    rows = [[_e(s["facet"]), _e(s["name"]), s["kind"], str(s["n"]), fmt(s["accuracy"]),
+             f"{s['low']:.3f} &ndash; {s['high']:.3f}", fmt(s["gap"]), fmt(s["rank_score"], ".2f")]
+            for s in arm["slices"][:15]]
+    title = (f"<h3>Worst slices (n &ge; {min_support}; 95% Wilson top below the arm's accuracy "
+             f"{fmt(arm['scores']['pooled_accuracy'])}; ranked by gap &times; &radic;n)</h3>")
+    return title + (_table(["facet", "slice", "declared / discovered", "n", "accuracy", "95% interval", "gap",
+                            "gap x sqrt(n)"], rows, left=3) if rows else "<p>none</p>")
+
+
+def _arm(arm: dict, report: dict) -> str:
+    ident = ", ".join(f"{_e(k)}: <code>{_e(v)}</code>" for k, v in arm["identity"].items() if v not in (None, {}, ""))
+    parts = [f"<div class='arm'><h2>{_e(arm['name'])} <small>({arm['kind']}, {_e(arm['type'])})</small></h2>",
+             f"<p>{ident}</p><p><small>peak RSS: {_e(arm['rss_source'] or 'n/a')}; fit: {_e(arm['fit']['note'])}"
+             "</small></p>"]
+    if arm.get("error"):
+        return "".join(parts) + f"<p class='err'>arm failed: {_e(arm['error'])}</p></div>"
+    targets = [e["target"] for e in arm["escalation"]]
+    parts.append("<div class='figs'>" + _img(coverage_png({arm["name"]: arm["coverage"]}, targets,
+                                                          f"{arm['name']}: coverage vs accuracy"),
+                                             f"coverage of {arm['name']}") + "</div>")
+    parts += [_per_class(arm), _confusions(arm), _slices(arm, report["options"]["min_support"])]
+    if arm.get("errors"):
+        parts.append("<p class='err'>" + "<br>".join(_e(e) for e in arm["errors"][:5]) + "</p>")
+    return "".join(parts) + "</div>"
+
+
+def report_html(report: dict[str, Any]) -> str:
+    """The report as an HTML fragment (``<div class='report'>``): header, winner, ranking, reliability
+    diagrams, the CLI report's protocol / escalation / per-arm sections, receipt. Every text from the report
+    is escaped. Raises ``KeyError`` on a report without the fields of either shape (module docstring)."""
+    rows = board(report)
+    parts = [_header(report), _summary(report, rows), _ranking(report, rows), _diagrams(rows)]
+    if "protocol" in report:
+        parts += [_protocol(report), _escalation(report)] + [_arm(a, report) for a in report["arms"]]
+    parts.append(_receipt(report))
+    return "<div class='report'>" + "\n".join(parts) + "</div>"
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """The report as one self-contained HTML page (`report_html`; PNG figures inlined as data URIs)."""
+    title = report["id"] if "id" in report else f"suite {report['suite']['name']}"
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>zsnli bake-off: {_e(title)}</title>"
+            f"<style>{CSS}</style></head><body>{report_html(report)}</body></html>")
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def print_report(report: dict[str, Any], console) -> None:
+    """The ranking (the HTML's columns), constraint pick, escalation and top slices per arm as rich tables."""
+    from rich.table import Table
+
+    rows = board(report)
+    title = report["protocol"]["description"] if "protocol" in report else f"{n_examples(report)} examples"
+    lb = Table(title=f"Ranking: {title}")
+    cols = columns(rows)
+    for header, key, _ in cols:
+        lb.add_column(header, justify="left" if key in TEXT_COLUMNS else "right")
+    for r in rows:
+        lb.add_row(*(cell(r, key, spec) for _, key, spec in cols))
+    console.print(lb)
+    console.print(winner_line(report, rows), markup=False, soft_wrap=True)
+    tie = tie_note(report, rows)
+    if tie:
+        console.print(tie, markup=False, soft_wrap=True)
+    if "protocol" in report:
+        _print_cli_sections(report, console)
+    r = report.get("receipt") or {}
+    signed = f"signed by key {r.get('key_id')}" if r.get("signature") else "unsigned"
+    console.print(f"receipt sha256: {r.get('sha256')} ({signed})", markup=False, soft_wrap=True)
+
+
+def _print_cli_sections(report: dict[str, Any], console) -> None:
+    from rich.table import Table
+
+    c = report["constraints"]
+    if c["max_p95_ms"] is not None or c["max_rss_mb"] is not None:
+        console.print(f"best within p95 <= {c['max_p95_ms']} ms and RSS <= {c['max_rss_mb']} MiB: "
+                      f"{c['best'] or 'no arm fits'}", markup=False, soft_wrap=True)
+    esc = Table(title="Escalation: lowest confidence threshold whose kept documents reach the target accuracy")
+    for col in ("arm", "target", "threshold", "% kept", "% to a person", "kept acc."):
+        esc.add_column(col, justify="left" if col == "arm" else "right")
+    for a in report["arms"]:
+        for e in a.get("escalation", []):
+            esc.add_row(a["name"], fmt(e["target"], ".2f"), fmt(e["threshold"], ".4f") if e["reachable"] else "unreachable",
+                        fmt(100 * e["kept_fraction"], ".1f"), fmt(100 * e["escalated_fraction"], ".1f"),
+                        fmt(e["kept_accuracy"]))
+    console.print(esc)
+    sl = Table(title=f"Worst slices (n >= {report['options']['min_support']}, Wilson 95% top below the arm's accuracy; "
+                     "ranked by gap x sqrt(n); top 5 per arm)")
+    for col in ("arm", "slice", "kind", "n", "acc.", "95% interval", "arm acc.", "gap x sqrt(n)"):
+        sl.add_column(col, justify="left" if col in ("arm", "slice", "kind") else "right")
+    for a in report["arms"]:
+        if a.get("error"):
+            console.print(f"arm {a['name']} failed: {a['error']}", markup=False, soft_wrap=True)
+            continue
+        for s in a["slices"][:5] or [None]:
+            if s is None:
+                sl.add_row(a["name"], "(none)", "", "", "", "", fmt(a["scores"]["pooled_accuracy"]), "")
+            else:
+                sl.add_row(a["name"], f"{s['facet']}={s['name']}"[:60], s["kind"], str(s["n"]), fmt(s["accuracy"]),
+                           f"{s['low']:.3f}-{s['high']:.3f}", fmt(a["scores"]["pooled_accuracy"]), fmt(s["rank_score"], ".2f"))
+    console.print(sl)

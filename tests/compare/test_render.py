@@ -1,0 +1,111 @@
+"""The one report renderer (`zsnli.compare.render`): both report shapes, winner and tie note, reliability
+diagrams, receipts, escaping; the service's pages serve its output. (The CLI's and the service's HTML of one
+bake-off: test_engine_parity.)"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from zsnli.compare.render import board, render_html, report_html, tie_note
+
+HOSTILE = "<!--<script>alert(1)</script> & \u2028"
+
+
+def service_answer(scores: dict[str, tuple[float, float, float]], n: int, task: str = "t") -> dict:
+    """A bake-off answer with these arms (macro-F1, ECE, p50 ms), ranked as the server ranks them."""
+    order = sorted(scores, key=lambda a: (-scores[a][0], scores[a][1], scores[a][2]))
+    bins = [{"lo": 0.5, "hi": 0.6, "confidence": 0.55, "accuracy": 0.5, "count": n}]
+    card = [{"arm": a, "rank": i + 1, "role": "incumbent", "status": "scored", "accuracy": scores[a][0],
+             "macro_f1": scores[a][0], "ece": scores[a][1], "latency_ms_p50": scores[a][2], "n": n,
+             "reliability": bins} for i, a in enumerate(order)]
+    return {"id": "bo_" + "0" * 32, "n": n, "labels": {"access": "access", "billing": "money matters"},
+            "created_at": "2026-01-01T00:00:00Z", "winner": order[0], "scorecard": card, "task_description": task,
+            "receipt": {"version": 3, "sha256": "s" * 64, "signature": "g", "key_id": "k", "examples_sha256": "e",
+                        "arms": {}}}
+
+
+def ranking(page: str) -> dict[str, dict[str, str]]:
+    """The ranking table of a rendered report: arm -> {column header: cell text}."""
+    table = re.search(r"<table id='scorecard'>(.*?)</table>", page, re.S).group(1)
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    rows = re.findall(r"<tr class='\w+' data-arm='([^']*)'>(.*?)</tr>", table, re.S)
+    return {arm: dict(zip(heads, re.findall(r"<td[^>]*>(.*?)</td>", cells))) for arm, cells in rows}
+
+
+def test_a_tie_broken_on_a_handful_of_examples_is_flagged():
+    answer = service_answer({"tfidf_logreg": (0.75, 0.10, 3.0), "majority": (0.75, 0.25, 0.1),
+                             "served": (0.5, 0.1, 20.0)}, 4)
+    page = report_html(answer)
+    assert re.search(r"id='winner'>Winner \(by a tie-break\): tfidf_logreg ", page)
+    note = tie_note(answer, board(answer))
+    assert "same macro-F1 (0.750) on these 4 examples" in note and "lower ECE" in note and "add more examples" in note
+    assert f"id='tie-note'>{note}" in page
+    page = report_html(service_answer({"tfidf_logreg": (0.9, 0.1, 3.0), "majority": (0.5, 0.2, 0.1)}, 10))
+    assert "id='winner'>Winner: tfidf_logreg (macro-F1 0.900, ECE 0.100, p50 3.0 ms)" in page
+    assert "tie-note" not in page and "one example moves accuracy by 10.0 points" in page
+
+
+def test_ties_are_judged_at_the_ranking_rules_four_decimals():
+    tied = service_answer({"a": (0.80001, 0.1, 1.0), "b": (0.80004, 0.2, 1.0)}, 50)
+    note = tie_note(tied, board(tied))
+    assert "lower ECE" in note and "add more examples" not in note
+    apart = service_answer({"a": (0.8, 0.1, 1.0), "b": (0.7, 0.1, 1.0)}, 50)
+    assert tie_note(apart, board(apart)) is None
+
+
+def test_reliability_diagrams_have_numbered_axes_one_per_scored_arm():
+    answer = service_answer({"tfidf_logreg": (0.9, 0.1, 3.0), "majority": (0.5, 0.2, 0.1)}, 10)
+    answer["scorecard"][1].update(status="failed", error="boom", macro_f1=None, accuracy=None, ece=None)
+    page = report_html(answer)
+    svgs = re.findall(r"<div class='diagram'>.*?</svg>", page, re.S)
+    assert len(svgs) == 1 and "reliability diagram of tfidf_logreg" in svgs[0]
+    assert re.findall(r"class='tick-x'>([^<]*)<", svgs[0]) == ["0", "0.5", "1"]
+    assert re.findall(r"class='tick-y'>([^<]*)<", svgs[0]) == ["0", "0.5", "1"]
+    assert ranking(page)["majority"]["status"] == "failed: boom"
+
+
+def test_both_report_shapes_render_their_columns():
+    answer = service_answer({"served": (0.9, 0.1, 3.0)}, 3)
+    assert list(ranking(report_html(answer))["served"]) == ["rank", "arm", "role", "macro-F1", "accuracy", "ECE", "n",
+                                                            "p50 ms", "status"]
+    cli = {"examples": {"source": "x.jsonl", "sha256": "e" * 64, "n": 40, "datasets": ["support"]},
+           "suite": {"name": "ci", "description": "d"}, "options": {"timing": "one per call"},
+           "arms": [{"name": "tfidf", "reliability": {"edges": [0, 0.5, 1], "counts": [0, 4],
+                                                      "confidence": [None, 0.8], "accuracy": [None, 0.75]}}],
+           "leaderboard": [{"arm": "tfidf", "kind": "few-shot", "type": "tfidf_logreg", "macro_f1": 0.7, "accuracy": 0.75,
+                            "ece": 0.05, "p50_ms": 1.5, "fit_s": 0.2, "fit_note": "", "cost": "CPU", "error": None,
+                            "failed": 0}],
+           "receipt": {"sha256": "s" * 64, "signature": None, "key_id": None, "examples_sha256": "e" * 64}}
+    page = render_html(cli)
+    row = ranking(page)["tfidf"]
+    assert list(row) == ["rank", "arm", "kind", "type", "macro-F1", "accuracy", "ECE", "p50 ms", "fit s", "cost",
+                         "failed docs", "status"]
+    assert row["macro-F1"] == "0.700" and row["status"] == "scored"
+    assert page.count("aria-label='reliability diagram of tfidf'") == 1 and "unsigned: sha256 only" in page
+
+
+def test_report_text_is_escaped():
+    answer = service_answer({HOSTILE: (0.9, 0.1, 3.0)}, 3, task=HOSTILE)
+    answer["labels"] = {HOSTILE: HOSTILE}
+    page = render_html(answer)
+    assert "<script" not in page and "<!--" not in page
+    assert "&lt;!--&lt;script&gt;alert(1)&lt;/script&gt; &amp;" in page
+
+
+def test_the_service_pages_serve_the_one_renderer():
+    from zsnli.compare.service.page import report_file, result_page
+
+    answer = service_answer({"served": (0.9, 0.1, 3.0), "majority": (0.5, 0.2, 0.1)}, 10, task=HOSTILE)
+    assert report_file(answer) == render_html(answer)
+    page = result_page(answer, None)
+    assert report_html(answer) in page and page.count("<script") == 1  # bakeoff.js only: nothing from the answer
+    assert "id='badge-markdown'>[![bake-off](/bakeoffs/bo_" in page
+    public = result_page(answer, "https://zsnli.example.com/x/")
+    assert "[![bake-off](https://zsnli.example.com/x/bakeoffs/bo_" in public
+
+
+def test_a_report_of_neither_shape_is_a_key_error():
+    with pytest.raises(KeyError):
+        report_html({"receipt": {}})
