@@ -324,7 +324,8 @@ def test_a_suite_defined_only_in_a_file_runs_end_to_end(tmp_path, examples_file,
     arm = next(a for a in report["arms"] if a["name"] == "majority")
     assert arm["declared_slices"]["dataset=shapes"]["n"] == 12 and arm["per_class"]["shapes"][0]["support"] == 3
     html = report_path.with_suffix(".html").read_text()
-    assert "alt='coverage of keyword strong'" in html and "alt='reliability of majority'" in html and "Top confusions" in html and "Per-class F1" in html
+    assert "alt='coverage of keyword strong'" in html and "aria-label='reliability diagram of majority'" in html
+    assert "Top confusions" in html and "Per-class F1" in html
     assert main(["gate", str(report_path), "--baseline", str(report_path)]) == 0
 
 

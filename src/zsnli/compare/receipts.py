@@ -199,7 +199,7 @@ def verify(report: Any, public_pem: bytes | None = None) -> list[str]:
                         "before the one receipt format are not vouched for (run the bake-off again)")
     extra = sorted(set(receipt) - RECEIPT_KEYS)
     if extra:
-        problems.append(f"receipt field(s) not covered by the receipt: {', '.join('receipt.' + k for k in extra)}")
+        problems.append(f"field(s) outside the receipt format: {', '.join('receipt.' + k for k in extra)}")
     data = canonical_json(receipt_payload(report, receipt["examples_sha256"], receipt["arms"]))
     digest = hashlib.sha256(data).hexdigest()
     if digest != receipt["sha256"]:

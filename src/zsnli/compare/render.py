@@ -100,8 +100,10 @@ def cell(row: dict[str, Any], key: str, spec: str) -> str:
 
 
 def n_examples(report: dict[str, Any]) -> int | None:
-    """Examples behind the ranking: the answer's ``n``, or the CLI report's examples."""
-    return report["n"] if "n" in report else (report.get("examples") or {}).get("n")
+    """Examples behind the ranking: the answer's ``n``, or the CLI report's test rows (else its examples)."""
+    if "n" in report:
+        return report["n"]
+    return (report.get("protocol") or {}).get("n_test_rows") or (report.get("examples") or {}).get("n")
 
 
 def tie_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | None:
