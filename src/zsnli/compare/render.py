@@ -191,7 +191,7 @@ def reliability_svg(arm: str, bins: Sequence[dict[str, Any]]) -> str:
 
 def _ranking(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     cols = columns(rows)
-    head = "".join(f"<th>{_e(h)}</th>" for h, _, _ in cols)
+    head = "".join(f"<th class='{'l' if key in TEXT_COLUMNS else ''}'>{_e(h)}</th>" for h, key, _ in cols)
     body = "".join(f"<tr class='{r['status']}' data-arm='{_e(r['arm'])}'>"
                    + "".join(f"<td class='{'l' if key in TEXT_COLUMNS else ''}'>{_e(cell(r, key, spec))}</td>"
                              for _, key, spec in cols) + "</tr>" for r in rows)

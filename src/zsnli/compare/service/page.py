@@ -143,9 +143,8 @@ def _links(answer: dict, public_url: str | None) -> str:
     origin, bid = public_url or "/", escape(answer["id"])
     page = f"{origin}bakeoffs/{bid}"
     relative = "" if public_url else "<p class='note'>Links are relative to this server: it has no ZSNLI_PUBLIC_URL.</p>"
-    return (f"<p class='note'>To verify offline, save <code>{escape(origin)}v1/bakeoffs/{bid}</code> and "
-            f"<code>{escape(origin)}v1/receipts/public-key</code>, then run <code>python validate.py verify-receipt "
-            "bakeoff.json --public-key key.pem</code>.</p>"
+    return (f"<p class='note'>For the command above, REPORT.json is <code>{escape(origin)}v1/bakeoffs/{bid}</code> and "
+            f"key.pem is <code>{escape(origin)}v1/receipts/public-key</code>.</p>"
             f"<h2>Badge</h2><p class='badge'><img src='/bakeoffs/{bid}/badge.svg' alt='bake-off badge'></p>"
             f"<p class='badge'><code id='badge-markdown'>[![bake-off]({escape(page)}/badge.svg)]({escape(page)})</code></p>"
             f"{relative}<p><a href='/bakeoffs/{bid}' id='permalink'>Permalink</a> \u00b7 "
