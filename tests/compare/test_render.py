@@ -29,7 +29,7 @@ def service_answer(scores: dict[str, tuple[float, float, float]], n: int, task: 
 def ranking(page: str) -> dict[str, dict[str, str]]:
     """The ranking table of a rendered report: arm -> {column header: cell text}."""
     table = re.search(r"<table id='scorecard'>(.*?)</table>", page, re.S).group(1)
-    heads = re.findall(r"<th[^>]*>(.*?)</th>", table)
+    heads = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", table)
     rows = re.findall(r"<tr class='\w+' data-arm='([^']*)'>(.*?)</tr>", table, re.S)
     return {arm: dict(zip(heads, re.findall(r"<td[^>]*>(.*?)</td>", cells))) for arm, cells in rows}
 
