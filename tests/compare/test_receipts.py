@@ -58,7 +58,7 @@ def test_canonical_payload_is_sorted_and_compact(signer):
     data = canonical_json(receipt_payload(answer, "e" * 64, answer["receipt"]["arms"]))
     obj = json.loads(data)
     assert list(obj) == sorted(obj) and b": " not in data and b", " not in data
-    assert obj["report"]["labels"] == [["access", "access"], ["billing", "billing"]]  # the order is signed
+    assert obj["key_order"] == {"labels": ["access", "billing"]}  # the label order is signed
     assert answer["receipt"]["version"] == obj["receipt_version"] == RECEIPT_VERSION
 
 
@@ -109,9 +109,12 @@ def test_any_change_fails_verification(signer, path, value):
     assert any("sha256 mismatch" in p for p in problems)
 
 
-def test_reordered_labels_and_dropped_predictions_fail(signer):
+def test_reordered_or_reshaped_labels_and_dropped_predictions_fail(signer):
     answer = signed_answer(signer)
     answer["labels"] = dict(reversed(list(answer["labels"].items())))
+    assert any("signature does not match" in p for p in verify(answer, signer.public_pem().encode()))
+    answer = signed_answer(signer)
+    answer["labels"] = [[name, description] for name, description in answer["labels"].items()]  # same pairs, a list
     assert any("signature does not match" in p for p in verify(answer, signer.public_pem().encode()))
     answer = signed_answer(signer)
     del answer["scorecard"][0]["predictions"]

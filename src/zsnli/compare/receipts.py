@@ -12,10 +12,10 @@ A report is a JSON object; its ``receipt`` (receipt ``version`` 3) is::
      calibration_sha256 where the arm has one, code version, parameters)}}
 
 and the payload (`receipt_payload`) is ``{"receipt_version": 3, "report": every field of the report
-but "receipt", "examples_sha256", "arms"}``, serialised by `zsnli.manifest.canonical_json` (sorted keys,
-no whitespace, UTF-8). Canonical JSON sorts object keys, so an object whose key order carries meaning
-(`ORDERED_FIELDS`: the service's ``labels``, whose order is the probabilities' order) enters the payload
-as a list of ``[key, value]`` pairs. Every field of the report is covered, so nothing can be added
+but "receipt", "key_order", "examples_sha256", "arms"}``, serialised by `zsnli.manifest.canonical_json`
+(sorted keys, no whitespace, UTF-8). Canonical JSON sorts object keys, so the key order of an object
+where it carries meaning (`ORDERED_FIELDS`: the service's ``labels``, whose order is the probabilities'
+order) is signed beside it, in ``key_order``. Every field of the report is covered, so nothing can be added
 beside the signature; `verify` also refuses a receipt key outside `RECEIPT_KEYS`, and `main` a file with
 a key given twice in any object (a reader could take either value).
 
@@ -68,11 +68,13 @@ class NotAReport(ValueError):
 
 
 def receipt_payload(report: Mapping[str, Any], examples_sha256: str, arms: Mapping[str, Any]) -> dict[str, Any]:
-    """The object that is hashed and signed: ``report`` (its ``receipt`` left out; `ORDERED_FIELDS` as
-    ``[key, value]`` pairs), ``examples_sha256`` and the arms' identities, under ``receipt_version``."""
-    body = {k: ([[name, v] for name, v in value.items()] if k in ORDERED_FIELDS and isinstance(value, dict) else value)
-            for k, value in report.items() if k != "receipt"}
-    return {"receipt_version": RECEIPT_VERSION, "report": body, "examples_sha256": examples_sha256, "arms": arms}
+    """The object that is hashed and signed: ``report`` (its ``receipt`` left out), the key order of its
+    `ORDERED_FIELDS` objects (None for a field that is absent or not an object), ``examples_sha256`` and
+    the arms' identities, under ``receipt_version``."""
+    body = {k: value for k, value in report.items() if k != "receipt"}
+    order = {k: list(body[k]) if isinstance(body.get(k), dict) else None for k in ORDERED_FIELDS}
+    return {"receipt_version": RECEIPT_VERSION, "report": body, "key_order": order,
+            "examples_sha256": examples_sha256, "arms": arms}
 
 
 def seal(report: Mapping[str, Any], examples_sha256: str, arms: Mapping[str, Any],
