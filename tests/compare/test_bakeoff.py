@@ -343,7 +343,11 @@ def test_suite_file_mistakes_are_one_line_and_exit_2(tmp_path, examples_file, ca
     assert main(["bakeoff", "--suite", str(bad), "--examples", str(examples_file)]) == 2
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "not valid TOML" in out
-    assert main(["bakeoff", "--suite", str(bad), "--train-fraction", "2"]) == 2
+    with pytest.raises(SystemExit) as exc:  # out of (0, 1): refused by the parser, one line (zsnli.harness.cli)
+        main(["bakeoff", "--suite", str(bad), "--train-fraction", "2"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--train-fraction" in err and "expected a number in (0, 1)" in err
 
 
 def test_coverage_curve_and_constraint_pick():
