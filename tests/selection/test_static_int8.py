@@ -123,7 +123,7 @@ def test_verdict_is_the_issues_one_point_rule():
 def test_arguments_are_checked_in_one_line(tmp_path, bert_dir, capsys):
     train, dev = write_sets(tmp_path / "train"), write_sets(tmp_path / "dev")
     examples = tmp_path / "ex.jsonl"
-    examples.write_text(json.dumps({"text": "a", "dataset": "d", "labels": ["x", "y"], "label": 0}) + "\n")
+    examples.write_text(json.dumps({"id": 1, "text": "a", "dataset": "d", "labels": ["x", "y"], "label": 0}) + "\n")
     base = ["--model-dir", str(bert_dir), "--zsc-train-dir", str(train), "--zsc-dev-dir", str(dev),
             "--dev-examples", str(examples)]
     args = parse_args(base)
@@ -148,7 +148,7 @@ def test_end_to_end_on_tiny_models(tmp_path, bert_dir, capsys):
 
     train, dev = write_sets(tmp_path / "train"), write_sets(tmp_path / "dev", names=("alpha", "beta", "gamma"))
     examples = tmp_path / "ex.jsonl"
-    examples.write_text("".join(json.dumps({"text": f"row {i} the team won", "dataset": "team", "labels": ["sport", "music"],
+    examples.write_text("".join(json.dumps({"id": i, "text": f"row {i} the team won", "dataset": "team", "labels": ["sport", "music"],
                                             "label": i % 2}) + "\n" for i in range(8)))
     out = tmp_path / "out"
     assert main(["--model-dir", str(bert_dir), "--zsc-train-dir", str(train), "--zsc-dev-dir", str(dev),
