@@ -69,6 +69,46 @@ def test_concurrent_writers_threads_and_processes(tmp_path):
         assert len(store.example_rows(answer(i)["id"])) == 3
 
 
+RACER = """
+import os, sys, time
+sys.path.insert(0, {src!r})
+from zsnli.compare.service.store import Store
+start, paths = float(sys.argv[1]), sys.argv[2:]
+for j, path in enumerate(paths):  # every racer opens path j at the same moment: start + j * 0.25 s
+    time.sleep(max(0.0, start + j * 0.25 - time.time()))
+    Store(path).save({{"id": f"bo_{{os.getpid():016x}}{{j:016x}}", "created_at": "t", "winner": None, "n": 1,
+                      "receipt": {{"sha256": "x"}}}}, ["h"], None)
+"""
+
+
+def test_first_use_raced_by_threads_and_processes(tmp_path):
+    """Many Stores opening the same fresh file at one moment all save: SQLite's immediate SQLITE_BUSY
+    during the WAL switch and schema creation is retried (the CI flake of 2026-12-01, 'database is locked')."""
+    paths = [str(tmp_path / f"race{j}.sqlite3") for j in range(12)]
+    start = time.time() + 3.0  # room for the interpreters to start
+    procs = [subprocess.Popen([sys.executable, "-c", RACER.format(src=SRC), str(start), *paths],
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    errors: list[BaseException] = []
+
+    def race(t: int) -> None:
+        try:
+            for j, path in enumerate(paths):
+                time.sleep(max(0.0, start + j * 0.25 - time.time()))
+                Store(path).save(answer(10_000 * t + j), ["h"], None)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=race, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failed = [p.stderr.read() for p in procs if p.wait(120) != 0]
+    assert not errors and not failed, (errors, failed)
+    for path in paths:
+        assert len(Store(path).latest(100)) == 4 + 3
+
+
 WRITER = """
 import sys
 sys.path.insert(0, {src!r})

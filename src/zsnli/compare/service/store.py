@@ -7,9 +7,10 @@ Schema (created on first use, idempotent)::
     bakeoff_examples(bakeoff_id TEXT, idx INTEGER, sha256 TEXT, input TEXT, expected TEXT,
                      PRIMARY KEY (bakeoff_id, idx))        -- input/expected NULL unless retained
 
-WAL journal, ``synchronous=FULL``, a busy timeout, one connection per call (safe from any thread or
-process) and one ``BEGIN IMMEDIATE`` transaction per bake-off: a writer killed mid-write leaves the
-bake-off either complete or absent. Example texts are stored only when the request set ``retain``;
+WAL journal, ``synchronous=FULL``, a busy timeout (the first-use initialisation also retried on
+SQLITE_BUSY, see `_initialise`), one connection per call (safe from any thread or process) and one
+``BEGIN IMMEDIATE`` transaction per bake-off: a writer killed mid-write leaves the bake-off either
+complete or absent. Example texts are stored only when the request set ``retain``;
 otherwise only their sha256. Nothing here is read or written by ``/classify``.
 Imports only the standard library.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -46,6 +48,48 @@ CREATE TABLE IF NOT EXISTS bakeoff_examples (
 """
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` is SQLITE_BUSY or SQLITE_LOCKED (extended codes included): another connection's lock."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _initialise(path: Path) -> None:
+    """Create ``path`` if absent, switch it to WAL and create the schema; safe while other connections
+    (threads or processes) initialise or write the same file.
+
+    SQLite answers SQLITE_BUSY at once, without waiting out the busy timeout, where waiting could deadlock:
+    two connections on a fresh file both switching it to WAL, or a schema read upgraded to a write after
+    another connection wrote (https://www.sqlite.org/rescode.html#busy, https://www.sqlite.org/wal.html).
+    So the schema is written inside ``BEGIN IMMEDIATE`` (the write lock is taken, waiting, before anything
+    is read) and the whole step is retried on SQLITE_BUSY/SQLITE_LOCKED until ``BUSY_TIMEOUT_S`` has passed.
+    Raises ``sqlite3.Error`` (the last one) after that, ``OSError`` where the folder cannot be created.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or time.monotonic() + pause > deadline:
+                raise
+        finally:
+            conn.close()
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
 class Store:
     """The bake-off store at ``path`` (parent directories are created on first use)."""
 
@@ -57,13 +101,7 @@ class Store:
     def _connect(self) -> sqlite3.Connection:
         with self._lock:
             if not self._ready:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
-                try:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.executescript(_SCHEMA)
-                finally:
-                    conn.close()
+                _initialise(self.path)
                 self._ready = True
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.execute("PRAGMA synchronous=FULL")
