@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+from zsnli.compare.service import store as store_module
 from zsnli.compare.service.store import Store
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -69,6 +70,70 @@ def test_concurrent_writers_threads_and_processes(tmp_path):
         assert len(store.example_rows(answer(i)["id"])) == 3
 
 
+def test_busy_is_told_by_code_or_by_message():
+    """SQLITE_BUSY / SQLITE_LOCKED (extended codes too) by ``sqlite_errorcode`` (Python 3.11+), by message on 3.10."""
+    def error(message: str, code: int | None = None) -> sqlite3.OperationalError:
+        exc = sqlite3.OperationalError(message)
+        if code is not None:
+            exc.sqlite_errorcode = code
+        return exc
+
+    assert store_module._busy(error("database is locked", 5)) and store_module._busy(error("x", 517))  # BUSY_SNAPSHOT
+    assert store_module._busy(error("database table is locked", 6))
+    assert store_module._busy(error("database is locked"))  # no code: Python 3.10
+    assert not store_module._busy(error("disk I/O error", 10)) and not store_module._busy(error("no such table: x"))
+
+
+def test_first_use_retries_busy_then_gives_up_at_the_deadline(tmp_path, monkeypatch):
+    """A connection that answers SQLITE_BUSY twice is retried and the store works; one that always does
+    raises after the deadline; another error is raised at once, never retried."""
+    real = sqlite3.connect
+    calls = {"n": 0}
+
+    class Flaky:
+        """A connection whose WAL switch raises ``message`` (SQLite's immediate SQLITE_BUSY, or another error)."""
+
+        def __init__(self, conn, message):
+            self.conn, self.message = conn, message
+
+        def execute(self, sql, *args):
+            if self.message and sql.startswith("PRAGMA journal_mode"):
+                raise sqlite3.OperationalError(self.message)
+            return self.conn.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+    def flaky(busy_times: int, message: str = "database is locked"):
+        def connect(*args, **kwargs):
+            calls["n"] += 1
+            return Flaky(real(*args, **kwargs), message if calls["n"] <= busy_times else None)
+        return connect
+
+    monkeypatch.setattr(store_module.sqlite3, "connect", flaky(2))
+    store = Store(tmp_path / "a.sqlite3")
+    store.save(answer(1), ["h"], None)
+    assert calls["n"] >= 3 and store.get(answer(1)["id"]) == answer(1)
+
+    calls["n"] = 0
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(store_module.sqlite3, "connect", flaky(10**6))
+    t0 = time.monotonic()
+    try:
+        Store(tmp_path / "b.sqlite3").save(answer(2), ["h"], None)
+        raise AssertionError("expected OperationalError")
+    except sqlite3.OperationalError as exc:
+        assert "locked" in str(exc) and calls["n"] > 1 and time.monotonic() - t0 < 5
+
+    calls["n"] = 0
+    monkeypatch.setattr(store_module.sqlite3, "connect", flaky(10**6, "disk I/O error"))
+    try:
+        Store(tmp_path / "c.sqlite3").save(answer(3), ["h"], None)
+        raise AssertionError("expected OperationalError")
+    except sqlite3.OperationalError as exc:
+        assert "disk I/O" in str(exc) and calls["n"] == 1
+
+
 RACER = """
 import os, sys, time
 sys.path.insert(0, {src!r})
@@ -103,7 +168,11 @@ def test_first_use_raced_by_threads_and_processes(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    failed = [p.stderr.read() for p in procs if p.wait(120) != 0]
+    try:
+        failed = [p.stderr.read() for p in procs if p.wait(120) != 0]
+    finally:
+        for p in procs:
+            p.kill()
     assert not errors and not failed, (errors, failed)
     for path in paths:
         assert len(Store(path).latest(100)) == 4 + 3

@@ -48,9 +48,17 @@ CREATE TABLE IF NOT EXISTS bakeoff_examples (
 """
 
 
+#: SQLite's primary result codes for another connection's lock (https://www.sqlite.org/rescode.html).
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
 def _busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether ``exc`` is SQLITE_BUSY or SQLITE_LOCKED (extended codes included): another connection's lock."""
-    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    """Whether ``exc`` is SQLITE_BUSY or SQLITE_LOCKED (extended codes included): another connection's lock.
+    Python 3.11+ carries the code (``sqlite_errorcode``); 3.10 only the message, which names it."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    return any(m in str(exc) for m in ("database is locked", "database table is locked", "database is busy"))
 
 
 def _initialise(path: Path) -> None:
@@ -68,7 +76,7 @@ def _initialise(path: Path) -> None:
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     pause = 0.005
     while True:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn = sqlite3.connect(path, timeout=max(0.0, deadline - time.monotonic()), isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("BEGIN IMMEDIATE")
@@ -77,7 +85,8 @@ def _initialise(path: Path) -> None:
                     if statement.strip():
                         conn.execute(statement)
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
             return
@@ -127,7 +136,8 @@ class Store:
                         for i, h in enumerate(example_hashes)]
                 conn.executemany("INSERT INTO bakeoff_examples VALUES (?, ?, ?, ?, ?)", rows)
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
         finally:
