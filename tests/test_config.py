@@ -37,6 +37,8 @@ def test_from_env_parses_types():
         {"ZSNLI_SKIP_MANIFEST_CHECK": "maybe"},
         {"ZSNLI_REQUEST_TIMEOUT_S": "nan"},
         {"ZSNLI_MAX_BATCH_WAIT_MS": "-1"},
+        {"ZSNLI_MAX_PADDING": "1.5"},
+        {"ZSNLI_MAX_PADDING": "half"},
         {"ZSNLI_MAX_LABELS": "256", "ZSNLI_QUEUE_CAPACITY_PAIRS": "100"},
     ],
 )

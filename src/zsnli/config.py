@@ -48,6 +48,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "max_length": (16, 65536),
     "token_budget": (1, 1 << 24),
     "max_batch_wait_ms": (0, 60_000),
+    "max_padding": (0, 1),
     "max_labels": (1, 4096),
     "max_batch_items": (1, 100_000),
     "max_body_bytes": (1024, 1 << 30),
@@ -104,6 +105,7 @@ class Settings:
     token_budget: int | None = None
     max_batch_wait_ms: float = 3.0
     share_identical_rows: bool = True
+    max_padding: float = 0.5
     max_labels: int = 256
     max_batch_items: int = 64
     max_body_bytes: int = 2 * 1024 * 1024

@@ -328,3 +328,24 @@ async def test_a_wrong_width_of_another_kind_is_a_batch_error():
         assert (await b.submit([enc(2, 4)]).result())[0, 0] == 2  # the worker carries on
     finally:
         await b.close()
+
+
+@pytest.mark.parametrize("max_padding, batches", [(0.5, [[0, 1, 4], [2, 3]]), (1.0, [[0, 1, 4, 2, 3]]),
+                                                 (0.375, [[0, 1, 4], [2, 3]]), (0.25, [[0, 1], [2, 3], [4]])])
+async def test_padding_bound_keeps_short_items_out_of_a_long_batch(max_padding, batches):
+    """With max_padding 0.5 no row is more than half padding: the 16-token items wait for a batch of
+    their own instead of being padded to 64 (1.0: no bound, one batch under the budget)."""
+    fwd = FakeForward()
+    lengths = [64, 60, 16, 12, 40]  # padded widths 64, 64, 16, 16, 40
+    b = await make(fwd, token_budget=10_000, max_wait_s=0.05, max_padding=max_padding)
+    try:
+        res = await b.submit([enc(i, n) for i, n in enumerate(lengths)]).result()
+        assert res[:, 0].tolist() == [0, 1, 2, 3, 4]
+        assert fwd.batches == batches
+        for batch in fwd.batches:
+            widths = [pad_to(lengths[t]) for t in batch]
+            assert min(widths) >= (1 - max_padding) * max(widths)
+    finally:
+        await b.close()
+    with pytest.raises(ValueError, match="max_padding"):
+        Batcher(fwd, max_padding=1.5)

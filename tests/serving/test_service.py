@@ -52,6 +52,31 @@ async def test_label_that_does_not_fit_is_a_typed_error_naming_it(bert_dir):
         await service.stop()
 
 
+async def test_the_padding_bound_changes_batches_not_answers(tmp_path, bert_dir, deberta_dir):
+    """ZSNLI_MAX_PADDING reaches the batcher; 0 (only equal widths share a batch) and 1 (no bound) answer alike."""
+    from conftest import corpus_documents, write_calibration
+
+    from zsnli.runtime.embedding import embedding_digest
+
+    calib = write_calibration(tmp_path / "calibration.json", rule="entailment", embedding_weight=4.0,
+                              embedding_sha256=embedding_digest(bert_dir))
+    docs = corpus_documents(12)
+    answers, batches = [], []
+    for bound in (0.0, 1.0):
+        service = await started(deberta_dir, calibration_path=str(calib), embedding_dir=str(bert_dir),
+                                max_batch_wait_ms=50.0, max_padding=bound)
+        try:
+            assert service.state.batcher.max_padding == bound
+            before = service.state.batcher.stats.batches
+            answers.append(await service.classify_many(docs))
+            batches.append(service.state.batcher.stats.batches - before)
+        finally:
+            await service.stop()
+    assert batches[0] > batches[1]  # the bound split batches
+    for bounded, unbounded in zip(*answers):
+        assert np.abs(np.array(bounded) - np.array(unbounded)).max() <= 1e-5
+
+
 async def test_classify_many_batches_across_documents(bert_dir):
     service = await started(bert_dir, max_batch_wait_ms=50.0)
     try:

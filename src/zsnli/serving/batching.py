@@ -14,7 +14,11 @@ the jobs. One worker task forms batches from the pending items:
 
 * anchored on the oldest pending pair (no starvation), filled with the
   pending pairs closest to it in length (little padding), under a padded-token
-  budget: pairs x (longest length rounded up to 8) <= ``token_budget``;
+  budget: pairs x (longest length rounded up to 8) <= ``token_budget``, and a
+  padding bound: the shortest row's padded width is at least (1 - ``max_padding``)
+  of the longest, so no row gets more than ``max_padding`` of its width as
+  padding from the batch (a 40-token text is not padded to a 256-token one; it
+  waits for a batch nearer its own length);
 * it waits at most ``max_wait_s`` after the oldest pair arrived for more
   work, unless a full batch is already pending;
 * the forward runs in a dedicated thread (``run_in_executor``), so the event
@@ -177,10 +181,12 @@ class Batcher:
     kinds: more kinds of work, ``{name: WorkKind}`` (e.g. the sentence encoder's texts and labels);
         submitted with ``submit(..., kind=name)``; they share the queue, the budget and the thread.
     share_identical: compute identical items of one batch once (see module docstring).
+    max_padding: the largest fraction of a row that may be padding, in [0, 1] (1, the default: no
+        bound; see module docstring; the server's ``ZSNLI_MAX_PADDING`` is measured in docs/performance.md).
     observers: called with a `BatchRecord` after each forward (the list is read live, so
         observers appended later are called too).
-    Raises ``ValueError`` on a non-positive budget or capacity, a negative wait, or a kind
-    named ``"nli"`` in ``kinds``.
+    Raises ``ValueError`` on a non-positive budget or capacity, a negative wait, ``max_padding``
+    outside [0, 1], or a kind named ``"nli"`` in ``kinds``.
     """
 
     def __init__(
@@ -193,10 +199,11 @@ class Batcher:
         num_outputs: int = 3,
         kinds: Mapping[str, WorkKind] | None = None,
         share_identical: bool = True,
+        max_padding: float = 1.0,
         observers: list[BatchObserver] | None = None,
     ) -> None:
-        if token_budget <= 0 or capacity_pairs <= 0 or max_wait_s < 0:
-            raise ValueError("token_budget and capacity_pairs must be > 0, max_wait_s >= 0")
+        if token_budget <= 0 or capacity_pairs <= 0 or max_wait_s < 0 or not 0 <= max_padding <= 1:
+            raise ValueError("token_budget and capacity_pairs must be > 0, max_wait_s >= 0, max_padding in [0, 1]")
         if kinds and DEFAULT_KIND in kinds:
             raise ValueError(f"kind {DEFAULT_KIND!r} is the batcher's own forward")
         self.kinds: dict[str, WorkKind] = {DEFAULT_KIND: WorkKind(forward, int(num_outputs)), **(kinds or {})}
@@ -205,6 +212,7 @@ class Batcher:
         self.capacity_pairs = int(capacity_pairs)
         self.num_outputs = int(num_outputs)
         self.share_identical = bool(share_identical)
+        self.max_padding = float(max_padding)
         self.stats = BatcherStats()
         self.observers: list[BatchObserver] = observers if observers is not None else []
         self._pending: dict[int, _Pair] = {}  # insertion (arrival) order
@@ -363,6 +371,7 @@ class Batcher:
         batch: list[_Pair] = []
         row_of: list[int] = []
         width = reach = 0
+        shortest = anchor.width
         full = False
         for p in candidates:
             distance = abs(p.width - anchor.width)
@@ -374,6 +383,8 @@ class Batcher:
                 row_of.append(rows[key])
                 continue
             w = max(width, p.width)
+            if rows and min(shortest, p.width) < (1.0 - self.max_padding) * w:
+                continue  # too short or too long for the rows already in: it would be (or make) mostly padding
             if full or (rows and w * (len(rows) + 1) > self.token_budget):
                 if p.width <= width:
                     full = True  # no new row fits any more; identical items still may join
@@ -381,7 +392,7 @@ class Batcher:
             rows[key] = len(rows)
             batch.append(p)
             row_of.append(rows[key])
-            width, reach = w, max(reach, distance)
+            width, reach, shortest = w, max(reach, distance), min(shortest, p.width)
         for p in batch:
             self._unqueue(p)
         return batch, row_of

@@ -178,6 +178,7 @@ class ZeroShotClassifier:
         batcher = Batcher(model.logits, token_budget=settings.token_budget or default_token_budget(model.device),
                           max_wait_s=settings.max_batch_wait_ms / 1000.0, capacity_pairs=settings.queue_capacity_pairs,
                           num_outputs=model.num_labels, kinds=kinds, share_identical=settings.share_identical_rows,
+                          max_padding=settings.max_padding,
                           observers=self.batch_observers)
         started.append(batcher)
         await batcher.start()
