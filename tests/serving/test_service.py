@@ -52,31 +52,6 @@ async def test_label_that_does_not_fit_is_a_typed_error_naming_it(bert_dir):
         await service.stop()
 
 
-async def test_the_padding_bound_changes_batches_not_answers(tmp_path, bert_dir, deberta_dir):
-    """ZSNLI_MAX_PADDING reaches the batcher; 0 (only equal widths share a batch) and 1 (no bound) answer alike."""
-    from conftest import corpus_documents, write_calibration
-
-    from zsnli.runtime.embedding import embedding_digest
-
-    calib = write_calibration(tmp_path / "calibration.json", rule="entailment", embedding_weight=4.0,
-                              embedding_sha256=embedding_digest(bert_dir))
-    docs = corpus_documents(12)
-    answers, batches = [], []
-    for bound in (0.0, 1.0):
-        service = await started(deberta_dir, calibration_path=str(calib), embedding_dir=str(bert_dir),
-                                max_batch_wait_ms=50.0, max_padding=bound)
-        try:
-            assert service.state.batcher.max_padding == bound
-            before = service.state.batcher.stats.batches
-            answers.append(await service.classify_many(docs))
-            batches.append(service.state.batcher.stats.batches - before)
-        finally:
-            await service.stop()
-    assert batches[0] > batches[1]  # the bound split batches
-    for bounded, unbounded in zip(*answers):
-        assert np.abs(np.array(bounded) - np.array(unbounded)).max() <= 1e-5
-
-
 async def test_classify_many_batches_across_documents(bert_dir):
     service = await started(bert_dir, max_batch_wait_ms=50.0)
     try:
@@ -154,22 +129,51 @@ async def test_cosine_term_batched_across_requests_equals_each_request_alone(tmp
     assert max(r.padded_tokens // r.rows for r in texts) > pad_to(longest_label)  # (texts are longer here)
 
 
-async def test_sharing_identical_rows_off_gives_the_same_answers(tmp_path, bert_dir, deberta_dir):
-    from conftest import corpus_documents, write_calibration
+async def cosine_term_answers(tmp_path, bert_dir, deberta_dir, docs, **settings):
+    """``classify_many(docs)`` on the deberta model served with an entailment + cosine calibration (the bert
+    model as its sentence encoder) under ``settings``. Returns the answers, the stopped service's batcher
+    (its settings and stats) and the forwards ``classify_many`` took (warm-up left out)."""
+    from conftest import write_calibration
 
     from zsnli.runtime.embedding import embedding_digest
 
     calib = write_calibration(tmp_path / "calibration.json", rule="entailment", embedding_weight=4.0,
                               embedding_sha256=embedding_digest(bert_dir))
+    service = await started(deberta_dir, calibration_path=str(calib), embedding_dir=str(bert_dir),
+                            max_batch_wait_ms=50.0, **settings)
+    try:
+        batcher = service.state.batcher
+        before = batcher.stats.batches
+        answers = await service.classify_many(docs)
+        return answers, batcher, batcher.stats.batches - before
+    finally:
+        await service.stop()
+
+
+async def test_sharing_identical_rows_off_gives_the_same_answers(tmp_path, bert_dir, deberta_dir):
+    from conftest import corpus_documents
+
     docs = corpus_documents(12)
     answers = []
     for share in (True, False):
-        service = await started(deberta_dir, calibration_path=str(calib), embedding_dir=str(bert_dir),
-                                max_batch_wait_ms=50.0, share_identical_rows=share)
-        try:
-            answers.append(await service.classify_many(docs))
-            assert (service.state.batcher.stats.shared_items > 0) is share
-        finally:
-            await service.stop()
+        out, batcher, _ = await cosine_term_answers(tmp_path, bert_dir, deberta_dir, docs, share_identical_rows=share)
+        answers.append(out)
+        assert (batcher.stats.shared_items > 0) is share
     for with_sharing, without in zip(*answers):
         assert np.abs(np.array(with_sharing) - np.array(without)).max() <= 1e-5
+
+
+async def test_the_padding_bound_changes_batches_not_answers(tmp_path, bert_dir, deberta_dir):
+    """ZSNLI_MAX_PADDING reaches the batcher; 0 (only equal widths share a batch) and 1 (no bound) answer alike."""
+    from conftest import corpus_documents
+
+    docs = corpus_documents(12)
+    answers, batches = [], []
+    for bound in (0.0, 1.0):
+        out, batcher, forwards = await cosine_term_answers(tmp_path, bert_dir, deberta_dir, docs, max_padding=bound)
+        assert batcher.max_padding == bound
+        answers.append(out)
+        batches.append(forwards)
+    assert batches[0] > batches[1]  # the bound split batches
+    for bounded, unbounded in zip(*answers):
+        assert np.abs(np.array(bounded) - np.array(unbounded)).max() <= 1e-5
