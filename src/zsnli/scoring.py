@@ -121,28 +121,41 @@ class ScoringConfig:
         return t
 
 
-def load_scoring_config(path: str | Path) -> tuple[ScoringConfig, bool]:
-    """Read the ``chosen`` scoring config from calibration.json.
+def read_chosen(path: str | Path) -> dict[str, Any] | None:
+    """calibration.json's ``chosen`` object, or None when the file does not exist.
 
-    Returns ``(config, True)`` when the file exists, ``(ScoringConfig(), False)``
-    when it does not (the caller logs a warning: entailment logit, T = 1).
-    Raises ``ScoringConfigError`` when the file exists but is unreadable or has
-    no valid ``chosen`` object (a broken calibration must not be silently ignored).
+    Raises ``ScoringConfigError`` when the file exists but is unreadable or has no ``chosen`` object
+    (a broken calibration must not be silently ignored).
     """
     p = Path(path)
     if not p.is_file():
-        return ScoringConfig(), False
+        return None
     try:
         with open(p, encoding="utf-8") as handle:
             data = json.load(handle)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ScoringConfigError(f"calibration file unreadable: {p}: {exc}") from exc
-    if not isinstance(data, dict) or "chosen" not in data:
+    if not isinstance(data, dict) or not isinstance(data.get("chosen"), dict):
         raise ScoringConfigError(f"calibration file has no 'chosen' object: {p}")
+    return data["chosen"]
+
+
+def load_scoring_config(path: str | Path) -> tuple[ScoringConfig, bool]:
+    """Read the pooled ``chosen`` scoring config from calibration.json (its groups, calibrator and cascade
+    are read by `zsnli.request_scoring.load_request_scoring`).
+
+    Returns ``(config, True)`` when the file exists, ``(ScoringConfig(), False)``
+    when it does not (the caller logs a warning: entailment logit, T = 1).
+    Raises ``ScoringConfigError`` when the file exists but is unreadable or has
+    no valid ``chosen`` object.
+    """
+    chosen = read_chosen(path)
+    if chosen is None:
+        return ScoringConfig(), False
     try:
-        return ScoringConfig.from_dict(data["chosen"]), True
+        return ScoringConfig.from_dict(chosen), True
     except (TypeError, ScoringConfigError) as exc:
-        raise ScoringConfigError(f"calibration file {p}: invalid 'chosen': {exc}") from exc
+        raise ScoringConfigError(f"calibration file {path}: invalid 'chosen': {exc}") from exc
 
 
 # --------------------------------------------------------------------------- scores

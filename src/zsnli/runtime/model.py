@@ -293,6 +293,17 @@ class NliRuntime(ABC):
                                  return_attention_mask=False, return_token_type_ids=False, verbose=False)
         return [len(i) for i in enc["input_ids"]]
 
+    def premise_tokens(self, premises: Sequence[str]) -> list[int]:
+        """Token count of each premise alone (no special tokens), capped at ``max_length``: the premise-length
+        feature of the confidence calibrator (`zsnli.request_scoring.calibrator_features`). One batched call."""
+        if not premises:
+            return []
+        with self._tok_lock:
+            enc = self.tokenizer(list(premises), add_special_tokens=False, truncation=True,
+                                 max_length=self.max_length, return_attention_mask=False,
+                                 return_token_type_ids=False, verbose=False)
+        return [len(i) for i in enc["input_ids"]]
+
     def max_hypothesis_tokens(self) -> int:
         """The longest hypothesis (tokens, no specials) that leaves room for one premise token."""
         return self.max_length - self._n_special_pair - 1

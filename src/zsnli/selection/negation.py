@@ -13,7 +13,8 @@ the complement::
 
 with its own temperature ``T_neg`` (fitted by NLL on negation-pair dev sets).
 
-Detection (`negation_pair`), documented rule:
+Detection (`negation_pair`, which lives in `zsnli.request_scoring` because the server reads it to put a
+request in its group), documented rule:
 
 1. exactly two hypotheses (never for one, or three and more);
 2. each is lower-cased and split into words (letters, digits, apostrophes);
@@ -30,67 +31,20 @@ So "This example tweet is not offensive." / "This example tweet is offensive." a
 "... does not contain hate speech." / "... contains hate speech." are pairs, while
 "positive sentiment" / "negative sentiment" is not.
 
-Imports: numpy and ``zsnli.scoring`` (``scores_from_logits``) only.
+Imports: numpy, ``zsnli.scoring`` (``scores_from_logits``) and ``zsnli.request_scoring`` (the detection) only.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from ..request_scoring import NEGATION_MARKERS, negation_pair
 from ..scoring import scores_from_logits
 
 __all__ = ["NEGATION_MARKERS", "NegationRule", "negation_pair", "pair_difference", "negation_probabilities"]
-
-NEGATION_MARKERS = frozenset({"not", "no", "never", "non"})
-_DO_SUPPORT = frozenset({"do", "does", "did"})
-_ARTICLES = frozenset({"a", "an", "any"})
-_IRREGULAR = {"can't": "can not", "cannot": "can not", "won't": "will not", "shan't": "shall not", "ain't": "is not"}
-_WORD = re.compile(r"[a-z0-9']+")
-
-
-def _words(text: str) -> list[str]:
-    out: list[str] = []
-    for word in _WORD.findall(text.lower().replace("\u2019", "'")):
-        word = _IRREGULAR.get(word, word)
-        if word.endswith("n't") and " " not in word:
-            word = word[:-3] + " not"
-        out.extend(word.split())
-    return out
-
-
-def _core(words: list[str]) -> tuple[tuple[str, ...], int]:
-    """(the words without markers/do-support/articles, lightly stemmed; number of markers)."""
-    kept: list[str] = []
-    markers = 0
-    for i, w in enumerate(words):
-        if w in NEGATION_MARKERS:
-            markers += 1
-            continue
-        if w in _DO_SUPPORT and i + 1 < len(words) and words[i + 1] == "not":
-            continue
-        if w in _ARTICLES:
-            continue
-        kept.append(w[:-1] if len(w) > 3 and w.endswith("s") else w)
-    return tuple(kept), markers
-
-
-def negation_pair(hypotheses: Sequence[str]) -> tuple[int, int] | None:
-    """``(positive_index, negation_index)`` when the hypotheses are a statement and its negation, else None.
-
-    hypotheses: the request's label descriptions (after any template). Always
-    None unless there are exactly two. See the module docstring for the rule.
-    """
-    if len(hypotheses) != 2:
-        return None
-    (core0, m0), (core1, m1) = (_core(_words(h)) for h in hypotheses)
-    if core0 != core1 or not core0 or (m0 > 0) == (m1 > 0):
-        return None
-    return (1, 0) if m0 > 0 else (0, 1)
-
 
 @dataclass(frozen=True)
 class NegationRule:

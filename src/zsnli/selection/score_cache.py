@@ -56,6 +56,7 @@ class CachedSet:
     hypotheses: the distinct hypotheses; hyp_index int ``[P]`` points into it.
     k: int ``[N]`` labels per row; gold: int ``[N]`` gold index within the row.
     label_classes: int ``[P]``; logits, cf_logits: float32 ``[P, 3]``; cosine: float32 ``[P]``.
+    premise_tokens: int ``[N]``, each document's tokens (`zsnli.runtime.model.NliRuntime.premise_tokens`).
     entail_idx, contra_idx: positions of entailment / contradiction in the logits.
     meta: the key and provenance written next to the arrays (file digests, sizes).
     """
@@ -75,6 +76,7 @@ class CachedSet:
     entail_idx: int
     contra_idx: int
     meta: dict[str, Any]
+    premise_tokens: np.ndarray | None = None
 
     @property
     def offsets(self) -> np.ndarray:
@@ -116,7 +118,7 @@ def _cached_set(name: str, group: str, meta: dict[str, Any], a: dict[str, np.nda
                      hypotheses=meta["hypotheses"], hyp_index=a["hyp_index"], k=a["k"], gold=a["gold"],
                      label_classes=a["label_classes"], logits=a["logits"], cf_logits=a["cf_logits"],
                      cosine=a["cosine"], entail_idx=int(meta["entail_idx"]), contra_idx=int(meta["contra_idx"]),
-                     meta=meta)
+                     meta=meta, premise_tokens=a.get("premise_tokens"))
 
 
 def load_all(cache_dir: str | Path, group: str | None = None) -> dict[str, CachedSet]:
@@ -152,7 +154,8 @@ def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
     return {"hyp_index": hyp_index, "k": np.array([len(r) for r in ds.hypotheses], dtype=np.int64),
             "gold": ds.gold.astype(np.int64), "label_classes": np.concatenate(ds.label_classes).astype(np.int64),
             "logits": logits.astype(np.float32), "cf_logits": cf[hyp_index].astype(np.float32),
-            "cosine": cosine, "row_ids": np.asarray(ds.row_ids, dtype=np.int64)}
+            "cosine": cosine, "row_ids": np.asarray(ds.row_ids, dtype=np.int64),
+            "premise_tokens": np.asarray(nli.premise_tokens(ds.texts), dtype=np.int64)}
 
 
 def set_cosines(ds: DevSet, encoder) -> np.ndarray:
@@ -285,8 +288,28 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
             logger.info("%s/%s: %d rows, %d pairs in %.1f s (%.1f pairs/s)", group, full.name, len(ds),
                         int(arrays["k"].sum()), took, arrays["k"].sum() / max(took, 1e-9))
             cached = load_cached(out, group, full.name, key)
+        elif cached.premise_tokens is None:  # cached before the calibrator's premise-length feature existed
+            if nli is None:
+                nli = runtime() if runtime is not None else _load_nli(model_dir, threads, device)
+            add_premise_tokens(Path(out), group, stratified_subsample(full, n, seed), nli)
+            cached = load_cached(out, group, full.name, key)
         result[f"{group}/{full.name}"] = cached
     return result
+
+
+def add_premise_tokens(cache_dir: Path, group: str, ds: DevSet, nli) -> None:
+    """Add the ``premise_tokens`` array to a cached set written without it (its rows must be ``ds``'s).
+
+    Raises ``ValueError`` when the cached rows are not ``ds``'s rows."""
+    npz = Path(cache_dir) / (_stem(group, ds.name) + ".npz")
+    with np.load(npz) as stored:
+        arrays = {k: stored[k] for k in stored.files}
+    if not np.array_equal(arrays["row_ids"], np.asarray(ds.row_ids)):
+        raise ValueError(f"{group}/{ds.name}: the cached rows are not the subsample's rows")
+    arrays["premise_tokens"] = np.asarray(nli.premise_tokens(ds.texts), dtype=np.int64)
+    tmp = npz.with_name(npz.stem + ".tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, npz)
 
 
 def _load_encoder(emb_dir: Path, threads: int | None, device: str):

@@ -37,6 +37,8 @@ class Prepared:
     bare: list[str] | None  # the distinct labels without the template (None: no template)
     content_free: str | None
     multi_label: bool
+    group: str | None = None  # `zsnli.request_scoring.request_group` of the hypotheses (None: multi-label, K = 1)
+    needs_premise_tokens: bool = False  # the calibrator reads the text's length in tokens
 
     @property
     def n_pairs(self) -> int:
@@ -51,6 +53,7 @@ class Tokenized:
     pairs: list[Encoded]
     text: list[Encoded] = field(default_factory=list)
     labels: list[Encoded] = field(default_factory=list)
+    premise_tokens: int = 0  # the text's tokens (`NliRuntime.premise_tokens`), when the calibrator needs them
 
     def work(self) -> list[tuple[str, list[Encoded]]]:
         """``(kind, items)`` for each batcher job, NLI first; the embedding jobs only when present."""
@@ -94,6 +97,8 @@ def tokenize(model: NliRuntime, encoder: SentenceEncoder | None, prep: Prepared)
         premises += [prep.content_free] * len(prep.unique)
         hyps += list(prep.unique)
     out = Tokenized(model.encode(premises, hyps))
+    if prep.needs_premise_tokens:
+        out.premise_tokens = model.premise_tokens([prep.text])[0]
     if encoder is not None:
         out.text, out.labels = encoder.tokenize([prep.text]), encoder.tokenize(prep.unique)
     return out

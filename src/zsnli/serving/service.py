@@ -50,7 +50,8 @@ from .drain import Drain
 from ..runtime.embedding import SentenceEncoder, cosines
 from ..errors import ApiError, ErrorType
 from ..runtime.model import Encoded, ModelConfigError, NliRuntime, default_token_budget
-from ..scoring import ScoringConfig, label_probabilities, multi_label_probabilities, scores_from_logits
+from ..request_scoring import RequestScoring, request_group
+from ..scoring import multi_label_probabilities, scores_from_logits
 from .startup import (STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, default_loader, one_line,
                       preflight, resolved_embedding_dir)
 from .document import (HYPOTHESIS_CHARS_PER_TOKEN, LABEL_KIND, TEXT_KIND, Prepared, Tokenized, check_label_tokens,
@@ -71,7 +72,7 @@ class ServiceState:
     status: str = "loading"
     reason: str | None = None
     model: NliRuntime | None = None
-    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    scoring: RequestScoring = field(default_factory=RequestScoring)
     calibrated: bool = False
     verified: bool = False  # model files matched the training manifest
     encoder: SentenceEncoder | None = None
@@ -165,13 +166,13 @@ class ZeroShotClassifier:
         else:
             logger.info("stopped")
 
-    async def _build(self, loop: asyncio.AbstractEventLoop, scoring: ScoringConfig, started: list) -> tuple:
+    async def _build(self, loop: asyncio.AbstractEventLoop, scoring: RequestScoring, started: list) -> tuple:
         """Load the runtime and encoder, start the batcher (with the encoder's kinds of work when
         the scoring has a cosine term), run one warm-up forward of each kind."""
         settings = self.settings
         model = await loop.run_in_executor(self._tokenize_pool, self.loader, settings)
         encoder, kinds = None, {}
-        if scoring.embedding_weight != 0:
+        if scoring.needs_encoder:
             encoder = await loop.run_in_executor(
                 self._tokenize_pool, lambda: SentenceEncoder(resolved_embedding_dir(settings), device=str(model.device)))
             kinds = {TEXT_KIND: WorkKind(encoder.embed, encoder.dim), LABEL_KIND: WorkKind(encoder.embed, encoder.dim)}
@@ -193,7 +194,7 @@ class ZeroShotClassifier:
                 raise ModelConfigError(f"warm-up forward ({kind}) produced non-finite numbers")
         return model, encoder, batcher
 
-    async def _load(self, digest: str, scoring: ScoringConfig, calibrated: bool, t0: float) -> None:
+    async def _load(self, digest: str, scoring: RequestScoring, calibrated: bool, t0: float) -> None:
         st, started = self.state, []
         try:
             model, encoder, batcher = await self._build(asyncio.get_running_loop(), scoring, started)
@@ -238,8 +239,9 @@ class ZeroShotClassifier:
 
     def describe(self) -> dict[str, Any]:
         """The served model as code outside the request path may see it (the bake-off's receipts):
-        ``status`` (loading | ok | error), ``model`` (name), ``model_sha256``, ``scoring`` (the
-        `ScoringConfig` fields) and ``calibrated``; `health` adds what ``GET /health`` shows."""
+        ``status`` (loading | ok | error), ``model`` (name), ``model_sha256``, ``scoring``
+        (`zsnli.request_scoring.RequestScoring.to_dict`: the pooled config's fields, ``groups``, ``calibrator``,
+        ``cascade``) and ``calibrated``; `health` adds what ``GET /health`` shows."""
         st = self.state
         return {"status": st.status, "model": st.model_name, "model_sha256": st.model_sha256,
                 "scoring": st.scoring.to_dict(), "calibrated": st.calibrated}
@@ -299,8 +301,8 @@ class ZeroShotClassifier:
                        priority: int = 0) -> list[float]:
         """Probabilities of each label for one document, in the labels' order.
 
-        Single-label: ``K`` probabilities summing to 1 (`zsnli.scoring.label_probabilities`
-        with the calibrated `ScoringConfig`); multi-label: each in [0, 1] on its own.
+        Single-label: ``K`` probabilities summing to 1 (the request group's scoring and temperature,
+        `zsnli.request_scoring.RequestScoring.probabilities`); multi-label: each in [0, 1] on its own.
         disconnected: completes when the client has gone (its queued pairs are then dropped).
         priority: the batcher priority of its work (0, the default, is ``/classify``'s; a larger
         value waits while smaller ones are pending: the bake-off's served arms use 1).
@@ -325,7 +327,7 @@ class ZeroShotClassifier:
             raise ApiError(ErrorType.INFERENCE, str(exc)) from None
         except BatcherClosed as exc:
             raise ApiError(ErrorType.UNAVAILABLE, str(exc)) from None
-        return self.postprocess(prep, logits, cosine)
+        return self.postprocess(prep, logits, cosine, encoded.premise_tokens)
 
     async def check_labels(self, labels: Sequence[str], template: str | None = None) -> None:
         """``/classify``'s label checks without classifying (the bake-off runs them on its label descriptions).
@@ -364,13 +366,17 @@ class ZeroShotClassifier:
                                f"labels[{i}]")
         hyps = [fill_template(template, lb) for lb in labels]
         slot = {h: i for i, h in enumerate(dict.fromkeys(hyps))}
-        content_free = self.state.scoring.content_free_premise if not multi_label else None
+        group = request_group(hyps) if not multi_label else None
+        content_free = self.state.scoring.config_for(group).content_free_premise if not multi_label else None
         return Prepared(text, labels, hyps, list(slot), [slot[h] for h in hyps],
-                        list(dict.fromkeys(labels)) if template is not None else None, content_free, multi_label)
+                        list(dict.fromkeys(labels)) if template is not None else None, content_free, multi_label,
+                        group, self.state.scoring.calibrator is not None and not multi_label)
 
     def _request_encoder(self, prep: Prepared) -> SentenceEncoder | None:
-        """The sentence encoder when this request's scoring has the cosine term (single-label only)."""
-        return self.state.encoder if not prep.multi_label else None
+        """The sentence encoder when this request's group scoring has the cosine term (single-label only)."""
+        if prep.multi_label or self.state.scoring.config_for(prep.group).embedding_weight == 0:
+            return None
+        return self.state.encoder
 
     async def _forward(self, encoded: Tokenized, disconnected: Disconnected | None,
                        priority: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
@@ -381,8 +387,11 @@ class ZeroShotClassifier:
         cosine = cosines(outputs[1][0], outputs[2]) if len(outputs) == 3 else None
         return outputs[0], cosine
 
-    def postprocess(self, prep: Prepared, logits: np.ndarray, cosine: np.ndarray | None) -> list[float]:
-        """Scores -> probabilities in the labels' order (duplicates included, K = labels sent).
+    def postprocess(self, prep: Prepared, logits: np.ndarray, cosine: np.ndarray | None,
+                    premise_tokens: int = 0) -> list[float]:
+        """Scores -> probabilities in the labels' order (duplicates included, K = labels sent), with the
+        request group's scoring and the calibrator's temperature (`zsnli.request_scoring.RequestScoring`).
+        premise_tokens: the text's tokens (`NliRuntime.premise_tokens`; the calibrator's length feature).
 
         Raises ``ApiError`` 500 ``non_finite`` for non-finite logits or probabilities and for
         any ``ValueError`` / ``ArithmeticError`` (overflow, division by zero) in the scoring
@@ -398,10 +407,11 @@ class ZeroShotClassifier:
             if prep.multi_label:
                 probs = multi_label_probabilities(logits[:k], model.entail_idx, model.contra_idx)[where]
             else:
-                scores = scores_from_logits(logits, st.scoring.rule, model.entail_idx, model.contra_idx)
+                config = st.scoring.config_for(prep.group)
+                scores = scores_from_logits(logits, config.rule, model.entail_idx, model.contra_idx)
                 cf = scores[k:2 * k][where] if prep.content_free is not None else None
                 cos = cosine[where] if cosine is not None else None
-                probs = label_probabilities(scores[:k][where], st.scoring, cf, cos)
+                probs = st.scoring.probabilities(scores[:k][where], prep.hyps, cos, cf, premise_tokens)
         except (ValueError, ArithmeticError) as exc:  # overflow included: never a generic 500 internal
             raise ApiError(ErrorType.NON_FINITE, f"scoring failed: {type(exc).__name__}: {exc}") from None
         if not np.all(np.isfinite(probs)):

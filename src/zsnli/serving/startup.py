@@ -25,7 +25,8 @@ from ..runtime.embedding import default_embedding_dir, embedding_digest
 from ..runtime.hub import HubModelError, resolve_hub_model
 from ..runtime.model import ModelConfigError, NliModel, NliRuntime, label_indices
 from ..runtime.onnx_export import OnnxUnavailableError, ensure_cache_dir, require_onnx
-from ..scoring import ScoringConfig, ScoringConfigError, load_scoring_config
+from ..request_scoring import RequestScoring, load_request_scoring
+from ..scoring import ScoringConfigError
 
 logger = logging.getLogger("zsnli")
 
@@ -95,7 +96,7 @@ class Preflight:
 
     settings: Settings
     model_sha256: str
-    scoring: ScoringConfig
+    scoring: RequestScoring
     calibrated: bool
     verified: bool
     files: dict[str, str] = field(default_factory=dict)
@@ -176,7 +177,7 @@ def preflight(settings: Settings) -> Preflight:
                                  "refusing to serve uncalibrated (unset it to use the default lookup)")
     digest, files, verified = _model_files(settings, model_dir)
     scoring, calibrated = _load_scoring(settings, digest)
-    if scoring.embedding_weight != 0:
+    if scoring.needs_encoder:
         embedding_dir = resolved_embedding_dir(settings)
         found = embedding_digest(embedding_dir)
         if found != scoring.embedding_sha256:
@@ -194,12 +195,12 @@ def _fitted_for(calibration_path: Path) -> str | None:
     return recorded if isinstance(recorded, str) else None
 
 
-def _load_scoring(settings: Settings, digest: str) -> tuple[ScoringConfig, bool]:
+def _load_scoring(settings: Settings, digest: str) -> tuple[RequestScoring, bool]:
     """``(scoring, calibrated)`` from calibration.json. One fitted for another model (its ``model_sha256``)
     is refused when ``ZSNLI_CALIBRATION_PATH`` names it, and skipped with a warning when only the default
     lookup found it (e.g. the checkout's calibration.json beside another model directory)."""
     calibration_path = settings.resolved_calibration_path()
-    scoring, calibrated = load_scoring_config(calibration_path)
+    scoring, calibrated = load_request_scoring(calibration_path)
     recorded = _fitted_for(calibration_path) if calibrated else None
     if recorded is not None and recorded != digest:
         why = (f"{calibration_path} was fitted for model {recorded[:12]}, not the served model {digest[:12]}")
@@ -207,7 +208,7 @@ def _load_scoring(settings: Settings, digest: str) -> tuple[ScoringConfig, bool]
             raise ScoringConfigError(f"{why}: point ZSNLI_CALIBRATION_PATH at this model's calibration, "
                                      "or unset it for the default scoring")
         logger.warning("%s: not used", why)
-        scoring, calibrated = ScoringConfig(), False
+        scoring, calibrated = RequestScoring(), False
     if calibrated:
         logger.info("scoring from %s: %s", calibration_path, scoring.to_dict())
     else:
