@@ -32,7 +32,9 @@ def test_features_are_named_and_follow_the_scores():
     phi = calibrator_features(s, np.array([0.2, 0.9, 0.1]), np.array([0.5, 0.1, 0.0]), "few", 99)
     named = dict(zip(CALIBRATOR_FEATURES, phi))
     assert named["bias"] == 1.0 and named["log_k"] == pytest.approx(math.log(3))
-    assert named["margin"] == pytest.approx(2.0) and named["spread"] == pytest.approx(s.std())
+    p = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+    assert named["top1"] == pytest.approx(p[0]) and named["margin"] == pytest.approx(p[0] - p[1])
+    assert named["entropy"] == pytest.approx(-(p * np.log(p)).sum() / math.log(3))
     assert named["agree"] == 0.0  # NLI's top label (1) is not the cosine's (0)
     assert named["log_tokens"] == pytest.approx(math.log(100))
     assert (named["negation"], named["binary"], named["many"]) == (0.0, 0.0, 0.0)
@@ -42,8 +44,9 @@ def test_features_are_named_and_follow_the_scores():
         calibrator_features(s, s, None, "other", 1)
 
 
-def test_calibrator_sets_the_temperature_and_never_the_argmax():
-    scoring = RequestScoring(ScoringConfig(), {}, Calibrator(("bias", "margin"), (0.5, 0.25)))
+def test_calibrator_scales_the_group_temperature_and_never_the_argmax():
+    base = ScoringConfig(temperature=2.0, k_exponent=-0.5)
+    scoring = RequestScoring(base, {}, Calibrator(("bias", "margin"), (0.5, 0.25)))
     rng = np.random.default_rng(0)
     for _ in range(50):
         k = int(rng.integers(2, 30))
@@ -51,8 +54,9 @@ def test_calibrator_sets_the_temperature_and_never_the_argmax():
         hyps = [f"h{i}" for i in range(k)]
         p = scoring.probabilities(s, hyps)
         assert int(np.argmax(p)) == int(np.argmax(s))
-        margin = np.sort(s)[-1] - np.sort(s)[-2]
-        t = math.exp(0.5 + 0.25 * margin)
+        p0 = label_probabilities(s, base)
+        margin = np.sort(p0)[-1] - np.sort(p0)[-2]
+        t = base.temperature_for(k) * math.exp(0.5 + 0.25 * margin)
         expected = np.exp(s / t - (s / t).max())
         np.testing.assert_allclose(p, expected / expected.sum(), rtol=1e-12)
 

@@ -8,11 +8,12 @@ module decides, from the request alone (stateless), which configuration applies 
   negative), ``few`` (3 to `FEW_MAX_LABELS` labels) and ``many`` (more). One label has no group (its
   probability is 1). Each group may have its own rule and embedding weight (`RequestScoring.groups`);
   a group without its own entry uses the pooled ``default``.
-* **Confidence calibrator** (`Calibrator`): a per-request temperature ``T = exp(theta . phi)`` from
-  features ``phi`` of the request's own scores (`calibrator_features`: label count, the top-1 minus top-2
-  margin, the spread of the scores, whether the NLI and cosine terms agree on the top label, the group,
-  the premise length in tokens). A temperature scales every score of the request alike, so the arg-max
-  (the predicted label) never changes; only the confidence does. The form follows the inverse-temperature
+* **Confidence calibrator** (`Calibrator`): a second, per-request factor on the group's temperature,
+  ``T = T_group(K) x exp(theta . phi)``, from features ``phi`` of the request's own probabilities at
+  ``T_group(K)`` (`calibrator_features`: label count, the group, the top-1 probability, the top-1 minus
+  top-2 margin, the normalised entropy, whether the NLI and cosine terms agree on the top label, the
+  premise length in tokens). theta = 0 is the group's temperature unchanged. A temperature scales every
+  score of the request alike, so the arg-max (the predicted label) never changes; only the confidence does. The form follows the inverse-temperature
   heads of GLiClass's calibration module (temperature from log K, margin and entropy) and the per-sample
   temperature of Top-versus-All calibration (Le Coz et al., NeurIPS 2024); the coefficients are fitted
   out of fold by `zsnli.selection.grouped`.
@@ -48,10 +49,12 @@ GROUPS = ("negation", "binary", "few", "many")
 FEW_MAX_LABELS = 9
 """The largest K of the ``few`` group (issue 30: 3-9 labels; 10 or more is ``many``)."""
 
-CALIBRATOR_FEATURES = ("bias", "log_k", "negation", "binary", "many", "margin", "spread", "agree", "log_tokens")
-"""Features of `calibrator_features`, in order. ``margin``/``spread`` are in units of the request's combined
-scores (before any temperature); ``agree`` is 1 when the top label by the NLI score is the top label by the
-cosine (0 without a cosine term); ``log_tokens`` is log(1 + premise tokens)."""
+CALIBRATOR_FEATURES = ("bias", "log_k", "negation", "binary", "many", "top1", "margin", "entropy", "agree",
+                       "log_tokens")
+"""Features of `calibrator_features`, in order. ``top1``, ``margin`` (top-1 minus top-2) and ``entropy``
+(divided by log K, so in [0, 1]) are of the probabilities at the group's temperature; ``agree`` is 1 when
+the top label by the NLI score is the top label by the cosine (0 without a cosine term); ``log_tokens`` is
+log(1 + premise tokens)."""
 
 LOG_T_RANGE = (math.log(1e-3), math.log(1e3))
 """The calibrator's temperature is clipped to [1e-3, 1e3], the range `zsnli.scoring.VALUE_RANGES` allows for t0."""
@@ -132,7 +135,7 @@ def calibrator_features(scores: np.ndarray, nli_scores: np.ndarray, cosine: np.n
                         group: str | None, premise_tokens: int) -> np.ndarray:
     """float64 ``[len(CALIBRATOR_FEATURES)]`` features of one request (see `CALIBRATOR_FEATURES`).
 
-    scores: ``[K]`` combined scores (`zsnli.scoring.combined_scores`, before the temperature), K >= 2;
+    scores: ``[K]`` combined scores divided by the group's temperature T_group(K), K >= 2;
     nli_scores: ``[K]`` the NLI term alone (the rule's scores); cosine: ``[K]`` or None;
     group: `request_group` of the request; premise_tokens: the premise's tokens after truncation (>= 0).
     Raises ``ValueError`` for K < 2, mismatched shapes or an unknown group.
@@ -144,16 +147,19 @@ def calibrator_features(scores: np.ndarray, nli_scores: np.ndarray, cosine: np.n
         raise ValueError("scores, nli_scores and cosine must have the same shape")
     if group not in GROUPS:
         raise ValueError(f"unknown request group {group!r}; expected one of {GROUPS}")
-    top2 = np.partition(s, -2)[-2:]
+    e = np.exp(s - s.max())
+    p = e / e.sum()
+    top2 = np.partition(p, -2)[-2:]
+    entropy = float(-(p * np.log(np.maximum(p, 1e-300))).sum() / math.log(s.size))
     agree = 0.0 if cosine is None else float(int(np.argmax(nli_scores)) == int(np.argmax(cosine)))
     return np.array([1.0, math.log(s.size), float(group == "negation"), float(group == "binary"),
-                     float(group == "many"), float(top2[1] - top2[0]), float(s.std()), agree,
+                     float(group == "many"), float(top2[1]), float(top2[1] - top2[0]), entropy, agree,
                      math.log1p(max(int(premise_tokens), 0))])
 
 
 @dataclass(frozen=True)
 class Calibrator:
-    """Per-request temperature ``T = exp(clip(theta . phi))`` (see the module docstring).
+    """Per-request temperature factor ``exp(clip(theta . phi))`` on T_group(K) (see the module docstring).
 
     features: names, a prefix-free subset of `CALIBRATOR_FEATURES` in any order; coefficients: theta, one
     per feature; fitted_by: how theta was fitted (``nll`` or ``top_label``, informative only).
@@ -179,14 +185,16 @@ class Calibrator:
         return [CALIBRATOR_FEATURES.index(f) for f in self.features]
 
     def log_temperature(self, phi: np.ndarray) -> np.ndarray:
-        """log T for feature rows ``phi`` ``[..., len(CALIBRATOR_FEATURES)]`` (all features), clipped to `LOG_T_RANGE`."""
+        """log of the temperature factor for feature rows ``phi`` ``[..., len(CALIBRATOR_FEATURES)]`` (all
+        features), clipped to `LOG_T_RANGE`."""
         x = np.asarray(phi, dtype=np.float64)[..., self._index]
         return np.clip(x @ np.asarray(self.coefficients, dtype=np.float64), *LOG_T_RANGE)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (calibration.json's ``chosen.calibrator``)."""
         return {"features": list(self.features), "coefficients": [float(c) for c in self.coefficients],
-                "fitted_by": self.fitted_by, "form": "T = exp(clip(sum(coefficients * features), log 1e-3, log 1e3))"}
+                "fitted_by": self.fitted_by,
+                "form": "T = T_group(K) * exp(clip(sum(coefficients * features), log 1e-3, log 1e3))"}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Calibrator":
@@ -302,13 +310,17 @@ class RequestScoring:
 
     def temperature(self, config: ScoringConfig, scores: np.ndarray, nli_scores: np.ndarray,
                     cosine: np.ndarray | None, group: str | None, premise_tokens: int) -> float:
-        """The request's temperature: the calibrator's when there is one (K >= 2), else ``config``'s T(K)."""
+        """The request's temperature: ``config``'s T(K), times the calibrator's factor when there is one (K >= 2)."""
         k = int(np.size(scores))
+        base = config.temperature_for(k)
         if self.calibrator is None or k < 2:
-            return config.temperature_for(k)
-        phi = calibrator_features(scores, nli_scores, cosine if config.embedding_weight else None, group,
-                                  premise_tokens)
-        return float(math.exp(float(self.calibrator.log_temperature(phi))))
+            return base
+        with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+            z = np.asarray(scores, dtype=np.float64) / base
+        if not np.all(np.isfinite(z)):
+            raise ValueError("scaled scores contain non-finite values")
+        phi = calibrator_features(z, nli_scores, cosine if config.embedding_weight else None, group, premise_tokens)
+        return base * float(math.exp(float(self.calibrator.log_temperature(phi))))
 
     def probabilities(self, nli_scores: np.ndarray, hypotheses: Sequence[str], cosine: np.ndarray | None = None,
                       content_free_scores: np.ndarray | None = None, premise_tokens: int = 0) -> np.ndarray:

@@ -177,3 +177,104 @@ async def test_the_padding_bound_changes_batches_not_answers(tmp_path, bert_dir,
     assert batches[0] > batches[1]  # the bound split batches
     for bounded, unbounded in zip(*answers):
         assert np.abs(np.array(bounded) - np.array(unbounded)).max() <= 1e-5
+
+
+GROUPED = dict(rule="entailment", temperature=1.3, k_exponent=-0.2, embedding_weight=4.0,
+               groups={"binary": {"rule": "entailment_logprob", "temperature": 0.8},
+                       "many": {"rule": "entailment", "temperature": 2.0, "k_exponent": -0.1, "embedding_weight": 6.0}},
+               calibrator={"features": ["bias", "log_k", "margin", "log_tokens"], "coefficients": [0.2, -0.1, 0.5, 0.05]},
+               cascade={"min_labels": 6, "keep": 3})
+MANY = [f"topic number {i}" for i in range(8)]
+
+
+def expected_answer(service, scoring, text, labels, template=None, cascade=True):
+    """The served scoring computed by hand: one pair per forward, cosines from the encoder, then the
+    cascade's choice and `RequestScoring.probabilities` (what the server must answer)."""
+    from zsnli.request_scoring import cascade_scores, request_group
+    from zsnli.scoring import scores_from_logits
+
+    model, encoder = service.state.model, service.state.encoder
+    hyps = [fill_template(template, lb) for lb in labels]
+    config = scoring.config_for(request_group(hyps))
+    cos = encoder.cosine(text, hyps) if config.embedding_weight else None
+    kept = np.arange(len(hyps))
+    if cascade and scoring.cascade is not None and cos is not None and scoring.cascade.applies(len(hyps)):
+        kept = scoring.cascade.kept(cos)
+    logits = np.stack([model.logits(model.encode([text], [hyps[j]]))[0] for j in kept])
+    nli = cascade_scores(scores_from_logits(logits, config.rule, model.entail_idx, model.contra_idx), kept, len(hyps))
+    return scoring.probabilities(nli, hyps, cos, None, model.premise_tokens([text])[0])
+
+
+async def test_groups_calibrator_and_cascade_are_served_as_calibration_json_says(tmp_path, bert_dir, deberta_dir):
+    from conftest import write_calibration
+
+    from zsnli.request_scoring import RequestScoring
+    from zsnli.runtime.embedding import embedding_digest
+
+    chosen = {**GROUPED, "embedding_sha256": embedding_digest(bert_dir)}
+    chosen["groups"]["many"]["embedding_sha256"] = chosen["embedding_sha256"]
+    calib = write_calibration(tmp_path / "calibration.json", **chosen)
+    scoring = RequestScoring.from_chosen(chosen)
+    service = await started(deberta_dir, calibration_path=str(calib), embedding_dir=str(bert_dir))
+    try:
+        health = service.health()[1]["scoring"]
+        assert health["cascade"] == {"min_labels": 6, "keep": 3}
+        assert health["calibrator"]["features"] == ["bias", "log_k", "margin", "log_tokens"]
+        cases = [(TEXT, ["good", "bad"], "This review is {}."), (TEXT, ["sport", "business", "science"], TEMPLATE),
+                 (TEXT, ["spam", "not spam"], "This message is {}."), (TEXT, MANY, None)]
+        for text, labels, template in cases:
+            got = await service.classify(text, labels, template)
+            np.testing.assert_allclose(got, expected_answer(service, scoring, text, labels, template), atol=2e-6)
+        exact = await service.classify(TEXT, MANY, cascade=False)
+        np.testing.assert_allclose(exact, expected_answer(service, scoring, TEXT, MANY, cascade=False), atol=2e-6)
+        assert not np.allclose(exact, await service.classify(TEXT, MANY), atol=1e-4)  # the cascade changed it
+    finally:
+        await service.stop()
+
+
+async def test_a_cascaded_request_reserves_and_sends_only_its_kept_pairs(tmp_path, bert_dir, deberta_dir):
+    from conftest import write_calibration
+
+    from zsnli.runtime.embedding import embedding_digest
+
+    chosen = {**GROUPED, "embedding_sha256": embedding_digest(bert_dir)}
+    chosen["groups"] = {}
+    calib = write_calibration(tmp_path / "calibration.json", **chosen)
+    service = await started(deberta_dir, calibration_path=str(calib), embedding_dir=str(bert_dir))
+    try:
+        prep = service.preprocess(TEXT, MANY, None, False)
+        assert prep.cascade is not None and prep.n_pairs == 3
+        assert service.preprocess(TEXT, MANY, None, False, cascade=False).n_pairs == len(MANY)
+        assert service.preprocess(TEXT, MANY[:5], None, False).cascade is None  # K < min_labels
+        assert service.preprocess(TEXT, MANY, None, True).cascade is None  # multi-label: never pruned
+        sent = []
+        real = service.state.batcher.submit
+
+        def spy(items, *args, **kwargs):
+            sent.append((kwargs.get("kind", "nli"), len(items)))
+            return real(items, *args, **kwargs)
+
+        service.state.batcher.submit = spy
+        await service.classify(TEXT, MANY)
+        assert [n for kind, n in sent if kind == "nli"] == [3]
+    finally:
+        await service.stop()
+
+
+async def test_cascaded_answers_do_not_depend_on_the_batch(tmp_path, bert_dir, deberta_dir):
+    from conftest import corpus_documents, write_calibration
+
+    from zsnli.runtime.embedding import embedding_digest
+
+    chosen = {**GROUPED, "embedding_sha256": embedding_digest(bert_dir), "groups": {}}
+    calib = write_calibration(tmp_path / "calibration.json", **chosen)
+    service = await started(deberta_dir, calibration_path=str(calib), embedding_dir=str(bert_dir),
+                            max_batch_wait_ms=50.0)
+    try:
+        docs = [{"text": d["text"], "labels": MANY} for d in corpus_documents(8)]
+        together = await service.classify_many(docs)
+        for doc, answer in zip(docs, together):
+            alone = await service.classify(doc["text"], doc["labels"])
+            assert np.abs(np.array(answer) - np.array(alone)).max() <= 1e-6
+    finally:
+        await service.stop()

@@ -110,16 +110,32 @@ def group_candidates(weights: Sequence[float] = sel.EMBEDDING_WEIGHTS) -> list[G
 
 @dataclass
 class Scored:
-    """One dataset under one candidate: packed combined scores and the calibrator's features.
+    """One dataset under one candidate: packed combined scores and the calibrator's static features.
 
-    packed: `search.Packed` of the combined scores; phi: ``[N, F]`` features (all of `CALIBRATOR_FEATURES`);
-    group: the dataset's request group; cascade_pairs: NLI pairs per row actually scored.
+    packed: `search.Packed` of the combined scores; static: ``[N, F]`` features (all of `CALIBRATOR_FEATURES`)
+    with the probability features (top1, margin, entropy) left 0 until `features` fills them at a base
+    temperature; group: the dataset's request group; pairs_per_row: NLI pairs per row actually scored.
     """
 
     packed: sel.Packed
-    phi: np.ndarray
+    static: np.ndarray
     group: str
     pairs_per_row: float
+
+    def features(self, log_t_base: np.ndarray) -> np.ndarray:
+        """``[N, F]`` features at per-row base temperatures exp(log_t_base), exactly
+        `zsnli.request_scoring.calibrator_features` of each row's scores / T_base."""
+        probs = sel.softmax_rows(self.packed, np.exp(log_t_base))
+        srt = np.sort(probs, axis=1)
+        phi = self.static.copy()
+        phi[:, _F["top1"]] = srt[:, -1]
+        phi[:, _F["margin"]] = srt[:, -1] - srt[:, -2]
+        plogp = np.where(probs > 0, probs * np.log(np.maximum(probs, 1e-300)), 0.0)
+        phi[:, _F["entropy"]] = -plogp.sum(axis=1) / np.log(self.packed.k)
+        return phi
+
+
+_F = {name: i for i, name in enumerate(CALIBRATOR_FEATURES)}
 
 
 def dataset_group(cs: CachedSet) -> str:
@@ -150,9 +166,18 @@ def score_dataset(cs: CachedSet, cand: GroupCandidate, cascade: Cascade | None =
     s = nli + cand.embedding_weight * cos
     group = dataset_group(cs)
     tokens = cs.premise_tokens if cs.premise_tokens is not None else np.zeros(len(cs), dtype=np.int64)
-    phi = np.stack([calibrator_features(s[a:b], nli[a:b], cos[a:b] if cand.embedding_weight else None, group,
-                                        int(tokens[i])) for i, (a, b) in enumerate(zip(off[:-1], off[1:]))])
-    return Scored(sel.pack(cs, s), phi, group, float(pairs.mean()))
+    static = np.zeros((len(cs), len(CALIBRATOR_FEATURES)))
+    static[:, _F["bias"]] = 1.0
+    static[:, _F["log_k"]] = np.log(cs.k)
+    for g in ("negation", "binary", "many"):
+        static[:, _F[g]] = float(group == g)
+    if cand.embedding_weight:
+        nli_p, cos_p = sel.pad_flat(cs, nli), sel.pad_flat(cs, cos)
+        mask = np.arange(nli_p.shape[1])[None, :] < cs.k[:, None]
+        static[:, _F["agree"]] = (np.where(mask, nli_p, -np.inf).argmax(axis=1)
+                                  == np.where(mask, cos_p, -np.inf).argmax(axis=1)).astype(np.float64)
+    static[:, _F["log_tokens"]] = np.log1p(np.maximum(tokens, 0))
+    return Scored(sel.pack(cs, s), static, group, float(pairs.mean()))
 
 
 # --------------------------------------------------------------------------- temperature fits
@@ -172,14 +197,15 @@ def fit_group_temperature(scored: Sequence[Scored], weights: Sequence[float]) ->
     return sel.fit_temperature(joined, w / w.sum(), form)
 
 
-def _loss_and_grad(p: sel.Packed, phi: np.ndarray, w: np.ndarray, theta: np.ndarray, how: str,
-                   ridge: float) -> tuple[float, np.ndarray]:
-    """Weighted mean loss of per-row temperatures exp(phi . theta) and its gradient in theta.
+def _loss_and_grad(p: sel.Packed, phi: np.ndarray, w: np.ndarray, log_t_base: np.ndarray, theta: np.ndarray,
+                   how: str) -> tuple[float, np.ndarray]:
+    """Weighted loss of per-row temperatures T_base x exp(phi . theta) and its gradient in theta.
 
     nll: -log p_gold; d/dlogT = z_gold - E_p[z]. top_label: binary cross-entropy of the top-1 probability c
-    against top-1 correctness y; dc/dlogT = -c (z_top - E_p[z]).
+    against top-1 correctness y; dc/dlogT = -c (z_top - E_p[z]). The clip of `LOG_T_RANGE` is ignored in
+    the gradient (the fit stays far inside it).
     """
-    log_t = np.clip(phi @ theta, *LOG_T_RANGE)
+    log_t = log_t_base + np.clip(phi @ theta, *LOG_T_RANGE)
     z = np.where(p.mask, p.scores / np.exp(log_t)[:, None], -np.inf)
     m = z.max(axis=1)
     e = np.where(p.mask, np.exp(z - m[:, None]), 0.0)
@@ -199,38 +225,33 @@ def _loss_and_grad(p: sel.Packed, phi: np.ndarray, w: np.ndarray, theta: np.ndar
         loss = -(y * np.log(c) + (1 - y) * np.log(1 - c))
         dc = -c * (zz[rows, top] - ez)
         dlogt = (-(y / c) + (1 - y) / (1 - c)) * dc
-    reg = ridge * float(theta[1:] @ theta[1:])
-    grad = phi.T @ (w * dlogt) + 2 * ridge * np.concatenate([[0.0], theta[1:]])
-    return float(w @ loss) + reg, grad
+    return float(w @ loss), phi.T @ (w * dlogt)
 
 
-def fit_calibrator(scored: Sequence[Scored], weights: Sequence[float], how: str = "nll",
-                   features: Sequence[str] = CALIBRATOR_FEATURES, ridge: float = CALIBRATOR_RIDGE) -> Calibrator:
-    """The `Calibrator` minimising the weighted mean loss over ``scored`` (dataset weights ``weights``).
+def fit_calibrator(scored: Sequence[Scored], weights: Sequence[float], log_t_base: Sequence[np.ndarray],
+                   how: str = "nll", features: Sequence[str] = CALIBRATOR_FEATURES,
+                   ridge: float = CALIBRATOR_RIDGE) -> Calibrator:
+    """The `Calibrator` minimising the weighted mean loss over ``scored`` plus ``ridge`` x |theta|^2.
 
-    how: ``nll`` or ``top_label`` (`_loss_and_grad`); features must start with ``bias``. BFGS from the
-    bias at log of the median row's fitted global temperature. Raises ``ValueError`` on an unknown ``how``
-    or when ``bias`` is not the first feature.
+    weights: one per dataset (each dataset's rows share it evenly); log_t_base: per dataset, ``[N]`` log of
+    the group temperature of each row (the calibrator's factor multiplies it). how: ``nll`` or ``top_label``
+    (`_loss_and_grad`). BFGS from theta = 0 (the group temperatures unchanged). Raises ``ValueError`` on an
+    unknown ``how``.
     """
     from scipy.optimize import minimize
 
     if how not in CALIBRATOR_FITS:
         raise ValueError(f"unknown calibrator fit {how!r}; expected one of {CALIBRATOR_FITS}")
-    if list(features)[:1] != ["bias"]:
-        raise ValueError("the calibrator's first feature must be 'bias'")
     idx = [CALIBRATOR_FEATURES.index(f) for f in features]
-    buckets = []
-    for s, wt in zip(scored, weights):
-        if wt > 0:
-            buckets.append((s.packed, s.phi[:, idx], np.full(len(s.packed.k), wt / len(s.packed.k))))
+    buckets = [(s.packed, s.features(lt)[:, idx], np.full(len(s.packed.k), wt / len(s.packed.k)), lt)
+               for s, wt, lt in zip(scored, weights, log_t_base) if wt > 0]
     total = sum(float(b[2].sum()) for b in buckets)
-    buckets = [(p, phi, w / total) for p, phi, w in buckets]
+    buckets = [(p, phi, w / total, lt) for p, phi, w, lt in buckets]
 
     def value_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        parts = [_loss_and_grad(p, phi, w, theta, how, 0.0) for p, phi, w in buckets]
-        reg = ridge * float(theta[1:] @ theta[1:])
-        grad = np.sum([g for _, g in parts], axis=0) + 2 * ridge * np.concatenate([[0.0], theta[1:]])
-        return sum(v for v, _ in parts) + reg, grad
+        parts = [_loss_and_grad(p, phi, w, lt, theta, how) for p, phi, w, lt in buckets]
+        return (sum(v for v, _ in parts) + ridge * float(theta @ theta),
+                np.sum([g for _, g in parts], axis=0) + 2 * ridge * theta)
 
     res = minimize(value_grad, x0=np.zeros(len(idx)), jac=True, method="BFGS", options={"maxiter": 500})
     return Calibrator(tuple(features), tuple(round(float(c), 6) for c in res.x), how)
@@ -251,9 +272,10 @@ def group_temperatures(s: Scored, t0: float, b: float) -> np.ndarray:
     return sel.row_temperatures(s.packed, math.log(t0), b)
 
 
-def calibrated_temperatures(s: Scored, cal: Calibrator) -> np.ndarray:
-    """Per-row temperatures of the calibrator."""
-    return np.exp(cal.log_temperature(s.phi))
+def calibrated_temperatures(s: Scored, cal: Calibrator, t0: float, b: float) -> np.ndarray:
+    """Per-row temperatures T(K) x the calibrator's factor (`RequestScoring.temperature`'s formula)."""
+    log_base = np.log(group_temperatures(s, t0, b))
+    return np.exp(log_base + cal.log_temperature(s.features(log_base)))
 
 
 # --------------------------------------------------------------------------- the choice
@@ -325,33 +347,41 @@ class Selector:
         return self.scored(name, self.cands.index(cand)), temps
 
     def calibrator(self, names: Sequence[str], choice: GroupChoice, how: str,
-                   features: Sequence[str] = CALIBRATOR_FEATURES) -> Calibrator:
-        """The calibrator fitted on ``names`` scored under ``choice``."""
-        scored = [self.scored_under(n, choice)[0] for n in names]
-        return fit_calibrator(scored, [self.weights[n] for n in names], how, features)
+                   features: Sequence[str] = CALIBRATOR_FEATURES, ridge: float = CALIBRATOR_RIDGE) -> Calibrator:
+        """The calibrator fitted on ``names`` scored under ``choice`` (on top of its group temperatures)."""
+        pairs = [self.scored_under(n, choice) for n in names]
+        log_base = [np.log(group_temperatures(s, *t)) for s, t in pairs]
+        return fit_calibrator([s for s, _ in pairs], [self.weights[n] for n in names], log_base, how, features, ridge)
 
 
-ARMS = ("pooled T(K)", "groups T(K)", "groups + calibrator (nll)", "groups + calibrator (top_label)")
+CALIBRATOR_ARMS = (("nll", 1e-3), ("nll", 1e-2), ("top_label", 1e-2))
+"""(fit, ridge) of the calibrators tried on top of each base: 3 x 2 bases = 6 calibrated arms."""
 
 
 def leave_one_out(selector: Selector, features: Sequence[str] = CALIBRATOR_FEATURES,
+                  calibrators: Sequence[tuple[str, float]] = CALIBRATOR_ARMS,
                   log: Callable[[str], None] | None = None) -> dict[str, dict[str, dict[str, float]]]:
-    """Out-of-fold figures of every arm in `ARMS`: ``{arm: {held-out name: dataset_figures}}``."""
+    """Out-of-fold figures of each arm: ``{arm: {held-out name: dataset_figures}}``.
+
+    Arms: ``pooled`` (one candidate for every group, T(K)), ``groups`` (each group's own candidate and T),
+    and each of them with each calibrator of ``calibrators`` on top (``pooled + nll/0.001`` ...).
+    """
     names = list(selector.sets)
-    out: dict[str, dict[str, dict[str, float]]] = {a: {} for a in ARMS}
+    out: dict[str, dict[str, dict[str, float]]] = {}
     for h in names:
         train = [n for n in names if n != h]
         choice = selector.choose(train)
-        pooled_cand, (pt0, pb) = choice.pooled
-        ps = selector.scored(h, selector.cands.index(pooled_cand))
-        out[ARMS[0]][h] = dataset_figures(ps, group_temperatures(ps, pt0, pb), selector.bounds[h])
-        s, (t0, b) = selector.scored_under(h, choice)
-        out[ARMS[1]][h] = dataset_figures(s, group_temperatures(s, t0, b), selector.bounds[h])
-        for arm, how in ((ARMS[2], "nll"), (ARMS[3], "top_label")):
-            cal = selector.calibrator(train, choice, how, features)
-            out[arm][h] = dataset_figures(s, calibrated_temperatures(s, cal), selector.bounds[h])
+        pooled_only = GroupChoice(pooled=choice.pooled)
+        for base, ch in (("pooled", pooled_only), ("groups", choice)):
+            s, (t0, b) = selector.scored_under(h, ch)
+            out.setdefault(base, {})[h] = dataset_figures(s, group_temperatures(s, t0, b), selector.bounds[h])
+            for how, ridge in calibrators:
+                cal = selector.calibrator(train, ch, how, features, ridge)
+                arm = f"{base} + {how}/{ridge:g}"
+                out.setdefault(arm, {})[h] = dataset_figures(s, calibrated_temperatures(s, cal, t0, b),
+                                                             selector.bounds[h])
         if log is not None:
-            log(f"held out {h}: " + ", ".join(f"{a} {out[a][h]['normalised']:.1f}" for a in ARMS))
+            log(f"held out {h}: " + ", ".join(f"{a} {out[a][h]['normalised']:.1f}" for a in out))
     return out
 
 
@@ -390,3 +420,42 @@ def served_scoring(choice: GroupChoice, calibrator: Calibrator | None, cascade: 
 
     groups = {g: config(c, t) for g, (c, t, _) in choice.per_group.items()}
     return RequestScoring(config(*choice.pooled), groups, calibrator, cascade)
+
+
+def choose_on_all(selector: Selector, base: str, calibrator: tuple[str, float] | None,
+                  features: Sequence[str] = CALIBRATOR_FEATURES) -> tuple[GroupChoice, Calibrator | None]:
+    """The shipped choice, made on every dev set: ``base`` ``pooled`` or ``groups``, and the calibrator
+    ``(fit, ridge)`` on top (None: the group temperatures alone)."""
+    names = list(selector.sets)
+    choice = selector.choose(names)
+    if base == "pooled":
+        choice = GroupChoice(pooled=choice.pooled)
+    cal = selector.calibrator(names, choice, calibrator[0], features, calibrator[1]) if calibrator else None
+    return choice, cal
+
+
+def served_figures(sets: Mapping[str, CachedSet], scoring: RequestScoring) -> dict[str, dict[str, float]]:
+    """Figures of ``scoring`` on every set with the served code path (`RequestScoring.probabilities` per row,
+    the cascade included, then `metrics.score_rows`): the check that what ships scores what was chosen."""
+    out = {}
+    for n, cs in sets.items():
+        off = cs.offsets
+        tokens = cs.premise_tokens if cs.premise_tokens is not None else np.zeros(len(cs), dtype=np.int64)
+        probs, pairs = [], 0
+        for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
+            hyps = [cs.hypotheses[j] for j in cs.hyp_index[a:b]]
+            config = scoring.config_for(request_group(hyps))
+            nli = scores_from_logits(cs.logits[a:b], config.rule, cs.entail_idx, cs.contra_idx)
+            cos = cs.cosine[a:b].astype(np.float64)
+            if scoring.cascade is not None and config.embedding_weight and scoring.cascade.applies(b - a):
+                kept = scoring.cascade.kept(cos)
+                nli = cascade_scores(nli[kept], kept, b - a)
+                pairs += scoring.cascade.keep
+            else:
+                pairs += b - a
+            probs.append(scoring.probabilities(nli, hyps, cos if config.embedding_weight else None,
+                                               premise_tokens=int(tokens[i])))
+        card = sel.score_cached(cs, probs)
+        out[n] = {"normalised": card.normalised, "ece": card.ece, "macro_f1": card.macro_f1,
+                  "pairs_per_row": pairs / len(cs)}
+    return out

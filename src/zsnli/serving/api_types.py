@@ -162,6 +162,13 @@ class ClassifyRequest(BaseModel):
         description="Score each label independently (softmax over entailment vs contradiction); "
         "the probabilities then need not sum to 1.",
     )
+    cascade: StrictBool = Field(
+        True,
+        description="Where calibration.json has a label cascade (see /health: scoring.cascade), a request with "
+        "that many labels or more has its labels ranked by the sentence encoder's cosine and only the top ones "
+        "scored by the cross-encoder (the others get the lowest scored label's NLI score plus their own cosine "
+        "term). false scores every label with the cross-encoder.",
+    )
 
     @field_validator("labels")
     @classmethod

@@ -282,7 +282,7 @@ async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
     req, used_alias = parse_classify_request(payload)
     try:
         probs = await service.classify(req.text, req.labels, req.hypothesis_template, req.multi_label,
-                                       disconnected=lambda: _wait_disconnect(request))
+                                       disconnected=lambda: _wait_disconnect(request), cascade=req.cascade)
     except ApiError as exc:
         raise exc.renamed("labels", "candidate_labels") if used_alias else exc
     if isinstance(payload.get("id"), http_body.JsonNumber):  # echo the id's exact text
@@ -315,8 +315,8 @@ async def _classify_array(service: ZeroShotClassifier, request: Request, items: 
             calls.append((i, req))
         except ApiError as exc:
             answers[i] = exc
-    results = await _classify_each(service, request, [(r.text, r.labels, r.hypothesis_template, r.multi_label)
-                                                      for _, r in calls])
+    results = await _classify_each(service, request, [(r.text, r.labels, r.hypothesis_template, r.multi_label,
+                                                       r.cascade) for _, r in calls])
     for (i, _), result in zip(calls, results):
         answers[i] = result.renamed("labels", "candidate_labels") if isinstance(result, ApiError) and aliases[i] \
             else result
@@ -353,7 +353,7 @@ async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
     except ApiError as exc:
         raise _renamed(exc, inference_api.FIELD_NAMES) from None
     multi = inference_api.single_label_scored_alone(len(req.labels), req.multi_label)
-    results = await _classify_each(service, request, [(text, req.labels, req.hypothesis_template, multi)
+    results = await _classify_each(service, request, [(text, req.labels, req.hypothesis_template, multi, req.cascade)
                                                       for text in call.texts])
     answers = []
     labels = [clean_text(lb) for lb in req.labels]
@@ -373,17 +373,18 @@ def _renamed(exc: ApiError, names: dict[str, str]) -> ApiError:
 
 
 async def _classify_each(service: ZeroShotClassifier, request: Request,
-                         calls: Sequence[tuple[str, list[str], str | None, bool]]) -> list[Any]:
+                         calls: Sequence[tuple[str, list[str], str | None, bool, bool]]) -> list[Any]:
     """Classify several documents of one request at once: ``calls`` are ``(text, labels, template,
-    multi_label)``. Each is admitted against the queue capacity on its own (the same limits as one
+    multi_label, cascade)``. Each is admitted against the queue capacity on its own (the same limits as one
     request each) and their pairs share the batcher's forwards. Returns, in order, each one's
     probabilities or its ``ApiError``; one watcher of the client's disconnect serves them all."""
     gone = asyncio.ensure_future(_wait_disconnect(request))
 
     async def one(call) -> Any:
-        text, labels, template, multi = call
+        text, labels, template, multi, cascade = call
         try:
-            return await service.classify(text, labels, template, multi, disconnected=lambda: asyncio.shield(gone))
+            return await service.classify(text, labels, template, multi, disconnected=lambda: asyncio.shield(gone),
+                                          cascade=cascade)
         except ApiError as exc:
             return exc
 

@@ -3,7 +3,7 @@ and the tokeniser-thread steps that build the work (`tokenize`, `check_label_tok
 
 `zsnli.serving.service.ZeroShotClassifier` prepares a document (``preprocess``), runs `tokenize` on its
 tokeniser thread and hands `Tokenized.work` to the batcher. May import `zsnli.serving.batching` (the kind
-names), `zsnli.errors`, `zsnli.runtime.model` and `zsnli.runtime.embedding` only.
+names), `zsnli.errors`, `zsnli.request_scoring` (the cascade), `zsnli.runtime.model` and `zsnli.runtime.embedding` only.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from .batching import DEFAULT_KIND
 from ..errors import ApiError, ErrorType
+from ..request_scoring import Cascade
 from ..runtime.embedding import SentenceEncoder
 from ..runtime.model import Encoded, NliRuntime
 
@@ -39,10 +40,19 @@ class Prepared:
     multi_label: bool
     group: str | None = None  # `zsnli.request_scoring.request_group` of the hypotheses (None: multi-label, K = 1)
     needs_premise_tokens: bool = False  # the calibrator reads the text's length in tokens
+    cascade: Cascade | None = None  # set when only the top labels by cosine go to the cross-encoder
+    kept: list[int] | None = None  # with a cascade: the indices into ``unique`` it kept (set after the cosines)
 
     @property
     def n_pairs(self) -> int:
-        return len(self.unique) * (2 if self.content_free is not None else 1)
+        """NLI pairs this document sends (reserved against the queue capacity before anything is tokenised)."""
+        scored = min(self.cascade.keep, len(self.unique)) if self.cascade is not None else len(self.unique)
+        return scored * (2 if self.content_free is not None else 1)
+
+    @property
+    def scored(self) -> list[str]:
+        """The distinct hypotheses the cross-encoder scores: all of them, or the cascade's kept ones."""
+        return list(self.unique) if self.kept is None else [self.unique[i] for i in self.kept]
 
 
 @dataclass
@@ -56,8 +66,8 @@ class Tokenized:
     premise_tokens: int = 0  # the text's tokens (`NliRuntime.premise_tokens`), when the calibrator needs them
 
     def work(self) -> list[tuple[str, list[Encoded]]]:
-        """``(kind, items)`` for each batcher job, NLI first; the embedding jobs only when present."""
-        jobs = [(DEFAULT_KIND, self.pairs)]
+        """``(kind, items)`` for each batcher job, NLI first (when there are pairs); the embedding jobs when present."""
+        jobs = [(DEFAULT_KIND, self.pairs)] if self.pairs else []
         if self.text:
             jobs += [(TEXT_KIND, self.text), (LABEL_KIND, self.labels)]
         return jobs
@@ -87,15 +97,22 @@ def check_label_tokens(model: NliRuntime, prep: Prepared) -> None:
                            "labels are never cut", f"labels[{i}]")
 
 
-def tokenize(model: NliRuntime, encoder: SentenceEncoder | None, prep: Prepared) -> Tokenized:
-    """Tokeniser thread: `check_label_tokens`, then encode all pairs (text, and the content-free premise)
-    and, with an ``encoder``, the text and the distinct hypotheses for it."""
+def embedding_tokens(model: NliRuntime, encoder: SentenceEncoder, prep: Prepared) -> Tokenized:
+    """Tokeniser thread, first step of a cascade: `check_label_tokens` (every label, pruned or not, is checked
+    as without a cascade), then the text and every distinct hypothesis for the sentence encoder (no pairs)."""
     check_label_tokens(model, prep)
-    premises = [prep.text] * len(prep.unique)
-    hyps = list(prep.unique)
+    return Tokenized([], encoder.tokenize([prep.text]), encoder.tokenize(prep.unique))
+
+
+def tokenize(model: NliRuntime, encoder: SentenceEncoder | None, prep: Prepared) -> Tokenized:
+    """Tokeniser thread: `check_label_tokens`, then encode the pairs of `Prepared.scored` (text, and the
+    content-free premise) and, with an ``encoder``, the text and the distinct hypotheses for it."""
+    check_label_tokens(model, prep)
+    hyps = prep.scored
+    premises = [prep.text] * len(hyps)
     if prep.content_free is not None:
-        premises += [prep.content_free] * len(prep.unique)
-        hyps += list(prep.unique)
+        premises += [prep.content_free] * len(hyps)
+        hyps = hyps + hyps
     out = Tokenized(model.encode(premises, hyps))
     if prep.needs_premise_tokens:
         out.premise_tokens = model.premise_tokens([prep.text])[0]

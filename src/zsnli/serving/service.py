@@ -44,18 +44,18 @@ import numpy as np
 
 from .. import __version__
 from .api_types import classify_fields
-from .batching import BatchError, BatchObserver, Batcher, BatcherClosed, QueueFull, WorkKind
+from .batching import BatchError, BatchObserver, Batcher, BatcherClosed, DEFAULT_KIND, QueueFull, WorkKind
 from ..config import Settings, unknown_settings
 from .drain import Drain
 from ..runtime.embedding import SentenceEncoder, cosines
 from ..errors import ApiError, ErrorType
 from ..runtime.model import Encoded, ModelConfigError, NliRuntime, default_token_budget
-from ..request_scoring import RequestScoring, request_group
+from ..request_scoring import RequestScoring, cascade_scores, request_group
 from ..scoring import multi_label_probabilities, scores_from_logits
 from .startup import (STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, default_loader, one_line,
                       preflight, resolved_embedding_dir)
 from .document import (HYPOTHESIS_CHARS_PER_TOKEN, LABEL_KIND, TEXT_KIND, Prepared, Tokenized, check_label_tokens,
-                       fill_template, tokenize)
+                       embedding_tokens, fill_template, tokenize)
 from .text import clean_text
 
 logger = logging.getLogger("zsnli")
@@ -298,7 +298,7 @@ class ZeroShotClassifier:
 
     async def classify(self, text: str, labels: Sequence[str], hypothesis_template: str | None = None,
                        multi_label: bool = False, *, disconnected: Disconnected | None = None,
-                       priority: int = 0) -> list[float]:
+                       priority: int = 0, cascade: bool = True) -> list[float]:
         """Probabilities of each label for one document, in the labels' order.
 
         Single-label: ``K`` probabilities summing to 1 (the request group's scoring and temperature,
@@ -306,18 +306,27 @@ class ZeroShotClassifier:
         disconnected: completes when the client has gone (its queued pairs are then dropped).
         priority: the batcher priority of its work (0, the default, is ``/classify``'s; a larger
         value waits while smaller ones are pending: the bake-off's served arms use 1).
+        cascade: False scores every label with the cross-encoder even where calibration.json's cascade
+        applies (`zsnli.request_scoring.Cascade`: the cosine ranks the labels, the top ones are scored).
         Raises ``ApiError``: 503 not ready / overloaded / timed out, 422 a label that
         cannot fit (field ``labels[i]``) or too many labels, 500 inference failure or
         non-finite numbers, 499 client gone.
         """
         self.check_ready()
         st = self.state
-        prep = self.preprocess(text, labels, hypothesis_template, multi_label)
+        prep = self.preprocess(text, labels, hypothesis_template, multi_label, cascade)
+        loop = asyncio.get_running_loop()
         try:
             with st.batcher.admit(prep.n_pairs):
-                encoded = await asyncio.get_running_loop().run_in_executor(
-                    self._tokenize_pool, tokenize, st.model, self._request_encoder(prep), prep)
+                first_cosine = None
+                if prep.cascade is not None:  # the cosines first: they choose the pairs to score
+                    emb = await loop.run_in_executor(self._tokenize_pool, embedding_tokens, st.model, st.encoder, prep)
+                    _, first_cosine = await self._forward(emb, disconnected, priority)
+                    prep.kept = prep.cascade.kept(first_cosine).tolist()
+                encoder = self._request_encoder(prep) if first_cosine is None else None
+                encoded = await loop.run_in_executor(self._tokenize_pool, tokenize, st.model, encoder, prep)
                 logits, cosine = await self._forward(encoded, disconnected, priority)
+                cosine = first_cosine if first_cosine is not None else cosine
         except QueueFull as exc:
             raise ApiError(ErrorType.OVERLOADED, f"overloaded: {exc}; retry later") from None
         except asyncio.TimeoutError:
@@ -341,7 +350,8 @@ class ZeroShotClassifier:
         prep = self.preprocess("", labels, template, multi_label=True)
         await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, check_label_tokens, self.state.model, prep)
 
-    def preprocess(self, text: str, labels: Sequence[str], template: str | None, multi_label: bool) -> Prepared:
+    def preprocess(self, text: str, labels: Sequence[str], template: str | None, multi_label: bool,
+                   cascade: bool = True) -> Prepared:
         """Clean and cut the text, fill the template, deduplicate the hypotheses; refuse with
         ``ApiError`` 422 more than ``ZSNLI_MAX_LABELS`` labels, or a label or template so long in
         characters that it cannot fit the window (checked before anything is tokenised)."""
@@ -366,11 +376,15 @@ class ZeroShotClassifier:
                                f"labels[{i}]")
         hyps = [fill_template(template, lb) for lb in labels]
         slot = {h: i for i, h in enumerate(dict.fromkeys(hyps))}
+        scoring = self.state.scoring
         group = request_group(hyps) if not multi_label else None
-        content_free = self.state.scoring.config_for(group).content_free_premise if not multi_label else None
+        config = scoring.config_for(group)
+        content_free = config.content_free_premise if not multi_label else None
+        pruned = scoring.cascade if (cascade and not multi_label and scoring.cascade is not None and content_free is None
+                                     and config.embedding_weight != 0 and scoring.cascade.applies(len(slot))) else None
         return Prepared(text, labels, hyps, list(slot), [slot[h] for h in hyps],
                         list(dict.fromkeys(labels)) if template is not None else None, content_free, multi_label,
-                        group, self.state.scoring.calibrator is not None and not multi_label)
+                        group, scoring.calibrator is not None and not multi_label, pruned)
 
     def _request_encoder(self, prep: Prepared) -> SentenceEncoder | None:
         """The sentence encoder when this request's group scoring has the cosine term (single-label only)."""
@@ -382,10 +396,11 @@ class ZeroShotClassifier:
                        priority: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
         """Logits of the encoded pairs from the batcher and, when the request has embedding work,
         the text-hypothesis cosines ``[K unique]`` from its own text and hypothesis embeddings."""
-        outputs = await _await_jobs(self.state.batcher, encoded.work(), disconnected, self.settings.request_timeout_s,
-                                    priority)
-        cosine = cosines(outputs[1][0], outputs[2]) if len(outputs) == 3 else None
-        return outputs[0], cosine
+        work = encoded.work()
+        outputs = await _await_jobs(self.state.batcher, work, disconnected, self.settings.request_timeout_s, priority)
+        by_kind = {kind: out for (kind, _), out in zip(work, outputs)}
+        cosine = cosines(by_kind[TEXT_KIND][0], by_kind[LABEL_KIND]) if TEXT_KIND in by_kind else None
+        return by_kind.get(DEFAULT_KIND), cosine
 
     def postprocess(self, prep: Prepared, logits: np.ndarray, cosine: np.ndarray | None,
                     premise_tokens: int = 0) -> list[float]:
@@ -409,9 +424,11 @@ class ZeroShotClassifier:
             else:
                 config = st.scoring.config_for(prep.group)
                 scores = scores_from_logits(logits, config.rule, model.entail_idx, model.contra_idx)
-                cf = scores[k:2 * k][where] if prep.content_free is not None else None
+                m = len(prep.kept) if prep.kept is not None else k
+                nli = scores[:m] if prep.kept is None else cascade_scores(scores[:m], np.array(prep.kept), k)
+                cf = scores[m:2 * m][where] if prep.content_free is not None else None
                 cos = cosine[where] if cosine is not None else None
-                probs = st.scoring.probabilities(scores[:k][where], prep.hyps, cos, cf, premise_tokens)
+                probs = st.scoring.probabilities(nli[where], prep.hyps, cos, cf, premise_tokens)
         except (ValueError, ArithmeticError) as exc:  # overflow included: never a generic 500 internal
             raise ApiError(ErrorType.NON_FINITE, f"scoring failed: {type(exc).__name__}: {exc}") from None
         if not np.all(np.isfinite(probs)):
