@@ -167,9 +167,9 @@ async def test_scoring_config_from_calibration_json(tmp_path, deberta_dir, chose
     app = create_app(make_settings(model_dir), loader=cached_loader)
     async with running_app(app) as client:
         st = app.state.classifier.state
-        assert st.calibrated and st.scoring == ScoringConfig.from_dict(chosen)
+        assert st.calibrated and st.scoring.default == ScoringConfig.from_dict(chosen) and not st.scoring.groups
         out = await classify(client, {"text": TEXT, "labels": LABELS})
-        np.testing.assert_allclose(out["probabilities"], direct(st.model, TEXT, LABELS, st.scoring), atol=1e-6)
+        np.testing.assert_allclose(out["probabilities"], direct(st.model, TEXT, LABELS, st.scoring.default), atol=1e-6)
         one = await classify(client, {"text": TEXT, "labels": LABELS[:1]})
         assert one["probabilities"] == [1.0]
         health = (await client.get("/health")).json()

@@ -228,11 +228,11 @@ def test_calibration_fitted_for_another_model(tmp_path, tiny_models):
     shutil.copytree(model_dir, local)
     (beside / "calibration.json").write_text(calib.read_text())
     pre = preflight(make_settings(local))
-    assert pre.calibrated is False and pre.scoring.temperature == 1.0
+    assert pre.calibrated is False and pre.scoring.default.temperature == 1.0
     digest = model_dir_digest(hash_model_dir(model_dir))
     (beside / "calibration.json").write_text(json.dumps({**doc, "model_sha256": digest}))
     pre = preflight(make_settings(local))
-    assert pre.calibrated is True and pre.scoring.temperature == 0.5
+    assert pre.calibrated is True and pre.scoring.default.temperature == 0.5
 
 
 async def test_startup_refusal_for_a_hub_model_is_a_startup_refused(hub_cache):

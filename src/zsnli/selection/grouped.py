@@ -354,7 +354,7 @@ class Selector:
         return fit_calibrator([s for s, _ in pairs], [self.weights[n] for n in names], log_base, how, features, ridge)
 
 
-CALIBRATOR_ARMS = (("nll", 1e-3), ("nll", 1e-2), ("top_label", 1e-2))
+CALIBRATOR_ARMS = (("nll", 1e-2),)
 """(fit, ridge) of the calibrators tried on top of each base: 3 x 2 bases = 6 calibrated arms."""
 
 
@@ -380,6 +380,21 @@ def leave_one_out(selector: Selector, features: Sequence[str] = CALIBRATOR_FEATU
                 arm = f"{base} + {how}/{ridge:g}"
                 out.setdefault(arm, {})[h] = dataset_figures(s, calibrated_temperatures(s, cal, t0, b),
                                                              selector.bounds[h])
+        pooled_cand = choice.pooled[0]
+        ci = selector.cands.index(pooled_cand)
+        s = selector.scored(h, ci)
+        fold = [selector.scored(n, ci) for n in train]
+        wts = [selector.weights[n] for n in train]
+        bds = [selector.bounds[n] for n in train]
+        t0, b = fit_temperature_on_objective(fold, wts, bds)
+        out.setdefault("pooled, T on objective", {})[h] = dataset_figures(s, group_temperatures(s, t0, b), selector.bounds[h])
+        g = selector.group[h]
+        members = [i for i, n in enumerate(train) if selector.group[n] == g]
+        if len(members) >= MIN_GROUP_SETS:
+            t0, b = fit_temperature_on_objective([fold[i] for i in members], [wts[i] for i in members],
+                                                 [bds[i] for i in members])
+        out.setdefault("pooled, group T on objective", {})[h] = dataset_figures(s, group_temperatures(s, t0, b),
+                                                                               selector.bounds[h])
         if log is not None:
             log(f"held out {h}: " + ", ".join(f"{a} {out[a][h]['normalised']:.1f}" for a in out))
     return out
@@ -459,3 +474,60 @@ def served_figures(sets: Mapping[str, CachedSet], scoring: RequestScoring) -> di
         out[n] = {"normalised": card.normalised, "ece": card.ece, "macro_f1": card.macro_f1,
                   "pairs_per_row": pairs / len(cs)}
     return out
+
+
+# --------------------------------------------------------------------------- temperatures fitted on the objective
+
+LOG_T0_GRID = np.linspace(-3.0, 3.0, 121)
+"""log t0 grid of `fit_temperature_on_objective` (T from 0.05 to 20, steps of 5 %)."""
+B_GRID = np.linspace(-1.0, 0.5, 16)
+"""K-exponent grid of `fit_temperature_on_objective` (used only where K varies)."""
+
+
+def _top_confidences(p: sel.Packed, temps: np.ndarray) -> np.ndarray:
+    """``[G, N]`` top-1 probabilities of every row at each of G per-row temperatures ``temps`` ``[G, N]``
+    (1 / sum_j exp((s_j - s_max) / T): the top label does not depend on T)."""
+    s = np.where(p.mask, p.scores, -np.inf)
+    d = (s - s.max(axis=1, keepdims=True)).astype(np.float32)  # [N, K], 0 at the top, -inf padding
+    out = np.empty(temps.shape, dtype=np.float64)
+    for g in range(temps.shape[0]):
+        out[g] = 1.0 / np.exp(d / temps[g][:, None].astype(np.float32)).sum(axis=1)
+    return out
+
+
+def _ece_rows(conf: np.ndarray, correct: np.ndarray, n_bins: int = metrics.N_BINS) -> np.ndarray:
+    """ECE (`zsnli.metrics.expected_calibration_error`'s bins) of each row of ``conf`` ``[G, N]``."""
+    g, n = conf.shape
+    idx = np.clip(np.ceil(conf * n_bins).astype(np.int64) - 1, 0, n_bins - 1) + np.arange(g)[:, None] * n_bins
+    gap = np.bincount(idx.ravel(), weights=(conf - correct[None, :]).ravel(), minlength=g * n_bins)
+    return np.abs(gap.reshape(g, n_bins)).sum(axis=1) / n
+
+
+def fit_temperature_on_objective(scored: Sequence[Scored], weights: Sequence[float],
+                                 bounds: Sequence[sel.Bounds]) -> tuple[float, float]:
+    """``(t0, b)`` of T(K) = t0 x K^b maximising the weighted mean normalised calibrated macro-F1 itself
+    over ``scored`` (grid `LOG_T0_GRID` x `B_GRID`; b = 0 where every row has one K).
+
+    Since a temperature never changes the arg-max, macro-F1 is fixed and only ECE moves, so this is the
+    temperature with the lowest ECE weighted by each dataset's F1 and range; a dataset at the floor under
+    every temperature (normalised clamped to 0) does not pull it, unlike NLL, which a confidently wrong
+    dataset dominates.
+    """
+    one_k = all(np.unique(s.packed.k).size == 1 for s in scored) and len({float(s.packed.k[0]) for s in scored}) == 1
+    grid = [(lt, 0.0) for lt in LOG_T0_GRID] if one_k else [(lt, b) for lt in LOG_T0_GRID for b in B_GRID]
+    total = np.zeros(len(grid))
+    wsum = float(sum(weights)) or 1.0
+    for s, w, bd in zip(scored, weights, bounds):
+        if w <= 0 or not bd.ceiling > bd.floor:
+            continue
+        p = s.packed
+        f1 = sel.fast_macro_f1(p)
+        pred = np.where(p.mask, p.scores, -np.inf).argmax(axis=1)
+        correct = (p.classes[np.arange(len(pred)), pred] == p.gold_classes).astype(np.float64)
+        temps = np.exp(np.array([lt for lt, _ in grid])[:, None] + np.array([b for _, b in grid])[:, None]
+                       * np.log(p.k)[None, :])
+        ece = _ece_rows(_top_confidences(p, temps), correct)
+        norm = np.clip((f1 * (1 - ece) - bd.floor) / (bd.ceiling - bd.floor), 0.0, 1.0) * 100.0
+        total += w / wsum * norm
+    lt, b = grid[int(np.argmax(total))]
+    return float(math.exp(lt)), float(b)
