@@ -66,9 +66,10 @@ def test_unsigned_receipt_checks_the_hash_only():
     report = cli_report()
     assert report["receipt"]["signature"] is None and report["receipt"]["key_id"] is None
     assert set(report["receipt"]) == {"version", "sha256", "signature", "key_id", "examples_sha256", "arms"}
-    assert verify(report) == []
+    assert verify(report, allow_unsigned=True) == []
+    assert any("not accepted without --allow-unsigned" in p for p in verify(report))  # never valid by default
     report["leaderboard"][0]["macro_f1"] = 0.5
-    assert any("sha256 mismatch" in p for p in verify(report))
+    assert any("sha256 mismatch" in p for p in verify(report, allow_unsigned=True))
 
 
 def test_an_unsigned_receipt_is_not_vouched_for_by_a_key(signer):
@@ -165,16 +166,19 @@ def test_cli_exit_codes(signer, tmp_path, capsys):
     assert main([str(tmp_path / "junk.json"), "--public-key", str(key)]) == 2
 
 
-def test_cli_verifies_an_unsigned_report_without_a_key(tmp_path, capsys, monkeypatch):
+def test_cli_accepts_an_unsigned_report_only_by_the_explicit_flag(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("ZSNLI_RECEIPT_KEY", raising=False)
     report = cli_report()
     path = tmp_path / "bakeoff.json"
     path.write_text(json.dumps(report, indent=2))
-    assert main([str(path)]) == 0
-    assert "unsigned" in capsys.readouterr().out
+    assert main([str(path)]) == 1  # unsigned: anyone can recompute a sha256
+    out = capsys.readouterr().out
+    assert out.startswith("INVALID: the receipt is unsigned") and "--allow-unsigned" in out and "valid:" not in out
+    assert main([str(path), "--allow-unsigned"]) == 0
+    assert capsys.readouterr().out.startswith("valid (unsigned, accepted by --allow-unsigned)")
     report["arms"][0]["scores"]["means"]["macro_f1"] = 0.9
     path.write_text(json.dumps(report))
-    assert main([str(path)]) == 1
+    assert main([str(path), "--allow-unsigned"]) == 1
     assert "sha256 mismatch" in capsys.readouterr().out
 
 
@@ -231,3 +235,72 @@ def test_cli_input_that_is_not_an_answer_is_one_line_exit_2(signer, tmp_path, ca
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured
     assert "Traceback" not in captured.err and "is not a bake-off report with a receipt" in captured.err
+
+
+def _resealed_unsigned(report: dict) -> dict:
+    """``report`` with its signature and key id stripped and its sha256 recomputed: what anyone can make."""
+    body = {k: v for k, v in report.items() if k != "receipt"}
+    receipt = seal(body, report["receipt"]["examples_sha256"], report["receipt"]["arms"])
+    return {**body, "receipt": receipt}
+
+
+def _forgeries(signer: Signer, other: Signer) -> dict[str, dict]:
+    """Forged service answers (issue 31 item 3): the winner changed, then sealed the ways a forger can."""
+    genuine = signed_answer(signer)
+    changed = {**copy.deepcopy(genuine), "winner": "majority"}
+    stripped = _resealed_unsigned(changed)  # signature and key_id null, sha256 recomputed
+    kept_key_id = copy.deepcopy(stripped)
+    kept_key_id["receipt"]["key_id"] = genuine["receipt"]["key_id"]  # signature null, key id kept
+    as_cli = _resealed_unsigned({**{k: v for k, v in changed.items() if k != "id"}, "tool": "zsnli validate bakeoff"})
+    other_key = {**changed, "receipt": seal({k: v for k, v in changed.items() if k != "receipt"}, "e" * 64,
+                                            genuine["receipt"]["arms"], other)}  # signed, by another key
+    changed_key_id = copy.deepcopy(other_key)
+    changed_key_id["receipt"]["key_id"] = genuine["receipt"]["key_id"]  # another key's signature, our key id
+    another_report = copy.deepcopy(changed)  # the genuine signature of another report
+    another_report["receipt"]["sha256"] = stripped["receipt"]["sha256"]
+    no_key_id = copy.deepcopy(genuine)
+    no_key_id["receipt"]["key_id"] = None
+    added = copy.deepcopy(genuine)
+    added["note"] = "checked by the auditors"  # a field added beside the signature
+    added_receipt = copy.deepcopy(genuine)
+    added_receipt["receipt"]["signed_by"] = "auditors"  # a receipt field outside the format
+    return {"stripped": stripped, "stripped, key id kept": kept_key_id, "stripped, passed off as a CLI report": as_cli,
+            "signed by another key": other_key, "another key, our key id": changed_key_id,
+            "signature of another report": another_report, "key id removed": no_key_id,
+            "field added": added, "receipt field added": added_receipt}
+
+
+FORGERY_KINDS = ("stripped", "stripped, key id kept", "stripped, passed off as a CLI report", "signed by another key",
+                 "another key, our key id", "signature of another report", "key id removed", "field added",
+                 "receipt field added")
+
+
+@pytest.mark.parametrize("kind", FORGERY_KINDS)
+def test_no_forgery_verifies_with_exit_0(signer, tmp_path, capsys, monkeypatch, kind):
+    """Issue 31 item 3: with or without --public-key, with or without a local key, with or without
+    --allow-unsigned, no forgery exits 0; a signature stripped never turns a refusal into a pass."""
+    forged = _forgeries(signer, Signer(tmp_path / "other.pem"))[kind]
+    path, key = tmp_path / "forged.json", tmp_path / "key.pem"
+    path.write_text(json.dumps(forged))
+    key.write_text(signer.public_pem())
+    for local in (str(tmp_path / "absent.pem"), str(signer.path)):
+        monkeypatch.setenv("ZSNLI_RECEIPT_KEY", local)
+        for flags in ([], ["--allow-unsigned"], ["--public-key", str(key)],
+                      ["--public-key", str(key), "--allow-unsigned"]):
+            code = main([str(path), *flags])
+            out = capsys.readouterr().out
+            assert code in (1, 2) and "valid:" not in out and "valid (" not in out, (kind, local, flags, out)
+            if forged["receipt"]["signature"] is None or "--public-key" in flags or local == str(signer.path):
+                assert code == 1 and out.startswith("INVALID: "), (kind, local, flags, out)
+
+
+def test_an_unsigned_service_answer_is_refused_even_with_the_flag(signer, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ZSNLI_RECEIPT_KEY", raising=False)
+    stripped = _forgeries(signer, Signer(tmp_path / "other.pem"))["stripped"]
+    assert any("service answer" in p for p in verify(stripped, allow_unsigned=True))
+    assert any("carries no signature" in p
+               for p in verify(_forgeries(signer, Signer(tmp_path / "o2.pem"))["stripped, key id kept"],
+                               allow_unsigned=True))
+    genuine = tmp_path / "genuine.json"
+    genuine.write_text(json.dumps(signed_answer(signer)))
+    assert main([str(genuine)]) == 2  # signed, no key to check it: not a pass either

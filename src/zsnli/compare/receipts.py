@@ -20,14 +20,18 @@ beside the signature; `verify` also refuses a receipt key outside `RECEIPT_KEYS`
 a key given twice in any object (a reader could take either value).
 
 An unsigned receipt shows only that the file was not changed since someone computed its sha256 (anyone
-can recompute it); a signed one, that the holder of the key sealed it. Receipts of versions 1 and 2
-(the service's before this one format) are not vouched for.
+can recompute it); a signed one, that the holder of the key sealed it. So an unsigned receipt is never
+valid by default (`verify` with ``allow_unsigned=False``, ``verify-receipt`` without ``--allow-unsigned``):
+stripping a signature must not turn a refusal into a pass (the JWT ``alg: none`` class). It is never
+valid at all where the file says a key signed it (a ``key_id`` without a ``signature``, or the reverse)
+or where it claims to come from the service (`claims_service`: the service signs every answer).
+Receipts of versions 1 and 2 (the service's before this one format) are not vouched for.
 
 The private key is a PKCS#8 PEM file: ``ZSNLI_RECEIPT_KEY`` (`KEY_ENV`) for both front ends (the
 service defaults to `DEFAULT_KEY`; the command lines sign only when ``--receipt-key`` or
 ``ZSNLI_RECEIPT_KEY`` names one), created with mode 0600 on first use. ``cryptography`` is imported
 lazily, so the server starts without it (bake-offs then answer 503).
-``python validate.py verify-receipt FILE [--public-key PEM]`` runs `main`.
+``python validate.py verify-receipt FILE [--public-key PEM] [--allow-unsigned]`` runs `main`.
 Imports only `zsnli.manifest` (and ``cryptography`` inside functions).
 """
 
@@ -57,6 +61,17 @@ RECEIPT_KEYS = frozenset({"version", "sha256", "signature", "key_id", "examples_
 COVERED = ("every field of the report (for a service answer: id, created_at, task_description, labels with their "
            "order, n, scorecard with predictions when retained, winner), the examples' sha256 and each arm's "
            "identity (model, calibration and code hashes, parameters)")
+
+
+#: Top-level fields of a service answer (`zsnli.compare.service.runner`) that no command-line report has: a
+#: report holding any of them claims to come from the service, which always signs.
+SERVICE_FIELDS = ("id", "created_at", "task_description", "scorecard", "winner")
+
+#: ``verify-receipt`` exit codes (docs/bakeoff.md): valid (signed, checked against a public key; or unsigned,
+#: accepted by ``--allow-unsigned``), invalid (a problem, an unsigned receipt not accepted included), and
+#: unreadable input or a signed receipt with no public key to check it.
+EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
+_KEY_NEEDED = "the receipt is signed: a public key is needed"
 
 
 class ReceiptError(RuntimeError):
@@ -185,14 +200,45 @@ class Signer:
         return base64.b64encode(key.sign(data)).decode("ascii"), key_id(key.public_key())
 
 
-def verify(report: Any, public_pem: bytes | None = None) -> list[str]:
+def claims_service(report: Mapping[str, Any]) -> bool:
+    """True when ``report`` has a field of a service answer (`SERVICE_FIELDS`): it claims to come from
+    ``POST /v1/bakeoff``, whose answers are always signed."""
+    return any(k in report for k in SERVICE_FIELDS)
+
+
+def unsigned_problems(report: Mapping[str, Any], receipt: Mapping[str, Any], public_pem: bytes | None,
+                      allow_unsigned: bool) -> list[str]:
+    """Why the unsigned ``receipt`` of ``report`` cannot be valid (empty: accepted).
+
+    Always refused: a ``key_id`` with no ``signature`` (the file says a key signed it), a service answer
+    (`claims_service`), and an unsigned receipt while a public key is given (no key vouches for it).
+    Otherwise refused unless ``allow_unsigned``: anyone can recompute a sha256, so an unsigned receipt
+    shows only that the file is unchanged since someone computed it.
+    """
+    if receipt.get("key_id") is not None:
+        return [f"the receipt names key {receipt['key_id']} but carries no signature: a signature was removed"]
+    if claims_service(report):
+        return ["the report is a service answer (it has "
+                f"{', '.join(k for k in SERVICE_FIELDS if k in report)}) but its receipt is unsigned: the service "
+                "signs every answer, so this one was changed or made elsewhere"]
+    if public_pem is not None:
+        return ["the receipt is not signed (sha256 only), so no key can vouch for it"]
+    if not allow_unsigned:
+        return ["the receipt is unsigned (sha256 only, which anyone can recompute after changing the report): "
+                "not accepted without --allow-unsigned"]
+    return []
+
+
+def verify(report: Any, public_pem: bytes | None = None, *, allow_unsigned: bool = False) -> list[str]:
     """Problems with ``report``'s receipt (empty list: valid).
 
     Rebuilds the payload (`receipt_payload`) from the report and the receipt's ``examples_sha256`` and
     ``arms``, then checks the receipt version, that the receipt has no key outside `RECEIPT_KEYS`, the
     sha256 and, for a signed receipt, the key id and the Ed25519 signature against ``public_pem``. A
-    signed receipt without ``public_pem``, or an unsigned one with it, is a problem too. Raises
-    `NotAReport` when ``report`` is not an object with a receipt; ``ValueError`` on a bad PEM.
+    signed receipt without ``public_pem`` is a problem, and so is a signature without a ``key_id``. An
+    unsigned receipt is a problem unless ``allow_unsigned`` (`unsigned_problems`: never accepted on a
+    service answer, with a ``key_id``, or with ``public_pem``). Raises `NotAReport` when ``report`` is
+    not an object with a receipt; ``ValueError`` on a bad PEM.
     """
     receipt = _receipt_of(report)
     problems = []
@@ -207,11 +253,11 @@ def verify(report: Any, public_pem: bytes | None = None) -> list[str]:
     if digest != receipt["sha256"]:
         problems.append(f"sha256 mismatch: the report hashes to {digest}, the receipt says {receipt['sha256']}")
     if receipt.get("signature") is None:
-        if public_pem is not None:
-            problems.append("the receipt is not signed (sha256 only), so no key can vouch for it")
-        return problems
+        return problems + unsigned_problems(report, receipt, public_pem, allow_unsigned)
+    if receipt.get("key_id") is None:
+        problems.append("the receipt is signed but names no key (key_id is null)")
     if public_pem is None:
-        return problems + ["the receipt is signed: a public key is needed to check the signature"]
+        return problems + [_KEY_NEEDED + " to check the signature"]
     return problems + _signature_problems(receipt, data, public_pem)
 
 
@@ -290,8 +336,12 @@ def _subject(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``verify-receipt FILE [--public-key PEM]``: exit 0 valid, 1 invalid, 2 usage or unreadable input.
+    """``verify-receipt FILE [--public-key PEM] [--allow-unsigned]``; returns the exit code.
 
+    `EXIT_VALID` (0): a signed receipt whose signature the public key checks, or an unsigned one accepted by
+    ``--allow-unsigned`` (a command-line report only: `unsigned_problems`); `EXIT_INVALID` (1): any problem
+    `verify` finds, an unsigned receipt without ``--allow-unsigned`` included; `EXIT_UNREADABLE` (2): usage,
+    unreadable input, not a report with a receipt, or a signed receipt with no public key to check it.
     FILE is a service answer or a ``validate.py bakeoff`` / ``compare`` JSON report. A signed receipt
     without ``--public-key`` is checked against the public half of the local ``ZSNLI_RECEIPT_KEY`` (the
     server's ``GET /v1/receipts/public-key`` gives it to anyone else).
@@ -300,11 +350,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = UsageParser(prog="validate.py verify-receipt",
                     description="Verify the receipt of a bake-off report (service answer or validate.py bakeoff/compare "
-                                "JSON report) offline.")
+                                "JSON report) offline. Exit 0 valid, 1 invalid (an unsigned receipt too, unless "
+                                "--allow-unsigned), 2 unreadable or no public key for a signed receipt.")
     p.add_argument("file", type=Path, help="a bake-off report: JSON of POST /v1/bakeoff, GET /v1/bakeoffs/ID, or "
                                            "validate.py bakeoff/compare --report")
     p.add_argument("--public-key", type=Path, default=None,
                    help="PEM public key (GET /v1/receipts/public-key); default: the local ZSNLI_RECEIPT_KEY's")
+    p.add_argument("--allow-unsigned", action="store_true",
+                   help="accept an unsigned (sha256-only) receipt of a command-line report: it shows only that the "
+                        "file is unchanged since someone computed its sha256 (never accepted for a service answer)")
     args = p.parse_args(argv)
     try:
         report = load_report(args.file.read_text(encoding="utf-8"))
@@ -312,29 +366,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         pem = args.public_key.read_bytes() if args.public_key is not None else None
         if pem is None and receipt.get("signature") is not None:
             pem = local_public_pem()
-            if pem is None:
-                print(f"verify-receipt: --public-key is needed (the receipt is signed; no local key at "
-                      f"{os.environ.get(KEY_ENV, '').strip() or DEFAULT_KEY})", file=sys.stderr)
-                return 2
-        problems = verify(report, pem)
+        problems = verify(report, pem, allow_unsigned=args.allow_unsigned)
     except DuplicateKey as exc:
         print(f"INVALID: key {str(exc)!r} is given more than once in an object of {args.file}: a reader could take "
               "either value, so the receipt vouches for neither")
-        return 1
+        return EXIT_INVALID
     except NotAReport as exc:
         print(f"verify-receipt: {args.file} is not a bake-off report with a receipt: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_UNREADABLE
     except (OSError, ValueError, ReceiptError) as exc:
         print(f"verify-receipt: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        return EXIT_UNREADABLE
+    no_key = [line for line in problems if line.startswith(_KEY_NEEDED)]
+    if problems and len(no_key) == len(problems):
+        print(f"verify-receipt: --public-key is needed (the receipt is signed; no local key at "
+              f"{os.environ.get(KEY_ENV, '').strip() or DEFAULT_KEY})", file=sys.stderr)
+        return EXIT_UNREADABLE
     if problems:
         for line in problems:
             print(f"INVALID: {line}")
-        return 1
+        return EXIT_INVALID
     if receipt.get("signature") is None:
-        print(f"valid: receipt {receipt['sha256']} (unsigned: the sha256 matches, which shows only that the file is "
-              f"unchanged since it was computed) ({_subject(report)})")
+        print(f"valid (unsigned, accepted by --allow-unsigned): receipt {receipt['sha256']} (the sha256 matches, "
+              f"which shows only that the file is unchanged since it was computed) ({_subject(report)})")
     else:
         print(f"valid: receipt {receipt['sha256']} signed by key {receipt['key_id']} ({_subject(report)})")
     print(f"the receipt covers: {COVERED}")
-    return 0
+    return EXIT_VALID

@@ -251,7 +251,9 @@ def _receipt(report: dict[str, Any]) -> str:
             + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
             "<p class='note'>It covers every field of this report, the examples' sha256 and each arm's model, "
             "calibration and code hashes. Check it offline: <code>python validate.py verify-receipt REPORT.json"
-            f"{' --public-key key.pem' if signed else ''}</code>.</p>")
+            f"{' --public-key key.pem' if signed else ' --allow-unsigned'}</code>"
+            f"{'' if signed else ' (an unsigned receipt is accepted only by that flag: anyone can recompute a sha256)'}"
+            ".</p>")
 
 
 def coverage_png(curves: dict[str, dict], targets: Sequence[float], title: str) -> bytes:
