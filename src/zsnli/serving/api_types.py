@@ -5,8 +5,8 @@ has renamed ``candidate_labels`` to ``labels``); `ClassifyResponse`,
 `ErrorResponse` and `HealthResponse` document the answers. Unknown extra
 fields in a request are ignored (so a line of the examples JSONL, with
 ``dataset`` and ``label``, can be posted as it is), except one that looks like
-a misspelt field (`resembled_field`: ``multi_lable``), which is a 422 naming the
-field it resembles. `classify_fields` holds the pipeline rule for
+a misspelt field (`resembled_field`: ``multi_lable``) or a legacy or foreign name of
+one (`CLASSIFY_LEGACY`: ``multi_class``, ``sequence``), which is a 422 naming the field to use. `classify_fields` holds the pipeline rule for
 ``candidate_labels``: without a ``hypothesis_template`` they get the pipeline's
 default, `PIPELINE_TEMPLATE` (``labels`` stay literal hypotheses).
 `ERROR_RESPONSES`, `CLASSIFY_OPENAPI` and `ZERO_SHOT_OPENAPI` are the routes' OpenAPI documentation
@@ -58,6 +58,23 @@ EXAMPLE_LINE_FIELDS = ("dataset", "label")
 MISSPELLING_RATIO = 0.8
 
 
+#: Names a user brings from elsewhere for a ``/classify`` field, which would change the answer if ignored:
+#: name -> (the field to use, where the name comes from). A 422 naming the field, whatever the spelling distance
+#: (``multi_class`` is far from ``multi_label`` by letters but is the same setting).
+CLASSIFY_LEGACY = {
+    "multi_class": ("multi_label", "the transformers pipeline's former name for multi_label"),
+    "sequences": ("text", "the transformers pipeline's argument name"),
+    "sequence": ("text", "the name of the text in the pipeline's answer"),
+    "template": ("hypothesis_template", "hypothesis_template is the field's name"),
+}
+#: The same for the keys of the Inference API's ``parameters`` (`zsnli.serving.inference_api`).
+PARAMETER_LEGACY = {
+    "multi_class": ("multi_label", "the transformers pipeline's former name for multi_label"),
+    "labels": ("candidate_labels", "the Inference API's name for the labels"),
+    "template": ("hypothesis_template", "hypothesis_template is the parameter's name"),
+}
+
+
 def _squash(name: str) -> str:
     return "".join(c for c in name.lower() if c not in "_- ")
 
@@ -79,16 +96,48 @@ def resembled_field(name: str, known: Iterable[str], ignored: Iterable[str] = ()
 
 
 def misspelt_fields(body: Mapping[str, Any], known: Iterable[str], ignored: Iterable[str] = (),
-                    prefix: str = "") -> list[dict[str, str]]:
-    """One ``{"field", "error", "type"}`` entry (a 422's ``errors`` item) per key of ``body`` that
-    `resembled_field` takes for a misspelling; ``prefix`` is put before the names (``parameters.``)."""
-    known, ignored = list(known), list(ignored)
+                    prefix: str = "", legacy: Mapping[str, tuple[str, str]] | None = None) -> list[dict[str, str]]:
+    """One ``{"field", "error", "type"}`` entry (a 422's ``errors`` item) per key of ``body`` that is a
+    legacy or foreign name of a field (``legacy``: name -> (field, where the name comes from), e.g.
+    `CLASSIFY_LEGACY`'s ``multi_class``; type ``legacy_field``) or that `resembled_field` takes for a
+    misspelling (type ``misspelt_field``); ``prefix`` is put before the names (``parameters.``). A legacy
+    name that is in ``known`` or ``ignored`` is not one."""
+    known, ignored, legacy = list(known), list(ignored), dict(legacy or {})
     out = []
     for key in body:
-        if isinstance(key, str) and (close := resembled_field(key, known, ignored)) is not None:
+        if not isinstance(key, str):
+            continue
+        if key in legacy and key not in known and key not in ignored:
+            field, why = legacy[key]
+            out.append({"field": prefix + key, "error": f"unknown field ({why}); did you mean {prefix + field}?",
+                        "type": "legacy_field"})
+        elif (close := resembled_field(key, known, ignored)) is not None:
             out.append({"field": prefix + key, "error": f"unknown field; did you mean {prefix + close}?",
                         "type": "misspelt_field"})
     return out
+
+
+def classify_body_hint(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(field, message)`` of a 422 for a ``/classify`` body that a user brought from another API, or None.
+
+    An Inference API payload (``inputs`` / ``parameters`` and no ``text``): the route that takes it. No
+    ``labels`` or ``candidate_labels`` but a ``label`` (an examples line's gold index, otherwise ignored):
+    the field to use. Labels given as one string (``"a, b"``): ``/classify`` takes a list; the Inference API
+    route splits a string on commas as the pipeline does.
+    """
+    if "text" not in body and ("inputs" in body or "parameters" in body):
+        return "text", ("text: field required; this is the Inference API's payload (inputs + parameters): send it to "
+                        "POST /v1/zero-shot-classification (or POST /), or send text and labels (or "
+                        "candidate_labels) here")
+    if "labels" not in body and "candidate_labels" not in body and "label" in body:
+        return "labels", ("labels: field required; did you mean labels (a list of label descriptions)? label is an "
+                          "examples line's gold index and is ignored here")
+    for name in ("labels", "candidate_labels"):
+        if isinstance(body.get(name), str):
+            return name, (f"{name}: must be a list of strings, got one string; POST /classify takes a list "
+                          f"([\"sport\", \"business\"]); POST /v1/zero-shot-classification splits "
+                          "parameters.candidate_labels given as one string on commas, as the pipeline does")
+    return None
 
 
 def classify_fields(body: Mapping[str, Any]) -> tuple[Any, str | None, bool]:

@@ -47,9 +47,9 @@ from starlette.requests import ClientDisconnect
 
 from .. import __version__
 from . import http_body, inference_api
-from .api_types import (CLASSIFY_FIELDS, CLASSIFY_OPENAPI, ERROR_RESPONSES, EXAMPLE_LINE_FIELDS, ZERO_SHOT_OPENAPI,
-                        ClassifyRequest, ClassifyResponse, HealthResponse, LabelError, ZeroShotAnswer, classify_fields,
-                        misspelt_fields)
+from .api_types import (CLASSIFY_FIELDS, CLASSIFY_LEGACY, CLASSIFY_OPENAPI, ERROR_RESPONSES, EXAMPLE_LINE_FIELDS,
+                        ZERO_SHOT_OPENAPI, ClassifyRequest, ClassifyResponse, HealthResponse, LabelError,
+                        ZeroShotAnswer, classify_body_hint, classify_fields, misspelt_fields)
 from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
@@ -426,12 +426,19 @@ async def read_json_body(request: Request, limit: int) -> Any:
 def parse_classify_request(payload: Any) -> tuple[ClassifyRequest, bool]:
     """Validate a parsed body; returns ``(request, used_candidate_labels)``. Raises ``ApiError`` 422
     naming the field the client sent (``candidate_labels[i]`` when it used the alias; a misspelt
-    field, e.g. ``multi_lable``, with the field it resembles: `zsnli.serving.api_types.misspelt_fields`).
+    field, e.g. ``multi_lable``, or a legacy one, ``multi_class``, with the field to use:
+    `zsnli.serving.api_types.misspelt_fields`; an Inference API payload, ``label`` without ``labels``
+    or labels as one string with what to send instead: `zsnli.serving.api_types.classify_body_hint`).
     ``candidate_labels`` without a ``hypothesis_template`` get the pipeline's default template
     (`zsnli.serving.api_types.classify_fields`)."""
     if not isinstance(payload, dict):
         raise ApiError(ErrorType.VALIDATION, f"body must be a JSON object, got {_json_type(payload)}", "body")
-    misspelt = misspelt_fields(payload, CLASSIFY_FIELDS, EXAMPLE_LINE_FIELDS)
+    hint = classify_body_hint(payload)
+    if hint is not None:
+        field, message = hint
+        raise ApiError(ErrorType.VALIDATION, message, field,
+                       errors=[{"field": field, "error": message.split(": ", 1)[1], "type": "hint"}])
+    misspelt = misspelt_fields(payload, CLASSIFY_FIELDS, EXAMPLE_LINE_FIELDS, legacy=CLASSIFY_LEGACY)
     if misspelt:
         raise ApiError(ErrorType.VALIDATION, f"{misspelt[0]['field']}: {misspelt[0]['error']}", misspelt[0]["field"],
                        errors=misspelt)

@@ -16,8 +16,10 @@ is scored on its own (entailment against its alternative, as ``multi_label``),
 not given 1.0 (`single_label_scored_alone`).
 
 A key of the payload or of ``parameters`` that looks like a misspelt one
-(``multi_lable``) is a 422 naming the field it resembles
-(`zsnli.serving.api_types.misspelt_fields`); other unknown keys are ignored.
+(``multi_lable``), or a legacy or foreign name of a parameter (``multi_class``, ``labels``:
+`zsnli.serving.api_types.PARAMETER_LEGACY`), is a 422 naming the field to use
+(`zsnli.serving.api_types.misspelt_fields`); other unknown keys are ignored. A ``/classify``
+body sent here is told so.
 
 May import: the standard library, `zsnli.serving.api_types` (the field rules), `zsnli.errors`. Imported by
 `zsnli.serving.app`.
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import ApiError, ErrorType
-from .api_types import PIPELINE_TEMPLATE, misspelt_fields
+from .api_types import PARAMETER_LEGACY, PIPELINE_TEMPLATE, misspelt_fields
 #: ``/classify`` field -> the field of this payload it came from (errors name the latter).
 FIELD_NAMES = {"labels": "parameters.candidate_labels", "hypothesis_template": "parameters.hypothesis_template",
                "multi_label": "parameters.multi_label", "text": "inputs"}
@@ -73,11 +75,16 @@ def read_zero_shot(payload: Any, max_items: int) -> ZeroShotCall:
         raise _invalid("body must be a JSON object with inputs and parameters", "body")
     misspelt = misspelt_fields(payload, TOP_KEYS)
     if isinstance(payload.get("parameters"), dict):
-        misspelt += misspelt_fields(payload["parameters"], PARAMETER_KEYS, prefix="parameters.")
+        misspelt += misspelt_fields(payload["parameters"], PARAMETER_KEYS, prefix="parameters.",
+                                    legacy=PARAMETER_LEGACY)
     if misspelt:
         raise ApiError(ErrorType.VALIDATION, f"{misspelt[0]['field']}: {misspelt[0]['error']}", misspelt[0]["field"],
                        errors=misspelt)
     if "inputs" not in payload:
+        if "text" in payload or "labels" in payload or "candidate_labels" in payload:
+            raise _invalid("field required: this looks like a POST /classify body (text, labels): send it to "
+                           "POST /classify, or send {\"inputs\": ..., \"parameters\": {\"candidate_labels\": "
+                           "[...]}} here", "inputs")
         raise _invalid("field required (the text, or a list of texts, to classify)", "inputs")
     inputs = payload["inputs"]
     single = isinstance(inputs, str)
