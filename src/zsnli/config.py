@@ -123,6 +123,7 @@ class Settings:
     max_connections: int = 512
     keep_alive_s: float = 20.0
     public_url: str | None = None
+    forwarded_allow_ips: str | None = None
 
     # env var name -> field name
     @staticmethod
@@ -156,6 +157,8 @@ class Settings:
     def __post_init__(self) -> None:
         if self.public_url is not None:  # checked and normalised however it was given (env or override)
             object.__setattr__(self, "public_url", public_url(self.public_url))
+        if self.forwarded_allow_ips is not None:
+            object.__setattr__(self, "forwarded_allow_ips", forwarded_allow_ips(self.forwarded_allow_ips))
         level = str(self.log_level).strip().lower()
         object.__setattr__(self, "log_level", "warning" if level == "warn" else level)
 
@@ -232,7 +235,7 @@ def _parse(name: str, default: Any, raw: str) -> Any:
             return False
         raise SettingsError(f"{env} must be a boolean (1/0/true/false), got {raw!r}")
     if name in ("device", "dtype", "manifest_path", "calibration_path", "embedding_dir", "onnx_cache_dir", "model_id",
-                "model_revision"):
+                "model_revision", "forwarded_allow_ips"):
         return text or None
     if name == "public_url":
         return public_url(text) if text else None
@@ -278,6 +281,28 @@ def public_url(raw: str) -> str:
                             f"https://zsnli.example.com/ ({why}), got {raw!r}")
     text = raw.strip()
     return text if text.endswith("/") else text + "/"
+
+
+def forwarded_allow_ips(raw: str) -> str | None:
+    """``ZSNLI_FORWARDED_ALLOW_IPS`` checked and normalised: the proxies whose ``X-Forwarded-For`` /
+    ``X-Forwarded-Proto`` are believed (uvicorn's ``forwarded_allow_ips``), a comma-separated list of IP
+    addresses or networks (``10.0.0.0/8``), or ``*`` for any peer (only when nothing but the proxy can reach
+    the server). Returns the list joined by ``,`` (None for an empty value: no proxy is trusted, the default).
+    Raises ``SettingsError`` (one line) for an item that is neither. The headers only ever set the client
+    address and scheme uvicorn records; no answer is built from them (no redirects, links from
+    ``ZSNLI_PUBLIC_URL`` only)."""
+    import ipaddress
+
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    for item in items:
+        if item == "*":
+            continue
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise SettingsError(f"ZSNLI_FORWARDED_ALLOW_IPS must be a comma-separated list of proxy IP addresses or "
+                                f"networks (e.g. 10.0.0.1,192.168.0.0/16), or *; got {item!r} in {raw!r}") from None
+    return ",".join(items) or None
 
 
 _HOSTNAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")

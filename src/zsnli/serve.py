@@ -149,12 +149,16 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int, **overrid
     Connections use `zsnli.serving.http_protocol` (read deadline, connection cap, JSON errors); idle
     keep-alive connections close after ``ZSNLI_KEEP_ALIVE_S`` and every answer advertises it as
     ``Keep-Alive: timeout=N`` (N = whole seconds, rounded down), so a client that honours the header
-    retires a pooled connection before the server closes it. uvicorn's access line is off: the app's
+    retires a pooled connection before the server closes it. ``X-Forwarded-For`` / ``-Proto`` are read
+    only from the proxies of ``ZSNLI_FORWARDED_ALLOW_IPS`` (default none: uvicorn's ``proxy_headers`` off,
+    where uvicorn would trust loopback). uvicorn's access line is off: the app's
     (`zsnli.serving.request_ids`, ``zsnli.access``) carries the request id. overrides: other ``uvicorn.Config`` arguments.
     """
     import uvicorn
 
+    trusted = settings.forwarded_allow_ips  # None: no proxy is trusted, X-Forwarded-* are ignored
     options = dict(host=host, port=port, workers=1, lifespan="on", log_level=settings.log_level,
+                   proxy_headers=trusted is not None, forwarded_allow_ips=trusted or "",
                    timeout_graceful_shutdown=settings.drain_timeout_s or None,
                    http=protocol_class(settings.read_timeout_s, settings.max_connections, settings.retry_after_s,
                                        settings.max_body_bytes),

@@ -98,6 +98,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
         description="Zero-shot text classification served from an NLI cross-encoder. "
         "POST a document and its label descriptions; get one probability per label.",
         lifespan=lifespan,
+        redirect_slashes=False,  # a 307 to <scheme>://<Host>/path is built from request headers: a 404 instead
     )
     install_offline_docs(app)
     app.state.settings = settings
@@ -182,6 +183,25 @@ def index_page(index: dict[str, Any]) -> str:
             f"<a href='/openapi.json'>/openapi.json</a>).</p><ul>{items}</ul></body></html>")
 
 
+def not_found_message(app: FastAPI, method: str, path: str) -> str:
+    """The message of a 404 for a path no route serves: the route it nearly is (the same path without its
+    trailing slash, or with other letter case) and every route of `route_index`. Only the request's method
+    and path are used (never ``Host`` or ``X-Forwarded-*``); a trailing slash is never redirected."""
+    from .http_routes import allowed_methods
+
+    routes = route_index(app)
+    hint = ""
+    for candidate in dict.fromkeys([path.rstrip("/") or "/", path.lower(), path.rstrip("/").lower() or "/"]):
+        methods = allowed_methods(app.routes, candidate) if candidate != path else []
+        if methods:
+            slash = " (without the trailing slash)" if path.rstrip("/") == candidate else ""
+            method_hint = method if method in methods else "/".join(m for m in methods if m != "HEAD") or methods[0]
+            hint = f"; did you mean {method_hint} {candidate}{slash}?"
+            break
+    listed = ", ".join(e["route"] for e in routes)
+    return f"no route {method} {path}{hint or '.'} Routes: {listed} (GET / lists them with what each is for)"
+
+
 def error_response(exc: ApiError, retry_after_s: int) -> JSONResponse:
     """The JSON answer of an `ApiError` (``Retry-After`` when its type carries it)."""
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers(retry_after_s))
@@ -205,6 +225,8 @@ def _add_error_handlers(app: FastAPI, retry_after_s: int) -> None:
             allow = allow_header(app.routes, request.url.path)
             headers = {**(headers or {}), "Allow": allow}
             message = f"method {request.method} is not allowed on {request.url.path}; allowed: {allow}"
+        elif exc.status_code == 404 and message == "Not Found":  # no route: say which there are
+            message = not_found_message(app, request.method, request.url.path)
         body = ApiError(kind, message).body() if kind else {
             "error": message, "field": None, "error_type": "http_error"}
         return JSONResponse(body, status_code=exc.status_code, headers=headers)
