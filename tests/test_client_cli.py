@@ -202,7 +202,7 @@ def test_cli_input_file_to_output_file_with_progress(server, bert_dir, tmp_path,
     (["classify", TEXT, "--labels", "a", "--url", "http://127.0.0.1:9", "--timeout", "2"], "cannot be reached"),
     (["classify", "--input", "/no/such.jsonl", "--labels", "a"], "cannot read --input /no/such.jsonl"),
     (["classify", TEXT, "--labels", "a", "--url", "u", "--model-dir", "m"], "not allowed with argument"),
-    (["classify", TEXT, "--labels", "a", "--model-dir", "/no/model"], "cannot serve --model-dir /no/model"),
+    (["classify", TEXT, "--labels", "a", "--model-dir", "/no/model"], "--model-dir /no/model: not found"),
     (["classify", TEXT, "--batch-size", "0"], "expected an integer >= 1"),
     (["frobnicate"], "invalid choice"),
 ])

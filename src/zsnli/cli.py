@@ -143,13 +143,17 @@ class InProcess:
     def __init__(self, model_dir: str) -> None:
         from .config import Settings, SettingsError
         from .serving.offline import OfflineClassifier
-        from .serving.startup import STARTUP_ERRORS, StartupRefused, one_line
+        from .serving.startup import STARTUP_ERRORS, StartupRefused, missing_model_dir, one_line
 
         overrides: dict[str, Any] = {"model_dir": model_dir, "model_id": None, "model_revision": None}
         if "ZSNLI_LOG_LEVEL" not in os.environ:
             overrides["log_level"] = "warning"
         try:
-            self.clf = OfflineClassifier(Settings.from_env(**overrides)).__enter__()
+            settings = Settings.from_env(**overrides)
+            missing = missing_model_dir(settings, "--model-dir", given=True)
+            if missing:
+                raise CommandError(missing)
+            self.clf = OfflineClassifier(settings).__enter__()
         except (SettingsError, StartupRefused, *STARTUP_ERRORS) as exc:
             raise CommandError(f"cannot serve --model-dir {model_dir}: {one_line(exc)}") from None
         except RuntimeError as exc:  # the background load failed

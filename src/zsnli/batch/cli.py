@@ -38,7 +38,7 @@ from .job import Job, UsageError, is_url
 from .predictor import ColumnSpec
 from ..config import RANGES, Settings, SettingsError
 from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error
-from ..serving.startup import STARTUP_ERRORS, configure_logging, one_line, preflight
+from ..serving.startup import STARTUP_ERRORS, configure_logging, missing_model_dir, one_line, preflight
 
 logger = logging.getLogger("zsnli.batch")
 
@@ -89,6 +89,9 @@ def parse_job(argv: Sequence[str] | None) -> Job:
     except SettingsError as exc:
         raise UsageError(one_line(exc)) from None
     settings = batch_settings(settings, a.cpus_per_actor)
+    missing = missing_model_dir(settings, "--model-dir", given=bool(a.model_dir))
+    if missing:
+        raise UsageError(missing)
     try:
         preflight(settings)
     except STARTUP_ERRORS as exc:

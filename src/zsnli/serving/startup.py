@@ -69,6 +69,27 @@ def resolved_embedding_dir(settings: Settings) -> Path:
     return default_embedding_dir(settings.model_dir)
 
 
+def missing_model_dir(settings: Settings, flag: str | None = None, given: bool = False) -> str | None:
+    """One line when the local model directory ``settings`` would serve does not exist (None when it does,
+    or when a hub model is served), naming where the path came from and how to give another: the command's
+    own ``flag`` (``--model-dir``) when it has one (``given``: the flag named this path), else
+    ``ZSNLI_MODEL_DIR``; the default ``./model`` is relative to the working directory, so a command run
+    outside the checkout is told so. For command lines that check before they start (`zsnli.cli`,
+    `zsnli.batch.cli`); the server itself has no flag (`preflight` says ``set ZSNLI_MODEL_DIR``)."""
+    if settings.model_id or Path(settings.model_dir).is_dir():
+        return None
+    where = Path(settings.model_dir)
+    what = "is not a directory" if where.exists() else "not found"
+    if given and flag:
+        return f"{flag} {where}: {what}"
+    if settings.model_dir == Settings.model_dir:
+        source = f"the default {Settings.model_dir}, relative to the working directory {Path.cwd()}"
+    else:
+        source = "from ZSNLI_MODEL_DIR"
+    how = f"give {flag} DIR or set ZSNLI_MODEL_DIR" if flag else "set ZSNLI_MODEL_DIR"
+    return f"model directory {what}: {where} ({source}): {how}"
+
+
 def _check_model_config(model_dir: Path) -> None:
     if not model_dir.is_dir():
         raise ModelConfigError(f"model directory not found: {model_dir} (set ZSNLI_MODEL_DIR)")
