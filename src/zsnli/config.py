@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from .manifest import CALIBRATION_NAME, MANIFEST_NAME
 
@@ -380,8 +380,12 @@ def check_listen(host: str, port: int) -> None:
 
 #: ZSNLI_* variables that belong to other tools, not to the server: the benchmark scripts'
 #: ZSNLI_BENCH_*, zsnli-batch's ZSNLI_BATCH_*, ZSNLI_HOST/ZSNLI_PORT that validate.py hands to a --serve-cmd,
-#: and the bake-off service's own settings (zsnli.compare.service.settings), ZSNLI_BAKEOFF_* and ZSNLI_RECEIPT_KEY.
-OTHER_TOOLS_PREFIXES = ("ZSNLI_BENCH_", "ZSNLI_BATCH_", "ZSNLI_HOST", "ZSNLI_PORT", "ZSNLI_BAKEOFF_", "ZSNLI_RECEIPT_KEY")
+#: the client's and the zsnli command's ZSNLI_URL, and the bake-off service's own settings
+#: (zsnli.compare.service.settings), ZSNLI_BAKEOFF_* and ZSNLI_RECEIPT_KEY.
+OTHER_TOOLS_PREFIXES = ("ZSNLI_BENCH_", "ZSNLI_BATCH_", "ZSNLI_HOST", "ZSNLI_PORT", "ZSNLI_URL", "ZSNLI_BAKEOFF_",
+                        "ZSNLI_RECEIPT_KEY")
+#: The bake-off's prefixes among them: `misspelt_settings` checks these names against the bake-off's own.
+BAKEOFF_PREFIXES = ("ZSNLI_BAKEOFF_", "ZSNLI_RECEIPT_KEY")
 
 
 def setting_names() -> list[str]:
@@ -389,14 +393,16 @@ def setting_names() -> list[str]:
     return [Settings.env_name(f.name) for f in fields(Settings)]
 
 
-def closest_setting(name: str) -> str | None:
-    """The setting name closest to ``name`` (``difflib``, ratio >= 0.75), or None.
+def closest_setting(name: str, names: Iterable[str] | None = None) -> str | None:
+    """The setting name closest to ``name`` (``difflib``, ratio >= 0.75) among ``names`` (default
+    `setting_names`), or None.
 
     Compared without the shared ``ZSNLI_`` prefix, which would make every name look close.
     """
     import difflib
 
-    close = difflib.get_close_matches(name.removeprefix("ZSNLI_"), [k[6:] for k in setting_names()], n=1,
+    names = setting_names() if names is None else list(names)
+    close = difflib.get_close_matches(name.removeprefix("ZSNLI_"), [k.removeprefix("ZSNLI_") for k in names], n=1,
                                       cutoff=0.75)
     return f"ZSNLI_{close[0]}" if close else None
 
@@ -405,7 +411,7 @@ def unknown_settings(env: Mapping[str, str] | None = None) -> list[str]:
     """One warning line per ``ZSNLI_*`` variable in ``env`` (default ``os.environ``) that is
     no server setting (a typo is otherwise silently ignored), naming the closest setting
     when one is close (`closest_setting`). Variables of other tools (`OTHER_TOOLS_PREFIXES`)
-    are skipped.
+    are skipped. (The server refuses to start on the close ones: `misspelt_settings`.)
     """
     env = os.environ if env is None else env
     known = set(setting_names())
@@ -415,4 +421,33 @@ def unknown_settings(env: Mapping[str, str] | None = None) -> list[str]:
             continue
         close = closest_setting(name)
         lines.append(f"unknown setting {name} ignored" + (f" (did you mean {close}?)" if close else ""))
+    return lines
+
+
+def misspelt_settings(env: Mapping[str, str] | None = None, bakeoff_names: Iterable[str] = ()) -> list[str]:
+    """One refusal line per ``ZSNLI_*`` variable in ``env`` (default ``os.environ``) that is no setting but
+    closely resembles one (`closest_setting`): ``ZSNLI_MAX_BATCH=abc`` (for ``ZSNLI_MAX_BATCH_ITEMS``).
+
+    ``bakeoff_names``: the bake-off service's variables (`zsnli.compare.service.settings.SETTING_NAMES`),
+    known too and compared with (a ``ZSNLI_BAKEOFF_*`` name is checked against them only). A misspelt setting
+    would silently leave its limit at the default, so `zsnli.serve.main` refuses to start on one (exit 3);
+    names that resemble no setting stay warnings (`unknown_settings`): they may be another tool's.
+    Variables of the other tools (`OTHER_TOOLS_PREFIXES` but the bake-off's) are skipped.
+    """
+    env = os.environ if env is None else env
+    server, bakeoff = setting_names(), list(bakeoff_names)
+    lines = []
+    for name in sorted(env):
+        if not name.startswith("ZSNLI_") or name in server or name in bakeoff:
+            continue
+        if name.startswith(BAKEOFF_PREFIXES):
+            candidates = bakeoff
+        elif name.startswith(OTHER_TOOLS_PREFIXES):
+            continue
+        else:
+            candidates = server + bakeoff
+        close = closest_setting(name, candidates) if candidates else None
+        if close:
+            lines.append(f"unknown setting {name}={env[name]!r}: did you mean {close}? (a misspelt setting would "
+                         f"leave {close} at its default; rename it, or unset it)")
     return lines

@@ -22,8 +22,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from .serving.app import Extension, create_app, read_json_body
-from .compare.service.settings import BakeoffSettings
-from .config import Settings, SettingsError, check_listen, listen_address
+from .compare.service.settings import SETTING_NAMES as BAKEOFF_SETTING_NAMES, BakeoffSettings, check_paths
+from .config import Settings, SettingsError, check_listen, listen_address, misspelt_settings
 from .harness.cli import UsageParser
 from .serving.http_protocol import json_fallback, protocol_class
 from .serving.service import ZeroShotClassifier
@@ -122,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     prints `USAGE` and `DESCRIPTION` and exits 0; any other argument is refused in one line
     naming it, exit code 2 (`build_parser`; the server is configured by environment only).
     A setting that does not parse or is out of range (``ZSNLI_*``, ``HOST``,
-    ``PORT``; `zsnli.config.RANGES`; the bake-off's, `zsnli.compare.service.settings`) is
-    refused like the preflight checks: one line ``refusing to start: <reason>`` on
+    ``PORT``; `zsnli.config.RANGES`; the bake-off's, `zsnli.compare.service.settings`), and an unknown
+    ``ZSNLI_*`` name that closely resembles a setting (`zsnli.config.misspelt_settings`: it would leave
+    that setting at its default), and a bake-off store or receipt key that can never work
+    (`zsnli.compare.service.settings.check_paths`), are refused like the preflight checks: one line ``refusing to start: <reason>`` on
     stderr, exit code 3, nothing listens. Otherwise as `serve`, with the extensions of
     `served_extensions`: ``GET /metrics`` and the bake-off routes.
     """
@@ -133,13 +135,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown argument {extra[0]!r}: it takes none; set HOST, PORT and ZSNLI_* environment "
                      "variables instead")
     try:
+        misspelt = misspelt_settings(bakeoff_names=BAKEOFF_SETTING_NAMES)
+        if misspelt:
+            raise SettingsError(misspelt[0])
         settings = Settings.from_env()
         host, port = listen_address()
         bsettings = BakeoffSettings.from_env()
+        path_warnings = check_paths(bsettings)
         check_listen(host, port)
     except SettingsError as exc:
         print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
         return 3
+    for line in path_warnings:  # stderr, last before the server's own log: a default path bake-offs cannot use
+        print(f"warning: {line}", file=sys.stderr, flush=True)
     return serve(settings, host, port, extend=served_extensions(bsettings))
 
 

@@ -3,16 +3,24 @@
 Every limit has a default and a documented range; a value that does not
 parse or is out of range raises `zsnli.config.SettingsError` with one line
 naming the variable and what is accepted (the server then refuses to start,
-exit 3). Imports only `zsnli.config` and `zsnli.compare.receipts` (the key's variable and default).
+exit 3). So does a path that can never work (`check_paths`: a receipt key that is
+not a readable Ed25519 key, a store that is not a SQLite file, a folder that cannot be
+written), checked before the server listens: otherwise every bake-off would get
+503 + ``Retry-After``, the answer to a transient fault, for a permanent one.
+Imports only the standard library (``sqlite3``), `zsnli.config` and `zsnli.compare.receipts`
+(the key's variable and default, and its reader).
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
+import tempfile
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Mapping
 
-from zsnli.compare.receipts import DEFAULT_KEY, KEY_ENV
+from zsnli.compare.receipts import DEFAULT_KEY, KEY_ENV, ReceiptError, Signer
 from zsnli.config import SettingsError
 
 DEFAULT_DB = "runs/bakeoff/bakeoffs.sqlite3"
@@ -25,6 +33,10 @@ RANGES: dict[str, tuple[str, float, float]] = {
     "max_input_chars": ("ZSNLI_BAKEOFF_MAX_INPUT_CHARS", 16, 20000),
     "max_concurrent": ("ZSNLI_BAKEOFF_MAX_CONCURRENT", 1, 16),
 }
+
+
+#: Every variable this module reads (`zsnli.config.misspelt_settings` takes a near miss of one for a typo).
+SETTING_NAMES = ("ZSNLI_BAKEOFF_DB", KEY_ENV, *(var for var, _, _ in RANGES.values()), "ZSNLI_BAKEOFF_MODELS")
 
 
 @dataclass(frozen=True)
@@ -87,3 +99,89 @@ def parse_models(raw: str) -> tuple[tuple[str, str], ...]:
             raise SettingsError(f"ZSNLI_BAKEOFF_MODELS must be name=DIR[,name=DIR...], got {item.strip()!r}")
         out.append((name.strip(), path.strip()))
     return tuple(out)
+
+
+def _folder_problem(path: Path, probe: bool) -> str | None:
+    """Why the folder of ``path`` cannot take a new file, or None. probe: create the folder (as first use
+    would) and a temporary file in it, the only test that also holds for root and read-only mounts; else
+    only look (the nearest existing ancestor must be a writable directory), creating nothing."""
+    folder = path.parent
+    if probe:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            return f"its folder {folder} cannot be written ({exc.strerror or exc})"
+        return None
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"its folder {existing} is not writable"
+    return None
+
+
+def _db_problem(path: Path, probe: bool) -> str | None:
+    """Why ``path`` can never be the bake-off store: a directory, a file that is not a SQLite database (or
+    cannot be opened read-write), or a folder that cannot be written (SQLite's WAL files live beside it)."""
+    if path.is_dir():
+        return "is a directory, not a SQLite file"
+    if path.exists():
+        try:
+            conn = sqlite3.connect(path.resolve().as_uri() + "?mode=rw", uri=True)
+            try:
+                conn.execute("PRAGMA schema_version").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            return f"is not a SQLite database that can be opened for writing ({exc})"
+    return _folder_problem(path, probe)
+
+
+def _key_problem(path: Path, probe: bool) -> str | None:
+    """Why ``path`` can never be the receipt key: a directory, an existing file that is not a readable
+    unencrypted Ed25519 PEM key (checked only where ``cryptography`` is installed: without it bake-offs
+    answer 503 naming the package), or, when absent, a folder where it cannot be created."""
+    if path.is_dir():
+        return "is a directory, not a PEM key file"
+    if path.exists():
+        try:
+            import cryptography  # noqa: F401
+        except ImportError:
+            return None
+        try:
+            Signer(path).private_key()
+        except ReceiptError as exc:
+            return " ".join(str(exc).split()).removeprefix(f"receipt key {path}: ")
+        return None
+    return _folder_problem(path, probe)
+
+
+def check_paths(bsettings: BakeoffSettings, env: Mapping[str, str] | None = None) -> list[str]:
+    """Check the store (``ZSNLI_BAKEOFF_DB``) and the receipt key (``ZSNLI_RECEIPT_KEY``) before the server
+    listens; returns warning lines, raises ``SettingsError`` (one line naming the variable) for a path that
+    can never work.
+
+    Refused: an existing store that is a directory or not a SQLite database, an existing key that is a
+    directory or not a readable Ed25519 key, and, for a variable that is set (``env``, default
+    ``os.environ``), a folder that cannot be written (probed by creating it and a temporary file, as first use
+    would). For a default path only looked at (nothing created): an unwritable folder is a warning line, since
+    bake-offs may never be used (``/classify`` works without them).
+    """
+    env = os.environ if env is None else env
+    out = []
+    for var, path, check in (("ZSNLI_BAKEOFF_DB", bsettings.db_path, _db_problem),
+                             (KEY_ENV, bsettings.key_path, _key_problem)):
+        explicit = bool(env.get(var, "").strip())
+        problem = check(Path(path), explicit)
+        if problem is None:
+            continue
+        line = f"{var}={path} {problem}" if explicit else f"{var} (default {path}) {problem}"
+        existing = Path(path).exists()
+        if explicit or existing:
+            raise SettingsError(f"{line}: bake-offs could never run; point {var} at a usable path")
+        out.append(f"{line}: bake-offs will answer 503 until it can be (set {var})")
+    return out

@@ -1,0 +1,113 @@
+"""Settings that can never work refuse the start with one line, exit 3 (issue 31 item 6, issue 32 item 6): a receipt
+key that is not a key, a bake-off store that is not a SQLite file or whose folder cannot be written, and an unknown
+``ZSNLI_*`` name that closely resembles a setting (it would leave that setting at its default). Transient faults keep
+their 503 + Retry-After (tests/compare/test_bakeoff_store.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from test_faults import _free_port, _server
+
+from zsnli.compare.service.settings import SETTING_NAMES, BakeoffSettings, check_paths
+from zsnli.config import SettingsError, misspelt_settings, unknown_settings
+
+
+def _valid_key(path):
+    from zsnli.compare.receipts import Signer
+
+    Signer(path).private_key()  # created, mode 0600
+    return path
+
+
+def _sqlite(path):
+    sqlite3.connect(path).close()
+    return path
+
+
+def _settings(env):
+    return BakeoffSettings.from_env(env)
+
+
+@pytest.mark.parametrize("var, make, needle", [
+    ("ZSNLI_RECEIPT_KEY", lambda d: (d / "key.pem").write_text("not a key") and d / "key.pem",
+     "not a readable unencrypted PEM key"),
+    ("ZSNLI_RECEIPT_KEY", lambda d: (d / "key.pem").write_bytes(b"\x00\xff" * 40) and d / "key.pem",
+     "not a readable unencrypted PEM key"),
+    ("ZSNLI_RECEIPT_KEY", lambda d: d, "is a directory"),
+    ("ZSNLI_RECEIPT_KEY", lambda d: (d / "f").write_text("x") and d / "f" / "key.pem", "cannot be written"),
+    ("ZSNLI_BAKEOFF_DB", lambda d: (d / "b.sqlite3").write_text("this is no database, " * 20) and d / "b.sqlite3",
+     "is not a SQLite database"),
+    ("ZSNLI_BAKEOFF_DB", lambda d: d, "is a directory"),
+    ("ZSNLI_BAKEOFF_DB", lambda d: (d / "f").write_text("x") and d / "f" / "sub" / "b.sqlite3", "cannot be written"),
+])
+def test_a_path_that_can_never_work_is_one_line_naming_the_variable(tmp_path, var, make, needle):
+    path = make(tmp_path)
+    env = {"ZSNLI_BAKEOFF_DB": str(tmp_path / "ok.sqlite3"), "ZSNLI_RECEIPT_KEY": str(tmp_path / "ok.pem"), var: str(path)}
+    with pytest.raises(SettingsError) as err:
+        check_paths(_settings(env), env)
+    line = str(err.value)
+    assert line.startswith(f"{var}={path} ") and needle in line and "\n" not in line, line
+
+
+def test_usable_paths_pass_and_nothing_is_created_for_the_defaults(tmp_path, monkeypatch):
+    env = {"ZSNLI_BAKEOFF_DB": str(_sqlite(tmp_path / "b.sqlite3")), "ZSNLI_RECEIPT_KEY": str(_valid_key(tmp_path / "k.pem"))}
+    assert check_paths(_settings(env), env) == []
+    fresh = {"ZSNLI_BAKEOFF_DB": str(tmp_path / "new" / "b.sqlite3"), "ZSNLI_RECEIPT_KEY": str(tmp_path / "new2" / "k.pem")}
+    assert check_paths(_settings(fresh), fresh) == []  # created on first use: the folders can be
+    monkeypatch.chdir(tmp_path / "new")
+    assert check_paths(_settings({}), {}) == [] and not (tmp_path / "new" / "runs").exists()
+
+
+def test_an_unusable_default_folder_is_a_warning_not_a_refusal(tmp_path, monkeypatch):
+    (tmp_path / "runs").write_text("a file where the default folder would go")
+    monkeypatch.chdir(tmp_path)
+    lines = check_paths(_settings({}), {})
+    assert len(lines) == 2 and all("bake-offs will answer 503" in line for line in lines), lines
+    assert lines[0].startswith("ZSNLI_BAKEOFF_DB (default runs/bakeoff/bakeoffs.sqlite3)")
+
+
+@pytest.mark.parametrize("env, likely", [
+    ({"ZSNLI_MAX_BATCH": "abc"}, "ZSNLI_MAX_BATCH_ITEMS"),
+    ({"ZSNLI_MAX_LABEL": "8"}, "ZSNLI_MAX_LABELS"),
+    ({"ZSNLI_REQUEST_TIMEOUT": "5"}, "ZSNLI_REQUEST_TIMEOUT_S"),
+    ({"ZSNLI_QUEUE_CAPACITY": "100"}, "ZSNLI_QUEUE_CAPACITY_PAIRS"),
+    ({"ZSNLI_BAKEOFF_TIME_BUDGET": "30"}, "ZSNLI_BAKEOFF_TIME_BUDGET_S"),
+    ({"ZSNLI_BAKEOFF_MAX_EXAMPLE": "30"}, "ZSNLI_BAKEOFF_MAX_EXAMPLES"),
+    ({"ZSNLI_RECEIPT_KEYS": "/k.pem"}, "ZSNLI_RECEIPT_KEY"),
+])
+def test_a_name_that_resembles_a_setting_is_a_refusal_line_naming_it(env, likely):
+    lines = misspelt_settings(env, SETTING_NAMES)
+    assert len(lines) == 1 and f"did you mean {likely}?" in lines[0] and "\n" not in lines[0], lines
+    assert lines[0].startswith(f"unknown setting {next(iter(env))}=")
+
+
+def test_names_that_resemble_nothing_or_belong_to_other_tools_are_not_refused():
+    env = {"ZSNLI_FOO": "1", "ZSNLI_URL": "http://x", "ZSNLI_BENCH_DOCS": "4", "ZSNLI_BATCH_FAULT_KILL_MARKER": "m",
+           "ZSNLI_HOST": "h", "ZSNLI_PORT": "1", "ZSNLI_MAX_BATCH_ITEMS": "8", "ZSNLI_BAKEOFF_DB": "x", "PATH": "/bin"}
+    assert misspelt_settings(env, SETTING_NAMES) == []
+    assert unknown_settings(env) == ["unknown setting ZSNLI_FOO ignored"]  # still a warning
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("env, needle", [
+    ({"ZSNLI_RECEIPT_KEY": "KEY_GARBAGE"}, "ZSNLI_RECEIPT_KEY="),
+    ({"ZSNLI_BAKEOFF_DB": "DB_UNDER_A_FILE"}, "ZSNLI_BAKEOFF_DB="),
+    ({"ZSNLI_BAKEOFF_DB": "DB_NOT_SQLITE"}, "is not a SQLite database"),
+    ({"ZSNLI_MAX_BATCH": "abc"}, "did you mean ZSNLI_MAX_BATCH_ITEMS?"),
+])
+def test_the_server_refuses_to_start_with_one_line_exit_3(bert_dir, tmp_path, env, needle):
+    (tmp_path / "garbage.pem").write_text("-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n")
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "not.sqlite3").write_text("no database here " * 20)
+    places = {"KEY_GARBAGE": tmp_path / "garbage.pem", "DB_UNDER_A_FILE": tmp_path / "afile" / "b.sqlite3",
+              "DB_NOT_SQLITE": tmp_path / "not.sqlite3"}
+    env = {k: str(places.get(v, v)) for k, v in env.items()}
+    base = {"ZSNLI_BAKEOFF_DB": str(tmp_path / "ok.sqlite3"), "ZSNLI_RECEIPT_KEY": str(tmp_path / "ok.pem")}
+    proc = _server(bert_dir, _free_port(), **{**base, **env})
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out
+    lines = [line for line in out.splitlines() if line.strip() and "Writing model shards" not in line]
+    assert len(lines) == 1 and lines[0].startswith("refusing to start: ") and needle in lines[0], out
+    assert "Traceback" not in out and "Uvicorn running" not in out
