@@ -13,7 +13,12 @@ scored arm (inline SVG), the CLI's protocol, escalation and per-arm sections, an
 Built for many labels: per-class F1 lists the weakest classes first (all of them folded under a
 <details>), and confusions are the most frequent (gold -> predicted) pairs rather than a K x K matrix.
 
-Imports: matplotlib (Agg, only for the CLI's coverage curves), `zsnli.compare.engine` (rank rounding).
+User text (labels, arm, dataset and slice names, the task) is escaped with its bidirectional controls shown
+(``<U+202E>``) and isolated in ``<bdi>`` (`zsnli.serving.text.html_text`), so ``acc`` U+202E ``sse`` never
+displays as "access".
+
+Imports: matplotlib (Agg, only for the CLI's coverage curves), `zsnli.compare.engine` (rank rounding),
+`zsnli.serving.text` (the display rule of user text; standard library only).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import math
 from typing import Any, Sequence
 
 from zsnli.compare.engine import RANK_DECIMALS, RANKING_RULE
+from zsnli.serving.text import html_attr, html_text
 
 WORST_CLASSES_SHOWN = 12
 SMALL_N = 30
@@ -141,7 +147,14 @@ def winner_line(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _e(x: Any) -> str:
-    return html.escape(str(x))
+    """Escaped text with bidirectional controls shown (``<U+202E>``): `zsnli.serving.text.html_attr`."""
+    return html_attr(x)
+
+
+def _u(x: Any) -> str:
+    """User text (arm, label, dataset, slice names; the task) as content: shown and isolated in ``<bdi>``
+    (`zsnli.serving.text.html_text`)."""
+    return html_text(x)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
@@ -193,7 +206,8 @@ def _ranking(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     cols = columns(rows)
     head = "".join(f"<th class='{'l' if key in TEXT_COLUMNS else ''}'>{_e(h)}</th>" for h, key, _ in cols)
     body = "".join(f"<tr class='{r['status']}' data-arm='{_e(r['arm'])}'>"
-                   + "".join(f"<td class='{'l' if key in TEXT_COLUMNS else ''}'>{_e(cell(r, key, spec))}</td>"
+                   + "".join(f"<td class='{'l' if key in TEXT_COLUMNS else ''}'>"
+                             f"{(_u if key == 'arm' else _e)(cell(r, key, spec))}</td>"
                              for _, key, spec in cols) + "</tr>" for r in rows)
     out = (f"<h2>Ranking</h2><table id='scorecard'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
            f"<p class='note'>Ranked by {_e(RANKING_RULE)}.</p>")
@@ -217,11 +231,11 @@ def _summary(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
 
 def _header(report: dict[str, Any]) -> str:
     if "id" in report:  # a service answer
-        labels = ", ".join(k if k == v else f"{k} (\u201c{v}\u201d)" for k, v in report["labels"].items())
-        return (f"<h1>Bake-off {_e(report['id'])}</h1><p class='task'>{_e(report['task_description'])}</p>"
-                f"<p>{report['n']} examples; labels: {_e(labels)}; created {_e(report['created_at'])}.</p>")
+        labels = ", ".join(_u(k) if k == v else f"{_u(k)} (\u201c{_u(v)}\u201d)" for k, v in report["labels"].items())
+        return (f"<h1>Bake-off {_e(report['id'])}</h1><p class='task'>{_u(report['task_description'])}</p>"
+                f"<p>{report['n']} examples; labels: {labels}; created {_e(report['created_at'])}.</p>")
     ex = report["examples"]
-    return (f"<h1>Bake-off: suite {_e(report['suite']['name'])}</h1><p>{_e(report['suite']['description'])}</p>"
+    return (f"<h1>Bake-off: suite {_u(report['suite']['name'])}</h1><p>{_u(report['suite']['description'])}</p>"
             f"<p>Examples: <code>{_e(ex['source'])}</code>, {ex['n']} documents in {len(ex['datasets'])} datasets, "
             f"sha256 <code>{_e(ex['sha256'][:16])}</code>. Means over datasets; normalised = calibrated macro-F1 "
             f"rescaled so that 0 = uniform probabilities and 100 = gold. Timing: {_e(report['options']['timing'])}.</p>")
@@ -233,7 +247,7 @@ def _diagrams(rows: Sequence[dict[str, Any]]) -> str:
         return ""
     return ("<h2>Reliability</h2><p class='note'>Bars: accuracy per confidence bin; red dots: mean confidence; "
             "dashed: perfect calibration.</p><div class='diagrams'>"
-            + "".join(f"<div class='diagram'><h4>{_e(r['arm'])} \u00b7 ECE {fmt(r['ece'])}</h4>"
+            + "".join(f"<div class='diagram'><h4>{_u(r['arm'])} \u00b7 ECE {fmt(r['ece'])}</h4>"
                       f"{reliability_svg(r['arm'], r['reliability'])}</div>" for r in shown) + "</div>")
 
 
@@ -284,7 +298,7 @@ def coverage_png(curves: dict[str, dict], targets: Sequence[float], title: str) 
 
 
 def _protocol(report: dict) -> str:
-    rows = [[_e(ds), m["method"], str(m["folds"]), str(m["n"]), str(m["n_test"]), fmt(m["train_per_fold"], ".1f")]
+    rows = [[_u(ds), m["method"], str(m["folds"]), str(m["n"]), str(m["n_test"]), fmt(m["train_per_fold"], ".1f")]
             for ds, m in report["protocol"]["per_dataset"].items()]
     return (f"<h2>Protocol</h2><p>{_e(report['protocol']['description'])}</p>"
             + _table(["dataset", "method", "folds", "rows", "test rows", "training rows per fit"], rows))
@@ -294,7 +308,7 @@ def _escalation(report: dict) -> str:
     rows = []
     for a in report["arms"]:
         for e in a.get("escalation", []):
-            rows.append([_e(a["name"]), fmt(e["target"], ".2f"),
+            rows.append([_u(a["name"]), fmt(e["target"], ".2f"),
                          fmt(e["threshold"], ".4f") if e["reachable"] else "unreachable",
                          fmt(100 * e["kept_fraction"], ".1f"), fmt(100 * e["escalated_fraction"], ".1f"),
                          fmt(e["kept_accuracy"])])
@@ -312,7 +326,7 @@ def _per_class(arm: dict) -> str:
     flat.sort(key=lambda t: (t[1]["f1"], -t[1]["support"]))
 
     def rows(items):
-        return [[_e(ds), _e(c["label"]), str(c["support"]), fmt(c["precision"]), fmt(c["recall"]), fmt(c["f1"])]
+        return [[_u(ds), _u(c["label"]), str(c["support"]), fmt(c["precision"]), fmt(c["recall"]), fmt(c["f1"])]
                 for ds, c in items]
 
     head = ["dataset", "class", "test rows", "precision", "recall", "F1"]
@@ -322,14 +336,14 @@ def _per_class(arm: dict) -> str:
 
 
 def _confusions(arm: dict) -> str:
-    rows = [[_e(c["dataset"]), _e(c["gold"]), _e(c["predicted"]), str(c["count"]), fmt(100 * c["share_of_gold"], ".0f")]
+    rows = [[_u(c["dataset"]), _u(c["gold"]), _u(c["predicted"]), str(c["count"]), fmt(100 * c["share_of_gold"], ".0f")]
             for c in arm["confusions"]]
     return ("<h3>Top confusions (gold &rarr; predicted)</h3>"
             + (_table(["dataset", "gold", "predicted", "documents", "% of gold"], rows, left=3) if rows else "<p>none</p>"))
 
 
 def _slices(arm: dict, min_support: int) -> str:
-    rows = [[_e(s["facet"]), _e(s["name"]), s["kind"], str(s["n"]), fmt(s["accuracy"]),
+    rows = [[_u(s["facet"]), _u(s["name"]), s["kind"], str(s["n"]), fmt(s["accuracy"]),
              f"{s['low']:.3f} &ndash; {s['high']:.3f}", fmt(s["gap"]), fmt(s["rank_score"], ".2f")]
             for s in arm["slices"][:15]]
     title = (f"<h3>Worst slices (n &ge; {min_support}; 95% Wilson top below the arm's accuracy "
@@ -340,7 +354,7 @@ def _slices(arm: dict, min_support: int) -> str:
 
 def _arm(arm: dict, report: dict) -> str:
     ident = ", ".join(f"{_e(k)}: <code>{_e(v)}</code>" for k, v in arm["identity"].items() if v not in (None, {}, ""))
-    parts = [f"<div class='arm'><h2>{_e(arm['name'])} <small>({arm['kind']}, {_e(arm['type'])})</small></h2>",
+    parts = [f"<div class='arm'><h2>{_u(arm['name'])} <small>({arm['kind']}, {_e(arm['type'])})</small></h2>",
              f"<p>{ident}</p><p><small>peak RSS: {_e(arm['rss_source'] or 'n/a')}; fit: {_e(arm['fit']['note'])}"
              "</small></p>"]
     if arm.get("error"):

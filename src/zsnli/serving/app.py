@@ -57,7 +57,7 @@ from .http_routes import allow_header
 from .service import ZeroShotClassifier
 from .request_ids import RequestIdMiddleware
 from .startup import ModelLoader
-from .text import clean_text
+from .text import clean_text, html_attr, html_text
 
 logger = logging.getLogger("zsnli")
 
@@ -165,8 +165,10 @@ def route_index(app: FastAPI) -> list[dict[str, str]]:
 
 
 def index_page(index: dict[str, Any]) -> str:
-    """``GET /`` for a browser: the `route_index` as an HTML list (GET routes without parameters are links)."""
-    from html import escape
+    """``GET /`` for a browser: the `route_index` as an HTML list (GET routes without parameters are links).
+    Text is escaped with its bidirectional controls shown; the model's name (a directory or hub id) is isolated
+    (`zsnli.serving.text.html_text`)."""
+    escape = html_attr
 
     def route(entry: dict[str, str]) -> str:
         method, path = entry["route"].split(" ", 1)
@@ -178,7 +180,7 @@ def index_page(index: dict[str, Any]) -> str:
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>zsnli</title></head>"
             f"<body style='font-family: system-ui, sans-serif; max-width: 60em; margin: 2em auto'>"
             f"<h1>zsnli {escape(index['version'])}</h1><p>Zero-shot text classification from an NLI cross-encoder. "
-            f"Status: <b>{escape(str(index['status']))}</b>, model {escape(str(index['model']))}. "
+            f"Status: <b>{escape(str(index['status']))}</b>, model {html_text(index['model'])}. "
             f"Try it in <a href='/docs'>/docs</a> (or <a href='/redoc'>/redoc</a>, "
             f"<a href='/openapi.json'>/openapi.json</a>).</p><ul>{items}</ul></body></html>")
 

@@ -8,12 +8,20 @@ character is kept as sent. `zsnli.serving.http_body.parse_json` applies it to ev
 request body (so ``/classify`` and the bake-off get the same text), and `zsnli.serving.service` applies it
 again to text given in-process (`zsnli.serving.offline`, ``zsnli-batch``).
 
+Pages show stored text (labels, arm and dataset names) with the display rule `show_bidi` / `html_text`:
+a bidirectional control character is shown as ``<U+202E>`` instead of acting (``acc`` U+202E ``sse`` would
+display as "access", and an unclosed override runs on through its paragraph: the Trojan Source class,
+CVE-2021-42574), and user text is isolated in ``<bdi>`` so right-to-left text cannot reorder what is around
+it. Answers and stored JSON keep the text as sent.
+
 Imports only the standard library.
 """
 
 from __future__ import annotations
 
+import html
 import re
+from typing import Any
 
 
 def clean_text(s: str) -> str:
@@ -42,3 +50,29 @@ def clean_json_text(text: str) -> str:
     if "\\u" not in text:
         return text
     return _ESCAPES.sub(lambda m: "\\ufffd" if m.group(1) else m.group(0), text)
+
+
+#: The Unicode bidirectional formatting characters (UAX #9, "Explicit Directional Embeddings / Overrides /
+#: Isolates" and the implicit marks): LRE, RLE, PDF, LRO, RLO (U+202A..U+202E), LRI, RLI, FSI, PDI
+#: (U+2066..U+2069), LRM, RLM (U+200E, U+200F) and the Arabic letter mark (U+061C).
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+_BIDI_RE = re.compile("[" + "".join(sorted(BIDI_CONTROLS)) + "]")
+
+
+def show_bidi(s: str) -> str:
+    """``s`` with every `BIDI_CONTROLS` character replaced by its visible name, ``<U+202E>`` (upper-case hex,
+    at least 4 digits); other characters unchanged. Plain text, not escaped."""
+    return _BIDI_RE.sub(lambda m: f"<U+{ord(m.group(0)):04X}>", s)
+
+
+def html_attr(x: Any) -> str:
+    """``str(x)`` for an HTML attribute or a text node that needs no isolation: `show_bidi`, then escaped
+    (``html.escape``, quotes included)."""
+    return html.escape(show_bidi(str(x)))
+
+
+def html_text(x: Any) -> str:
+    """User text (a label, an arm or dataset name) as HTML content: `html_attr`, isolated in ``<bdi>``
+    (HTML's bidirectional isolate: its direction is its own first strong character's, and it cannot
+    reorder the text around it)."""
+    return f"<bdi>{html_attr(x)}</bdi>"

@@ -1,18 +1,24 @@
 """The SVG badge of a bake-off: ``bake-off | <winner> F1 <macro-F1>`` (flat two-part shield, no external fonts).
 
-Text width is estimated at 6.5 px per character of an 11 px sans-serif font. Imports only the standard library.
+Text width is estimated at 6.5 px per character of an 11 px sans-serif font. The winner's name is shown with its
+bidirectional controls visible (``<U+202E>``, `zsnli.serving.text.show_bidi`). Imports the standard library and
+`zsnli.serving.text`.
 """
 
 from __future__ import annotations
 
 from html import escape
 
+from zsnli.serving.text import show_bidi
+
 CHAR_PX = 6.5
 PAD_PX = 10
 
 
 def badge_svg(label: str, message: str, colour: str = "#2e7d32") -> str:
-    """A self-contained SVG (``image/svg+xml``) with ``label`` on grey and ``message`` on ``colour``."""
+    """A self-contained SVG (``image/svg+xml``) with ``label`` on grey and ``message`` on ``colour`` (both shown
+    with `show_bidi`)."""
+    label, message = show_bidi(label), show_bidi(message)
     lw = int(len(label) * CHAR_PX + 2 * PAD_PX)
     mw = int(len(message) * CHAR_PX + 2 * PAD_PX)
     w = lw + mw

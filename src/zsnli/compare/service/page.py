@@ -4,8 +4,9 @@ Pages are small HTML shells. A result is rendered on the server by the one repor
 (`zsnli.compare.render.report_html`, the same function behind the HTML file of ``validate.py bakeoff``),
 plus this page's links (permalink, JSON, report file, badge, how to verify the receipt). ``static/bakeoff.js``
 only reads the form, posts it, shows progress and errors, then shows the stored result page's ``#result``.
-Everything is served by the app (``/bakeoff/static/...``): no external CDN. Imports the standard library,
-`zsnli.compare.render`, `protocol` and `settings`.
+Everything is served by the app (``/bakeoff/static/...``): no external CDN. User text (tasks, labels, arm names)
+is shown with its bidirectional controls visible and isolated (`zsnli.serving.text.html_text`). Imports the
+standard library, `zsnli.compare.render`, `zsnli.serving.text`, `protocol` and `settings`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from importlib import resources
 from typing import Sequence
 
 from zsnli.compare.render import render_html, report_html
+from zsnli.serving.text import html_attr, html_text
 
 from .protocol import LOO_MAX_N, MAX_FOLDS, RANKING_RULE
 from .settings import BakeoffSettings
@@ -76,7 +78,7 @@ def glossary(arms: Sequence[str]) -> str:
     """The "Reading the results" block: every column, every arm in ``arms``, the reliability diagrams."""
     cols = "".join(f"<dt>{escape(name)}</dt><dd>{escape(text)}</dd>" for name, text in COLUMNS)
     other = "a registered model (ZSNLI_BAKEOFF_MODELS) run through the transformers zero-shot pipeline"
-    notes = "".join(f"<dt>{escape(a)}</dt><dd>{escape(ARM_NOTES.get(a, other))}</dd>" for a in arms)
+    notes = "".join(f"<dt>{html_text(a)}</dt><dd>{escape(ARM_NOTES.get(a, other))}</dd>" for a in arms)
     return (f"<details class='glossary' id='glossary' open><summary>Reading the results</summary>"
             f"<h3>Columns</h3><dl>{cols}</dl><h3>Arms</h3><dl>{notes}</dl><h3>Reliability diagrams</h3>"
             "<p>One per arm: the examples binned by confidence (x axis, 0 to 1); each bar is the accuracy in its bin "
@@ -92,8 +94,10 @@ def form_page(incumbents: Sequence[str], challengers: Sequence[str], s: BakeoffS
     ``bakeoff.js``), links included.
     """
     arms = "".join(f"<label class='arm'><input type='checkbox' name='arm' value='{escape(a)}' checked> "
-                   f"{escape(a)}</label>" for a in incumbents)
-    options = "".join(f"<option value='{escape(c)}'>{escape(c)}</option>" for c in [*incumbents, *challengers])
+                   f"{html_text(a)}</label>" for a in incumbents)
+    # an option holds text only (no <bdi>): the controls are shown, and dir=auto isolates the name
+    options = "".join(f"<option value='{escape(c)}' dir='auto'>{html_attr(c)}</option>"
+                      for c in [*incumbents, *challengers])
     body = f"""
 <h1>Bake-off</h1>
 <p>Which classifier handles <em>your</em> examples best? Paste a few labelled examples; every arm is scored on
@@ -160,8 +164,8 @@ def list_page(rows: list[dict]) -> str:
     """The latest bake-offs, newest first."""
     items = "".join(
         f"<tr><td><a href='/bakeoffs/{escape(r['id'])}'>{escape(r['id'])}</a></td><td>{escape(r['created_at'])}</td>"
-        f"<td>{escape(str(r.get('task_description') or ''))}</td><td>{r['n']}</td>"
-        f"<td>{escape(str(r['winner']))}</td></tr>" for r in rows)
+        f"<td>{html_text(r.get('task_description') or '')}</td><td>{r['n']}</td>"
+        f"<td>{html_text(r['winner'])}</td></tr>" for r in rows)
     body = ("<h1>Latest bake-offs</h1><table><thead><tr><th>id</th><th>created</th><th>task</th><th>n</th>"
             f"<th>winner</th></tr></thead><tbody>{items or '<tr><td colspan=5>none yet</td></tr>'}</tbody></table>")
     return _shell("zsnli bake-offs", body)

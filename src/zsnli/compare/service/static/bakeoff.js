@@ -80,9 +80,17 @@ async function readExamples() {
   return parseTabLines(document.getElementById("examples").value);
 }
 
+// Bidirectional controls (zsnli.serving.text.BIDI_CONTROLS) shown as <U+202E>, as the server's pages show them:
+// an error message may quote a label.
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g;
+function showBidi(text) {
+  return String(text).replace(BIDI_CONTROLS,
+    (c) => `<U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}>`);
+}
+
 function showError(message) {
   const box = document.getElementById("error");
-  box.textContent = message; box.hidden = !message;
+  box.textContent = message ? showBidi(message) : message; box.hidden = !message;
 }
 
 async function submitForm(event) {
