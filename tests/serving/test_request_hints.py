@@ -105,3 +105,25 @@ async def test_labels_as_one_string_say_classify_wants_a_list(bert_dir, make_app
         zs = await client.post("/v1/zero-shot-classification",
                                json={"inputs": TEXT, "parameters": {"candidate_labels": "sport, business"}})
         assert zs.status_code == 200 and sorted(zs.json()["labels"]) == sorted(NAMES)
+
+
+@pytest.mark.parametrize("key, value", [("candidate_labels", NAMES), ("multi_label", True), ("multi_class", True),
+                                        ("hypothesis_template", "About {}.")])
+@pytest.mark.parametrize("route", ZERO_SHOT_ROUTES)
+async def test_a_parameter_beside_parameters_is_a_422_naming_its_place(bert_dir, make_app, route, key, value):
+    async with running_app(make_app(bert_dir)) as client:
+        r = await client.post(route, json={"inputs": TEXT, "parameters": {"candidate_labels": NAMES}, key: value})
+        assert r.status_code == 422, r.text
+        want = "parameters.multi_label" if key == "multi_class" else f"parameters.{key}"
+        assert r.json()["field"] == key and f"did you mean {want}?" in r.json()["error"], r.json()
+        seq = await client.post(route, json={"sequences": TEXT, "parameters": {"candidate_labels": NAMES}})
+        assert seq.status_code == 422 and "did you mean inputs?" in seq.json()["error"]
+
+
+async def test_parameters_beside_text_on_classify_is_a_422(bert_dir, make_app):
+    """``parameters.multi_label`` on /classify used to be ignored (the answer single-label)."""
+    async with running_app(make_app(bert_dir)) as client:
+        r = await client.post("/classify", json={"text": TEXT, "candidate_labels": NAMES,
+                                                 "parameters": {"multi_label": True}})
+        assert r.status_code == 422, r.text
+        assert r.json()["field"] == "parameters" and "POST /v1/zero-shot-classification" in r.json()["error"]

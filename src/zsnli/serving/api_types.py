@@ -120,15 +120,18 @@ def misspelt_fields(body: Mapping[str, Any], known: Iterable[str], ignored: Iter
 def classify_body_hint(body: Mapping[str, Any]) -> tuple[str, str] | None:
     """``(field, message)`` of a 422 for a ``/classify`` body that a user brought from another API, or None.
 
-    An Inference API payload (``inputs`` / ``parameters`` and no ``text``): the route that takes it. No
+    An Inference API payload (``inputs`` / ``parameters``, with or without a ``text``): the route that takes it. No
     ``labels`` or ``candidate_labels`` but a ``label`` (an examples line's gold index, otherwise ignored):
     the field to use. Labels given as one string (``"a, b"``): ``/classify`` takes a list; the Inference API
     route splits a string on commas as the pipeline does.
     """
-    if "text" not in body and ("inputs" in body or "parameters" in body):
-        return "text", ("text: field required; this is the Inference API's payload (inputs + parameters): send it to "
-                        "POST /v1/zero-shot-classification (or POST /), or send text and labels (or "
-                        "candidate_labels) here")
+    if "inputs" in body or "parameters" in body:  # ignored here, they would change the answer
+        field = "parameters" if "text" in body else "text"
+        missing = "field required; " if field == "text" else "not a field of POST /classify (ignored, it would " \
+            "change the answer); "
+        return field, (f"{field}: {missing}inputs and parameters are the Inference API's payload: send it to "
+                       "POST /v1/zero-shot-classification (or POST /), or send text, labels (or candidate_labels), "
+                       "hypothesis_template and multi_label at the top level here")
     if "labels" not in body and "candidate_labels" not in body and "label" in body:
         return "labels", ("labels: field required; did you mean labels (a list of label descriptions)? label is an "
                           "examples line's gold index and is ignored here")

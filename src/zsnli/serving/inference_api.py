@@ -16,8 +16,9 @@ is scored on its own (entailment against its alternative, as ``multi_label``),
 not given 1.0 (`single_label_scored_alone`).
 
 A key of the payload or of ``parameters`` that looks like a misspelt one
-(``multi_lable``), or a legacy or foreign name of a parameter (``multi_class``, ``labels``:
-`zsnli.serving.api_types.PARAMETER_LEGACY`), is a 422 naming the field to use
+(``multi_lable``), a legacy or foreign name of a parameter (``multi_class``, ``labels``:
+`zsnli.serving.api_types.PARAMETER_LEGACY`), or a parameter put beside ``parameters`` instead of in it
+(`TOP_LEGACY`), is a 422 naming the field to use
 (`zsnli.serving.api_types.misspelt_fields`); other unknown keys are ignored. A ``/classify``
 body sent here is told so.
 
@@ -38,6 +39,12 @@ FIELD_NAMES = {"labels": "parameters.candidate_labels", "hypothesis_template": "
 #: Keys of the payload and of its ``parameters`` (others are ignored, e.g. the hosted API's ``options``).
 TOP_KEYS = ("inputs", "parameters", "options")
 PARAMETER_KEYS = ("candidate_labels", "hypothesis_template", "multi_label")
+#: Keys that belong elsewhere when they are at the top of the payload (ignored there, they would change the
+#: answer): the parameters, and the pipeline's argument name for the inputs.
+TOP_LEGACY = {**{k: (f"parameters.{k}", "a parameter: it goes inside parameters") for k in PARAMETER_KEYS},
+              "multi_class": ("parameters.multi_label", "the transformers pipeline's former name for multi_label, "
+                                                        "inside parameters"),
+              "sequences": ("inputs", "the transformers pipeline's argument name")}
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,11 @@ def read_zero_shot(payload: Any, max_items: int) -> ZeroShotCall:
     """
     if not isinstance(payload, dict):
         raise _invalid("body must be a JSON object with inputs and parameters", "body")
-    misspelt = misspelt_fields(payload, TOP_KEYS)
+    if "inputs" not in payload and any(k in payload for k in ("text", "labels", "candidate_labels")):
+        raise _invalid("field required: this looks like a POST /classify body (text, labels): send it to "
+                       "POST /classify, or send {\"inputs\": ..., \"parameters\": {\"candidate_labels\": "
+                       "[...]}} here", "inputs")
+    misspelt = misspelt_fields(payload, TOP_KEYS, legacy=TOP_LEGACY)
     if isinstance(payload.get("parameters"), dict):
         misspelt += misspelt_fields(payload["parameters"], PARAMETER_KEYS, prefix="parameters.",
                                     legacy=PARAMETER_LEGACY)
@@ -81,10 +92,6 @@ def read_zero_shot(payload: Any, max_items: int) -> ZeroShotCall:
         raise ApiError(ErrorType.VALIDATION, f"{misspelt[0]['field']}: {misspelt[0]['error']}", misspelt[0]["field"],
                        errors=misspelt)
     if "inputs" not in payload:
-        if "text" in payload or "labels" in payload or "candidate_labels" in payload:
-            raise _invalid("field required: this looks like a POST /classify body (text, labels): send it to "
-                           "POST /classify, or send {\"inputs\": ..., \"parameters\": {\"candidate_labels\": "
-                           "[...]}} here", "inputs")
         raise _invalid("field required (the text, or a list of texts, to classify)", "inputs")
     inputs = payload["inputs"]
     single = isinstance(inputs, str)
