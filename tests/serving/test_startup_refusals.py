@@ -51,6 +51,18 @@ def test_a_path_that_can_never_work_is_one_line_naming_the_variable(tmp_path, va
     assert line.startswith(f"{var}={path} ") and needle in line and "\n" not in line, line
 
 
+@pytest.mark.parametrize("make, needle", [(lambda d: d / "absent", "not found"),
+                                          (lambda d: d, "has no config.json")])
+def test_a_challenger_model_that_is_no_model_directory_is_refused(bert_dir, tmp_path, make, needle):
+    env = {"ZSNLI_BAKEOFF_DB": str(tmp_path / "b.sqlite3"), "ZSNLI_RECEIPT_KEY": str(tmp_path / "k.pem"),
+           "ZSNLI_BAKEOFF_MODELS": f"good={bert_dir},bad={make(tmp_path)}"}
+    with pytest.raises(SettingsError) as err:
+        check_paths(_settings(env), env)
+    assert str(err.value).startswith("ZSNLI_BAKEOFF_MODELS: challenger 'bad' at ") and needle in str(err.value)
+    env["ZSNLI_BAKEOFF_MODELS"] = f"good={bert_dir}"
+    assert check_paths(_settings(env), env) == []
+
+
 def test_usable_paths_pass_and_nothing_is_created_for_the_defaults(tmp_path, monkeypatch):
     env = {"ZSNLI_BAKEOFF_DB": str(_sqlite(tmp_path / "b.sqlite3")), "ZSNLI_RECEIPT_KEY": str(_valid_key(tmp_path / "k.pem"))}
     assert check_paths(_settings(env), env) == []

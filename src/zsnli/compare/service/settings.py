@@ -165,13 +165,21 @@ def check_paths(bsettings: BakeoffSettings, env: Mapping[str, str] | None = None
     listens; returns warning lines, raises ``SettingsError`` (one line naming the variable) for a path that
     can never work.
 
-    Refused: an existing store that is a directory or not a SQLite database, an existing key that is a
+    Refused: a ``ZSNLI_BAKEOFF_MODELS`` challenger whose directory is missing or holds no ``config.json``,
+    an existing store that is a directory or not a SQLite database, an existing key that is a
     directory or not a readable Ed25519 key, and, for a variable that is set (``env``, default
     ``os.environ``), a folder that cannot be written (probed by creating it and a temporary file, as first use
     would). For a default path only looked at (nothing created): an unwritable folder is a warning line, since
     bake-offs may never be used (``/classify`` works without them).
     """
     env = os.environ if env is None else env
+    for name, model_dir in bsettings.models:
+        where = Path(model_dir)
+        problem = ("not found" if not where.exists() else "is not a directory" if not where.is_dir()
+                   else "has no config.json (not a model directory)" if not (where / "config.json").is_file() else None)
+        if problem:
+            raise SettingsError(f"ZSNLI_BAKEOFF_MODELS: challenger {name!r} at {model_dir} {problem}: its arm could "
+                                "never run; point it at a local NLI model directory")
     out = []
     for var, path, check in (("ZSNLI_BAKEOFF_DB", bsettings.db_path, _db_problem),
                              (KEY_ENV, bsettings.key_path, _key_problem)):
