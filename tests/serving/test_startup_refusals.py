@@ -123,3 +123,37 @@ def test_the_server_refuses_to_start_with_one_line_exit_3(bert_dir, tmp_path, en
     lines = [line for line in out.splitlines() if line.strip() and "Writing model shards" not in line]
     assert len(lines) == 1 and lines[0].startswith("refusing to start: ") and needle in lines[0], out
     assert "Traceback" not in out and "Uvicorn running" not in out
+
+
+def test_a_store_that_cannot_be_written_at_run_time_is_503_before_any_arm_runs(bert_dir, tmp_path, monkeypatch):
+    """A transient store fault keeps its 503 + Retry-After, now before the arms run (each bake-off used to run to
+    the end and then fail to store)."""
+    import asyncio
+
+    from bakeoff_support import make_bakeoff_app
+    from conftest import running_app
+
+    from zsnli.compare.service import runner
+    from zsnli.compare.service.store import Store
+
+    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
+    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "k.pem"))
+
+    def locked(self):
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    async def never(*_a, **_k):
+        raise AssertionError("an arm ran although the store cannot be written")
+
+    monkeypatch.setattr(Store, "check_writable", locked)
+    monkeypatch.setattr(runner, "run_bakeoff", never)
+    request = {"task_description": "t", "candidates": ["majority"],
+               "examples": [{"input": "a", "expected": "x"}, {"input": "b", "expected": "y"}]}
+
+    async def run():
+        async with running_app(make_bakeoff_app(bert_dir)) as client:
+            return await client.post("/v1/bakeoff", json=request)
+
+    r = asyncio.run(run())
+    assert r.status_code == 503 and "Retry-After" in r.headers, r.text
+    assert r.json()["error_type"] == "store" and "nothing was run" in r.json()["error"]

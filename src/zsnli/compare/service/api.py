@@ -228,6 +228,11 @@ class _Bakeoffs:
         if self.running["n"] >= bs.max_concurrent:
             raise ApiError(ErrorType.OVERLOADED, f"{self.running['n']} bake-offs are running "
                            "(ZSNLI_BAKEOFF_MAX_CONCURRENT); retry later")
+        try:  # a store that cannot be written fails now, not after every arm ran (transient: 503 + Retry-After)
+            await self.in_thread(self.store.check_writable)
+        except (sqlite3.Error, OSError) as exc:
+            raise ApiError(ErrorType.STORE, f"the bake-off store cannot be written ({type(exc).__name__}: {exc}); "
+                           f"nothing was run; retry later (ZSNLI_BAKEOFF_DB={bs.db_path})") from None
         self.running["n"] += 1
         try:
             answered, answer = await until_disconnect(

@@ -116,6 +116,17 @@ class Store:
         conn.execute("PRAGMA synchronous=FULL")
         return conn
 
+    def check_writable(self) -> None:
+        """Take and release the write lock (``BEGIN IMMEDIATE``, ``ROLLBACK``): what `save` needs, checked before a
+        bake-off runs so that a store that cannot be written fails the request at once instead of after every arm.
+        Raises ``sqlite3.Error`` or ``OSError``."""
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+
     def save(self, answer: dict[str, Any], example_hashes: Sequence[str],
              examples: Sequence[tuple[str, str]] | None) -> None:
         """Write one bake-off in one transaction.
