@@ -127,3 +127,19 @@ async def test_parameters_beside_text_on_classify_is_a_422(bert_dir, make_app):
                                                  "parameters": {"multi_label": True}})
         assert r.status_code == 422, r.text
         assert r.json()["field"] == "parameters" and "POST /v1/zero-shot-classification" in r.json()["error"]
+
+
+async def test_cascade_is_a_known_field_on_both_routes(bert_dir, make_app):
+    """``cascade`` changes the answer: misspelt it is a 422 on /classify; on the Inference API route
+    ``parameters.cascade`` is read (checked as /classify checks it), not ignored."""
+    async with running_app(make_app(bert_dir)) as client:
+        r = await client.post("/classify", json={"text": TEXT, "candidate_labels": NAMES, "cascad": False})
+        assert r.status_code == 422 and "did you mean cascade?" in r.json()["error"], r.text
+        ok = await client.post("/v1/zero-shot-classification",
+                               json={"inputs": TEXT, "parameters": {"candidate_labels": NAMES, "cascade": False}})
+        assert ok.status_code == 200, ok.text
+        bad = await client.post("/v1/zero-shot-classification",
+                                json={"inputs": TEXT, "parameters": {"candidate_labels": NAMES, "cascade": "no"}})
+        assert bad.status_code == 422 and bad.json()["field"] == "parameters.cascade", bad.text
+        top = await client.post("/", json={"inputs": TEXT, "parameters": {"candidate_labels": NAMES}, "cascade": False})
+        assert top.status_code == 422 and "did you mean parameters.cascade?" in top.json()["error"]

@@ -48,7 +48,7 @@ EXAMPLE_MULTI = {
 #: The transformers zero-shot pipeline's default ``hypothesis_template``.
 PIPELINE_TEMPLATE = "This example is {}."
 #: The fields of a ``POST /classify`` body.
-CLASSIFY_FIELDS = ("id", "text", "labels", "candidate_labels", "hypothesis_template", "multi_label")
+CLASSIFY_FIELDS = ("id", "text", "labels", "candidate_labels", "hypothesis_template", "multi_label", "cascade")
 #: Extra fields of an examples-file line (section 9 of DESIGN.md): ignored, never taken for a misspelling
 #: (``label``, the gold index, is one letter from ``labels``).
 EXAMPLE_LINE_FIELDS = ("dataset", "label")
@@ -272,6 +272,8 @@ class ZeroShotParameters(BaseModel):
         PIPELINE_TEMPLATE, description="One `{}` slot, filled with each label (the pipeline's default).")
     multi_label: StrictBool = Field(False, description="Score each label on its own (entailment against its "
                                     "alternative); with one label this is always so, as in the pipeline.")
+    cascade: StrictBool = Field(True, description="As `/classify`'s `cascade` (false: every label scored by the "
+                                "cross-encoder).")
 
 
 class ZeroShotRequest(BaseModel):

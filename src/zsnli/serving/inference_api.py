@@ -35,10 +35,10 @@ from ..errors import ApiError, ErrorType
 from .api_types import PARAMETER_LEGACY, PIPELINE_TEMPLATE, misspelt_fields
 #: ``/classify`` field -> the field of this payload it came from (errors name the latter).
 FIELD_NAMES = {"labels": "parameters.candidate_labels", "hypothesis_template": "parameters.hypothesis_template",
-               "multi_label": "parameters.multi_label", "text": "inputs"}
+               "multi_label": "parameters.multi_label", "cascade": "parameters.cascade", "text": "inputs"}
 #: Keys of the payload and of its ``parameters`` (others are ignored, e.g. the hosted API's ``options``).
 TOP_KEYS = ("inputs", "parameters", "options")
-PARAMETER_KEYS = ("candidate_labels", "hypothesis_template", "multi_label")
+PARAMETER_KEYS = ("candidate_labels", "hypothesis_template", "multi_label", "cascade")
 #: Keys that belong elsewhere when they are at the top of the payload (ignored there, they would change the
 #: answer): the parameters, and the pipeline's argument name for the inputs.
 TOP_LEGACY = {**{k: (f"parameters.{k}", "a parameter: it goes inside parameters") for k in PARAMETER_KEYS},
@@ -117,8 +117,9 @@ def read_zero_shot(payload: Any, max_items: int) -> ZeroShotCall:
             raise _invalid("no label in the string (labels are separated by commas)", "parameters.candidate_labels")
     template = params.get("hypothesis_template")
     body = {"labels": labels, "hypothesis_template": PIPELINE_TEMPLATE if template is None else template}
-    if "multi_label" in params:
-        body["multi_label"] = params["multi_label"]
+    for key in ("multi_label", "cascade"):  # checked as /classify checks them
+        if key in params:
+            body[key] = params[key]
     return ZeroShotCall(list(texts), single, body)
 
 
