@@ -18,6 +18,13 @@ timed out, draining) is retried after its ``Retry-After`` (at most
 ``status``, ``error_type``, ``field`` and ``errors``; `ConnectionFailed` when
 the server cannot be reached or does not answer within ``timeout``.
 
+A call whose connection was closed under it with no answer (`DROPPED`: the
+keep-alive close race, where the server closes an idle pooled connection just
+as the client reuses it) is sent once more on a new connection, at once: every
+route this client calls is a pure function of its request (no state changes on
+the server), so sending it twice is safe, as Go's ``net/http`` and urllib3 resend
+idempotent requests on a reused connection that closed first.
+
 May import: httpx and the standard library only (never the server's modules).
 """
 
@@ -31,6 +38,11 @@ from typing import Any, Iterator, Mapping, Sequence
 import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+
+#: The connection closed under the call without an answer (reset, closed before the status line,
+#: the socket gone): sent once more on a new connection (module docstring). Not a timeout: a server
+#: that is slow to answer is not asked twice.
+DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 class ZsnliError(Exception):
@@ -245,10 +257,15 @@ class Client(_Base):
                     time.sleep(arg)
                     value = None
                     continue
-                try:
-                    value = self._http.request(arg[0], arg[1], json=arg[2])
-                except httpx.HTTPError as exc:
-                    raise self._failed(exc) from None
+                for resend in (False, True):
+                    try:
+                        value = self._http.request(arg[0], arg[1], json=arg[2])
+                        break
+                    except DROPPED as exc:
+                        if resend:
+                            raise self._failed(exc) from None
+                    except httpx.HTTPError as exc:
+                        raise self._failed(exc) from None
         except StopIteration as done:
             return done.value
 
@@ -305,10 +322,15 @@ class AsyncClient(_Base):
                     await asyncio.sleep(arg)
                     value = None
                     continue
-                try:
-                    value = await self._http.request(arg[0], arg[1], json=arg[2])
-                except httpx.HTTPError as exc:
-                    raise self._failed(exc) from None
+                for resend in (False, True):
+                    try:
+                        value = await self._http.request(arg[0], arg[1], json=arg[2])
+                        break
+                    except DROPPED as exc:
+                        if resend:
+                            raise self._failed(exc) from None
+                    except httpx.HTTPError as exc:
+                        raise self._failed(exc) from None
         except StopIteration as done:
             return done.value
 

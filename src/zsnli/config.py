@@ -54,6 +54,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "max_body_bytes": (1024, 1 << 30),
     "max_text_chars": (1, 10_000_000),
     "queue_capacity_pairs": (2, 100_000_000),
+    "max_request_pairs": (2, 100_000_000),
+    "request_share_pairs": (1, 100_000_000),
     "request_timeout_s": (0.01, 3600),
     "retry_after_s": (1, 3600),
     "drain_timeout_s": (0, 3600),
@@ -111,6 +113,8 @@ class Settings:
     max_body_bytes: int = 2 * 1024 * 1024
     max_text_chars: int = 20000
     queue_capacity_pairs: int = 8192
+    max_request_pairs: int = 8192
+    request_share_pairs: int = 512
     request_timeout_s: float = 60.0
     retry_after_s: int = 1
     drain_timeout_s: float = 30.0
@@ -121,7 +125,7 @@ class Settings:
     onnx_cache_dir: str | None = None
     read_timeout_s: float = 10.0
     max_connections: int = 512
-    keep_alive_s: float = 20.0
+    keep_alive_s: float = 75.0
     public_url: str | None = None
     forwarded_allow_ips: str | None = None
 
@@ -178,6 +182,11 @@ class Settings:
         if self.queue_capacity_pairs < 2 * self.max_labels:
             raise SettingsError(
                 f"ZSNLI_QUEUE_CAPACITY_PAIRS ({self.queue_capacity_pairs}) must be >= 2 x ZSNLI_MAX_LABELS ({self.max_labels})"
+            )
+        # Every single request is under the per-request cap (the cap is for arrays and lists of inputs).
+        if self.max_request_pairs < 2 * self.max_labels:
+            raise SettingsError(
+                f"ZSNLI_MAX_REQUEST_PAIRS ({self.max_request_pairs}) must be >= 2 x ZSNLI_MAX_LABELS ({self.max_labels})"
             )
         if self.backend not in BACKENDS:
             raise SettingsError(f"ZSNLI_BACKEND must be one of {', '.join(BACKENDS)}, got {self.backend!r}")

@@ -349,3 +349,25 @@ async def test_padding_bound_keeps_short_items_out_of_a_long_batch(max_padding, 
         await b.close()
     with pytest.raises(ValueError, match="max_padding"):
         Batcher(fwd, max_padding=1.5)
+
+
+async def test_a_small_job_waits_about_one_batch_behind_a_large_group():
+    """Anchors go to the group (one request's jobs) served the fewest padded tokens: a one-item job
+    submitted after a group of 20 pending items is in the second batch after the running one
+    (oldest-first put it in the eleventh), and the group still gets every batch after it."""
+    fwd = FakeForward()
+    fwd.gate = threading.Event()
+    b = await make(fwd, token_budget=2 * 8, max_wait_s=0.0)  # two 8-token items per batch
+    try:
+        first = b.submit([enc(999, 8)])  # occupies the (gated) forward thread
+        await asyncio.sleep(0.05)
+        request = object()
+        big = [b.submit([enc(100 + 10 * j + i, 8) for i in range(4)], group=request) for j in range(5)]
+        small = b.submit([enc(1, 8)])
+        fwd.gate.set()
+        await asyncio.gather(first.result(), small.result(), *(job.result() for job in big))
+        where = next(k for k, batch in enumerate(fwd.batches) if 1 in batch)
+        assert where == 2, fwd.batches
+        assert sum(len(batch) for batch in fwd.batches) == 22 and len(fwd.batches) == 12
+    finally:
+        await b.close()

@@ -1,12 +1,13 @@
 """POST /classify with a JSON array: several documents, each with its own labels, answered in order.
 
 A batch of N answers what N single calls answer (one error per bad item, the
-others unharmed), under the same limits: ZSNLI_MAX_BATCH_ITEMS items, each
-admitted against the queue capacity on its own.
+others unharmed), under the same limits: ZSNLI_MAX_BATCH_ITEMS items, ZSNLI_MAX_REQUEST_PAIRS pairs in all, the
+items admitted progressively within the request's share of the queue (ZSNLI_REQUEST_SHARE_PAIRS).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
@@ -62,17 +63,94 @@ async def test_empty_or_too_long_array_is_one_422(bert_dir, make_app):
         assert ok.status_code == 200 and len(ok.json()) == 3
 
 
-async def test_items_over_the_queue_capacity_get_their_own_503(bert_dir, make_app):
+async def test_an_array_larger_than_the_queue_is_answered_whole_within_its_share(bert_dir, make_app):
+    """Items are admitted progressively: 3 items x 2 pairs through a queue of 4 pairs (it used to
+    answer the third item 503: the first two had filled the queue)."""
     app = make_app(bert_dir, max_labels=2, queue_capacity_pairs=4)
+    batcher_peak = []
     async with running_app(app) as client:
+        batcher = app.state.classifier.state.batcher
+        batcher.observers.append(lambda _: batcher_peak.append(batcher.admitted_pairs))
         r = await client.post("/classify", json=[{"id": i, "text": TEXT, "labels": ["a", "b"]} for i in range(3)])
-        assert r.status_code == 200 and r.headers["retry-after"] == "1"
-        out = r.json()
-        assert [len(x.get("probabilities", [])) for x in out] == [2, 2, 0]
-        assert out[2]["status"] == 503 and out[2]["error_type"] == "overloaded" and out[2]["id"] == 2
-        assert app.state.classifier.state.batcher.admitted_pairs == 0
-        fine = await client.post("/classify", json=[{"text": TEXT, "labels": ["a", "b"]}])
-        assert "retry-after" not in fine.headers
+        assert r.status_code == 200 and "retry-after" not in r.headers
+        assert [len(x["probabilities"]) for x in r.json()] == [2, 2, 2]
+        assert batcher.admitted_pairs == 0 and max(batcher_peak) <= 4
+
+
+class GatedModel:
+    """A real tiny model whose forward waits for ``gate`` (when set) and records each batch's size."""
+
+    def __init__(self, model):
+        self._model, self.gate, self.batches = model, None, []
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def logits(self, batch):
+        if self.gate is not None:
+            self.gate.wait(20)
+        self.batches.append(len(batch))
+        return self._model.logits(batch)
+
+
+def gated_app(bert_dir, make_app, **settings):
+    from conftest import cached_loader
+
+    holder = {}
+
+    def loader(s):
+        holder["model"] = GatedModel(cached_loader(s))
+        return holder["model"]
+
+    return make_app(bert_dir, loader=loader, **settings), holder
+
+
+async def test_a_small_request_is_admitted_and_answered_beside_a_big_array(bert_dir, make_app):
+    """The array holds at most ZSNLI_REQUEST_SHARE_PAIRS of the queue, so a single request beside it is
+    admitted (it used to get 503 overloaded: the array's items had filled the queue) and answered while
+    the array is still in progress."""
+    import threading
+
+    labels = [f"label {j}" for j in range(8)]
+    app, holder = gated_app(bert_dir, make_app, max_labels=8, queue_capacity_pairs=64, request_share_pairs=16,
+                            max_request_pairs=1000, token_budget=64)
+    async with running_app(app) as client:
+        model, batcher = holder["model"], app.state.classifier.state.batcher
+        model.gate = threading.Event()
+        big = asyncio.create_task(client.post("/classify", json=[
+            {"id": i, "text": f"{TEXT} number {i}", "labels": labels} for i in range(20)]))  # 160 pairs
+        await asyncio.sleep(0.3)
+        assert 0 < batcher.admitted_pairs <= 16  # its share, not the whole queue
+        small = asyncio.create_task(client.post("/classify", json={"id": "small", "text": "a short one",
+                                                                   "labels": ["sport", "business"]}))
+        await asyncio.sleep(0.1)
+        assert batcher.admitted_pairs <= 16 + 2
+        model.gate.set()
+        r_small = await small
+        assert r_small.status_code == 200 and len(r_small.json()["probabilities"]) == 2
+        assert not big.done()  # answered while the array is still in progress
+        r_big = await big
+        assert r_big.status_code == 200 and "retry-after" not in r_big.headers
+        assert [len(x["probabilities"]) for x in r_big.json()] == [8] * 20
+
+
+async def test_an_array_over_the_request_cap_is_one_413_naming_it_and_nothing_is_computed(bert_dir, make_app):
+    app, holder = gated_app(bert_dir, make_app, max_labels=4, max_request_pairs=10)
+    async with running_app(app) as client:
+        n_batches = len(holder["model"].batches)
+        r = await client.post("/classify", json=[{"text": TEXT, "labels": ["a", "b", "c", "d"]}] * 3)  # 12 pairs
+        assert r.status_code == 413, r.text
+        err = r.json()
+        assert err["error_type"] == "payload_too_large" and err["field"] == "body"
+        assert "ZSNLI_MAX_REQUEST_PAIRS=10" in err["error"] and "12" in err["error"]
+        assert len(holder["model"].batches) == n_batches  # nothing computed
+        # items that fail their own checks do not count; at the cap is fine
+        ok = await client.post("/classify", json=[{"text": TEXT, "labels": ["a", "b", "c", "d"]}] * 2
+                               + [{"text": TEXT, "labels": ["a", "b"]}, {"text": TEXT, "labels": "not a list"}])
+        assert ok.status_code == 200 and [x.get("status", 200) for x in ok.json()] == [200, 200, 200, 422]
+        inference_api = await client.post("/v1/zero-shot-classification", json={
+            "inputs": [TEXT] * 3, "parameters": {"candidate_labels": ["a", "b", "c", "d"]}})
+        assert inference_api.status_code == 413 and "ZSNLI_MAX_REQUEST_PAIRS" in inference_api.json()["error"]
 
 
 async def test_ids_are_echoed_exactly_in_an_array(bert_dir, make_app):

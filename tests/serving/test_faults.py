@@ -172,6 +172,43 @@ async def test_request_timeout_is_503_and_drops_pairs(bert_dir):
         assert not any(fm.marker_id in ids for ids in fm.seen)
 
 
+async def test_work_once_started_is_finished_past_the_request_timeout(bert_dir):
+    """ZSNLI_REQUEST_TIMEOUT_S bounds the wait before a request's first pair enters a batch, not its whole
+    work: a request split over several slow batches is answered though it takes longer than the timeout
+    (it used to get 503 timeout after 0.3 s, its rows already computed thrown away)."""
+    import time as _time
+
+    class Slow:
+        def __init__(self, model):
+            self._model, self.batches = model, 0
+
+        def __getattr__(self, name):
+            return getattr(self._model, name)
+
+        def logits(self, batch):
+            self.batches += 1
+            _time.sleep(0.15)
+            return self._model.logits(batch)
+
+    holder = {}
+
+    def loader(settings):
+        holder["model"] = Slow(cached_loader(settings))
+        return holder["model"]
+
+    labels = [f"This text is about topic {j}." for j in range(12)]
+    app = create_app(make_settings(bert_dir, request_timeout_s=0.3, token_budget=64), loader=loader)
+    async with running_app(app) as client:
+        before = holder["model"].batches
+        t0 = _time.monotonic()
+        r = await client.post("/classify", json={"text": "the team won the match", "labels": labels})
+        took = _time.monotonic() - t0
+        assert r.status_code == 200, r.text
+        assert len(r.json()["probabilities"]) == 12
+        assert holder["model"].batches - before >= 3 and took > 0.3  # several batches, past the timeout
+        assert app.state.classifier.state.batcher.admitted_pairs == 0
+
+
 async def test_full_queue_is_503_with_retry_after(bert_dir):
     app, holder = faulty_app(bert_dir, "none", max_labels=4, queue_capacity_pairs=8, retry_after_s=2)
     async with running_app(app) as client:
@@ -420,14 +457,18 @@ async def test_timed_out_requests_drop_their_queued_embedding_jobs(tmp_path, ber
         rs = await asyncio.gather(*[client.post("/classify", json={"text": f"wait {i}", "labels": LABELS})
                                     for i in range(6)])
         assert [r.json()["error_type"] for r in rs] == ["timeout"] * 6
-        # nothing of the 7 timed-out requests is left queued: neither pairs nor texts and labels to embed
-        assert batcher.pending_pairs == batcher.pending_items(TEXT_KIND) == batcher.pending_items(LABEL_KIND) == 0
+        # nothing of the 6 timed-out requests is left queued: neither pairs nor texts and labels to embed; what
+        # is queued is the blocker's text and 2 labels (its pairs are in the forward: its work has started)
+        assert batcher.pending_pairs == 0
+        assert (batcher.pending_items(TEXT_KIND), batcher.pending_items(LABEL_KIND)) == (1, 2)
         fm.gate.set()
-        assert (await blocker).json()["error_type"] == "timeout"
+        # the blocker's pairs were in the forward before its timeout: its work is finished, not thrown away
+        assert (await blocker).status_code == 200
         after = await client.post("/classify", json={"text": "after the burst", "labels": ["x", "y"]})
         assert after.status_code == 200
     embedded = {kind: sum(r.pairs for r in records if r.kind == kind) for kind in (TEXT_KIND, LABEL_KIND)}
-    assert embedded == {TEXT_KIND: 1, LABEL_KIND: 2}, records  # only the last request's were ever computed
+    # only the blocker's and the last request's were ever computed (1 text and 2 labels each)
+    assert embedded == {TEXT_KIND: 2, LABEL_KIND: 4}, records
 
 
 @pytest.mark.parametrize("argv, code", [(["--help"], 0), (["-h"], 0), (["--port", "9"], 2)])

@@ -125,12 +125,20 @@ async def test_errors_name_the_payload_fields(bert_dir, make_app, body, status, 
         assert client._transport.app.state.classifier.state.batcher.admitted_pairs == 0
 
 
-async def test_inputs_beyond_the_queue_capacity_are_one_503(bert_dir, make_app):
+async def test_inputs_beyond_the_queue_capacity_are_admitted_in_turn_and_answered(bert_dir, make_app):
+    """The inputs of one payload are admitted progressively within its share of the queue: 3 inputs x 2
+    pairs through a queue of 4 pairs are all answered (they used to be one 503: the third did not fit)."""
     async with running_app(make_app(bert_dir, max_labels=2, queue_capacity_pairs=4)) as client:
         r = await client.post("/", json={"inputs": [TEXT] * 3, "parameters": {"candidate_labels": ["a", "b"]}})
-        assert r.status_code == 503 and r.json()["error_type"] == "overloaded" and r.headers["retry-after"]
-        ok = await client.post("/", json={"inputs": [TEXT] * 2, "parameters": {"candidate_labels": ["a", "b"]}})
-        assert ok.status_code == 200 and len(ok.json()) == 2
+        assert r.status_code == 200 and len(r.json()) == 3, r.text
+        assert "retry-after" not in r.headers
+
+
+async def test_inputs_over_the_request_cap_are_one_413(bert_dir, make_app):
+    async with running_app(make_app(bert_dir, max_labels=2, max_request_pairs=4)) as client:
+        r = await client.post("/", json={"inputs": [TEXT] * 3, "parameters": {"candidate_labels": ["a", "b"]}})
+        assert r.status_code == 413 and r.json()["field"] == "body"
+        assert "ZSNLI_MAX_REQUEST_PAIRS=4" in r.json()["error"]
 
 
 async def test_documented_in_openapi_with_examples(bert_dir, make_app):

@@ -321,9 +321,10 @@ async def _classify_array(service: ZeroShotClassifier, request: Request, items: 
 
     Each item is what one ``/classify`` call would answer: ``{"id", "probabilities"}``, or its
     error body plus ``status`` (the status that call would have had) and the item's ``id`` when it
-    sent one, so one bad item fails alone. Every item is admitted against the queue capacity on its
-    own (`_classify_each`); the answer is 200, with ``Retry-After`` when an item got a 503. An empty
-    array, or more than ``ZSNLI_MAX_BATCH_ITEMS`` items, is one 422 (field ``body``).
+    sent one, so one bad item fails alone. The items are admitted progressively, within the request's
+    share of the queue (`_classify_each`); the answer is 200, with ``Retry-After`` when an item got a
+    503. An empty array, or more than ``ZSNLI_MAX_BATCH_ITEMS`` items, is one 422 (field ``body``); more
+    than ``ZSNLI_MAX_REQUEST_PAIRS`` pairs in all one 413 (field ``body``), nothing computed.
     """
     settings = service.settings
     if not items or len(items) > settings.max_batch_items:
@@ -398,24 +399,19 @@ def _renamed(exc: ApiError, names: dict[str, str]) -> ApiError:
 
 async def _classify_each(service: ZeroShotClassifier, request: Request,
                          calls: Sequence[tuple[str, list[str], str | None, bool, bool]]) -> list[Any]:
-    """Classify several documents of one request at once: ``calls`` are ``(text, labels, template,
-    multi_label, cascade)``. Each is admitted against the queue capacity on its own (the same limits as one
-    request each) and their pairs share the batcher's forwards. Returns, in order, each one's
-    probabilities or its ``ApiError``; one watcher of the client's disconnect serves them all."""
-    gone = asyncio.ensure_future(_wait_disconnect(request))
-
-    async def one(call) -> Any:
-        text, labels, template, multi, cascade = call
+    """Classify several documents of one request: ``calls`` are ``(text, labels, template, multi_label,
+    cascade)``. Each is prepared (``ZeroShotClassifier.preprocess``: its own 422s) and the request goes to
+    ``ZeroShotClassifier.classify_request``: refused whole with 413 over ``ZSNLI_MAX_REQUEST_PAIRS``, its
+    documents admitted progressively within the request's share of the queue (``ZSNLI_REQUEST_SHARE_PAIRS``),
+    their pairs batched with everyone's. Returns, in order, each one's probabilities or its ``ApiError``."""
+    service.check_ready()
+    prepared: list[Any] = []
+    for text, labels, template, multi, cascade in calls:
         try:
-            return await service.classify(text, labels, template, multi, disconnected=lambda: asyncio.shield(gone),
-                                          cascade=cascade)
+            prepared.append(service.preprocess(text, labels, template, multi, cascade))
         except ApiError as exc:
-            return exc
-
-    try:
-        return list(await asyncio.gather(*(one(c) for c in calls)))
-    finally:
-        gone.cancel()
+            prepared.append(exc)
+    return await service.classify_request(prepared, disconnected=lambda: _wait_disconnect(request))
 
 
 async def _wait_disconnect(request: Request) -> None:

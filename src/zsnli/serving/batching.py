@@ -4,16 +4,24 @@ The queue holds items of one or more *kinds*, each with its own forward: the
 NLI (premise, hypothesis) pairs (kind ``"nli"``, the default) and, when the
 served scoring has a cosine term, the texts and labels to embed (kinds
 registered with ``kinds=``, see `zsnli.serving.service`). A batch holds items of one
-kind only; everything below applies to each kind, and the oldest item of any
-kind is served first, so both kinds share the one forward thread in arrival
-order.
+kind only; everything below applies to each kind, and the jobs of every kind
+share one fair queue (below), so all kinds share the one forward thread.
 
 Requests are admitted against a capacity counted in NLI pairs (``admit``), then
 submit their already-tokenised items (``submit``, one ``Job`` per kind) and await
 the jobs. One worker task forms batches from the pending items:
 
-* anchored on the oldest pending pair (no starvation), filled with the
-  pending pairs closest to it in length (little padding), under a padded-token
+* anchored on the oldest pending item of the *group* (``submit(..., group=)``: the
+  service gives all jobs of one request one group; by default a job is its own
+  group) that has been served the fewest padded tokens since it joined the line
+  (start-time fair queueing, Goyal, Vin and Cheng 1996, with a batch row's padded
+  width as its cost): each group's tag grows by the padded tokens of the rows it
+  gets, the anchor is the smallest tag, and a group joining the line starts at
+  the tag of the last anchor (no credit banked while away). So the forward's
+  tokens are shared evenly across requests: a small request beside a large one
+  (an array of 64 documents) waits about one of its batches, however many pairs
+  the large one still has pending, and no group starves;
+  filled with the pending pairs closest to the anchor in length (little padding), under a padded-token
   budget: pairs x (longest length rounded up to 8) <= ``token_budget``, and a
   padding bound: the shortest row's padded width is at least (1 - ``max_padding``)
   of the longest, so no row gets more than ``max_padding`` of its width as
@@ -148,6 +156,10 @@ class Job:
     pairs: list[_Pair] = field(default_factory=list)
     done: bool = False
     kind: str = DEFAULT_KIND
+    #: Its group in the fair queue of anchors (see the module docstring); the job itself by default.
+    group: object = None
+    #: True once one of its items was taken into a batch (its work has begun: see `zsnli.serving.service`).
+    started: bool = False
 
     async def result(self) -> np.ndarray:
         """Wait for all items; returns float32 ``[n, C]``. Raises ``BatchError``/``BatcherClosed``."""
@@ -220,6 +232,9 @@ class Batcher:
         self._pending_count = {kind: 0 for kind in self.kinds}
         self._admitted = 0
         self._seq = itertools.count()
+        self._turn: dict[object, float] = {}  # group -> its tag: padded tokens served, from when it joined
+        self._vtime = 0.0  # the tag of the last anchor: where a group joining the line starts
+        self._group_pending: dict[object, int] = {}  # group -> its pending items
         self._event: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -287,12 +302,15 @@ class Batcher:
         finally:
             self._admitted -= n
 
-    def submit(self, encoded: Sequence[Encoded], priority: int = 0, kind: str = DEFAULT_KIND) -> Job:
+    def submit(self, encoded: Sequence[Encoded], priority: int = 0, kind: str = DEFAULT_KIND,
+               group: object = None) -> Job:
         """Queue one request's items of one kind; returns its ``Job`` (await ``job.result()``).
 
         priority: 0 (default, interactive requests) goes first; a larger value is
         served only while no item of a smaller value is pending (see module docstring).
         kind: ``"nli"`` (pairs for ``forward``) or a name given in ``kinds``.
+        group: a hashable that the jobs sharing one place in the fair queue share (one request's
+        jobs); default: the job alone (module docstring).
         Must be called on the batcher's event loop after ``start``.
         Raises ``BatcherClosed`` when stopped, ``ValueError`` on no items, ``KeyError`` on an unknown kind.
         """
@@ -306,6 +324,10 @@ class Batcher:
         n = len(encoded)
         width = self.kinds[kind].num_outputs
         job = Job(n=n, future=loop.create_future(), logits=np.zeros((n, width), np.float32), remaining=n, kind=kind)
+        job.group = job if group is None else group
+        if job.group not in self._turn:
+            self._turn[job.group] = self._vtime
+        self._group_pending[job.group] = self._group_pending.get(job.group, 0) + n
         now = time.monotonic()
         for i, enc in enumerate(encoded):
             p = _Pair(job, i, enc, pad_to(len(enc)), next(self._seq), now, int(priority), kind)
@@ -331,6 +353,10 @@ class Batcher:
             return False
         self._pending_tokens[p.kind] -= p.width
         self._pending_count[p.kind] -= 1
+        group = p.job.group
+        self._group_pending[group] -= 1
+        if not self._group_pending[group]:  # nothing pending: it leaves the fair queue
+            del self._group_pending[group], self._turn[group]
         return True
 
     def _drop_pending(self, job: Job) -> None:
@@ -361,15 +387,20 @@ class Batcher:
         return [p for p in self._pending.values() if p.priority == top]
 
     def _take_batch(self) -> tuple[list[_Pair], list[int]]:
-        """The oldest most-urgent item plus the pending items of its priority and kind nearest to it in
-        length, under the budget. Returns the items and, for each, the row it reads (identical items
-        share one row when ``share_identical``)."""
+        """The anchor (the oldest most-urgent item of the group with the smallest tag) plus the pending
+        items of its priority and kind nearest to it in length, under the budget; each row's group is
+        charged the batch's padded width (module docstring). Returns the items and, for each, the row
+        it reads (identical items share one row when ``share_identical``)."""
         pool = self._urgent()
-        anchor = pool[0]
-        candidates = sorted((p for p in pool if p.kind == anchor.kind), key=lambda p: (abs(p.width - anchor.width), p.seq))
+        turn = self._turn
+        anchor = min(pool, key=lambda p: (turn[p.job.group], p.seq))
+        self._vtime = turn[anchor.job.group]
+        candidates = sorted((p for p in pool if p.kind == anchor.kind),
+                            key=lambda p: (p is not anchor, abs(p.width - anchor.width), p.seq))
         rows: dict[object, int] = {}  # item key (or seq) -> row
         batch: list[_Pair] = []
         row_of: list[int] = []
+        openers: list[_Pair] = []  # the item of each row that opened it
         width = reach = 0
         shortest = anchor.width
         full = False
@@ -391,10 +422,14 @@ class Batcher:
                 continue  # a longer item would not fit, a shorter one still may
             rows[key] = len(rows)
             batch.append(p)
+            openers.append(p)
             row_of.append(rows[key])
             width, reach, shortest = w, max(reach, distance), min(shortest, p.width)
+        for p in openers:  # each row's group pays for it (shared rows are free to the others)
+            turn[p.job.group] += width
         for p in batch:
             self._unqueue(p)
+            p.job.started = True
         return batch, row_of
 
     async def _next_batch(self) -> tuple[list[_Pair], list[int]]:

@@ -313,30 +313,114 @@ class ZeroShotClassifier:
         non-finite numbers, 499 client gone.
         """
         self.check_ready()
-        st = self.state
         prep = self.preprocess(text, labels, hypothesis_template, multi_label, cascade)
+        return await self.classify_prepared(prep, disconnected=disconnected, priority=priority)
+
+    async def classify_prepared(self, prep: Prepared, *, disconnected: Disconnected | None = None,
+                                priority: int = 0, group: object = None) -> list[float]:
+        """`classify` of a document already through ``preprocess``: admitted against the queue capacity
+        (``Prepared.n_pairs``), tokenised, computed, scored.
+
+        Work once started is finished: ``ZSNLI_REQUEST_TIMEOUT_S`` bounds only the wait in the queue
+        before the first of its items enters a batch (then 503 ``timeout``, nothing of it computed);
+        from then on it ends with its answer, the client's disconnect (499) or the drain deadline.
+        group: the batcher's fair-queue group of its jobs (`zsnli.serving.batching.Batcher.submit`;
+        default: one of its own, so its pairs, text and labels share one place in the queue).
+        Raises ``ApiError`` as `classify` does.
+        """
+        self.check_ready()
+        st = self.state
         loop = asyncio.get_running_loop()
+        group = group if group is not None else object()
         try:
             with st.batcher.admit(prep.n_pairs):
                 first_cosine = None
                 if prep.cascade is not None:  # the cosines first: they choose the pairs to score
                     emb = await loop.run_in_executor(self._tokenize_pool, embedding_tokens, st.model, st.encoder, prep)
-                    _, first_cosine = await self._forward(emb, disconnected, priority)
+                    _, first_cosine = await self._forward(emb, disconnected, priority, group)
                     prep.kept = prep.cascade.kept(first_cosine).tolist()
                 encoder = self._request_encoder(prep) if first_cosine is None else None
                 encoded = await loop.run_in_executor(self._tokenize_pool, tokenize, st.model, encoder, prep)
-                logits, cosine = await self._forward(encoded, disconnected, priority)
+                logits, cosine = await self._forward(encoded, disconnected, priority, group)
                 cosine = first_cosine if first_cosine is not None else cosine
         except QueueFull as exc:
             raise ApiError(ErrorType.OVERLOADED, f"overloaded: {exc}; retry later") from None
         except asyncio.TimeoutError:
-            raise ApiError(ErrorType.TIMEOUT, f"timed out after {self.settings.request_timeout_s:g} s "
-                           "in the queue; retry later") from None
+            raise ApiError(ErrorType.TIMEOUT, f"timed out: waited {self.settings.request_timeout_s:g} s in the "
+                           "queue (ZSNLI_REQUEST_TIMEOUT_S) before any of its work started; retry later") from None
         except BatchError as exc:
             raise ApiError(ErrorType.INFERENCE, str(exc)) from None
         except BatcherClosed as exc:
             raise ApiError(ErrorType.UNAVAILABLE, str(exc)) from None
         return self.postprocess(prep, logits, cosine, encoded.premise_tokens)
+
+    async def classify_request(self, docs: Sequence[Prepared | ApiError], *, disconnected: Disconnected | None = None
+                               ) -> list[Any]:
+        """Classify the documents of ONE request (a ``/classify`` array, an Inference API list of inputs),
+        fairly beside other requests. ``docs``: each document through ``preprocess``, or the ``ApiError``
+        it already got (passed through). Returns, in order, each one's probabilities or its ``ApiError``.
+
+        * **Cap**: the request's pairs in all (``Prepared.n_pairs`` summed) over ``ZSNLI_MAX_REQUEST_PAIRS``
+          is refused whole, before anything is admitted: ``ApiError`` 413 ``payload_too_large`` (field
+          ``body``) naming the setting (TEI's ``--max-client-batch-size`` is the same kind of cap).
+        * **Share**: the documents are admitted progressively, in order: one is admitted only while the
+          request holds nothing else in the queue or it still fits the request's share
+          (``ZSNLI_REQUEST_SHARE_PAIRS``, at most ``ZSNLI_QUEUE_CAPACITY_PAIRS``); the others wait their
+          turn inside the request, unadmitted (no timeout runs on that wait: the request was accepted
+          whole). So a large array holds at most its share of the queue and the rest stays free for
+          other requests; each admitted document is then `classify_prepared` (503 ``overloaded`` when
+          the queue is full of other requests' work, as for one request).
+        * **Turns**: all its documents' jobs are one group of the batcher's fair queue, so the whole
+          request gets the forward's tokens as one request does, however many documents it has.
+        * One watcher of the client's ``disconnected`` serves every document; once the client is gone
+          the documents not yet started get 499 ``disconnected`` and are never admitted.
+        """
+        self.check_ready()
+        settings = self.settings
+        total = sum(d.n_pairs for d in docs if isinstance(d, Prepared))
+        if total > settings.max_request_pairs:
+            raise ApiError(ErrorType.PAYLOAD_TOO_LARGE, f"body: the request asks for {total} (document, label) "
+                           f"pairs in all, more than ZSNLI_MAX_REQUEST_PAIRS={settings.max_request_pairs}: split "
+                           "it into smaller requests", "body")
+        share = min(settings.request_share_pairs, settings.queue_capacity_pairs)
+        answers: list[Any] = list(docs)
+        held = 0
+        room = asyncio.Condition()
+        group = object()  # one place in the batcher's fair queue for the whole request
+        gone = asyncio.ensure_future(disconnected()) if disconnected is not None else None
+
+        async def one(i: int, prep: Prepared, n: int) -> None:
+            nonlocal held
+            try:
+                answers[i] = await self.classify_prepared(
+                    prep, disconnected=(lambda: asyncio.shield(gone)) if gone is not None else None, group=group)
+            except ApiError as exc:
+                answers[i] = exc
+            finally:
+                async with room:
+                    held -= n
+                    room.notify_all()
+
+        tasks: list[asyncio.Task] = []
+        try:
+            for i, doc in enumerate(docs):
+                if not isinstance(doc, Prepared):
+                    continue
+                n = doc.n_pairs
+                async with room:
+                    await room.wait_for(lambda: held == 0 or held + n <= share or (gone is not None and gone.done()))
+                    if gone is not None and gone.done():
+                        answers[i] = ApiError(ErrorType.CLIENT_GONE, "client disconnected")
+                        continue
+                    held += n
+                tasks.append(asyncio.create_task(one(i, doc, n)))
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            if gone is not None:
+                gone.cancel()
+        return answers
 
     async def check_labels(self, labels: Sequence[str], template: str | None = None) -> None:
         """``/classify``'s label checks without classifying (the bake-off runs them on its label descriptions).
@@ -393,11 +477,12 @@ class ZeroShotClassifier:
         return self.state.encoder
 
     async def _forward(self, encoded: Tokenized, disconnected: Disconnected | None,
-                       priority: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
+                       priority: int = 0, group: object = None) -> tuple[np.ndarray, np.ndarray | None]:
         """Logits of the encoded pairs from the batcher and, when the request has embedding work,
         the text-hypothesis cosines ``[K unique]`` from its own text and hypothesis embeddings."""
         work = encoded.work()
-        outputs = await _await_jobs(self.state.batcher, work, disconnected, self.settings.request_timeout_s, priority)
+        outputs = await _await_jobs(self.state.batcher, work, disconnected, self.settings.request_timeout_s, priority,
+                                    group)
         by_kind = {kind: out for (kind, _), out in zip(work, outputs)}
         cosine = cosines(by_kind[TEXT_KIND][0], by_kind[LABEL_KIND]) if TEXT_KIND in by_kind else None
         return by_kind.get(DEFAULT_KIND), cosine
@@ -459,18 +544,21 @@ class ZeroShotClassifier:
 
 
 async def _await_jobs(batcher: Batcher, work: Sequence[tuple[str, list[Encoded]]],
-                      disconnected: Disconnected | None, timeout: float, priority: int = 0) -> list[np.ndarray]:
-    """Submit one job per ``(kind, items)`` at ``priority`` and wait for all of them; returns their
-    outputs in order.
+                      disconnected: Disconnected | None, timeout: float, priority: int = 0,
+                      group: object = None) -> list[np.ndarray]:
+    """Submit one job per ``(kind, items)`` at ``priority`` in the fair-queue ``group`` and wait for all of
+    them; returns their outputs in order.
 
-    When the client leaves, the timeout passes, the caller is cancelled or one job fails
-    (``BatchError``), every job's queued items are dropped, so abandoned work does not pile up
-    behind a burst.
+    ``timeout`` (seconds) bounds the wait before the first item of any of the jobs enters a batch
+    (`zsnli.serving.batching.Job.started`); work once started is waited for to its end (never computed
+    in part and thrown away). When the client leaves, the timeout passes, the caller is cancelled or
+    one job fails (``BatchError``), every job's queued items are dropped, so abandoned work does not
+    pile up behind a burst.
     """
     jobs = []
     try:
         for kind, items in work:
-            jobs.append(batcher.submit(items, priority=priority, kind=kind))
+            jobs.append(batcher.submit(items, priority=priority, kind=kind, group=group))
         results = asyncio.ensure_future(asyncio.gather(*(job.result() for job in jobs)))
         # Retrieved whatever happens (a job cancelled below ends the gathering with CancelledError).
         results.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -478,14 +566,19 @@ async def _await_jobs(batcher: Batcher, work: Sequence[tuple[str, list[Encoded]]
         gone = asyncio.ensure_future(disconnected()) if disconnected is not None else None
         if gone is not None:
             waiting.add(gone)
+        deadline = time.monotonic() + timeout
         try:
-            done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            if results in done:
-                return results.result()
-            if gone is not None and gone in done:
-                logger.info("client disconnected: dropped its queued pairs")
-                raise ApiError(ErrorType.CLIENT_GONE, "client disconnected")
-            raise asyncio.TimeoutError()
+            while True:
+                started = any(job.started for job in jobs)
+                left = None if started else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise asyncio.TimeoutError()
+                done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                if results in done:
+                    return results.result()
+                if gone is not None and gone in done:
+                    logger.info("client disconnected: dropped its queued pairs")
+                    raise ApiError(ErrorType.CLIENT_GONE, "client disconnected")
         finally:
             for t in waiting:
                 if not t.done():

@@ -1,0 +1,155 @@
+"""A small client beside one large array (issue 31): is the queue shared fairly? Against 127.0.0.1 only;
+bounded; stops the server it starts.
+
+One server (`zsnli.harness.server.ServerProcess` running ``serve.sh`` of ``--repo``, default this
+checkout) with ``ZSNLI_MAX_REQUEST_PAIRS`` raised to the array's pairs so that the array is accepted
+(the default cap, 8192, refuses a 64 x 256 array with 413 at once), then:
+
+1. **alone**: one closed-loop client sends small ``POST /classify`` requests (documents and labels of
+   ``dev/smoke.jsonl``; no retries) for ``--alone-s`` seconds;
+2. **beside the array**: the same client while one ``POST /classify`` JSON array of ``--items`` x
+   ``--labels`` (random-word texts of ``--text-chars`` characters, `zsnli.bench.overload.make_request`)
+   is posted, until the array is answered.
+
+Prints, for each phase, the small client's requests, success rate (200s / requests), p50 / p95 / max
+latency of its 200s, and its other statuses; for the array: its wall time, and its items answered
+and failed (by status). ``--repo /path/to/other/checkout`` measures another checkout's server (the
+code before a change) with the same client and the same requests.
+
+    python -m zsnli.bench.fair_share --model-dir ./model --json reports/fair_share.json
+    python -m zsnli.bench.fair_share --items 16 --labels 64 --alone-s 5   # a quick look
+
+Imports httpx, `zsnli.harness` (examples, server, stats, cli) and `zsnli.bench.overload` (the request
+maker); the server only over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int
+from ..harness.examples import DEFAULT_EXAMPLES, Example, ExamplesError, load_examples
+from ..harness.server import ServerError, ServerProcess
+from ..harness.stats import percentile
+from .overload import make_request
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+async def small_client(client: httpx.AsyncClient, docs: list[Example], stop: asyncio.Event, out: list) -> None:
+    """Closed loop of single ``/classify`` requests over ``docs`` until ``stop``; appends
+    ``(status or error name, seconds)`` for each (no retries: a 503 counts as a failure)."""
+    i = 0
+    while not stop.is_set():
+        d = docs[i % len(docs)]
+        i += 1
+        t0 = time.perf_counter()
+        try:
+            r = await client.post("/classify", json={"id": i, "text": d.text, "labels": list(d.labels)})
+            status: object = r.status_code
+        except httpx.HTTPError as exc:
+            status = type(exc).__name__
+        out.append((status, time.perf_counter() - t0))
+
+
+def summary(answers: list) -> dict:
+    """The small client's figures: requests, success rate, p50/p95/max of the 200s (ms), other statuses."""
+    ok = [s * 1000 for status, s in answers if status == 200]
+    others: dict[str, int] = {}
+    for status, _ in answers:
+        if status != 200:
+            others[str(status)] = others.get(str(status), 0) + 1
+    return {"requests": len(answers), "success_rate": round(len(ok) / len(answers), 3) if answers else None,
+            "p50_ms": round(percentile(ok, 50), 1) if ok else None,
+            "p95_ms": round(percentile(ok, 95), 1) if ok else None,
+            "max_ms": round(max(ok), 1) if ok else None, "other_statuses": others}
+
+
+async def phases(base: str, docs: list[Example], array: list[dict], alone_s: float) -> dict:
+    """Phase 1 (alone, ``alone_s`` s) and phase 2 (beside ``array``, until it is answered)."""
+    report = {}
+    async with httpx.AsyncClient(base_url=base, timeout=120) as client, \
+            httpx.AsyncClient(base_url=base, timeout=1800) as big:
+        for name in ("alone", "beside_array"):
+            answers: list = []
+            stop = asyncio.Event()
+            loop = asyncio.create_task(small_client(client, docs, stop, answers))
+            t0 = time.perf_counter()
+            if name == "alone":
+                await asyncio.sleep(alone_s)
+            else:
+                r = await big.post("/classify", json=array)
+                wall = time.perf_counter() - t0
+                items: dict[str, int] = {}
+                for entry in (r.json() if r.status_code == 200 else []):
+                    key = "200" if "probabilities" in entry else f"{entry.get('status')} {entry.get('error_type')}"
+                    items[key] = items.get(key, 0) + 1
+                report["array"] = {"status": r.status_code, "wall_s": round(wall, 1), "items": items}
+            stop.set()
+            await loop
+            report[name] = {**summary(answers), "wall_s": round(time.perf_counter() - t0, 1)}
+    return report
+
+
+def _parser() -> UsageParser:
+    p = UsageParser(prog="python -m zsnli.bench.fair_share", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model-dir", default="./model")
+    p.add_argument("--repo", type=Path, default=ROOT, help="checkout whose serve.sh and src/ are measured")
+    p.add_argument("--items", type=positive_int, default=64, help="documents in the large array (default 64)")
+    p.add_argument("--labels", type=positive_int, default=256, help="labels of each array document (default 256)")
+    p.add_argument("--text-chars", type=positive_int, default=200,
+                   help="characters of each array document (default 200, about 40 tokens)")
+    p.add_argument("--alone-s", type=positive_float, default=20.0, help="length of the small-client-alone phase")
+    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--json", type=Path, default=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both phases (module docstring); 0 when they finished, 1 on a server failure, 2 on usage."""
+    args = _parser().parse_args(argv)
+    if not (args.repo / "serve.sh").is_file():
+        print(f"fair_share: --repo {args.repo}: no serve.sh there", file=sys.stderr)
+        return 2
+    try:
+        docs = load_examples(ROOT / DEFAULT_EXAMPLES).examples
+    except ExamplesError as exc:
+        print(f"fair_share: {exc}", file=sys.stderr)
+        return 2
+    rng = random.Random(args.seed)
+    array = [make_request(i, args.labels, rng, args.text_chars) for i in range(args.items)]
+    pairs = args.items * args.labels
+    env = {"ZSNLI_MAX_REQUEST_PAIRS": str(max(pairs, 8192)), "ZSNLI_LOG_LEVEL": "warning"}
+    server = ServerProcess(["bash", str(args.repo / "serve.sh")], cwd=args.repo, env=env,
+                           model_dir=Path(args.model_dir).resolve(), grace_s=60.0)
+    try:
+        with server:
+            server.wait_healthy(300)
+            report = asyncio.run(phases(server.url, docs, array, args.alone_s))
+    except ServerError as exc:
+        print(f"fair_share: {exc}", file=sys.stderr)
+        return 1
+    report = {"repo": str(args.repo), "array_shape": f"{args.items} x {args.labels} ({pairs} pairs), "
+              f"texts of {args.text_chars} characters", **report}
+    for key, value in report.items():
+        print(f"{key:>14}: {value}", flush=True)
+    alone, beside = report["alone"], report["beside_array"]
+    if alone["p95_ms"] and beside["p95_ms"]:
+        print(f"small client p95 beside the array / alone: {beside['p95_ms'] / alone['p95_ms']:.2f}x; "
+              f"success {beside['success_rate']} (alone {alone['success_rate']}); "
+              f"array answered in {report['array']['wall_s']} s", flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
