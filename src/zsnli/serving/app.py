@@ -33,7 +33,6 @@ May import: FastAPI/starlette/pydantic, `zsnli.serving.api_types`, `zsnli.servin
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from contextlib import asynccontextmanager
 from typing import Any, Callable, Sequence, Union
