@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import httpx
 import numpy as np
@@ -201,6 +202,9 @@ def test_cli_input_file_to_output_file_with_progress(server, bert_dir, tmp_path,
     (["classify", TEXT, "--labels", " , "], "--labels has no label"),
     (["classify", TEXT, "--labels", "a", "--url", "http://127.0.0.1:9", "--timeout", "2"], "cannot be reached"),
     (["classify", "--input", "/no/such.jsonl", "--labels", "a"], "cannot read --input /no/such.jsonl"),
+    (["classify", "--input", "/dev/null", "--labels", "a"], "--input /dev/null holds no request"),
+    (["classify", "--input", __file__, "--labels", "a", "--output", "/no/such/dir/out.jsonl"],
+     "cannot write --output /no/such/dir/out.jsonl"),
     (["classify", TEXT, "--labels", "a", "--url", "u", "--model-dir", "m"], "not allowed with argument"),
     (["classify", TEXT, "--labels", "a", "--model-dir", "/no/model"], "--model-dir /no/model: not found"),
     (["classify", TEXT, "--batch-size", "0"], "expected an integer >= 1"),
@@ -215,11 +219,106 @@ def test_cli_mistakes_are_one_line_exit_2(argv, fragment, capsys):
     assert code == 2 and fragment in err and len(err.splitlines()) == 1, err
 
 
-def test_cli_bad_json_line_names_it(tmp_path, capsys):
+def test_cli_bad_lines_are_error_lines_and_the_rest_are_answered(server, bert_dir, tmp_path, capsys):
+    """Valid JSON that is not an object, a line that is not JSON and a line that is not UTF-8 each get an
+    error line (in place, with ``line`` and ``status``); the good lines around them are answered; exit 1."""
+    good = json.dumps({"id": "g", "text": TEXT}).encode()
     src = tmp_path / "in.jsonl"
-    src.write_text('{"text": "a"}\n{oops\n')
-    assert main(["classify", "--input", str(src), "--labels", "a"]) == 2
-    assert f"{src} line 2: not valid JSON" in capsys.readouterr().err
+    src.write_bytes(b"\n".join([good, b'"just a string"', b"42", b"[1, 2]", b"{oops", b'{"text": "caf\xe9"}', good,
+                                 b"null"]) + b"\n")
+    outputs = {}
+    for where in (["--url", server.url], ["--model-dir", str(bert_dir)]):
+        out = tmp_path / "out.jsonl"
+        assert main(["classify", "--input", str(src), "--output", str(out), "--labels", "sport,business",
+                     "--batch-size", "3", "--quiet", *where]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"zsnli: 6 of 8 requests got an error (see their lines in {out})"]
+        outputs[where[0]] = answers = [json.loads(x) for x in out.read_text().splitlines()]
+        assert len(answers) == 8 and "probabilities" in answers[0] and "probabilities" in answers[6]
+        assert [a.get("status") for a in answers] == [None, 422, 422, 422, 400, 400, None, 422]
+        assert "body must be a JSON object, got a string" in answers[1]["error"]  # the server's own answer
+        assert answers[4]["error"].startswith("line 5: not valid JSON") and answers[4]["line"] == 5
+        assert answers[5]["error"] == "line 6: not UTF-8 (byte 0xe9 at byte 14)"
+    assert outputs["--url"][1:6] == outputs["--model-dir"][1:6]
+
+
+def test_cli_input_encodings(server, tmp_path, capsys):
+    """A UTF-8 byte-order mark is skipped (the server skips it in a body); UTF-16 (with or without its mark)
+    is one line naming it and exit 2, before anything is sent."""
+    line = json.dumps({"id": 1, "text": TEXT}, ensure_ascii=False) + "\n"
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + line.encode())
+    (tmp_path / "u16.jsonl").write_text(line, encoding="utf-16")
+    (tmp_path / "u16le.jsonl").write_text(line, encoding="utf-16-le")
+    base = ["classify", "--labels", "sport,business", "--url", server.url, "--quiet", "--input"]
+    assert main(base + [str(tmp_path / "bom.jsonl")]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == 1
+    for name, fragment in (("u16.jsonl", "is UTF-16 (its byte-order mark says so)"), ("u16le.jsonl", "NUL bytes")):
+        assert main(base + [str(tmp_path / name)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and len(captured.err.strip().splitlines()) == 1 and fragment in captured.err
+
+
+def test_cli_a_url_that_is_not_a_zsnli_server_is_one_line(tmp_path, capsys):
+    import http.server
+    import threading
+
+    class Html(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            body = b"<html><body>It works!</body></html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Html)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        src = tmp_path / "in.jsonl"
+        src.write_text(json.dumps({"text": TEXT}) + "\n")
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        for argv in (["classify", TEXT, "--labels", "a,b", "--url", url],
+                     ["classify", "--input", str(src), "--labels", "a,b", "--url", url, "--quiet"]):
+            assert main(argv) == 2
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and "not JSON" in err and "It works!" in err, err
+    finally:
+        httpd.shutdown()
+
+
+def test_cli_streams_its_input(server, tmp_path):
+    """The first answers are written while the input is still being written (a FIFO the test holds open):
+    the command reads a batch, answers it, then reads on."""
+    import os
+    import threading
+
+    fifo, out = tmp_path / "in.fifo", tmp_path / "out.jsonl"
+    os.mkfifo(fifo)
+    seen_early = threading.Event()
+
+    def feed():
+        with open(fifo, "w") as w:
+            w.write(json.dumps({"id": 0, "text": TEXT}) + "\n")
+            w.flush()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if out.exists() and out.read_text().count("\n") >= 1:
+                    seen_early.set()
+                    break
+                time.sleep(0.05)
+            w.write(json.dumps({"id": 1, "text": TEXT}) + "\n")
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    code = main(["classify", "--input", str(fifo), "--output", str(out), "--labels", "sport,business",
+                 "--batch-size", "1", "--url", server.url])
+    writer.join()
+    assert code == 0 and seen_early.is_set()
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [0, 1]
 
 
 def test_cli_server_error_answer_is_one_line(server, capsys):
@@ -249,5 +348,5 @@ def test_input_lines_are_split_on_newlines_only(tmp_path):
     texts = ["first\u2028line", "para\u2029graph", "next\x85line"]
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\r\n" for t in texts), encoding="utf-8")
-    docs = read_requests(str(path), {"candidate_labels": ["a", "b"]})
+    docs = list(read_requests(str(path), {"candidate_labels": ["a", "b"]}))
     assert [d["text"] for d in docs] == texts

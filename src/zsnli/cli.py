@@ -13,13 +13,19 @@ no ``--template`` they get the pipeline's ``"This example is {}."``
 in this process (`zsnli.serving.offline.OfflineClassifier`, the server's own checks
 and scoring). With ``--input``, every line is a ``/classify`` request object
 whose missing ``labels``/``hypothesis_template``/``multi_label`` come from the
-flags; every output line is that object's answer, in order
+flags; every output line is that line's answer, in order
 (``{"id", "probabilities"}`` or its error with ``status``); exit 1 when
-some lines got errors. ``serve`` is ``serve.sh``: offline unless
+some lines got errors. The input is streamed (``--batch-size`` lines read,
+sent, written and flushed, then the next: memory is about one batch; ``-``
+reads stdin). A line that is not UTF-8 or not JSON gets its error line here
+(``line``, ``status`` 400); a JSON value that is not an object is sent and
+gets the server's 422. A UTF-8 byte-order mark is skipped; a UTF-16/32
+file is refused in one line. ``serve`` is ``serve.sh``: offline unless
 ``ZSNLI_ALLOW_DOWNLOAD=1``, configured by ``ZSNLI_*``, exit codes 0/1/3.
 
-Every mistake (a flag, an unreadable input, a server that cannot be
-reached, an error answer) is one line on stderr and exit 2.
+Every mistake (a flag, an unreadable or non-UTF-8 input, a server that
+cannot be reached, an error answer, an answer that is not the API's, e.g.
+HTML from a wrong ``--url``) is one line on stderr and exit 2.
 
 May import: `zsnli.client`, `zsnli.harness.cli`, `zsnli.serving.inference_api` (``split_labels``),
 `zsnli.runtime.progress`, and, for
@@ -29,12 +35,12 @@ May import: `zsnli.client`, `zsnli.harness.cli`, `zsnli.serving.inference_api` (
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import sys
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from . import __version__
 from .harness.cli import UsageParser, positive_float, positive_int
@@ -65,7 +71,8 @@ def build_parser() -> UsageParser:
     where = c.add_mutually_exclusive_group()
     where.add_argument("--url", help=f"the server (default $ZSNLI_URL, else {DEFAULT_URL})")
     where.add_argument("--model-dir", help="classify in this process with this model directory (no server)")
-    c.add_argument("--input", help="JSONL file, one /classify request object a line")
+    c.add_argument("--input", help="JSONL file (UTF-8; '-': stdin), one /classify request object a line, "
+                   "read as it is sent")
     c.add_argument("--output", help="JSONL answers, one a line in input order (default: stdout)")
     c.add_argument("--batch-size", type=positive_int, default=32, help="documents per request (default 32)")
     c.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per HTTP call (default 60)")
@@ -91,29 +98,91 @@ def _defaults(args) -> dict[str, Any]:
     return out
 
 
-def read_requests(path: str, defaults: dict[str, Any]) -> list[Any]:
-    """Every non-blank line of ``path`` as a request object, flag defaults filled in where the line has
-    no field of that name (``labels`` counts as ``candidate_labels``). Raises `CommandError` naming
-    the file and line when it cannot be read or a line is not JSON."""
+#: Byte-order marks of encodings that are not UTF-8 (UTF-32 first: its little-endian mark starts with UTF-16's).
+_FOREIGN_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+                 (b"\xfe\xff", "UTF-16"))
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def line_error(n: int, message: str, error_type: str, status: int) -> dict[str, Any]:
+    """The output line of an input line that is not a request: the server's error shape
+    (``error``, ``field``, ``error_type``, ``status``) plus ``line`` (1-based)."""
+    return {"error": f"line {n}: {message}", "field": None, "error_type": error_type, "status": status, "line": n}
+
+
+def check_encoding(path: str, head: bytes) -> None:
+    """Raise `CommandError` when ``head`` (the file's first bytes) shows it is not UTF-8: a UTF-16/32
+    byte-order mark, or NUL bytes in the first line (UTF-16 without a mark). A UTF-8 BOM is fine."""
+    for bom, name in _FOREIGN_BOMS:
+        if head.startswith(bom):
+            raise CommandError(f"--input {path} is {name} (its byte-order mark says so): JSONL is UTF-8; convert it, "
+                               f"e.g. iconv -f {name} -t UTF-8")
+    if b"\x00" in head.split(b"\n", 1)[0]:
+        raise CommandError(f"--input {path} holds NUL bytes in its first line (UTF-16 without a byte-order mark?): "
+                           "JSONL is UTF-8; convert it, e.g. iconv -f UTF-16 -t UTF-8")
+
+
+def parse_line(n: int, raw: bytes, defaults: dict[str, Any]) -> Any:
+    """One input line (bytes, without its newline) as a request to send, or the `line_error` entry
+    that answers it when it is not UTF-8 or not JSON. A JSON value that is not an object is sent as it
+    is (the server answers it 422, as ``POST /classify`` does); an object gets the flag ``defaults``
+    it lacks (``labels`` counts as ``candidate_labels``)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").split("\n")  # not splitlines: U+2028 may sit inside a string
-    except (OSError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _BadLine(line_error(n, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})",
+                                   "invalid_encoding", 400))
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        return _BadLine(line_error(n, f"not valid JSON ({exc.msg} at column {exc.colno})", "invalid_json", 400))
+    if isinstance(doc, dict):
+        given = set(doc) | ({"candidate_labels"} if "labels" in doc else set())
+        doc = {**{k: v for k, v in defaults.items() if k not in given}, **doc}
+    return doc
+
+
+class _BadLine:
+    """An input line answered here (not sent): ``entry`` is its output line."""
+
+    def __init__(self, entry: dict[str, Any]) -> None:
+        self.entry = entry
+
+
+def read_requests(path: str, defaults: dict[str, Any]) -> Iterator[Any]:
+    """Stream ``path``'s non-blank lines, one `parse_line` result each (a request object, or a `_BadLine`),
+    reading one line at a time (memory: the longest line). Lines end at ``\\n`` only (``\\r\\n`` too; not
+    ``str.splitlines``: U+2028 may sit inside a JSON string); a UTF-8 byte-order mark is skipped, as the
+    server skips it in a body. Raises `CommandError` (one line) when the file cannot be opened or is
+    not UTF-8 (`check_encoding`)."""
+    try:
+        handle = sys.stdin.buffer if path == "-" else open(path, "rb")
+    except OSError as exc:
         raise CommandError(f"cannot read --input {path}: {exc.strerror or exc}") from None
-    docs = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    with handle:
+        head = handle.peek(4096)[:4096] if hasattr(handle, "peek") else b""
+        check_encoding(path, head)
+        if head.startswith(_UTF8_BOM):
+            handle.read(len(_UTF8_BOM))
         try:
-            doc = json.loads(line)
-        except ValueError as exc:
-            raise CommandError(f"{path} line {n}: not valid JSON ({exc.msg})") from None
-        if isinstance(doc, dict):
-            given = set(doc) | ({"candidate_labels"} if "labels" in doc else set())
-            doc = {**{k: v for k, v in defaults.items() if k not in given}, **doc}
-        docs.append(doc)
-    if not docs:
-        raise CommandError(f"--input {path} holds no request")
-    return docs
+            for n, raw in enumerate(handle, 1):
+                raw = raw.rstrip(b"\n").rstrip(b"\r")
+                if raw.strip():
+                    yield parse_line(n, raw, defaults)
+        except OSError as exc:
+            raise CommandError(f"cannot read --input {path}: {exc.strerror or exc}") from None
+
+
+def count_lines(path: str) -> int | None:
+    """Non-blank lines of ``path`` for the progress total (one pass, a line in memory at a time); None
+    for what is not a regular file (stdin, a pipe: reading it would consume it) or cannot be read."""
+    if path == "-" or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return None
 
 
 # --------------------------------------------------------------------------- backends
@@ -198,27 +267,65 @@ def _print_one(doc: dict, answer: dict, as_json: bool) -> int:
     return 0
 
 
-def _run_file(backend: Backend, docs: list, output: str | None, batch_size: int, quiet: bool) -> int:
+def _chunks(requests: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for request in requests:
+        chunk.append(request)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def answer_chunk(backend: Backend, chunk: list[Any]) -> list[dict[str, Any]]:
+    """The output lines of ``chunk`` in order: bad lines' entries as they are, the rest from ``backend``.
+    Raises `CommandError` when the backend answers another number of entries than it was sent."""
+    sent = [r for r in chunk if not isinstance(r, _BadLine)]
+    answers = iter(backend(sent) if sent else [])
+    out = [r.entry if isinstance(r, _BadLine) else next(answers, None) for r in chunk]
+    if any(a is None for a in out):
+        raise CommandError(f"the backend answered fewer entries than the {len(sent)} requests sent")
+    return out
+
+
+def open_requests(path: str, defaults: dict[str, Any]) -> Iterator[Any]:
+    """`read_requests` with its first line already read: the file is opened and checked (and found to
+    hold a request) before a model loads or an output is created. Raises `CommandError`."""
+    requests = read_requests(path, defaults)
+    first = next(requests, None)
+    if first is None:
+        raise CommandError(f"--input {path} holds no request")
+    return itertools.chain([first], requests)
+
+
+def _run_file(backend: Backend, requests: Iterator[Any], total: int | None, output: str | None, batch_size: int,
+              quiet: bool) -> int:
+    """Send ``requests`` (`open_requests`) through ``backend`` ``batch_size`` at a time, each answer written
+    and flushed as its batch returns (memory: about one batch). Returns 1 when some line got an error."""
     from .runtime.progress import progress
 
     if not quiet:
         _show_progress_lines()
-    out = open(output, "w", encoding="utf-8") if output else sys.stdout
-    failed = 0
     try:
-        with progress(len(docs), "classify", unit="docs") if not quiet else _no_progress() as advance:
-            for start in range(0, len(docs), batch_size):
-                chunk = docs[start:start + batch_size]
-                for answer in backend(chunk):
+        out = open(output, "w", encoding="utf-8") if output else sys.stdout
+    except OSError as exc:
+        raise CommandError(f"cannot write --output {output}: {exc.strerror or exc}") from None
+    failed = sent = 0
+    try:
+        with progress(total, "classify", unit="docs") if not quiet else _no_progress() as advance:
+            for chunk in _chunks(requests, batch_size):
+                for answer in answer_chunk(backend, chunk):
                     failed += "probabilities" not in answer
                     out.write(json.dumps(answer, ensure_ascii=False) + "\n")
                 out.flush()
+                sent += len(chunk)
                 advance(len(chunk))
     finally:
         if output:
             out.close()
     if failed:
-        print(f"{PROG}: {failed} of {len(docs)} requests got an error (see their lines in "
+        print(f"{PROG}: {failed} of {sent} requests got an error (see their lines in "
               f"{output or 'the output'})", file=sys.stderr)
     return 1 if failed else 0
 
@@ -247,12 +354,9 @@ def classify(args) -> int:
     if (args.text is None) == (args.input is None):
         raise CommandError("give a text to classify or --input FILE (one of the two)")
     defaults = _defaults(args)
-    if args.input is not None:
-        docs = read_requests(args.input, defaults)
-    else:
-        if "candidate_labels" not in defaults:
-            raise CommandError("--labels is required with a text (e.g. --labels sport,business,science)")
-        docs = [{"text": args.text, **defaults}]
+    if args.input is None and "candidate_labels" not in defaults:
+        raise CommandError("--labels is required with a text (e.g. --labels sport,business,science)")
+    requests = open_requests(args.input, defaults) if args.input is not None else None
     if args.model_dir:
         backend = InProcess(args.model_dir)
         closer = backend.close
@@ -262,8 +366,10 @@ def classify(args) -> int:
         closer = client.close
     try:
         if args.input is None:
-            return _print_one(docs[0], backend(docs)[0], args.json)
-        return _run_file(backend, docs, args.output, args.batch_size, args.quiet)
+            doc = {"text": args.text, **defaults}
+            return _print_one(doc, backend([doc])[0], args.json)
+        total = None if args.quiet else count_lines(args.input)
+        return _run_file(backend, requests, total, args.output, args.batch_size, args.quiet)
     finally:
         closer()
 

@@ -16,14 +16,27 @@ timed out, draining) is retried after its ``Retry-After`` (at most
 `BadRequestError` (4xx: the request is wrong, never retried), `ServerError`
 (5xx), `UnavailableError` (503 after the retries), each carrying the server's
 ``status``, ``error_type``, ``field`` and ``errors``; `ConnectionFailed` when
-the server cannot be reached or does not answer within ``timeout``.
+the server cannot be reached, `DeadlineExceeded` (a `ConnectionFailed`) when an
+HTTP call does not end within ``timeout``, `ResponseError` when a 2xx answer is
+not what the API promises (not JSON, a field missing, a wrong length: e.g. a
+``--url`` that names another web server), and `InvalidRequest` when the
+arguments cannot be sent as JSON. No other exception leaves a call.
+
+``timeout`` is one deadline per HTTP call: connecting, sending the body and
+reading the WHOLE answer together (httpx's own timeouts bound each network
+operation, so a server dripping its answer a byte at a time would never trip
+them). `Client` reads in a worker thread and stops waiting at the deadline;
+`AsyncClient` cancels the call at the deadline (``anyio.fail_after``). Each
+503 retry is a new HTTP call with its own deadline; the ``Retry-After`` waits
+between them are not counted.
 
 A call whose connection was closed under it with no answer (`DROPPED`: the
 keep-alive close race, where the server closes an idle pooled connection just
-as the client reuses it) is sent once more on a new connection, at once: every
-route this client calls is a pure function of its request (no state changes on
-the server), so sending it twice is safe, as Go's ``net/http`` and urllib3 resend
-idempotent requests on a reused connection that closed first.
+as the client reuses it) is sent once more on a new connection, at once, with a
+deadline of its own: every route this client calls is a pure function of its
+request (no state changes on the server), so sending it twice is safe, as Go's
+``net/http`` and urllib3 resend idempotent requests on a reused connection that
+closed first.
 
 May import: httpx and the standard library only (never the server's modules).
 """
@@ -31,10 +44,14 @@ May import: httpx and the standard library only (never the server's modules).
 from __future__ import annotations
 
 import asyncio
+import json
+import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
+import anyio
 import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -49,8 +66,27 @@ class ZsnliError(Exception):
     """Any failure of a client call; ``str(exc)`` is one line."""
 
 
+class InvalidRequest(ZsnliError, ValueError):
+    """The call's arguments cannot be sent (not JSON-serialisable, NaN or infinity); nothing was sent."""
+
+
 class ConnectionFailed(ZsnliError):
-    """The server could not be reached, or did not answer within the timeout (no HTTP status)."""
+    """The server could not be reached, or the connection broke before a whole answer came (no HTTP status)."""
+
+
+class DeadlineExceeded(ConnectionFailed):
+    """An HTTP call (connect, send, whole answer) did not end within the client's ``timeout`` seconds."""
+
+
+class ResponseError(ZsnliError):
+    """A 2xx (or 3xx) answer that is not what the API promises: not JSON, the wrong shape, a field missing,
+    fewer or more answers than documents sent. ``status`` (the HTTP status), ``content_type`` and
+    ``snippet`` (the first 200 characters of the body) say what came instead."""
+
+    def __init__(self, what: str, status: int, content_type: str, snippet: str) -> None:
+        self.status, self.content_type, self.snippet = int(status), content_type, snippet
+        shown = " ".join(snippet.split())[:120]
+        super().__init__(f"{what} (HTTP {status}, {content_type or 'no content type'}: {shown!r})")
 
 
 class APIError(ZsnliError):
@@ -63,7 +99,7 @@ class APIError(ZsnliError):
         self.error_type = str(body.get("error_type") or "http_error")
         self.field = body.get("field")
         self.errors = body.get("errors")
-        self.message = str(body.get("error") or f"HTTP {status}")
+        self.message = " ".join(str(body.get("error") or f"HTTP {status}").split())
         super().__init__(f"{self.message} ({self.error_type}, HTTP {self.status})")
 
 
@@ -105,6 +141,26 @@ class Classification:
         return [(self.labels[i], self.probabilities[i]) for i in order]
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One whole HTTP answer, read within the deadline: ``status``, ``headers``, ``content`` (bytes)."""
+
+    status: int
+    headers: httpx.Headers
+    content: bytes
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "")
+
+    def snippet(self) -> str:
+        return self.content[:200].decode("utf-8", "replace")
+
+    def malformed(self, what: str) -> ResponseError:
+        """A `ResponseError` naming ``what`` was wrong with this answer."""
+        return ResponseError(what, self.status, self.content_type, self.snippet())
+
+
 # --------------------------------------------------------------------------- shared request logic
 
 
@@ -120,26 +176,41 @@ def classify_body(text: str, labels: Sequence[str], hypothesis_template: str | N
     return body
 
 
-def _labels_of(doc: Mapping[str, Any]) -> list[str]:
+def _labels_of(doc: Any) -> list[str] | None:
+    """The labels a ``/classify`` object sends, or None when it sends no list of them."""
+    if not isinstance(doc, Mapping):
+        return None
     labels = doc.get("labels", doc.get("candidate_labels"))
-    return list(labels) if isinstance(labels, (list, tuple)) else []
+    return list(labels) if isinstance(labels, (list, tuple)) else None
 
 
-def _json(response: httpx.Response) -> Any:
+def _encode(body: Any) -> bytes:
+    """``body`` as strict JSON bytes (UTF-8); raises `InvalidRequest` for what JSON cannot hold."""
     try:
-        return response.json()
-    except ValueError:
-        return {"error": response.text[:200] or f"HTTP {response.status_code}", "error_type": "http_error"}
+        return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(f"the request cannot be sent as JSON: {exc}") from None
 
 
-def _retry_after(response: httpx.Response | None, cap: float) -> float:
+_NOT_JSON = object()
+
+
+def _json(reply: Reply) -> Any:
+    """The answer's JSON value, or `_NOT_JSON` when the body is not JSON."""
+    try:
+        return json.loads(reply.content)
+    except (ValueError, UnicodeDecodeError):
+        return _NOT_JSON
+
+
+def _retry_after(reply: Reply | None, cap: float) -> float:
     """Seconds to wait before a retry: the ``Retry-After`` header (seconds), else 1, at most ``cap``."""
-    raw = response.headers.get("retry-after", "") if response is not None else ""
+    raw = reply.headers.get("retry-after", "") if reply is not None else ""
     try:
         wait = float(raw)
     except ValueError:
         wait = 1.0
-    return max(0.0, min(wait, cap))
+    return max(0.0, min(wait, cap)) if math.isfinite(wait) else (cap if wait > 0 else 1.0)
 
 
 def _batches(n: int, size: int) -> Iterator[range]:
@@ -147,10 +218,25 @@ def _batches(n: int, size: int) -> Iterator[range]:
         yield range(start, min(n, start + size))
 
 
-def _outcome(doc: Mapping[str, Any], entry: Mapping[str, Any]) -> Classification | APIError:
-    if "probabilities" in entry:
-        return Classification(_labels_of(doc), list(entry["probabilities"]), entry.get("id"))
-    return api_error(int(entry.get("status", 500)), entry)
+def _probabilities(entry: Any, n_labels: int | None, reply: Reply, where: str) -> list[float]:
+    """``entry["probabilities"]`` checked: a list of ``n_labels`` numbers (when known); else `ResponseError`."""
+    probs = entry.get("probabilities") if isinstance(entry, Mapping) else None
+    if not isinstance(probs, list) or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in probs):
+        raise reply.malformed(f"{where} has no list of probabilities")
+    if n_labels is not None and len(probs) != n_labels:
+        raise reply.malformed(f"{where} has {len(probs)} probabilities for {n_labels} labels")
+    return [float(p) for p in probs]
+
+
+def _outcome(doc: Mapping[str, Any], entry: Any, reply: Reply, where: str) -> Classification | APIError:
+    if isinstance(entry, Mapping) and "probabilities" in entry:
+        labels = _labels_of(doc)
+        return Classification(labels or [], _probabilities(entry, labels and len(labels), reply, where),
+                              entry.get("id"))
+    status = entry.get("status") if isinstance(entry, Mapping) else None
+    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
+        raise reply.malformed(f"{where} is neither an answer nor an error with a status")
+    return api_error(status, entry)
 
 
 def zero_shot_body(inputs: str | Sequence[str], candidate_labels: Sequence[str] | str,
@@ -164,7 +250,15 @@ def zero_shot_body(inputs: str | Sequence[str], candidate_labels: Sequence[str] 
     return {"inputs": inputs if isinstance(inputs, str) else list(inputs), "parameters": params}
 
 
-#: A step of a call: ``("request", (method, path, json body))`` answered with the ``httpx.Response``,
+def _check_pipeline_answer(value: Any, reply: Reply) -> None:
+    """A pipeline answer is ``{"sequence", "labels", "scores"}`` (labels and scores of one length)."""
+    if not (isinstance(value, Mapping) and isinstance(value.get("sequence"), str)
+            and isinstance(value.get("labels"), list) and isinstance(value.get("scores"), list)
+            and len(value["labels"]) == len(value["scores"])):
+        raise reply.malformed("the answer is not {\"sequence\", \"labels\", \"scores\"}")
+
+
+#: A step of a call: ``("request", (method, path, JSON bytes or None))`` answered with the whole `Reply`,
 #: or ``("sleep", seconds)``. Each call is a generator of steps (no I/O) that `Client` and
 #: `AsyncClient` drive, blocking or awaited, so both share every rule.
 Step = tuple
@@ -172,65 +266,103 @@ Step = tuple
 
 class _Base:
     def __init__(self, url: str, timeout: float, retries: int, max_retry_wait_s: float, batch_size: int) -> None:
-        if retries < 0 or batch_size < 1 or not timeout > 0:
-            raise ValueError("retries must be >= 0, batch_size >= 1 and timeout > 0")
+        if retries < 0 or batch_size < 1 or not (timeout > 0 and math.isfinite(timeout)):
+            raise ValueError("retries must be >= 0, batch_size >= 1 and timeout > 0 (seconds)")
         self.url, self.timeout, self.retries = url.rstrip("/"), float(timeout), int(retries)
         self.max_retry_wait_s, self.batch_size = float(max_retry_wait_s), int(batch_size)
 
-    def _failed(self, exc: httpx.HTTPError) -> ConnectionFailed:
-        kind = "did not answer within %g s" % self.timeout if isinstance(exc, httpx.TimeoutException) \
-            else f"cannot be reached ({type(exc).__name__}: {' '.join(str(exc).split()) or 'no detail'})"
-        return ConnectionFailed(f"server {self.url} {kind}")
+    def _failed(self, exc: BaseException) -> ConnectionFailed:
+        if isinstance(exc, (httpx.TimeoutException, TimeoutError)):
+            return DeadlineExceeded(f"server {self.url} did not answer within {self.timeout:g} s")
+        return ConnectionFailed(f"server {self.url} cannot be reached "
+                                f"({type(exc).__name__}: {' '.join(str(exc).split()) or 'no detail'})")
 
     @staticmethod
-    def _answer(response: httpx.Response) -> Any:
-        body = _json(response)
-        if response.status_code >= 400:
-            raise api_error(response.status_code, body if isinstance(body, dict) else {"error": str(body)})
+    def _answer(reply: Reply) -> Any:
+        """The JSON value of a 2xx answer; raises the `APIError` of an error status, `ResponseError` for
+        a 2xx that is not JSON or a status the API never answers with (1xx, 3xx)."""
+        body = _json(reply)
+        if reply.status >= 400:
+            if not isinstance(body, dict):
+                text = " ".join(reply.snippet().split())[:200] if body is _NOT_JSON else str(body)[:200]
+                body = {"error": text or f"HTTP {reply.status}", "error_type": "http_error"}
+            raise api_error(reply.status, body)
+        if not 200 <= reply.status < 300:
+            where = reply.headers.get("location")
+            raise reply.malformed(f"the server answered HTTP {reply.status}"
+                                  + (f" (a redirect to {where}, not followed)" if where else ""))
+        if body is _NOT_JSON:
+            raise reply.malformed("the answer is not JSON (is the URL a zsnli server?)")
         return body
 
     def _call(self, method: str, path: str, body: Any = None):
         """One HTTP call, sent again after each 503's ``Retry-After``, up to ``retries`` times."""
+        content = None if body is None else _encode(body)
         for attempt in range(self.retries + 1):
-            response = yield ("request", (method, path, body))
-            if response.status_code != 503 or attempt == self.retries:
-                return response
-            yield ("sleep", _retry_after(response, self.max_retry_wait_s))
+            reply = yield ("request", (method, path, content))
+            if reply.status != 503 or attempt == self.retries:
+                return reply
+            yield ("sleep", _retry_after(reply, self.max_retry_wait_s))
         raise AssertionError("unreachable")
 
     def _health(self):
-        return self._answer((yield from self._call("GET", "/health")))
+        reply = yield from self._call("GET", "/health")
+        value = self._answer(reply)
+        if not isinstance(value, dict):
+            raise reply.malformed("the /health answer is not a JSON object")
+        return value
 
     def _classify(self, text, labels, hypothesis_template, multi_label, id):
         body = classify_body(text, labels, hypothesis_template, multi_label, id)
-        entry = self._answer((yield from self._call("POST", "/classify", body)))
-        return Classification(list(labels), list(entry["probabilities"]), entry.get("id"))
+        reply = yield from self._call("POST", "/classify", body)
+        entry = self._answer(reply)
+        if not isinstance(entry, dict):
+            raise reply.malformed("the /classify answer is not a JSON object")
+        return Classification(list(labels), _probabilities(entry, len(labels), reply, "the answer"), entry.get("id"))
 
     def _classify_many(self, docs):
         out: list[Any] = [None] * len(docs)
         for idx in _batches(len(docs), self.batch_size):
             pending = list(idx)
             for attempt in range(self.retries + 1):
-                response = yield from self._call("POST", "/classify", [dict(docs[i]) for i in pending])
-                for i, entry in zip(pending, self._answer(response)):
-                    out[i] = _outcome(docs[i], entry)
+                items = [dict(docs[i]) if isinstance(docs[i], Mapping) else docs[i] for i in pending]
+                reply = yield from self._call("POST", "/classify", items)  # a non-object: the server's 422
+                entries = self._answer(reply)
+                if not isinstance(entries, list) or len(entries) != len(pending):
+                    got = f"{len(entries)} answers" if isinstance(entries, list) else "not a JSON array"
+                    raise reply.malformed(f"{len(pending)} documents were sent and the answer is {got}")
+                for n, (i, entry) in enumerate(zip(pending, entries)):
+                    out[i] = _outcome(docs[i], entry, reply, f"answer {n} of the array")
                 pending = [i for i in pending if isinstance(out[i], UnavailableError)]
                 if not pending or attempt == self.retries:
                     break
-                yield ("sleep", _retry_after(response, self.max_retry_wait_s))
+                yield ("sleep", _retry_after(reply, self.max_retry_wait_s))
         return out
 
     def _zero_shot(self, inputs, candidate_labels, hypothesis_template, multi_label):
         body = zero_shot_body(inputs, candidate_labels, hypothesis_template, multi_label)
-        return self._answer((yield from self._call("POST", "/v1/zero-shot-classification", body)))
+        reply = yield from self._call("POST", "/v1/zero-shot-classification", body)
+        value = self._answer(reply)
+        if isinstance(inputs, str):
+            _check_pipeline_answer(value, reply)
+        elif not isinstance(value, list) or len(value) != len(inputs):
+            raise reply.malformed(f"{len(inputs)} inputs were sent and the answer is not a list of that many")
+        else:
+            for item in value:
+                _check_pipeline_answer(item, reply)
+        return value
+
+
+_HEADERS = {"content-type": "application/json"}
 
 
 class Client(_Base):
     """Blocking client (see the module docstring). url: the server (default ``http://127.0.0.1:8000``);
-    timeout: seconds per HTTP call (connect, read, write); retries: extra tries after a 503;
-    max_retry_wait_s: cap on one ``Retry-After`` wait; batch_size: documents per ``POST /classify``
-    array in `classify_many` (keep it <= the server's ``ZSNLI_MAX_BATCH_ITEMS``, default 64).
-    transport: an httpx transport (tests: ``httpx.ASGITransport`` or a ``MockTransport``)."""
+    timeout: seconds per HTTP call, connect + send + the whole answer (one deadline);
+    retries: extra tries after a 503; max_retry_wait_s: cap on one ``Retry-After`` wait; batch_size:
+    documents per ``POST /classify`` array in `classify_many` (keep it <= the server's
+    ``ZSNLI_MAX_BATCH_ITEMS``, default 64). transport: an httpx transport (tests: a ``MockTransport``).
+    Safe to share between threads (as ``httpx.Client`` is)."""
 
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 60.0, retries: int = 3,
                  max_retry_wait_s: float = 30.0, batch_size: int = 32, transport: httpx.BaseTransport | None = None):
@@ -247,6 +379,41 @@ class Client(_Base):
         """Close the connection pool."""
         self._http.close()
 
+    def _send(self, method: str, path: str, content: bytes | None) -> Reply:
+        """One HTTP call read whole within ``timeout`` seconds. The reading runs in a daemon thread that
+        stops at the first chunk after the deadline (or at httpx's per-read timeout); the caller stops
+        waiting at the deadline itself. Raises `DeadlineExceeded` or `ConnectionFailed`."""
+        deadline = time.monotonic() + self.timeout
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def read() -> None:
+            try:
+                with self._http.stream(method, path, content=content,
+                                       headers=_HEADERS if content is not None else None) as response:
+                    chunks = []
+                    for chunk in response.iter_bytes():
+                        if time.monotonic() > deadline:
+                            raise TimeoutError
+                        chunks.append(chunk)
+                    box["reply"] = Reply(response.status_code, response.headers, b"".join(chunks))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=read, name="zsnli-client-call", daemon=True).start()
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            raise self._failed(TimeoutError())
+        if "error" in box:
+            exc = box["error"]
+            if isinstance(exc, DROPPED):
+                raise exc  # `_run` sends it once more
+            if isinstance(exc, (httpx.HTTPError, httpx.InvalidURL, TimeoutError, OSError)):
+                raise self._failed(exc) from None
+            raise exc
+        return box["reply"]
+
     def _run(self, steps) -> Any:
         """Drive a call's steps: requests sent, sleeps slept, here and now."""
         value = None
@@ -259,13 +426,11 @@ class Client(_Base):
                     continue
                 for resend in (False, True):
                     try:
-                        value = self._http.request(arg[0], arg[1], json=arg[2])
+                        value = self._send(*arg)
                         break
                     except DROPPED as exc:
                         if resend:
                             raise self._failed(exc) from None
-                    except httpx.HTTPError as exc:
-                        raise self._failed(exc) from None
         except StopIteration as done:
             return done.value
 
@@ -275,14 +440,16 @@ class Client(_Base):
 
     def classify(self, text: str, labels: Sequence[str], *, hypothesis_template: str | None = None,
                  multi_label: bool = False, id: Any = None) -> Classification:
-        """Probabilities of ``labels`` for ``text`` (``POST /classify``). Raises a `ZsnliError`."""
+        """Probabilities of ``labels`` for ``text`` (``POST /classify``). Raises a `ZsnliError`
+        (`ResponseError` when the answer does not hold one probability per label)."""
         return self._run(self._classify(text, labels, hypothesis_template, multi_label, id))
 
     def classify_many(self, docs: Sequence[Mapping[str, Any]]) -> list[Classification | APIError]:
         """Many documents, each a ``/classify`` body (``text``, ``labels`` or ``candidate_labels``, ...):
-        sent ``batch_size`` at a time as arrays; returns, in order, a `Classification` or the item's
-        `APIError` (items answered 503 are sent again after ``Retry-After``, up to ``retries`` times).
-        Raises `ZsnliError` when a whole call fails (unreachable, a 4xx for the array itself)."""
+        sent ``batch_size`` at a time as arrays; returns, in order, one `Classification` or the item's
+        `APIError` per document (items answered 503 are sent again after ``Retry-After``, up to ``retries``
+        times). Raises `ZsnliError` when a whole call fails (unreachable, a 4xx for the array itself), and
+        `ResponseError` when an answer array does not hold exactly one entry per document sent."""
         return self._run(self._classify_many(docs))
 
     def zero_shot_classification(self, inputs: str | Sequence[str], candidate_labels: Sequence[str] | str, *,
@@ -294,7 +461,8 @@ class Client(_Base):
 
 class AsyncClient(_Base):
     """The asyncio twin of `Client`: the same arguments and methods, awaited
-    (``async with AsyncClient(url) as zs: await zs.classify(...)``)."""
+    (``async with AsyncClient(url) as zs: await zs.classify(...)``); each HTTP call is cancelled at its
+    deadline (``anyio.fail_after``)."""
 
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 60.0, retries: int = 3,
                  max_retry_wait_s: float = 30.0, batch_size: int = 32,
@@ -312,6 +480,18 @@ class AsyncClient(_Base):
         """Close the connection pool."""
         await self._http.aclose()
 
+    async def _send(self, method: str, path: str, content: bytes | None) -> Reply:
+        """One HTTP call read whole within ``timeout`` seconds (cancelled at the deadline)."""
+        try:
+            with anyio.fail_after(self.timeout):
+                response = await self._http.request(method, path, content=content,
+                                                    headers=_HEADERS if content is not None else None)
+        except DROPPED:
+            raise  # `_run` sends it once more
+        except (httpx.HTTPError, httpx.InvalidURL, TimeoutError, OSError) as exc:
+            raise self._failed(exc) from None
+        return Reply(response.status_code, response.headers, response.content)
+
     async def _run(self, steps) -> Any:
         """Drive a call's steps, awaiting each request and sleep."""
         value = None
@@ -324,13 +504,11 @@ class AsyncClient(_Base):
                     continue
                 for resend in (False, True):
                     try:
-                        value = await self._http.request(arg[0], arg[1], json=arg[2])
+                        value = await self._send(*arg)
                         break
                     except DROPPED as exc:
                         if resend:
                             raise self._failed(exc) from None
-                    except httpx.HTTPError as exc:
-                        raise self._failed(exc) from None
         except StopIteration as done:
             return done.value
 

@@ -1,4 +1,5 @@
-"""Progress for long offline work (calibration, evaluation): what is done, how fast, how long is left.
+"""Progress for every long wait (calibration, evaluation, the CLI's files, bake-off arms, batch jobs):
+what is done, how fast, how long is left; the one progress module of the project.
 
 On a terminal a tqdm bar on stderr; otherwise (a log file, CI) one plain
 log line at most every `LINE_INTERVAL_S` seconds plus one at the end, so
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from contextlib import ExitStack, contextmanager
 from typing import Callable, Iterator, Sequence
@@ -22,43 +24,95 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-LINE_INTERVAL_S = 15.0
-"""Seconds between plain progress lines when stderr is not a terminal."""
+LINE_INTERVAL_S = 10.0
+"""Seconds between plain progress lines when stderr is not a terminal: every wait longer than this gets
+at least one line saying what is done and what is left."""
+
+
+def format_line(desc: str, done: int, total: int | None, unit: str, elapsed_s: float) -> str:
+    """The plain progress line: ``"<desc>: done/total unit (pct), rate/s, ~eta s left, elapsed s"``
+    (without a total: ``"<desc>: done unit, rate/s, elapsed s"``). The time left is the remaining units
+    at the mean rate so far; ``?`` before the first unit is done."""
+    elapsed = max(elapsed_s, 1e-9)
+    rate = done / elapsed
+    if total is None:
+        return f"{desc}: {done} {unit}, {rate:.1f}/s, {elapsed_s:.0f} s elapsed"
+    left = f"~{(total - done) / rate:.0f} s left" if rate > 0 else "? s left"
+    return (f"{desc}: {done}/{total} {unit} ({100.0 * done / max(total, 1):.0f}%), {rate:.1f}/s, {left}, "
+            f"{elapsed_s:.0f} s elapsed")
+
+
+class Reporter:
+    """Counts units done of ``total`` (None: unknown) and reports them: a tqdm bar on stderr when it is
+    a terminal, else a `format_line` INFO line at most every `LINE_INTERVAL_S` seconds, written by a
+    daemon thread as well, so a wait with no unit finished (a slow first batch) is never silent; and
+    one line at `close`. ``advance(n)`` and ``set_total(n)`` may be called from any thread."""
+
+    def __init__(self, total: int | None, desc: str, unit: str = "pairs", terminal: bool | None = None) -> None:
+        self.total, self.desc, self.unit, self.done = total, desc, unit, 0
+        self._lock = threading.Lock()
+        self._t0 = self._last = time.monotonic()
+        self._stop = threading.Event()
+        self._bar = None
+        if sys.stderr.isatty() if terminal is None else terminal:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit=f" {unit}", unit_scale=True, dynamic_ncols=True)
+        else:
+            threading.Thread(target=self._tick, name="zsnli-progress", daemon=True).start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(max(LINE_INTERVAL_S, 0.5) / 2):
+            if time.monotonic() - self._last >= LINE_INTERVAL_S:
+                self.line()
+
+    def line(self) -> None:
+        """Log the current `format_line` now."""
+        with self._lock:
+            self._last = time.monotonic()
+            text = format_line(self.desc, self.done, self.total, self.unit, self._last - self._t0)
+        log.info("%s", text)
+
+    def advance(self, n: int = 1) -> None:
+        """``n`` more units done."""
+        if self._bar is not None:
+            self._bar.update(n)
+            return
+        with self._lock:
+            self.done += n
+            due = time.monotonic() - self._last >= LINE_INTERVAL_S
+        if due:
+            self.line()
+
+    def set_total(self, total: int | None) -> None:
+        """The total became known (or changed)."""
+        self.total = total
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.refresh()
+
+    def close(self) -> None:
+        """Stop the line thread and write the final line (or close the bar)."""
+        self._stop.set()
+        if self._bar is not None:
+            self._bar.close()
+        else:
+            self.line()
 
 
 @contextmanager
-def progress(total: int, desc: str, unit: str = "pairs") -> Iterator[Callable[[int], None]]:
-    """Yield ``advance(n)``, reporting ``n`` more of ``total`` units done.
+def progress(total: int | None, desc: str, unit: str = "pairs") -> Iterator[Callable[[int], None]]:
+    """Yield ``advance(n)``, reporting ``n`` more of ``total`` units done (``total`` None: unknown).
 
-    tqdm when stderr is a terminal; otherwise an INFO log line
-    ``"<desc>: done/total unit (pct), rate/s, ~eta s left"`` every
-    `LINE_INTERVAL_S` seconds and one when the block ends.
+    tqdm when stderr is a terminal; otherwise an INFO log line (`format_line`:
+    ``"<desc>: done/total unit (pct), rate/s, ~eta s left, elapsed"``) at most every
+    `LINE_INTERVAL_S` seconds, at least that often while the block runs, and one when it ends.
     """
-    if sys.stderr.isatty():
-        from tqdm.auto import tqdm
-
-        with tqdm(total=total, desc=desc, unit=f" {unit}", unit_scale=True, dynamic_ncols=True) as bar:
-            yield bar.update
-        return
-    start = last = time.monotonic()
-    done = 0
-
-    def line() -> None:
-        elapsed = max(time.monotonic() - start, 1e-9)
-        rate = done / elapsed
-        eta = (total - done) / rate if rate > 0 else float("nan")
-        log.info("%s: %d/%d %s (%.0f%%), %.1f/s, ~%.0f s left", desc, done, total, unit,
-                 100.0 * done / max(total, 1), rate, eta)
-
-    def advance(n: int) -> None:
-        nonlocal done, last
-        done += n
-        if time.monotonic() - last >= LINE_INTERVAL_S:
-            last = time.monotonic()
-            line()
-
-    yield advance
-    line()
+    reporter = Reporter(total, desc, unit)
+    try:
+        yield reporter.advance
+    finally:
+        reporter.close()
 
 
 def predict_logits(nli, premises: Sequence[str], hypotheses: Sequence[str], desc: str,
