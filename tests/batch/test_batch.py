@@ -58,8 +58,7 @@ def corpus(tmp_path_factory):
 
 def run_batch(model, source, output, *extra) -> int:
     return main([str(source), "--output", str(output), "--model-dir", str(model), "--labels-col", "labels",
-                 "--hypothesis-template", TEMPLATE, "--actors", "2", "--batch-rows", "8", "--rows-per-file", "16",
-                 *extra])
+                 "--hypothesis-template", TEMPLATE, "--actors", "2", "--batch-rows", "8", *extra])
 
 
 def read_output(output) -> dict:
@@ -126,8 +125,8 @@ def test_resumed_run_adds_only_the_missing_rows(ray_cluster, verified_model, cor
     assert all(f.stat().st_mtime_ns == t for f, t in before.items())  # earlier files untouched
     ids = pads.dataset(str(out), format="parquet").to_table().column("id").to_pylist()
     assert sorted(ids) == sorted(r["id"] for r in rows)
-    assert run_batch(verified_model, jsonl, out) == 0  # nothing left: a no-op
-    assert "0 rows scored" in capsys.readouterr().out
+    assert run_batch(verified_model, jsonl, out) == 0  # nothing left: a no-op, before Ray is asked anything
+    assert f"nothing to do: all {len(rows)} rows" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("problem", ["tampered", "no_model"])

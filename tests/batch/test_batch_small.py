@@ -5,6 +5,10 @@ line; ids missing or repeated are refused before Ray. Ray is started by zsnli-ba
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -24,7 +28,7 @@ from zsnli.batch.predictor import ColumnSpec  # noqa: E402
 
 
 def job(actors=None, cpus_per_actor=1.0, stall=600.0) -> Job:
-    return Job("in.jsonl", "out", "jsonl", ColumnSpec(), None, actors, cpus_per_actor, 8, 16, None, stall)
+    return Job("in.jsonl", "out", "jsonl", ColumnSpec(), None, actors, cpus_per_actor, 8, None, stall)
 
 
 @pytest.mark.parametrize("actors, cpus, gpus, local, want", [
@@ -46,12 +50,30 @@ def test_more_actors_than_a_cluster_can_hold_is_refused_in_one_line():
     assert str(err.value).startswith("--actors 3: the Ray cluster has 5 logical CPUs") and "--actors 2" in str(err.value)
 
 
+class _Parts:
+    def __init__(self):
+        self.tables = []
+
+    def write(self, table):
+        self.tables.append(table)
+
+
+def _never_stalled(*_):
+    raise AssertionError("not stalled")
+
+
 def test_a_stalled_pipeline_fails_in_one_line_within_the_timeout():
     release = threading.Event()
-    progress = batch_ray.Progress(lambda: (0, 0), every_s=30, stall_s=0.6, log=False)
+    progress = batch_ray.Progress(lambda: (0, 0), stall_s=0.6)
+
+    def blocked():
+        release.wait(60)
+        return iter([])
+
     t0 = time.monotonic()
     with pytest.raises(batch_ray.Stalled) as err, progress:
-        batch_ray._watched(lambda: release.wait(60), progress, job(actors=1, stall=0.6), 1)
+        batch_ray.commit_stream(blocked, _Parts(), progress, threading.Event(),
+                                lambda: batch_ray._stalled(job(actors=1, stall=0.6), progress, 1), lambda n: None)
     release.set()
     assert time.monotonic() - t0 < 5
     assert str(err.value).startswith("no row scored in the last 0.6 s") and "\n" not in str(err.value)
@@ -59,10 +81,55 @@ def test_a_stalled_pipeline_fails_in_one_line_within_the_timeout():
 
 def test_progress_that_moves_never_stalls():
     count = iter(range(1000))
-    progress = batch_ray.Progress(lambda: (0, next(count)), every_s=30, stall_s=0.6, log=False)  # events only
+    progress = batch_ray.Progress(lambda: (0, next(count)), stall_s=0.6)  # events only
+
+    def slow():
+        time.sleep(1.5)
+        yield pa.table({"id": [1]})
+
+    parts = _Parts()
     with progress:
-        batch_ray._watched(lambda: time.sleep(1.5), progress, job(actors=1, stall=0.6), 1)
-    assert not progress.stalled
+        batch_ray.commit_stream(slow, parts, progress, threading.Event(), _never_stalled, lambda n: None)
+    assert not progress.stalled and [t.num_rows for t in parts.tables] == [1]
+
+
+def test_every_batch_is_committed_as_it_arrives_and_a_stop_ends_the_wait_at_once():
+    """A stop while the next batch is being scored returns within a poll (the batch in flight is lost,
+    every earlier one is committed); without a stop, every batch is committed in order."""
+    stop, second = threading.Event(), threading.Event()
+    parts, counted = _Parts(), []
+
+    def batches():
+        yield pa.table({"id": [1, 2]})
+        second.wait(60)  # the next batch takes "forever"
+        yield pa.table({"id": [3]})
+
+    def advance(n):
+        counted.append(n)
+        stop.set()  # the signal comes right after the first commit
+
+    t0 = time.monotonic()
+    with pytest.raises(batch_ray.Stopped):
+        batch_ray.commit_stream(batches, parts, batch_ray.Progress(lambda: (0, 0)), stop, _never_stalled, advance)
+    second.set()
+    assert time.monotonic() - t0 < 5 and [t["id"].to_pylist() for t in parts.tables] == [[1, 2]] and counted == [2]
+
+
+def test_parts_are_committed_atomically_and_read_back(tmp_path):
+    from zsnli.batch import output
+
+    out = tmp_path / "out"
+    writer = output.PartWriter(str(out))
+    writer.write(pa.table({"id": ["a", "b"], "error": [None, "x"]}))
+    writer.write(pa.table({"id": ["c"], "error": [None]}))
+    assert writer.write(pa.table({"id": pa.array([], pa.string()), "error": pa.array([], pa.string())})) is None
+    (out / f"{output.TEMP_PREFIX}part-killed.parquet").write_bytes(b"PAR1 half a file")  # a run killed mid-write
+    (out / "_checkpoint").mkdir()
+    (out / "_checkpoint" / "x.parquet").write_bytes(b"old")
+    assert output.committed_ids(str(out), "id").to_pylist() == ["a", "b", "c"]
+    assert output.output_counts(str(out)) == (3, 1) and (writer.rows, writer.errors) == (3, 1)
+    assert pads.dataset(str(out), format="parquet").to_table().num_rows == 3  # what readers see
+    assert output.remove_temporaries(str(out)) == 1 and output.committed_ids(str(tmp_path / "none"), "id") is None
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +143,7 @@ def _rows(n=40):
 
 def _run(model, source, output, *extra) -> int:
     return main([str(source), "--output", str(output), "--model-dir", str(model), "--labels-col", "labels",
-                 "--batch-rows", "8", "--rows-per-file", "16", "--stall-timeout", "1800", *extra])
+                 "--batch-rows", "8", "--stall-timeout", "1800", *extra])
 
 
 @pytest.mark.timeout(5400)
@@ -93,8 +160,9 @@ def test_first_run_resume_and_rerun_finish_on_2_cpus(small_model, tmp_path, monk
     assert _run(small_model, full, out) == 0  # resume: the missing rows only
     printed = capsys.readouterr().out
     assert f"{len(rows) - 15} rows scored" in printed and "with 1 actor(s)" in printed
-    assert _run(small_model, full, out) == 0  # rerun of a finished output: a no-op
-    assert "0 rows scored" in capsys.readouterr().out
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("a finished output started Ray"))
+    assert _run(small_model, full, out) == 0  # rerun of a finished output: a no-op, no Ray
+    assert f"nothing to do: all {len(rows)} rows" in capsys.readouterr().out
     ids = pads.dataset(str(out), format="parquet").to_table().column("id").to_pylist()
     assert sorted(ids) == sorted(r["id"] for r in rows)
     assert not ray.is_initialized()
@@ -119,3 +187,62 @@ def test_missing_or_repeated_ids_are_refused_before_ray(small_model, tmp_path, c
     assert len(err.splitlines()) == 1 and err.startswith("zsnli-batch: error: --id-col: "), err
     assert ("more than once" in err and repr(rows[2]["id"]) in err) if problem == "duplicate" else "no 'id'" in err
     assert not (tmp_path / "out").exists() and not ray.is_initialized()
+
+
+def _stop_mid_run(cmd, env, out, how) -> tuple[int, str, float]:
+    """Start ``cmd``, wait for its first committed part beyond what ``out`` holds, stop it ``how`` (Ctrl-C
+    on its process group, or SIGTERM to it); returns (exit code, stderr, seconds from signal to exit)."""
+    from zsnli.batch import output
+
+    before = set(output.part_files(str(out)))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900
+        while not set(output.part_files(str(out))) - before:
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no part committed in 900 s"
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        if how == "SIGINT":
+            os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: every process of the group
+        else:
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        return proc.returncode, err, time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(3600)
+def test_a_stopped_run_keeps_every_committed_batch_and_the_rerun_scores_only_the_rest(small_model, tmp_path):
+    """Ctrl-C, then SIGTERM, mid-run: each stops within seconds with one line and no traceback, the parts
+    written stay as they are, and the third run scores exactly the rows still missing: every id once."""
+    from conftest import REPO
+    from zsnli.batch import output
+
+    rows = _rows(400)
+    source, out = tmp_path / "in.jsonl", tmp_path / "out"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cmd = [sys.executable, "-m", "zsnli.batch", str(source), "--output", str(out), "--model-dir", str(small_model),
+           "--labels-col", "labels", "--batch-rows", "4", "--actors", "1", "--stall-timeout", "1800"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "ZSNLI_LOG_LEVEL": "warning"}
+    kept: dict[str, bytes] = {}
+    for how, code in (("SIGINT", 130), ("SIGTERM", 143)):
+        got, err, took = _stop_mid_run(cmd, env, out, how)
+        committed = output.committed_ids(str(out), "id").to_pylist()
+        assert got == code and took < 15, (got, took, err[-3000:])
+        assert "Traceback" not in err and "Error" not in err.replace("error", ""), err[-3000:]
+        stop_lines = [line for line in err.splitlines() if line.startswith("zsnli-batch: stopped by")]
+        assert stop_lines == [f"zsnli-batch: stopped by {how}: {len(committed)} of {len(rows)} rows are committed "
+                              f"in {out}; rerun the same command to score the rest"], err[-3000:]
+        assert len(committed) == len(set(committed)) < len(rows)  # stopped mid-way, no id twice
+        for path, data in kept.items():  # the earlier run's parts are untouched
+            assert open(path, "rb").read() == data
+        kept.update({p: open(p, "rb").read() for p in output.part_files(str(out))})
+    missing = len(rows) - len(committed)
+    done = subprocess.run(cmd, capture_output=True, env=env, text=True, timeout=1800)
+    assert done.returncode == 0 and f"zsnli-batch: {missing} rows scored" in done.stdout, done.stderr[-3000:]
+    ids = pads.dataset(str(out), format="parquet").to_table(columns=["id"]).column("id").to_pylist()
+    assert sorted(ids) == sorted(r["id"] for r in rows)  # every id exactly once

@@ -7,13 +7,16 @@ actor when the cluster has GPUs) -> ``write_parquet``. Each actor loads the mode
 once and scores through the server's own service, so a row gets the
 probabilities ``POST /classify`` would give.
 
-Resume: Ray Data's own checkpointing (``DataContext.checkpoint_config``, an
-id-column `CheckpointConfig` under ``<output>/_checkpoint``). Each write task
-records the ids it writes in a pending checkpoint, writes its Parquet file,
-then commits; a restarted run with the same output drops the committed ids
-at read time and deletes files of uncommitted writes, so a killed run
-restarted adds exactly the missing rows. Ids must be unique and non-null: an
-input with a missing or repeated id is refused before Ray starts (`check_ids`).
+Resume: every scored batch is committed at once as one Parquet part
+(`zsnli.batch.output`: written under a temporary name, then renamed), so a
+stop at any moment loses at most the batches in flight. Before Ray starts the
+ids of the committed parts are read (`zsnli.batch.output.committed_ids`) and
+compared with the input's: when none is missing the run is a no-op (no Ray
+start); else the committed ids are dropped as the input is read, so a rerun
+scores exactly the missing rows. Ids must be unique and non-null: an input
+with a missing or repeated id is refused before Ray starts (`check_ids`).
+SIGINT and SIGTERM stop the run within seconds: one line saying what was
+committed, exit 130 / 143, the parts kept (`zsnli.batch.ray_runner.Stopped`).
 A run that cannot make progress (no row scored for ``--stall-timeout`` s)
 fails with one line, exit 1 (`zsnli.batch.ray_runner.Stalled`).
 
@@ -21,7 +24,7 @@ Before Ray starts, the flags and the model are checked (the server's preflight:
 model directory, ``training_manifest.json``, calibration): a mistake is one
 line on stderr and exit code 2.
 
-May import: pyarrow, `zsnli.batch.job`, `zsnli.batch.predictor`, `zsnli.config`, `zsnli.harness.cli` (the parser),
+May import: pyarrow, `zsnli.batch.job`, `zsnli.batch.output`, `zsnli.batch.predictor`, `zsnli.config`, `zsnli.harness.cli` (the parser),
 `zsnli.serving.startup`, and `zsnli.batch.ray_runner` (which imports Ray) only after the checks passed.
 Nothing imports this module.
 """
@@ -30,11 +33,15 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from .job import Job, UsageError, is_url
+from .output import committed_ids, output_counts, remove_temporaries
 from .predictor import ColumnSpec
 from ..config import RANGES, Settings, SettingsError
 from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error
@@ -62,7 +69,6 @@ def build_parser() -> UsageParser:
     p.add_argument("--actors", type=positive_int, default=None, help="scoring actors (default: GPUs, else CPUs - 1, >= 1)")
     p.add_argument("--cpus-per-actor", type=positive_float, default=1.0, help="CPUs (and torch threads) per actor")
     p.add_argument("--batch-rows", type=positive_int, default=64, help="rows per actor call and per block (default 64)")
-    p.add_argument("--rows-per-file", type=positive_int, default=10000, help="minimum rows per output file (default 10000)")
     p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
                    help="an existing cluster (default $RAY_ADDRESS; unset: a local Ray)")
     p.add_argument("--stall-timeout", type=non_negative_float, default=600.0,
@@ -97,11 +103,11 @@ def parse_job(argv: Sequence[str] | None) -> Job:
     except STARTUP_ERRORS as exc:
         raise UsageError(f"model check failed: {one_line(exc)}") from None
     check_columns(a.input, fmt, [a.id_col, a.text_col] + ([a.labels_col] if a.labels_col else []))
-    check_ids(a.input, fmt, a.id_col)
+    ids = check_ids(a.input, fmt, a.id_col)
     spec = ColumnSpec(a.id_col, a.text_col, a.labels_col, tuple(a.labels) if a.labels else None,
                       a.hypothesis_template, a.multi_label)
     return Job(a.input, a.output.rstrip("/"), fmt, spec, settings, a.actors, a.cpus_per_actor, a.batch_rows,
-               a.rows_per_file, a.ray_address, a.stall_timeout)
+               a.ray_address, a.stall_timeout, ids)
 
 
 def _format_of(path: str) -> str:
@@ -138,8 +144,8 @@ def check_columns(path: str, fmt: str, wanted: list[str]) -> None:
             raise UsageError(f"{flag}: no column {name!r} in {path} (it has: {', '.join(sorted(names)[:20])})")
 
 
-def check_ids(path: str, fmt: str, id_col: str) -> None:
-    """Raise ``UsageError`` (``--id-col``) when an id is missing or given twice: the output has one row per
+def check_ids(path: str, fmt: str, id_col: str):
+    """The input's ids (a pyarrow array). Raise ``UsageError`` (``--id-col``) when an id is missing or given twice: the output has one row per
     id and a resumed run skips the ids already written, so ids must be unique and non-null. Reads the id
     column only (Parquet: that column; JSONL: each record's id field, the rest ignored)."""
     import pyarrow as pa
@@ -163,6 +169,7 @@ def check_ids(path: str, fmt: str, id_col: str) -> None:
         raise UsageError(f"--id-col: {len(dups)} {id_col!r} value(s) of {path} appear more than once ({shown}); "
                          "ids must be unique: the output has one row per id, and a resumed run skips the ids "
                          "already written")
+    return ids
 
 
 def _jsonl_ids(path: str, id_col: str):
@@ -195,27 +202,93 @@ def batch_settings(settings: Settings, cpus_per_actor: float) -> Settings:
                           queue_capacity_pairs=capacity, torch_threads=threads, exit_on_startup_error=False)
 
 
+def missing_rows(job: Job) -> tuple[int, Any]:
+    """``(rows of the input not yet in the output, the committed ids or None)``, from the committed parts'
+    id column (`zsnli.batch.output.committed_ids`) and the ids `check_ids` read; no Ray."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    done = committed_ids(job.output, job.spec.id_col)
+    if done is None:
+        return len(job.ids), None
+    ids, seen = job.ids, done.combine_chunks()
+    try:
+        seen = seen.cast(ids.type) if seen.type != ids.type else seen
+        present = pc.sum(pc.is_in(ids, value_set=seen)).as_py() or 0
+        return len(ids) - present, done
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        have = {str(v) for v in seen.to_pylist()}
+        return sum(str(v) not in have for v in ids.to_pylist()), done
+
+
+class StopOnSignal:
+    """While active, SIGINT and SIGTERM set ``event`` (``name``: the signal's) instead of raising inside
+    Ray's threads; a second signal exits at once (128 + its number). Restores the previous handlers."""
+
+    def __init__(self) -> None:
+        self.event, self.name, self._old = threading.Event(), None, {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.event.is_set():
+            raise SystemExit(128 + signum)
+        self.name = signal.Signals(signum).name
+        self.event.set()
+
+    def __enter__(self) -> "StopOnSignal":
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 done, 2 a flag, input or model mistake or more actors
-    than the cluster can hold, 1 a run that stalled: no row scored for ``--stall-timeout`` seconds)."""
+    than the cluster can hold, 1 a run that stalled: no row scored for ``--stall-timeout`` seconds,
+    130 / 143 stopped by SIGINT / SIGTERM, what was committed kept)."""
     try:
         job = parse_job(argv)
     except UsageError as exc:
         return usage_error(PROG, str(exc))
     configure_logging(job.settings.log_level)
+    t0 = time.monotonic()
+    try:
+        removed = remove_temporaries(job.output)
+        missing, done = missing_rows(job)
+    except (OSError, ValueError) as exc:
+        return usage_error(PROG, f"--output {job.output}: cannot read what it holds: {one_line(exc)[:300]}")
+    if removed:
+        logger.info("removed %d part(s) a stopped run left unfinished", removed)
+    if not missing:
+        total, _ = output_counts(job.output)
+        print(f"{PROG}: nothing to do: all {len(job.ids)} rows of {job.input} are in {job.output} "
+              f"({total} rows; checked in {time.monotonic() - t0:.1f} s, Ray not started)", flush=True)
+        return 0
+    if done is not None:
+        logger.info("resuming: %d rows already in %s are skipped, %d to score", len(done), job.output, missing)
+    # a stopped run's pipeline thread must fail, not start a second Ray (read when ray is imported)
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     try:
         import ray  # noqa: F401
     except ImportError:
         return usage_error(PROG, "Ray Data is not installed: pip install 'zsnli[batch]'")
-    from .ray_runner import Stalled, run
+    from .ray_runner import Stalled, Stopped, run
 
-    try:
-        summary = run(job)
-    except UsageError as exc:  # the cluster cannot hold the actors asked for
-        return usage_error(PROG, str(exc))
-    except Stalled as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr, flush=True)  # a failed run, not a usage mistake
-        return 1
+    with StopOnSignal() as stop:
+        try:
+            summary = run(job, stop.event, done, missing)
+        except UsageError as exc:  # the cluster cannot hold the actors asked for
+            return usage_error(PROG, str(exc))
+        except Stalled as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr, flush=True)  # a failed run, not a usage mistake
+            return 1
+        except Stopped:
+            rows, _ = output_counts(job.output)
+            print(f"{PROG}: stopped by {stop.name}: {rows} of {len(job.ids)} rows are committed in {job.output}; "
+                  "rerun the same command to score the rest", file=sys.stderr, flush=True)
+            return 128 + getattr(signal, stop.name or "SIGINT").value
     print(summary.line(), flush=True)
     return 0
 

@@ -7,12 +7,10 @@ May import: the standard library, `zsnli.batch.predictor` (ColumnSpec), `zsnli.c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .predictor import ColumnSpec
 from ..config import Settings
-
-#: Ray Data's checkpoint of a run lives here under the output (readers skip ``_``-prefixed names).
-CHECKPOINT_DIR = "_checkpoint"
 
 
 class UsageError(ValueError):
@@ -31,9 +29,10 @@ class Job:
     actors: int | None
     cpus_per_actor: float
     batch_rows: int
-    rows_per_file: int
     ray_address: str | None
     stall_timeout_s: float = 600.0
+    ids: Any = None
+    """The input's ids (a pyarrow array, read by `zsnli.batch.cli.check_ids`): what the output must hold."""
 
 
 def is_url(path: str) -> bool:

@@ -2,17 +2,25 @@
 
 `run` takes a checked `zsnli.batch.job.Job`. Sizing (`plan_resources`): the actor count is decided once;
 a local Ray started here gets ``actors x CPUs per actor + SPARE_CPUS`` logical CPUs at least (the
-read and write tasks and, on a resume, the checkpoint-filter actor must still be schedulable next to the
-scoring actors, or the pipeline waits forever); on a cluster the default actor count leaves
+read, filter and repartition tasks must still be schedulable next to the scoring actors, or the
+pipeline waits forever); on a cluster the default actor count leaves
 `SPARE_CPUS` free, and an explicit ``--actors`` that leaves fewer is refused in one line before
 anything runs. The input is cut into blocks of ``--batch-rows`` rows (a small file is otherwise one
 block scored by one actor); actor start-up (model load, 10-20 s on CPU) is logged.
 
+Commits as it goes: the scored batches come back to this process (``Dataset.iter_batches``, pulled in a
+thread) and each is committed at once as one Parquet part (`zsnli.batch.output.PartWriter`: atomic), so a
+stop at any moment loses at most the batches in flight; rows already committed are dropped as the
+input is read (`SkipIds`). `commit_stream` checks a stop flag (set by the CLI's SIGINT/SIGTERM handler)
+every `POLL_S` seconds and raises `Stopped`; the Ray started here is then shut down.
+
 Never hangs: a watchdog (`Progress`) fails the run with one line (`Stalled`, exit 1) when nothing moved
 (no row scored, no actor finished loading) for ``--stall-timeout`` seconds; what was written stays,
-and rerunning resumes.
+and rerunning resumes. Progress lines (rows committed of the missing rows, time left) are
+`zsnli.runtime.progress`'s.
 
-May import: ray, pyarrow, `zsnli.batch.job`, `zsnli.batch.predictor`. Imported lazily by `zsnli.batch.cli.main`.
+May import: ray, pyarrow, `zsnli.batch.job`, `zsnli.batch.output`, `zsnli.batch.predictor`,
+`zsnli.runtime.progress`. Imported lazily by `zsnli.batch.cli.main`.
 """
 
 from __future__ import annotations
@@ -20,19 +28,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
+import queue
+import signal
 import threading
 import time
-from typing import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 import ray
 
-from .job import CHECKPOINT_DIR, Job, UsageError, is_url
+from .job import Job, UsageError, is_url
+from .output import PartWriter, output_counts
 from .predictor import FAULT_MARKER_ENV, Predictor
+from ..runtime.progress import progress as progress_reporter
 
 logger = logging.getLogger("zsnli.batch")
 
@@ -55,7 +65,6 @@ class Summary:
                 f"{self.total_rows} rows in the output")
 
 
-PROGRESS_EVERY_S = 30.0
 SPARE_CPUS = 3
 """Logical CPUs the pipeline needs besides the scoring actors': a read task, a write task and, when a run
 resumes, Ray Data's checkpoint-filter actor (with fewer, a resumed run is never scheduled)."""
@@ -66,36 +75,29 @@ class Stalled(RuntimeError):
 
 
 class Progress:
-    """Watches ``read() -> (rows scored, progress events)``: a log line every ``every_s`` when ``log`` (stderr
-    is not a terminal; Ray draws bars on one), and ``stalled`` once neither has moved for ``stall_s`` seconds
-    (0: never). An actor that finished loading counts as an event."""
+    """The watchdog: watches ``read() -> (rows scored, progress events)`` every ``tick_s`` and sets
+    ``stalled`` once neither has moved for ``stall_s`` seconds (0: never). An actor that finished loading
+    counts as an event. (The progress lines are `zsnli.runtime.progress`'s, counted in rows committed.)"""
 
-    def __init__(self, read: Callable[[], tuple[int, int]], every_s: float = PROGRESS_EVERY_S, stall_s: float = 0.0,
-                 log: bool = True) -> None:
-        self.read, self.every_s, self.stall_s, self.log = read, every_s, stall_s, log
+    def __init__(self, read: Callable[[], tuple[int, int]], stall_s: float = 0.0, tick_s: float = 5.0) -> None:
+        self.read, self.stall_s = read, stall_s
+        self.tick_s = min(tick_s, stall_s / 4) if stall_s else tick_s
         self.rows, self.stalled = 0, False
         self._seen: tuple[int, int] = (0, 0)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="zsnli-batch-progress", daemon=True)
-        self._t0 = self._moved = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="zsnli-batch-watchdog", daemon=True)
+        self._moved = time.monotonic()
 
     def _loop(self) -> None:
-        tick = min(self.every_s, self.stall_s / 4) if self.stall_s else self.every_s
-        next_log = self._t0 + self.every_s
-        while not self._stop.wait(tick):
+        while not self._stop.wait(self.tick_s):
             try:
                 seen = tuple(self.read())
-            except Exception:  # noqa: BLE001 - progress is best effort (a busy driver may time out)
+            except Exception:  # noqa: BLE001 - best effort (a busy driver may time out)
                 seen = self._seen
             now = time.monotonic()
             if seen != self._seen:
                 self._seen, self._moved = seen, now
-            rows = self.rows = seen[0]
-            if self.log and now >= next_log:
-                next_log = now + self.every_s
-                elapsed = now - self._t0
-                logger.info("progress: %d rows scored in %.0f s (%.1f docs/s)", rows, elapsed,
-                            rows / max(elapsed, 1e-9))
+            self.rows = seen[0]
             if self.stall_s and now - self._moved > self.stall_s:
                 self.stalled = True
                 return
@@ -139,24 +141,6 @@ class _CountingPredictor(Predictor):
         return out
 
 
-def output_files(output: str) -> set[str]:
-    """The Parquet files of the output (``_checkpoint`` is skipped); empty when there is no output yet."""
-    try:
-        return set(pads.dataset(output, format="parquet").files)
-    except (FileNotFoundError, pa.ArrowInvalid):
-        return set()
-
-
-def output_counts(output: str, exclude: set[str] = frozenset()) -> tuple[int, int]:
-    """``(rows, rows with an error)`` in the output's Parquet files, less the files in ``exclude``."""
-    files = sorted(output_files(output) - set(exclude))
-    if not files:
-        return 0, 0
-    table = pads.dataset(files, format="parquet", filesystem=pads.dataset(output, format="parquet").filesystem
-                         ).to_table(columns=["error"])
-    return table.num_rows, table.num_rows - table.column("error").null_count
-
-
 def _local_path(path: str) -> str:
     return path if is_url(path) else str(Path(path).resolve())
 
@@ -187,6 +171,25 @@ def plan_resources(job: Job, cpus: float, gpus: int, local: bool) -> tuple[int, 
     return actors, (1 if gpus else 0), size
 
 
+@contextlib.contextmanager
+def _own_signals():
+    """Around ``ray.init``: SIGINT is ignored while Ray spawns its processes (an ignored signal is
+    inherited, so a terminal's Ctrl-C, sent to the whole process group, reaches only this driver instead
+    of killing the raylet under it, which aborts the driver), and this process's SIGINT/SIGTERM handlers
+    are restored afterwards (``ray.init`` installs its own SIGTERM handler, ``sys.exit``, in the main
+    thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
 def _start_ray(job: Job) -> tuple[int, int, bool]:
     """Join ``--ray-address`` / an already running Ray, or start a local one sized by `plan_resources`;
     returns ``(actors, gpus per actor, started here)``. The actor count is decided once (a local Ray's
@@ -198,11 +201,13 @@ def _start_ray(job: Job) -> tuple[int, int, bool]:
         actors, gpus_per_actor, cpus = plan_resources(job, os.cpu_count() or 1, gpus, local=True)
         logger.info("starting a local Ray: %d logical CPUs (%d actor(s) x %g CPU + %d), %d GPU(s)", cpus, actors,
                     job.cpus_per_actor, cpus - int(actors * job.cpus_per_actor + 0.999), gpus)
-        ray.init(num_cpus=cpus, num_gpus=gpus, include_dashboard=False, logging_level=logging.WARNING)
+        with _own_signals():
+            ray.init(num_cpus=cpus, num_gpus=gpus, include_dashboard=False, logging_level=logging.WARNING)
         return actors, gpus_per_actor, True
     started = False
     if not ray.is_initialized():
-        ray.init(address=job.ray_address, logging_level=logging.WARNING)
+        with _own_signals():
+            ray.init(address=job.ray_address, logging_level=logging.WARNING)
         started = True
     resources = ray.cluster_resources()
     try:
@@ -221,11 +226,18 @@ def _read(job: Job, path: str):
     return ray.data.read_json(path)  # pyarrow reader: newline-delimited JSON, Arrow blocks
 
 
-def run(job: Job) -> Summary:
-    """Run the pipeline for ``job`` (Ray started here is shut down after); returns the `Summary`."""
-    from ray.data import ActorPoolStrategy, DataContext
-    from ray.data.checkpoint import CheckpointConfig
+def run(job: Job, stop: threading.Event | None = None, done_ids: pa.ChunkedArray | None = None,
+        missing: int | None = None) -> Summary:
+    """Run the pipeline for ``job`` (a Ray started here is shut down after) and return the `Summary`.
 
+    Rows whose id is in ``done_ids`` (the committed parts, `zsnli.batch.output.committed_ids`) are
+    dropped as they are read; every scored batch comes back to this process and is committed as one
+    Parquet part at once (`zsnli.batch.output.PartWriter`), so a stop loses at most the batches in
+    flight. ``missing``: the rows to score (the progress total). Raises `Stopped` when ``stop`` is set
+    (SIGINT/SIGTERM: the parts written stay), `Stalled` when nothing moved for the stall timeout."""
+    from ray.data import ActorPoolStrategy, DataContext
+
+    stop = stop if stop is not None else threading.Event()
     actors, gpus_per_actor, started = _start_ray(job)
     settings = job.settings
     if not job.ray_address:
@@ -234,65 +246,123 @@ def run(job: Job) -> Summary:
                                   calibration_path=str(settings.resolved_calibration_path().resolve())
                                   if settings.resolved_calibration_path().is_file() else None)
     output, source = _local_path(job.output), _local_path(job.input)
-    existing = output_files(output)
-    before, _ = output_counts(output)
     ctx = DataContext.get_current()
-    ctx.enable_progress_bars = sys.stderr.isatty()
-    ctx.checkpoint_config = CheckpointConfig(id_column=job.spec.id_col, checkpoint_path=f"{output}/{CHECKPOINT_DIR}",
-                                             delete_checkpoint_on_success=False)
-    if before:
-        logger.info("resuming: %d rows already in %s are skipped", before, output)
+    ctx.enable_progress_bars = False  # progress is zsnli.runtime.progress's: rows committed, time left
+    if hasattr(ctx, "print_on_execution_start"):
+        ctx.print_on_execution_start = False  # not the whole DataContext in the user's log
     counter = _Counter.remote()
     logger.info("scoring with %d actor(s) x %d GPU, %s CPU each; each loads the model first (10-20 s on CPU)",
                 actors, gpus_per_actor, job.cpus_per_actor)
     t0 = time.monotonic()
+    writer = PartWriter(output)
     try:
-        ds = _read(job, source).repartition(target_num_rows_per_block=job.batch_rows)
+        ds = _read(job, source)
+        if done_ids is not None and len(done_ids):
+            ds = ds.map_batches(SkipIds(job.spec.id_col, done_ids), batch_format="pyarrow", batch_size=None)
+        ds = ds.repartition(target_num_rows_per_block=job.batch_rows)
         ds = ds.map_batches(
             _CountingPredictor, batch_size=job.batch_rows, batch_format="pyarrow",
             compute=ActorPoolStrategy(size=actors), num_cpus=job.cpus_per_actor, num_gpus=gpus_per_actor or None,
             fn_constructor_kwargs=dict(settings=settings, spec=job.spec, counter=counter,
                                        fault_marker=os.environ.get(FAULT_MARKER_ENV)))
-        progress = Progress(lambda: ray.get(counter.read.remote(), timeout=10), stall_s=job.stall_timeout_s,
-                            log=not ctx.enable_progress_bars)
-        with progress:
-            _watched(lambda: ds.write_parquet(output, min_rows_per_file=job.rows_per_file), progress, job, actors)
+        watch = Progress(lambda: ray.get(counter.read.remote(), timeout=10), stall_s=job.stall_timeout_s)
+        with watch, progress_reporter(missing, "zsnli-batch", "rows") as advance:
+            commit_stream(lambda: ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=1),
+                          writer, watch, stop, lambda: _stalled(job, watch, actors), advance)
     finally:
-        ctx.checkpoint_config = None
         with contextlib.suppress(Exception):
             ray.kill(counter)
         if started:
+            if stop.is_set():
+                logging.getLogger("ray").setLevel(logging.CRITICAL)  # the pipeline's threads end noisily
             ray.shutdown()
     seconds = time.monotonic() - t0
     total, _ = output_counts(output)
-    rows, errors = output_counts(output, exclude=existing)
-    return Summary(rows, errors, total, seconds, actors, gpus_per_actor)
+    return Summary(writer.rows, writer.errors, total, seconds, actors, gpus_per_actor)
 
 
-def _watched(work: Callable[[], None], progress: Progress, job: Job, actors: int) -> None:
-    """Run ``work`` (the pipeline) in a thread; raise `Stalled` as soon as ``progress`` says it stalled
-    (the caller's ``ray.shutdown`` then ends the pipeline's tasks), else whatever ``work`` raised."""
-    outcome: dict[str, BaseException] = {}
+class SkipIds:
+    """``map_batches`` function dropping the rows whose id is in ``done`` (the committed ids)."""
 
-    def target() -> None:
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            outcome["error"] = exc
+    def __init__(self, id_col: str, done: pa.ChunkedArray) -> None:
+        self.id_col, self.done = id_col, done.combine_chunks() if isinstance(done, pa.ChunkedArray) else done
 
-    thread = threading.Thread(target=target, name="zsnli-batch-pipeline", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        thread.join(0.5)
-        if progress.stalled:
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        import pyarrow.compute as pc
+
+        ids = batch.column(self.id_col)
+        done = self.done
+        if done.type != ids.type:
             try:
-                resources = ray.cluster_resources()
-            except Exception:  # noqa: BLE001 - the message only
-                resources = {}
-            raise Stalled(f"no row scored in the last {job.stall_timeout_s:g} s ({progress.rows} scored by this run): "
-                          f"the pipeline cannot make progress (the cluster has {resources.get('CPU', 0):g} CPUs and "
-                          f"{resources.get('GPU', 0):g} GPUs for {actors} actor(s) x {job.cpus_per_actor:g} CPU plus "
-                          f"the read, write and checkpoint-filter work); what was written is kept: rerun the same command to resume, "
-                          f"with fewer --actors or more CPUs (--stall-timeout sets the limit)")
-    if "error" in outcome:
-        raise outcome["error"]
+                done = done.cast(ids.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                done = pa.array([str(v) for v in done.to_pylist()])
+                ids = pa.array([str(v) for v in ids.to_pylist()])
+        return batch.filter(pc.invert(pc.is_in(ids, value_set=done)))
+
+
+class Stopped(RuntimeError):
+    """The run was asked to stop (SIGINT/SIGTERM); what was committed stays (one line, exit 130/143)."""
+
+
+_END = object()
+
+
+def commit_stream(batches: Callable[[], Iterable[pa.Table]], writer, watch: Progress, stop: threading.Event,
+                  stalled: Callable[[], BaseException], advance: Callable[[int], None]) -> None:
+    """Pull ``batches()`` in a daemon thread and commit each table with ``writer.write`` here, as it arrives.
+
+    Checks ``stop`` and ``watch.stalled`` at least every `POLL_S` seconds: raises `Stopped` at once when
+    ``stop`` is set (the batch being scored is lost, every committed one stays), ``stalled()``'s error when
+    the watchdog fired, and whatever the pipeline raised."""
+    pending: queue.Queue = queue.Queue(maxsize=4)
+
+    def pump() -> None:
+        try:
+            for table in batches():
+                while not stop.is_set():
+                    try:
+                        pending.put(table, timeout=POLL_S)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            pending.put(_END)
+        except BaseException as exc:  # noqa: BLE001 - handed to the committing thread
+            pending.put(exc)
+
+    threading.Thread(target=pump, name="zsnli-batch-pipeline", daemon=True).start()
+    while True:
+        if stop.is_set():
+            raise Stopped("stopped")
+        if watch.stalled:
+            raise stalled()
+        try:
+            item = pending.get(timeout=POLL_S)
+        except queue.Empty:
+            continue
+        if item is _END:
+            return
+        if isinstance(item, BaseException):
+            if stop.is_set():
+                raise Stopped("stopped")
+            raise item
+        writer.write(item)
+        advance(item.num_rows)
+
+
+POLL_S = 0.25
+"""Seconds between two checks of the stop flag and the watchdog while waiting for a batch."""
+
+
+def _stalled(job: Job, watch: Progress, actors: int) -> Stalled:
+    try:
+        resources = ray.cluster_resources()
+    except Exception:  # noqa: BLE001 - the message only
+        resources = {}
+    return Stalled(f"no row scored in the last {job.stall_timeout_s:g} s ({watch.rows} scored by this run): "
+                   f"the pipeline cannot make progress (the cluster has {resources.get('CPU', 0):g} CPUs and "
+                   f"{resources.get('GPU', 0):g} GPUs for {actors} actor(s) x {job.cpus_per_actor:g} CPU plus "
+                   f"the read and filter work); what was written is kept: rerun the same command to resume, "
+                   f"with fewer --actors or more CPUs (--stall-timeout sets the limit)")

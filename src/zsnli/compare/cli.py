@@ -248,24 +248,34 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
     return 1 if any(a.get("error") for a in report["arms"]) else 0
 
 
+LOG_WIDTH = 1000
+"""Console width when stdout is not a terminal: wider than any table the reports print, so a table in a
+log or a pipe keeps every column whole (rich sizes a table to its content, never to this width)."""
+
+
+def output_console(stream):
+    """The rich console of ``validate.py`` on ``stream``: on a terminal its own width and colours; else
+    (a log, a pipe, CI) no colour codes and `LOG_WIDTH` columns, so no table is cut or its cells folded,
+    and ``soft_wrap`` keeps each message on its one line."""
+    from rich.console import Console
+
+    tty = stream.isatty()
+    return Console(file=stream, highlight=False, width=None if tty else LOG_WIDTH, force_terminal=tty,
+                   no_color=not tty, soft_wrap=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``validate.py``; returns the exit code.
 
     Colour, and progress bars, only on a terminal: piped or logged output
     carries no ANSI escape codes.
     """
-    from rich.console import Console
-
     argv = list(sys.argv[1:] if argv is None else argv)
     # the harness runs offline by design: never reach a hub implicitly (hub:btzsc opts in explicitly)
     if not any(a == "hub:btzsc" or a.endswith("=hub:btzsc") for a in argv):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    tty = sys.stdout.isatty()
-    # pipes and logs get a wide console so the tables are not squeezed to 80 columns; soft_wrap keeps each
-    # message (an arm's failure, an examples error) on its one line instead of folding it at the width
-    console = Console(highlight=False, width=None if tty else 150, force_terminal=tty, no_color=not tty,
-                      soft_wrap=True)
+    console = output_console(sys.stdout)
     progress = sys.stderr.isatty()
 
     def _terminate(signum, frame):  # turn SIGTERM into an exception so that `finally` stops the server

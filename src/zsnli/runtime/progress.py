@@ -29,10 +29,13 @@ LINE_INTERVAL_S = 10.0
 at least one line saying what is done and what is left."""
 
 
-def format_line(desc: str, done: int, total: int | None, unit: str, elapsed_s: float) -> str:
+def format_line(desc: str, done: int, total: int | None, unit: str | None, elapsed_s: float) -> str:
     """The plain progress line: ``"<desc>: done/total unit (pct), rate/s, ~eta s left, elapsed s"``
-    (without a total: ``"<desc>: done unit, rate/s, elapsed s"``). The time left is the remaining units
-    at the mean rate so far; ``?`` before the first unit is done."""
+    (without a total: ``"<desc>: done unit, rate/s, elapsed s"``; without a unit, a wait with nothing to
+    count: ``"<desc>: still waiting, elapsed s"``). The time left is the remaining units at the mean rate
+    so far; ``?`` before the first unit is done."""
+    if unit is None:
+        return f"{desc}: still waiting, {elapsed_s:.0f} s elapsed"
     elapsed = max(elapsed_s, 1e-9)
     rate = done / elapsed
     if total is None:
@@ -42,14 +45,26 @@ def format_line(desc: str, done: int, total: int | None, unit: str, elapsed_s: f
             f"{elapsed_s:.0f} s elapsed")
 
 
+def emit(text: str) -> None:
+    """Write one progress line: an INFO record of this module's logger when logging would show it (a
+    handler and the INFO level: the server's and the CLIs' logging), else straight to stderr, so a
+    progress line is never swallowed by an unconfigured or quieter logging setup."""
+    if log.hasHandlers() and log.isEnabledFor(logging.INFO):
+        log.info("%s", text)
+    else:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
 class Reporter:
     """Counts units done of ``total`` (None: unknown) and reports them: a tqdm bar on stderr when it is
     a terminal, else a `format_line` INFO line at most every `LINE_INTERVAL_S` seconds, written by a
     daemon thread as well, so a wait with no unit finished (a slow first batch) is never silent; and
     one line at `close`. ``advance(n)`` and ``set_total(n)`` may be called from any thread."""
 
-    def __init__(self, total: int | None, desc: str, unit: str = "pairs", terminal: bool | None = None) -> None:
-        self.total, self.desc, self.unit, self.done = total, desc, unit, 0
+    def __init__(self, total: int | None, desc: str, unit: str = "pairs", terminal: bool | None = None,
+                 read: Callable[[], int] | None = None) -> None:
+        self.total, self.desc, self.unit, self.done, self.read = total, desc, unit, 0, read
         self._lock = threading.Lock()
         self._t0 = self._last = time.monotonic()
         self._stop = threading.Event()
@@ -58,12 +73,26 @@ class Reporter:
             from tqdm.auto import tqdm
 
             self._bar = tqdm(total=total, desc=desc, unit=f" {unit}", unit_scale=True, dynamic_ncols=True)
-        else:
+        if self._bar is None or read is not None:
             threading.Thread(target=self._tick, name="zsnli-progress", daemon=True).start()
 
+    def _poll(self) -> None:
+        """Take ``read()``'s count (a counter another process advances) as the units done."""
+        if self.read is None:
+            return
+        try:
+            now = int(self.read())
+        except Exception:  # noqa: BLE001 - progress is best effort
+            return
+        with self._lock:
+            gained, self.done = now - self.done, now
+        if self._bar is not None and gained > 0:
+            self._bar.update(gained)
+
     def _tick(self) -> None:
-        while not self._stop.wait(max(LINE_INTERVAL_S, 0.5) / 2):
-            if time.monotonic() - self._last >= LINE_INTERVAL_S:
+        while not self._stop.wait(0.5 if self._bar is not None else max(LINE_INTERVAL_S, 0.5) / 2):
+            self._poll()
+            if self._bar is None and time.monotonic() - self._last >= LINE_INTERVAL_S:
                 self.line()
 
     def line(self) -> None:
@@ -71,7 +100,7 @@ class Reporter:
         with self._lock:
             self._last = time.monotonic()
             text = format_line(self.desc, self.done, self.total, self.unit, self._last - self._t0)
-        log.info("%s", text)
+        emit(text)
 
     def advance(self, n: int = 1) -> None:
         """``n`` more units done."""
@@ -91,9 +120,14 @@ class Reporter:
             self._bar.total = total
             self._bar.refresh()
 
+    def stop(self) -> None:
+        """Stop the line thread, writing nothing more."""
+        self._stop.set()
+
     def close(self) -> None:
         """Stop the line thread and write the final line (or close the bar)."""
         self._stop.set()
+        self._poll()
         if self._bar is not None:
             self._bar.close()
         else:
@@ -113,6 +147,37 @@ def progress(total: int | None, desc: str, unit: str = "pairs") -> Iterator[Call
         yield reporter.advance
     finally:
         reporter.close()
+
+
+@contextmanager
+def watch(read: Callable[[], int], total: int | None, desc: str, unit: str = "rows") -> Iterator[Reporter]:
+    """Report a count that something else advances (a forked child through a `shared_counter`, a pool of
+    requests): ``read()`` is polled, and reported as `progress` reports, lines at least every
+    `LINE_INTERVAL_S` seconds with the time left."""
+    reporter = Reporter(total, desc, unit, read=read)
+    try:
+        yield reporter
+    finally:
+        reporter.close()
+
+
+def shared_counter():
+    """A counter a forked child can advance and its parent read (``multiprocessing.Value``, lock-guarded):
+    ``counter.value += n`` under ``with counter.get_lock()``, read as ``counter.value``."""
+    import multiprocessing
+
+    return multiprocessing.get_context("fork").Value("q", 0)
+
+
+@contextmanager
+def waiting(desc: str) -> Iterator[None]:
+    """A wait with nothing to count (a server starting): a line ``<desc>: 0 ..., N s elapsed`` at least every
+    `LINE_INTERVAL_S` seconds while the block runs (nothing for a shorter block), off a terminal and on one."""
+    reporter = Reporter(None, desc, None, terminal=False)
+    try:
+        yield
+    finally:
+        reporter.stop()
 
 
 def predict_logits(nli, premises: Sequence[str], hypotheses: Sequence[str], desc: str,

@@ -1,0 +1,27 @@
+"""The README's test command runs the whole suite, and what it cannot run it says (issue 32, item 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def test_a_skipped_test_is_named_with_its_reason_in_the_summary(tmp_path):
+    """The repository's pytest settings (``-rs``) make the summary list each skip and its reason."""
+    (tmp_path / "test_skipper.py").write_text(
+        "import pytest\n\n@pytest.mark.skip(reason='needs a thing this machine lacks')\ndef test_x():\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-c", str(REPO / "pyproject.toml"),
+                          "--rootdir", str(tmp_path), "-p", "no:cacheprovider", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert "SKIPPED [1] " in run.stdout and "needs a thing this machine lacks" in run.stdout, run.stdout
+
+
+def test_the_quick_start_installs_what_the_browser_tests_need():
+    readme = (REPO / "README.md").read_text()
+    quick = readme[readme.index("## Quick start"):readme.index("## API in brief")]
+    browser = (REPO / "tests" / "compare" / "test_bakeoff_browser.py").read_text()
+    assert "apt-get install -y chromium chromium-driver" in quick
+    assert "apt-get install -y chromium " in browser and "chromium-driver" in browser
+    assert "the browser tests, all of\n`tests/compare/test_bakeoff_browser.py`" in quick  # what is skipped without it
