@@ -430,3 +430,56 @@ def test_metadata_lines_are_split_on_newlines_only(tmp_path):
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     examples = [Example(r["id"], "d", r["text"], ("x", "y"), k) for k, r in enumerate(rows)]
     assert read_metadata(path, examples) == [{"source": "mail"}, {"source": "web"}]
+
+
+@register("test_slow_first_label")
+class SlowFirstLabelArm(Arm):
+    """Answers the first label after a short sleep: a slow arm whose rows the parent counts."""
+
+    def predict_proba(self, texts, labels):
+        import time
+
+        time.sleep(0.05)
+        out = np.zeros((len(texts), len(labels)))
+        out[:, 0] = 1.0
+        return out
+
+
+def test_a_running_arm_reports_rows_done_and_time_left(examples, monkeypatch, capsys):
+    """The forked arm counts its test rows; the parent's progress lines say how many and how long is left
+    (it used to print only "still running, N s")."""
+    from rich.console import Console
+
+    from zsnli.compare.bakeoff_runner import run_arms
+    from zsnli.runtime import progress
+
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.2)
+    plan = make_plan(examples)
+    n = len(plan.test_rows)
+    [result] = run_arms([build_entry("slow", "test_slow_first_label")], examples, plan, isolate=True, warmups=0,
+                        console=Console(file=open("/dev/null", "w")))
+    assert result.error is None
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("arm slow: ")]
+    assert lines and lines[-1].startswith(f"arm slow: {n}/{n} rows (100%)")
+    assert all(" rows (" in line and " elapsed" in line for line in lines)
+
+
+def test_tables_in_a_log_keep_every_column():
+    """Off a terminal the console is `LOG_WIDTH` wide: a table wider than 80 or 150 columns is printed
+    whole (rich would cut its cells with an ellipsis to fit a narrower console)."""
+    import io
+
+    from rich.table import Table
+
+    from zsnli.compare.cli import output_console
+
+    stream = io.StringIO()
+    console = output_console(stream)
+    table = Table(title="Ranking")
+    for k in range(12):
+        table.add_column(f"column number {k}")
+    table.add_row(*[f"value-{k}-" + "x" * 12 for k in range(12)])
+    console.print(table)
+    text = stream.getvalue()
+    assert "…" not in text and all(f"value-{k}-" + "x" * 12 in text for k in range(12))
+    assert "\x1b[" not in text and max(len(line) for line in text.splitlines()) > 200

@@ -40,20 +40,3 @@ def test_good_values_parse():
     assert (args.n, args.w, args.t, args.m) == (1, 0, 0.5, 0.0)
     with pytest.raises(argparse.ArgumentTypeError):
         positive_int("1.5")
-
-
-def test_heartbeat_speaks_during_a_long_step_and_not_after_a_short_one():
-    import io
-    import time
-
-    from zsnli.harness.cli import heartbeat
-
-    out = io.StringIO()
-    with heartbeat("arm served", every_s=0.05, stream=out):
-        time.sleep(0.3)
-    lines = out.getvalue().splitlines()
-    assert len(lines) >= 3 and all(line.startswith("  ... arm served: still running, ") for line in lines)
-    quiet = io.StringIO()
-    with heartbeat("fast", every_s=5, stream=quiet):
-        pass
-    assert quiet.getvalue() == ""

@@ -47,3 +47,59 @@ def test_plain_lines_when_not_a_terminal(monkeypatch, caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert lines[0].startswith("work: 4/10 pairs (40%)")
     assert lines[-1].startswith("work: 10/10 pairs (100%)")
+
+
+def _lines(text: str, prefix: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+def test_a_wait_with_nothing_finished_still_gets_lines_with_the_time_left(monkeypatch, capsys):
+    """The line thread speaks during a long first unit (it used to print only when a unit finished)."""
+    import time
+
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.2)
+    with progress.progress(10, "slow", unit="rows") as advance:
+        time.sleep(0.9)
+        advance(5)
+        time.sleep(0.5)
+    lines = _lines(capsys.readouterr().err, "slow: ")  # logging not set up: straight to stderr
+    assert lines[0].startswith("slow: 0/10 rows (0%), 0.0/s, ? s left, ")
+    assert any(line.startswith("slow: 5/10 rows (50%)") and "s left" in line for line in lines)
+    assert lines[-1].startswith("slow: 10/10 rows (100%)") or lines[-1].startswith("slow: 5/10 rows (50%)")
+    assert progress.format_line("x", 5, 10, "rows", 10.0) == "x: 5/10 rows (50%), 0.5/s, ~10 s left, 10 s elapsed"
+    assert progress.format_line("x", 7, None, "docs", 2.0) == "x: 7 docs, 3.5/s, 2 s elapsed"
+
+
+def test_watch_reports_a_count_a_forked_child_advances(monkeypatch, capsys):
+    import multiprocessing
+    import time
+
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.2)
+    counter = progress.shared_counter()
+
+    def child():
+        for _ in range(4):
+            time.sleep(0.15)
+            with counter.get_lock():
+                counter.value += 1
+
+    with progress.watch(lambda: counter.value, 4, "arm x", "rows"):
+        proc = multiprocessing.get_context("fork").Process(target=child)
+        proc.start()
+        proc.join()
+    lines = _lines(capsys.readouterr().err, "arm x: ")
+    assert len(lines) >= 2 and lines[-1].startswith("arm x: 4/4 rows (100%)")
+
+
+def test_waiting_speaks_during_a_long_wait_and_not_after_a_short_one(monkeypatch, capsys):
+    import time
+
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.1)
+    with progress.waiting("server"):
+        time.sleep(0.5)
+    lines = _lines(capsys.readouterr().err, "server: ")
+    assert len(lines) >= 2 and all(line.startswith("server: still waiting, ") for line in lines)
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 5.0)
+    with progress.waiting("fast"):
+        pass
+    assert _lines(capsys.readouterr().err, "fast") == []

@@ -37,7 +37,8 @@ from urllib.parse import urlparse
 
 import httpx
 
-from ..harness.cli import UsageParser, heartbeat, non_negative_int, positive_float, positive_int
+from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int
+from ..runtime.progress import waiting
 from ..harness.load import NOT_ANSWERED, run_requests_async
 from ..harness.server import ServerError, ServerProcess, wait_for_url
 from ..harness.stats import per_second, percentile
@@ -141,11 +142,11 @@ async def main_async(args) -> dict:
                                    grace_s=60.0)
             server.start()
             report["url"] = args.url = server.url
-            with heartbeat(f"starting the server ({server.url})"):
+            with waiting(f"starting the server ({server.url})"):
                 report["ready_after_s"] = round(await asyncio.to_thread(server.wait_healthy, args.ready_timeout), 2)
         else:
             report["url"] = args.url
-            with heartbeat(f"waiting for {args.url}/health"):
+            with waiting(f"waiting for {args.url}/health"):
                 waited, _ = await asyncio.to_thread(wait_for_url, args.url, args.ready_timeout)
             report["ready_after_s"] = round(waited, 2)
         pid = server.pid if server is not None else args.pid
@@ -154,14 +155,14 @@ async def main_async(args) -> dict:
             stop = asyncio.Event()
             async with httpx.AsyncClient(base_url=args.url) as health_client:
                 poller = asyncio.create_task(health_poller(health_client, stop, health))
-                with heartbeat(f"burst of {args.requests} requests at concurrency {args.concurrency}"):
+                with waiting(f"burst of {args.requests} requests at concurrency {args.concurrency}"):
                     report.update(await burst(args))
                 stop.set()
                 await poller
             health["max_latency_s"] = round(health["max_latency_s"], 3)
             report["health_during_burst"] = health
             async with httpx.AsyncClient(base_url=args.url) as client:
-                with heartbeat(f"{args.after} requests after the burst"):
+                with waiting(f"{args.after} requests after the burst"):
                     report.update(await after_burst(args, client))
         report["peak_rss_mib"] = round(rss.peak_bytes / 2**20, 1) if rss.peak_bytes else None
     finally:

@@ -15,7 +15,12 @@ this process: per-dataset metrics (`scorecards.score_examples`), escalation
 (`analysis.escalation`), a coverage-vs-accuracy curve, per-class F1, top
 confusions, and declared/discovered slices (`slices`).
 
-Imports: `zsnli.compare.arms`, `zsnli.compare.engine`, `zsnli.harness`, `protocol`, `suite`.
+Progress: while an arm runs, `zsnli.runtime.progress.watch` reports its test rows done of the total, the
+rate and the time left (a line at least every 10 s off a terminal); the forked child counts its rows in a
+`zsnli.runtime.progress.shared_counter`.
+
+Imports: `zsnli.compare.arms`, `zsnli.compare.engine`, `zsnli.harness`, `protocol`, `suite`,
+`zsnli.runtime.progress`.
 """
 
 from __future__ import annotations
@@ -32,17 +37,19 @@ from typing import Sequence
 from zsnli.compare.arms import build_arm
 from zsnli.compare.arms.zero_shot import vmhwm_bytes
 from zsnli.compare.engine import ArmResult, run_plan
-from zsnli.harness.cli import heartbeat
 from zsnli.harness.examples import Example
 from zsnli.compare.protocol import Plan
 from zsnli.compare.suite import ArmEntry
+from zsnli.runtime.progress import shared_counter, watch
 
 DEFAULT_WARMUPS = 3
 MiB = 1024 * 1024
 
 
-def run_arm(entry: ArmEntry, examples: Sequence[Example], plan: Plan, warmups: int = DEFAULT_WARMUPS) -> ArmResult:
-    """Run one suite entry over the plan's test rows (see the module docstring); never raises for the arm's failures."""
+def run_arm(entry: ArmEntry, examples: Sequence[Example], plan: Plan, warmups: int = DEFAULT_WARMUPS,
+            counter=None) -> ArmResult:
+    """Run one suite entry over the plan's test rows (see the module docstring); never raises for the arm's
+    failures. ``counter`` (a `zsnli.runtime.progress.shared_counter`): advanced by each test row done."""
     out = ArmResult(entry.name, entry.type, False, "")
     arm = None
     try:
@@ -51,7 +58,7 @@ def run_arm(entry: ArmEntry, examples: Sequence[Example], plan: Plan, warmups: i
         t0 = time.perf_counter()
         arm.setup()
         out.setup_s = time.perf_counter() - t0
-        run_plan(arm, examples, plan, out, warmups=warmups)
+        run_plan(arm, examples, plan, out, warmups=warmups, on_rows=_counting(counter))
         out.offline_training = arm.offline_training()
         out.identity = arm.identity()
         server_peak = arm.peak_rss_bytes()
@@ -70,9 +77,20 @@ def run_arm(entry: ArmEntry, examples: Sequence[Example], plan: Plan, warmups: i
     return out
 
 
-def _child(conn, entry, examples, plan, warmups) -> None:
+def _counting(counter):
+    if counter is None:
+        return None
+
+    def add(n: int) -> None:
+        with counter.get_lock():
+            counter.value += n
+
+    return add
+
+
+def _child(conn, entry, examples, plan, warmups, counter=None) -> None:
     try:
-        result = run_arm(entry, examples, plan, warmups)
+        result = run_arm(entry, examples, plan, warmups, counter)
         if result.peak_rss is None:
             result.peak_rss = vmhwm_bytes(os.getpid())
             result.rss_source = "the arm's own process (VmHWM, forked from the harness)"
@@ -84,14 +102,14 @@ def _child(conn, entry, examples, plan, warmups) -> None:
 
 
 def run_arm_isolated(entry: ArmEntry, examples: Sequence[Example], plan: Plan, warmups: int = DEFAULT_WARMUPS,
-                     timeout_s: float | None = None) -> ArmResult:
+                     timeout_s: float | None = None, counter=None) -> ArmResult:
     """`run_arm` in a forked child process (Linux/macOS); its peak RSS is the child's own ``VmHWM``.
 
     A child that dies or exceeds ``timeout_s`` gives an `ArmResult` with ``error`` set.
     """
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, entry, examples, plan, warmups), daemon=True)
+    proc = ctx.Process(target=_child, args=(child, entry, examples, plan, warmups, counter), daemon=True)
     proc.start()
     child.close()
     try:
@@ -118,8 +136,10 @@ def run_arms(entries: Sequence[ArmEntry], examples: Sequence[Example], plan: Pla
         if console is not None:
             console.print(f"arm {k}/{len(entries)}: {entry.name} ({entry.type}) on {len(plan.test_rows)} test rows")
         t0 = time.monotonic()
-        with heartbeat(f"arm {entry.name}") if console is not None else nullcontext():  # arms run silently
-            result = (run_arm_isolated if isolate else run_arm)(entry, examples, plan, warmups)
+        counter = shared_counter()
+        with watch(lambda: counter.value, len(plan.test_rows), f"arm {entry.name}", "rows") \
+                if console is not None else nullcontext():  # without a console, arms run silently
+            result = (run_arm_isolated if isolate else run_arm)(entry, examples, plan, warmups, counter=counter)
         if not isolate and result.peak_rss is None:
             result.peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             result.rss_source = "the whole harness process (not isolated: includes earlier arms)"

@@ -77,7 +77,7 @@ class ArmResult:
 
 
 def _predict_rows(arm, rows: Sequence[int], examples: Sequence[Example], out: ArmResult, check, strict: bool,
-                  extra_seconds) -> None:
+                  extra_seconds, done: Callable[[int], None] = lambda n: None) -> None:
     for i in rows:
         if check is not None:
             check()
@@ -94,6 +94,7 @@ def _predict_rows(arm, rows: Sequence[int], examples: Sequence[Example], out: Ar
             out.probabilities[i] = None
             out.errors.append(f"{e.id!r}: {type(exc).__name__}: {exc}")
         out.seconds[i] = time.perf_counter() - t0 + (extra_seconds(e.text) if extra_seconds is not None else 0.0)
+        done(1)
 
 
 def _warm_up(arm, rows: Sequence[int], examples: Sequence[Example], n: int) -> None:
@@ -106,7 +107,8 @@ def _warm_up(arm, rows: Sequence[int], examples: Sequence[Example], n: int) -> N
 
 def run_plan(arm, examples: Sequence[Example], plan: Plan, out: ArmResult, *, warmups: int = 0,
              check: Callable[[], None] | None = None, strict: bool = False,
-             extra_seconds: Callable[[str], float] | None = None) -> None:
+             extra_seconds: Callable[[str], float] | None = None,
+             on_rows: Callable[[int], None] | None = None) -> None:
     """Score a set-up ``arm`` on the plan's test rows into ``out``: the one arm runner.
 
     Zero-shot arms (``arm.trains`` False): ``predict_proba`` on every test row, one document per call,
@@ -119,13 +121,16 @@ def run_plan(arm, examples: Sequence[Example], plan: Plan, out: ArmResult, *, wa
     extra_seconds: seconds added to a document's latency (the service's per-text embedding time).
     A zero-shot arm whose ``predict_documents`` answers (a server at a concurrency) scores all test rows
     in that one call instead (`Documents`).
+    on_rows: called with the number of test rows just finished (scored, failed, or lost to a failed fit):
+    the progress count, which reaches ``len(plan.test_rows)``.
     """
+    done = on_rows if on_rows is not None else (lambda n: None)
     if not arm.trains:
         _warm_up(arm, plan.test_rows, examples, warmups)
         many = getattr(arm, "predict_documents", None)
-        answers = many([examples[i] for i in plan.test_rows]) if many is not None else None
+        answers = many([examples[i] for i in plan.test_rows], lambda: done(1)) if many is not None else None
         if answers is None:
-            _predict_rows(arm, plan.test_rows, examples, out, check, strict, extra_seconds)
+            _predict_rows(arm, plan.test_rows, examples, out, check, strict, extra_seconds, done)
             return
         for i, (probs, seconds, error) in zip(plan.test_rows, answers.rows):
             out.probabilities[i], out.seconds[i] = probs, seconds
@@ -146,13 +151,14 @@ def run_plan(arm, examples: Sequence[Example], plan: Plan, out: ArmResult, *, wa
             out.errors.append(f"fit {fold.dataset} fold {fold.index}: {type(exc).__name__}: {exc}")
             out.probabilities.update({i: None for i in fold.test})
             out.seconds.update({i: float("nan") for i in fold.test})
+            done(len(fold.test))
             continue
         out.fit_s += time.perf_counter() - t0
         out.fits += 1
         if not warmed:
             _warm_up(arm, fold.test, examples, warmups)
             warmed = True
-        _predict_rows(arm, fold.test, examples, out, check, strict, extra_seconds)
+        _predict_rows(arm, fold.test, examples, out, check, strict, extra_seconds, done)
 
 
 @dataclass

@@ -35,7 +35,7 @@ from zsnli import __version__
 from zsnli.manifest import (
     CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest, model_dir_digest,
 )
-from zsnli.harness.cli import heartbeat
+from zsnli.runtime.progress import waiting
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS, RunResult, check_answer, run_requests
 from zsnli.harness.examples import DEFAULT_EXAMPLES, Example, ExampleSet, load_examples, resample
 from zsnli.compare.scorecards import Scores, score_examples
@@ -161,7 +161,7 @@ def gate_startup(opts: SelfCheckOptions, root: Path) -> tuple[Gate, ServerProces
     server = ServerProcess(opts.serve_cmd, cwd=root, model_dir=root / MODEL_DIR_NAME)
     try:
         server.start()
-        with heartbeat(f"gate 2: waiting for {server.url}/health"):
+        with waiting(f"gate 2: waiting for {server.url}/health"):
             took = server.wait_healthy(opts.startup_timeout)
     except ServerError as exc:
         lines = str(exc).splitlines()

@@ -1,4 +1,4 @@
-"""The one command-line parser of every zsnli entry point, its argparse types, and `heartbeat`.
+"""The one command-line parser of every zsnli entry point and its argparse types.
 
 `UsageParser` is ``argparse.ArgumentParser`` whose usage errors are ONE line
 (``prog: error: what is wrong (see prog --help)``, exit 2) instead of the
@@ -13,8 +13,8 @@ made after parsing that fails prints ``prog: error: ...`` the same way
 `number_type` builds the argparse type of every numeric flag (a range, checked at parse
 time, named in the one-line error); `positive_int`, `non_negative_int`, `positive_float`,
 `non_negative_float`, `fraction`, `open_fraction`, `accuracy_target` and `port_number` are the
-common ones (`tests/test_command_lines.py` fails on a bare ``type=int``/``type=float``); `heartbeat` keeps a long step
-from being silent (one line every ``every_s`` seconds while it runs).
+common ones (`tests/test_command_lines.py` fails on a bare ``type=int``/``type=float``). (Progress
+lines for long waits are `zsnli.runtime.progress`'s.)
 Imports nothing from zsnli (standard library only), so the server, the
 training CLI and the batch CLI can use it at no cost.
 """
@@ -24,10 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import threading
-import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, NoReturn, TextIO
+from typing import Any, Callable, NoReturn
 
 USAGE_EXIT = 2
 
@@ -108,30 +105,3 @@ accuracy_target = number_type(float, 0, 1, low_open=True)
 
 port_number = number_type(int, 0, 65535)
 """argparse type: a TCP port, 0 (any free one) to 65535."""
-
-
-HEARTBEAT_S = 10.0
-"""Seconds between two `heartbeat` lines."""
-
-
-@contextmanager
-def heartbeat(desc: str, every_s: float = HEARTBEAT_S, stream: TextIO | None = None) -> Iterator[None]:
-    """While the block runs, write ``  ... <desc>: still running, N s`` to ``stream`` (default stderr) every
-    ``every_s`` seconds (a daemon thread; nothing is written for a block shorter than that), so a long
-    step with no progress of its own (an arm in a child process, a server starting) is never silent."""
-    done = threading.Event()
-    out = stream if stream is not None else sys.stderr
-    t0 = time.monotonic()
-
-    def beat() -> None:
-        while not done.wait(every_s):
-            out.write(f"  ... {desc}: still running, {time.monotonic() - t0:.0f} s\n")
-            out.flush()
-
-    thread = threading.Thread(target=beat, name="zsnli-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()

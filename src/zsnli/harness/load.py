@@ -19,7 +19,7 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import httpx
 
@@ -227,6 +227,7 @@ async def run_requests_async(
     desc: str = "classify",
     request_timeout: float = REQUEST_TIMEOUT_S,
     retry_503: int = 0,
+    on_answer: Callable[[], None] | None = None,
 ) -> RunResult:
     """Send ``docs`` to ``{url}/classify`` at ``concurrency`` after ``warmups`` untimed requests.
 
@@ -237,7 +238,8 @@ async def run_requests_async(
     overloaded server's 503 that many times per document (the bench; the
     self-check counts a 503 as a failure). Transport errors, non-200 answers
     and contract violations never raise: they are recorded per document (see
-    `check_answer`). Returns a `RunResult` whose ``answers`` align with
+    `check_answer`). ``on_answer()`` is called after each timed document is
+    answered (a progress count). Returns a `RunResult` whose ``answers`` align with
     ``docs``. Raises ``ValueError`` if ``concurrency`` < 1.
     """
     if concurrency < 1:
@@ -259,7 +261,7 @@ async def run_requests_async(
         timed_out = False
         try:
             await asyncio.wait_for(
-                _pool(client, url, docs, concurrency, lambda a: bar.update(1) if bar else None, answers, retry_503),
+                _pool(client, url, docs, concurrency, lambda a: _answered(bar, on_answer), answers, retry_503),
                 timeout=max_seconds,
             )
         except asyncio.TimeoutError:
@@ -270,6 +272,13 @@ async def run_requests_async(
     final = [a if a is not None else Answer(None, NOT_ANSWERED, None, float("nan"))
              for a in answers]
     return RunResult(final, wall, timed_out, warmup_errors)
+
+
+def _answered(bar, on_answer: Callable[[], None] | None) -> None:
+    if bar is not None:
+        bar.update(1)
+    if on_answer is not None:
+        on_answer()
 
 
 def run_requests(url: str, docs: Sequence[Example | Mapping[str, Any]], **options: Any) -> RunResult:

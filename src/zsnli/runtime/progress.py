@@ -90,7 +90,7 @@ class Reporter:
             self._bar.update(gained)
 
     def _tick(self) -> None:
-        while not self._stop.wait(0.5 if self._bar is not None else max(LINE_INTERVAL_S, 0.5) / 2):
+        while not self._stop.wait(0.5 if self._bar is not None else max(0.05, min(LINE_INTERVAL_S / 2, 1.0))):
             self._poll()
             if self._bar is None and time.monotonic() - self._last >= LINE_INTERVAL_S:
                 self.line()

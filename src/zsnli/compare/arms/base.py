@@ -73,10 +73,10 @@ class Arm:
         """Probabilities, shape (len(texts), len(labels)), rows summing to 1, columns in ``labels`` order."""
         raise NotImplementedError
 
-    def predict_documents(self, examples: Sequence[Any]) -> Any:
+    def predict_documents(self, examples: Sequence[Any], on_done: Any = None) -> Any:
         """Score many examples at once (arms that keep several documents in flight, e.g. a server at a
-        concurrency) as a `zsnli.compare.engine.Documents`; None (the default): the runner calls
-        `predict_proba` one document at a time."""
+        concurrency) as a `zsnli.compare.engine.Documents`, calling ``on_done()`` (when given) as each
+        document is answered; None (the default): the runner calls `predict_proba` one document at a time."""
         return None
 
     def model_sha256(self) -> str | None:

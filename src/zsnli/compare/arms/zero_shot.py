@@ -142,7 +142,7 @@ class ServedArm(Arm):
             out[i] = probs
         return out
 
-    def predict_documents(self, examples: Sequence[Any]) -> Any:
+    def predict_documents(self, examples: Sequence[Any], on_done: Any = None) -> Any:
         """With ``concurrency`` > 1: every example through ``POST /classify`` with that many in flight
         (`zsnli.harness.load.run_requests`, each answer checked against the contract); else None."""
         if self.concurrency <= 1:
@@ -151,7 +151,8 @@ class ServedArm(Arm):
         from zsnli.harness.load import run_requests
 
         result = run_requests(self.url, list(examples), concurrency=self.concurrency, warmups=0,
-                              progress=self.progress, desc=self.name, request_timeout=self.timeout)
+                              progress=self.progress, desc=self.name, request_timeout=self.timeout,
+                              on_answer=on_done)
         rows = [(p, s, None if a.ok else a.error)
                 for p, s, a in zip(result.probabilities, result.seconds, result.answers)]
         return Documents(rows, self.concurrency, result.wall_s)
