@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import sys
+import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from . import __version__
@@ -299,43 +300,44 @@ def open_requests(path: str, defaults: dict[str, Any]) -> Iterator[Any]:
     return itertools.chain([first], requests)
 
 
-def _run_file(backend: Backend, requests: Iterator[Any], total: int | None, output: str | None, batch_size: int,
+def _run_file(backend: Backend, requests: Iterator[Any], path: str, output: str | None, batch_size: int,
               quiet: bool) -> int:
-    """Send ``requests`` (`open_requests`) through ``backend`` ``batch_size`` at a time, each answer written
-    and flushed as its batch returns (memory: about one batch). Returns 1 when some line got an error."""
-    from .runtime.progress import progress
+    """Send ``requests`` (`open_requests` of ``path``) through ``backend`` ``batch_size`` at a time, each answer
+    written and flushed as its batch returns (memory: about one batch). The progress total is counted
+    (`count_lines`) in a thread meanwhile, so counting a big file never delays the first answer.
+    Returns 1 when some line got an error."""
+    from .runtime.progress import Reporter
 
-    if not quiet:
-        _show_progress_lines()
     try:
         out = open(output, "w", encoding="utf-8") if output else sys.stdout
     except OSError as exc:
         raise CommandError(f"cannot write --output {output}: {exc.strerror or exc}") from None
+    counting = None
+    if not quiet:
+        _show_progress_lines()
+        reporter = Reporter(None, "classify", "docs")
+        counting = threading.Thread(target=lambda: reporter.set_total(count_lines(path)), daemon=True)
+        counting.start()
     failed = sent = 0
     try:
-        with progress(total, "classify", unit="docs") if not quiet else _no_progress() as advance:
-            for chunk in _chunks(requests, batch_size):
-                for answer in answer_chunk(backend, chunk):
-                    failed += "probabilities" not in answer
-                    out.write(json.dumps(answer, ensure_ascii=False) + "\n")
-                out.flush()
-                sent += len(chunk)
-                advance(len(chunk))
+        for chunk in _chunks(requests, batch_size):
+            for answer in answer_chunk(backend, chunk):
+                failed += "probabilities" not in answer
+                out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+            out.flush()
+            sent += len(chunk)
+            if counting is not None:
+                reporter.advance(len(chunk))
     finally:
         if output:
             out.close()
+        if counting is not None:
+            counting.join(5.0)
+            reporter.close()
     if failed:
         print(f"{PROG}: {failed} of {sent} requests got an error (see their lines in "
               f"{output or 'the output'})", file=sys.stderr)
     return 1 if failed else 0
-
-
-class _no_progress:
-    def __enter__(self):
-        return lambda n: None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _show_progress_lines() -> None:
@@ -368,8 +370,7 @@ def classify(args) -> int:
         if args.input is None:
             doc = {"text": args.text, **defaults}
             return _print_one(doc, backend([doc])[0], args.json)
-        total = None if args.quiet else count_lines(args.input)
-        return _run_file(backend, requests, total, args.output, args.batch_size, args.quiet)
+        return _run_file(backend, requests, args.input, args.output, args.batch_size, args.quiet)
     finally:
         closer()
 
