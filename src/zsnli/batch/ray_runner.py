@@ -66,8 +66,8 @@ class Summary:
 
 
 SPARE_CPUS = 3
-"""Logical CPUs the pipeline needs besides the scoring actors': a read task, a write task and, when a run
-resumes, Ray Data's checkpoint-filter actor (with fewer, a resumed run is never scheduled)."""
+"""Logical CPUs the pipeline needs besides the scoring actors': the read, the committed-id filter and the
+repartition tasks (with fewer, the pipeline is never scheduled and waits forever)."""
 
 
 class Stalled(RuntimeError):
@@ -164,7 +164,7 @@ def plan_resources(job: Job, cpus: float, gpus: int, local: bool) -> tuple[int, 
     need = actors * per + SPARE_CPUS
     if not local and cpus < need:
         raise UsageError(f"--actors {actors}: the Ray cluster has {cpus:g} logical CPUs; {actors} actor(s) x {per:g} "
-                         f"CPU + {SPARE_CPUS} for the read, write and checkpoint-filter work need {need:g} (else the "
+                         f"CPU + {SPARE_CPUS} for the read, filter and repartition work need {need:g} (else the "
                          f"pipeline is never scheduled): use --actors {max(1, int((cpus - SPARE_CPUS) // per))} or "
                          "fewer, or a larger cluster")
     size = max(int(cpus), int(actors * per + 0.999) + SPARE_CPUS) if local else int(cpus)
