@@ -445,7 +445,7 @@ class SlowFirstLabelArm(Arm):
         return out
 
 
-def test_a_running_arm_reports_rows_done_and_time_left(examples, monkeypatch, capsys):
+def test_a_running_arm_reports_rows_done_and_time_left(examples, monkeypatch):
     """The forked arm counts its test rows; the parent's progress lines say how many and how long is left
     (it used to print only "still running, N s")."""
     from rich.console import Console
@@ -454,12 +454,14 @@ def test_a_running_arm_reports_rows_done_and_time_left(examples, monkeypatch, ca
     from zsnli.runtime import progress
 
     monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.2)
+    emitted: list[str] = []
+    monkeypatch.setattr(progress, "emit", emitted.append)
     plan = make_plan(examples)
     n = len(plan.test_rows)
     [result] = run_arms([build_entry("slow", "test_slow_first_label")], examples, plan, isolate=True, warmups=0,
                         console=Console(file=open("/dev/null", "w")))
     assert result.error is None
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("arm slow: ")]
+    lines = [line for line in emitted if line.startswith("arm slow: ")]
     assert lines and lines[-1].startswith(f"arm slow: {n}/{n} rows (100%)")
     assert all(" rows (" in line and " elapsed" in line for line in lines)
 

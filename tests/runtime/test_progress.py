@@ -49,11 +49,27 @@ def test_plain_lines_when_not_a_terminal(monkeypatch, caplog):
     assert lines[-1].startswith("work: 10/10 pairs (100%)")
 
 
-def _lines(text: str, prefix: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith(prefix)]
+@pytest.fixture
+def emitted(monkeypatch):
+    """The progress lines written (whatever logging another test set up), in order."""
+    lines: list[str] = []
+    monkeypatch.setattr(progress, "emit", lines.append)
+    return lines
 
 
-def test_a_wait_with_nothing_finished_still_gets_lines_with_the_time_left(monkeypatch, capsys):
+def _lines(lines: list[str], prefix: str) -> list[str]:
+    return [line for line in lines if line.startswith(prefix)]
+
+
+def test_lines_go_to_stderr_when_logging_would_not_show_them(monkeypatch, capsys):
+    logger = logging.getLogger("zsnli.runtime.progress")
+    monkeypatch.setattr(logger, "handlers", [])
+    monkeypatch.setattr(logger, "propagate", False)
+    progress.emit("x: 1/2 rows")
+    assert capsys.readouterr().err == "x: 1/2 rows\n"
+
+
+def test_a_wait_with_nothing_finished_still_gets_lines_with_the_time_left(monkeypatch, emitted):
     """The line thread speaks during a long first unit (it used to print only when a unit finished)."""
     import time
 
@@ -62,7 +78,7 @@ def test_a_wait_with_nothing_finished_still_gets_lines_with_the_time_left(monkey
         time.sleep(0.9)
         advance(5)
         time.sleep(0.5)
-    lines = _lines(capsys.readouterr().err, "slow: ")  # logging not set up: straight to stderr
+    lines = _lines(emitted, "slow: ")
     assert lines[0].startswith("slow: 0/10 rows (0%), 0.0/s, ? s left, ")
     assert any(line.startswith("slow: 5/10 rows (50%)") and "s left" in line for line in lines)
     assert lines[-1].startswith("slow: 10/10 rows (100%)") or lines[-1].startswith("slow: 5/10 rows (50%)")
@@ -70,7 +86,7 @@ def test_a_wait_with_nothing_finished_still_gets_lines_with_the_time_left(monkey
     assert progress.format_line("x", 7, None, "docs", 2.0) == "x: 7 docs, 3.5/s, 2 s elapsed"
 
 
-def test_watch_reports_a_count_a_forked_child_advances(monkeypatch, capsys):
+def test_watch_reports_a_count_a_forked_child_advances(monkeypatch, emitted):
     import multiprocessing
     import time
 
@@ -87,19 +103,19 @@ def test_watch_reports_a_count_a_forked_child_advances(monkeypatch, capsys):
         proc = multiprocessing.get_context("fork").Process(target=child)
         proc.start()
         proc.join()
-    lines = _lines(capsys.readouterr().err, "arm x: ")
+    lines = _lines(emitted, "arm x: ")
     assert len(lines) >= 2 and lines[-1].startswith("arm x: 4/4 rows (100%)")
 
 
-def test_waiting_speaks_during_a_long_wait_and_not_after_a_short_one(monkeypatch, capsys):
+def test_waiting_speaks_during_a_long_wait_and_not_after_a_short_one(monkeypatch, emitted):
     import time
 
     monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.1)
     with progress.waiting("server"):
         time.sleep(0.5)
-    lines = _lines(capsys.readouterr().err, "server: ")
+    lines = _lines(emitted, "server: ")
     assert len(lines) >= 2 and all(line.startswith("server: still waiting, ") for line in lines)
     monkeypatch.setattr(progress, "LINE_INTERVAL_S", 5.0)
     with progress.waiting("fast"):
         pass
-    assert _lines(capsys.readouterr().err, "fast") == []
+    assert _lines(emitted, "fast") == []
