@@ -350,3 +350,14 @@ def test_input_lines_are_split_on_newlines_only(tmp_path):
     path.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\r\n" for t in texts), encoding="utf-8")
     docs = list(read_requests(str(path), {"candidate_labels": ["a", "b"]}))
     assert [d["text"] for d in docs] == texts
+
+
+def test_cli_reads_stdin_with_a_dash(server, monkeypatch, capsys):
+    import io
+
+    lines = b"".join(json.dumps({"id": i, "text": TEXT}).encode() + b"\n" for i in range(3))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(lines))))
+    assert main(["classify", "--input", "-", "--labels", "sport,business", "--url", server.url]) == 0
+    captured = capsys.readouterr()
+    assert [json.loads(x)["id"] for x in captured.out.splitlines()] == [0, 1, 2]
+    assert "classify: 3 docs" in captured.err  # stdin has no total: done and rate only
