@@ -31,7 +31,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import grouped, grouped_doc
 from . import search as sel
+from .grouped import read_kinds
+from ..request_scoring import RequestScoring
 from ..harness.cli import UsageParser, positive_int, usage_error
 from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
@@ -72,6 +75,10 @@ def _parser() -> UsageParser:
                    help="per-dataset override (repeatable; defaults: "
                         + ", ".join(f"{k}={v}" for k, v in DEFAULT_MAX_ROWS_FOR.items()) + ")")
     p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--kinds", type=Path, default=None,
+                   help="benchmark_kinds.json (e.g. ../shared/data/zsc-dev/benchmark_kinds.json): choose on zsc-dev "
+                        "with each set weighted by task kind as the benchmark is, among the per-group and calibrator "
+                        "arms (zsnli.selection.grouped); the team dev set is then reported only")
     return p
 
 
@@ -88,6 +95,8 @@ def _check_args(args) -> None:
         raise ValueError(f"--embedding-dir {args.embedding_dir}: no config.json (a sentence encoder directory is expected)")
     if args.report_public is not None and not args.report_public.is_file():
         raise ValueError(f"--report-public {args.report_public}: not found")
+    if args.kinds is not None:
+        read_kinds(args.kinds)  # one line naming the file when it is unreadable
 
 
 def load_dev(args) -> tuple[dict[str, CachedSet], dict[str, Any]]:
@@ -160,13 +169,20 @@ def public_report(path: Path, args, configs: dict[str, ScoringConfig]) -> dict[s
     sets = fill_cache([("public", ds) for ds in read_examples(path).values()], args.cache, args.model_dir,
                       max_rows=PUBLIC_MAX_ROWS, threads=args.threads, embedding_dir=args.embedding_dir)
     out: dict[str, Any] = {"file": str(path), "sha256": sha256_file(path), "note": "reporting only; never used for a choice"}
-    arms = {name: (lambda cs, c=cfg: sel.served_probabilities(cs, c)) for name, cfg in configs.items()}
+    arms = {name: _probabilities_of(cfg) for name, cfg in configs.items()}
     arms["embedding_similarity"] = sel.embedding_probabilities
     for arm, probs_of in arms.items():
         per = {n.split("/", 1)[1]: _card(sel.score_cached(cs, probs_of(cs))) for n, cs in sets.items()}
         mean = {k: round(float(np.mean([d[k] for d in per.values()])), 4) for k in ("macro_f1", "ece", "normalised")}
         out[arm] = {"mean": mean, "datasets": per}
     return out
+
+
+def _probabilities_of(config):
+    """Per-row served probabilities under a `ScoringConfig` or a `RequestScoring` (groups, calibrator, cascade)."""
+    if isinstance(config, RequestScoring):
+        return lambda cs: grouped.served_probabilities(cs, config)
+    return lambda cs, c=config: sel.served_probabilities(cs, c)
 
 
 def dev_files(sets: dict[str, CachedSet]) -> dict[str, Any]:
@@ -225,6 +241,8 @@ def run(args) -> dict[str, Any]:
 
     sets, zsc = load_dev(args)
     digest = embedding_digest(args.embedding_dir or default_embedding_dir(args.model_dir))
+    if args.kinds is not None:
+        return run_kind_weighted(args, sets, zsc, digest)
     cands = sel.candidates()
     grid = cached_grid(args.cache, sets, cands)
     oof = sel.leave_one_out(grid)
@@ -242,6 +260,39 @@ def run(args) -> dict[str, Any]:
         if prev:
             configs["previous_calibration"] = ScoringConfig.from_dict(prev)
         doc["selection"]["public_report"] = public_report(args.report_public, args, configs)
+    args.out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_data_sources(args.data_sources, zsc, sets)
+    return doc
+
+
+def run_kind_weighted(args, sets: dict[str, CachedSet], zsc: dict[str, Any], digest: str) -> dict[str, Any]:
+    """``--kinds``: the kind-weighted choice (`zsnli.selection.grouped_doc.build`) written as calibration.json."""
+    old = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    previous = RequestScoring.from_chosen(old["chosen"]) if "chosen" in old else None
+    built = grouped_doc.build(sets, read_kinds(args.kinds), digest, previous, log=logger.info)
+    final, rows = built["chosen"], built["rows"]
+    selection = {
+        "method": grouped_doc.describe_method(),
+        "candidates": {"arms": [s.label for s in grouped.SPECS], "rules": ["entailment"],
+                       "embedding_weights": list(sel.EMBEDDING_WEIGHTS),
+                       "count": len(grouped.SPECS) * len(sel.EMBEDDING_WEIGHTS)},
+        "chosen_candidate": built["spec"].label,
+        "out_of_fold_choices": {n: r["chosen_without_it"] for n, r in rows.items()},
+        "decided_by": dev_files({n: cs for n, cs in sets.items() if n.startswith("zsc-dev/")}),
+        "decisions": {"chosen: w, temperatures per group, calibrator": sorted(n for n in sets if n.startswith("zsc-dev/"))},
+        "kinds_file": {"path": str(args.kinds), "sha256": sha256_file(args.kinds)},
+        "out_of_fold": rows,
+        "summary": {"zsc-dev": summarise(rows, "zsc-dev/"), "dev": summarise(rows, "dev/"), "all": summarise(rows, "")},
+        "kind_weighted": built["kind_weighted"],
+        "targets": TARGETS,
+    }
+    doc = {"chosen": final.to_dict(), "model_sha256": old.get("model_sha256"), "selection": selection,
+           "superseded": superseded_block(old)}
+    if args.report_public is not None:
+        configs = {"new_default": final}
+        if previous is not None:
+            configs["previous_calibration"] = previous
+        selection["public_report"] = public_report(args.report_public, args, configs)
     args.out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     write_data_sources(args.data_sources, zsc, sets)
     return doc

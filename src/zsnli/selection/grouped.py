@@ -14,9 +14,9 @@ t0 x K^b otherwise); a group with fewer than `MIN_GROUP_SETS` datasets in the fo
 (`zsnli.request_scoring.Calibrator`, `fit_calibrator`) is fitted on every fold dataset, by NLL or by the
 top-label binary cross-entropy (Top-versus-All, Le Coz et al., NeurIPS 2024).
 
-Leave-one-dataset-out (`leave_one_out`): for each held-out dev set h, the groups' choices and the
-calibrator are fitted on the other sets only, then h is scored with them. `choose_on_all` makes the
-shipped choice on every set.
+Leave-one-dataset-out (`leave_one_out`): for each held-out dev set h, every arm (`Spec`) is fitted on
+the other sets only (`fold_scoring`), then h is scored with the served code (`served_figures`).
+`fold_scoring` on every set makes the shipped choice.
 
 Imports: numpy, scipy, ``zsnli.metrics``, ``zsnli.scoring``, ``zsnli.request_scoring``,
 ``zsnli.selection.search`` (packing, the NLL temperature fit, the fast figures), ``zsnli.selection.score_cache``.
@@ -57,7 +57,7 @@ def read_kinds(path: str | Path) -> dict[str, Any]:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read the task kinds file {path}: {exc}") from None
-    if not isinstance(doc.get("benchmark"), dict) or not isinstance(doc.get("zsc_dev"), dict):
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmark"), dict) or not isinstance(doc.get("zsc_dev"), dict):
         raise ValueError(f"{path}: expected 'benchmark' and 'zsc_dev' objects")
     return doc
 
@@ -103,9 +103,11 @@ class GroupCandidate:
         return f"{self.rule}+w{self.embedding_weight:g}"
 
 
-def group_candidates(weights: Sequence[float] = sel.EMBEDDING_WEIGHTS) -> list[GroupCandidate]:
-    """Every rule x embedding weight (3 x 10 = 30 by default)."""
-    return [GroupCandidate(r, float(w)) for r in RULES for w in weights]
+def group_candidates(weights: Sequence[float] = sel.EMBEDDING_WEIGHTS,
+                     rules: Sequence[str] = ("entailment",)) -> list[GroupCandidate]:
+    """Every rule x embedding weight (1 x 10 = 10 by default: every earlier selection chose the entailment
+    rule, `zsnli.selection.search` tries all three)."""
+    return [GroupCandidate(r, float(w)) for r in rules for w in weights]
 
 
 @dataclass
@@ -308,6 +310,7 @@ class Selector:
         self.group = {n: dataset_group(cs) for n, cs in self.sets.items()}
         self.bounds = {n: sel.dataset_bounds(cs) for n, cs in self.sets.items()}
         self._scored: dict[tuple[str, int], Scored] = {}
+        self._choices: dict[tuple, GroupChoice] = {}
 
     def scored(self, name: str, ci: int) -> Scored:
         key = (name, ci)
@@ -315,10 +318,13 @@ class Selector:
             self._scored[key] = score_dataset(self.sets[name], self.cands[ci], self.cascade)
         return self._scored[key]
 
-    def _objective(self, names: Sequence[str], ci: int) -> tuple[float, tuple[float, float]]:
+    def _objective(self, names: Sequence[str], ci: int, t_fit: str = "nll") -> tuple[float, tuple[float, float]]:
         scored = [self.scored(n, ci) for n in names]
         w = [max(self.weights[n], 1e-9) for n in names]  # weight-0 kinds still shape T a little
-        t0, b = fit_group_temperature(scored, w)
+        if t_fit == "objective":
+            t0, b = fit_temperature_on_objective(scored, w, [self.bounds[n] for n in names])
+        else:
+            t0, b = fit_group_temperature(scored, w)
         norms = {n: dataset_figures(s, group_temperatures(s, t0, b), self.bounds[n])["normalised"]
                  for n, s in zip(names, scored)}
         value = weighted_mean(norms, self.weights)
@@ -326,21 +332,31 @@ class Selector:
             value = float(np.mean(list(norms.values())))
         return value, (t0, b)
 
-    def best(self, names: Sequence[str]) -> tuple[GroupCandidate, tuple[float, float]]:
-        """The candidate (and its fitted T) with the highest kind-weighted mean normalised on ``names``."""
-        results = [self._objective(names, ci) for ci in range(len(self.cands))]
+    def best(self, names: Sequence[str], t_fit: str = "nll") -> tuple[GroupCandidate, tuple[float, float]]:
+        """The candidate (and its T fitted by ``t_fit``) with the highest kind-weighted mean normalised on ``names``."""
+        results = [self._objective(names, ci, t_fit) for ci in range(len(self.cands))]
         ci = int(np.argmax([v for v, _ in results]))
         return self.cands[ci], results[ci][1]
 
-    def choose(self, names: Sequence[str]) -> GroupChoice:
+    def choose(self, names: Sequence[str], t_fit: str = "nll") -> GroupChoice:
         """Per-group choices on ``names`` (groups with < `MIN_GROUP_SETS` sets there: the pooled one)."""
-        choice = GroupChoice(pooled=self.best(names))
+        choice = GroupChoice(pooled=self.best(names, t_fit))
         for g in GROUPS:
             members = [n for n in names if self.group[n] == g]
             if len(members) >= MIN_GROUP_SETS:
-                cand, temps = self.best(members)
+                cand, temps = self.best(members, t_fit)
                 choice.per_group[g] = (cand, temps, "own")
         return choice
+
+    def choose_cached(self, names: Sequence[str], per_group: bool, t_fit: str = "nll") -> GroupChoice:
+        """`choose` (``per_group``) or the pooled choice alone, memoised per set of names."""
+        key = (tuple(sorted(names)), per_group, t_fit)
+        if key not in self._choices:
+            if per_group:
+                self._choices[key] = self.choose(names, t_fit)
+            else:
+                self._choices[key] = GroupChoice(pooled=self.best(names, t_fit))
+        return self._choices[key]
 
     def scored_under(self, name: str, choice: GroupChoice) -> tuple[Scored, tuple[float, float]]:
         cand, temps = choice.for_group(self.group[name])
@@ -354,49 +370,82 @@ class Selector:
         return fit_calibrator([s for s, _ in pairs], [self.weights[n] for n in names], log_base, how, features, ridge)
 
 
-CALIBRATOR_ARMS = (("nll", 1e-2),)
-"""(fit, ridge) of the calibrators tried on top of each base: 3 x 2 bases = 6 calibrated arms."""
+@dataclass(frozen=True)
+class Spec:
+    """One arm of the choice: how w is chosen (``pooled``: one candidate for every group, ``groups``: each
+    group's own), how temperatures are fitted (``nll`` or ``objective``: `fit_temperature_on_objective`),
+    whether each group gets its own T(K) (``group_t``; pooled for a group with < `MIN_GROUP_SETS` sets),
+    the calibrator on top (``(fit, ridge)`` or None) and the cascade (None: every label scored)."""
+
+    w_choice: str = "pooled"
+    t_fit: str = "nll"
+    group_t: bool = False
+    calibrator: tuple[str, float] | None = None
+
+    @property
+    def label(self) -> str:
+        cal = f" + calibrator {self.calibrator[0]}/{self.calibrator[1]:g}" if self.calibrator else ""
+        return f"w {self.w_choice}, T {'per group' if self.group_t else 'pooled'} by {self.t_fit}{cal}"
 
 
-def leave_one_out(selector: Selector, features: Sequence[str] = CALIBRATOR_FEATURES,
-                  calibrators: Sequence[tuple[str, float]] = CALIBRATOR_ARMS,
+SPECS = (Spec(), Spec(t_fit="objective"), Spec(t_fit="objective", group_t=True),
+         Spec(t_fit="objective", calibrator=("nll", 1e-2)), Spec(t_fit="objective", group_t=True, calibrator=("nll", 1e-2)))
+"""The arms compared out of fold (5; with 10 candidates for w each: 50 fitted configurations per fold)."""
+
+
+def fold_scoring(selector: "Selector", train: Sequence[str], spec: Spec, embedding_sha256: str | None) -> RequestScoring:
+    """The `RequestScoring` that ``spec`` fits on the datasets ``train`` (served as is)."""
+    choice = selector.choose_cached(train, spec.w_choice == "groups", spec.t_fit)
+    scored = {n: selector.scored_under(n, choice)[0] for n in train}
+
+    def fit(names: Sequence[str]) -> tuple[float, float]:
+        sc, wts = [scored[n] for n in names], [max(selector.weights[n], 1e-9) for n in names]
+        if spec.t_fit == "objective":
+            return fit_temperature_on_objective(sc, wts, [selector.bounds[n] for n in names])
+        return fit_group_temperature(sc, wts)
+
+    pooled_t = fit(train)
+
+    def config(cand: GroupCandidate, temps: tuple[float, float]) -> ScoringConfig:
+        w = float(cand.embedding_weight)
+        return ScoringConfig(rule=cand.rule, temperature=round(float(temps[0]), 6), k_exponent=round(float(temps[1]), 6),
+                             embedding_weight=w, embedding_sha256=embedding_sha256 if w else None)
+
+    groups = {}
+    for g in GROUPS:
+        members = [n for n in train if selector.group[n] == g]
+        own_t = spec.group_t and len(members) >= MIN_GROUP_SETS
+        own_w = g in choice.per_group
+        if own_t or own_w:
+            groups[g] = config(choice.for_group(g)[0], fit(members) if own_t else pooled_t)
+    scoring = RequestScoring(config(choice.pooled[0], pooled_t), groups, None, selector.cascade)
+    if spec.calibrator is None:
+        return scoring
+    log_base = [np.log(group_temperatures(scored[n], *_temps(scoring.config_for(selector.group[n])))) for n in train]
+    cal = fit_calibrator([scored[n] for n in train], [selector.weights[n] for n in train], log_base,
+                         spec.calibrator[0], CALIBRATOR_FEATURES, spec.calibrator[1])
+    return RequestScoring(scoring.default, scoring.groups, cal, selector.cascade)
+
+
+def _temps(config: ScoringConfig) -> tuple[float, float]:
+    return config.temperature, config.k_exponent
+
+
+def leave_one_out(selector: "Selector", specs: Sequence[Spec] = SPECS, embedding_sha256: str | None = "offline",
                   log: Callable[[str], None] | None = None) -> dict[str, dict[str, dict[str, float]]]:
-    """Out-of-fold figures of each arm: ``{arm: {held-out name: dataset_figures}}``.
-
-    Arms: ``pooled`` (one candidate for every group, T(K)), ``groups`` (each group's own candidate and T),
-    and each of them with each calibrator of ``calibrators`` on top (``pooled + nll/0.001`` ...).
-    """
+    """Out-of-fold figures of each arm, every figure from the served code (`served_figures`):
+    ``{spec.label: {held-out name: figures}}`` and, under ``"_scoring"``, each fold's served scoring."""
     names = list(selector.sets)
-    out: dict[str, dict[str, dict[str, float]]] = {}
+    out: dict[str, Any] = {spec.label: {} for spec in specs}
+    out["_scoring"] = {spec.label: {} for spec in specs}
     for h in names:
         train = [n for n in names if n != h]
-        choice = selector.choose(train)
-        pooled_only = GroupChoice(pooled=choice.pooled)
-        for base, ch in (("pooled", pooled_only), ("groups", choice)):
-            s, (t0, b) = selector.scored_under(h, ch)
-            out.setdefault(base, {})[h] = dataset_figures(s, group_temperatures(s, t0, b), selector.bounds[h])
-            for how, ridge in calibrators:
-                cal = selector.calibrator(train, ch, how, features, ridge)
-                arm = f"{base} + {how}/{ridge:g}"
-                out.setdefault(arm, {})[h] = dataset_figures(s, calibrated_temperatures(s, cal, t0, b),
-                                                             selector.bounds[h])
-        pooled_cand = choice.pooled[0]
-        ci = selector.cands.index(pooled_cand)
-        s = selector.scored(h, ci)
-        fold = [selector.scored(n, ci) for n in train]
-        wts = [selector.weights[n] for n in train]
-        bds = [selector.bounds[n] for n in train]
-        t0, b = fit_temperature_on_objective(fold, wts, bds)
-        out.setdefault("pooled, T on objective", {})[h] = dataset_figures(s, group_temperatures(s, t0, b), selector.bounds[h])
-        g = selector.group[h]
-        members = [i for i, n in enumerate(train) if selector.group[n] == g]
-        if len(members) >= MIN_GROUP_SETS:
-            t0, b = fit_temperature_on_objective([fold[i] for i in members], [wts[i] for i in members],
-                                                 [bds[i] for i in members])
-        out.setdefault("pooled, group T on objective", {})[h] = dataset_figures(s, group_temperatures(s, t0, b),
-                                                                               selector.bounds[h])
+        for spec in specs:
+            scoring = fold_scoring(selector, train, spec, embedding_sha256)
+            out[spec.label][h] = served_figures({h: selector.sets[h]}, scoring)[h]
+            out["_scoring"][spec.label][h] = scoring
         if log is not None:
-            log(f"held out {h}: " + ", ".join(f"{a} {out[a][h]['normalised']:.1f}" for a in out))
+            log(f"held out {h}: " + ", ".join(f"{out[sp.label][h]['normalised']:.1f}" for sp in specs))
     return out
 
 
@@ -425,62 +474,46 @@ def summary(per_set: Mapping[str, Mapping[str, float]], weights: Mapping[str, fl
             "pairs_per_row": weighted_mean({n: f["pairs_per_row"] for n, f in per_set.items()}, weights)}
 
 
-def served_scoring(choice: GroupChoice, calibrator: Calibrator | None, cascade: Cascade | None,
-                   embedding_sha256: str | None) -> RequestScoring:
-    """The `RequestScoring` that serves ``choice`` (the pooled candidate is the default config)."""
-    def config(cand: GroupCandidate, temps: tuple[float, float]) -> ScoringConfig:
-        w = float(cand.embedding_weight)
-        return ScoringConfig(rule=cand.rule, temperature=round(float(temps[0]), 6), k_exponent=round(float(temps[1]), 6),
-                             embedding_weight=w, embedding_sha256=embedding_sha256 if w else None)
-
-    groups = {g: config(c, t) for g, (c, t, _) in choice.per_group.items()}
-    return RequestScoring(config(*choice.pooled), groups, calibrator, cascade)
-
-
-def choose_on_all(selector: Selector, base: str, calibrator: tuple[str, float] | None,
-                  features: Sequence[str] = CALIBRATOR_FEATURES) -> tuple[GroupChoice, Calibrator | None]:
-    """The shipped choice, made on every dev set: ``base`` ``pooled`` or ``groups``, and the calibrator
-    ``(fit, ridge)`` on top (None: the group temperatures alone)."""
-    names = list(selector.sets)
-    choice = selector.choose(names)
-    if base == "pooled":
-        choice = GroupChoice(pooled=choice.pooled)
-    cal = selector.calibrator(names, choice, calibrator[0], features, calibrator[1]) if calibrator else None
-    return choice, cal
+def served_probabilities(cs: CachedSet, scoring: RequestScoring) -> tuple[list[np.ndarray], int]:
+    """Each row's probabilities under ``scoring`` through the served code path (`RequestScoring.probabilities`,
+    its group's rule and cosine term, the cascade's kept labels and filled scores), and the NLI pairs scored."""
+    off = cs.offsets
+    tokens = cs.premise_tokens if cs.premise_tokens is not None else np.zeros(len(cs), dtype=np.int64)
+    probs, pairs = [], 0
+    for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
+        hyps = [cs.hypotheses[j] for j in cs.hyp_index[a:b]]
+        config = scoring.config_for(request_group(hyps))
+        nli = scores_from_logits(cs.logits[a:b], config.rule, cs.entail_idx, cs.contra_idx)
+        cos = cs.cosine[a:b].astype(np.float64)
+        if scoring.cascade is not None and config.embedding_weight and scoring.cascade.applies(b - a):
+            kept = scoring.cascade.kept(cos)
+            nli = cascade_scores(nli[kept], kept, b - a)
+            pairs += scoring.cascade.keep
+        else:
+            pairs += b - a
+        probs.append(scoring.probabilities(nli, hyps, cos if config.embedding_weight else None,
+                                           premise_tokens=int(tokens[i])))
+    return probs, pairs
 
 
 def served_figures(sets: Mapping[str, CachedSet], scoring: RequestScoring) -> dict[str, dict[str, float]]:
-    """Figures of ``scoring`` on every set with the served code path (`RequestScoring.probabilities` per row,
-    the cascade included, then `metrics.score_rows`): the check that what ships scores what was chosen."""
+    """Figures of ``scoring`` on every set with the served code path (`served_probabilities`, then
+    `metrics.score_rows`): the check that what ships scores what was chosen."""
     out = {}
     for n, cs in sets.items():
-        off = cs.offsets
-        tokens = cs.premise_tokens if cs.premise_tokens is not None else np.zeros(len(cs), dtype=np.int64)
-        probs, pairs = [], 0
-        for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
-            hyps = [cs.hypotheses[j] for j in cs.hyp_index[a:b]]
-            config = scoring.config_for(request_group(hyps))
-            nli = scores_from_logits(cs.logits[a:b], config.rule, cs.entail_idx, cs.contra_idx)
-            cos = cs.cosine[a:b].astype(np.float64)
-            if scoring.cascade is not None and config.embedding_weight and scoring.cascade.applies(b - a):
-                kept = scoring.cascade.kept(cos)
-                nli = cascade_scores(nli[kept], kept, b - a)
-                pairs += scoring.cascade.keep
-            else:
-                pairs += b - a
-            probs.append(scoring.probabilities(nli, hyps, cos if config.embedding_weight else None,
-                                               premise_tokens=int(tokens[i])))
+        probs, pairs = served_probabilities(cs, scoring)
         card = sel.score_cached(cs, probs)
-        out[n] = {"normalised": card.normalised, "ece": card.ece, "macro_f1": card.macro_f1,
+        out[n] = {"n": card.n, "n_classes": card.n_classes, "macro_f1": card.macro_f1, "ece": card.ece,
+                  "calibrated_macro_f1": card.calibrated_macro_f1, "normalised": card.normalised,
                   "pairs_per_row": pairs / len(cs)}
     return out
 
 
 # --------------------------------------------------------------------------- temperatures fitted on the objective
 
-LOG_T0_GRID = np.linspace(-3.0, 3.0, 121)
-"""log t0 grid of `fit_temperature_on_objective` (T from 0.05 to 20, steps of 5 %)."""
-B_GRID = np.linspace(-1.0, 0.5, 16)
+LOG_T0_GRID = np.linspace(-3.0, 3.0, 61)
+"""log t0 grid of `fit_temperature_on_objective` (T from 0.05 to 20, steps of 10 %)."""
+B_GRID = np.linspace(-0.75, 0.25, 9)
 """K-exponent grid of `fit_temperature_on_objective` (used only where K varies)."""
 
 

@@ -1,0 +1,111 @@
+"""``train.py select --kinds FILE``: the kind-weighted choice (`zsnli.selection.grouped`) as a calibration document.
+
+The arms (`zsnli.selection.grouped.SPECS`) are compared leave-one-dataset-out on the zsc-dev sets, each
+dataset weighted by its task kind as the benchmark is (`grouped.kind_weights`); the shipped arm is the one
+with the highest kind-weighted mean among those that lose no kind by more than `KIND_TOLERANCE` points
+against plain entailment (the pipeline's scoring), else the highest overall. It is then fitted on every
+zsc-dev set. The team dev set (`dev/zeroshot_dev.jsonl`) plays no part in the choice and is reported.
+
+The document keeps the shape `zsnli.selection.cli` writes (``chosen``, ``selection.out_of_fold`` rows with
+``ours`` and ``embedding`` scorecards, ``selection.summary``), so the tables of docs/quality.md render the
+same way, and adds ``selection.kind_weighted`` (weights, every arm's weighted / unweighted / per-kind
+figures, the previous scoring's and plain entailment's beside them).
+
+Imports: numpy, ``zsnli.selection.grouped``, ``zsnli.selection.search`` (embedding figures),
+``zsnli.selection.score_cache`` (types), ``zsnli.request_scoring``, ``zsnli.scoring``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from . import grouped as G
+from . import search as sel
+from ..request_scoring import RequestScoring
+from ..scoring import ScoringConfig
+from .score_cache import CachedSet
+
+KIND_TOLERANCE = 1.0
+"""Normalised points a kind may fall below plain entailment before an arm is passed over (issue 30)."""
+
+
+def _round(card: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in card.items()}
+
+
+def _embedding_card(cs: CachedSet) -> dict[str, Any]:
+    card = sel.score_cached(cs, sel.embedding_probabilities(cs)).as_dict()
+    return _round({k: card[k] for k in ("n", "n_classes", "macro_f1", "ece", "calibrated_macro_f1", "normalised")})
+
+
+def pick_spec(summaries: Mapping[str, Mapping[str, Any]], plain: Mapping[str, Any]) -> str:
+    """The arm label to ship: highest kind-weighted mean normalised among the arms whose every kind is within
+    `KIND_TOLERANCE` of plain entailment's; the highest overall when none is."""
+    def ok(s: Mapping[str, Any]) -> bool:
+        return all(v >= plain["per_kind"][k] - KIND_TOLERANCE for k, v in s["per_kind"].items())
+
+    pool = [a for a, s in summaries.items() if ok(s)] or list(summaries)
+    return max(pool, key=lambda a: summaries[a]["weighted_normalised"])
+
+
+def _rounded_summary(s: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (round(v, 4) if isinstance(v, float) else {kk: round(vv, 2) for kk, vv in v.items()}
+                if isinstance(v, dict) else v) for k, v in s.items()}
+
+
+def build(sets: Mapping[str, CachedSet], kinds: Mapping[str, Any], digest: str,
+          previous: RequestScoring | None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """``{"chosen", "rows", "kind_weighted", "spec"}`` of the kind-weighted choice on ``sets`` (keyed
+    ``group/name``; the ``zsc-dev`` group decides, the others are reported with the final scoring).
+
+    rows: ``{group/name: {"chosen_without_it", "t0", "k_exponent", "ours", "embedding"}}``, the out-of-fold
+    figures for zsc-dev and the final scoring's for the rest, every figure from the served code.
+    Raises ``ValueError`` when a zsc-dev set has no task kind in ``kinds``.
+    """
+    zsc = {n.split("/", 1)[1]: cs for n, cs in sets.items() if n.startswith("zsc-dev/")}
+    names = sorted(zsc)
+    weights = G.kind_weights(names, kinds)
+    kind_of = {n: kinds["zsc_dev"][n] for n in names}
+    selector = G.Selector(zsc, weights)
+    oof = G.leave_one_out(selector, G.SPECS, digest, log=log)
+    folds = oof.pop("_scoring")
+    plain = G.served_figures(zsc, RequestScoring(ScoringConfig()))
+    summaries = {a: G.summary(per, weights, kind_of) for a, per in oof.items()}
+    plain_summary = G.summary(plain, weights, kind_of)
+    label = pick_spec(summaries, plain_summary)
+    spec = next(s for s in G.SPECS if s.label == label)
+    final = G.fold_scoring(selector, names, spec, digest)
+    rows: dict[str, Any] = {}
+    for n in names:
+        cfg = folds[label][n].config_for(selector.group[n])
+        rows[f"zsc-dev/{n}"] = {"chosen_without_it": label, "t0": cfg.temperature, "k_exponent": cfg.k_exponent,
+                                "ours": _round({k: v for k, v in oof[label][n].items() if k != "pairs_per_row"}),
+                                "embedding": _embedding_card(zsc[n])}
+    others = {n: cs for n, cs in sets.items() if not n.startswith("zsc-dev/")}
+    for n, fig in G.served_figures(others, final).items():
+        try:
+            cfg = final.config_for(G.dataset_group(others[n]))
+        except ValueError:  # rows of several groups: the pooled config's temperature is reported
+            cfg = final.default
+        rows[n] = {"chosen_without_it": f"{label} (not used in the choice)", "t0": cfg.temperature,
+                   "k_exponent": cfg.k_exponent, "ours": _round({k: v for k, v in fig.items() if k != "pairs_per_row"}),
+                   "embedding": _embedding_card(others[n])}
+    block = {"weights": {n: round(w, 4) for n, w in weights.items()}, "kinds": kind_of,
+             "arms": {a: _rounded_summary(s) for a, s in summaries.items()},
+             "plain_entailment": _rounded_summary(plain_summary), "chosen_arm": label,
+             "kind_tolerance": KIND_TOLERANCE}
+    if previous is not None:
+        block["previous_scoring"] = _rounded_summary(G.summary(G.served_figures(zsc, previous), weights, kind_of))
+    return {"chosen": final, "rows": rows, "kind_weighted": block, "spec": spec}
+
+
+def describe_method() -> str:
+    """The ``selection.method`` text of a kind-weighted choice."""
+    return ("leave-one-dataset-out over the zsc-dev sets, each weighted by its task kind's share of the benchmark's "
+            "22 datasets split evenly over the dev sets of that kind (benchmark_kinds.json; question and stance weigh "
+            "0): for each held-out set every arm (selection.kind_weighted.arms) is fitted on the others (w from "
+            f"{list(sel.EMBEDDING_WEIGHTS)} with the entailment rule; temperatures by NLL or on the objective itself; "
+            "pooled or per request group; optionally the confidence calibrator on top) and scored on it with the "
+            "served code; the arm shipped is the best kind-weighted mean that loses no kind by more than "
+            f"{KIND_TOLERANCE:g} point against plain entailment, fitted on every zsc-dev set. The team dev set is "
+            "reported only.")

@@ -1,0 +1,177 @@
+"""Kind-weighted selection: weights, temperatures fitted on the objective, the calibrator fit, served figures, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_selection import make_set, tiny_model_dir  # noqa: F401 (a fixture)
+
+from zsnli import metrics
+from zsnli.request_scoring import CALIBRATOR_FEATURES, Calibrator, Cascade, RequestScoring
+from zsnli.scoring import ScoringConfig
+from zsnli.selection import grouped as G
+from zsnli.selection import search as sel
+
+KINDS = {"benchmark": {f"b{i}": {"kind": k, "labels": 2} for i, k in enumerate(["sent"] * 3 + ["topic"] * 1)},
+         "zsc_dev": {"s1": "sent", "s2": "sent", "t1": "topic", "q1": "question"}}
+
+
+def test_kind_weights_follow_the_benchmark_mix():
+    w = G.kind_weights(["s1", "s2", "t1", "q1"], KINDS)
+    assert w == pytest.approx({"s1": 0.375, "s2": 0.375, "t1": 0.25, "q1": 0.0})
+    assert G.weighted_mean({"s1": 10.0, "t1": 50.0, "q1": 99.0}, w) == pytest.approx((0.375 * 10 + 0.25 * 50) / 0.625)
+    with pytest.raises(ValueError, match="no task kind"):
+        G.kind_weights(["unknown"], KINDS)
+
+
+def test_read_kinds_refuses_a_bad_file(tmp_path):
+    bad = tmp_path / "k.json"
+    bad.write_text("{}")
+    with pytest.raises(ValueError, match="expected 'benchmark' and 'zsc_dev'"):
+        G.read_kinds(bad)
+    with pytest.raises(ValueError, match="cannot read"):
+        G.read_kinds(tmp_path / "absent.json")
+
+
+def test_groups_of_datasets():
+    assert G.dataset_group(make_set()) == "binary"
+    assert G.dataset_group(make_set(hyps=("It is spam.", "It is not spam."))) == "negation"
+    assert G.dataset_group(make_set(hyps=tuple(f"label {i}" for i in range(12)))) == "many"
+
+
+def _scored(cs, w=0.0):
+    return G.score_dataset(cs, G.GroupCandidate("entailment", w))
+
+
+def test_temperature_on_objective_minimises_ece_and_ignores_a_floor_dataset():
+    good = make_set("good", n=400, hyps=tuple(f"l{i}" for i in range(4)), signal=3.0, seed=1)
+    s = _scored(good)
+    bounds = [sel.dataset_bounds(good)]
+    t0, b = G.fit_temperature_on_objective([s], [1.0], bounds)
+    assert b == 0.0  # one K: no exponent
+    grid = np.exp(G.LOG_T0_GRID)
+    eces = [sel.fast_normalised(s.packed, sel.fast_macro_f1(s.packed), np.full(len(s.packed.k), t), bounds[0])[1]
+            for t in grid]
+    assert t0 == pytest.approx(grid[int(np.argmin(eces))])
+    # a dataset whose normalised score is 0 at every temperature does not move the fit
+    noise = make_set("noise", n=400, hyps=tuple(f"l{i}" for i in range(4)), signal=-3.0, seed=2)
+    both = G.fit_temperature_on_objective([s, _scored(noise)], [1.0, 1.0], bounds + [sel.dataset_bounds(noise)])
+    assert both == (t0, b)
+
+
+def test_calibrator_fit_lowers_the_loss_and_keeps_the_argmax():
+    sets = [make_set(f"s{i}", n=200, hyps=tuple(f"l{j}" for j in range(3 + i)), signal=1.5 + i, seed=i) for i in range(3)]
+    scored = [_scored(cs) for cs in sets]
+    log_base = [np.zeros(len(cs)) for cs in sets]
+    cal = G.fit_calibrator(scored, [1.0, 1.0, 1.0], log_base, "nll", CALIBRATOR_FEATURES, 1e-3)
+    zero = Calibrator(CALIBRATOR_FEATURES, (0.0,) * len(CALIBRATOR_FEATURES))
+
+    def loss(c):
+        total = 0.0
+        for s, lb in zip(scored, log_base):
+            w = np.full(len(s.packed.k), 1 / 600)
+            total += G._loss_and_grad(s.packed, s.features(lb), w, lb, np.array(c.coefficients), "nll")[0]
+        return total
+
+    assert loss(cal) < loss(zero)
+    theta = np.array(cal.coefficients)
+    s = scored[0]
+    v, g = G._loss_and_grad(s.packed, s.features(log_base[0]), np.full(len(s.packed.k), 1.0), log_base[0], theta, "top_label")
+    eps = 1e-6
+    for i in range(len(theta)):  # the top-label gradient is the loss's
+        d = np.zeros_like(theta)
+        d[i] = eps
+        up = G._loss_and_grad(s.packed, s.features(log_base[0]), np.full(len(s.packed.k), 1.0), log_base[0], theta + d,
+                              "top_label")[0]
+        assert (up - v) / eps == pytest.approx(g[i], rel=1e-3, abs=1e-5)
+
+
+def test_served_figures_are_the_fast_figures_and_the_cascade_cuts_pairs():
+    many = make_set("many", n=120, hyps=tuple(f"label {i}" for i in range(12)), signal=2.0, seed=3)
+    config = ScoringConfig(temperature=1.7, embedding_weight=5.0, embedding_sha256="offline")
+    fast = _scored(many, 5.0)
+    bounds = sel.dataset_bounds(many)
+    norm, ece = sel.fast_normalised(fast.packed, sel.fast_macro_f1(fast.packed),
+                                    np.full(len(many), 1.7), bounds)
+    served = G.served_figures({"many": many}, RequestScoring(config))["many"]
+    assert served["normalised"] == pytest.approx(norm) and served["ece"] == pytest.approx(ece)
+    assert served["pairs_per_row"] == 12
+    cascade = Cascade(10, 4)
+    cut = G.served_figures({"many": many}, RequestScoring(config, cascade=cascade))["many"]
+    assert cut["pairs_per_row"] == 4
+    fast_cut = G.score_dataset(many, G.GroupCandidate("entailment", 5.0), cascade)
+    f1 = sel.fast_macro_f1(fast_cut.packed)
+    assert cut["normalised"] == pytest.approx(sel.fast_normalised(fast_cut.packed, f1, np.full(len(many), 1.7), bounds)[0])
+    assert cut["macro_f1"] == pytest.approx(metrics.macro_f1(fast_cut.packed.gold_classes,
+                                                             fast_cut.packed.classes[np.arange(len(many)),
+                                                                                     fast_cut.packed.scores.argmax(1)], 12))
+
+
+def test_leave_one_out_fits_without_the_held_out_set():
+    sets = {n: make_set(n, n=80, hyps=h, seed=i) for i, (n, h) in enumerate(
+        [("s1", ("good", "bad")), ("s2", ("great", "awful")), ("t1", ("sport", "music", "food")),
+         ("q1", ("who", "what", "where"))])}
+    weights = G.kind_weights(list(sets), KINDS)
+    spec = G.Spec(t_fit="objective", group_t=True)
+    out = G.leave_one_out(G.Selector(sets, weights), [spec])
+    for h, scoring in out["_scoring"][spec.label].items():
+        # the held-out set's figures are those of the scoring fitted without it
+        assert out[spec.label][h]["normalised"] == pytest.approx(G.served_figures({h: sets[h]}, scoring)[h]["normalised"])
+        train = [n for n in sets if n != h]
+        assert scoring == G.fold_scoring(G.Selector(sets, weights), train, spec, "offline")
+    # a changed held-out set changes nothing fitted for it
+    changed = dict(sets, s1=make_set("s1", n=80, hyps=("good", "bad"), seed=99, signal=-1.0))
+    again = G.leave_one_out(G.Selector(changed, weights), [spec])
+    assert again["_scoring"][spec.label]["s1"] == out["_scoring"][spec.label]["s1"]
+
+
+def test_pick_spec_passes_over_an_arm_that_loses_a_kind():
+    plain = {"per_kind": {"a": 30.0, "b": 10.0}}
+    arms = {"x": {"weighted_normalised": 40.0, "per_kind": {"a": 28.0, "b": 50.0}},
+            "y": {"weighted_normalised": 35.0, "per_kind": {"a": 29.5, "b": 40.0}}}
+    from zsnli.selection.grouped_doc import pick_spec
+
+    assert pick_spec(arms, plain) == "y"
+    assert pick_spec({"x": arms["x"]}, plain) == "x"  # none qualifies: the best overall
+
+
+def test_cli_kinds_writes_the_grouped_choice(tmp_path, tiny_model_dir):
+    from test_devsets_negation import write_zsc
+
+    from zsnli.request_scoring import load_request_scoring
+    from zsnli.selection import cli as selection_cli
+
+    data = tmp_path / "zsc"
+    data.mkdir()
+    write_zsc(data, "spamish", n=24, classes=("not spam", "spam"))
+    write_zsc(data, "offish", n=24, classes=("not offensive", "offensive"))
+    write_zsc(data, "topic", n=24, classes=("sport", "music", "food"), counts=[8, 8, 8],
+              hyps=["This text is about sport.", "This text is about music.", "This text is about food."])
+    kinds = tmp_path / "kinds.json"
+    kinds.write_text(json.dumps({"benchmark": {"a": {"kind": "negation-pair", "labels": 2},
+                                               "b": {"kind": "topic", "labels": 3}},
+                                 "zsc_dev": {"spamish": "negation-pair", "offish": "negation-pair", "topic": "topic"}}))
+    ex = tmp_path / "ex.jsonl"
+    ex.write_text("\n".join(json.dumps({"id": i, "dataset": "d", "text": f"the game {i}", "labels": ["sport", "business"],
+                                        "label": i % 2}) for i in range(8)))
+    out, sources = tmp_path / "calibration.json", tmp_path / "data_sources.json"
+    out.write_text(json.dumps({"chosen": {"rule": "entailment", "temperature": 2.0}, "model_sha256": "m" * 64}))
+    rc = selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
+                             "--model-dir", str(tiny_model_dir), "--out", str(out), "--data-sources", str(sources),
+                             "--kinds", str(kinds)])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    scoring, ok = load_request_scoring(out)
+    assert ok and scoring.to_dict() == doc["chosen"] and doc["model_sha256"] == "m" * 64
+    block = doc["selection"]["kind_weighted"]
+    assert block["weights"] == {"offish": 0.25, "spamish": 0.25, "topic": 0.5}
+    assert set(block["arms"]) == {s.label for s in G.SPECS} and block["chosen_arm"] == doc["selection"]["chosen_candidate"]
+    assert set(doc["selection"]["out_of_fold"]) == {"zsc-dev/offish", "zsc-dev/spamish", "zsc-dev/topic", "dev/d"}
+    assert "previous_scoring" in block
+    assert selection_cli.quality_markdown(doc).count("| zsc-dev/") == 3
+    bad = tmp_path / "nokinds.json"
+    bad.write_text("[]")
+    assert selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--model-dir", str(tiny_model_dir),
+                               "--kinds", str(bad)]) == 2
