@@ -389,7 +389,7 @@ class Spec:
 
 
 SPECS = (Spec(), Spec(t_fit="objective"), Spec(t_fit="objective", group_t=True),
-         Spec(t_fit="objective", calibrator=("nll", 1e-2)), Spec(t_fit="objective", group_t=True, calibrator=("nll", 1e-2)))
+         Spec(t_fit="objective", calibrator=("nll", 1e-2)), Spec(t_fit="objective", calibrator=("top_label", 1e-2)))
 """The arms compared out of fold (5; with 10 candidates for w each: 50 fitted configurations per fold)."""
 
 
@@ -422,9 +422,22 @@ def fold_scoring(selector: "Selector", train: Sequence[str], spec: Spec, embeddi
     if spec.calibrator is None:
         return scoring
     log_base = [np.log(group_temperatures(scored[n], *_temps(scoring.config_for(selector.group[n])))) for n in train]
-    cal = fit_calibrator([scored[n] for n in train], [selector.weights[n] for n in train], log_base,
-                         spec.calibrator[0], CALIBRATOR_FEATURES, spec.calibrator[1])
+    aligned = [objective_weight(scored[n], lb, selector.weights[n], selector.bounds[n]) for n, lb in zip(train, log_base)]
+    cal = fit_calibrator([scored[n] for n in train], aligned, log_base, spec.calibrator[0], CALIBRATOR_FEATURES,
+                         spec.calibrator[1])
     return RequestScoring(scoring.default, scoring.groups, cal, selector.cascade)
+
+
+def objective_weight(s: Scored, log_t_base: np.ndarray, weight: float, bounds: sel.Bounds) -> float:
+    """A dataset's weight in the calibrator's loss, aligned with the objective: d normalised / d ECE is
+    -100 x macro-F1 / (ceiling - floor) while the score is above the floor and 0 once it is clamped there,
+    so ``weight`` x macro-F1 / (ceiling - floor), and 0 for a dataset at the floor (nothing a temperature
+    does can lift it, and its confidently wrong rows would otherwise dominate the fit)."""
+    if not bounds.ceiling > bounds.floor:
+        return 0.0
+    f1 = sel.fast_macro_f1(s.packed)
+    norm, _ = sel.fast_normalised(s.packed, f1, np.exp(log_t_base), bounds)
+    return float(weight * f1 / (bounds.ceiling - bounds.floor)) if norm > 0 else 0.0
 
 
 def _temps(config: ScoringConfig) -> tuple[float, float]:
