@@ -37,10 +37,10 @@ def _inject_faults(monkeypatch):
 
     real = ZeroShotClassifier.postprocess
 
-    def postprocess(self, prep, logits, cosine):
+    def postprocess(self, prep, logits, cosine, *rest):
         if prep.text == "FAULT":
             raise RuntimeError("injected fault")
-        return real(self, prep, logits, cosine)
+        return real(self, prep, logits, cosine, *rest)
 
     def latest(self, limit=50):
         raise RuntimeError("injected store fault")

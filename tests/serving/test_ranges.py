@@ -16,6 +16,7 @@ from zsnli.serving import service as service_module
 from zsnli.serving.app import create_app
 from zsnli.config import DTYPES, RANGES, Settings, SettingsError, listen_address
 from zsnli.runtime.model import _DTYPES
+from zsnli.request_scoring import RequestScoring
 from zsnli.scoring import VALUE_RANGES, ScoringConfig, ScoringConfigError, label_probabilities
 from zsnli.serving.startup import StartupRefused
 
@@ -166,7 +167,7 @@ async def test_scoring_overflow_is_non_finite_never_internal(bert_dir, make_app)
         st = app.state.classifier.state
         bad = ScoringConfig()
         object.__setattr__(bad, "k_exponent", 2000.0)  # bypass the range check to reach the arithmetic
-        st.scoring = bad
+        st.scoring = RequestScoring(bad)
         r = await client.post("/classify", json={"text": "x", "labels": ["a", "b", "c"]})
         assert r.status_code == 500 and r.json()["error_type"] == "non_finite", r.text
 
@@ -179,7 +180,7 @@ async def test_any_arithmetic_error_in_scoring_is_non_finite(bert_dir, make_app,
     def broken(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(service_module, "label_probabilities", broken)
+    monkeypatch.setattr(RequestScoring, "probabilities", broken)
     async with running_app(make_app(bert_dir)) as client:
         r = await client.post("/classify", json={"text": "x", "labels": ["a", "b"]})
         assert r.status_code == 500, r.text
