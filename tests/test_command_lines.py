@@ -69,6 +69,7 @@ ENTRY_POINTS = [
     ("validate.py verify-receipt", _main("zsnli.compare.cli"), ["verify-receipt", "a.json"],
      "validate.py verify-receipt"),
     ("bench/batch.py", _script("bench/batch.py"), [], "bench/batch.py"),
+    ("bench/cli_stream.py", _script("bench/cli_stream.py"), [], "bench/cli_stream.py"),
     (".ci/harness_serve.py", _script(".ci/harness_serve.py"), [], "harness_serve.py"),
 ]
 
