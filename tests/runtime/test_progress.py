@@ -79,10 +79,13 @@ def test_a_wait_with_nothing_finished_still_gets_lines_with_the_time_left(monkey
         advance(5)
         time.sleep(0.5)
     lines = _lines(emitted, "slow: ")
-    assert lines[0].startswith("slow: 0/10 rows (0%), 0.0/s, ? s left, ")
+    assert lines[0].startswith("slow: 0/10 rows (0%), 0.0/s, ? left, ")
     assert any(line.startswith("slow: 5/10 rows (50%)") and "s left" in line for line in lines)
     assert lines[-1].startswith("slow: 10/10 rows (100%)") or lines[-1].startswith("slow: 5/10 rows (50%)")
     assert progress.format_line("x", 5, 10, "rows", 10.0) == "x: 5/10 rows (50%), 0.5/s, ~10 s left, 10 s elapsed"
+    assert progress.format_line("x", 1, 100, "rows", 60.0).startswith("x: 1/100 rows (1%), 0.0/s, ~1h39m left")
+    assert [progress.duration_text(s) for s in (float("nan"), 0.4, 59, 725, 3840)] == ["?", "0 s", "59 s", "12m05s",
+                                                                                         "1h04m"]
     assert progress.format_line("x", 7, None, "docs", 2.0) == "x: 7 docs, 3.5/s, 2 s elapsed"
 
 

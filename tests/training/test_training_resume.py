@@ -106,7 +106,9 @@ def test_mixed_precision_auto_follows_the_cpu_flags(monkeypatch):
 
 
 def test_progress_line_says_rate_and_time_left():
-    assert callbacks.progress_line(100, 400, 32.0, 0.5) == "step 100/400 (25.0 %)  32.0 pairs/s  0.500 steps/s  left 0h10m"
+    assert callbacks.progress_line(100, 400, 32.0, 0.5) == "step 100/400 (25.0 %)  32.0 pairs/s  0.500 steps/s  left 10m00s"
+    assert callbacks.progress_line(100, 8000, 32.0, 2.0).endswith("left 1h05m")  # 3950 s: whole minutes, as before
+    assert callbacks.progress_line(0, 400, 0.0, 0.0).endswith("left ?")
 
 
 def test_bf16_autocast_is_accepted_on_a_cpu(base, tmp_path):

@@ -29,6 +29,18 @@ LINE_INTERVAL_S = 10.0
 at least one line saying what is done and what is left."""
 
 
+def duration_text(seconds: float) -> str:
+    """A time left or taken as a person reads it: ``?`` (unknown), ``42 s``, ``12m05s``, ``1h04m``."""
+    if not seconds == seconds or seconds == float("inf"):
+        return "?"
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
 def format_line(desc: str, done: int, total: int | None, unit: str | None, elapsed_s: float) -> str:
     """The plain progress line: ``"<desc>: done/total unit (pct), rate/s, ~eta s left, elapsed s"``
     (without a total: ``"<desc>: done unit, rate/s, elapsed s"``; without a unit, a wait with nothing to
@@ -40,7 +52,7 @@ def format_line(desc: str, done: int, total: int | None, unit: str | None, elaps
     rate = done / elapsed
     if total is None:
         return f"{desc}: {done} {unit}, {rate:.1f}/s, {elapsed_s:.0f} s elapsed"
-    left = f"~{(total - done) / rate:.0f} s left" if rate > 0 else "? s left"
+    left = f"~{duration_text((total - done) / rate)} left" if rate > 0 else "? left"
     return (f"{desc}: {done}/{total} {unit} ({100.0 * done / max(total, 1):.0f}%), {rate:.1f}/s, {left}, "
             f"{elapsed_s:.0f} s elapsed")
 

@@ -6,7 +6,7 @@ time budget and checkpoint interval) into Trainer decisions, agreed by every ran
 (`zsnli.training.data_parallel.any_rank`); `progress_line` is the logged progress.
 
 May import `zsnli.training.data_parallel`, `zsnli.training.presets` and, inside
-functions, transformers.
+functions, transformers and `zsnli.runtime.progress` (the time-left text).
 """
 
 from __future__ import annotations
@@ -35,9 +35,12 @@ class StopRequest:
 
 
 def progress_line(step: int, max_steps: int, pairs_per_s: float, steps_per_s: float) -> str:
-    """``step 120/4200 (2.9 %)  31.5 pairs/s  1.05 steps/s  left 1h04m`` (time left at this process's rate)."""
+    """``step 120/4200 (2.9 %)  31.5 pairs/s  1.05 steps/s  left 1h04m`` (time left at this process's rate,
+    written by `zsnli.runtime.progress.duration_text`, as every progress line of the project)."""
+    from ..runtime.progress import duration_text
+
     left = (max_steps - step) / steps_per_s if steps_per_s > 0 and max_steps > 0 else float("nan")
-    left_text = "?" if left != left else f"{int(left // 3600)}h{int(left % 3600 // 60):02d}m"
+    left_text = duration_text(left)
     share = f" ({100 * step / max_steps:.1f} %)" if max_steps > 0 else ""
     return f"step {step}/{max_steps}{share}  {pairs_per_s:.1f} pairs/s  {steps_per_s:.3f} steps/s  left {left_text}"
 
