@@ -242,11 +242,13 @@ class InProcess:
             except ApiError as exc:
                 answers[i] = exc
         results = self.clf.classify_many([{"text": r.text, "labels": r.labels, "hypothesis_template":
-                                           r.hypothesis_template, "multi_label": r.multi_label} for _, r, _ in valid])
+                                           r.hypothesis_template, "multi_label": r.multi_label, "scoring": r.scoring}
+                                          for _, r, _ in valid])
+        labels = {i: r.labels for i, r, _ in valid}
         for (i, _, alias), result in zip(valid, results):
             answers[i] = result.renamed("labels", "candidate_labels") if isinstance(result, ApiError) and alias \
                 else result
-        return [array_entry(doc, answer) for doc, answer in zip(docs, answers)]
+        return [array_entry(doc, answer, labels.get(i)) for i, (doc, answer) in enumerate(zip(docs, answers))]
 
     def close(self) -> None:
         self.clf.close()

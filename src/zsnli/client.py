@@ -165,12 +165,14 @@ class Reply:
 
 
 def classify_body(text: str, labels: Sequence[str], hypothesis_template: str | None = None,
-                  multi_label: bool = False, id: Any = None) -> dict[str, Any]:
+                  multi_label: bool = False, id: Any = None, scoring: str | None = None) -> dict[str, Any]:
     """The ``POST /classify`` body of one document (``labels`` as given: literal hypotheses unless a
-    template is set)."""
+    template is set; ``scoring``: ``"served"`` or ``"pipeline"``, left out when None)."""
     body: dict[str, Any] = {"text": text, "labels": list(labels), "multi_label": bool(multi_label)}
     if hypothesis_template is not None:
         body["hypothesis_template"] = hypothesis_template
+    if scoring is not None:
+        body["scoring"] = scoring
     if id is not None:
         body["id"] = id
     return body
@@ -312,8 +314,8 @@ class _Base:
             raise reply.malformed("the /health answer is not a JSON object")
         return value
 
-    def _classify(self, text, labels, hypothesis_template, multi_label, id):
-        body = classify_body(text, labels, hypothesis_template, multi_label, id)
+    def _classify(self, text, labels, hypothesis_template, multi_label, id, scoring=None):
+        body = classify_body(text, labels, hypothesis_template, multi_label, id, scoring)
         reply = yield from self._call("POST", "/classify", body)
         entry = self._answer(reply)
         if not isinstance(entry, dict):
@@ -439,10 +441,11 @@ class Client(_Base):
         return self._run(self._health())
 
     def classify(self, text: str, labels: Sequence[str], *, hypothesis_template: str | None = None,
-                 multi_label: bool = False, id: Any = None) -> Classification:
-        """Probabilities of ``labels`` for ``text`` (``POST /classify``). Raises a `ZsnliError`
+                 multi_label: bool = False, id: Any = None, scoring: str | None = None) -> Classification:
+        """Probabilities of ``labels`` for ``text`` (``POST /classify``; ``scoring="pipeline"``: the transformers
+        pipeline's scoring instead of the served one). Raises a `ZsnliError`
         (`ResponseError` when the answer does not hold one probability per label)."""
-        return self._run(self._classify(text, labels, hypothesis_template, multi_label, id))
+        return self._run(self._classify(text, labels, hypothesis_template, multi_label, id, scoring))
 
     def classify_many(self, docs: Sequence[Mapping[str, Any]]) -> list[Classification | APIError]:
         """Many documents, each a ``/classify`` body (``text``, ``labels`` or ``candidate_labels``, ...):
@@ -517,9 +520,9 @@ class AsyncClient(_Base):
         return await self._run(self._health())
 
     async def classify(self, text: str, labels: Sequence[str], *, hypothesis_template: str | None = None,
-                       multi_label: bool = False, id: Any = None) -> Classification:
+                       multi_label: bool = False, id: Any = None, scoring: str | None = None) -> Classification:
         """See `Client.classify`."""
-        return await self._run(self._classify(text, labels, hypothesis_template, multi_label, id))
+        return await self._run(self._classify(text, labels, hypothesis_template, multi_label, id, scoring))
 
     async def classify_many(self, docs: Sequence[Mapping[str, Any]]) -> list[Classification | APIError]:
         """See `Client.classify_many`."""

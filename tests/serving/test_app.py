@@ -52,7 +52,7 @@ async def test_contract(model_dir, make_app):
         model = app.state.classifier.state.model
         for rid in ("doc-1", 17, 2.5, None):
             out = await classify(client, {"id": rid, "text": TEXT, "labels": LABELS})
-            assert set(out) == {"id", "probabilities"}
+            assert set(out) == {"id", "labels", "probabilities"} and out["labels"] == LABELS
             assert out["id"] == rid and type(out["id"]) is type(rid)
             p = np.array(out["probabilities"])
             assert p.shape == (4,) and np.all((p >= 0) & (p <= 1)) and abs(p.sum() - 1) < 1e-6

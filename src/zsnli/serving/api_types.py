@@ -19,7 +19,8 @@ May import: pydantic and the standard library. Imported by `zsnli.serving.app`,
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, Iterable, Mapping, Union
+import re
+from typing import Annotated, Any, Iterable, Literal, Mapping, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
@@ -48,7 +49,12 @@ EXAMPLE_MULTI = {
 #: The transformers zero-shot pipeline's default ``hypothesis_template``.
 PIPELINE_TEMPLATE = "This example is {}."
 #: The fields of a ``POST /classify`` body.
-CLASSIFY_FIELDS = ("id", "text", "labels", "candidate_labels", "hypothesis_template", "multi_label", "cascade")
+CLASSIFY_FIELDS = ("id", "text", "labels", "candidate_labels", "hypothesis_template", "multi_label", "cascade", "scoring")
+#: The values of a request's ``scoring``: ``served`` (the default: the scoring ``/health`` shows, the
+#: calibrated one for the shipped model) and ``pipeline`` (the transformers zero-shot pipeline's: softmax of
+#: the entailment logits over the labels at T = 1; `zsnli.serving.service.PIPELINE_SCORING`).
+SCORINGS = ("served", "pipeline")
+Scoring = Literal["served", "pipeline"]
 #: Extra fields of an examples-file line (section 9 of DESIGN.md): ignored, never taken for a misspelling
 #: (``label``, the gold index, is one letter from ``labels``).
 EXAMPLE_LINE_FIELDS = ("dataset", "label")
@@ -157,6 +163,35 @@ def classify_fields(body: Mapping[str, Any]) -> tuple[Any, str | None, bool]:
 
 TEMPLATE_RULE = ("hypothesis_template must contain exactly one '{}' slot and no other '{' or '}' "
                  "(e.g. 'This text is about {}.'); the label replaces the slot literally")
+#: A Python ``str.format`` replacement field with a name, index, conversion or format spec: ``{label}``,
+#: ``{0}``, ``{!r}``, ``{:>10}`` (``{}`` itself is the slot).
+_FORMAT_FIELD = re.compile(r"\{[^{}]+\}")
+
+
+def template_problem(template: str) -> str | None:
+    """Why ``template`` is not a valid ``hypothesis_template`` (None when it is one): exactly one ``{}``
+    slot and no other brace. Python ``str.format`` fields (``{label}``, ``{0}``, ``{!r}``) and ``{{``
+    escapes get a message saying that the slot is filled literally, not by ``str.format``, and what to
+    write instead (the template with each field replaced by ``{}``, when that leaves one slot)."""
+    rest = template.replace("{}", "", 1)
+    if template.count("{}") == 1 and not rest.count("{") and not rest.count("}"):
+        return None
+    if "{{" in template or "}}" in template:
+        return ("'{{' and '}}' are str.format escapes, but the template is not formatted: a literal brace is not "
+                f"allowed beside the slot; {TEMPLATE_RULE}")
+    fields = _FORMAT_FIELD.findall(template)
+    if fields:
+        suggestion = _FORMAT_FIELD.sub("{}", template)
+        fix = (f"write {suggestion!r}" if suggestion.count("{}") == 1 and
+               not suggestion.replace("{}", "", 1).count("{") and not suggestion.replace("{}", "", 1).count("}")
+               else "write the template with one '{}' where the label goes, e.g. 'This text is about {}.'")
+        return (f"{fields[0]} is a Python format field, but the label is put into the template's one '{{}}' "
+                f"slot literally (not by str.format, so names, indexes and format specs have no meaning): {fix}")
+    if "{}" not in template:
+        return f"no '{{}}' slot for the label: {TEMPLATE_RULE}"
+    if template.count("{}") > 1:
+        return f"{template.count('{}')} '{{}}' slots, but one label fills one slot: {TEMPLATE_RULE}"
+    return TEMPLATE_RULE
 
 
 def inline_schema(model: type[BaseModel]) -> dict:
@@ -207,7 +242,8 @@ class ClassifyRequest(BaseModel):
     )
     hypothesis_template: StrictStr | None = Field(
         None, description="Optional template with exactly one `{}` slot and no other braces, e.g. "
-        "`This text is about {}.`; the label replaces the slot literally (not a Python format string)."
+        "`This text is about {}.`; the label replaces the slot literally (not a Python format string: "
+        "`{label}` or `{0}` is refused with a message saying what to write)."
     )
     multi_label: StrictBool = Field(
         False,
@@ -221,6 +257,11 @@ class ClassifyRequest(BaseModel):
         "scored by the cross-encoder (the others get the lowest scored label's NLI score plus their own cosine "
         "term). false scores every label with the cross-encoder.",
     )
+    scoring: Scoring = Field(
+        "served", description="Single-label scoring: `served` (default; the scoring GET /health shows: for the "
+        "shipped model its calibration) or `pipeline` (the transformers zero-shot pipeline's own: softmax of the "
+        "entailment logits over the labels, T = 1, no correction), to compare like with like. multi_label is "
+        "the pipeline's rule either way.")
 
     @field_validator("labels")
     @classmethod
@@ -235,19 +276,25 @@ class ClassifyRequest(BaseModel):
     def _template_has_slot(cls, template: str | None) -> str | None:
         if template is None:
             return None
-        rest = template.replace("{}", "", 1)
-        if template.count("{}") != 1 or rest.count("{") or rest.count("}"):
-            raise ValueError(TEMPLATE_RULE)
+        problem = template_problem(template)
+        if problem is not None:
+            raise ValueError(problem)
         return template
 
 
 class ClassifyResponse(BaseModel):
-    """One probability per label, in the request's label order."""
+    """One probability per label, in the request's label order; ``labels`` names them (the labels as sent)."""
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"id": "doc-1", "probabilities": [0.93, 0.04, 0.03]}]}
+        json_schema_extra={"examples": [{"id": "doc-1", "labels": ["This text is about sport.",
+                                                                   "This text is about business.",
+                                                                   "This text is about science."],
+                                         "probabilities": [0.93, 0.04, 0.03]}]}
     )
     id: RequestId = None
+    labels: list[str] = Field(description="The request's labels (or candidate_labels) as sent, in the request's "
+                              "order, duplicates included: labels[i] has probabilities[i]. Not sorted: the "
+                              "Inference API routes answer sorted by score, as the pipeline does.")
     probabilities: list[float]
 
 
@@ -274,6 +321,8 @@ class ZeroShotParameters(BaseModel):
                                     "alternative); with one label this is always so, as in the pipeline.")
     cascade: StrictBool = Field(True, description="As `/classify`'s `cascade` (false: every label scored by the "
                                 "cross-encoder).")
+    scoring: Scoring = Field("served", description="zsnli's own parameter (the hosted API has none): `served` "
+                             "(default) or `pipeline`, as in POST /classify.")
 
 
 class ZeroShotRequest(BaseModel):

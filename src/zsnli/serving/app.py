@@ -1,6 +1,7 @@
 """HTTP layer: FastAPI routes mapping ``POST /classify`` (one request or an array), ``GET /health``,
-``GET /`` (where things are) and the Inference API payload (``POST /v1/zero-shot-classification``,
-``POST /``; `zsnli.serving.inference_api`) onto the service.
+``GET /`` (where things are), the Inference API payload (``POST /v1/zero-shot-classification``,
+``POST /``; `zsnli.serving.inference_api`) and text-embeddings-inference's ``GET /info`` and
+``POST /predict`` (`zsnli.serving.tei`) onto the service.
 
 Only HTTP concerns live here: routes, reading and validating the body
 (`read_json_body` is the one place a body is read), renaming the
@@ -28,7 +29,7 @@ which gets the app and the service.
 
 May import: FastAPI/starlette/pydantic, `zsnli.serving.api_types`, `zsnli.serving.inference_api`, `zsnli.config`,
 `zsnli.errors`, `zsnli.serving.http_body`, `zsnli.serving.http_routes`, `zsnli.serving.request_ids`,
-`zsnli.serving.service`, `zsnli.serving.startup`, `zsnli.serving.text`. Imported by `zsnli.serve` and ``server.py``.
+`zsnli.serving.service`, `zsnli.serving.startup`, `zsnli.serving.tei`, `zsnli.serving.text`. Imported by `zsnli.serve` and ``server.py``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from .. import __version__
-from . import http_body, inference_api
+from . import http_body, inference_api, tei
 from .api_types import (CLASSIFY_FIELDS, CLASSIFY_LEGACY, CLASSIFY_OPENAPI, ERROR_RESPONSES, EXAMPLE_LINE_FIELDS,
                         ZERO_SHOT_OPENAPI, ClassifyRequest, ClassifyResponse, HealthResponse, LabelError,
                         ZeroShotAnswer, classify_body_hint, classify_fields, misspelt_fields)
@@ -292,9 +293,26 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         """The same as `POST /v1/zero-shot-classification`, at the path Inference Endpoints containers receive it."""
         return await service.admitted(lambda: _zero_shot(service, request))
 
+    @app.get("/info", responses={503: {"model": HealthResponse, "description": "Loading, or failed to start."}})
+    async def info() -> Any:
+        """The served model and limits in text-embeddings-inference's `/info` shape (model_id, model_sha,
+        model_dtype, model_type, max_input_length, max_batch_tokens, max_client_batch_size, version, ...)."""
+        status, health = service.health()
+        if status != 200:
+            return JSONResponse(health, status_code=status, headers={"Retry-After": str(settings.retry_after_s)})
+        return tei.info_body(health, version=__version__, token_budget=service.state.batcher.token_budget,
+                             max_client_batch_size=settings.max_batch_items,
+                             max_concurrent_requests=settings.max_connections)
+
+    @app.post("/predict", responses=ERROR_RESPONSES, openapi_extra=tei.PREDICT_OPENAPI)
+    async def predict(request: Request) -> Any:
+        """The NLI head's classes of (premise, hypothesis) pairs, as text-embeddings-inference's `/predict`
+        answers a sequence-classification model: `[{"score", "label"}]` per pair, highest first."""
+        return await service.admitted(lambda: _predict(service, request))
+
 
 async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
-    """Read and validate the body, classify, answer ``{"id", "probabilities"}``.
+    """Read and validate the body, classify, answer ``{"id", "labels", "probabilities"}``.
 
     A number ``id`` with a fraction or exponent (a `zsnli.serving.http_body.JsonNumber`) is
     echoed with the exact text it was sent as (``1e-400`` stays ``1e-400``, not ``0.0``).
@@ -305,14 +323,16 @@ async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
     req, used_alias = parse_classify_request(payload)
     try:
         probs = await service.classify(req.text, req.labels, req.hypothesis_template, req.multi_label,
-                                       disconnected=lambda: _wait_disconnect(request), cascade=req.cascade)
+                                       disconnected=lambda: _wait_disconnect(request), cascade=req.cascade,
+                                       scoring=req.scoring)
     except ApiError as exc:
         raise exc.renamed("labels", "candidate_labels") if used_alias else exc
+    labels = [clean_text(lb) for lb in req.labels]
     if isinstance(payload.get("id"), http_body.JsonNumber):  # echo the id's exact text
-        return Response(http_body.render_json({"id": payload["id"], "probabilities": probs}),
+        return Response(http_body.render_json({"id": payload["id"], "labels": labels, "probabilities": probs}),
                         media_type="application/json")
     rid = clean_text(req.id) if isinstance(req.id, str) else req.id
-    return {"id": rid, "probabilities": probs}
+    return {"id": rid, "labels": labels, "probabilities": probs}
 
 
 async def _classify_array(service: ZeroShotClassifier, request: Request, items: list) -> Response:
@@ -340,23 +360,25 @@ async def _classify_array(service: ZeroShotClassifier, request: Request, items: 
         except ApiError as exc:
             answers[i] = exc
     results = await _classify_each(service, request, [(r.text, r.labels, r.hypothesis_template, r.multi_label,
-                                                       r.cascade) for _, r in calls])
+                                                       r.cascade, r.scoring) for _, r in calls])
+    labels: dict[int, list[str]] = {i: r.labels for i, r in calls}
     for (i, _), result in zip(calls, results):
         answers[i] = result.renamed("labels", "candidate_labels") if isinstance(result, ApiError) and aliases[i] \
             else result
-    body = [array_entry(item, answer) for item, answer in zip(items, answers)]
+    body = [array_entry(item, answer, labels.get(i)) for i, (item, answer) in enumerate(zip(items, answers))]
     retry = any(isinstance(a, ApiError) and a.error_type.retry_after for a in answers)
     headers = {"Retry-After": str(settings.retry_after_s)} if retry else None
     return Response(http_body.render_json(body), media_type="application/json", headers=headers)
 
 
-def array_entry(item: Any, answer: list[float] | ApiError) -> dict[str, Any]:
-    """One entry of an array answer: ``{"id", "probabilities"}``, or the error's body plus ``status``
-    (with the item's ``id`` when it sent one). ``item`` is the request object as sent."""
+def array_entry(item: Any, answer: list[float] | ApiError, labels: Sequence[str] | None = None) -> dict[str, Any]:
+    """One entry of an array answer: ``{"id", "labels", "probabilities"}`` (``labels``: the item's labels
+    as sent), or the error's body plus ``status`` (with the item's ``id`` when it sent one). ``item`` is
+    the request object as sent."""
     rid = item.get("id") if isinstance(item, dict) else None
     rid = clean_text(rid) if isinstance(rid, str) else rid
     if not isinstance(answer, ApiError):
-        return {"id": rid, "probabilities": answer}
+        return {"id": rid, "labels": [clean_text(lb) for lb in labels or ()], "probabilities": answer}
     entry = {**answer.body(), "status": answer.status}
     return {"id": rid, **entry} if isinstance(item, dict) and "id" in item else entry
 
@@ -377,7 +399,8 @@ async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
     except ApiError as exc:
         raise _renamed(exc, inference_api.FIELD_NAMES) from None
     multi = inference_api.single_label_scored_alone(len(req.labels), req.multi_label)
-    results = await _classify_each(service, request, [(text, req.labels, req.hypothesis_template, multi, req.cascade)
+    results = await _classify_each(service, request, [(text, req.labels, req.hypothesis_template, multi, req.cascade,
+                                                       req.scoring)
                                                       for text in call.texts])
     answers = []
     labels = [clean_text(lb) for lb in req.labels]
@@ -389,6 +412,20 @@ async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
     return answers[0] if call.single else answers
 
 
+async def _predict(service: ZeroShotClassifier, request: Request) -> Any:
+    """Read a TEI ``/predict`` body (`zsnli.serving.tei.read_predict`), score its pairs with the NLI head
+    (`ZeroShotClassifier.predict`) and answer TEI's shape: one list of ``{"score", "label"}`` for one pair,
+    a list of them for a list of pairs. Errors name ``inputs`` / ``inputs[i]``."""
+    payload = await read_json_body(request, service.settings.max_body_bytes)
+    call = tei.read_predict(payload, service.settings.max_batch_items)
+    try:
+        logits = await service.predict(call.pairs, disconnected=lambda: _wait_disconnect(request))
+    except ApiError as exc:
+        raise tei.renamed_pair_fields(exc, call.single) from None
+    answers = tei.predictions(tei.scores_for(logits, call.raw_scores), service.state.model.id2label)
+    return answers[0] if call.single else answers
+
+
 def _renamed(exc: ApiError, names: dict[str, str]) -> ApiError:
     """``exc`` with every field of ``names`` (and its ``[i]`` items) renamed (`ApiError.renamed`)."""
     for old, new in names.items():
@@ -397,17 +434,18 @@ def _renamed(exc: ApiError, names: dict[str, str]) -> ApiError:
 
 
 async def _classify_each(service: ZeroShotClassifier, request: Request,
-                         calls: Sequence[tuple[str, list[str], str | None, bool, bool]]) -> list[Any]:
+                         calls: Sequence[tuple[str, list[str], str | None, bool, bool, str]]) -> list[Any]:
     """Classify several documents of one request: ``calls`` are ``(text, labels, template, multi_label,
-    cascade)``. Each is prepared (``ZeroShotClassifier.preprocess``: its own 422s) and the request goes to
+    cascade, scoring)``. Each is prepared (``ZeroShotClassifier.preprocess``: its own 422s) and the request goes to
     ``ZeroShotClassifier.classify_request``: refused whole with 413 over ``ZSNLI_MAX_REQUEST_PAIRS``, its
     documents admitted progressively within the request's share of the queue (``ZSNLI_REQUEST_SHARE_PAIRS``),
     their pairs batched with everyone's. Returns, in order, each one's probabilities or its ``ApiError``."""
     service.check_ready()
     prepared: list[Any] = []
-    for text, labels, template, multi, cascade in calls:
+    for text, labels, template, multi, cascade, scoring in calls:
         try:
-            prepared.append(service.preprocess(text, labels, template, multi, cascade))
+            prepared.append(service.preprocess(text, labels, template, multi, cascade,
+                                               service.scoring_config(scoring)))
         except ApiError as exc:
             prepared.append(exc)
     return await service.classify_request(prepared, disconnected=lambda: _wait_disconnect(request))

@@ -3,7 +3,8 @@ and the tokeniser-thread steps that build the work (`tokenize`, `check_label_tok
 
 `zsnli.serving.service.ZeroShotClassifier` prepares a document (``preprocess``), runs `tokenize` on its
 tokeniser thread and hands `Tokenized.work` to the batcher. May import `zsnli.serving.batching` (the kind
-names), `zsnli.errors`, `zsnli.request_scoring` (the cascade), `zsnli.runtime.model` and `zsnli.runtime.embedding` only.
+names), `zsnli.errors`, `zsnli.request_scoring` (the cascade, and the `RequestScoring` a document is
+scored with), `zsnli.runtime.model` and `zsnli.runtime.embedding` only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .batching import DEFAULT_KIND
 from ..errors import ApiError, ErrorType
-from ..request_scoring import Cascade
+from ..request_scoring import Cascade, RequestScoring
 from ..runtime.embedding import SentenceEncoder
 from ..runtime.model import Encoded, NliRuntime
 
@@ -28,7 +29,9 @@ LABEL_KIND = "embedding_label"
 
 @dataclass
 class Prepared:
-    """One document after ``preprocess``: the hypotheses, deduplicated (``unique[where[i]]`` is label i's)."""
+    """One document after ``preprocess``: the hypotheses, deduplicated (``unique[where[i]]`` is label i's),
+    and the `zsnli.request_scoring.RequestScoring` its single-label probabilities come from (the served one,
+    or the pipeline's when the request asked for ``scoring: "pipeline"``)."""
 
     text: str
     labels: list[str]
@@ -42,6 +45,7 @@ class Prepared:
     needs_premise_tokens: bool = False  # the calibrator reads the text's length in tokens
     cascade: Cascade | None = None  # set when only the top labels by cosine go to the cross-encoder
     kept: list[int] | None = None  # with a cascade: the indices into ``unique`` it kept (set after the cosines)
+    scoring: RequestScoring | None = None  # its single-label scoring: the served one, or the pipeline's
 
     @property
     def n_pairs(self) -> int:

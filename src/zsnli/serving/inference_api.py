@@ -13,7 +13,8 @@ sent). `pipeline_answer` builds one answer. The pipeline's rules kept here:
 ``candidate_labels`` as a string is split on commas (blank parts dropped),
 ``hypothesis_template`` defaults to `PIPELINE_TEMPLATE`, and one candidate label
 is scored on its own (entailment against its alternative, as ``multi_label``),
-not given 1.0 (`single_label_scored_alone`).
+not given 1.0 (`single_label_scored_alone`). ``parameters.scoring`` (zsnli's own: ``served`` or
+``pipeline``) is ``/classify``'s ``scoring``.
 
 A key of the payload or of ``parameters`` that looks like a misspelt one
 (``multi_lable``), a legacy or foreign name of a parameter (``multi_class``, ``labels``:
@@ -35,10 +36,11 @@ from ..errors import ApiError, ErrorType
 from .api_types import PARAMETER_LEGACY, PIPELINE_TEMPLATE, misspelt_fields
 #: ``/classify`` field -> the field of this payload it came from (errors name the latter).
 FIELD_NAMES = {"labels": "parameters.candidate_labels", "hypothesis_template": "parameters.hypothesis_template",
-               "multi_label": "parameters.multi_label", "cascade": "parameters.cascade", "text": "inputs"}
+               "multi_label": "parameters.multi_label", "cascade": "parameters.cascade",
+               "scoring": "parameters.scoring", "text": "inputs"}
 #: Keys of the payload and of its ``parameters`` (others are ignored, e.g. the hosted API's ``options``).
 TOP_KEYS = ("inputs", "parameters", "options")
-PARAMETER_KEYS = ("candidate_labels", "hypothesis_template", "multi_label", "cascade")
+PARAMETER_KEYS = ("candidate_labels", "hypothesis_template", "multi_label", "cascade", "scoring")
 #: Keys that belong elsewhere when they are at the top of the payload (ignored there, they would change the
 #: answer): the parameters, and the pipeline's argument name for the inputs.
 TOP_LEGACY = {**{k: (f"parameters.{k}", "a parameter: it goes inside parameters") for k in PARAMETER_KEYS},
@@ -117,7 +119,7 @@ def read_zero_shot(payload: Any, max_items: int) -> ZeroShotCall:
             raise _invalid("no label in the string (labels are separated by commas)", "parameters.candidate_labels")
     template = params.get("hypothesis_template")
     body = {"labels": labels, "hypothesis_template": PIPELINE_TEMPLATE if template is None else template}
-    for key in ("multi_label", "cascade"):  # checked as /classify checks them
+    for key in ("multi_label", "cascade", "scoring"):  # checked as /classify checks them
         if key in params:
             body[key] = params[key]
     return ZeroShotCall(list(texts), single, body)

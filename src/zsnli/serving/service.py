@@ -32,18 +32,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from .. import __version__
-from .api_types import classify_fields
+from .api_types import SCORINGS, classify_fields
 from .batching import BatchError, BatchObserver, Batcher, BatcherClosed, DEFAULT_KIND, QueueFull, WorkKind
 from ..config import Settings, unknown_settings
 from .drain import Drain
@@ -59,6 +60,11 @@ from .document import (HYPOTHESIS_CHARS_PER_TOKEN, LABEL_KIND, TEXT_KIND, Prepar
 from .text import clean_text
 
 logger = logging.getLogger("zsnli")
+
+#: ``scoring: "pipeline"``: the transformers zero-shot pipeline's single-label scoring (entailment logit,
+#: softmax over the labels at T = 1; no group, calibrator, cascade, content-free correction or cosine term):
+#: the default `ScoringConfig` alone.
+PIPELINE_SCORING = RequestScoring()
 
 #: Awaitable that completes when the client has gone (the HTTP layer passes one).
 Disconnected = Callable[[], Awaitable[None]]
@@ -298,7 +304,7 @@ class ZeroShotClassifier:
 
     async def classify(self, text: str, labels: Sequence[str], hypothesis_template: str | None = None,
                        multi_label: bool = False, *, disconnected: Disconnected | None = None,
-                       priority: int = 0, cascade: bool = True) -> list[float]:
+                       priority: int = 0, cascade: bool = True, scoring: str = "served") -> list[float]:
         """Probabilities of each label for one document, in the labels' order.
 
         Single-label: ``K`` probabilities summing to 1 (the request group's scoring and temperature,
@@ -308,12 +314,14 @@ class ZeroShotClassifier:
         value waits while smaller ones are pending: the bake-off's served arms use 1).
         cascade: False scores every label with the cross-encoder even where calibration.json's cascade
         applies (`zsnli.request_scoring.Cascade`: the cosine ranks the labels, the top ones are scored).
+        scoring: ``served`` (the `RequestScoring` loaded at start-up) or ``pipeline`` (`PIPELINE_SCORING`:
+        the transformers pipeline's own single-label scoring); `scoring_config`.
         Raises ``ApiError``: 503 not ready / overloaded / timed out, 422 a label that
         cannot fit (field ``labels[i]``) or too many labels, 500 inference failure or
         non-finite numbers, 499 client gone.
         """
         self.check_ready()
-        prep = self.preprocess(text, labels, hypothesis_template, multi_label, cascade)
+        prep = self.preprocess(text, labels, hypothesis_template, multi_label, cascade, self.scoring_config(scoring))
         return await self.classify_prepared(prep, disconnected=disconnected, priority=priority)
 
     async def classify_prepared(self, prep: Prepared, *, disconnected: Disconnected | None = None,
@@ -332,7 +340,7 @@ class ZeroShotClassifier:
         st = self.state
         loop = asyncio.get_running_loop()
         group = group if group is not None else object()
-        try:
+        with self._work_errors():
             with st.batcher.admit(prep.n_pairs):
                 first_cosine = None
                 if prep.cascade is not None:  # the cosines first: they choose the pairs to score
@@ -343,6 +351,14 @@ class ZeroShotClassifier:
                 encoded = await loop.run_in_executor(self._tokenize_pool, tokenize, st.model, encoder, prep)
                 logits, cosine = await self._forward(encoded, disconnected, priority, group)
                 cosine = first_cosine if first_cosine is not None else cosine
+        return self.postprocess(prep, logits, cosine, encoded.premise_tokens)
+
+    @contextlib.contextmanager
+    def _work_errors(self) -> Iterator[None]:
+        """Batcher and wait failures of one request's work as the ``ApiError`` its answer is: 503
+        ``overloaded`` (queue full), ``timeout``, ``unavailable`` (batcher closed), 500 ``inference``."""
+        try:
+            yield
         except QueueFull as exc:
             raise ApiError(ErrorType.OVERLOADED, f"overloaded: {exc}; retry later") from None
         except asyncio.TimeoutError:
@@ -352,7 +368,36 @@ class ZeroShotClassifier:
             raise ApiError(ErrorType.INFERENCE, str(exc)) from None
         except BatcherClosed as exc:
             raise ApiError(ErrorType.UNAVAILABLE, str(exc)) from None
-        return self.postprocess(prep, logits, cosine, encoded.premise_tokens)
+
+    async def predict(self, pairs: Sequence[tuple[str, str]], *, disconnected: Disconnected | None = None) -> np.ndarray:
+        """The NLI head's logits ``[N, C]`` (float32, C = the head's classes in ``id2label`` order) of each
+        (premise, hypothesis) pair, through the same admission, tokeniser thread and batcher as ``classify``
+        (TEI's ``/predict``).
+
+        Each text is cleaned as in ``classify`` (lone surrogates; the premise cut to ``ZSNLI_MAX_TEXT_CHARS``
+        and then to the window, on its side only). Raises ``ApiError``: 422 ``label_too_long`` naming
+        ``pairs[i]`` for a hypothesis that cannot fit the window alone, 503 not ready / overloaded / timed
+        out, 500 inference failure or non-finite logits, 499 client gone.
+        """
+        self.check_ready()
+        st, settings = self.state, self.settings
+        premises = [clean_text(p)[: settings.max_text_chars] for p, _ in pairs]
+        hyps = [clean_text(h) for _, h in pairs]
+        char_cap = HYPOTHESIS_CHARS_PER_TOKEN * st.model.max_length
+        for i, h in enumerate(hyps):
+            if len(h) > char_cap:
+                raise ApiError(ErrorType.LABEL_TOO_LONG, f"pairs[{i}]: the hypothesis has {len(h)} characters "
+                               f"(limit {char_cap}): it cannot fit the model window ({st.model.max_length} "
+                               "tokens; ZSNLI_MAX_LENGTH caps it)", f"pairs[{i}]")
+        with self._work_errors():
+            with st.batcher.admit(len(pairs)):
+                encoded = await asyncio.get_running_loop().run_in_executor(
+                    self._tokenize_pool, _encode_pairs, st.model, premises, hyps)
+                (logits,) = await _await_jobs(st.batcher, [(DEFAULT_KIND, encoded)], disconnected,
+                                              settings.request_timeout_s)
+        if not np.all(np.isfinite(logits)):
+            raise ApiError(ErrorType.NON_FINITE, "the model produced non-finite logits for this request")
+        return logits
 
     async def classify_request(self, docs: Sequence[Prepared | ApiError], *, disconnected: Disconnected | None = None
                                ) -> list[Any]:
@@ -434,11 +479,24 @@ class ZeroShotClassifier:
         prep = self.preprocess("", labels, template, multi_label=True)
         await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, check_label_tokens, self.state.model, prep)
 
+    def scoring_config(self, name: str = "served") -> RequestScoring:
+        """The `RequestScoring` of a request's ``scoring`` (one of `zsnli.serving.api_types.SCORINGS`):
+        ``served``, the one loaded at start-up (calibration.json's ``chosen``, or the default when
+        uncalibrated); ``pipeline``, `PIPELINE_SCORING`. Raises ``ApiError`` 422 (field ``scoring``)
+        for another name."""
+        if name == "served":
+            return self.state.scoring
+        if name == "pipeline":
+            return PIPELINE_SCORING
+        raise ApiError(ErrorType.VALIDATION, f"scoring: must be one of {', '.join(SCORINGS)}, got {name!r}", "scoring")
+
     def preprocess(self, text: str, labels: Sequence[str], template: str | None, multi_label: bool,
-                   cascade: bool = True) -> Prepared:
+                   cascade: bool = True, scoring: RequestScoring | None = None) -> Prepared:
         """Clean and cut the text, fill the template, deduplicate the hypotheses; refuse with
         ``ApiError`` 422 more than ``ZSNLI_MAX_LABELS`` labels, or a label or template so long in
-        characters that it cannot fit the window (checked before anything is tokenised)."""
+        characters that it cannot fit the window (checked before anything is tokenised).
+        scoring: the single-label scoring (default the served one, ``state.scoring``): its group config's
+        content-free premise, its cascade and calibrator apply; it travels in ``Prepared.scoring``."""
         settings, model = self.settings, self.state.model
         if len(labels) > settings.max_labels:
             raise ApiError(ErrorType.VALIDATION, f"too many labels: {len(labels)} > {settings.max_labels} "
@@ -460,7 +518,7 @@ class ZeroShotClassifier:
                                f"labels[{i}]")
         hyps = [fill_template(template, lb) for lb in labels]
         slot = {h: i for i, h in enumerate(dict.fromkeys(hyps))}
-        scoring = self.state.scoring
+        scoring = self.state.scoring if scoring is None else scoring
         group = request_group(hyps) if not multi_label else None
         config = scoring.config_for(group)
         content_free = config.content_free_premise if not multi_label else None
@@ -468,13 +526,17 @@ class ZeroShotClassifier:
                                      and config.embedding_weight != 0 and scoring.cascade.applies(len(slot))) else None
         return Prepared(text, labels, hyps, list(slot), [slot[h] for h in hyps],
                         list(dict.fromkeys(labels)) if template is not None else None, content_free, multi_label,
-                        group, scoring.calibrator is not None and not multi_label, pruned)
+                        group, scoring.calibrator is not None and not multi_label, pruned, scoring)
 
     def _request_encoder(self, prep: Prepared) -> SentenceEncoder | None:
         """The sentence encoder when this request's group scoring has the cosine term (single-label only)."""
-        if prep.multi_label or self.state.scoring.config_for(prep.group).embedding_weight == 0:
+        if prep.multi_label or self._scoring_of(prep).config_for(prep.group).embedding_weight == 0:
             return None
         return self.state.encoder
+
+    def _scoring_of(self, prep: Prepared) -> RequestScoring:
+        """The `RequestScoring` ``prep`` was prepared with (the served one when it names none)."""
+        return prep.scoring if prep.scoring is not None else self.state.scoring
 
     async def _forward(self, encoded: Tokenized, disconnected: Disconnected | None,
                        priority: int = 0, group: object = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -507,13 +569,14 @@ class ZeroShotClassifier:
             if prep.multi_label:
                 probs = multi_label_probabilities(logits[:k], model.entail_idx, model.contra_idx)[where]
             else:
-                config = st.scoring.config_for(prep.group)
+                scoring = self._scoring_of(prep)
+                config = scoring.config_for(prep.group)
                 scores = scores_from_logits(logits, config.rule, model.entail_idx, model.contra_idx)
                 m = len(prep.kept) if prep.kept is not None else k
                 nli = scores[:m] if prep.kept is None else cascade_scores(scores[:m], np.array(prep.kept), k)
                 cf = scores[m:2 * m][where] if prep.content_free is not None else None
                 cos = cosine[where] if cosine is not None else None
-                probs = st.scoring.probabilities(nli[where], prep.hyps, cos, cf, premise_tokens)
+                probs = scoring.probabilities(nli[where], prep.hyps, cos, cf, premise_tokens)
         except (ValueError, ArithmeticError) as exc:  # overflow included: never a generic 500 internal
             raise ApiError(ErrorType.NON_FINITE, f"scoring failed: {type(exc).__name__}: {exc}") from None
         if not np.all(np.isfinite(probs)):
@@ -525,7 +588,7 @@ class ZeroShotClassifier:
 
         docs: mappings with ``text``, ``labels`` (or ``candidate_labels``, which get the pipeline's
         default template when none is given: `zsnli.serving.api_types.classify_fields`) and optionally
-        ``hypothesis_template`` and ``multi_label``, as a request body. At most ``concurrency``
+        ``hypothesis_template``, ``multi_label`` and ``scoring``, as a request body. At most ``concurrency``
         documents are admitted at once (keep ``concurrency x pairs per document`` under
         ``ZSNLI_QUEUE_CAPACITY_PAIRS``). Returns one entry per document, in order: its
         probabilities, or the ``ApiError`` that document got.
@@ -536,11 +599,23 @@ class ZeroShotClassifier:
             async with gate:
                 try:
                     labels, template, _ = classify_fields(doc)
-                    return await self.classify(doc["text"], labels, template, bool(doc.get("multi_label", False)))
+                    return await self.classify(doc["text"], labels, template, bool(doc.get("multi_label", False)),
+                                               scoring=doc.get("scoring") or "served")
                 except ApiError as exc:
                     return exc
 
         return list(await asyncio.gather(*(one(d) for d in docs)))
+
+
+def _encode_pairs(model: NliRuntime, premises: list[str], hypotheses: list[str]) -> list[Encoded]:
+    """Tokeniser thread: refuse (422 ``label_too_long``, field ``pairs[i]``) a hypothesis longer than the
+    window allows, then encode the pairs (premise truncated, `zsnli.runtime.model.NliRuntime.encode`)."""
+    limit = model.max_hypothesis_tokens()
+    for i, n in enumerate(model.hypothesis_lengths(hypotheses)):
+        if n > limit:
+            raise ApiError(ErrorType.LABEL_TOO_LONG, f"pairs[{i}]: the hypothesis does not fit the model window "
+                           f"({model.max_length} tokens with the premise; ZSNLI_MAX_LENGTH caps it)", f"pairs[{i}]")
+    return model.encode(premises, hypotheses)
 
 
 async def _await_jobs(batcher: Batcher, work: Sequence[tuple[str, list[Encoded]]],
