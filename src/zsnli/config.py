@@ -214,22 +214,30 @@ class Settings:
         if explicit:
             return Path(explicit)
         inside = Path(self.model_dir) / name
-        if inside.exists():
+        if inside.exists() or self.model_id:  # a hub snapshot's parent is the cache's snapshots/ folder
             return inside
         return Path(self.model_dir).resolve().parent / name
 
     def resolved_manifest_path(self) -> Path:
-        """The training manifest to verify against (may not exist)."""
+        """The training manifest to verify against (may not exist): ``manifest_path``, else the model
+        directory's, else (a local directory only, not a hub snapshot) its parent's."""
         return self._beside_model(self.manifest_path, MANIFEST_NAME)
 
     def resolved_calibration_path(self) -> Path:
-        """The calibration.json holding the scoring rule and temperature (may not exist)."""
+        """The calibration.json holding the scoring rule and temperature (may not exist); looked up as
+        `resolved_manifest_path`."""
         return self._beside_model(self.calibration_path, CALIBRATION_NAME)
 
     def describe(self) -> list[str]:
-        """``NAME=value`` lines for the startup log."""
-        lines = [f"{self.env_name(f.name)}={getattr(self, f.name)!r}" for f in fields(self)]
-        lines.append(f"(manifest: {self.resolved_manifest_path()}, calibration: {self.resolved_calibration_path()})")
+        """``NAME=value`` lines for the startup log, one per setting. The files read are not named here
+        (`zsnli.serving.startup.preflight` logs each one it reads, once it knows which model it serves);
+        ``ZSNLI_MODEL_DIR`` says it is not used when ``ZSNLI_MODEL_ID`` is set."""
+        lines = []
+        for f in fields(self):
+            line = f"{self.env_name(f.name)}={getattr(self, f.name)!r}"
+            if f.name == "model_dir" and self.model_id:
+                line += " (not used: ZSNLI_MODEL_ID is set)"
+            lines.append(line)
         return lines
 
 

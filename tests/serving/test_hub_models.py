@@ -242,3 +242,72 @@ async def test_startup_refusal_for_a_hub_model_is_a_startup_refused(hub_cache):
     with pytest.raises(StartupRefused, match="not in the hub cache"):
         await service.start()
     assert service.state.status == "error"
+
+
+# --------------------------------------------------------------------------- offline, from files a user has
+
+
+def _documented_recipe() -> str:
+    """The bash block of docs/configuration.md between its ``hub-cache-recipe`` markers."""
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    block = text.split("<!-- hub-cache-recipe -->", 1)[1].split("<!-- /hub-cache-recipe -->", 1)[0]
+    return block.split("```bash\n", 1)[1].split("```", 1)[0]
+
+
+def _run_recipe(source: Path, model_id: str, cache: Path, home: Path) -> None:
+    """Run the documented recipe as written, with its three settings filled in and without its last line
+    (``./serve.sh``, which the tests replace by an app in this process)."""
+    lines = _documented_recipe().rstrip("\n").splitlines()
+    assert lines[-1].startswith("ZSNLI_MODEL_ID=$MODEL_ID ZSNLI_MODEL_REVISION=$REV ./serve.sh"), lines[-1]
+    values = {"SRC": str(source), "MODEL_ID": model_id, "REV": COMMIT}
+    script = "\n".join(f"{line.split('=', 1)[0]}={values[line.split('=', 1)[0]]}"
+                       if line.split("=", 1)[0] in values else line for line in lines[:-1])
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "HF_HUB_CACHE": str(cache)}
+    subprocess.run(["bash", "-euc", script], env=env, check=True, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("head", sorted(HEADS))
+async def test_the_documented_offline_recipe_serves_a_2way_and_a_3way_model(tiny_models, tmp_path, monkeypatch,
+                                                                           make_app, head):
+    from zsnli.serving.app import create_app
+
+    source = tiny_models[("deberta", head)]
+    cache = tmp_path / "cache"
+    _run_recipe(source, f"me/zs-{head}", cache, tmp_path)
+    snapshot = cache / f"models--me--zs-{head}" / "snapshots" / COMMIT
+    assert (cache / f"models--me--zs-{head}" / "refs" / "main").read_text() == COMMIT
+    assert sorted(p.name for p in snapshot.iterdir()) == sorted(p.name for p in source.iterdir())
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    body = {"text": TEXTS[0], "candidate_labels": LABELS, "hypothesis_template": "This text is about {}."}
+    want = _pipeline_answer(source, TEXTS[0], LABELS, "This text is about {}.", False)
+    for settings in (make_settings("/nonexistent", model_id=f"me/zs-{head}", model_revision=COMMIT),
+                     make_settings("/nonexistent", model_id=f"me/zs-{head}"),  # refs/main names the commit
+                     make_settings(source)):                                   # the plain path
+        async with running_app(create_app(settings)) as client:
+            health = (await client.get("/health")).json()
+            r = await client.post("/classify", json=body)
+        assert health["labels"] == [HEADS[head][i] for i in sorted(HEADS[head])]
+        assert health.get("revision") == (COMMIT if settings.model_id else None)
+        np.testing.assert_allclose(r.json()["probabilities"], want, atol=2e-5)
+
+
+async def test_a_hub_models_start_up_log_names_only_what_it_reads(hub_cache, monkeypatch, caplog):
+    """Started from the checkout (whose model/, training_manifest.json and calibration.json a hub model
+    does not use), the log names none of the checkout's files."""
+    from zsnli.serving.service import ZeroShotClassifier
+
+    monkeypatch.chdir(REPO)
+    assert (REPO / "training_manifest.json").is_file() and (REPO / "calibration.json").is_file()
+    settings = Settings(model_id="org/zs-2way", model_revision=COMMIT, exit_on_startup_error=False,
+                        log_level="info").with_()
+    service = ZeroShotClassifier(settings)
+    with caplog.at_level("INFO", logger="zsnli"):
+        await service.start()
+        await service.wait_ready(60)
+        await service.stop()
+    text = caplog.text
+    for name in ("training_manifest.json", "calibration.json"):
+        assert str(REPO / name) not in text and f"model/../{name}" not in text and f"(manifest:" not in text
+    assert "ZSNLI_MODEL_DIR='./model' (not used: ZSNLI_MODEL_ID is set)" in text
+    assert "no training manifest in the hub snapshot of org/zs-2way" in text
+    assert "uncalibrated" in text and f"serving commit {COMMIT}" in text

@@ -146,7 +146,11 @@ def _model_files(settings: Settings, model_dir: Path) -> tuple[str, dict[str, st
         logger.warning("manifest check SKIPPED (ZSNLI_SKIP_MANIFEST_CHECK): development only")
         return (*_hash_all(model_dir), False)
     if not manifest_path.exists():
-        logger.warning("no training manifest at %s: serving %s unverified", manifest_path, model_dir)
+        if settings.model_id:
+            logger.warning("no training manifest in the hub snapshot of %s: serving it unverified "
+                           "(ZSNLI_MANIFEST_PATH names one to verify against)", settings.model_id)
+        else:
+            logger.warning("no training manifest at %s: serving %s unverified", manifest_path, model_dir)
         return (*_hash_all(model_dir), False)
     digest, files = verify_model_files(model_dir, manifest_path)
     logger.info("model files match %s", manifest_path)
@@ -232,6 +236,10 @@ def _load_scoring(settings: Settings, digest: str) -> tuple[RequestScoring, bool
         scoring, calibrated = RequestScoring(), False
     if calibrated:
         logger.info("scoring from %s: %s", calibration_path, scoring.to_dict())
+    elif settings.model_id:
+        logger.info("uncalibrated: scoring with the entailment logit and T = 1 (the zero-shot pipeline's "
+                    "scoring; a hub model has no calibration.json unless its snapshot or ZSNLI_CALIBRATION_PATH "
+                    "holds one)")
     else:
         logger.warning("uncalibrated: scoring with the entailment logit and T = 1 (the zero-shot pipeline's "
                        "scoring; no calibration.json for this model at %s)", calibration_path)
