@@ -1,0 +1,133 @@
+"""The Markdown of the docs' generated figures, from the files that hold them (no model runs here).
+
+Pure functions from a ``validate.py bakeoff`` report (``baselines/main.json``: `ranking_table`,
+`escalation_table`, `slices_table`), from a ``POST /v1/bakeoff`` answer (`bakeoff_answer_json`), from
+``calibration.json``'s ``selection`` (`oof_table`, `oof_summary_table`, `public_table`,
+`readme_quality_table`) and from answers of the server (`answer_json`: floats rounded to 6 decimals,
+compact). `zsnli.bench.doc_figures` runs what produces them and writes each between its markers;
+``tests/bench/test_doc_figures.py`` renders the committed report and calibration again and compares.
+
+May import: the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Mapping, Sequence
+
+#: How many of each arm's worst slices `slices_table` lists.
+SLICES_PER_ARM = 2
+
+
+def rounded(value: Any, digits: int = 6) -> Any:
+    """``value`` with every float rounded to ``digits`` decimals (nested lists and dicts too)."""
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, list):
+        return [rounded(v, digits) for v in value]
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    return value
+
+
+def answer_json(answer: Any) -> str:
+    """A server's answer as the docs show it: compact JSON (as the server sends it), floats rounded to 6
+    decimals (the last digits depend on the machine: CPU kernels, thread count)."""
+    return json.dumps(rounded(answer), separators=(",", ":"), ensure_ascii=False)
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _speed(x: float | None) -> str:
+    """Milliseconds or documents/s: thousands separated from 100 up, one decimal below."""
+    if x is None:
+        return "n/a"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def ranking_table(report: Mapping[str, Any]) -> str:
+    """The bake-off report's leaderboard as a Markdown table: one row per arm in rank order, means over
+    datasets (macro-F1, accuracy, ECE, calibrated macro-F1, normalised), latency, fit, RSS, cost."""
+    header = ["#", "arm", "kind", "macro-F1", "accuracy", "ECE", "cal. F1", "normalised", "p50 ms/doc",
+              "p95 ms/doc", "docs/s", "fit s", "peak RSS MiB", "cost"]
+    rows = []
+    for rank, row in enumerate(report["leaderboard"], 1):
+        fit = "trained offline" if str(row.get("fit_note", "")).startswith("trained offline") else \
+            f"{row['fit_s']:.1f} ({str(row.get('fit_note', '')).split(' ')[0]} fits)"
+        rows.append([str(rank), row["arm"], row["kind"], _num(row["macro_f1"]), _num(row["accuracy"]),
+                     _num(row["ece"]), _num(row["calibrated_macro_f1"]), _num(row["normalised"], 1),
+                     _speed(row["p50_ms"]), _speed(row["p95_ms"]), _speed(row["docs_per_s"]), fit,
+                     f"{row['peak_rss_mb']:,.0f}" if row.get("peak_rss_mb") else "n/a", row.get("cost", "")])
+    return _table(header, rows)
+
+
+def escalation_table(report: Mapping[str, Any]) -> str:
+    """Per arm, the first escalation target's threshold, % kept, % to a person and kept accuracy
+    (pooled over the test rows), in leaderboard order."""
+    by_name = {arm["name"]: arm for arm in report["arms"]}
+    rows = []
+    for row in report["leaderboard"]:
+        esc = (by_name[row["arm"]].get("escalation") or [None])[0]
+        if esc is None:
+            continue
+        if not esc["reachable"]:
+            rows.append([row["arm"], "unreachable", "0", "100", "n/a"])
+            continue
+        rows.append([row["arm"], _num(esc["threshold"]), f"{100 * esc['kept_fraction']:.1f}",
+                     f"{100 * esc['escalated_fraction']:.1f}", _num(esc["kept_accuracy"])])
+    return _table(["arm", "threshold", "% kept", "% to a person", "kept accuracy"], rows)
+
+
+def escalation_facts(report: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"target", "n"}`` of the report's first escalation target (what the table's heading says)."""
+    esc = next(a["escalation"][0] for a in report["arms"] if a.get("escalation"))
+    return {"target": esc["target"], "n": esc["n"]}
+
+
+def slices_table(report: Mapping[str, Any], per_arm: int = SLICES_PER_ARM) -> str:
+    """The top ``per_arm`` worst-slice findings of each arm (leaderboard order; arms without a finding
+    are left out): slice, declared / discovered, n, accuracy, Wilson 95% interval, gap x sqrt(n)."""
+    by_name = {arm["name"]: arm for arm in report["arms"]}
+    rows = []
+    for row in report["leaderboard"]:
+        arm = by_name[row["arm"]]
+        findings = [s for s in arm.get("slices") or [] if s.get("finding")][:per_arm]
+        pooled = arm["scores"].get("pooled_accuracy")
+        for i, s in enumerate(findings):
+            who = f"{row['arm']} ({_num(pooled)})" if i == 0 else row["arm"]
+            rows.append([who, f"{s['facet']} = {s['name']}", s["kind"], str(s["n"]), _num(s["accuracy"]),
+                         f"{_num(s['low'])}-{_num(s['high'])}", f"{s['rank_score']:.2f}"])
+    return _table(["arm (pooled accuracy)", "slice", "declared / discovered", "n", "accuracy", "95% interval",
+                   "gap x sqrt(n)"], rows)
+
+
+#: The keys of a scorecard entry the docs show (reliability bins and the receipt's identities left out).
+SCORECARD_KEYS = ("rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "status")
+
+
+def bakeoff_answer_json(answer: Mapping[str, Any]) -> str:
+    """A ``POST /v1/bakeoff`` answer as docs/bakeoff.md shows it: one scorecard entry a line, figures
+    rounded to 4 decimals, each entry's reliability bins left out, the receipt's signature cut to 40
+    characters and its arm identities left out (``...``)."""
+    def dumps(value: Any) -> str:
+        return json.dumps(rounded(value, 4), ensure_ascii=False)
+
+    head = [f'"{k}": {dumps(answer[k])}' for k in ("id", "created_at", "task_description", "labels", "n")
+            if k in answer]
+    cards = [dumps({k: card[k] for k in SCORECARD_KEYS if k in card}) for card in answer["scorecard"]]
+    receipt = answer.get("receipt") or {}
+    signature = str(receipt.get("signature") or "")
+    receipt_text = (f'{{"sha256": {dumps(receipt.get("sha256"))},\n             "signature": '
+                    f'{dumps(signature[:40] + "...")}, "key_id": {dumps(receipt.get("key_id"))}, ...}}')
+    return ("{" + ", ".join(head[:2]) + ",\n " + ",\n ".join(head[2:]) + ",\n \"scorecard\": [\n  "
+            + ",\n  ".join(cards) + "],\n" + f' "winner": {dumps(answer.get("winner"))},\n'
+            + f' "receipt": {receipt_text}}}\n')

@@ -1,0 +1,234 @@
+"""The figures of README.md and docs/ are those of the committed model and calibration (issue 32 item 3).
+
+Every generated block (``<!-- figures:NAME -->``) has a generator in `zsnli.bench.doc_figures`. The cheap
+ones are recomputed here and compared with what is committed: the bake-off tables against
+``baselines/main.json`` (which must itself be a run of the committed model and calibration), and, on the
+shipped model in this process (the app with the served routes, no network), the README's curl answers,
+its client snippet's printed output, its ``zsnli classify`` output, the Inference API and ``/predict``
+examples of docs/api.md and the bake-off service example's figures. When one fails after a change of
+``model/`` or ``calibration.json``: ``python -m zsnli.bench.doc_figures --write --run-bakeoff``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import io
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, cached_loader, make_settings, running_app
+
+from zsnli.bench import doc_figures, doc_tables
+
+pytestmark = pytest.mark.anyio
+
+HOW = "regenerate with: python -m zsnli.bench.doc_figures --write --run-bakeoff"
+#: Rounding to 6 decimals and the machine's last digits (CPU kernels, threads): committed figures may differ
+#: from a rerun by a few units of the 6th decimal; any change of model or calibration moves them far more.
+ATOL = 5e-6
+
+
+def _blocks() -> dict[str, str]:
+    out = {}
+    for page in doc_figures.pages(REPO):
+        for name, body in doc_figures.blocks(page.read_text(encoding="utf-8")):
+            assert name not in out, f"block {name} appears twice"
+            out[name] = body
+    return out
+
+
+BLOCKS = _blocks()
+
+
+def test_every_generated_block_has_a_generator():
+    assert {"curl-readme", "readme-client", "readme-cli", "bakeoff-escalation", "bakeoff-slices",
+            "bakeoff-service", "parity-figure"} <= set(BLOCKS)
+    assert all(doc_figures.generator_for(name) for name in BLOCKS)
+    for name, body in BLOCKS.items():
+        if name.startswith("curl-"):
+            for line in body.splitlines():
+                if line.startswith("curl "):
+                    doc_figures.curl_request(line)  # parses
+
+
+def test_unknown_block_names_are_one_line_exit_2(tmp_path, capsys):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("<!-- figures:nonsense -->\nx\n<!-- /figures:nonsense -->\n")
+    with pytest.raises(SystemExit) as info:
+        doc_figures.main(["--root", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and "\n" not in err and "unknown block name(s): nonsense" in err
+
+
+def test_the_bakeoff_report_is_a_run_of_the_committed_model_and_calibration():
+    report = json.loads((REPO / "baselines" / "main.json").read_text())
+    served = next(a for a in report["arms"] if a["type"] == "served")["identity"]
+    manifest = json.loads((REPO / "training_manifest.json").read_text())
+    calibration = hashlib.sha256((REPO / "calibration.json").read_bytes()).hexdigest()
+    assert served["calibration_sha256"] == calibration, f"baselines/main.json is of another calibration.json: {HOW}"
+    assert served["model_sha256"] == manifest["model_sha256"], f"baselines/main.json is of another model: {HOW}"
+
+
+@pytest.mark.parametrize("name", ["bakeoff-ranking", "bakeoff-escalation", "bakeoff-slices"])
+def test_bakeoff_tables_are_the_reports(name):
+    fig = doc_figures.Figures(REPO, "model", REPO / "baselines" / "main.json")
+    try:
+        assert doc_figures.generator_for(name)(fig, BLOCKS[name]).rstrip("\n") == BLOCKS[name].rstrip("\n"), HOW
+    finally:
+        fig.close()
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", text)]
+
+
+def _same_answer(committed: str, fresh: object, where: str) -> None:
+    """The committed answer line and a fresh answer: the same JSON but for the machine's last digits."""
+    got = json.loads(doc_tables.answer_json(fresh))
+    want = json.loads(committed)
+    _close(want, got, where)
+
+
+def _close(want, got, where):
+    if isinstance(want, float) or isinstance(got, float):
+        assert abs(want - got) <= ATOL, f"{where}: committed {want}, now {got}; {HOW}"
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), f"{where}: {want} vs {got}; {HOW}"
+        for w, g in zip(want, got):
+            _close(w, g, where)
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), f"{where}: keys {set(want)} vs {set(got)}; {HOW}"
+        for k in want:
+            _close(want[k], got[k], f"{where}.{k}")
+    else:
+        assert want == got, f"{where}: committed {want!r}, now {got!r}; {HOW}"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def shipped(tmp_path_factory):
+    """The app on the shipped model and calibration with the served routes (bake-off included)."""
+    import os
+
+    from zsnli.serve import served_extensions
+    from zsnli.serving.app import create_app
+
+    tmp = tmp_path_factory.mktemp("bakeoff")
+    os.environ["ZSNLI_BAKEOFF_DB"], os.environ["ZSNLI_RECEIPT_KEY"] = str(tmp / "b.sqlite3"), str(tmp / "key.pem")
+    app = create_app(make_settings(REPO / "model"), loader=cached_loader, extend=served_extensions())
+    try:
+        async with running_app(app, timeout=300) as client:
+            health = (await client.get("/health")).json()
+            assert health["verified"] and health["calibrated"], health
+            yield client
+    finally:
+        os.environ.pop("ZSNLI_BAKEOFF_DB"), os.environ.pop("ZSNLI_RECEIPT_KEY")
+
+
+@pytest.mark.parametrize("name", ["curl-readme", "curl-zero-shot", "curl-predict"])
+async def test_curl_answers_are_the_shipped_models(shipped, name):
+    lines = BLOCKS[name].splitlines()
+    checked = 0
+    for i, line in enumerate(lines):
+        if line.startswith("curl "):
+            path, body = doc_figures.curl_request(line)
+            r = await shipped.post(path, json=body)
+            assert r.status_code == 200, r.text
+            _same_answer(lines[i + 1].removeprefix("# -> "), r.json(), f"{name} {path}")
+            checked += 1
+    assert checked
+
+
+async def test_the_readme_client_snippet_prints_its_comments(shipped):
+    """The snippet runs with `zsnli.Client` answering through the app in this process; each print line's
+    comment is what it printed."""
+    from zsnli.client import Classification, classify_body
+
+    loop = asyncio.get_running_loop()
+
+    class InProcessClient:
+        def __init__(self, url):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def classify(self, text, labels, *, hypothesis_template=None, multi_label=False, id=None, scoring=None):
+            body = classify_body(text, labels, hypothesis_template, multi_label, id, scoring)
+            r = asyncio.run_coroutine_threadsafe(shipped.post("/classify", json=body), loop).result()
+            return Classification(list(labels), r.json()["probabilities"], r.json().get("id"))
+
+        def zero_shot_classification(self, *args, **kwargs):
+            return None
+
+    body = BLOCKS["readme-client"]
+    code = body.split("```python\n", 1)[1].split("```", 1)[0]
+    module = types.ModuleType("zsnli_snippet")
+    module.Client = InProcessClient
+    printed = io.StringIO()
+
+    def run():
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code.replace("from zsnli import Client", "from zsnli_snippet import Client"), "snippet", "exec"),
+                 {})
+
+    sys.modules["zsnli_snippet"] = module
+    try:
+        await asyncio.to_thread(run)
+    finally:
+        del sys.modules["zsnli_snippet"]
+    comments = [line.split("#", 1)[1].strip() for line in code.splitlines() if line.lstrip().startswith("print(")]
+    outputs = printed.getvalue().splitlines()
+    assert len(comments) == len(outputs) == 2
+    for comment, output in zip(comments, outputs):
+        assert comment.split(" ")[0] == output.split(" ")[0], (comment, output, HOW)
+        np.testing.assert_allclose(_numbers(comment), _numbers(output), atol=1e-4, err_msg=HOW)
+
+
+def test_the_readme_cli_output_is_its_own(capsys):
+    import shlex
+
+    from zsnli.cli import main
+
+    lines = BLOCKS["readme-cli"].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('$ zsnli classify "'))
+    committed = []
+    for line in lines[start + 1:]:
+        if line.startswith("$ ") or line.startswith("```"):
+            break
+        committed.append(line)
+    args = shlex.split(lines[start][2:])[1:]
+    assert main([*args, "--model-dir", str(REPO / "model")]) == 0
+    fresh = capsys.readouterr().out.splitlines()
+    assert [c.split()[0] for c in committed] == [f.split()[0] for f in fresh], HOW
+    np.testing.assert_allclose(_numbers("\n".join(committed)), _numbers("\n".join(fresh)), atol=1e-4, err_msg=HOW)
+
+
+async def test_the_bakeoff_service_examples_figures_are_the_shipped_models(shipped):
+    body = BLOCKS["bakeoff-service"]
+    request = json.loads(body.split("-d '", 1)[1].split("'", 1)[0])
+    committed = body.split("```json\n", 1)[1].split("```", 1)[0]
+    want = {card["arm"]: card for card in (json.loads(line.strip().rstrip(",").rstrip("]"))
+                                           for line in committed.splitlines() if line.strip().startswith('{"rank"'))}
+    r = await shipped.post("/v1/bakeoff", json=request)
+    assert r.status_code == 200, r.text
+    got = {card["arm"]: card for card in r.json()["scorecard"]}
+    assert set(got) == set(want)
+    for arm, card in want.items():
+        for key in ("rank", "accuracy", "macro_f1", "ece", "n", "status"):
+            fresh = round(got[arm][key], 4) if isinstance(got[arm][key], float) else got[arm][key]
+            assert fresh == pytest.approx(card[key], abs=1e-4), f"{arm} {key}: committed {card[key]}, now {fresh}; {HOW}"
