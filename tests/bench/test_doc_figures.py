@@ -76,8 +76,9 @@ def test_the_bakeoff_report_is_a_run_of_the_committed_model_and_calibration():
     assert served["model_sha256"] == manifest["model_sha256"], f"baselines/main.json is of another model: {HOW}"
 
 
-@pytest.mark.parametrize("name", ["bakeoff-ranking", "bakeoff-escalation", "bakeoff-slices"])
-def test_bakeoff_tables_are_the_reports(name):
+@pytest.mark.parametrize("name", ["bakeoff-ranking", "bakeoff-escalation", "bakeoff-slices", "quality-oof",
+                                  "quality-summary", "quality-public", "quality-chosen", "readme-quality"])
+def test_tables_are_the_committed_report_and_calibration(name):
     fig = doc_figures.Figures(REPO, "model", REPO / "baselines" / "main.json")
     try:
         assert doc_figures.generator_for(name)(fig, BLOCKS[name]).rstrip("\n") == BLOCKS[name].rstrip("\n"), HOW

@@ -22,6 +22,8 @@ each NAME to what rebuilds it:
   (``--bakeoff-report``, default ``baselines/main.json``; ``--run-bakeoff`` first runs the documented
   ``python validate.py bakeoff --suite suites/ci.toml --report baselines/main.json``);
 * ``bakeoff-service``: the block's ``POST /v1/bakeoff`` request is sent and its answer shown;
+* ``quality-oof``, ``quality-summary``, ``quality-public``, ``readme-quality``, ``quality-chosen``: the
+  tables and the chosen scoring of ``calibration.json``'s ``selection`` (``train.py select`` writes them);
 * ``parity-figure``: the largest difference between the server's ``scoring: "pipeline"`` answers and
   the transformers pipeline's (`zsnli.bench.pipeline_arm`, one document per call) over
   ``dev/zeroshot_dev.jsonl``, with the CPU flags.
@@ -87,6 +89,11 @@ class Figures:
                 "ZSNLI_BAKEOFF_DB": str(tmp / "bakeoffs.sqlite3"), "ZSNLI_RECEIPT_KEY": str(tmp / "key.pem"),
                 "ZSNLI_LOG_LEVEL": "warning"}, "auto", self.root, threads=None)
         return self._server.url
+
+    @property
+    def calibration(self) -> dict:
+        """The committed calibration.json (its ``chosen`` and ``selection``)."""
+        return json.loads((self.root / "calibration.json").read_text(encoding="utf-8"))
 
     @property
     def report(self) -> dict:
@@ -226,11 +233,32 @@ def gen_parity(fig: Figures, body: str) -> str:
             f"`POST /classify` with `\"scoring\": \"pipeline\"` against `zsnli.bench.pipeline_arm`; CPU {cpu_flags()})")
 
 
-Generator = Callable[[Figures, str], str]
+Generator = Callable[["Figures", str], str]
+
+
+def _calibration_source() -> str:
+    return "(from `calibration.json`'s `selection`, written by `python train.py select`; rendered by " \
+           "`python -m zsnli.bench.doc_figures --write`)\n\n"
+
+
+def gen_quality(render: Callable[[dict], str]) -> Generator:
+    """A generator of a table of calibration.json's ``selection``."""
+    def gen(fig: Figures, body: str) -> str:
+        return _calibration_source() + render(fig.calibration["selection"])
+    return gen
+
+
+def gen_chosen(fig: Figures, body: str) -> str:
+    return doc_tables.chosen_sentence(fig.calibration)
+
+
 GENERATORS: dict[str, Generator] = {
     "readme-client": gen_client, "readme-cli": gen_cli, "bakeoff-ranking": gen_bakeoff_ranking,
     "bakeoff-escalation": gen_bakeoff_escalation, "bakeoff-slices": gen_bakeoff_slices,
     "bakeoff-service": gen_bakeoff_service, "parity-figure": gen_parity,
+    "quality-oof": gen_quality(doc_tables.oof_table), "quality-summary": gen_quality(doc_tables.oof_summary_table),
+    "quality-public": gen_quality(doc_tables.public_table), "readme-quality": gen_quality(doc_tables.readme_quality_table),
+    "quality-chosen": gen_chosen,
 }
 
 

@@ -131,3 +131,79 @@ def bakeoff_answer_json(answer: Mapping[str, Any]) -> str:
     return ("{" + ", ".join(head[:2]) + ",\n " + ",\n ".join(head[2:]) + ",\n \"scorecard\": [\n  "
             + ",\n  ".join(cards) + "],\n" + f' "winner": {dumps(answer.get("winner"))},\n'
             + f' "receipt": {receipt_text}}}\n')
+
+
+# --------------------------------------------------------------------------- calibration.json's selection
+
+
+def _short(dataset: str) -> str:
+    return dataset.split("/", 1)[-1]
+
+
+def oof_table(selection: Mapping[str, Any]) -> str:
+    """``train.py select``'s out-of-fold table (calibration.json ``selection.out_of_fold``): per dataset the
+    configuration chosen without it, ours and embedding similarity's macro-F1, ECE and normalised score."""
+    rows = []
+    for name, row in selection["out_of_fold"].items():
+        ours, emb = row["ours"], row["embedding"]
+        rows.append([name, row["chosen_without_it"], _num(ours["macro_f1"]), _num(ours["ece"]), _num(ours["normalised"], 1),
+                     _num(emb["macro_f1"]), _num(emb["ece"]), _num(emb["normalised"], 1)])
+    return _table(["dataset", "chosen without it", "ours macro-F1", "ours ECE", "ours normalised", "embedding macro-F1",
+                   "embedding ECE", "embedding normalised"], rows)
+
+
+def oof_summary_table(selection: Mapping[str, Any]) -> str:
+    """The out-of-fold summary (``selection.summary``): zsc-dev, the team dev set and all, as means."""
+    rows = []
+    for group, s in selection["summary"].items():
+        rows.append([group, str(s["datasets"]), _num(s["ours_macro_f1"]), _num(s["embedding_macro_f1"]),
+                     f"{_num(s['ours_ece_mean'])} / {_num(s['ours_ece_max'])}", _num(s["embedding_ece_mean"]),
+                     _num(s["ours_normalised"], 1), _num(s["embedding_normalised"], 1),
+                     f"{s['worst_below_embedding']:.1f} ({_short(s['worst_dataset'])})"])
+    return _table(["out of fold", "datasets", "ours macro-F1", "embedding macro-F1", "ours ECE mean / max",
+                   "embedding ECE mean", "ours normalised", "embedding normalised", "worst below embedding"], rows)
+
+
+def public_table(selection: Mapping[str, Any]) -> str:
+    """The public examples' report (``selection.public_report``, reporting only): the means of the served
+    scoring and of embedding similarity, then each set's normalised score."""
+    pub = selection["public_report"]
+    ours, emb = pub["new_default"], pub["embedding_similarity"]
+    rows = [[label, _num(part["mean"]["macro_f1"]), _num(part["mean"]["ece"]), _num(part["mean"]["normalised"], 1)]
+            for label, part in (("this model and its scoring", ours), ("embedding similarity", emb))]
+    per_set = ", ".join(f"{name} {_num(ours['datasets'][name]['normalised'], 1)} / "
+                        f"{_num(emb['datasets'][name]['normalised'], 1)}" for name in ours["datasets"])
+    return (_table(["public (reporting only)", "macro-F1", "ECE", "normalised"], rows)
+            + f"\n(Per set, this / embedding normalised: {per_set}.)\n")
+
+
+def readme_quality_table(selection: Mapping[str, Any]) -> str:
+    """The README's quality table: zsc-dev and the team dev set out of fold, the public examples."""
+    summary, pub = selection["summary"], selection["public_report"]
+    rows = []
+    for group, label in (("zsc-dev", "zsc-dev (12 real sets not in the benchmark)"),
+                         ("dev", "team dev set (`dev/zeroshot_dev.jsonl`)")):
+        s = summary[group]
+        rows.append([label, str(s["datasets"]), f"{_num(s['ours_macro_f1'])} / {_num(s['embedding_macro_f1'])}",
+                     f"{_num(s['ours_ece_mean'])} / {_num(s['embedding_ece_mean'])}",
+                     f"{_num(s['ours_normalised'], 1)} / {_num(s['embedding_normalised'], 1)}"])
+    ours, emb = pub["new_default"]["mean"], pub["embedding_similarity"]["mean"]
+    rows.append(["public benchmark documents (reporting only)", str(len(pub["new_default"]["datasets"])),
+                 f"{_num(ours['macro_f1'])} / {_num(emb['macro_f1'])}", f"{_num(ours['ece'])} / {_num(emb['ece'])}",
+                 f"{_num(ours['normalised'], 1)} / {_num(emb['normalised'], 1)}"])
+    return _table(["out of fold", "datasets", "macro-F1 ours / embedding", "ECE mean ours / embedding",
+                   "normalised ours / embedding"], rows)
+
+
+def chosen_sentence(calibration: Mapping[str, Any]) -> str:
+    """calibration.json's ``chosen`` in words: rule, content-free correction, embedding weight, T(K)."""
+    c, sel = calibration["chosen"], calibration.get("selection") or {}
+    cf = f'"{c["content_free_premise"]}" correction' if c.get("content_free_premise") is not None \
+        else "no content-free correction"
+    w = c.get("embedding_weight") or 0
+    cos = f"embedding weight {w:g} (cosine of the untouched all-MiniLM-L6-v2)" if w else "no cosine term"
+    temp = f"T(K) = {c['temperature']:.3f} x K^{c['k_exponent']:.3f}" if c.get("k_exponent") else \
+        f"T = {c['temperature']:.3f}"
+    tail = (f"; in-sample mean normalised {sel['chosen_in_sample_mean_normalised']:.1f}"
+            if "chosen_in_sample_mean_normalised" in sel else "")
+    return f"rule `{c['rule']}`, {cf}, {cos}, {temp}{tail}"
