@@ -12,9 +12,9 @@ no ``--template`` they get the pipeline's ``"This example is {}."``
 (503 retried after ``Retry-After``), or with ``--model-dir`` runs the model
 in this process (`zsnli.serving.offline.OfflineClassifier`, the server's own checks
 and scoring). With ``--input``, every line is a ``/classify`` request object
-whose missing ``labels``/``hypothesis_template``/``multi_label`` come from the
-flags; every output line is that line's answer, in order
-(``{"id", "probabilities"}`` or its error with ``status``); exit 1 when
+whose missing ``labels``/``hypothesis_template``/``multi_label``/``scoring`` come from the
+flags (``--scoring pipeline``: the transformers pipeline's own scoring); every output line is that line's answer, in order
+(``{"id", "labels", "probabilities"}`` or its error with ``status``); exit 1 when
 some lines got errors. The input is streamed (``--batch-size`` lines read,
 sent, written and flushed, then the next: memory is about one batch; ``-``
 reads stdin). A line that is not UTF-8 or not JSON gets its error line here
@@ -28,6 +28,7 @@ cannot be reached, an error answer, an answer that is not the API's, e.g.
 HTML from a wrong ``--url``) is one line on stderr and exit 2.
 
 May import: `zsnli.client`, `zsnli.harness.cli`, `zsnli.serving.inference_api` (``split_labels``),
+`zsnli.serving.api_types` (``SCORINGS``),
 `zsnli.runtime.progress`, and, for
 ``--model-dir`` or ``serve`` only, `zsnli.serving.app`, `zsnli.config`, `zsnli.serving.offline`,
 `zsnli.serve`, `zsnli.serving.startup`.
@@ -45,6 +46,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from . import __version__
 from .harness.cli import UsageParser, positive_float, positive_int
+from .serving.api_types import SCORINGS
 from .serving.inference_api import split_labels
 
 PROG = "zsnli"
@@ -69,6 +71,9 @@ def build_parser() -> UsageParser:
     c.add_argument("--template", help="hypothesis template with one {} (default: the pipeline's "
                    "'This example is {}.'; '{}' keeps the labels literal)")
     c.add_argument("--multi-label", action="store_true", help="score each label on its own")
+    c.add_argument("--scoring", choices=SCORINGS, default=None,
+                   help="single-label scoring: served (the server's, calibrated for the shipped model; default) or "
+                   "pipeline (the transformers zero-shot pipeline's own)")
     where = c.add_mutually_exclusive_group()
     where.add_argument("--url", help=f"the server (default $ZSNLI_URL, else {DEFAULT_URL})")
     where.add_argument("--model-dir", help="classify in this process with this model directory (no server)")
@@ -96,6 +101,8 @@ def _defaults(args) -> dict[str, Any]:
         out["hypothesis_template"] = args.template
     if args.multi_label:
         out["multi_label"] = True
+    if args.scoring is not None:
+        out["scoring"] = args.scoring
     return out
 
 

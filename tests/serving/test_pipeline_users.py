@@ -220,3 +220,25 @@ def test_other_bad_templates_name_their_problem(template, phrase):
 
     assert phrase in template_problem(template)
     assert template_problem("This text is about {}.") is None
+
+
+def test_cli_scoring_flag(tmp_path, bert_dir, bert_model, capsys):
+    import json
+
+    from conftest import direct_probabilities, verified_model_copy
+
+    from zsnli.cli import main
+
+    model = verified_model_copy(bert_dir, tmp_path)  # served with a content-free calibration
+    argv = ["classify", TEXTS[0], "--labels", ",".join(LABELS), "--template", TEMPLATE, "--json", "--model-dir", str(model)]
+    assert main(argv + ["--scoring", "pipeline"]) == 0
+    pipe = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    served = json.loads(capsys.readouterr().out)
+    np.testing.assert_allclose(pipe["probabilities"], direct_probabilities(bert_model, TEXTS[0], LABELS, TEMPLATE),
+                               atol=1e-6)
+    assert np.abs(np.array(pipe["probabilities"]) - np.array(served["probabilities"])).max() > 1e-3
+    with pytest.raises(SystemExit) as info:
+        main(argv + ["--scoring", "calibrated"])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and "\n" not in err and "--scoring" in err
