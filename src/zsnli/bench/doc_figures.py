@@ -6,6 +6,7 @@
     python -m zsnli.bench.doc_figures --write              # rewrite every generated block
     python -m zsnli.bench.doc_figures --write --run-bakeoff   # first regenerate baselines/main.json (ci suite)
     python -m zsnli.bench.doc_figures --write --only curl-readme,readme-client
+    python -m zsnli.bench.doc_figures --write --skip parity-figure   # all but the slow pipeline comparison
 
 A generated block sits between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` in a page; the
 command that produced a figure is written beside it, inside or next to the block. `GENERATORS` maps
@@ -51,7 +52,7 @@ from typing import Any, Callable
 
 import httpx
 
-from ..harness.cli import UsageParser
+from ..harness.cli import UsageParser, positive_int
 from ..harness.server import ServerError, ServerProcess, start_server
 from . import doc_tables
 
@@ -59,6 +60,8 @@ BLOCK = re.compile(r"(<!-- figures:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!--
 #: The Markdown pages that may hold generated blocks, relative to the repository root.
 PAGES = ("README.md", "docs/*.md")
 PARITY_EXAMPLES = "dev/zeroshot_dev.jsonl"
+#: Documents per ``/classify`` array (the default ``ZSNLI_MAX_BATCH_ITEMS``).
+PARITY_CHUNK = 64
 
 
 def cpu_flags() -> str:
@@ -74,8 +77,9 @@ class Figures:
     """What the generators share: the repository root, the bake-off report, and one server (started on
     first use, stopped by `close`)."""
 
-    def __init__(self, root: Path, model_dir: str, report_path: Path) -> None:
+    def __init__(self, root: Path, model_dir: str, report_path: Path, parity_docs: int | None = None) -> None:
         self.root, self.model_dir, self.report_path = root, model_dir, report_path
+        self.parity_docs = parity_docs
         self._server: ServerProcess | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="zsnli-doc-figures-")
         self._report: dict | None = None
@@ -209,7 +213,7 @@ def gen_parity(fig: Figures, body: str) -> str:
     """Largest |p(server, scoring pipeline) - p(transformers pipeline)| over the parity examples."""
     docs = [json.loads(line) for line in (fig.root / PARITY_EXAMPLES).read_text(encoding="utf-8").splitlines()
             if line.strip()]
-    docs = [d for d in docs if d["text"]]  # the pipeline refuses an empty text
+    docs = [d for d in docs if d["text"]][: fig.parity_docs]  # the pipeline refuses an empty text
     tmp = Path(fig._tmp.name)
     (tmp / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(fig.root / "src"), os.environ.get("PYTHONPATH")))),
@@ -221,7 +225,8 @@ def gen_parity(fig: Figures, body: str) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"pipeline arm exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
     pipe = json.loads((tmp / "pipeline.json").read_text())["probabilities"]
-    served = fig.post("/classify", [{"text": d["text"], "labels": d["labels"], "scoring": "pipeline"} for d in docs])
+    bodies = [{"text": d["text"], "labels": d["labels"], "scoring": "pipeline"} for d in docs]
+    served = [answer for i in range(0, len(bodies), PARITY_CHUNK) for answer in fig.post("/classify", bodies[i:i + PARITY_CHUNK])]
     worst, same, labels = 0.0, 0, 0
     for p, s in zip(pipe, served):
         probs = s["probabilities"]
@@ -305,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bakeoff-report", default="baselines/main.json", help="bake-off report of the tables")
     ap.add_argument("--run-bakeoff", action="store_true",
                     help="first run the ci suite into --bakeoff-report (validate.py bakeoff; minutes)")
+    ap.add_argument("--skip", default=None, help="comma-separated block names to leave as they are")
+    ap.add_argument("--parity-docs", type=positive_int, default=None,
+                    help=f"documents of {PARITY_EXAMPLES} for parity-figure (default: all; the pipeline is slow)")
     ap.add_argument("--root", default=".", help="the repository root (default: %(default)s)")
     args = ap.parse_args(argv)
     root = Path(args.root).resolve()
@@ -312,9 +320,12 @@ def main(argv: list[str] | None = None) -> int:
     names = {name for bl in found.values() for name, _ in bl}
     unknown = sorted(n for n in names if generator_for(n) is None)
     only = set(args.only.split(",")) if args.only else None
-    if unknown or (only and only - names):
-        ap.error(f"unknown block name(s): {', '.join(unknown or sorted(only - names))} "
-                 f"(blocks in the pages: {', '.join(sorted(names))})")
+    skip = set(args.skip.split(",")) if args.skip else set()
+    wrong = unknown or sorted((only or set()) - names) or sorted(skip - names)
+    if wrong:
+        ap.error(f"unknown block name(s): {', '.join(wrong)} (blocks in the pages: {', '.join(sorted(names))})")
+    if skip:
+        only = (only or names) - skip
     report = (root / args.bakeoff_report) if not Path(args.bakeoff_report).is_absolute() else Path(args.bakeoff_report)
     t_start = time.monotonic()
     if args.run_bakeoff:
@@ -325,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     if not report.is_file() and any(n.startswith("bakeoff-") and n != "bakeoff-service" for n in names):
         ap.error(f"--bakeoff-report {args.bakeoff_report} does not exist (--run-bakeoff writes it)")
-    fig, timings, changed = Figures(root, args.model_dir, report), {}, []
+    fig, timings, changed = Figures(root, args.model_dir, report, args.parity_docs), {}, []
     try:
         for path, bl in found.items():
             if not bl:
