@@ -83,9 +83,9 @@ async def test_pipeline_scoring_computes_no_content_free_pairs_and_no_embeddings
     async with running_app(calibrated_app) as client:
         service = calibrated_app.state.classifier
         served = service.preprocess(TEXTS[0], LABELS, TEMPLATE, False)
-        pipeline = service.preprocess(TEXTS[0], LABELS, TEMPLATE, False, service.scoring_config("pipeline"))
-        assert (served.n_pairs, served.cosine_term) == (2 * len(LABELS), True)
-        assert (pipeline.n_pairs, pipeline.cosine_term) == (len(LABELS), False)
+        pipeline = service.preprocess(TEXTS[0], LABELS, TEMPLATE, False, scoring=service.scoring_config("pipeline"))
+        assert (served.n_pairs, served.content_free) == (2 * len(LABELS), "N/A")
+        assert (pipeline.n_pairs, pipeline.content_free, pipeline.cascade) == (len(LABELS), None, None)
         stats = service.state.batcher.stats
         before = dict(stats.batches_by_kind)
         await _classify(client, {"text": TEXTS[1], "labels": LABELS, "scoring": "pipeline"})

@@ -526,7 +526,7 @@ class ZeroShotClassifier:
                                      and config.embedding_weight != 0 and scoring.cascade.applies(len(slot))) else None
         return Prepared(text, labels, hyps, list(slot), [slot[h] for h in hyps],
                         list(dict.fromkeys(labels)) if template is not None else None, content_free, multi_label,
-                        group, scoring.calibrator is not None and not multi_label, pruned, scoring)
+                        group, scoring.calibrator is not None and not multi_label, pruned, scoring=scoring)
 
     def _request_encoder(self, prep: Prepared) -> SentenceEncoder | None:
         """The sentence encoder when this request's group scoring has the cosine term (single-label only)."""
