@@ -166,3 +166,26 @@ async def test_array_documented_in_openapi(bert_dir, make_app):
         spec = (await client.get("/openapi.json")).json()
     body = spec["paths"]["/classify"]["post"]["requestBody"]["content"]["application/json"]
     assert "array" in body["examples"] and body["schema"]["oneOf"][1]["type"] == "array"
+
+
+async def test_once_the_client_is_gone_the_rest_of_an_array_is_never_admitted(bert_dir, make_app):
+    import threading
+
+    from zsnli.errors import ApiError, ErrorType
+
+    app, holder = gated_app(bert_dir, make_app, max_labels=4, request_share_pairs=4)
+    async with running_app(app):
+        service, model = app.state.classifier, holder["model"]
+        model.gate = threading.Event()
+        gone = asyncio.Event()
+        docs = [service.preprocess(f"{TEXT} {i}", ["a", "b", "c", "d"], None, True) for i in range(5)]
+        task = asyncio.create_task(service.classify_request(docs, disconnected=gone.wait))
+        await asyncio.sleep(0.2)
+        assert service.state.batcher.admitted_pairs == 4  # the first document only: its share
+        gone.set()
+        await asyncio.sleep(0.1)
+        model.gate.set()
+        answers = await task
+        assert all(isinstance(a, ApiError) and a.error_type is ErrorType.CLIENT_GONE for a in answers), answers
+        assert service.state.batcher.admitted_pairs == 0
+        assert sum(model.batches) <= 4  # at most the first document's pairs were ever computed
