@@ -6,6 +6,10 @@ for comparison), a server (`zsnli.serve.main`, this interpreter, one `zsnli.harn
 is started with the bake-off arms' batcher priority (`zsnli.compare.service.arms_adapter.BACKGROUND_PRIORITY`)
 set to P, then:
 
+0. warm-up: the same ``/classify`` load for ``--warmup-s`` seconds, not measured: without it the "alone"
+   phase, the first load a fresh server gets, was the slow one in all four runs of issue 31 (p50
+   1.3-3.1 s against 0.24-0.34 s during the bake-off that followed), so the ratio measured the
+   server's first seconds, not the bake-off;
 1. ``/classify`` alone: ``--clients`` closed-loop clients for ``--seconds`` seconds, documents and
    labels from ``dev/smoke.jsonl``;
 2. the same load while ``POST /v1/bakeoff`` runs on one dataset of ``dev/zeroshot_dev.jsonl``
@@ -92,6 +96,8 @@ def _parser() -> UsageParser:
     p.add_argument("--dataset", default="news_topic", help=f"dataset of {DEV_EXAMPLES} for the bake-off")
     p.add_argument("--clients", type=positive_int, default=2, help="closed-loop /classify clients (default 2)")
     p.add_argument("--seconds", type=positive_float, default=20.0, help="length of the /classify-alone phase")
+    p.add_argument("--warmup-s", type=non_negative_int, default=30,
+                   help="seconds of unmeasured /classify load first (default 30; 0: none)")
     p.add_argument("--priority", type=non_negative_int, nargs="+", default=[1, 0],
                    help="bake-off batcher priorities to try (default 1 0)")
     p.add_argument("--json", type=Path, default=None)
@@ -111,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bakeoff_priority: --dataset {args.dataset!r}: no such dataset in {DEV_EXAMPLES}", file=sys.stderr)
         return 2
     bakeoff = bakeoff_request(rows, args.dataset)
-    report = {"dataset": args.dataset, "examples": len(rows), "labels": len(rows[0].labels),
+    report = {"dataset": args.dataset, "examples": len(rows), "labels": len(rows[0].labels), "warmup_s": args.warmup_s,
               "clients": args.clients, "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for priority in args.priority:
@@ -122,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 with server:
                     server.wait_healthy(300)
+                    if args.warmup_s:
+                        asyncio.run(phase(server.url, docs, args.clients, args.warmup_s, None))
                     alone = asyncio.run(phase(server.url, docs, args.clients, args.seconds, None))
                     during = asyncio.run(phase(server.url, docs, args.clients, args.seconds, bakeoff))
             except ServerError as exc:
