@@ -12,7 +12,6 @@ import pytest
 from conftest import cached_loader, make_settings, running_app
 from test_faults import _free_port, _server
 
-from zsnli.serving import service as service_module
 from zsnli.serving.app import create_app
 from zsnli.config import DTYPES, RANGES, Settings, SettingsError, listen_address
 from zsnli.runtime.model import _DTYPES

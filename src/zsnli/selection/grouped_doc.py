@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 from . import grouped as G
 from . import search as sel
-from ..request_scoring import RequestScoring
+from ..request_scoring import Cascade, RequestScoring
 from ..scoring import ScoringConfig
 from .score_cache import CachedSet
 
@@ -74,7 +74,9 @@ def build(sets: Mapping[str, CachedSet], kinds: Mapping[str, Any], digest: str,
     plain_summary = G.summary(plain, weights, kind_of)
     label = pick_spec(summaries, plain_summary)
     spec = next(s for s in G.SPECS if s.label == label)
-    final = G.fold_scoring(selector, names, spec, digest)
+    cascade, cascades = choose_cascade(zsc, weights, kind_of, spec, digest, summaries[label], log)
+    chosen_selector = selector if cascade is None else G.Selector(zsc, weights, cascade=cascade)
+    final = G.fold_scoring(chosen_selector, names, spec, digest)
     rows: dict[str, Any] = {}
     for n in names:
         cfg = folds[label][n].config_for(selector.group[n])
@@ -93,10 +95,38 @@ def build(sets: Mapping[str, CachedSet], kinds: Mapping[str, Any], digest: str,
     block = {"weights": {n: round(w, 4) for n, w in weights.items()}, "kinds": kind_of,
              "arms": {a: _rounded_summary(s) for a, s in summaries.items()},
              "plain_entailment": _rounded_summary(plain_summary), "chosen_arm": label,
-             "kind_tolerance": KIND_TOLERANCE}
+             "kind_tolerance": KIND_TOLERANCE,
+             "cascade": {"chosen": cascade.to_dict() if cascade is not None else None, "tolerance": CASCADE_TOLERANCE,
+                         "out_of_fold": cascades}}
     if previous is not None:
         block["previous_scoring"] = _rounded_summary(G.summary(G.served_figures(zsc, previous), weights, kind_of))
     return {"chosen": final, "rows": rows, "kind_weighted": block, "spec": spec}
+
+
+CASCADES = ((10, 4), (10, 8), (10, 16))
+"""(min_labels, keep) of the label cascades tried on the chosen arm, out of fold (issue 33)."""
+CASCADE_TOLERANCE = 0.3
+"""Kind-weighted normalised points a cascade may lose against exact scoring (issue 33's target)."""
+
+
+def choose_cascade(zsc: Mapping[str, CachedSet], weights: Mapping[str, float], kind_of: Mapping[str, str], spec: G.Spec,
+                   digest: str, exact: Mapping[str, Any], log: Callable[[str], None] | None = None
+                   ) -> tuple[Cascade | None, dict[str, Any]]:
+    """The cascade of `CASCADES` with the fewest NLI pairs per document whose out-of-fold kind-weighted mean is
+    within `CASCADE_TOLERANCE` of exact scoring under the same arm, or None; and every variant's figures."""
+    out: dict[str, Any] = {}
+    best: tuple[float, Cascade] | None = None
+    for min_labels, keep in CASCADES:
+        cascade = Cascade(min_labels, keep)
+        per = G.leave_one_out(G.Selector(zsc, weights, cascade=cascade), [spec], digest, log=log)[spec.label]
+        s = G.summary(per, weights, kind_of)
+        out[f"{min_labels}:{keep}"] = _rounded_summary(s)
+        if s["weighted_normalised"] >= exact["weighted_normalised"] - CASCADE_TOLERANCE \
+                and s["pairs_per_row"] < exact["pairs_per_row"]:
+            if best is None or s["pairs_per_row"] < best[0]:
+                best = (s["pairs_per_row"], cascade)
+    out["exact"] = _rounded_summary(exact)
+    return (best[1] if best is not None else None), out
 
 
 def describe_method() -> str:
