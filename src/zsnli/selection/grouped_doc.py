@@ -103,7 +103,7 @@ def build(sets: Mapping[str, CachedSet], kinds: Mapping[str, Any], digest: str,
     return {"chosen": final, "rows": rows, "kind_weighted": block, "spec": spec}
 
 
-CASCADES = ((10, 4), (10, 8), (10, 16))
+CASCADES = ((10, 4), (10, 8), (20, 12))
 """(min_labels, keep) of the label cascades tried on the chosen arm, out of fold (issue 33)."""
 CASCADE_TOLERANCE = 0.3
 """Kind-weighted normalised points a cascade may lose against exact scoring (issue 33's target)."""
