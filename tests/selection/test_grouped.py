@@ -160,7 +160,7 @@ def test_cli_kinds_writes_the_grouped_choice(tmp_path, tiny_model_dir):
     out.write_text(json.dumps({"chosen": {"rule": "entailment", "temperature": 2.0}, "model_sha256": "m" * 64}))
     rc = selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
                              "--model-dir", str(tiny_model_dir), "--out", str(out), "--data-sources", str(sources),
-                             "--kinds", str(kinds)])
+                             "--kinds", str(kinds), "--report-public", str(ex)])
     assert rc == 0
     doc = json.loads(out.read_text())
     scoring, ok = load_request_scoring(out)
@@ -170,6 +170,7 @@ def test_cli_kinds_writes_the_grouped_choice(tmp_path, tiny_model_dir):
     assert set(block["arms"]) == {s.label for s in G.SPECS} and block["chosen_arm"] == doc["selection"]["chosen_candidate"]
     assert set(doc["selection"]["out_of_fold"]) == {"zsc-dev/offish", "zsc-dev/spamish", "zsc-dev/topic", "dev/d"}
     assert "previous_scoring" in block
+    assert doc["selection"]["public_report"]["new_default"]["mean"]["normalised"] >= 0
     assert selection_cli.quality_markdown(doc).count("| zsc-dev/") == 3
     bad = tmp_path / "nokinds.json"
     bad.write_text("[]")

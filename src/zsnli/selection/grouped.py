@@ -418,14 +418,17 @@ def fold_scoring(selector: "Selector", train: Sequence[str], spec: Spec, embeddi
         own_w = g in choice.per_group
         if own_t or own_w:
             groups[g] = config(choice.for_group(g)[0], fit(members) if own_t else pooled_t)
-    scoring = RequestScoring(config(choice.pooled[0], pooled_t), groups, None, selector.cascade)
+    default = config(choice.pooled[0], pooled_t)
+    has_cosine = any(c.embedding_weight != 0 for c in [default, *groups.values()])
+    cascade = selector.cascade if has_cosine else None  # nothing ranks the labels without a cosine term
+    scoring = RequestScoring(default, groups, None, cascade)
     if spec.calibrator is None:
         return scoring
     log_base = [np.log(group_temperatures(scored[n], *_temps(scoring.config_for(selector.group[n])))) for n in train]
     aligned = [objective_weight(scored[n], lb, selector.weights[n], selector.bounds[n]) for n, lb in zip(train, log_base)]
     cal = fit_calibrator([scored[n] for n in train], aligned, log_base, spec.calibrator[0], CALIBRATOR_FEATURES,
                          spec.calibrator[1])
-    return RequestScoring(scoring.default, scoring.groups, cal, selector.cascade)
+    return RequestScoring(scoring.default, scoring.groups, cal, cascade)
 
 
 def objective_weight(s: Scored, log_t_base: np.ndarray, weight: float, bounds: sel.Bounds) -> float:
