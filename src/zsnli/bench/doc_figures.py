@@ -23,7 +23,7 @@ each NAME to what rebuilds it:
   (``--bakeoff-report``, default ``baselines/main.json``; ``--run-bakeoff`` first runs the documented
   ``python validate.py bakeoff --suite suites/ci.toml --report baselines/main.json``);
 * ``bakeoff-service``: the block's ``POST /v1/bakeoff`` request is sent and its answer shown;
-* ``quality-oof``, ``quality-summary``, ``quality-public``, ``readme-quality``, ``quality-chosen``: the
+* ``quality-oof``, ``quality-summary``, ``quality-public``, ``readme-quality``, ``quality-chosen``, ``quality-kinds``: the
   tables and the chosen scoring of ``calibration.json``'s ``selection`` (``train.py select`` writes them);
 * ``parity-figure``: the largest difference between the server's ``scoring: "pipeline"`` answers and
   the transformers pipeline's (`zsnli.bench.pipeline_arm`, one document per call) over
@@ -263,7 +263,7 @@ GENERATORS: dict[str, Generator] = {
     "bakeoff-service": gen_bakeoff_service, "parity-figure": gen_parity,
     "quality-oof": gen_quality(doc_tables.oof_table), "quality-summary": gen_quality(doc_tables.oof_summary_table),
     "quality-public": gen_quality(doc_tables.public_table), "readme-quality": gen_quality(doc_tables.readme_quality_table),
-    "quality-chosen": gen_chosen,
+    "quality-chosen": gen_chosen, "quality-kinds": gen_quality(doc_tables.kind_weighted_table),
 }
 
 

@@ -206,4 +206,43 @@ def chosen_sentence(calibration: Mapping[str, Any]) -> str:
         f"T = {c['temperature']:.3f}"
     tail = (f"; in-sample mean normalised {sel['chosen_in_sample_mean_normalised']:.1f}"
             if "chosen_in_sample_mean_normalised" in sel else "")
-    return f"rule `{c['rule']}`, {cf}, {cos}, {temp}{tail}"
+    extra = []
+    if c.get("groups"):
+        extra.append("own scoring for the request groups " + ", ".join(sorted(c["groups"])))
+    if c.get("calibrator"):
+        extra.append("the confidence calibrator on T (" + ", ".join(c["calibrator"]["features"]) + ")")
+    if c.get("cascade"):
+        extra.append(f"the label cascade: from {c['cascade']['min_labels']} labels on, only the "
+                     f"{c['cascade']['keep']} with the highest cosines go to the cross-encoder")
+    more = ("; " + "; ".join(extra)) if extra else ""
+    arm = f" (arm: {sel['chosen_candidate']})" if "kind_weighted" in sel else ""
+    return f"rule `{c['rule']}`, {cf}, {cos}, {temp}{more}{arm}{tail}"
+
+
+def kind_weighted_table(selection: Mapping[str, Any]) -> str:
+    """The kind-weighted choice (``selection.kind_weighted`` of ``train.py select --kinds``): every arm's
+    kind-weighted and unweighted mean normalised score and ECE out of fold, and its mean per task kind, with the
+    previous scoring and plain entailment (the pipeline's scoring) beside them; then the cascades tried."""
+    block = selection["kind_weighted"]
+    arms = {"previous scoring (as shipped before)": block.get("previous_scoring"),
+            "plain entailment (pipeline scoring)": block["plain_entailment"], **block["arms"]}
+    kinds = sorted({k for s in arms.values() if s for k in s["per_kind"]})
+    rows = []
+    for name, s in arms.items():
+        if not s:
+            continue
+        mark = " (shipped)" if name == block["chosen_arm"] else ""
+        rows.append([name + mark, _num(s["weighted_normalised"], 2), _num(s["unweighted_normalised"], 2),
+                     _num(s["weighted_ece"]), _num(s["unweighted_ece"])]
+                    + [_num(s["per_kind"].get(k), 1) for k in kinds])
+    table = _table(["out of fold, zsc-dev", "weighted normalised", "unweighted normalised", "weighted ECE",
+                    "unweighted ECE"] + kinds, rows)
+    casc = block.get("cascade") or {}
+    if casc.get("out_of_fold"):
+        crow = [[name if name != "exact" else "exact (every label)", _num(s["weighted_normalised"], 2),
+                 _num(s["pairs_per_row"], 2)] for name, s in casc["out_of_fold"].items()]
+        chosen = casc.get("chosen")
+        table += "\n" + _table(["label cascade min_labels:keep", "weighted normalised", "NLI pairs per document"], crow)
+        table += (f"\n(Shipped cascade: {chosen['min_labels']}:{chosen['keep']}.)\n" if chosen else
+                  "\n(No cascade ships: none kept the score within the tolerance with fewer pairs.)\n")
+    return table

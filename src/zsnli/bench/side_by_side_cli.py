@@ -147,6 +147,7 @@ OTHER_COMMANDS = """the other benchmark commands (each with its own --help):
   python -m zsnli.bench.overload          a burst far above capacity: every answer 200 or 503 + Retry-After
   python -m zsnli.bench.bakeoff_priority  /classify p50/p95 alone and while a bake-off runs
   python -m zsnli.bench.fair_share        a small client alone and beside one large /classify array (issue 31)
+  python -m zsnli.bench.doc_figures       rebuild every model- and calibration-dependent figure of README and docs/
   python -m zsnli.bench.read_routes       read-route p50/p95 idle and while two bake-offs run
   python -m zsnli.bench.training_speed    training pairs/s, fp32 vs bf16, against the compute ceiling
   python -m zsnli.bench.random_models     a random-weight model of a given architecture, built offline
