@@ -102,6 +102,60 @@ def test_arguments_json_cannot_hold_are_refused_before_sending(kwargs):
     assert sent == []
 
 
+BAD_LABELS = [("sport,business", "must be a list of strings.*accepts one comma-separated string"),
+              ({"sport": 1, "business": 2}, "must be a list of strings"),
+              ("ab", "must be a list of strings"), (None, "must be a list of strings"),
+              (iter(["a", "b"]), "must be a list of strings"), (["a", 2], r"labels\[1\] must be a string"),
+              (["a", None], r"labels\[1\] must be a string"), ([b"a"], r"labels\[0\] must be a string")]
+
+
+@pytest.mark.parametrize("labels, message", BAD_LABELS)
+def test_labels_that_are_not_a_list_of_strings_are_refused_before_sending(labels, message):
+    """A comma string was split into one-character labels (list("sport,business")), a dict sent its keys."""
+    sent = []
+    transport = httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200, json={}))
+    with Client(transport=transport) as zs, pytest.raises(InvalidRequest, match=message):
+        zs.classify("x", labels)
+    assert sent == []
+
+
+@pytest.mark.parametrize("value", ["false", "true", 0, 1, None, "no"])
+def test_non_bool_multi_label_is_refused_before_sending(value):
+    """multi_label="false" became True (bool("false")); the server answers a non-boolean 422."""
+    sent = []
+    transport = httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200, json={}))
+    with Client(transport=transport) as zs:
+        with pytest.raises(InvalidRequest, match="multi_label must be a boolean"):
+            zs.classify("x", LABELS, multi_label=value)
+        with pytest.raises(InvalidRequest, match="multi_label must be a boolean"):
+            zs.zero_shot_classification("x", LABELS, multi_label=value)
+    assert sent == []
+
+
+def test_zero_shot_takes_a_comma_string_or_a_list_of_strings_only():
+    sent = []
+    transport = httpx.MockTransport(lambda r: sent.append(json.loads(r.content)) or httpx.Response(
+        200, json={"sequence": "x", "labels": ["a", "b"], "scores": [0.6, 0.4]}))
+    with Client(transport=transport) as zs:
+        zs.zero_shot_classification("x", "a,b")
+        zs.zero_shot_classification("x", ("a", "b"), multi_label=True)
+        for bad in ({"a": 1}, ["a", 3]):
+            with pytest.raises(InvalidRequest, match="candidate_labels"):
+                zs.zero_shot_classification("x", bad)
+    assert [b["parameters"]["candidate_labels"] for b in sent] == ["a,b", ["a", "b"]]
+    assert [b["parameters"]["multi_label"] for b in sent] == [False, True]
+
+
+@pytest.mark.anyio
+async def test_async_client_refuses_the_same_arguments():
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, json={}))
+    async with AsyncClient(transport=transport) as zs:
+        with pytest.raises(InvalidRequest, match="must be a list of strings"):
+            await zs.classify("x", "a,b")
+        with pytest.raises(InvalidRequest, match="multi_label must be a boolean"):
+            await zs.classify("x", LABELS, multi_label="false")
+
+
 # --------------------------------------------------------------------------- the deadline
 
 

@@ -67,7 +67,8 @@ class ZsnliError(Exception):
 
 
 class InvalidRequest(ZsnliError, ValueError):
-    """The call's arguments cannot be sent (not JSON-serialisable, NaN or infinity); nothing was sent."""
+    """The call's arguments cannot be sent (not JSON-serialisable, NaN or infinity, labels that are not a list
+    of strings, a non-bool option); nothing was sent."""
 
 
 class ConnectionFailed(ZsnliError):
@@ -164,11 +165,38 @@ class Reply:
 # --------------------------------------------------------------------------- shared request logic
 
 
+def check_labels(labels: Any, name: str = "labels", comma_string: bool = False) -> list[str]:
+    """``labels`` as a list of strings; raises `InvalidRequest` (nothing sent) unless it is a list or tuple
+    of strings, or, with ``comma_string`` (the Inference API's ``candidate_labels``), one string. A string
+    is never split into its characters, nor a dict taken for its keys, as ``list(labels)`` would."""
+    if comma_string and isinstance(labels, str):
+        return labels  # type: ignore[return-value]  # the server splits it at commas, as the pipeline does
+    if not isinstance(labels, (list, tuple)):
+        hint = (" (zero_shot_classification, the Inference API route, accepts one comma-separated string)"
+                if isinstance(labels, str) else "")
+        raise InvalidRequest(f"{name} must be a list of strings, got {type(labels).__name__} {labels!r:.80}{hint}")
+    for i, label in enumerate(labels):
+        if not isinstance(label, str):
+            raise InvalidRequest(f"{name}[{i}] must be a string, got {type(label).__name__} {label!r:.80}")
+    return list(labels)
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """``value`` when it is a bool; raises `InvalidRequest` otherwise (``"false"``, 0, None...), as the
+    server answers 422 for a non-boolean rather than guessing what a truthy value meant."""
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"{name} must be a boolean (True or False), got {type(value).__name__} {value!r:.80}")
+    return value
+
+
 def classify_body(text: str, labels: Sequence[str], hypothesis_template: str | None = None,
                   multi_label: bool = False, id: Any = None, scoring: str | None = None) -> dict[str, Any]:
     """The ``POST /classify`` body of one document (``labels`` as given: literal hypotheses unless a
-    template is set; ``scoring``: ``"served"`` or ``"pipeline"``, left out when None)."""
-    body: dict[str, Any] = {"text": text, "labels": list(labels), "multi_label": bool(multi_label)}
+    template is set; ``scoring``: ``"served"`` or ``"pipeline"``, left out when None). Raises
+    `InvalidRequest` when ``labels`` is not a list/tuple of strings (`check_labels`) or ``multi_label``
+    not a bool (`check_bool`)."""
+    body: dict[str, Any] = {"text": text, "labels": check_labels(labels),
+                            "multi_label": check_bool(multi_label, "multi_label")}
     if hypothesis_template is not None:
         body["hypothesis_template"] = hypothesis_template
     if scoring is not None:
@@ -244,9 +272,10 @@ def _outcome(doc: Mapping[str, Any], entry: Any, reply: Reply, where: str) -> Cl
 def zero_shot_body(inputs: str | Sequence[str], candidate_labels: Sequence[str] | str,
                    hypothesis_template: str | None = None, multi_label: bool = False) -> dict[str, Any]:
     """The Inference API payload of ``POST /v1/zero-shot-classification`` (``candidate_labels`` may be one
-    comma-separated string, as the pipeline accepts; no template: the server uses the pipeline's)."""
-    params: dict[str, Any] = {"candidate_labels": candidate_labels if isinstance(candidate_labels, str)
-                              else list(candidate_labels), "multi_label": bool(multi_label)}
+    comma-separated string, as the pipeline accepts; no template: the server uses the pipeline's). Raises
+    `InvalidRequest` for other labels (`check_labels`) or a non-bool ``multi_label`` (`check_bool`)."""
+    params: dict[str, Any] = {"candidate_labels": check_labels(candidate_labels, "candidate_labels", comma_string=True),
+                              "multi_label": check_bool(multi_label, "multi_label")}
     if hypothesis_template is not None:
         params["hypothesis_template"] = hypothesis_template
     return {"inputs": inputs if isinstance(inputs, str) else list(inputs), "parameters": params}
@@ -316,6 +345,7 @@ class _Base:
 
     def _classify(self, text, labels, hypothesis_template, multi_label, id, scoring=None):
         body = classify_body(text, labels, hypothesis_template, multi_label, id, scoring)
+        labels = body["labels"]
         reply = yield from self._call("POST", "/classify", body)
         entry = self._answer(reply)
         if not isinstance(entry, dict):
