@@ -60,6 +60,26 @@ def test_manifest_and_calibration_paths(tmp_path):
     assert str(explicit.resolved_manifest_path()) == "/x/m.json"
 
 
+@pytest.mark.parametrize("env, says", [
+    ({"ZSNLI_TORCH_THREADS": "2.5"}, "ZSNLI_TORCH_THREADS must be an integer, got '2.5'"),
+    ({"ZSNLI_MAX_LENGTH": "1e3"}, "ZSNLI_MAX_LENGTH must be an integer, got '1e3'"),
+    ({"ZSNLI_TOKEN_BUDGET": "lots"}, "ZSNLI_TOKEN_BUDGET must be an integer"),
+    ({"ZSNLI_MAX_LABELS": "5.0"}, "ZSNLI_MAX_LABELS must be an integer"),
+    ({"ZSNLI_REQUEST_TIMEOUT_S": "soon"}, "ZSNLI_REQUEST_TIMEOUT_S must be a number"),
+])
+def test_a_non_integer_for_an_integer_setting_says_integer(env, says):
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env(env)
+    assert says in str(info.value)
+
+
+def test_bakeoff_integer_settings_say_integer():
+    from zsnli.compare.service.settings import BakeoffSettings
+
+    with pytest.raises(SettingsError, match="ZSNLI_BAKEOFF_MAX_LABELS must be an integer"):
+        BakeoffSettings.from_env({"ZSNLI_BAKEOFF_MAX_LABELS": "2.5"})
+
+
 def test_unknown_settings_warn_with_the_closest_name():
     from zsnli.config import unknown_settings
 

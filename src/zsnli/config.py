@@ -260,9 +260,12 @@ def _parse(name: str, default: Any, raw: str) -> Any:
         if not text:
             return None
         default = 0
-    try:
-        if isinstance(default, int):
+    if isinstance(default, int):
+        try:
             return int(text)
+        except ValueError:
+            raise SettingsError(f"{env} must be an integer, got {raw!r}") from None
+    try:
         if isinstance(default, float):
             value = float(text)
             if value != value or value in (float("inf"), float("-inf")):
@@ -414,14 +417,17 @@ def closest_setting(name: str, names: Iterable[str] | None = None) -> str | None
     """The setting name closest to ``name`` (``difflib``, ratio >= 0.75) among ``names`` (default
     `setting_names`), or None.
 
-    Compared without the shared ``ZSNLI_`` prefix, which would make every name look close.
+    Compared without the shared ``ZSNLI_`` prefix, which would make every name look close, and without
+    letter case (``ZSNLI_max_labels`` is ``ZSNLI_MAX_LABELS``: environment names are case-sensitive, so
+    the server would never read it).
     """
     import difflib
 
     names = setting_names() if names is None else list(names)
-    close = difflib.get_close_matches(name.removeprefix("ZSNLI_"), [k.removeprefix("ZSNLI_") for k in names], n=1,
-                                      cutoff=0.75)
-    return f"ZSNLI_{close[0]}" if close else None
+    stems = {k.removeprefix("ZSNLI_").upper(): k for k in names}
+    stem = name[len("ZSNLI_"):] if name.upper().startswith("ZSNLI_") else name
+    close = difflib.get_close_matches(stem.upper(), list(stems), n=1, cutoff=0.75)
+    return stems[close[0]] if close else None
 
 
 def unknown_settings(env: Mapping[str, str] | None = None) -> list[str]:
@@ -443,7 +449,8 @@ def unknown_settings(env: Mapping[str, str] | None = None) -> list[str]:
 
 def misspelt_settings(env: Mapping[str, str] | None = None, bakeoff_names: Iterable[str] = ()) -> list[str]:
     """One refusal line per ``ZSNLI_*`` variable in ``env`` (default ``os.environ``) that is no setting but
-    closely resembles one (`closest_setting`): ``ZSNLI_MAX_BATCH=abc`` (for ``ZSNLI_MAX_BATCH_ITEMS``).
+    closely resembles one (`closest_setting`): ``ZSNLI_MAX_BATCH=abc`` (for ``ZSNLI_MAX_BATCH_ITEMS``), or differs
+    from one only in letter case (``ZSNLI_max_labels``, ``zsnli_max_labels``: names are case-sensitive).
 
     ``bakeoff_names``: the bake-off service's variables (`zsnli.compare.service.settings.SETTING_NAMES`),
     known too and compared with (a ``ZSNLI_BAKEOFF_*`` name is checked against them only). A misspelt setting
@@ -455,16 +462,18 @@ def misspelt_settings(env: Mapping[str, str] | None = None, bakeoff_names: Itera
     server, bakeoff = setting_names(), list(bakeoff_names)
     lines = []
     for name in sorted(env):
-        if not name.startswith("ZSNLI_") or name in server or name in bakeoff:
+        upper = name.upper()
+        if not upper.startswith("ZSNLI_") or name in server or name in bakeoff:
             continue
-        if name.startswith(BAKEOFF_PREFIXES):
+        if upper.startswith(BAKEOFF_PREFIXES):
             candidates = bakeoff
-        elif name.startswith(OTHER_TOOLS_PREFIXES):
+        elif upper.startswith(OTHER_TOOLS_PREFIXES):
             continue
         else:
             candidates = server + bakeoff
         close = closest_setting(name, candidates) if candidates else None
         if close:
-            lines.append(f"unknown setting {name}={env[name]!r}: did you mean {close}? (a misspelt setting would "
+            what = "names are case-sensitive: " if close.upper() == upper else ""
+            lines.append(f"unknown setting {name}={env[name]!r}: did you mean {close}? ({what}a misspelt setting would "
                          f"leave {close} at its default; rename it, or unset it)")
     return lines

@@ -95,6 +95,18 @@ def test_a_name_that_resembles_a_setting_is_a_refusal_line_naming_it(env, likely
     assert lines[0].startswith(f"unknown setting {next(iter(env))}=")
 
 
+@pytest.mark.parametrize("name, setting", [
+    ("ZSNLI_max_labels", "ZSNLI_MAX_LABELS"), ("ZSNLI_Max_Batch_Items", "ZSNLI_MAX_BATCH_ITEMS"),
+    ("zsnli_max_labels", "ZSNLI_MAX_LABELS"), ("ZSNLI_bakeoff_max_labels", "ZSNLI_BAKEOFF_MAX_LABELS"),
+    ("ZSNLI_receipt_key", "ZSNLI_RECEIPT_KEY"),
+])
+def test_a_name_differing_from_a_setting_only_in_case_is_refused(name, setting):
+    """``ZSNLI_max_labels=5`` was only warned and ignored (the server reads ZSNLI_MAX_LABELS alone)."""
+    lines = misspelt_settings({name: "5"}, SETTING_NAMES)
+    assert lines == [f"unknown setting {name}='5': did you mean {setting}? (names are case-sensitive: a misspelt "
+                     f"setting would leave {setting} at its default; rename it, or unset it)"]
+
+
 def test_names_that_resemble_nothing_or_belong_to_other_tools_are_not_refused():
     env = {"ZSNLI_FOO": "1", "ZSNLI_URL": "http://x", "ZSNLI_BENCH_DOCS": "4", "ZSNLI_BATCH_FAULT_KILL_MARKER": "m",
            "ZSNLI_HOST": "h", "ZSNLI_PORT": "1", "ZSNLI_MAX_BATCH_ITEMS": "8", "ZSNLI_BAKEOFF_DB": "x", "PATH": "/bin"}

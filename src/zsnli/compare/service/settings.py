@@ -81,7 +81,8 @@ class BakeoffSettings:
             try:
                 value = types[name](raw.strip()) if types[name] is int else float(raw.strip())
             except ValueError:
-                raise SettingsError(f"{var} must be a number in [{low:g}, {high:g}], got {raw!r}") from None
+                kind = "an integer" if types[name] is int else "a number"
+                raise SettingsError(f"{var} must be {kind} in [{low:g}, {high:g}], got {raw!r}") from None
             if not low <= value <= high:
                 raise SettingsError(f"{var} must be in [{low:g}, {high:g}], got {raw!r}")
             values[name] = value
