@@ -184,10 +184,12 @@ def test_cli_input_file_to_output_file_with_progress(server, bert_dir, tmp_path,
         outputs[where[0]] = [json.loads(x) for x in out.read_text().splitlines()]
     http, local = outputs["--url"], outputs["--model-dir"]
     assert [a.get("id") for a in http] == list(range(7)) and http[3]["field"] == "labels[1]" and http[3]["status"] == 422
-    assert local[3] == http[3]
+    assert local[3] == http[3] and http[3]["line"] == 4  # a validation failure names its input line
     for a, b in zip(http, local):
-        if "probabilities" in a:
+        if "probabilities" in a:  # the same line shape over --url and --model-dir: labels included
+            assert list(a) == list(b) == ["id", "labels", "probabilities"] and a["labels"] == b["labels"]
             np.testing.assert_allclose(a["probabilities"], b["probabilities"], atol=1e-6)
+    assert http[0]["labels"] == ["sport", "business"] and http[5]["labels"] == ["a literal hypothesis."]
     with Client(server.url) as zs:
         # batched with other documents: the same numbers up to float noise of the padding
         assert http[0]["probabilities"] == pytest.approx(zs.classify(
@@ -239,7 +241,28 @@ def test_cli_bad_lines_are_error_lines_and_the_rest_are_answered(server, bert_di
         assert "body must be a JSON object, got a string" in answers[1]["error"]  # the server's own answer
         assert answers[4]["error"].startswith("line 5: not valid JSON") and answers[4]["line"] == 5
         assert answers[5]["error"] == "line 6: not UTF-8 (byte 0xe9 at byte 14)"
+        # every error line names its input line, the server's 422s (not an object) too
+        assert [a.get("line") for a in answers] == [None, 2, 3, 4, 5, 6, None, 8]
     assert outputs["--url"][1:6] == outputs["--model-dir"][1:6]
+
+
+def test_cli_blank_lines_are_skipped_and_error_lines_keep_their_input_line(tmp_path, capsys):
+    """Blank lines get no output line (as JSONL readers skip them), so an error line's ``line`` is the
+    place in the input: here lines 3 and 6 (the blank lines 2 and 5 counted)."""
+    from zsnli.cli import answer_chunk, read_requests
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "a"}\n\n[1]\n{"text": "b"}\n   \n{"text": "c", "labels": []}\n')
+    pairs = list(read_requests(str(src), {"candidate_labels": ["x", "y"]}))
+    assert [n for n, _ in pairs] == [1, 3, 4, 6]
+
+    def backend(docs):  # the server's answers: 422 for a non-object and for empty labels
+        return [{"id": None, "labels": d["candidate_labels"], "probabilities": [0.5, 0.5]}
+                if isinstance(d, dict) and d.get("labels", d.get("candidate_labels")) else
+                {"error": "bad", "field": None, "error_type": "validation", "status": 422} for d in docs]
+
+    out = answer_chunk(backend, pairs)
+    assert [a.get("line") for a in out] == [None, 3, None, 6] and out[0]["labels"] == ["x", "y"]
 
 
 def test_cli_input_encodings(server, tmp_path, capsys):
@@ -349,7 +372,7 @@ def test_input_lines_are_split_on_newlines_only(tmp_path):
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\r\n" for t in texts), encoding="utf-8")
     docs = list(read_requests(str(path), {"candidate_labels": ["a", "b"]}))
-    assert [d["text"] for d in docs] == texts
+    assert [d["text"] for _, d in docs] == texts and [n for n, _ in docs] == [1, 2, 3]
 
 
 def test_cli_reads_stdin_with_a_dash(server, monkeypatch, capsys):

@@ -14,12 +14,12 @@ in this process (`zsnli.serving.offline.OfflineClassifier`, the server's own che
 and scoring). With ``--input``, every line is a ``/classify`` request object
 whose missing ``labels``/``hypothesis_template``/``multi_label``/``scoring`` come from the
 flags (``--scoring pipeline``: the transformers pipeline's own scoring); every output line is that line's answer, in order
-(``{"id", "labels", "probabilities"}`` or its error with ``status``); exit 1 when
-some lines got errors. The input is streamed (``--batch-size`` lines read,
+(``{"id", "labels", "probabilities"}`` or its error with ``status`` and the input ``line``;
+blank lines are skipped and get none); exit 1 when some lines got errors. The input is streamed (``--batch-size`` lines read,
 sent, written and flushed, then the next: memory is about one batch; ``-``
 reads stdin). A line that is not UTF-8 or not JSON gets its error line here
-(``line``, ``status`` 400); a JSON value that is not an object is sent and
-gets the server's 422. A UTF-8 byte-order mark is skipped; a UTF-16/32
+(``status`` 400); a JSON value that is not an object is sent and
+gets the server's 422; every error line carries its input ``line`` (1-based, blank lines counted). A UTF-8 byte-order mark is skipped; a UTF-16/32
 file is refused in one line. ``serve`` is ``serve.sh``: offline unless
 ``ZSNLI_ALLOW_DOWNLOAD=1``, configured by ``ZSNLI_*``, exit codes 0/1/3.
 
@@ -157,9 +157,10 @@ class _BadLine:
         self.entry = entry
 
 
-def read_requests(path: str, defaults: dict[str, Any]) -> Iterator[Any]:
-    """Stream ``path``'s non-blank lines, one `parse_line` result each (a request object, or a `_BadLine`),
-    reading one line at a time (memory: the longest line). Lines end at ``\\n`` only (``\\r\\n`` too; not
+def read_requests(path: str, defaults: dict[str, Any]) -> Iterator[tuple[int, Any]]:
+    """Stream ``path``'s non-blank lines as ``(line number, parse_line result)`` (1-based, counting blank
+    lines; the result a request object or a `_BadLine`); blank lines (only whitespace) are skipped, as
+    JSONL readers skip them, so they get no output line. Reads one line at a time (memory: the longest line). Lines end at ``\\n`` only (``\\r\\n`` too; not
     ``str.splitlines``: U+2028 may sit inside a JSON string); a UTF-8 byte-order mark is skipped, as the
     server skips it in a body. Raises `CommandError` (one line) when the file cannot be opened or is
     not UTF-8 (`check_encoding`)."""
@@ -176,7 +177,7 @@ def read_requests(path: str, defaults: dict[str, Any]) -> Iterator[Any]:
             for n, raw in enumerate(handle, 1):
                 raw = raw.rstrip(b"\n").rstrip(b"\r")
                 if raw.strip():
-                    yield parse_line(n, raw, defaults)
+                    yield n, parse_line(n, raw, defaults)
         except OSError as exc:
             raise CommandError(f"cannot read --input {path}: {exc.strerror or exc}") from None
 
@@ -200,13 +201,15 @@ Backend = Callable[[list], list]
 
 
 def http_backend(url: str, timeout: float, batch_size: int):
-    """A `Backend` over ``POST /classify`` arrays (`zsnli.client.Client`), and the client to close."""
+    """A `Backend` over ``POST /classify`` arrays (`zsnli.client.Client`), and the client to close. Its
+    entries have the server's (and `InProcess`'s) shape: ``{"id", "labels", "probabilities"}``."""
     from .client import APIError, Client
 
     client = Client(url, timeout=timeout, batch_size=batch_size)
 
     def run(docs: list) -> list:
-        return [dict(r.body) if isinstance(r, APIError) else {"id": r.id, "probabilities": r.probabilities}
+        return [dict(r.body) if isinstance(r, APIError)
+                else {"id": r.id, "labels": r.labels, "probabilities": r.probabilities}
                 for r in client.classify_many(docs)]
 
     return run, client
@@ -288,18 +291,21 @@ def _chunks(requests: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-def answer_chunk(backend: Backend, chunk: list[Any]) -> list[dict[str, Any]]:
-    """The output lines of ``chunk`` in order: bad lines' entries as they are, the rest from ``backend``.
-    Raises `CommandError` when the backend answers another number of entries than it was sent."""
-    sent = [r for r in chunk if not isinstance(r, _BadLine)]
+def answer_chunk(backend: Backend, chunk: list[tuple[int, Any]]) -> list[dict[str, Any]]:
+    """The output lines of ``chunk`` (``(line number, request or _BadLine)`` pairs of `read_requests`) in
+    order: bad lines' entries as they are, the rest from ``backend``; every error entry (no
+    ``probabilities``: the server's 422 of a line that is not an object or fails validation too) carries
+    its input ``line``. Raises `CommandError` when the backend answers another number of entries than
+    it was sent."""
+    sent = [r for _, r in chunk if not isinstance(r, _BadLine)]
     answers = iter(backend(sent) if sent else [])
-    out = [r.entry if isinstance(r, _BadLine) else next(answers, None) for r in chunk]
+    out = [r.entry if isinstance(r, _BadLine) else next(answers, None) for _, r in chunk]
     if any(a is None for a in out):
         raise CommandError(f"the backend answered fewer entries than the {len(sent)} requests sent")
-    return out
+    return [a if "probabilities" in a or "line" in a else {**a, "line": n} for (n, _), a in zip(chunk, out)]
 
 
-def open_requests(path: str, defaults: dict[str, Any]) -> Iterator[Any]:
+def open_requests(path: str, defaults: dict[str, Any]) -> Iterator[tuple[int, Any]]:
     """`read_requests` with its first line already read: the file is opened and checked (and found to
     hold a request) before a model loads or an output is created. Raises `CommandError`."""
     requests = read_requests(path, defaults)
