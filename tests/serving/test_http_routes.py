@@ -25,8 +25,10 @@ def test_union_over_routes_in_a_fixed_order():
     assert allow_header(routes, "/health") == "GET, HEAD"
     assert allowed_methods(routes, "/classify") == ["POST"]
     assert allowed_methods(routes, "/ws") == [] and allowed_methods(routes, "/nope") == []
-    assert allowed_methods([_route("/x", "PATCH", "OPTIONS", "GET", "PURGE")], "/x") == ["GET", "OPTIONS", "PATCH",
-                                                                                        "PURGE"]
+    assert allowed_methods([_route("/x", "PATCH", "OPTIONS", "GET", "PURGE")], "/x") == ["GET", "HEAD", "OPTIONS",
+                                                                                        "PATCH", "PURGE"]
+    assert allowed_methods([_route("/x", "GET")], "/x") == ["GET", "HEAD"]  # served by `HeadAsGet`
+    assert allowed_methods([_route("/x", "POST")], "/x") == ["POST"]
 
 
 async def test_every_405_lists_exactly_the_methods_served(bert_dir, make_app):
@@ -49,4 +51,21 @@ async def test_every_405_lists_exactly_the_methods_served(bert_dir, make_app):
         r = await client.options("/health")
         assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD"
         r = await client.get("/classify")
+        assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
+async def test_head_is_get_without_its_body_on_every_get_route(bert_dir, make_app):
+    """HEAD /health said Content-Length 1532 for GET's 1500 bytes (a separate HEAD route rendered the body
+    without GET's response_model), and HEAD / and HEAD /info were 405: uptime checks send HEAD."""
+    app = make_app(bert_dir)
+    gets = sorted({r.path for r in app.routes if "GET" in (getattr(r, "methods", None) or ())
+                   and "{" not in r.path})
+    assert {"/", "/health", "/info"} <= set(gets)
+    async with running_app(app) as client:
+        for path in gets:
+            got, head = await client.get(path), await client.head(path)
+            assert head.status_code == got.status_code, path
+            assert head.content == b"" and int(head.headers["content-length"]) == len(got.content), path
+            assert head.headers.get("content-type") == got.headers.get("content-type"), path
+        r = await client.head("/classify")  # no GET there: still a 405 naming what is served
         assert r.status_code == 405 and r.headers["allow"] == "POST"

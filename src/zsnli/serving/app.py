@@ -53,7 +53,7 @@ from .api_types import (CLASSIFY_FIELDS, CLASSIFY_LEGACY, CLASSIFY_OPENAPI, ERRO
 from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
-from .http_routes import allow_header
+from .http_routes import HeadAsGet, allow_header
 from .service import ZeroShotClassifier
 from .request_ids import RequestIdMiddleware
 from .startup import ModelLoader
@@ -105,6 +105,7 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     app.state.classifier = service
     _add_error_handlers(app, settings.retry_after_s)
     app.add_middleware(LastResort, retry_after_s=settings.retry_after_s)  # innermost: extensions wrap it
+    app.add_middleware(HeadAsGet, routes=app.router.routes)  # HEAD wherever GET: GET's headers, no body
     _add_routes(app, service)
     if extend is not None:
         extend(app, service)
@@ -265,11 +266,6 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         if "text/html" in request.headers.get("accept", ""):  # a browser: the same as a page of links
             return HTMLResponse(index_page(body))
         return body
-
-    @app.head("/health", include_in_schema=False)
-    async def health_head() -> Any:
-        """HEAD /health: the status code (200 / 503) of GET, no body."""
-        return await health()
 
     @app.post("/classify", response_model=ClassifyResponse, responses=ERROR_RESPONSES, openapi_extra=CLASSIFY_OPENAPI)
     async def classify(request: Request) -> Any:
