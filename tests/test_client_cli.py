@@ -384,3 +384,15 @@ def test_cli_reads_stdin_with_a_dash(server, monkeypatch, capsys):
     captured = capsys.readouterr()
     assert [json.loads(x)["id"] for x in captured.out.splitlines()] == [0, 1, 2]
     assert "classify: 3 docs" in captured.err  # stdin has no total: done and rate only
+
+
+def test_head_over_the_real_protocol_layer_has_gets_headers_and_no_body(server):
+    """HEAD through the h11 protocol layer (not only the ASGI app): GET's status and Content-Length, no body."""
+    import httpx
+
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for path in ("/health", "/", "/info"):
+            got, head = http.get(path), http.head(path)
+            assert head.status_code == got.status_code == 200, path
+            assert head.content == b"" and int(head.headers["content-length"]) == len(got.content), path
+        assert http.get("/health").status_code == 200  # the keep-alive connection is still in step
