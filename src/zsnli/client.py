@@ -20,7 +20,11 @@ the server cannot be reached, `DeadlineExceeded` (a `ConnectionFailed`) when an
 HTTP call does not end within ``timeout``, `ResponseError` when a 2xx answer is
 not what the API promises (not JSON, a field missing, a wrong length: e.g. a
 ``--url`` that names another web server), and `InvalidRequest` when the
-arguments cannot be sent as JSON. No other exception leaves a call.
+arguments cannot be sent: not JSON-serialisable, ``labels`` that are not a list
+or tuple of strings (a string is never split into its characters; only
+``zero_shot_classification`` takes one comma-separated string, as the Inference
+API does), a ``multi_label`` that is not a bool (the server would answer 422).
+No other exception leaves a call.
 
 ``timeout`` is one deadline per HTTP call: connecting, sending the body and
 reading the WHOLE answer together (httpx's own timeouts bound each network
