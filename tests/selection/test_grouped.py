@@ -176,3 +176,23 @@ def test_cli_kinds_writes_the_grouped_choice(tmp_path, tiny_model_dir):
     bad.write_text("[]")
     assert selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--model-dir", str(tiny_model_dir),
                                "--kinds", str(bad)]) == 2
+
+
+def test_vectorised_features_are_the_served_features():
+    from zsnli.request_scoring import calibrator_features
+    from zsnli.scoring import scores_from_logits
+
+    import dataclasses
+
+    cs = dataclasses.replace(make_set("f", n=30, hyps=tuple(f"label {i}" for i in range(11)), seed=5),
+                             premise_tokens=np.arange(30) * 7)
+    s = G.score_dataset(cs, G.GroupCandidate("entailment", 3.0))
+    log_t = np.full(30, np.log(1.7))
+    phi = s.features(log_t)
+    off = cs.offsets
+    nli = scores_from_logits(cs.logits, "entailment", cs.entail_idx, cs.contra_idx)
+    cos = cs.cosine.astype(np.float64)
+    for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
+        combined = nli[a:b] + 3.0 * cos[a:b]
+        np.testing.assert_allclose(phi[i], calibrator_features(combined / 1.7, nli[a:b], cos[a:b], "many",
+                                                               int(cs.premise_tokens[i])), atol=1e-9)

@@ -6,11 +6,10 @@ Inputs are cached dev sets (`zsnli.selection.score_cache`); everything is scored
 kind's weight is its share of the benchmark's datasets, split evenly over the dev sets of that kind;
 kinds the benchmark does not have weigh 0 in the objective and are reported beside it.
 
-The family (`GroupChoice`): for each request group (`zsnli.request_scoring.GROUPS`), a rule
-(`zsnli.scoring.RULES`) and an embedding weight w from `search.EMBEDDING_WEIGHTS` (3 x 10 = 30 candidates
-per group), each with its temperature fitted by NLL on the group's datasets (one T for two-label groups,
-t0 x K^b otherwise); a group with fewer than `MIN_GROUP_SETS` datasets in the fold takes the pooled choice
-(one candidate chosen on all the fold's datasets). On top, the confidence calibrator
+The family (`Spec`, `GroupChoice`): an embedding weight w from `search.EMBEDDING_WEIGHTS` with the
+entailment rule (`group_candidates`), pooled or per request group (`zsnli.request_scoring.GROUPS`; a group
+with fewer than `MIN_GROUP_SETS` datasets in the fold takes the pooled choice), its temperature fitted by
+NLL or on the objective itself (`fit_temperature_on_objective`), pooled or per group. On top, the confidence calibrator
 (`zsnli.request_scoring.Calibrator`, `fit_calibrator`) is fitted on every fold dataset, by NLL or by the
 top-label binary cross-entropy (Top-versus-All, Le Coz et al., NeurIPS 2024).
 
@@ -34,8 +33,8 @@ import numpy as np
 
 from .. import metrics
 from ..request_scoring import (CALIBRATOR_FEATURES, LOG_T_RANGE, GROUPS, Calibrator, Cascade, RequestScoring,
-                               calibrator_features, cascade_scores, request_group)
-from ..scoring import RULES, ScoringConfig, scores_from_logits
+                               cascade_scores, request_group)
+from ..scoring import ScoringConfig, scores_from_logits
 from . import search as sel
 from .score_cache import CachedSet
 

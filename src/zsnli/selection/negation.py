@@ -37,8 +37,6 @@ Imports: numpy, ``zsnli.scoring`` (``scores_from_logits``) and ``zsnli.request_s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
-
 import numpy as np
 
 from ..request_scoring import NEGATION_MARKERS, negation_pair
