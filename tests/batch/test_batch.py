@@ -139,7 +139,8 @@ def test_bad_model_is_one_line_and_exit_2(verified_model, corpus, tmp_path, caps
         (model / "config.json").write_text((model / "config.json").read_text() + " ")
     assert run_batch(model, jsonl, tmp_path / "out") == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("zsnli-batch: error: model check failed:")
+    expected = "model check failed:" if problem == "tampered" else f"--model-dir {model}: not found"
+    assert len(err.splitlines()) == 1 and err.startswith(f"zsnli-batch: error: {expected}"), err
     assert not (tmp_path / "out").exists()
 
 
