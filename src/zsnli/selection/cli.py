@@ -214,25 +214,32 @@ def write_data_sources(path: Path, zsc: dict[str, Any], sets: dict[str, CachedSe
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def cached_grid(cache_dir: Path, sets: dict[str, CachedSet], cands: Sequence[sel.Candidate]) -> sel.Grid:
-    """`selection.evaluate_grid`, memoised in ``<cache>/selection_grid.pkl`` under a key of the cached
-    sets' keys, the candidates and the selection constants (so a rerun, e.g. to add --report-public, is quick)."""
+def memoised(path: Path, key_parts: Any, field: str, compute):
+    """``compute()``, memoised in the pickle ``path`` under the sha256 of ``key_parts``' canonical JSON (stored as
+    ``{"key": ..., field: value}``); a file holding another key is recomputed and overwritten."""
     import hashlib
     import pickle
 
-    key = hashlib.sha256(json.dumps([sorted((n, cs.meta["key"]) for n, cs in sets.items()), [c.label for c in cands],
-                                     sel.LOG_T_BOUNDS, sel.K_EXPONENT_BOUNDS], sort_keys=True).encode()).hexdigest()
-    path = Path(cache_dir) / "selection_grid.pkl"
+    key = hashlib.sha256(json.dumps(key_parts, sort_keys=True, default=str).encode()).hexdigest()
     if path.is_file():
         with open(path, "rb") as handle:
             stored = pickle.load(handle)
         if stored.get("key") == key:
-            return stored["grid"]
-    grid = sel.evaluate_grid(sets, cands, log=logger.info)
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+            return stored[field]
+    value = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as handle:
-        pickle.dump({"key": key, "grid": grid}, handle)
-    return grid
+        pickle.dump({"key": key, field: value}, handle)
+    return value
+
+
+def cached_grid(cache_dir: Path, sets: dict[str, CachedSet], cands: Sequence[sel.Candidate]) -> sel.Grid:
+    """`selection.evaluate_grid`, memoised in ``<cache>/selection_grid.pkl`` under a key of the cached
+    sets' keys, the candidates and the selection constants (so a rerun, e.g. to add --report-public, is quick)."""
+    key = [sorted((n, cs.meta["key"]) for n, cs in sets.items()), [c.label for c in cands],
+           sel.LOG_T_BOUNDS, sel.K_EXPONENT_BOUNDS]
+    return memoised(Path(cache_dir) / "selection_grid.pkl", key, "grid",
+                    lambda: sel.evaluate_grid(sets, cands, log=logger.info))
 
 
 def run(args) -> dict[str, Any]:
@@ -269,25 +276,12 @@ def cached_kind_weighted(args, sets: dict[str, CachedSet], digest: str, previous
     """`zsnli.selection.grouped_doc.build`, memoised in ``<cache>/kind_weighted.pkl`` under a key of the cached
     sets' keys, the kinds file, the arms, the cascades and the previous scoring (a rerun, e.g. after a failure
     in the public report, takes seconds instead of the leave-one-out's minutes)."""
-    import hashlib
-    import pickle
-
-    key = hashlib.sha256(json.dumps([sorted((n, cs.meta["key"]) for n, cs in sets.items()), sha256_file(args.kinds),
-                                     [s.label for s in grouped.SPECS], grouped_doc.CASCADES, digest,
-                                     previous.to_dict() if previous is not None else None,
-                                     [int(cs.premise_tokens.sum()) if cs.premise_tokens is not None else None
-                                      for cs in sets.values()]], sort_keys=True, default=str).encode()).hexdigest()
-    path = Path(args.cache) / "kind_weighted.pkl"
-    if path.is_file():
-        with open(path, "rb") as handle:
-            stored = pickle.load(handle)
-        if stored.get("key") == key:
-            return stored["built"]
-    built = grouped_doc.build(sets, read_kinds(args.kinds), digest, previous, log=logger.info)
-    Path(args.cache).mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as handle:
-        pickle.dump({"key": key, "built": built}, handle)
-    return built
+    key = [sorted((n, cs.meta["key"]) for n, cs in sets.items()), sha256_file(args.kinds),
+           [s.label for s in grouped.SPECS], grouped_doc.CASCADES, digest,
+           previous.to_dict() if previous is not None else None,
+           [int(cs.premise_tokens.sum()) if cs.premise_tokens is not None else None for cs in sets.values()]]
+    return memoised(Path(args.cache) / "kind_weighted.pkl", key, "built",
+                    lambda: grouped_doc.build(sets, read_kinds(args.kinds), digest, previous, log=logger.info))
 
 
 def run_kind_weighted(args, sets: dict[str, CachedSet], zsc: dict[str, Any], digest: str) -> dict[str, Any]:
