@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--zsc-negative", choices=("not_entailment", "neutral", "contradiction"),
                    help="target of a text with another class's hypothesis (default not_entailment: "
                         "p(neutral)+p(contradiction)); binary negation sets always use contradiction")
+    t.add_argument("--zsc-negated-share", type=fraction,
+                   help="share of classification texts (sets whose hypotheses can be negated) trained on negated "
+                        "hypotheses: (text, not gold) contradiction, (text, not other) entailment (default 0)")
+    t.add_argument("--zsc-hard-negatives", type=fraction, metavar="SHARE",
+                   help="share of classification negatives taken as the text's nearest wrong class by the sentence "
+                        "encoder in model/embedding instead of a uniform draw (default 0)")
     _zsc_selection_args(t)
     t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
 

@@ -5,8 +5,9 @@ before torch is imported or any data is read (file existence and the small manif
 describe; `with_zsc` applies the ``--zsc-*`` flags to a preset; `repo_default` and the constants
 below are the defaults the parser shows. The parser and the commands are `zsnli.train_cli`.
 
-May import `zsnli.training.presets`, `zsnli.training.data_parallel`, `zsnli.manifest` at module level and
-`zsnli.training.zsc_nli` (no torch) inside `with_zsc`.
+May import `zsnli.training.presets`, `zsnli.training.data_parallel`, `zsnli.manifest` at module level,
+`zsnli.training.zsc_nli` (no torch) inside `with_zsc` and `zsnli.training.manifest_writer` (the lineage
+check of a continued run's base) inside `_check_base_model`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ def _check_base_model(preset_name: str, base_model: str | None) -> None:
     if looks_local and not (path / "config.json").is_file():
         raise UsageError(f"--base-model {base_model}: not a model directory (no config.json); give a local "
                          "model directory" + ("" if preset_name == "tiny" else " or a hub id such as org/name"))
+    if looks_local:
+        from .manifest_writer import LineageError, lineage
+
+        try:
+            lineage(str(path))
+        except LineageError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def _data_hint(preset: Preset, training: bool) -> str:
@@ -132,11 +140,13 @@ def with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
     """The preset with ``--zsc-*`` applied (`zsnli.training.zsc_nli`); one-line `UsageError` for a folder without sets."""
     from .zsc_nli import zsc_sources
 
+    negated = getattr(args, "zsc_negated_share", None)
+    hard = getattr(args, "zsc_hard_negatives", None)
     if not args.zsc_dir:
         if args.zsc_ratio is not None or args.zsc_negative or args.zsc_sets or args.zsc_commercial_only \
-                or args.zsc_exclude:
-            raise UsageError("--zsc-ratio, --zsc-negative, --zsc-sets, --zsc-exclude and --zsc-commercial-only "
-                             "need --zsc-dir")
+                or args.zsc_exclude or negated is not None or hard is not None:
+            raise UsageError("--zsc-ratio, --zsc-negative, --zsc-sets, --zsc-exclude, --zsc-commercial-only, "
+                             "--zsc-negated-share and --zsc-hard-negatives need --zsc-dir")
         return preset
     names = [n.strip() for n in args.zsc_sets.split(",") if n.strip()] if args.zsc_sets else None
     sources = zsc_sources(args.zsc_dir, args.zsc_commercial_only, names)
@@ -155,7 +165,8 @@ def with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
     if missing:
         raise UsageError(f"--zsc-exclude {missing[0]}: not found")
     return preset.with_overrides(zsc_sources=sources, zsc_ratio=1.0 if args.zsc_ratio is None else args.zsc_ratio,
-                                 zsc_negative=args.zsc_negative, zsc_exclude=tuple(exclude))
+                                 zsc_negative=args.zsc_negative, zsc_exclude=tuple(exclude),
+                                 zsc_negated_share=negated, zsc_hard_negative_share=hard)
 
 
 def _check_encoder(args: argparse.Namespace) -> Preset:

@@ -92,6 +92,64 @@ def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
     return None
 
 
+class LineageError(ValueError):
+    """A base model directory carries a training manifest that does not describe its weights."""
+
+
+LINEAGE_TRAINING_KEYS = ("steps", "epochs", "best_checkpoint", "train_pairs_per_second", "notes")
+"""What ``continued_from.training`` keeps of the previous run's ``training`` figures."""
+
+
+def lineage(base_model: str) -> dict[str, Any] | None:
+    """``continued_from``: what the previous run of a zsnli-trained base model was, or ``None``.
+
+    A local ``base_model`` directory is a continuation when a ``training_manifest.json`` lies in it
+    or beside it (its parent) and every file that manifest lists (``files``) has those bytes in the
+    directory. Returns that run's ``model_sha256``, ``preset``, ``base_model``, ``data_sources``,
+    ``hyperparameters``, the `LINEAGE_TRAINING_KEYS` of its ``training`` and its own
+    ``continued_from`` (so the whole chain back to the pretrained encoder is in one manifest), plus
+    ``manifest_sha256`` (`zsnli.manifest.sha256_json` of the previous manifest). Raises
+    `LineageError` naming the file when a manifest is found but a file differs or is missing.
+    """
+    from ..manifest import sha256_json
+
+    path = Path(base_model).expanduser()
+    if not path.is_dir():
+        return None
+    found = [m for m in (path / MANIFEST_NAME, path.parent / MANIFEST_NAME) if m.is_file()]
+    if not found:
+        return None
+    manifest = json.loads(found[0].read_text(encoding="utf-8"))
+    files = manifest.get("files") or {}
+    if not files or "model_sha256" not in manifest:
+        return None
+    for name, entry in sorted(files.items()):
+        if not (path / name).is_file() or sha256_file(path / name) != entry.get("sha256"):
+            raise LineageError(f"--base-model {base_model}: {name} is not the file {found[0]} describes "
+                               "(a continued run must start from the exact weights of a manifest)")
+    training = manifest.get("training", {})
+    return {
+        "model_sha256": manifest["model_sha256"],
+        "manifest_sha256": sha256_json(manifest),
+        "preset": manifest.get("preset"),
+        "base_model": manifest.get("base_model"),
+        "data_sources": manifest.get("data", {}).get("sources", []),
+        "hyperparameters": manifest.get("hyperparameters"),
+        "training": {k: training[k] for k in LINEAGE_TRAINING_KEYS if k in training},
+        "continued_from": manifest.get("continued_from"),
+    }
+
+
+def lineage_sources(chain: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every data source of the earlier runs of a ``continued_from`` chain (newest run first), each
+    with ``trained_into`` naming the model of the run that read it."""
+    out = []
+    while chain:
+        out += [{**src, "trained_into": chain["model_sha256"]} for src in chain.get("data_sources", [])]
+        chain = chain.get("continued_from")
+    return out
+
+
 def environment() -> dict[str, str]:
     """The manifest's ``environment``: device name, torch, transformers and Python versions."""
     import torch
@@ -114,19 +172,23 @@ def _saved_id2label(model_dir: Path) -> dict[str, str]:
 def build_manifest(preset: "Preset", data: "NliData", model_dir: str | Path, training: dict[str, Any]) -> dict[str, Any]:
     """Assemble ``training_manifest.json`` (see docs/training.md) for a finished run.
 
+    A run whose base is a zsnli-trained model gets ``continued_from`` (`lineage`).
+
     ``model_dir`` must already hold the saved model (its files are hashed);
     ``training`` is the run's figures as `zsnli.training.trainer.train` collects them.
     """
     model_dir = Path(model_dir)
     files = hash_model_dir(model_dir)
-    return {
+    chain = lineage(preset.base_model)
+    doc = {
         "zsnli_version": _version(),
         "preset": preset.name,
         "base_model": {
             "id": preset.base_model_id,
             "revision": preset.base_revision,
             "weights_sha256": base_weights_sha256(preset.base_model, preset.base_revision),
-            "note": preset.base_model_note,
+            "note": preset.base_model_note or (
+                f"continued from the zsnli model {chain['model_sha256']} (its run: continued_from)" if chain else None),
         },
         "id2label": _saved_id2label(model_dir),
         "data": {
@@ -141,6 +203,9 @@ def build_manifest(preset: "Preset", data: "NliData", model_dir: str | Path, tra
         "model_sha256": model_dir_digest(files),
         "pretrained_artifacts": pretrained_artifacts(model_dir),
     }
+    if chain:
+        doc["continued_from"] = chain
+    return doc
 
 
 def _version() -> str:
@@ -151,6 +216,8 @@ def _version() -> str:
 
 def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None) -> dict[str, Any]:
     """``data_sources.json``: every source with its licence and role, plus the calibration hold-out.
+
+    A continued run (`lineage`) also lists every source of its earlier runs (`lineage_sources`).
 
     ``counts`` (`zsnli.training.nli_data.NliData.counts`) adds each loaded source's row counts as ``rows``.
     """
@@ -164,6 +231,7 @@ def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None) -> 
         if per_source.get(src.name):
             entry["rows"] = per_source[src.name]
         entries.append(entry)
+    entries += lineage_sources(lineage(preset.base_model))
     entries.append(
         {
             "name": "calibration-holdout",

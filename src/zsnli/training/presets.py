@@ -73,6 +73,9 @@ class Preset:
     pairs, ``zsc_ratio`` x the NLI train pairs of them mixed in (0: none),
     their negative pairs trained toward ``zsc_negative``; texts found in the
     ``zsc_exclude`` files/folders (choosing and reporting data) are dropped.
+    ``zsc_negated_share`` and ``zsc_hard_negative_share``: the share of texts given negated
+    hypotheses and the share whose negative is the nearest wrong class (`zsnli.training.zsc_nli`,
+    `zsnli.training.hard_negatives`; 0, the default, keeps issue 20's recipe).
     ``base_model`` is what is loaded (a hub id or a local directory);
     ``base_model_id`` is the public name recorded in the manifest (the hub id
     of a local copy), ``base_model_note`` where a local copy's bytes come from.
@@ -88,6 +91,8 @@ class Preset:
     zsc_ratio: float = 0.0
     zsc_negative: str = "not_entailment"
     zsc_exclude: tuple[str, ...] = ()
+    zsc_negated_share: float = 0.0
+    zsc_hard_negative_share: float = 0.0
     epochs: float = 2.0
     max_steps: int = -1
     batch_size: int = 32

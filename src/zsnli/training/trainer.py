@@ -17,7 +17,8 @@ global batch: same examples per optimiser step, same mean loss and gradient.
 
 May import `zsnli.training.nli_data`, `zsnli.training.presets`, `zsnli.manifest`,
 `zsnli.training.evaluation` (the periodic evaluation's metric), `zsnli.training.data_parallel`
-and, inside functions, torch, transformers and datasets.
+and, inside functions, torch, transformers, datasets, `zsnli.runtime.embedding` and
+`zsnli.training.hard_negatives` (the hard-negative table, only when the preset asks for one).
 """
 
 from __future__ import annotations
@@ -258,6 +259,21 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+HARD_NEGATIVES_FILE = "hard_negatives.json"
+"""The nearest-wrong-class table of a run (`zsnli.training.hard_negatives`), kept in its output directory."""
+
+
+def _hard_negatives(preset: Preset, output_dir: Path) -> dict[str, list[int]] | None:
+    """`zsnli.training.hard_negatives.hard_negative_table` with the cosine term's encoder, when the preset asks."""
+    if preset.zsc_hard_negative_share <= 0:
+        return None
+    from ..runtime.embedding import SentenceEncoder, default_embedding_dir
+    from .hard_negatives import hard_negative_table
+
+    encoder = SentenceEncoder(default_embedding_dir())
+    return hard_negative_table(preset.zsc_sources, encoder, output_dir / HARD_NEGATIVES_FILE)
+
+
 def _load_data(preset: Preset, output_dir: Path) -> NliData:
     """Build the preset's data and write the hold-out to ``output_dir`` (rank 0 only).
 
@@ -270,7 +286,10 @@ def _load_data(preset: Preset, output_dir: Path) -> NliData:
                           preset.seed, preset.max_validation_rows)
     if preset.zsc_sources and preset.zsc_ratio > 0:
         zsc_rows, zsc_counts = build_zsc_pairs(preset.zsc_sources, len(data.train), preset.zsc_ratio, preset.seed,
-                                               preset.zsc_negative, texts_of(preset.zsc_exclude))
+                                               preset.zsc_negative, texts_of(preset.zsc_exclude),
+                                               negated_share=preset.zsc_negated_share,
+                                               hard_negatives=_hard_negatives(preset, output_dir),
+                                               hard_share=preset.zsc_hard_negative_share)
         zsc_counts["excluded_texts_from"] = list(preset.zsc_exclude)
         data.counts["zsc_train"] = zsc_counts
         data.counts["nli_train_rows"] = len(data.train)

@@ -15,6 +15,18 @@ not sarcastic." / "This tweet is sarcastic."): their other hypothesis is the
 negation of the true one, so its pair is a ``contradiction`` whatever
 ``negative`` says (``binary_negative`` changes that).
 
+Two options of issue 30 change what a text's two pairs are (both off by default, so the
+recipe of issue 20 is drawn identically):
+
+* hard negatives (``hard_share``): with that probability the other class is the text's
+  nearest wrong class by the sentence encoder (``nearest``, computed by
+  `zsnli.training.hard_negatives`) instead of a uniform draw;
+* negated hypotheses (``negated_share``): with that probability, in a set whose every
+  hypothesis `negate_hypothesis` can negate (not the binary property sets, which hold their
+  negation already), the pairs are ``(text, not gold)`` -> contradiction and
+  ``(text, not other)`` -> entailment: the statement/negation reading of the benchmark's
+  negation-pair tasks, taught on every kind of set.
+
 Files: ``<dir>/<name>.jsonl`` rows ``{"text", "label", "label_index"}`` and
 ``<dir>/<name>.labels.json`` ``{"dataset", "classes", "hypotheses",
 "task_kind", "source": {"licence", ...}}`` (the layout of
@@ -32,7 +44,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .nli_data import DataError, Source
 
@@ -97,22 +109,77 @@ def read_zsc_set(path: str | Path) -> ZscSet:
                   hypotheses=hypotheses, texts=tuple(texts), labels=tuple(labels))
 
 
+_AUXILIARIES = re.compile(r"\b(is|are|was|were)\b")
+_THIRD_PERSON = {
+    "argues": "argue", "asks": "ask", "complains": "complain", "contains": "contain", "describes": "describe",
+    "discusses": "discuss", "expresses": "express", "gives": "give", "lets": "let", "limits": "limit",
+    "makes": "make", "mentions": "mention", "refers": "refer", "reports": "report", "requests": "request",
+    "says": "say", "shows": "show", "talks": "talk", "uses": "use", "wants": "want",
+}
+_VERB = re.compile(r"\b(" + "|".join(_THIRD_PERSON) + r")\b")
+_NEGATIVE = re.compile(r"\b(not|no|never|neither|nor)\b|n't\b", re.IGNORECASE)
+
+
+def negate_hypothesis(hypothesis: str) -> str | None:
+    """The negation of an affirmative hypothesis, or ``None`` when this rule cannot write one.
+
+    ``not`` goes after the first ``is/are/was/were`` ("The traveller is asking about flights." ->
+    "The traveller is not asking about flights."), else the first third-person verb of a small
+    table becomes ``does not <verb>`` ("The text expresses disgust." -> "The text does not express
+    disgust."). A hypothesis that is already negative (not, no, never, neither, nor, n't) or has
+    neither form gives ``None``.
+    """
+    if _NEGATIVE.search(hypothesis):
+        return None
+    m = _AUXILIARIES.search(hypothesis)
+    if m:
+        return hypothesis[: m.end()] + " not" + hypothesis[m.end():]
+    m = _VERB.search(hypothesis)
+    if m:
+        return hypothesis[: m.start()] + "does not " + _THIRD_PERSON[m.group(1)] + hypothesis[m.end():]
+    return None
+
+
+def negated_hypotheses(zset: ZscSet) -> tuple[str, ...] | None:
+    """`negate_hypothesis` of every hypothesis of a set, or ``None`` when the set is a binary property set
+    (its negation is one of its own hypotheses) or any hypothesis cannot be negated."""
+    if zset.is_binary_negation:
+        return None
+    negated = tuple(negate_hypothesis(h) for h in zset.hypotheses)
+    return None if any(n is None for n in negated) else negated  # type: ignore[return-value]
+
+
 def set_pairs(zset: ZscSet, rng: random.Random, negative: str = NOT_ENTAILMENT,
-              binary_negative: str = "contradiction") -> list[dict[str, str]]:
+              binary_negative: str = "contradiction", negated_share: float = 0.0,
+              nearest: Sequence[int] | None = None, hard_share: float = 0.0) -> list[dict[str, str]]:
     """Two pairs per text: its class's hypothesis (entailment) and one other class's (the negative target).
 
-    Returns ``2 * len(zset.texts)`` rows ``{"premise", "hypothesis", "label"}`` in text order (positive first).
-    Raises `DataError` for an unknown target.
+    ``nearest[i]`` is text i's nearest wrong class (`zsnli.training.hard_negatives`), taken as the
+    other class with probability ``hard_share``; with probability ``negated_share`` (sets with
+    `negated_hypotheses` only) the two pairs are the negated ones (module docstring). A share of 0
+    draws nothing extra from ``rng``, so the default pairs are those of issue 20's recipe.
+    Returns ``2 * len(zset.texts)`` rows ``{"premise", "hypothesis", "label"}`` in text order (positive
+    first, the negated pair of the gold class counting as the first). Raises `DataError` for an
+    unknown target or a ``nearest`` of another length.
     """
     for target in (negative, binary_negative):
         if target not in NEGATIVE_TARGETS:
             raise DataError(f"unknown negative target {target!r}; choose from {', '.join(NEGATIVE_TARGETS)}")
+    if nearest is not None and len(nearest) != len(zset.texts):
+        raise DataError(f"{zset.name}: {len(nearest)} nearest classes for {len(zset.texts)} texts")
     k = len(zset.hypotheses)
     neg_target = binary_negative if zset.is_binary_negation else negative
+    negated = negated_hypotheses(zset) if negated_share > 0 else None
     pairs = []
-    for text, gold in zip(zset.texts, zset.labels):
+    for i, (text, gold) in enumerate(zip(zset.texts, zset.labels)):
         other = rng.randrange(k - 1)
         other += other >= gold
+        if nearest is not None and hard_share > 0 and rng.random() < hard_share:
+            other = int(nearest[i])
+        if negated is not None and rng.random() < negated_share:
+            pairs.append({"premise": text, "hypothesis": negated[gold], "label": "contradiction"})
+            pairs.append({"premise": text, "hypothesis": negated[other], "label": "entailment"})
+            continue
         pairs.append({"premise": text, "hypothesis": zset.hypotheses[gold], "label": "entailment"})
         pairs.append({"premise": text, "hypothesis": zset.hypotheses[other], "label": neg_target})
     return pairs
@@ -161,23 +228,32 @@ def texts_of(paths: Sequence[str | Path]) -> set[str]:
 
 
 def build_zsc_pairs(sources: Sequence[Source], n_nli: int, ratio: float, seed: int,
-                    negative: str = NOT_ENTAILMENT, exclude: set[str] | None = None
+                    negative: str = NOT_ENTAILMENT, exclude: set[str] | None = None, negated_share: float = 0.0,
+                    hard_negatives: Mapping[str, Sequence[int]] | None = None, hard_share: float = 0.0,
                     ) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """Pairs of every set, subsampled to ``round(ratio * n_nli)`` pairs (all when fewer exist).
 
     Texts are drawn uniformly over all sets with ``random.Random(seed)``,
     keeping each text's two pairs together. A text whose `normalise_text` is
     in ``exclude`` (`texts_of` the choosing/reporting data) is dropped and
-    counted. Returns ``(rows, counts)``; counts has per-set ``rows``,
-    ``dropped_overlap``, ``pairs_available``, ``pairs_used`` and the labels used.
+    counted. ``negated_share``, ``hard_negatives`` (nearest wrong class per text, by source
+    name; a set missing there draws uniformly) and ``hard_share``: `set_pairs`.
+    Returns ``(rows, counts)``; counts has per-set ``rows``, ``dropped_overlap``,
+    ``pairs_available``, ``pairs_used``, ``negated_pairs`` (0 for a set without
+    `negated_hypotheses`), and the labels used.
     """
     rng = random.Random(seed)
     exclude = exclude or set()
+    hard_negatives = hard_negatives or {}
     per_text: list[tuple[str, dict[str, str], dict[str, str]]] = []
     counts: dict[str, Any] = {"ratio_to_nli": ratio, "negative_target": negative, "sets": {}}
+    if negated_share > 0 or hard_share > 0:
+        counts.update(negated_share=negated_share, hard_negative_share=hard_share,
+                      hard_negative_sets=sorted(n for n in hard_negatives if hard_share > 0))
     for src in sources:
         zset = read_zsc_set(src.path)
-        pairs = set_pairs(zset, rng, negative)
+        pairs = set_pairs(zset, rng, negative, negated_share=negated_share,
+                          nearest=hard_negatives.get(src.name), hard_share=hard_share)
         kept = [(pos, neg) for pos, neg in zip(pairs[0::2], pairs[1::2]) if normalise_text(pos["premise"]) not in exclude]
         per_text.extend((src.name, pos, neg) for pos, neg in kept)
         counts["sets"][src.name] = {"rows": len(zset.texts), "task_kind": zset.task_kind,
@@ -186,8 +262,11 @@ def build_zsc_pairs(sources: Sequence[Source], n_nli: int, ratio: float, seed: i
     rng.shuffle(per_text)
     kept = per_text[:want_texts]
     used = Counter(name for name, _, _ in kept)
+    negated_used = Counter(name for name, pos, _ in kept if pos["label"] == "contradiction")
     for name, entry in counts["sets"].items():
         entry["pairs_used"] = 2 * used.get(name, 0)
+        if negated_share > 0:
+            entry["negated_pairs"] = 2 * negated_used.get(name, 0)
     rows = [{k: pair[k] for k in ("premise", "hypothesis", "label")} for _, pos, neg in kept for pair in (pos, neg)]
     counts["pairs_used"] = len(rows)
     counts["labels"] = dict(Counter(r["label"] for r in rows))

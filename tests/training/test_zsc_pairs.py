@@ -1,0 +1,144 @@
+"""zsnli.training.zsc_nli's pair options of issue 30 (negated hypotheses, hard negatives) and
+zsnli.training.hard_negatives (the nearest-wrong-class table and its file)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zsnli.training.hard_negatives import hard_negative_table, nearest_other_classes
+from zsnli.training.nli_data import DataError
+from zsnli.training.zsc_nli import (
+    ZscSet, build_zsc_pairs, negate_hypothesis, negated_hypotheses, read_zsc_set, set_pairs, zsc_sources,
+)
+
+ZSC = Path(__file__).resolve().parents[1] / "data" / "tiny_zsc"
+
+
+@pytest.mark.parametrize("hypothesis, negated", [
+    ("The traveller is asking about flights.", "The traveller is not asking about flights."),
+    ("These posts are about sport.", "These posts are not about sport."),
+    ("The text expresses disgust.", "The text does not express disgust."),
+    ("The user wants to book a table.", "The user does not want to book a table."),
+    ("The claim argues against the motion.", "The claim does not argue against the motion."),
+    ("This clause limits the provider's liability.", "This clause does not limit the provider's liability."),
+    ("This request is not polite.", None),
+    ("The text expresses no particular emotion.", None),
+    ("This post is neither offensive nor hateful.", None),
+    ("It isn't spam.", None),
+    ("Sport.", None),
+])
+def test_negate_hypothesis(hypothesis, negated):
+    assert negate_hypothesis(hypothesis) == negated
+
+
+def test_negated_hypotheses_per_set():
+    topic = read_zsc_set(ZSC / "tiny_topic.jsonl")
+    assert negated_hypotheses(topic) == ("This text is not about sport.", "This text is not about cooking.",
+                                         "This text is not about the weather.")
+    assert negated_hypotheses(read_zsc_set(ZSC / "tiny_polite.jsonl")) is None  # holds its own negation
+    mixed = ZscSet("m", "emotion", ("a", "b"), ("The text expresses joy.", "The text expresses no emotion."),
+                   ("x",), (0,))
+    assert negated_hypotheses(mixed) is None
+
+
+def _issue20_pairs(zset, seed):
+    """The pairs as issue 20's recipe drew them (one randrange per text)."""
+    rng, out = random.Random(seed), []
+    for text, gold in zip(zset.texts, zset.labels):
+        other = rng.randrange(len(zset.hypotheses) - 1)
+        other += other >= gold
+        out += [(text, zset.hypotheses[gold], "entailment"), (text, zset.hypotheses[other], "not_entailment")]
+    return out
+
+
+def test_default_shares_draw_the_issue20_pairs():
+    topic = read_zsc_set(ZSC / "tiny_topic.jsonl")
+    rows = set_pairs(topic, random.Random(3), nearest=[0] * len(topic.texts))  # shares 0: nearest unused
+    assert [(r["premise"], r["hypothesis"], r["label"]) for r in rows] == _issue20_pairs(topic, 3)
+
+
+def test_negated_share_one_gives_negated_pairs_with_swapped_labels():
+    topic = read_zsc_set(ZSC / "tiny_topic.jsonl")
+    negated = negated_hypotheses(topic)
+    rows = set_pairs(topic, random.Random(0), negated_share=1.0)
+    for i, (text, gold) in enumerate(zip(topic.texts, topic.labels)):
+        pos, neg = rows[2 * i], rows[2 * i + 1]
+        assert pos == {"premise": text, "hypothesis": negated[gold], "label": "contradiction"}
+        assert neg["label"] == "entailment" and neg["hypothesis"] in negated
+        assert neg["hypothesis"] != negated[gold]
+    polite = read_zsc_set(ZSC / "tiny_polite.jsonl")
+    assert {r["label"] for r in set_pairs(polite, random.Random(0), negated_share=1.0)} == {"entailment",
+                                                                                            "contradiction"}
+    assert all(r["hypothesis"] in polite.hypotheses for r in set_pairs(polite, random.Random(0), negated_share=1.0))
+
+
+def test_hard_share_one_takes_the_nearest_class():
+    topic = read_zsc_set(ZSC / "tiny_topic.jsonl")
+    nearest = [(g + 2) % 3 for g in topic.labels]
+    rows = set_pairs(topic, random.Random(0), nearest=nearest, hard_share=1.0)
+    assert [r["hypothesis"] for r in rows[1::2]] == [topic.hypotheses[c] for c in nearest]
+    with pytest.raises(DataError, match="2 nearest classes for 12 texts"):
+        set_pairs(topic, random.Random(0), nearest=[1, 2], hard_share=1.0)
+
+
+def test_build_counts_negated_pairs_and_records_the_shares():
+    rows, counts = build_zsc_pairs(zsc_sources(ZSC), n_nli=1000, ratio=1.0, seed=0, negated_share=1.0)
+    assert counts["negated_share"] == 1.0 and counts["hard_negative_share"] == 0.0
+    assert counts["sets"]["zsc-train:tiny_topic"]["negated_pairs"] == 24  # every topic text, two pairs each
+    assert counts["sets"]["zsc-train:tiny_polite"]["negated_pairs"] == 0
+    assert counts["labels"] == {"contradiction": 12 + 8, "entailment": 12 + 8}
+    _, plain = build_zsc_pairs(zsc_sources(ZSC), n_nli=1000, ratio=1.0, seed=0)
+    assert "negated_share" not in plain and "negated_pairs" not in plain["sets"]["zsc-train:tiny_topic"]
+
+
+class FakeEncoder:
+    """Unit vectors from a fixed table; counts the texts it was asked to embed."""
+
+    digest = "fake-1"
+
+    def __init__(self, vectors):
+        self.vectors, self.calls = vectors, 0
+
+    def encode(self, texts, batch_size=64):
+        self.calls += len(texts)
+        return np.array([self.vectors(t) for t in texts], dtype=np.float32)
+
+
+def _topic_vectors(text):
+    # sport ~ (1,0,0), cooking ~ (0,1,0), weather ~ (0,0,1); every text leans toward "cooking" second
+    axis = {"sport": 0, "cooking": 1, "weather": 2}
+    v = np.array([0.0, 0.3, 0.1])
+    for word, i in axis.items():
+        if word in text.lower():
+            v[i] += 1.0
+    return v / np.linalg.norm(v)
+
+
+def test_nearest_other_class_is_the_closest_wrong_hypothesis():
+    zset = ZscSet("t", "topic", ("sport", "cooking", "weather"),
+                  ("about sport", "about cooking", "about the weather"),
+                  ("sport news", "cooking tips", "weather today"), (0, 1, 2))
+    assert nearest_other_classes(zset, FakeEncoder(_topic_vectors)) == [1, 2, 1]
+
+
+def test_hard_negative_table_is_written_once_and_read_back(tmp_path):
+    sources = zsc_sources(ZSC)
+    path = tmp_path / "run" / "hard_negatives.json"
+    enc = FakeEncoder(_topic_vectors)
+    table = hard_negative_table(sources, enc, path)
+    topic = read_zsc_set(ZSC / "tiny_topic.jsonl")
+    assert set(table) == {"zsc-train:tiny_topic"}  # the binary set has no choice to make
+    assert len(table["zsc-train:tiny_topic"]) == len(topic.texts)
+    assert all(c != g for c, g in zip(table["zsc-train:tiny_topic"], topic.labels))
+    assert enc.calls == len(topic.texts) + 3
+    again = FakeEncoder(_topic_vectors)
+    assert hard_negative_table(sources, again, path) == table and again.calls == 0
+    other = FakeEncoder(_topic_vectors)
+    other.digest = "fake-2"  # another encoder: recomputed, file rewritten
+    hard_negative_table(sources, other, path)
+    assert other.calls > 0 and json.loads(path.read_text())["encoder_sha256"] == "fake-2"
