@@ -142,3 +142,28 @@ def test_hard_negative_table_is_written_once_and_read_back(tmp_path):
     other.digest = "fake-2"  # another encoder: recomputed, file rewritten
     hard_negative_table(sources, other, path)
     assert other.calls > 0 and json.loads(path.read_text())["encoder_sha256"] == "fake-2"
+
+
+def test_a_stopped_table_keeps_the_sets_it_embedded(tmp_path):
+    for name in ("a_topic", "b_topic"):
+        (tmp_path / f"{name}.jsonl").write_text("".join(
+            json.dumps({"text": f"{name} {w} text", "label": w, "label_index": i}) + "\n"
+            for i, w in enumerate(("sport", "cooking", "weather"))))
+        (tmp_path / f"{name}.labels.json").write_text(json.dumps({
+            "dataset": name, "classes": ["sport", "cooking", "weather"], "task_kind": "topic",
+            "hypotheses": ["about sport", "about cooking", "about the weather"], "source": {"licence": "test"}}))
+    sources = zsc_sources(tmp_path)
+    path = tmp_path / "hard_negatives.json"
+
+    class StopsAtB(FakeEncoder):
+        def encode(self, texts, batch_size=64):
+            if any(t.startswith("b_topic") for t in texts):
+                raise KeyboardInterrupt
+            return super().encode(texts, batch_size)
+
+    with pytest.raises(KeyboardInterrupt):
+        hard_negative_table(sources, StopsAtB(_topic_vectors), path)
+    assert set(json.loads(path.read_text())["sets"]) == {"zsc-train:a_topic"}
+    enc = FakeEncoder(_topic_vectors)
+    table = hard_negative_table(sources, enc, path)
+    assert set(table) == {"zsc-train:a_topic", "zsc-train:b_topic"} and enc.calls == 3 + 3  # b only

@@ -66,7 +66,7 @@ def hard_negative_table(sources: Sequence[Source], encoder: Encoder, path: str |
     """The nearest wrong class of every text of every set with more than 2 classes, by source name.
 
     ``path`` (JSON ``{"encoder_sha256", "sets": {name: {"sha256", "nearest"}}}``) is read first and
-    rewritten when a set was (re)computed. Binary sets are left out (their other class is the only
+    rewritten (atomically) after each set that was (re)computed, so a stopped run keeps what it embedded. Binary sets are left out (their other class is the only
     one). Raises `zsnli.training.nli_data.DataError` for an unreadable set.
     """
     path = Path(path)
@@ -74,7 +74,6 @@ def hard_negative_table(sources: Sequence[Source], encoder: Encoder, path: str |
     same_encoder = cached.get("encoder_sha256") == encoder.digest
     sets: dict[str, Any] = dict(cached.get("sets", {})) if same_encoder else {}
     table: dict[str, list[int]] = {}
-    changed = not same_encoder
     for src in sources:
         zset = read_zsc_set(src.path)
         if len(zset.hypotheses) <= 2:
@@ -86,9 +85,15 @@ def hard_negative_table(sources: Sequence[Source], encoder: Encoder, path: str |
             log.info("hard negatives: embedding %d texts of %s", len(zset.texts), src.name)
             entry = {"sha256": digest, "nearest": nearest_other_classes(zset, encoder)}
             sets[src.name] = entry
-            changed = True
+            _write(path, encoder.digest, sets)  # after each set: a stopped run keeps what it embedded
         table[src.name] = [int(c) for c in entry["nearest"]]
-    if changed:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"encoder_sha256": encoder.digest, "sets": sets}), encoding="utf-8")
+    if not same_encoder:
+        _write(path, encoder.digest, sets)
     return table
+
+
+def _write(path: Path, encoder_sha256: str, sets: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"encoder_sha256": encoder_sha256, "sets": sets}), encoding="utf-8")
+    tmp.replace(path)
