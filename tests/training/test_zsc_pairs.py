@@ -167,3 +167,30 @@ def test_a_stopped_table_keeps_the_sets_it_embedded(tmp_path):
     enc = FakeEncoder(_topic_vectors)
     table = hard_negative_table(sources, enc, path)
     assert set(table) == {"zsc-train:a_topic", "zsc-train:b_topic"} and enc.calls == 3 + 3  # b only
+
+
+def test_the_trainer_data_names_the_encoder_of_its_hard_negatives(tmp_path, bert_dir):
+    from zsnli.runtime.embedding import default_embedding_dir, embedding_digest
+    from zsnli.training import trainer as training
+    from zsnli.training.presets import get_preset
+
+    root = Path(__file__).resolve().parents[2]
+    preset = get_preset("tiny", str(root / "tests" / "data" / "tiny_nli"), str(bert_dir)).with_overrides(
+        zsc_sources=zsc_sources(ZSC), zsc_ratio=1.0, zsc_hard_negative_share=1.0, zsc_negated_share=0.5)
+    data = training._load_data(preset, tmp_path)
+    zsc = data.counts["zsc_train"]
+    assert zsc["hard_negative_encoder"] == {"dir": str(default_embedding_dir()),
+                                            "sha256": embedding_digest(default_embedding_dir())}
+    assert zsc["hard_negative_sets"] == ["zsc-train:tiny_topic"]
+    table = json.loads((tmp_path / training.HARD_NEGATIVES_FILE).read_text())
+    nearest = table["sets"]["zsc-train:tiny_topic"]["nearest"]
+    topic = read_zsc_set(ZSC / "tiny_topic.jsonl")
+    negatives = {r["premise"]: r["hypothesis"] for r in data.train
+                 if r["premise"] in topic.texts and r["label"] == "not_entailment"}
+    for text, c in zip(topic.texts, nearest):  # share 1: every plain negative is the nearest class
+        if text in negatives:
+            assert negatives[text] == topic.hypotheses[c]
+    (tmp_path / "plain").mkdir()
+    plain = training._load_data(preset.with_overrides(zsc_hard_negative_share=0.0, zsc_negated_share=0.0),
+                                tmp_path / "plain")
+    assert "hard_negative_encoder" not in plain.counts["zsc_train"]

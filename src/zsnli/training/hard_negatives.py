@@ -6,7 +6,7 @@ e(hypothesis_c))`` with ``e`` the cosine term's encoder (all-MiniLM-L6-v2 in ``m
 idea (negatives the cheap first stage already confuses, so the cross-encoder learns to tell them
 apart) is the hard-negative mining of dense retrieval (Karpukhin et al., 2020, DPR, sec. 3.2).
 
-The table is written once to a JSON file in the run's output directory and read back on resume, so
+The table is written to a JSON file in the run's output directory and read back on resume, so
 a resumed run trains on the very pairs it started with; it is keyed by each set file's sha256 and
 the encoder's digest (`zsnli.runtime.embedding.embedding_digest`), and recomputed for a set whose
 key differs.
@@ -66,8 +66,9 @@ def hard_negative_table(sources: Sequence[Source], encoder: Encoder, path: str |
     """The nearest wrong class of every text of every set with more than 2 classes, by source name.
 
     ``path`` (JSON ``{"encoder_sha256", "sets": {name: {"sha256", "nearest"}}}``) is read first and
-    rewritten (atomically) after each set that was (re)computed, so a stopped run keeps what it embedded. Binary sets are left out (their other class is the only
-    one). Raises `zsnli.training.nli_data.DataError` for an unreadable set.
+    rewritten (atomically) after each set that was (re)computed, so a stopped run keeps what it
+    embedded. Binary sets are left out (their other class is the only one). Raises
+    `zsnli.training.nli_data.DataError` for an unreadable set.
     """
     path = Path(path)
     cached = _read(path)

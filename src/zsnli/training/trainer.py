@@ -263,15 +263,17 @@ HARD_NEGATIVES_FILE = "hard_negatives.json"
 """The nearest-wrong-class table of a run (`zsnli.training.hard_negatives`), kept in its output directory."""
 
 
-def _hard_negatives(preset: Preset, output_dir: Path) -> dict[str, list[int]] | None:
-    """`zsnli.training.hard_negatives.hard_negative_table` with the cosine term's encoder, when the preset asks."""
+def _hard_negatives(preset: Preset, output_dir: Path) -> tuple[dict[str, list[int]] | None, dict[str, str] | None]:
+    """`zsnli.training.hard_negatives.hard_negative_table` with the cosine term's encoder, when the preset
+    asks, and the encoder that built it (``{"dir", "sha256"}``: an input of the data, so the manifest names it)."""
     if preset.zsc_hard_negative_share <= 0:
-        return None
+        return None, None
     from ..runtime.embedding import SentenceEncoder, default_embedding_dir
     from .hard_negatives import hard_negative_table
 
     encoder = SentenceEncoder(default_embedding_dir())
-    return hard_negative_table(preset.zsc_sources, encoder, output_dir / HARD_NEGATIVES_FILE)
+    table = hard_negative_table(preset.zsc_sources, encoder, output_dir / HARD_NEGATIVES_FILE)
+    return table, {"dir": str(default_embedding_dir()), "sha256": encoder.digest}
 
 
 def _load_data(preset: Preset, output_dir: Path) -> NliData:
@@ -285,11 +287,13 @@ def _load_data(preset: Preset, output_dir: Path) -> NliData:
     data = build_nli_data(list(preset.train_sources), list(preset.validation_sources), preset.n_holdout,
                           preset.seed, preset.max_validation_rows)
     if preset.zsc_sources and preset.zsc_ratio > 0:
+        hard, hard_encoder = _hard_negatives(preset, output_dir)
         zsc_rows, zsc_counts = build_zsc_pairs(preset.zsc_sources, len(data.train), preset.zsc_ratio, preset.seed,
                                                preset.zsc_negative, texts_of(preset.zsc_exclude),
                                                negated_share=preset.zsc_negated_share,
-                                               hard_negatives=_hard_negatives(preset, output_dir),
-                                               hard_share=preset.zsc_hard_negative_share)
+                                               hard_negatives=hard, hard_share=preset.zsc_hard_negative_share)
+        if hard_encoder:
+            zsc_counts["hard_negative_encoder"] = hard_encoder
         zsc_counts["excluded_texts_from"] = list(preset.zsc_exclude)
         data.counts["zsc_train"] = zsc_counts
         data.counts["nli_train_rows"] = len(data.train)
