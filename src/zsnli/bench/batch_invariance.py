@@ -64,10 +64,11 @@ def _batched(model: NliModel, encoded: list, budget: int, rng: np.random.Generat
     return out
 
 
-def run_arm(arm: Arm, model: NliModel, docs: list[list], budget: int, seed: int) -> None:
-    """Score ``docs`` (each a list of encoded pairs) alone and batched with ``model`` set up as ``arm``;
-    add the seconds and fold the max |dp| into ``arm``."""
-    model.shapes = FixedShapes.for_window(model.max_length, budget) if arm.fixed else None
+def run_arm(arm: Arm, model: NliModel, docs: list[list], budget: int, seed: int, fixed_budget: int = 0) -> None:
+    """Score ``docs`` (each a list of encoded pairs) alone and batched with ``model`` set up as ``arm``
+    (fixed shapes of ``fixed_budget`` padded tokens per forward, default ``budget``); add the seconds and
+    fold the max |dp| into ``arm``."""
+    model.shapes = FixedShapes.for_window(model.max_length, fixed_budget or budget) if arm.fixed else None
     t0 = time.perf_counter()
     alone = [model.logits(d) for d in docs]
     arm.seconds["alone"] += time.perf_counter() - t0
@@ -94,6 +95,8 @@ def build_parser() -> UsageParser:
                     help="score only the first N labels of each document (0: all; 4: the label cascade's keep)")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     ap.add_argument("--token-budget", type=int, default=0, help="padded tokens per forward (0: the CPU default)")
+    ap.add_argument("--fixed-budget", type=int, default=0,
+                    help="padded tokens per fixed-shape forward (0: the token budget); rows = this // width")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--fp32-fixed", action="store_true", help="also measure fp32 in fixed shapes")
     return ap
@@ -118,10 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         arms.append(Arm("fp32-fixed", "float32", True))
     for rep in range(args.repeats):
         for arm in arms:
-            run_arm(arm, models[arm.dtype], docs, budget, seed=rep)
+            run_arm(arm, models[arm.dtype], docs, budget, seed=rep, fixed_budget=args.fixed_budget)
     pairs = sum(len(d) for d in docs) * args.repeats
     base = arms[0].seconds
-    print(f"{len(docs)} documents, {pairs // args.repeats} pairs, token budget {budget}, "
+    print(f"{len(docs)} documents, {pairs // args.repeats} pairs, token budget {budget} "
+          f"(fixed shapes: {args.fixed_budget or budget}), "
           f"torch.set_num_threads({args.threads}), {args.repeats} repeat(s)")
     for arm in arms:
         s = arm.seconds
