@@ -194,7 +194,7 @@ def _encoder_parser(sub) -> None:
     e.add_argument("--mixed-precision", choices=("auto", "bf16", "no"),
                    help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
     e.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
-    e.set_defaults(zsc_ratio=None, zsc_negative=None)
+    e.set_defaults(zsc_ratio=None, zsc_negative=None, zsc_negated_share=None, zsc_hard_negatives=None)
 
 
 # --------------------------------------------------------------------------- commands

@@ -140,8 +140,7 @@ def with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
     """The preset with ``--zsc-*`` applied (`zsnli.training.zsc_nli`); one-line `UsageError` for a folder without sets."""
     from .zsc_nli import zsc_sources
 
-    negated = getattr(args, "zsc_negated_share", None)
-    hard = getattr(args, "zsc_hard_negatives", None)
+    negated, hard = args.zsc_negated_share, args.zsc_hard_negatives
     if not args.zsc_dir:
         if args.zsc_ratio is not None or args.zsc_negative or args.zsc_sets or args.zsc_commercial_only \
                 or args.zsc_exclude or negated is not None or hard is not None:
