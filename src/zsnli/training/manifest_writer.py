@@ -32,6 +32,7 @@ from ..manifest import (
     holdout_digest,
     model_dir_digest,
     sha256_file,
+    sha256_json,
     write_json,
 )
 
@@ -111,8 +112,6 @@ def lineage(base_model: str) -> dict[str, Any] | None:
     ``manifest_sha256`` (`zsnli.manifest.sha256_json` of the previous manifest). Raises
     `LineageError` naming the file when a manifest is found but a file differs or is missing.
     """
-    from ..manifest import sha256_json
-
     path = Path(base_model).expanduser()
     if not path.is_dir():
         return None
@@ -214,10 +213,12 @@ def _version() -> str:
     return __version__
 
 
-def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None) -> dict[str, Any]:
+def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None,
+                     continued_from: dict[str, Any] | None = None) -> dict[str, Any]:
     """``data_sources.json``: every source with its licence and role, plus the calibration hold-out.
 
-    A continued run (`lineage`) also lists every source of its earlier runs (`lineage_sources`).
+    A continued run also lists every source of its earlier runs (`lineage_sources` of its manifest's
+    ``continued_from``, `lineage`).
 
     ``counts`` (`zsnli.training.nli_data.NliData.counts`) adds each loaded source's row counts as ``rows``.
     """
@@ -231,7 +232,7 @@ def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None) -> 
         if per_source.get(src.name):
             entry["rows"] = per_source[src.name]
         entries.append(entry)
-    entries += lineage_sources(lineage(preset.base_model))
+    entries += lineage_sources(continued_from)
     entries.append(
         {
             "name": "calibration-holdout",
@@ -252,7 +253,7 @@ def write_manifests(manifest: dict[str, Any], preset: "Preset", data: "NliData",
     manifest_dir = Path(manifest_dir)
     manifest_dir.mkdir(parents=True, exist_ok=True)
     write_json(manifest_dir / MANIFEST_NAME, manifest)
-    write_json(manifest_dir / DATA_SOURCES_NAME, data_sources_doc(preset, data.counts))
+    write_json(manifest_dir / DATA_SOURCES_NAME, data_sources_doc(preset, data.counts, manifest.get("continued_from")))
 
 
 def declare_sources(manifest_dir: str | Path, entries: list[dict[str, Any]]) -> None:
