@@ -271,9 +271,10 @@ def _hard_negatives(preset: Preset, output_dir: Path) -> tuple[dict[str, list[in
     from ..runtime.embedding import SentenceEncoder, default_embedding_dir
     from .hard_negatives import hard_negative_table
 
-    encoder = SentenceEncoder(default_embedding_dir())
+    encoder_dir = default_embedding_dir()
+    encoder = SentenceEncoder(encoder_dir)
     table = hard_negative_table(preset.zsc_sources, encoder, output_dir / HARD_NEGATIVES_FILE)
-    return table, {"dir": str(default_embedding_dir()), "sha256": encoder.digest}
+    return table, {"dir": str(encoder_dir), "sha256": encoder.digest}
 
 
 def _load_data(preset: Preset, output_dir: Path) -> NliData:
