@@ -135,8 +135,7 @@ def test_texts_of_choosing_or_reporting_data_are_never_trained_on(tmp_path):
 
 
 def test_train_cli_excludes_the_choosing_data_beside_the_zsc_folder_by_default(tmp_path):
-    import argparse
-
+    from zsnli.train_cli import build_parser
     from zsnli.training import cli_checks
 
     data = tmp_path / "data"
@@ -147,8 +146,8 @@ def test_train_cli_excludes_the_choosing_data_beside_the_zsc_folder_by_default(t
 
     shutil.copytree(ZSC, data / "zsc-train")
     preset = get_preset("tiny", str(ROOT / "tests" / "data" / "tiny_nli"), "unused")
-    args = argparse.Namespace(zsc_dir=str(data / "zsc-train"), zsc_ratio=None, zsc_negative=None, zsc_sets=None,
-                              zsc_commercial_only=False, zsc_exclude=None)
+    # parsed by train.py's own parser, so the namespace holds every --zsc-* option the command line has
+    args = build_parser().parse_args(["train", "--zsc-dir", str(data / "zsc-train")])
     got = cli_checks.with_zsc(preset, args)
     assert str(data / "zsc-dev") in got.zsc_exclude and str(data / "zsc" / "public.jsonl") in got.zsc_exclude
     args.zsc_exclude = [str(tmp_path / "nope")]
