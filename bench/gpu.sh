@@ -3,6 +3,7 @@
 #
 #   bench/gpu.sh [--examples ../shared/data/zsc/public.jsonl] [--out gate.json] [other flags]
 #   bench/gpu.sh --tiny          # CPU smoke run: tiny random deberta-v2, 24 docs (env ZSNLI_BENCH_TINY=1)
+#   bench/gpu.sh --rows [--dry-run] [--device cuda] [--docs N]   # the CPU bench's rows on the GPU (below)
 #
 # Starts the zsnli server (serve.sh) with a deberta-v3-base-architecture model in bf16:
 # ./model when it is one, else RANDOM weights of that architecture built offline (said so),
@@ -21,4 +22,45 @@ if ! "$PY" -c "import zsnli.bench.throughput_gate" 2>/dev/null; then
     echo "bench/gpu.sh: cannot import zsnli.bench.throughput_gate with $PY (install the project's dependencies, or set PYTHON)" >&2
     exit 2
 fi
-exec "$PY" -m zsnli.bench.throughput_gate "$@"
+if [[ "${1:-}" != "--rows" ]]; then
+    exec "$PY" -m zsnli.bench.throughput_gate "$@"
+fi
+# --rows [--device cuda] [--examples FILE] [--docs N] [--out FILE] [--dry-run]: the CPU bench's rows (issue 33)
+# in one run of `python -m zsnli.bench` on the GPU: (a) the pipeline one document per call, (c) plain NLI scoring,
+# (d) the shipped scoring with its cascade in fp32, `exact` the shipped scoring without the cascade (fp32),
+# `cascade-bf16` the shipped default as served on a bf16 device (bf16, fixed shapes); docs/s, pairs/s
+# (pairs per document = pairs/s / docs/s) at concurrency 32. --dry-run prints the command without running it.
+shift
+device=cuda examples=../shared/data/zsc/public.jsonl docs="" out="" dry=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --device) device="$2"; shift 2 ;;
+        --examples) examples="$2"; shift 2 ;;
+        --docs) docs="$2"; shift 2 ;;
+        --out) out="$2"; shift 2 ;;
+        --dry-run) dry=1; shift ;;
+        *) echo "bench/gpu.sh --rows: unknown argument $1 (accepted: --device, --examples, --docs, --out, --dry-run)" >&2
+           exit 2 ;;
+    esac
+done
+[[ -f "$examples" ]] || { echo "bench/gpu.sh --rows: --examples $examples: not found" >&2; exit 2; }
+[[ -f calibration.json ]] || { echo "bench/gpu.sh --rows: no calibration.json in $PWD" >&2; exit 2; }
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$PY" - "$tmp/exact.json" <<'PYEOF'
+import json, sys
+doc = json.load(open("calibration.json"))
+doc["chosen"]["cascade"] = None
+json.dump(doc, open(sys.argv[1], "w"))
+PYEOF
+cmd=("$PY" -m zsnli.bench --model-dir model --examples "$examples" --device "$device" --batch-sizes none
+     --concurrency 32 --calibration "$PWD/calibration.json"
+     --variant "exact:ZSNLI_CALIBRATION_PATH=$tmp/exact.json"
+     --variant "cascade-bf16:ZSNLI_CALIBRATION_PATH=$PWD/calibration.json,ZSNLI_DTYPE=bfloat16,ZSNLI_FIXED_SHAPES=on")
+[[ -n "$docs" ]] && cmd+=(--docs "$docs")
+[[ -n "$out" ]] && cmd+=(--out "$out")
+if [[ $dry -eq 1 ]]; then
+    printf '%q ' "${cmd[@]}"; echo
+    exit 0
+fi
+"${cmd[@]}"

@@ -36,6 +36,11 @@ BACKENDS = ("torch", "onnx-fp32", "onnx-int8")
 #: `zsnli.runtime.model` resolves (a test keeps the two lists equal).
 DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "half")
 
+#: Values of ``ZSNLI_FIXED_SHAPES`` (case-insensitive): ``auto`` runs every forward in fixed shapes
+#: (`zsnli.runtime.shapes`) when the dtype is bf16/fp16, ``on`` always, ``off`` never; the same
+#: names as `zsnli.runtime.precision.FIXED_SHAPES_MODES` (a test keeps the two lists equal).
+FIXED_SHAPES = ("auto", "on", "off")
+
 #: Values of ``ZSNLI_LOG_LEVEL`` (case-insensitive; ``warn`` is read as ``warning``): uvicorn's levels.
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
@@ -103,6 +108,7 @@ class Settings:
     skip_manifest_check: bool = False
     device: str | None = None
     dtype: str | None = None
+    fixed_shapes: str = "auto"
     max_length: int = 512
     token_budget: int | None = None
     max_batch_wait_ms: float = 3.0
@@ -165,6 +171,7 @@ class Settings:
             object.__setattr__(self, "forwarded_allow_ips", forwarded_allow_ips(self.forwarded_allow_ips))
         level = str(self.log_level).strip().lower()
         object.__setattr__(self, "log_level", "warning" if level == "warn" else level)
+        object.__setattr__(self, "fixed_shapes", str(self.fixed_shapes).strip().lower())
 
     def validate(self) -> None:
         """Raise ``SettingsError`` when limits are inconsistent or out of range."""
@@ -178,6 +185,8 @@ class Settings:
         self._validate_hub()
         if self.dtype is not None and self.dtype.lower().removeprefix("torch.") not in DTYPES:
             raise SettingsError(f"ZSNLI_DTYPE must be one of {', '.join(DTYPES)} (or unset), got {self.dtype!r}")
+        if self.fixed_shapes not in FIXED_SHAPES:
+            raise SettingsError(f"ZSNLI_FIXED_SHAPES must be one of {', '.join(FIXED_SHAPES)}, got {self.fixed_shapes!r}")
         # A request with max_labels labels plus its content-free pairs must fit in an empty queue.
         if self.queue_capacity_pairs < 2 * self.max_labels:
             raise SettingsError(

@@ -238,7 +238,7 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
     def uniform(docs):
         return [[1 / len(d.labels)] * len(d.labels) for d in docs]
 
-    def fake_pipeline_arm(model_dir, examples, docs, batch_size, mode, warmup, threads, workdir, progress):
+    def fake_pipeline_arm(model_dir, examples, docs, batch_size, mode, warmup, threads, workdir, progress, device="cpu"):
         ds = load_examples(examples, limit=docs).examples
         return {"docs": len(ds), "pairs": sum(len(d.labels) for d in ds), "wall_s": 1.0,
                 "latencies_s": [0.1] * len(ds), "peak_rss_bytes": 2**20, "hwm_bytes": 2**20,

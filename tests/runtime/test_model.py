@@ -197,5 +197,6 @@ def test_pad_to_and_collate(nli_model):
 
 
 def test_describe(bert_model):
-    assert bert_model.describe() == {"backend": "torch", "device": "cpu", "dtype": "float32",
-                                     "architecture": "BertForSequenceClassification", "max_length": 64}
+    assert bert_model.describe() == {"backend": "torch", "device": "cpu", "dtype": "float32", "dtype_reason": None,
+                                     "fixed_shapes": False, "architecture": "BertForSequenceClassification",
+                                     "max_length": 64}

@@ -371,3 +371,24 @@ async def test_a_small_job_waits_about_one_batch_behind_a_large_group():
         assert sum(len(batch) for batch in fwd.batches) == 22 and len(fwd.batches) == 12
     finally:
         await b.close()
+
+
+async def test_fixed_shapes_batch_one_bucket_of_at_most_its_rows():
+    """With fixed shapes a batch holds one width bucket and at most rows(width) items; padded tokens count
+    the rows the forward computes (filler rows included)."""
+    from zsnli.runtime.shapes import FixedShapes
+
+    shapes = FixedShapes((16, 32, 64), 64)  # rows: 4 of 16, 2 of 32, 1 of 64
+    fwd = FakeForward()
+    b = await make(fwd, token_budget=64, shapes=shapes)
+    try:
+        lengths = [3, 20, 10, 40, 5, 30, 12, 2, 16, 17]
+        job = b.submit([enc(i, n) for i, n in enumerate(lengths)])
+        res = await job.result()
+        assert res[:, 0].tolist() == list(range(10))
+        for batch in fwd.batches:
+            widths = {shapes.width(lengths[t]) for t in batch}
+            assert len(widths) == 1 and len(batch) <= shapes.rows(widths.pop())
+        assert b.stats.padded_tokens == 64 * len(fwd.batches)
+    finally:
+        await b.close()

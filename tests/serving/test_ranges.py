@@ -14,7 +14,7 @@ from test_faults import _free_port, _server
 
 from zsnli.serving.app import create_app
 from zsnli.config import DTYPES, RANGES, Settings, SettingsError, listen_address
-from zsnli.runtime.model import _DTYPES
+from zsnli.runtime.precision import DTYPE_ALIASES
 from zsnli.request_scoring import RequestScoring
 from zsnli.scoring import VALUE_RANGES, ScoringConfig, ScoringConfigError, label_probabilities
 from zsnli.serving.startup import StartupRefused
@@ -64,7 +64,7 @@ def test_dtype_aliases_are_accepted(value):
 
 
 def test_dtype_names_match_the_models():
-    assert set(DTYPES) == set(_DTYPES)
+    assert set(DTYPES) == set(DTYPE_ALIASES)
 
 
 @pytest.mark.parametrize("env,message", [

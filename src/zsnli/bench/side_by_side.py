@@ -145,12 +145,13 @@ def arm_row(name: str, docs: int, pairs: int, wall_s: float, latencies_s: Sequen
 
 
 def run_pipeline_arm(model_dir: Path, examples: Path, docs: int, batch_size: int, mode: str, warmup: int,
-                     threads: int | None, workdir: Path, progress: bool) -> dict[str, Any]:
-    """Run one pipeline arm in a child process (``zsnli.bench.pipeline_arm``); returns its result JSON."""
+                     threads: int | None, workdir: Path, progress: bool, device: str = "cpu") -> dict[str, Any]:
+    """Run one pipeline arm in a child process (``zsnli.bench.pipeline_arm``, fp32 on ``device``); returns its
+    result JSON."""
     out = workdir / f"pipeline-{mode}-bs{batch_size}.json"
     cmd = [sys.executable, "-m", "zsnli.bench.pipeline_arm", "--model-dir", str(model_dir), "--examples",
            str(examples), "--docs", str(docs), "--batch-size", str(batch_size), "--mode", mode,
-           "--warmup", str(warmup), "--out", str(out)]
+           "--warmup", str(warmup), "--out", str(out), "--device", device]
     if threads:
         cmd += ["--threads", str(threads)]
     if not progress:
@@ -312,7 +313,8 @@ def _pipeline_arms(args: argparse.Namespace, model_dir: Path, examples: Path, n_
     """Arms (a) and the (b) sweep, each in its own process; appends their rows and probabilities.
     Returns the best (b) row (highest docs/s), or None without a sweep."""
     # (a) pipeline, one document at a time
-    res = run_pipeline_arm(model_dir, examples, n_docs, 1, "doc", args.warmup, args.threads, workdir, progress)
+    res = run_pipeline_arm(model_dir, examples, n_docs, 1, "doc", args.warmup, args.threads, workdir, progress,
+                           getattr(args, "device", "cpu"))
     rows.append(arm_row("(a) pipeline, 1 doc/call", res["docs"], res["pairs"], res["wall_s"],
                         res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key="a", batch_size=1,
                         mode="doc"))
@@ -324,7 +326,8 @@ def _pipeline_arms(args: argparse.Namespace, model_dir: Path, examples: Path, n_
         for bs in args.batch_sizes:
             key = f"b{bs}" if mode == "stream" else f"b{bs}doc"
             res = run_pipeline_arm(model_dir, examples, n_docs, bs, mode, args.warmup, args.threads,
-                                   workdir, progress)
+                                   workdir, progress,
+                                   getattr(args, "device", "cpu"))
             row = arm_row(f"(b) pipeline, bs={bs} {mode}", res["docs"], res["pairs"], res["wall_s"],
                           res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key=key, batch_size=bs,
                           mode=mode)
@@ -409,8 +412,9 @@ def failed_servers(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def server_base_settings(args: argparse.Namespace) -> dict[str, str]:
-    """The ``ZSNLI_*`` settings every server arm gets from the CLI (calibration path aside)."""
-    settings = dict(SERVER_BASE_SETTINGS)
+    """The ``ZSNLI_*`` settings every server arm gets from the CLI (calibration path aside): fp32 on
+    ``--device`` (default cpu); a variant's own ``ZSNLI_DTYPE`` (e.g. ``bfloat16``) overrides it."""
+    settings = {**SERVER_BASE_SETTINGS, "ZSNLI_DEVICE": getattr(args, "device", "cpu")}
     if args.skip_manifest_check:
         settings["ZSNLI_SKIP_MANIFEST_CHECK"] = "1"
     return settings

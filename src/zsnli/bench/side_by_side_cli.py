@@ -200,6 +200,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="also run the server with these ZSNLI_* settings at the top concurrency (repeatable), "
                          "e.g. bf16:ZSNLI_DTYPE=bfloat16 or int8:ZSNLI_BACKEND=onnx-int8")
+    ap.add_argument("--device", default="cpu", help="device of every server and pipeline arm (cpu, cuda, cuda:N); "
+                    "fp32 unless a --variant sets ZSNLI_DTYPE (bench/gpu.sh --rows uses cuda)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     try:

@@ -13,7 +13,7 @@ cosine (the server's cosine term, calibration and the embedding baseline arm
 all use them); `embedding_digest` is the one digest of the embedding weights.
 
 May import: numpy, torch and transformers (lazily), `zsnli.manifest`, `zsnli.runtime.model` (the
-sequence record and the padding rule).
+sequence record, the padding rule, the fixed-shape forward), `zsnli.runtime.precision`, `zsnli.runtime.shapes`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..manifest import model_dir_digest, sha256_file
-from .model import Encoded, collate
+from .model import Encoded, collate, forward_in_shapes
+from .precision import canonical_dtype
+from .shapes import FixedShapes
 
 EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDING_MAX_LENGTH = 256
@@ -79,16 +81,23 @@ class SentenceEncoder:
     offline callers (calibration, the score cache, the baselines and bake-off arms).
     """
 
-    def __init__(self, model_dir: str | Path, device: str = "cpu") -> None:
-        """Load tokenizer and encoder with ``local_files_only``; fp32. Raises ``OSError`` on missing files."""
+    def __init__(self, model_dir: str | Path, device: str = "cpu", dtype: str = "float32",
+                 shapes: FixedShapes | None = None) -> None:
+        """Load tokenizer and encoder with ``local_files_only`` in ``dtype`` (default fp32; any
+        `zsnli.runtime.precision.canonical_dtype` name). ``shapes``: run every ``embed`` in fixed shapes
+        (`zsnli.runtime.shapes`; build them with the encoder's window, ``self.max_length``, or use
+        ``with_fixed_shapes``). Raises ``OSError`` on missing files, ``ValueError`` on an unknown dtype."""
         import torch
         from transformers import AutoModel, AutoTokenizer
 
         self.model_dir = Path(model_dir)
+        self.dtype = canonical_dtype(dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
-        self.model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True, dtype=torch.float32)
+        self.model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True,
+                                               dtype=getattr(torch, self.dtype))
         self.model.to(device).eval()
         self.device = device
+        self.shapes = shapes
         #: tokens kept per text (`encoder_window`: 256 for MiniLM-L6)
         self.max_length = encoder_window(self.model.config)
         #: the width of an embedding (384 for MiniLM-L6)
@@ -122,18 +131,29 @@ class SentenceEncoder:
         """Embed one batch of tokenised texts -> float32 ``[B, D]`` unit vectors, in batch order.
 
         Padded by `zsnli.runtime.model.collate`; the mean runs over the attention mask's real tokens, so a
-        text's vector does not depend on what else is in the batch (up to float rounding).
+        text's vector does not depend on what else is in the batch up to float rounding, and not at all
+        with ``self.shapes`` (`zsnli.runtime.model.forward_in_shapes`).
         ``[0, D]`` for an empty batch. Safe to call from another thread than ``tokenize``.
         """
         import torch
 
         if not batch:
             return np.zeros((0, self.dim), dtype=np.float32)
-        inputs = collate(batch, self._pad_id, self._with_types)
-        with torch.inference_mode():
-            tensors = {k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()}
-            hidden = self.model(**tensors).last_hidden_state
-            return mean_pool(hidden, tensors["attention_mask"]).float().cpu().numpy()
+
+        def forward(inputs: dict[str, np.ndarray]) -> np.ndarray:
+            with torch.inference_mode():
+                tensors = {k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()}
+                hidden = self.model(**tensors).last_hidden_state
+                return mean_pool(hidden.float(), tensors["attention_mask"]).cpu().numpy()
+
+        return forward_in_shapes(batch, self.shapes, lambda b: collate(b, self._pad_id, self._with_types),
+                                 self._pad_id, forward)
+
+    def with_fixed_shapes(self, token_budget: int) -> "SentenceEncoder":
+        """Run every later ``embed`` in fixed shapes of ``token_budget`` padded tokens
+        (`zsnli.runtime.shapes.FixedShapes.for_window` with this encoder's window). Returns self."""
+        self.shapes = FixedShapes.for_window(self.max_length, token_budget)
+        return self
 
     def encode(self, texts: Sequence[str], batch_size: int = 64,
                on_batch: Callable[[int], None] | None = None) -> np.ndarray:

@@ -9,9 +9,10 @@ token budget, and `label_indices` (which logit is entailment / its alternative:
 contradiction, or not_entailment for a 2-way head).
 The ONNX runtime sits beside this one in `zsnli.runtime.onnx_model`.
 
-May import: numpy, torch and transformers (lazily, inside functions). It
-imports nothing else from zsnli; `zsnli.scoring`, `zsnli.serving.batching` and
-`zsnli.serving.service` import it.
+May import: numpy, torch and transformers (lazily, inside functions),
+`zsnli.runtime.precision` (dtype names) and `zsnli.runtime.shapes` (the fixed
+forward shapes). It imports nothing else from zsnli; `zsnli.scoring`,
+`zsnli.serving.batching` and `zsnli.serving.service` import it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+
+from .precision import canonical_dtype
+from .shapes import FixedShapes
 
 #: Upper bound on the model window when neither tokenizer nor config gives a sane one.
 DEFAULT_MAX_LENGTH = 512
@@ -202,7 +206,8 @@ class NliRuntime(ABC):
     Attributes: ``tokenizer``, ``config`` (the HF config), ``backend`` (which
     runtime computes ``logits``), ``device`` (str), ``dtype``, ``entail_idx``,
     ``contra_idx`` (contradiction, or not_entailment for a 2-way head: `label_indices`), ``max_length`` (model window in tokens, including special
-    tokens), ``id2label``, ``num_labels``.
+    tokens), ``id2label``, ``num_labels``, ``dtype_reason`` and ``shapes`` (set by the loader of the server,
+    `zsnli.serving.startup.default_loader`).
 
     Tokenizer calls are serialised by a lock (fast tokenizers are not safe to
     reconfigure from several threads); ``logits`` may run in another thread
@@ -227,6 +232,10 @@ class NliRuntime(ABC):
         self.emits_token_type_ids = "token_type_ids" in getattr(
             tokenizer, "model_input_names", ["input_ids", "token_type_ids", "attention_mask"]
         )
+        #: why this dtype was chosen (`zsnli.runtime.precision.DtypeChoice.reason`), None when given directly
+        self.dtype_reason: str | None = None
+        #: the fixed forward shapes (`zsnli.runtime.shapes.FixedShapes`), None: each batch its own shape
+        self.shapes: FixedShapes | None = None
 
     @abstractmethod
     def logits(self, encoded_batch: Sequence[Encoded]) -> np.ndarray:
@@ -239,6 +248,8 @@ class NliRuntime(ABC):
             "backend": self.backend,
             "device": self.device,
             "dtype": str(self.dtype).replace("torch.", ""),
+            "dtype_reason": self.dtype_reason,
+            "fixed_shapes": self.shapes is not None,
             "architecture": (getattr(self.config, "architectures", None) or [None])[0],
             "max_length": self.max_length,
         }
@@ -355,17 +366,31 @@ class NliRuntime(ABC):
         return out
 
 
-_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
-           "float16": "float16", "fp16": "float16", "half": "float16"}
-
-
 def _resolve_dtype(name: str):
     import torch
 
-    key = str(name).lower().replace("torch.", "")
-    if key not in _DTYPES:
-        raise ValueError(f"unsupported dtype {name!r}; expected one of {sorted(_DTYPES)}")
-    return getattr(torch, _DTYPES[key])
+    return getattr(torch, canonical_dtype(name))
+
+
+def forward_in_shapes(batch: Sequence[Encoded], shapes: FixedShapes | None,
+                      collate_fn: Callable[[Sequence[Encoded]], dict[str, np.ndarray]], pad_token_id: int,
+                      forward: Callable[[dict[str, np.ndarray]], np.ndarray]) -> np.ndarray:
+    """Run ``forward`` (collated int64 arrays -> float32 ``[rows, C]``) over ``batch``, in batch order.
+
+    ``shapes`` None: one forward of the batch as `collate` pads it. Otherwise one forward per
+    `FixedShapes.chunks` chunk, each padded to its fixed shape (`FixedShapes.fill`) and its filler
+    rows dropped, so each row's result is the one it gets alone. Returns ``[B, C]``.
+    """
+    if shapes is None:
+        return forward(collate_fn(batch))
+    parts: list[tuple[list[int], np.ndarray]] = []
+    for width, idx in shapes.chunks([len(e) for e in batch]):
+        inputs = shapes.fill(collate_fn([batch[i] for i in idx]), width, pad_token_id)
+        parts.append((idx, forward(inputs)[: len(idx)]))
+    out = np.empty((len(batch), parts[0][1].shape[1]), dtype=np.float32)
+    for idx, rows in parts:
+        out[idx] = rows
+    return out
 
 
 class NliModel(NliRuntime):
@@ -410,12 +435,16 @@ class NliModel(NliRuntime):
         return cls(tokenizer, model, str(device), torch_dtype, window)
 
     def logits(self, encoded_batch: Sequence[Encoded]) -> np.ndarray:
-        """Forward one batch under ``torch.inference_mode``: float32 numpy ``[B, C]`` (C = 3, or 2 for a 2-way head)."""
+        """Forward one batch under ``torch.inference_mode``: float32 numpy ``[B, C]`` (C = 3, or 2 for a 2-way head);
+        in fixed shapes when ``self.shapes`` is set (`forward_in_shapes`)."""
         import torch
 
         if not encoded_batch:
             return np.zeros((0, self.num_labels), dtype=np.float32)
-        inputs = self.collate(encoded_batch)
-        with torch.inference_mode():
-            tensors = {k: torch.from_numpy(v).to(self.device, non_blocking=True) for k, v in inputs.items()}
-            return self.model(**tensors).logits.float().cpu().numpy()
+
+        def forward(inputs: dict[str, np.ndarray]) -> np.ndarray:
+            with torch.inference_mode():
+                tensors = {k: torch.from_numpy(v).to(self.device, non_blocking=True) for k, v in inputs.items()}
+                return self.model(**tensors).logits.float().cpu().numpy()
+
+        return forward_in_shapes(encoded_batch, self.shapes, self.collate, self.pad_token_id, forward)

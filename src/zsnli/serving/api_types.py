@@ -403,7 +403,11 @@ class HealthResponse(BaseModel):
     verified: bool | None = Field(None, description="Every model file matched a training manifest.")
     backend: str | None = Field(None, description="torch, onnx-fp32 or onnx-int8 (ZSNLI_BACKEND).")
     device: str | None = None
-    dtype: str | None = None
+    dtype: str | None = Field(None, description="float32, bfloat16 or float16 (torch), float32 or int8-dynamic (ONNX).")
+    dtype_reason: str | None = Field(None, description="Why this dtype (torch): `ZSNLI_DTYPE=...` when set, else the "
+                                     "device's native bf16 or its absence, e.g. `cpu has avx512_bf16`.")
+    fixed_shapes: bool | None = Field(None, description="Every forward runs in fixed shapes (ZSNLI_FIXED_SHAPES), so an "
+                                      "answer does not depend on what else was in its batch.")
     onnx_sha256: str | None = Field(None, description="sha256 of the ONNX file served (ONNX backends only).")
     reason: str | None = None
 

@@ -56,7 +56,12 @@ other pending items are dropped) and the worker carries on. A cancelled job
 (client gone, timeout) has its pending items dropped. Nothing is cached and
 nothing survives a job.
 
-May import: numpy, `zsnli.runtime.model` (the pair record and the padding rule).
+Fixed shapes (a `WorkKind` with ``shapes``, `zsnli.runtime.shapes`): an item's width is its bucket's,
+a batch holds items of one bucket only and at most ``shapes.rows(width)`` rows, and its padded
+tokens are the rows the forward really computes (filler rows included), so the forward's fixed
+shape is filled by queued work before any filler row.
+
+May import: numpy, `zsnli.runtime.model` (the pair record and the padding rule), `zsnli.runtime.shapes`.
 Used by `zsnli.serving.service`.
 """
 
@@ -75,6 +80,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..runtime.model import Encoded, pad_to
+from ..runtime.shapes import FixedShapes
 
 logger = logging.getLogger(__name__)
 
@@ -87,10 +93,23 @@ DEFAULT_KIND = "nli"
 @dataclass(frozen=True)
 class WorkKind:
     """One kind of queued work: ``forward(list[Encoded]) -> float32 [B, num_outputs]`` (run in the
-    forward thread) and the width of its output rows."""
+    forward thread), the width of its output rows and, when its forward runs in fixed shapes, those
+    shapes (`zsnli.runtime.shapes.FixedShapes`: batches are then formed per width bucket)."""
 
     forward: ForwardFn
     num_outputs: int
+    shapes: FixedShapes | None = None
+
+    def width(self, n: int) -> int:
+        """The padded width of an item of ``n`` tokens: its bucket, or ``n`` rounded up to 8 (`pad_to`)."""
+        return self.shapes.width(n) if self.shapes is not None else pad_to(n)
+
+    def padded_tokens(self, rows: int, width: int) -> int:
+        """Tokens a forward of ``rows`` distinct items of padded ``width`` computes (filler rows included)."""
+        if self.shapes is None:
+            return rows * width
+        per = self.shapes.rows(width)
+        return -(-rows // per) * per * width
 
 
 @dataclass(frozen=True)
@@ -193,6 +212,7 @@ class Batcher:
     kinds: more kinds of work, ``{name: WorkKind}`` (e.g. the sentence encoder's texts and labels);
         submitted with ``submit(..., kind=name)``; they share the queue, the budget and the thread.
     share_identical: compute identical items of one batch once (see module docstring).
+    shapes: the fixed forward shapes of ``forward`` (`zsnli.runtime.shapes.FixedShapes`), None: none.
     max_padding: the largest fraction of a row that may be padding, in [0, 1] (1, the default: no
         bound; see module docstring; the server's ``ZSNLI_MAX_PADDING`` is measured in docs/performance.md).
     observers: called with a `BatchRecord` after each forward (the list is read live, so
@@ -213,12 +233,13 @@ class Batcher:
         share_identical: bool = True,
         max_padding: float = 1.0,
         observers: list[BatchObserver] | None = None,
+        shapes: FixedShapes | None = None,
     ) -> None:
         if token_budget <= 0 or capacity_pairs <= 0 or max_wait_s < 0 or not 0 <= max_padding <= 1:
             raise ValueError("token_budget and capacity_pairs must be > 0, max_wait_s >= 0, max_padding in [0, 1]")
         if kinds and DEFAULT_KIND in kinds:
             raise ValueError(f"kind {DEFAULT_KIND!r} is the batcher's own forward")
-        self.kinds: dict[str, WorkKind] = {DEFAULT_KIND: WorkKind(forward, int(num_outputs)), **(kinds or {})}
+        self.kinds: dict[str, WorkKind] = {DEFAULT_KIND: WorkKind(forward, int(num_outputs), shapes), **(kinds or {})}
         self.token_budget = int(token_budget)
         self.max_wait_s = float(max_wait_s)
         self.capacity_pairs = int(capacity_pairs)
@@ -330,7 +351,7 @@ class Batcher:
         self._group_pending[job.group] = self._group_pending.get(job.group, 0) + n
         now = time.monotonic()
         for i, enc in enumerate(encoded):
-            p = _Pair(job, i, enc, pad_to(len(enc)), next(self._seq), now, int(priority), kind)
+            p = _Pair(job, i, enc, self.kinds[kind].width(len(enc)), next(self._seq), now, int(priority), kind)
             job.pairs.append(p)
             self._pending[p.seq] = p
             self._pending_tokens[kind] += p.width
@@ -395,8 +416,10 @@ class Batcher:
         turn = self._turn
         anchor = min(pool, key=lambda p: (turn[p.job.group], p.seq))
         self._vtime = turn[anchor.job.group]
-        candidates = sorted((p for p in pool if p.kind == anchor.kind),
+        shapes = self.kinds[anchor.kind].shapes
+        candidates = sorted((p for p in pool if p.kind == anchor.kind and (shapes is None or p.width == anchor.width)),
                             key=lambda p: (p is not anchor, abs(p.width - anchor.width), p.seq))
+        max_rows = shapes.rows(anchor.width) if shapes is not None else None
         rows: dict[object, int] = {}  # item key (or seq) -> row
         batch: list[_Pair] = []
         row_of: list[int] = []
@@ -416,7 +439,7 @@ class Batcher:
             w = max(width, p.width)
             if rows and min(shortest, p.width) < (1.0 - self.max_padding) * w:
                 continue  # too short or too long for the rows already in: it would be (or make) mostly padding
-            if full or (rows and w * (len(rows) + 1) > self.token_budget):
+            if full or (rows and (w * (len(rows) + 1) > self.token_budget or len(rows) == max_rows)):
                 if p.width <= width:
                     full = True  # no new row fits any more; identical items still may join
                 continue  # a longer item would not fit, a shorter one still may
@@ -461,7 +484,7 @@ class Batcher:
             for p, row in zip(batch, row_of):
                 unique.setdefault(row, p.enc)
             encs = [unique[r] for r in range(len(unique))]
-            padded = len(encs) * max(pad_to(len(e)) for e in encs)
+            padded = work.padded_tokens(len(encs), max(work.width(len(e)) for e in encs))
             t0 = time.monotonic()
             try:
                 out = await loop.run_in_executor(self._executor, work.forward, encs)

@@ -53,8 +53,8 @@ from ..errors import ApiError, ErrorType
 from ..runtime.model import Encoded, ModelConfigError, NliRuntime, default_token_budget
 from ..request_scoring import RequestScoring, cascade_scores, request_group
 from ..scoring import multi_label_probabilities, scores_from_logits
-from .startup import (STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, default_loader, one_line,
-                      preflight, resolved_embedding_dir)
+from .startup import (STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, default_loader, load_encoder,
+                      one_line, preflight)
 from .document import (HYPOTHESIS_CHARS_PER_TOKEN, LABEL_KIND, TEXT_KIND, Prepared, Tokenized, check_label_tokens,
                        embedding_tokens, fill_template, tokenize)
 from .text import clean_text
@@ -179,13 +179,12 @@ class ZeroShotClassifier:
         model = await loop.run_in_executor(self._tokenize_pool, self.loader, settings)
         encoder, kinds = None, {}
         if scoring.needs_encoder:
-            encoder = await loop.run_in_executor(
-                self._tokenize_pool, lambda: SentenceEncoder(resolved_embedding_dir(settings), device=str(model.device)))
-            kinds = {TEXT_KIND: WorkKind(encoder.embed, encoder.dim), LABEL_KIND: WorkKind(encoder.embed, encoder.dim)}
+            encoder = await loop.run_in_executor(self._tokenize_pool, lambda: load_encoder(settings, model))
+            kinds = {kind: WorkKind(encoder.embed, encoder.dim, encoder.shapes) for kind in (TEXT_KIND, LABEL_KIND)}
         batcher = Batcher(model.logits, token_budget=settings.token_budget or default_token_budget(model.device),
                           max_wait_s=settings.max_batch_wait_ms / 1000.0, capacity_pairs=settings.queue_capacity_pairs,
                           num_outputs=model.num_labels, kinds=kinds, share_identical=settings.share_identical_rows,
-                          max_padding=settings.max_padding,
+                          max_padding=settings.max_padding, shapes=getattr(model, "shapes", None),
                           observers=self.batch_observers)
         started.append(batcher)
         await batcher.start()
@@ -238,10 +237,11 @@ class ZeroShotClassifier:
         desc = st.model.describe()
         onnx = f" onnx={st.model.onnx_path} onnx_sha256={desc['onnx_sha256']}" if desc.get("onnx_sha256") else ""
         logger.info(
-            "ready in %.2f s%s: model=%s sha256=%s backend=%s%s device=%s dtype=%s window=%d token_budget=%d "
-            "entail=%d contra=%d", st.startup_seconds, since_start, self.settings.model_dir, st.model_sha256,
-            desc["backend"], onnx, desc["device"], desc["dtype"], desc["max_length"], st.batcher.token_budget,
-            st.model.entail_idx, st.model.contra_idx)
+            "ready in %.2f s%s: model=%s sha256=%s backend=%s%s device=%s dtype=%s%s fixed_shapes=%s window=%d "
+            "token_budget=%d entail=%d contra=%d", st.startup_seconds, since_start, self.settings.model_dir,
+            st.model_sha256, desc["backend"], onnx, desc["device"], desc["dtype"],
+            f" ({desc['dtype_reason']})" if desc.get("dtype_reason") else "", desc.get("fixed_shapes", False),
+            desc["max_length"], st.batcher.token_budget, st.model.entail_idx, st.model.contra_idx)
 
     def describe(self) -> dict[str, Any]:
         """The served model as code outside the request path may see it (the bake-off's receipts):

@@ -7,7 +7,8 @@ before the server listens; it returns a `Preflight` (what will be served);
 `resolved_embedding_dir` says where the sentence encoder lives.
 
 May import: `zsnli.config`, `zsnli.runtime.hub`, `zsnli.manifest`, `zsnli.runtime.model`,
-`zsnli.scoring`, `zsnli.runtime.embedding`, `zsnli.runtime.onnx_export` (and
+`zsnli.scoring`, `zsnli.runtime.embedding`, `zsnli.runtime.precision`, `zsnli.runtime.shapes`,
+`zsnli.runtime.onnx_export` (and
 `zsnli.runtime.onnx_model` lazily). Imported by `zsnli.serving.service`.
 """
 
@@ -21,10 +22,12 @@ from typing import Callable
 
 from ..config import Settings, SettingsError
 from ..manifest import PRETRAINED_DIRS, ManifestError, hash_model_dir, model_dir_digest, verify_model_files
-from ..runtime.embedding import default_embedding_dir, embedding_digest
+from ..runtime.embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from ..runtime.hub import HubModelError, resolve_hub_model
-from ..runtime.model import ModelConfigError, NliModel, NliRuntime, label_indices
+from ..runtime.model import ModelConfigError, NliModel, NliRuntime, default_token_budget, label_indices
 from ..runtime.onnx_export import OnnxUnavailableError, ensure_cache_dir, require_onnx
+from ..runtime.precision import fixed_shapes_for, serving_dtype
+from ..runtime.shapes import FixedShapes
 from ..request_scoring import RequestScoring, load_request_scoring
 from ..scoring import ScoringConfigError
 
@@ -49,7 +52,11 @@ def one_line(exc: BaseException) -> str:
 
 def default_loader(settings: Settings) -> NliRuntime:
     """``settings.backend``: torch -> ``NliModel.load``; onnx-fp32 / onnx-int8 -> ``OnnxNliModel.load``
-    (ORT intra-op threads = ``ZSNLI_TORCH_THREADS`` when set)."""
+    (ORT intra-op threads = ``ZSNLI_TORCH_THREADS`` when set).
+
+    The torch runtime's dtype is ``ZSNLI_DTYPE``, else bf16 where the device computes it natively
+    (`zsnli.runtime.precision.serving_dtype`; the reason lands in ``dtype_reason``), and it runs in
+    fixed shapes (`zsnli.runtime.shapes`) as ``ZSNLI_FIXED_SHAPES`` says (`torch_shapes`)."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -59,7 +66,42 @@ def default_loader(settings: Settings) -> NliRuntime:
         return OnnxNliModel.load(settings.model_dir, variant=settings.backend[len("onnx-"):],
                                  threads=settings.torch_threads, cache_dir=settings.onnx_cache_dir,
                                  max_length=settings.max_length)
-    return NliModel.load(settings.model_dir, device=settings.device, dtype=settings.dtype, max_length=settings.max_length)
+    device = settings.device or _default_device()
+    choice = serving_dtype(settings.dtype, device)
+    model = NliModel.load(settings.model_dir, device=device, dtype=choice.name, max_length=settings.max_length)
+    model.dtype_reason = choice.reason
+    model.shapes = torch_shapes(settings, choice.name, model.max_length, model.device)
+    return model
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def torch_shapes(settings: Settings, dtype: str, window: int, device: str) -> FixedShapes | None:
+    """The fixed forward shapes of a torch runtime (NLI model or sentence encoder) of ``window`` tokens in
+    ``dtype``, or None: `zsnli.runtime.precision.fixed_shapes_for` (``ZSNLI_FIXED_SHAPES``) decides, the
+    rows per bucket come from the token budget (``ZSNLI_TOKEN_BUDGET`` or the device's default)."""
+    if not fixed_shapes_for(settings.fixed_shapes, dtype):
+        return None
+    return FixedShapes.for_window(window, settings.token_budget or default_token_budget(device))
+
+
+#: The sentence encoder's dtype: fp32 whatever the NLI model's (docs/performance.md, issue 33: the cosine
+#: term is multiplied by the calibrated weight, and only fp32 cosines were measured out of fold).
+ENCODER_DTYPE = "float32"
+
+
+def load_encoder(settings: Settings, model: NliRuntime) -> SentenceEncoder:
+    """The sentence encoder of the cosine term (`resolved_embedding_dir`) on the NLI model's device, in
+    `ENCODER_DTYPE`, in fixed shapes whenever the NLI model runs in them (``model.shapes``), so the whole
+    answer of a request, cosine included, is the one it gets alone."""
+    encoder = SentenceEncoder(resolved_embedding_dir(settings), device=str(model.device), dtype=ENCODER_DTYPE)
+    if getattr(model, "shapes", None) is not None:
+        encoder.with_fixed_shapes(settings.token_budget or default_token_budget(model.device))
+    return encoder
 
 
 def resolved_embedding_dir(settings: Settings) -> Path:
