@@ -286,10 +286,12 @@ def anyio_backend():
 
 
 def make_settings(model_dir, **overrides):
-    """Test settings: no exit on load failure, short batch wait; ``overrides`` win."""
+    """Test settings: no exit on load failure, short batch wait, the dtype pinned above (``Settings()`` reads
+    no environment, so an app built here would otherwise take the CPU's default); ``overrides`` win."""
     from zsnli.config import Settings
 
-    base = dict(model_dir=str(model_dir), exit_on_startup_error=False, max_batch_wait_ms=2.0, log_level="warning")
+    base = dict(model_dir=str(model_dir), exit_on_startup_error=False, max_batch_wait_ms=2.0, log_level="warning",
+                dtype=os.environ["ZSNLI_DTYPE"])
     base.update(overrides)
     return Settings(**base).with_()
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..harness.cli import UsageParser
+from ..harness.cli import UsageParser, non_negative_int, positive_int
 from ..harness.examples import load_examples
 from ..runtime.model import NliModel, default_token_budget, plan_batches
 from ..runtime.shapes import FixedShapes
@@ -90,14 +90,14 @@ def build_parser() -> UsageParser:
     ap = UsageParser(prog="python -m zsnli.bench.batch_invariance", description=__doc__.split("\n")[0])
     ap.add_argument("--model-dir", default="model")
     ap.add_argument("--examples", required=True, help="examples JSONL (zsnli.harness.examples)")
-    ap.add_argument("--docs", type=int, default=40, help="documents to score (the first N)")
-    ap.add_argument("--max-labels", type=int, default=0,
+    ap.add_argument("--docs", type=positive_int, default=40, help="documents to score (the first N)")
+    ap.add_argument("--max-labels", type=non_negative_int, default=0,
                     help="score only the first N labels of each document (0: all; 4: the label cascade's keep)")
-    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    ap.add_argument("--token-budget", type=int, default=0, help="padded tokens per forward (0: the CPU default)")
-    ap.add_argument("--fixed-budget", type=int, default=0,
+    ap.add_argument("--threads", type=positive_int, default=2, help="torch.set_num_threads")
+    ap.add_argument("--token-budget", type=non_negative_int, default=0, help="padded tokens per forward (0: the CPU default)")
+    ap.add_argument("--fixed-budget", type=non_negative_int, default=0,
                     help="padded tokens per fixed-shape forward (0: the token budget); rows = this // width")
-    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--repeats", type=positive_int, default=1)
     ap.add_argument("--fp32-fixed", action="store_true", help="also measure fp32 in fixed shapes")
     return ap
 
