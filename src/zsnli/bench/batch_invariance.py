@@ -94,7 +94,8 @@ def build_parser() -> UsageParser:
     ap.add_argument("--max-labels", type=non_negative_int, default=0,
                     help="score only the first N labels of each document (0: all; 4: the label cascade's keep)")
     ap.add_argument("--threads", type=positive_int, default=2, help="torch.set_num_threads")
-    ap.add_argument("--token-budget", type=non_negative_int, default=0, help="padded tokens per forward (0: the CPU default)")
+    ap.add_argument("--token-budget", type=non_negative_int, default=0,
+                    help="padded tokens per forward (0: the CPU default)")
     ap.add_argument("--fixed-budget", type=non_negative_int, default=0,
                     help="padded tokens per fixed-shape forward (0: the token budget); rows = this // width")
     ap.add_argument("--repeats", type=positive_int, default=1)
