@@ -246,3 +246,60 @@ def test_a_stopped_run_keeps_every_committed_batch_and_the_rerun_scores_only_the
     assert done.returncode == 0 and f"zsnli-batch: {missing} rows scored" in done.stdout, done.stderr[-3000:]
     ids = pads.dataset(str(out), format="parquet").to_table(columns=["id"]).column("id").to_pylist()
     assert sorted(ids) == sorted(r["id"] for r in rows)  # every id exactly once
+
+
+def test_a_stop_lets_the_pipeline_thread_close_its_iterator_before_ray_goes():
+    """The iterator's own cleanup (Ray Data shuts its executor down there) runs before `Stopped` is raised,
+    so ``ray.shutdown`` never pulls Ray out from under it (CI printed Ray's tracebacks after a Ctrl-C)."""
+    stop, closed = threading.Event(), []
+
+    def batches():
+        try:
+            yield pa.table({"id": [1]})
+            time.sleep(0.5)  # the next batch is on its way when the stop comes
+            yield pa.table({"id": [2]})
+            time.sleep(60)
+        finally:
+            closed.append(time.monotonic())
+
+    with pytest.raises(batch_ray.Stopped):
+        batch_ray.commit_stream(batches, _Parts(), batch_ray.Progress(lambda: (0, 0)), stop, _never_stalled,
+                                lambda n: stop.set())
+    assert closed, "Stopped was raised while the pipeline's iterator was still open"
+
+
+def _raise_in(filename: str):
+    """An exception whose traceback's last frame is in ``filename``."""
+    code = compile("def f():\n    raise RuntimeError('Ray is not initialized')\n", filename, "exec")
+    space: dict = {}
+    exec(code, space)
+    try:
+        space["f"]()
+    except RuntimeError as exc:
+        return exc
+
+
+def test_ray_teardown_after_a_stop_prints_nothing_from_ray_and_keeps_everything_else(capsys):
+    import logging
+    import types
+
+    ray_file = os.path.join(os.path.dirname(ray.__file__), "data", "iterator.py")
+    seen = []
+    record = seen.append  # one bound method: each ``seen.append`` is a new object
+    previous = sys.unraisablehook
+    sys.unraisablehook = record
+    data_logger = logging.getLogger("ray.data._internal.stats")
+    data_logger.setLevel(logging.INFO)  # Ray Data sets its own levels: "ray" alone does not reach it
+    try:
+        restore = batch_ray.quiet_ray_teardown()
+        try:
+            assert not data_logger.isEnabledFor(logging.WARNING)
+            for exc in (_raise_in(ray_file), _raise_in("/elsewhere/ours.py")):
+                sys.unraisablehook(types.SimpleNamespace(exc_type=type(exc), exc_value=exc,
+                                                         exc_traceback=exc.__traceback__, err_msg=None, object=None))
+        finally:
+            restore()
+        assert data_logger.level == logging.INFO and sys.unraisablehook is record
+    finally:
+        sys.unraisablehook = previous
+    assert [u.exc_traceback.tb_next.tb_frame.f_code.co_filename for u in seen] == ["/elsewhere/ours.py"]

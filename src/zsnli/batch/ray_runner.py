@@ -12,7 +12,8 @@ Commits as it goes: the scored batches come back to this process (``Dataset.iter
 thread) and each is committed at once as one Parquet part (`zsnli.batch.output.PartWriter`: atomic), so a
 stop at any moment loses at most the batches in flight; rows already committed are dropped as the
 input is read (`SkipIds`). `commit_stream` checks a stop flag (set by the CLI's SIGINT/SIGTERM handler)
-every `POLL_S` seconds and raises `Stopped`; the Ray started here is then shut down.
+every `POLL_S` seconds and raises `Stopped` once the pipeline thread has closed its iterator (at most
+`STOP_GRACE_S`); the Ray started here is then shut down, its teardown noise silenced (`quiet_ray_teardown`).
 
 Never hangs: a watchdog (`Progress`) fails the run with one line (`Stalled`, exit 1) when nothing moved
 (no row scored, no actor finished loading) for ``--stall-timeout`` seconds; what was written stays,
@@ -274,7 +275,7 @@ def run(job: Job, stop: threading.Event | None = None, done_ids: pa.ChunkedArray
             ray.kill(counter)
         if started:
             if stop.is_set():
-                logging.getLogger("ray").setLevel(logging.CRITICAL)  # the pipeline's threads end noisily
+                quiet_ray_teardown()
             ray.shutdown()
     seconds = time.monotonic() - t0
     total, _ = output_counts(output)
@@ -312,14 +313,17 @@ def commit_stream(batches: Callable[[], Iterable[pa.Table]], writer, watch: Prog
                   stalled: Callable[[], BaseException], advance: Callable[[int], None]) -> None:
     """Pull ``batches()`` in a daemon thread and commit each table with ``writer.write`` here, as it arrives.
 
-    Checks ``stop`` and ``watch.stalled`` at least every `POLL_S` seconds: raises `Stopped` at once when
-    ``stop`` is set (the batch being scored is lost, every committed one stays), ``stalled()``'s error when
-    the watchdog fired, and whatever the pipeline raised."""
+    Checks ``stop`` and ``watch.stalled`` at least every `POLL_S` seconds: raises `Stopped` when ``stop`` is
+    set, once the pulling thread has closed the iterator or after `STOP_GRACE_S` (the batch being scored is
+    lost, every committed one stays), ``stalled()``'s error when the watchdog fired, and whatever the
+    pipeline raised."""
     pending: queue.Queue = queue.Queue(maxsize=4)
 
     def pump() -> None:
+        tables = None
         try:
-            for table in batches():
+            tables = iter(batches())
+            for table in tables:
                 while not stop.is_set():
                     try:
                         pending.put(table, timeout=POLL_S)
@@ -331,10 +335,15 @@ def commit_stream(batches: Callable[[], Iterable[pa.Table]], writer, watch: Prog
             pending.put(_END)
         except BaseException as exc:  # noqa: BLE001 - handed to the committing thread
             pending.put(exc)
+        finally:
+            with contextlib.suppress(Exception):
+                getattr(tables, "close", lambda: None)()  # Ray Data shuts its executor down here
 
-    threading.Thread(target=pump, name="zsnli-batch-pipeline", daemon=True).start()
+    pumping = threading.Thread(target=pump, name="zsnli-batch-pipeline", daemon=True)
+    pumping.start()
     while True:
         if stop.is_set():
+            pumping.join(STOP_GRACE_S)  # the pipeline's iterator closed by its own thread, Ray still up
             raise Stopped("stopped")
         if watch.stalled:
             raise stalled()
@@ -354,6 +363,45 @@ def commit_stream(batches: Callable[[], Iterable[pa.Table]], writer, watch: Prog
 
 POLL_S = 0.25
 """Seconds between two checks of the stop flag and the watchdog while waiting for a batch."""
+
+STOP_GRACE_S = 2.0
+"""Seconds a stop waits for the pipeline thread to close Ray Data's iterator before Ray is shut down (a
+batch still being scored is not waited for beyond this: it is lost either way)."""
+
+
+def quiet_ray_teardown() -> Callable[[], None]:
+    """After a requested stop: silence what Ray's threads print while they end under a shut-down Ray.
+
+    Every logger named ``ray`` or ``ray.*`` goes to CRITICAL (Ray Data's loggers carry their own levels,
+    so setting ``ray`` alone does not reach them), and `sys.unraisablehook` drops exceptions raised in
+    Ray's own files during finalisation ("Exception ignored in: <generator ...>" from an iterator closed
+    after ``ray.shutdown``); anything else still reaches the previous hook. Returns a function that
+    restores the hook and the levels (the CLI exits instead)."""
+    import sys
+
+    ray_dir = os.path.dirname(os.path.abspath(ray.__file__)) + os.sep
+    names = ["ray"] + [n for n in logging.root.manager.loggerDict if n.startswith("ray.")]
+    levels = {n: logging.getLogger(n).level for n in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        tb = unraisable.exc_traceback
+        while tb is not None:
+            if os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(ray_dir):
+                return
+            tb = tb.tb_next
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+
+    def restore() -> None:
+        sys.unraisablehook = previous
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+    return restore
 
 
 def _stalled(job: Job, watch: Progress, actors: int) -> Stalled:
