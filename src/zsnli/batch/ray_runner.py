@@ -31,6 +31,7 @@ import logging
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -373,12 +374,10 @@ def quiet_ray_teardown() -> Callable[[], None]:
     """After a requested stop: silence what Ray's threads print while they end under a shut-down Ray.
 
     Every logger named ``ray`` or ``ray.*`` goes to CRITICAL (Ray Data's loggers carry their own levels,
-    so setting ``ray`` alone does not reach them), and `sys.unraisablehook` drops exceptions raised in
-    Ray's own files during finalisation ("Exception ignored in: <generator ...>" from an iterator closed
-    after ``ray.shutdown``); anything else still reaches the previous hook. Returns a function that
-    restores the hook and the levels (the CLI exits instead)."""
-    import sys
-
+    so setting ``ray`` alone does not reach them), and `sys.unraisablehook` drops exceptions whose
+    traceback passes through Ray's package during finalisation ("Exception ignored in: <generator ...>"
+    from an iterator closed after ``ray.shutdown``); anything else still reaches the previous hook.
+    Returns a function that restores the hook and the levels (the CLI exits instead)."""
     ray_dir = os.path.dirname(os.path.abspath(ray.__file__)) + os.sep
     names = ["ray"] + [n for n in logging.root.manager.loggerDict if n.startswith("ray.")]
     levels = {n: logging.getLogger(n).level for n in names}
