@@ -11,6 +11,7 @@ import torch
 from zsnli.scoring import (
     ScoringConfig,
     ScoringConfigError,
+    aggregate_window_logits,
     label_probabilities,
     load_scoring_config,
     multi_label_probabilities,
@@ -127,3 +128,18 @@ def test_embedding_weight_adds_cosine_before_temperature():
     # w = 0 ignores any cosine given
     plain = ScoringConfig(rule="entailment", temperature=2.0)
     np.testing.assert_allclose(label_probabilities(s, plain, cosine=cos), label_probabilities(s, plain), atol=0)
+
+
+def test_window_logits_fold_by_max_entailment_probability_or_by_the_mean():
+    # pair 0: windows 0 and 2 (window 2 entails most by probability, though window 0 has the larger
+    # entailment logit); pair 1: window 1 alone
+    logits = np.array([[5.0, 0.0, 4.9], [0.1, 0.2, 0.3], [1.0, -3.0, -3.0]])
+    owner = np.array([0, 1, 0])
+    best = aggregate_window_logits(logits, owner, 2, "max", entail_idx=0)
+    np.testing.assert_allclose(best, [[1.0, -3.0, -3.0], [0.1, 0.2, 0.3]])
+    mean = aggregate_window_logits(logits, owner, 2, "mean", entail_idx=0)
+    np.testing.assert_allclose(mean, [[3.0, -1.5, 0.95], [0.1, 0.2, 0.3]])
+    with pytest.raises(ValueError, match="at least one window"):
+        aggregate_window_logits(logits, np.array([0, 0, 0]), 2, "max", entail_idx=0)
+    with pytest.raises(ValueError, match="unknown window rule"):
+        aggregate_window_logits(logits, owner, 2, "median", entail_idx=0)

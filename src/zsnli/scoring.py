@@ -191,6 +191,40 @@ def scores_from_logits(logits: np.ndarray, rule: str, entail_idx: int, contra_id
     raise ValueError(f"unknown scoring rule {rule!r}; expected one of {RULES}")
 
 
+#: How `aggregate_window_logits` folds the windows of one long premise into one logits row per pair.
+#: ``max``: the logits of the window with the highest p(entailment) (softmax over the head's classes);
+#: ``mean``: the mean of the windows' logits, column by column.
+WINDOW_RULES = ("max", "mean")
+
+
+def aggregate_window_logits(logits: np.ndarray, owner: np.ndarray, n_pairs: int, rule: str,
+                            entail_idx: int) -> np.ndarray:
+    """One logits row per (premise, hypothesis) pair from the logits of its premise windows.
+
+    logits: ``[W, C]``, one row per (window, hypothesis); owner: int ``[W]``, the pair (``0 <= owner <
+    n_pairs``) each row belongs to; every pair must own at least one row. rule: one of `WINDOW_RULES`.
+    Returns float32 ``[n_pairs, C]``; a pair with one window gets that window's logits unchanged.
+    Raises ``ValueError`` on an unknown rule, mismatched shapes or a pair without a window."""
+    x = np.asarray(logits, dtype=np.float64)
+    owner = np.asarray(owner, dtype=np.int64)
+    if rule not in WINDOW_RULES:
+        raise ValueError(f"unknown window rule {rule!r}; expected one of {WINDOW_RULES}")
+    if x.ndim != 2 or owner.shape != (x.shape[0],):
+        raise ValueError(f"logits [W, C] and owner [W] expected, got {x.shape} and {owner.shape}")
+    counts = np.bincount(owner, minlength=n_pairs)
+    if counts.size != n_pairs or (counts == 0).any():
+        raise ValueError("every pair needs at least one window and owner must be < n_pairs")
+    if rule == "mean":
+        out = np.zeros((n_pairs, x.shape[1]))
+        np.add.at(out, owner, x)
+        return (out / counts[:, None]).astype(np.float32)
+    m = x.max(axis=1, keepdims=True)
+    logp = x[:, entail_idx] - (m[:, 0] + np.log(np.exp(x - m).sum(axis=1)))
+    order = np.lexsort((-logp, owner))  # by pair, best window first
+    first = order[np.r_[0, np.flatnonzero(np.diff(owner[order])) + 1]]
+    return x[first].astype(np.float32)
+
+
 def combined_scores(
     scores: np.ndarray,
     content_free_scores: np.ndarray | None = None,

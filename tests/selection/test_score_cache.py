@@ -60,7 +60,7 @@ def test_fill_cache_resumes_and_recomputes_on_key_change(tmp_path, tiny_model_di
     score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={})
     calls = []
     real = score_cache.compute_set
-    monkeypatch.setattr(score_cache, "compute_set", lambda ds, nli, enc: calls.append(ds.name) or real(ds, nli, enc))
+    monkeypatch.setattr(score_cache, "compute_set", lambda ds, nli, enc, windows=None: calls.append(ds.name) or real(ds, nli, enc, windows))
     score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={})
     assert calls == []
     (tmp_path / "cache" / "dev__d.npz").unlink()
@@ -133,3 +133,56 @@ def test_another_encoder_gets_new_cosines_and_keeps_the_nli_logits(tmp_path, tin
     # and back: the first encoder's cosines again, still without the NLI model
     again = score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=12, max_rows_for={})
     np.testing.assert_allclose(again["zsc-dev/toy"].cosine, first["zsc-dev/toy"].cosine, atol=1e-6)
+
+
+def _long_jobs(tmp_path):
+    """One set whose documents run to about 60 words, and one of 2-3 word documents."""
+    ex = tmp_path / "long.jsonl"
+    words = "the match went on and the crowd sang while the players ran across the wet field".split()
+    rows = [{"id": i, "dataset": "long", "text": " ".join(words[(i + j) % len(words)] for j in range(60)),
+             "labels": ["sport", "music"], "label": i % 2} for i in range(4)]
+    rows += [{"id": 10 + i, "dataset": "short", "text": f"match {i}", "labels": ["sport", "music"], "label": i % 2}
+             for i in range(4)]
+    ex.write_text("\n".join(json.dumps(r) for r in rows))
+    return [("dev", ds) for ds in read_examples(ex).values()]
+
+
+def test_premise_windows_score_each_window_and_fold_them_by_the_rule(tmp_path, tiny_model_dir):
+    from zsnli.scoring import aggregate_window_logits
+
+    jobs = _long_jobs(tmp_path)
+    spec = score_cache.PremiseWindows.parse("24:0.5:max")
+    out = score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=8, max_rows_for={}, windows=spec)
+    nli = NliModel.load(tiny_model_dir, device="cpu")
+    long, short = out["dev/long"], out["dev/short"]
+    assert long.meta["key"]["premise_windows"] == "24:0.5:max" and "premise_windows" not in short.meta["key"]
+    ds = [d for _, d in jobs if d.name == "long"][0]
+    sub = score_cache.stratified_subsample(ds, 8, 0)
+    text, hyps = sub.texts[0], sub.hypotheses[0]
+    width = nli.premise_width(hyps, 24)
+    windows = nli.premise_windows(text, width, 0.5, 2048)
+    assert len(windows) > 2 and all(w in text for w in windows) and windows[0] == text[: len(windows[0])]
+    assert all(len(nli.encode([w], [h])[0]) <= 24 for w in windows for h in hyps)
+    raw = nli.predict_logits([w for _ in hyps for w in windows], [h for h in hyps for _ in windows])
+    expect = aggregate_window_logits(raw, np.repeat(np.arange(len(hyps)), len(windows)), len(hyps), "max", nli.entail_idx)
+    np.testing.assert_allclose(long.logits[: len(hyps)], expect, atol=1e-5)
+    with np.load(tmp_path / "cache" / "dev__long.npz") as arrays:
+        assert int(arrays["window_pairs"]) > long.k.sum()
+    # the short set is the uncut entry: a second fill without windows scores nothing
+    uncut = score_cache.fill_cache([j for j in jobs if j[1].name == "short"], tmp_path / "cache", tiny_model_dir,
+                                   max_rows=8, max_rows_for={})
+    np.testing.assert_allclose(uncut["dev/short"].logits, short.logits)
+
+
+def test_a_premise_within_the_width_is_one_window_the_premise_itself(tiny_model_dir):
+    nli = NliModel.load(tiny_model_dir, device="cpu")
+    assert nli.premise_windows("the match", 8, 0.5, 2048) == ["the match"]
+    with pytest.raises(ValueError, match="overlap"):
+        nli.premise_windows("the match", 8, 1.0, 2048)
+
+
+@pytest.mark.parametrize("text", ["128", "128:0.5", "128:x:max", "128:0.5:median", "4:0.5:max", "128:1:max",
+                                  "128:0.5:max:1"])
+def test_premise_windows_spec_mistakes_name_the_text(text):
+    with pytest.raises(ValueError, match="premise-windows"):
+        score_cache.PremiseWindows.parse(text)

@@ -315,6 +315,36 @@ class NliRuntime(ABC):
                                  return_token_type_ids=False, verbose=False)
         return [len(i) for i in enc["input_ids"]]
 
+    def premise_windows(self, premise: str, width: int, overlap: float, max_tokens: int) -> list[str]:
+        """The premise cut into windows of ``width`` tokens (no special tokens) that overlap by the fraction
+        ``overlap`` of a window, covering its first ``max_tokens`` tokens; a premise of at most ``width``
+        tokens is one window, the premise itself (so it scores exactly as uncut).
+
+        Windows start every ``max(1, round(width * (1 - overlap)))`` tokens; the last one ends at the
+        (capped) end of the premise. Each window is the premise's characters from its first token's start to
+        its last token's end (fast-tokenizer offsets). Raises ``ValueError`` when ``width`` < 1, ``overlap``
+        is outside [0, 1) or the tokenizer has no offsets (a slow tokenizer)."""
+        if width < 1 or not 0.0 <= overlap < 1.0:
+            raise ValueError(f"premise windows need width >= 1 and 0 <= overlap < 1, got {width} and {overlap}")
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise ValueError("premise windows need a fast tokenizer (character offsets)")
+        with self._tok_lock:
+            offsets = self.tokenizer(premise, add_special_tokens=False, truncation=True, max_length=max_tokens,
+                                     return_offsets_mapping=True, return_attention_mask=False,
+                                     return_token_type_ids=False, verbose=False)["offset_mapping"]
+        n = len(offsets)
+        if n <= width:
+            return [premise]
+        step = max(1, round(width * (1.0 - overlap)))
+        starts = list(range(0, n - width, step)) + [n - width]
+        return [premise[offsets[s][0]: offsets[s + width - 1][1]] for s in starts]
+
+    def premise_width(self, hypotheses: Sequence[str], window: int) -> int:
+        """Premise tokens that fit a pair window of ``window`` tokens (special tokens included) beside the
+        longest of ``hypotheses``: the width of `premise_windows` for a request with these labels. May be
+        zero or negative when a hypothesis is too long for that window (callers check)."""
+        return int(window) - self._n_special_pair - max(self.hypothesis_lengths(list(hypotheses)), default=0)
+
     def max_hypothesis_tokens(self) -> int:
         """The longest hypothesis (tokens, no specials) that leaves room for one premise token."""
         return self.max_length - self._n_special_pair - 1

@@ -24,6 +24,7 @@ Imports: ``zsnli.selection.search``, ``zsnli.selection.score_cache``, ``zsnli.se
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 from pathlib import Path
@@ -40,7 +41,7 @@ from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
 from .negation import NegationRule
 from .score_cache import (CONTENT_FREE_PREMISE, DEFAULT_CACHE_DIR, DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, CachedSet,
-                          fill_cache, parse_max_rows_for)
+                          PremiseWindows, fill_cache, parse_max_rows_for)
 from ..scoring import ScoringConfig
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,13 @@ PUBLIC_MAX_ROWS = 1_000_000
 
 
 PROG = "train.py select"
+
+
+def _premise_windows(text: str) -> PremiseWindows:
+    try:
+        return PremiseWindows.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> UsageParser:
@@ -75,6 +83,9 @@ def _parser() -> UsageParser:
                    help="per-dataset override (repeatable; defaults: "
                         + ", ".join(f"{k}={v}" for k, v in DEFAULT_MAX_ROWS_FOR.items()) + ")")
     p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--premise-windows", type=_premise_windows, default=None, metavar="WINDOW:OVERLAP:RULE",
+                   help="score long premises as overlapping windows, e.g. 128:0.5:max (a measurement of issue 30: "
+                        "the server reads the premise cut to its window; default: the same)")
     p.add_argument("--kinds", type=Path, default=None,
                    help="benchmark_kinds.json (e.g. ../shared/data/zsc-dev/benchmark_kinds.json): choose on zsc-dev "
                         "with each set weighted by task kind as the benchmark is, among the per-group and calibrator "
@@ -104,7 +115,7 @@ def load_dev(args) -> tuple[dict[str, CachedSet], dict[str, Any]]:
     zsc = {n: read_zsc_dev(args.zsc_dev_dir, n) for n in list_zsc_dev(args.zsc_dev_dir)}
     jobs = [("zsc-dev", ds) for ds in zsc.values()] + [("dev", ds) for ds in read_examples(args.dev_examples).values()]
     return fill_cache(jobs, args.cache, args.model_dir, max_rows=args.max_rows, max_rows_for=args.max_rows_for,
-                      threads=args.threads, embedding_dir=args.embedding_dir), zsc
+                      threads=args.threads, embedding_dir=args.embedding_dir, windows=args.premise_windows), zsc
 
 
 def _card(card) -> dict[str, Any]:
@@ -300,6 +311,7 @@ def run_kind_weighted(args, sets: dict[str, CachedSet], zsc: dict[str, Any], dig
         "decided_by": dev_files({n: cs for n, cs in sets.items() if n.startswith("zsc-dev/")}),
         "decisions": {"chosen: w, temperatures per group, calibrator": sorted(n for n in sets if n.startswith("zsc-dev/"))},
         "kinds_file": {"path": str(args.kinds), "sha256": sha256_file(args.kinds)},
+        "premise_windows": None if args.premise_windows is None else str(args.premise_windows),
         "out_of_fold": rows,
         "summary": {"zsc-dev": summarise(rows, "zsc-dev/"), "dev": summarise(rows, "dev/"), "all": summarise(rows, "")},
         "kind_weighted": built["kind_weighted"],

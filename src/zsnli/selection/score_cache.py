@@ -87,6 +87,71 @@ class CachedSet:
         return int(self.k.size)
 
 
+@dataclass(frozen=True)
+class PremiseWindows:
+    """Long premises read as overlapping windows (issue 30, item 4), written ``WINDOW:OVERLAP:RULE``.
+
+    window: the pair window in tokens, special tokens and the request's longest hypothesis included (128:
+    the length the model was trained at); overlap: the fraction of a window shared with the next one;
+    rule: how the windows' logits fold into one row per pair (`zsnli.scoring.WINDOW_RULES`); max_tokens:
+    the premise tokens read at most (the rest is cut, as the 512-token window cuts the uncut premise).
+    """
+
+    window: int
+    overlap: float
+    rule: str
+    max_tokens: int = 2048
+
+    @classmethod
+    def parse(cls, text: str) -> "PremiseWindows":
+        """``"128:0.5:max"`` -> PremiseWindows; ``ValueError`` naming the text when it is not of that form."""
+        from ..scoring import WINDOW_RULES
+
+        parts = text.split(":")
+        try:
+            window, overlap, rule = int(parts[0]), float(parts[1]), parts[2]
+            if len(parts) != 3:
+                raise IndexError
+        except (IndexError, ValueError):
+            raise ValueError(f"--premise-windows expects WINDOW:OVERLAP:RULE such as 128:0.5:max, got {text!r}") from None
+        if window < 8 or not 0.0 <= overlap < 1.0 or rule not in WINDOW_RULES:
+            raise ValueError(f"--premise-windows {text!r}: WINDOW >= 8, 0 <= OVERLAP < 1 and RULE one of "
+                             f"{', '.join(WINDOW_RULES)} expected")
+        return cls(window, overlap, rule)
+
+    def __str__(self) -> str:
+        return f"{self.window}:{self.overlap:g}:{self.rule}"
+
+    def windows_of(self, nli, ds: DevSet) -> list[list[str]]:
+        """Each row's premise windows (``NliRuntime.premise_windows`` at the row's `NliRuntime.premise_width`).
+        Raises ``ValueError`` when a row's hypotheses leave no room for a premise in the window."""
+        out = []
+        for text, hyps in zip(ds.texts, ds.hypotheses):
+            width = nli.premise_width(hyps, self.window)
+            if width < 1:
+                raise ValueError(f"{ds.name}: a hypothesis does not fit a {self.window}-token window")
+            out.append(nli.premise_windows(text, width, self.overlap, self.max_tokens))
+        return out
+
+
+def window_logits(nli, ds: DevSet, windows: PremiseWindows, desc: str) -> tuple[np.ndarray, int]:
+    """float32 ``[P, C]``: each pair's logits from its premise's windows (`PremiseWindows`), in `compute_set`'s
+    pair order, and the number of (window, hypothesis) pairs scored."""
+    from ..runtime.progress import predict_logits
+    from ..scoring import aggregate_window_logits
+
+    premises, hyps, owner = [], [], []
+    pair = 0
+    for row_windows, row_hyps in zip(windows.windows_of(nli, ds), ds.hypotheses):
+        for h in row_hyps:
+            premises += row_windows
+            hyps += [h] * len(row_windows)
+            owner += [pair] * len(row_windows)
+            pair += 1
+    logits = predict_logits(nli, premises, hyps, desc=desc)
+    return aggregate_window_logits(logits, np.asarray(owner), pair, windows.rule, nli.entail_idx), len(premises)
+
+
 def _stem(group: str, name: str) -> str:
     return f"{group}__{name}"
 
@@ -133,11 +198,13 @@ def load_all(cache_dir: str | Path, group: str | None = None) -> dict[str, Cache
     return out
 
 
-def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
+def compute_set(ds: DevSet, nli, encoder, windows: PremiseWindows | None = None) -> dict[str, np.ndarray]:
     """NLI logits, content-free logits and cosines of every pair of ``ds`` (arrays of `CachedSet`), with progress.
 
     nli: a loaded ``zsnli.runtime.model.NliRuntime``; encoder: a ``zsnli.runtime.embedding.SentenceEncoder``,
-    or None (no cosine term: the cosines are 0). Raises ``ValueError`` when a logit or cosine is not finite.
+    or None (no cosine term: the cosines are 0); windows: read each premise as `PremiseWindows` (None: the
+    server's reading, one pair cut to the model window; ``window_pairs`` then counts the pairs scored).
+    Raises ``ValueError`` when a logit or cosine is not finite.
     """
     from ..runtime.progress import predict_logits
 
@@ -145,7 +212,10 @@ def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
     index = {h: i for i, h in enumerate(hyps)}
     premises = [t for t, row in zip(ds.texts, ds.hypotheses) for _ in row]
     flat_h = [h for row in ds.hypotheses for h in row]
-    logits = predict_logits(nli, premises, flat_h, desc=f"{ds.name}: NLI logits")
+    if windows is None:
+        logits, scored = predict_logits(nli, premises, flat_h, desc=f"{ds.name}: NLI logits"), len(premises)
+    else:
+        logits, scored = window_logits(nli, ds, windows, desc=f"{ds.name}: NLI logits, windows {windows}")
     cf = predict_logits(nli, [CONTENT_FREE_PREMISE] * len(hyps), hyps, desc=f"{ds.name}: content-free logits")
     hyp_index = np.array([index[h] for h in flat_h], dtype=np.int64)
     cosine = np.zeros(len(flat_h), dtype=np.float32) if encoder is None else set_cosines(ds, encoder)
@@ -154,7 +224,7 @@ def compute_set(ds: DevSet, nli, encoder) -> dict[str, np.ndarray]:
     return {"hyp_index": hyp_index, "k": np.array([len(r) for r in ds.hypotheses], dtype=np.int64),
             "gold": ds.gold.astype(np.int64), "label_classes": np.concatenate(ds.label_classes).astype(np.int64),
             "logits": logits.astype(np.float32), "cf_logits": cf[hyp_index].astype(np.float32),
-            "cosine": cosine, "row_ids": np.asarray(ds.row_ids, dtype=np.int64),
+            "cosine": cosine, "row_ids": np.asarray(ds.row_ids, dtype=np.int64), "window_pairs": np.int64(scored),
             "premise_tokens": np.asarray(nli.premise_tokens(ds.texts), dtype=np.int64)}
 
 
@@ -245,7 +315,8 @@ cached in ~20 minutes on the 2-core dev CPU (measured: airline_sentiment, 300 ro
 def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: str | Path,
                max_rows: int = DEFAULT_MAX_ROWS, max_rows_for: dict[str, int] | None = None, seed: int = 0,
                threads: int | None = None, device: str = "cpu", runtime=None,
-               runtime_digest: str | None = None, embedding_dir: str | Path | None = None) -> dict[str, CachedSet]:
+               runtime_digest: str | None = None, embedding_dir: str | Path | None = None,
+               windows: PremiseWindows | None = None) -> dict[str, CachedSet]:
     """Compute every ``(group, dataset)`` job not cached under its current key; return all, keyed ``group/name``.
 
     The model and encoder are loaded on ``device`` (fp32) only when something is missing. Each dataset
@@ -256,6 +327,8 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
     embedding_dir: the sentence encoder of the cosines (default `zsnli.runtime.embedding.default_embedding_dir`
     of ``model_dir``). A cached set whose key differs only by the encoder's digest keeps its NLI logits and
     gets new cosines (the NLI model is not loaded for it).
+    windows: read long premises as `PremiseWindows`; the key of a set records them only when one of its
+    premises makes more than one window (otherwise every pair scores as uncut, and the uncut entry serves).
     """
     if (runtime is None) != (runtime_digest is None):
         raise ValueError("runtime and runtime_digest go together")
@@ -271,6 +344,12 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
     for group, full in jobs:
         n = max_rows_for.get(full.name, max_rows)
         key = cache_key(full, group, n, seed, model_digest, emb_digest)
+        windowed = None
+        if windows is not None:
+            if nli is None:
+                nli = runtime() if runtime is not None else _load_nli(model_dir, threads, device)
+            if any(len(w) > 1 for w in windows.windows_of(nli, stratified_subsample(full, n, seed))):
+                windowed, key = windows, {**key, "premise_windows": str(windows)}
         cached = load_cached(out, group, full.name, key)
         if cached is None:
             ds = stratified_subsample(full, n, seed)
@@ -282,7 +361,7 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
             if nli is None:
                 nli = runtime() if runtime is not None else _load_nli(model_dir, threads, device)
             start = time.perf_counter()
-            arrays = compute_set(ds, nli, encoder)
+            arrays = compute_set(ds, nli, encoder, windowed)
             took = time.perf_counter() - start
             write_cached(out, group, ds, arrays, key, nli.entail_idx, nli.contra_idx, took)
             logger.info("%s/%s: %d rows, %d pairs in %.1f s (%.1f pairs/s)", group, full.name, len(ds),
