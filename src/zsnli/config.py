@@ -68,6 +68,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "read_timeout_s": (0.1, 3600),
     "max_connections": (1, 100_000),
     "keep_alive_s": (0.1, 3600),
+    "label_cache_entries": (0, 10_000_000),
 }
 
 
@@ -113,6 +114,7 @@ class Settings:
     token_budget: int | None = None
     max_batch_wait_ms: float = 3.0
     share_identical_rows: bool = True
+    label_cache_entries: int = 4096
     max_padding: float = 0.5
     max_labels: int = 256
     max_batch_items: int = 64

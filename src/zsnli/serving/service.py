@@ -17,13 +17,14 @@ its tokeniser thread, the shutdown drain, and ``classify`` as four steps:
    labels never padded to each other); wait with the request timeout, the
    client's disconnect and the drain deadline;
 4. ``postprocess``: the scoring rules of `zsnli.scoring` (the cosines from the
-   request's own embeddings, `zsnli.runtime.embedding.cosines`).
+   request's own embeddings, `zsnli.runtime.embedding.cosines`; a label embedded for an earlier
+   request is taken from `zsnli.serving.label_cache.LabelEmbeddings`).
 
 ``classify_many`` submits many documents' pairs through the same batcher
 (batched across documents); `zsnli.serving.offline` wraps it for blocking callers. Errors are `zsnli.errors.ApiError` (the HTTP layer answers them).
 
 May import: `zsnli.serving.api_types` (the request-field rules only), `zsnli.serving.batching`, `zsnli.config`,
-`zsnli.serving.document`, `zsnli.serving.drain`, `zsnli.runtime.embedding`, `zsnli.errors`, `zsnli.runtime.model`, `zsnli.scoring`,
+`zsnli.serving.document`, `zsnli.serving.drain`, `zsnli.serving.label_cache`, `zsnli.runtime.embedding`, `zsnli.errors`, `zsnli.runtime.model`, `zsnli.scoring`,
 `zsnli.serving.startup`, `zsnli.serving.text`. Never FastAPI or anything HTTP: `zsnli.serving.app` imports this
 module, not the reverse.
 """
@@ -57,6 +58,7 @@ from .startup import (STARTUP_ERRORS, ModelLoader, StartupRefused, configure_log
                       one_line, preflight)
 from .document import (HYPOTHESIS_CHARS_PER_TOKEN, LABEL_KIND, TEXT_KIND, Prepared, Tokenized, check_label_tokens,
                        embedding_tokens, fill_template, tokenize)
+from .label_cache import LabelEmbeddings
 from .text import clean_text
 
 logger = logging.getLogger("zsnli")
@@ -82,6 +84,7 @@ class ServiceState:
     calibrated: bool = False
     verified: bool = False  # model files matched the training manifest
     encoder: SentenceEncoder | None = None
+    label_cache: LabelEmbeddings | None = None  # label embeddings kept across requests (with the encoder)
     batcher: Batcher | None = None
     model_name: str | None = None
     model_sha256: str | None = None
@@ -220,6 +223,7 @@ class ZeroShotClassifier:
                     os.kill(os.getpid(), signal.SIGTERM)
             return
         st.model, st.batcher, st.scoring, st.calibrated, st.encoder = model, batcher, scoring, calibrated, encoder
+        st.label_cache = LabelEmbeddings(self.settings.label_cache_entries) if encoder is not None else None
         st.model_name = st.model_id or str(Path(self.settings.model_dir).resolve().name)
         st.model_sha256 = digest
         st.startup_seconds = time.monotonic() - t0
@@ -541,11 +545,21 @@ class ZeroShotClassifier:
     async def _forward(self, encoded: Tokenized, disconnected: Disconnected | None,
                        priority: int = 0, group: object = None) -> tuple[np.ndarray, np.ndarray | None]:
         """Logits of the encoded pairs from the batcher and, when the request has embedding work,
-        the text-hypothesis cosines ``[K unique]`` from its own text and hypothesis embeddings."""
+        the text-hypothesis cosines ``[K unique]`` from its own text and hypothesis embeddings (the
+        labels' from `LabelEmbeddings` where kept there: only the others go to the batcher)."""
+        cache = self.state.label_cache
         work = encoded.work()
+        found = computed = None
+        if cache is not None and encoded.labels:
+            found, computed = cache.lookup(encoded.labels)
+            work = [(kind, computed if kind == LABEL_KIND else items) for kind, items in work
+                    if kind != LABEL_KIND or computed]
         outputs = await _await_jobs(self.state.batcher, work, disconnected, self.settings.request_timeout_s, priority,
                                     group)
         by_kind = {kind: out for (kind, _), out in zip(work, outputs)}
+        if found is not None:
+            by_kind[LABEL_KIND] = cache.complete(encoded.labels, found, computed,
+                                                 by_kind.get(LABEL_KIND, np.zeros((0, self.state.encoder.dim))))
         cosine = cosines(by_kind[TEXT_KIND][0], by_kind[LABEL_KIND]) if TEXT_KIND in by_kind else None
         return by_kind.get(DEFAULT_KIND), cosine
 
