@@ -102,3 +102,17 @@ def test_embedding_and_content_free_token_counts_match_the_server(bert_dir):
     cf = pair_token_counts(bert_dir, docs, premise="N/A", distinct=True)
     assert cf == [[len(e) for e in nli.encode(["N/A"] * 2, ["about sport", "about music"])], [len(nli.encode(["N/A"], ["about food"])[0])]]
     assert [len(row) for row in pair_token_counts(bert_dir, docs, distinct=True)] == [2, 1]
+
+
+def test_the_cascade_keeps_the_shortest_pairs_of_documents_with_enough_labels():
+    from zsnli.bench.ceiling import cascade_token_counts
+
+    assert cascade_token_counts([[9, 3, 7, 5], [4, 8]], min_labels=3, keep=2) == [[3, 5], [4, 8]]
+
+
+def test_kept_label_embeddings_count_each_label_at_its_first_document_only():
+    from zsnli.bench.ceiling import first_use_token_counts
+    from zsnli.harness.examples import Example
+
+    docs = [Example(0, "d", "a", ("x", "y", "x"), 0), Example(1, "d", "b", ("y", "z"), 0)]
+    assert first_use_token_counts([[10, 2, 3], [11, 3, 4]], docs) == [[10, 2, 3], [11, 4]]

@@ -298,6 +298,28 @@ def embedding_token_counts(embedding_dir: str | Path, docs: Sequence[Example]) -
     return [[length[d.text]] + [length[label] for label in dict.fromkeys(d.labels)] for d in docs]
 
 
+def cascade_token_counts(counts: Sequence[Sequence[int]], min_labels: int, keep: int) -> list[list[int]]:
+    """The NLI pairs left under a label cascade (`zsnli.request_scoring.Cascade`), as few tokens as they can be:
+    a document with ``min_labels`` or more distinct pairs keeps its ``keep`` shortest (the cascade keeps the
+    ``keep`` labels the cosine ranks highest, at least as long), the others all of theirs.
+
+    counts: `pair_token_counts` with ``distinct=True``. Returns one list per document (tokens)."""
+    return [sorted(row)[:keep] if len(row) >= min_labels else list(row) for row in counts]
+
+
+def first_use_token_counts(counts: Sequence[Sequence[int]], docs: Sequence[Example]) -> list[list[int]]:
+    """`embedding_token_counts` with each distinct label counted at its first document only: the sentence
+    encoder's work when label embeddings are kept across requests (`zsnli.serving.label_cache`, every
+    label of the run held). Each document keeps its text. Returns one list per document (tokens)."""
+    seen: set[str] = set()
+    out = []
+    for row, doc in zip(counts, docs):
+        labels = list(dict.fromkeys(doc.labels))
+        out.append([row[0]] + [n for label, n in zip(labels, row[1:]) if label not in seen])
+        seen.update(labels)
+    return out
+
+
 def _token_lengths(tok, strings: Sequence[str], **options: Any) -> dict[str, int]:
     """Token count of each distinct string (``tok`` called with ``options``, 4,096 strings a call)."""
     uniq = list(dict.fromkeys(strings))

@@ -81,7 +81,7 @@ def _render_ceilings(report: dict[str, Any], say, cpu: str) -> None:
     if d:
         parts = "; ".join(f"{name} {v['sequences']:,} sequences, {v['tokens']:,} tokens, {100 * v['share']:.0f}% of "
                           f"the FLOPs" for name, v in d["parts"].items())
-        say(f"compute ceiling (shipped default, its real token mix: {parts}) -> {d['flops_per_doc'] / 1e9:.3f} "
+        say(f"compute ceiling (shipped default, the least work it does: {parts}) -> {d['flops_per_doc'] / 1e9:.3f} "
             f"GFLOP/doc -> ceiling {d['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
     for r in report["arms"]:
         if r["key"][0] in "cd":
