@@ -13,9 +13,9 @@ AVX2 = {"fpu", "sse4_2", "avx", "avx2", "fma"}
 
 
 @pytest.mark.parametrize(("flags", "name", "reason"), [
-    (AVX512_BF16, "bfloat16", "cpu has avx512_bf16"),
-    (AMX, "bfloat16", "cpu has amx_bf16"),
-    (AVX512_BF16 | {"amx_bf16"}, "bfloat16", "cpu has amx_bf16"),
+    (AVX512_BF16, "float32", "cpu has avx512_bf16; bf16 in fixed shapes is no faster"),
+    (AMX, "float32", "cpu has amx_bf16; bf16 in fixed shapes is no faster"),
+    (AVX512_BF16 | {"amx_bf16"}, "float32", "cpu has amx_bf16; bf16 in fixed shapes is no faster"),
     (AVX2, "float32", "cpu has neither amx_bf16 nor avx512_bf16"),
     (set(), "float32", "cpu has neither amx_bf16 nor avx512_bf16"),
 ])

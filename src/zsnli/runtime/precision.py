@@ -1,15 +1,17 @@
 """Which dtype the torch runtime serves in when ``ZSNLI_DTYPE`` is unset, and why.
 
-bf16 is the default where the hardware computes it natively: a CPU with the
-``avx512_bf16`` or ``amx_bf16`` flag (oneDNN's bf16 GEMMs run on those units;
-without them torch emulates bf16 and it is slower than fp32), or a CUDA GPU
-that reports bf16 support (compute capability 8.0 and newer). Everywhere else
-fp32. The choice is made once at start-up (`choose_dtype`, a pure function of
-the device and its flags, so it is testable on fake flag sets), and its reason
-is named in ``/health`` (``dtype_reason``) and the start-up log, e.g.
-``bfloat16 (cpu has avx512_bf16)``. A reduced-precision answer depends on the
-batch's shapes unless every forward runs in fixed shapes (`zsnli.runtime.shapes`);
-`fixed_shapes_for` says when they are on.
+bf16 is the default on a CUDA GPU that reports bf16 support (compute capability
+8.0 and newer); on a CPU the default is fp32, also where the CPU has native bf16
+(the ``avx512_bf16`` or ``amx_bf16`` flag): a reduced-precision answer depends on
+the batch's shapes unless every forward runs in fixed shapes (`zsnli.runtime.shapes`),
+and in fixed shapes bf16 served the shipped default no faster than fp32 (0.94-1.05x in
+four runs on an AMX Xeon at concurrency 32, docs/performance.md), while fp32 answers a
+lone request about 3x sooner and scores exactly as the selection did (its cache is fp32).
+``ZSNLI_DTYPE=bfloat16`` still serves bf16 there. The choice is made once at start-up
+(`choose_dtype`, a pure function of the device and its flags, so it is testable on fake
+flag sets), and its reason is named in ``/health`` (``dtype_reason``) and the start-up
+log, e.g. ``float32 (cpu has avx512_bf16; bf16 in fixed shapes is no faster)``;
+`fixed_shapes_for` says when fixed shapes are on.
 
 May import: the standard library (torch lazily, inside `device_supports_bf16`).
 Imported by `zsnli.runtime.model` and `zsnli.serving.startup`.
@@ -26,6 +28,8 @@ BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 #: Values of ``ZSNLI_FIXED_SHAPES``: ``auto`` (on for a reduced-precision dtype, off for fp32), ``on``, ``off``.
 FIXED_SHAPES_MODES = ("auto", "on", "off")
 REDUCED = ("bfloat16", "float16")
+#: Why a CPU with native bf16 still serves fp32 by default (the module docstring's measurement).
+CPU_BF16_NOTE = "bf16 in fixed shapes is no faster"
 #: Every ``ZSNLI_DTYPE`` spelling (case-insensitive, an optional ``torch.`` prefix) -> its torch dtype name.
 DTYPE_ALIASES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
                  "float16": "float16", "fp16": "float16", "half": "float16"}
@@ -61,9 +65,10 @@ def choose_dtype(requested: str | None, device: str, flags: Iterable[str] = (),
     """The serving dtype for ``device`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``).
 
     requested: ``ZSNLI_DTYPE`` as set (any alias `zsnli.runtime.model` resolves) or None; a set value
-    always wins (reason ``ZSNLI_DTYPE=...``). Unset: ``bfloat16`` on a CPU whose ``flags`` hold one
-    of `BF16_CPU_FLAGS` and on a CUDA device with ``cuda_bf16`` (``torch.cuda.is_bf16_supported()``),
-    else ``float32``. Pure: the caller reads the flags (`cpu_flags`, `device_supports_bf16`).
+    always wins (reason ``ZSNLI_DTYPE=...``). Unset: ``bfloat16`` on a CUDA device with ``cuda_bf16``
+    (``torch.cuda.is_bf16_supported()``), else ``float32``; on a CPU the reason says whether its ``flags``
+    hold one of `BF16_CPU_FLAGS` (module docstring: why fp32 even then). Pure: the caller reads the
+    flags (`cpu_flags`, `device_supports_bf16`).
     """
     if requested is not None:
         return DtypeChoice(canonical_dtype(requested), f"ZSNLI_DTYPE={requested}")
@@ -71,7 +76,7 @@ def choose_dtype(requested: str | None, device: str, flags: Iterable[str] = (),
     if kind == "cpu":
         have = sorted(set(flags) & set(BF16_CPU_FLAGS))
         if have:
-            return DtypeChoice("bfloat16", f"cpu has {have[0]}")
+            return DtypeChoice("float32", f"cpu has {have[0]}; {CPU_BF16_NOTE}")
         return DtypeChoice("float32", f"cpu has neither {' nor '.join(sorted(BF16_CPU_FLAGS))}")
     if kind == "cuda":
         if cuda_bf16:

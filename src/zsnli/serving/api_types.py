@@ -405,7 +405,8 @@ class HealthResponse(BaseModel):
     device: str | None = None
     dtype: str | None = Field(None, description="float32, bfloat16 or float16 (torch), float32 or int8-dynamic (ONNX).")
     dtype_reason: str | None = Field(None, description="Why this dtype (torch): `ZSNLI_DTYPE=...` when set, else the "
-                                     "device's native bf16 or its absence, e.g. `cpu has avx512_bf16`.")
+                                     "device's native bf16 or its absence, e.g. `cpu has avx512_bf16; bf16 in fixed shapes is no faster` "
+                                     "(CPUs serve fp32 unless ZSNLI_DTYPE says otherwise).")
     fixed_shapes: bool | None = Field(None, description="Every forward runs in fixed shapes (ZSNLI_FIXED_SHAPES), so an "
                                       "answer does not depend on what else was in its batch.")
     onnx_sha256: str | None = Field(None, description="sha256 of the ONNX file served (ONNX backends only).")
