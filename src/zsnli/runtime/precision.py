@@ -5,7 +5,8 @@ bf16 is the default on a CUDA GPU that reports bf16 support (compute capability
 (the ``avx512_bf16`` or ``amx_bf16`` flag): a reduced-precision answer depends on
 the batch's shapes unless every forward runs in fixed shapes (`zsnli.runtime.shapes`),
 and in fixed shapes bf16 served the shipped default no faster than fp32 (0.94-1.05x in
-four runs on an AMX Xeon at concurrency 32, docs/performance.md), while fp32 answers a
+two quiet runs of two mixes on an AMX Xeon at concurrency 32, 0.62x in a run under load;
+docs/performance.md), while fp32 answers a
 lone request about 3x sooner and scores exactly as the selection did (its cache is fp32).
 ``ZSNLI_DTYPE=bfloat16`` still serves bf16 there. The choice is made once at start-up
 (`choose_dtype`, a pure function of the device and its flags, so it is testable on fake
