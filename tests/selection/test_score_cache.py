@@ -186,3 +186,21 @@ def test_a_premise_within_the_width_is_one_window_the_premise_itself(tiny_model_
 def test_premise_windows_spec_mistakes_name_the_text(text):
     with pytest.raises(ValueError, match="premise-windows"):
         score_cache.PremiseWindows.parse(text)
+
+
+def test_a_window_too_small_for_a_hypothesis_is_one_line_from_select(tmp_path, tiny_model_dir, capsys):
+    from test_devsets_negation import write_zsc
+    from zsnli.selection import cli
+
+    data = tmp_path / "zsc"
+    data.mkdir()
+    write_zsc(data, "toy", n=8)
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text(json.dumps({"id": 0, "dataset": "d", "text": "x", "labels": ["a", "b"], "label": 0}) + "\n")
+    code = cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(dev), "--model-dir", str(tiny_model_dir),
+                     "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "c.json"),
+                     "--data-sources", str(tmp_path / "ds.json"), "--premise-windows", "8:0.5:max"])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("train.py select: error")]
+    assert code == 2 and "Traceback" not in err and len(errors) == 1  # (the model's loading bar is on stderr too)
+    assert "--premise-windows 8:0.5:max" in errors[0] and "larger WINDOW" in errors[0]

@@ -41,7 +41,7 @@ from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
 from .negation import NegationRule
 from .score_cache import (CONTENT_FREE_PREMISE, DEFAULT_CACHE_DIR, DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, CachedSet,
-                          PremiseWindows, fill_cache, parse_max_rows_for)
+                          PremiseWindows, PremiseWindowsError, fill_cache, parse_max_rows_for)
 from ..scoring import ScoringConfig
 
 logger = logging.getLogger(__name__)
@@ -413,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
         doc = run(args)
-    except DevSetError as exc:
+    except (DevSetError, PremiseWindowsError) as exc:
         return usage_error(PROG, str(exc))
     s = doc["selection"]["summary"]["zsc-dev"]
     print(f"chosen {doc['selection']['chosen_candidate']}; zsc-dev out of fold: ours {s['ours_normalised']} vs "

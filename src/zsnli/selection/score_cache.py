@@ -87,6 +87,10 @@ class CachedSet:
         return int(self.k.size)
 
 
+class PremiseWindowsError(ValueError):
+    """A `PremiseWindows` window cannot hold a set's pairs (its longest hypothesis leaves no premise token)."""
+
+
 @dataclass(frozen=True)
 class PremiseWindows:
     """Long premises read as overlapping windows (issue 30, item 4), written ``WINDOW:OVERLAP:RULE``.
@@ -124,12 +128,13 @@ class PremiseWindows:
 
     def windows_of(self, nli, ds: DevSet) -> list[list[str]]:
         """Each row's premise windows (``NliRuntime.premise_windows`` at the row's `NliRuntime.premise_width`).
-        Raises ``ValueError`` when a row's hypotheses leave no room for a premise in the window."""
+        Raises `PremiseWindowsError` when a row's hypotheses leave no room for a premise in the window."""
         out = []
         for text, hyps in zip(ds.texts, ds.hypotheses):
             width = nli.premise_width(hyps, self.window)
             if width < 1:
-                raise ValueError(f"{ds.name}: a hypothesis does not fit a {self.window}-token window")
+                raise PremiseWindowsError(f"--premise-windows {self}: {ds.name} has a hypothesis that leaves no "
+                                          f"premise token in a {self.window}-token window; give a larger WINDOW")
             out.append(nli.premise_windows(text, width, self.overlap, self.max_tokens))
         return out
 
