@@ -11,8 +11,8 @@ What an answer may depend on does not change: the encoder runs in fp32 whatever 
 (`zsnli.serving.startup.ENCODER_DTYPE`), where the same sequence embedded in another batch differs
 by float rounding only (measured: cosines within 1.8e-7, docs/performance.md), and in fixed shapes
 (`zsnli.runtime.shapes`) not at all, so a kept embedding is the one the request would get computed.
-The store holds token ids and float32 vectors, nothing of the text or the document; it lives and
-dies with the service. ``max_entries`` = 0 turns it off (``ZSNLI_LABEL_CACHE_ENTRIES``).
+The store holds the labels' token ids (which spell the label descriptions clients sent) and float32
+vectors, nothing of any document; it lives and dies with the service process. ``max_entries`` = 0 turns it off (``ZSNLI_LABEL_CACHE_ENTRIES``).
 
 May import: numpy, `zsnli.runtime.model` (the `Encoded` record). Used by `zsnli.serving.service`.
 """
