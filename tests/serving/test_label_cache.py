@@ -48,7 +48,8 @@ def test_the_least_recently_used_go_first_and_zero_keeps_nothing():
 
 async def _twice(tmp_path, bert_dir, deberta_dir, docs, **settings):
     """``classify_many(docs)`` twice on one service (entailment + cosine calibration, the bert model as the
-    encoder): both answers, the batcher's items of the second pass, and the label cache (None when off)."""
+    encoder): both passes' answers, the batcher's items and label forwards in the second pass, and the label
+    cache (an empty one when ``label_cache_entries=0``)."""
     from conftest import write_calibration
     from test_service import started
 

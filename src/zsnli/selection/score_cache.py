@@ -349,15 +349,16 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
     for group, full in jobs:
         n = max_rows_for.get(full.name, max_rows)
         key = cache_key(full, group, n, seed, model_digest, emb_digest)
-        windowed = None
+        windowed = sub = None
         if windows is not None:
             if nli is None:
                 nli = runtime() if runtime is not None else _load_nli(model_dir, threads, device)
-            if any(len(w) > 1 for w in windows.windows_of(nli, stratified_subsample(full, n, seed))):
+            sub = stratified_subsample(full, n, seed)
+            if any(len(w) > 1 for w in windows.windows_of(nli, sub)):
                 windowed, key = windows, {**key, "premise_windows": str(windows)}
         cached = load_cached(out, group, full.name, key)
         if cached is None:
-            ds = stratified_subsample(full, n, seed)
+            ds = sub if sub is not None else stratified_subsample(full, n, seed)
             if encoder is None:
                 encoder = _load_encoder(emb_dir, threads, device)
             if _recompute_cosines(Path(out), group, ds, encoder, key):

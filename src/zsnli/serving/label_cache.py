@@ -83,8 +83,7 @@ class LabelEmbeddings:
         for key, vector in fresh.items():
             self._keep(key, vector)
         rows = [v if v is not None else fresh[label_key(item)] for item, v in zip(items, found)]
-        dim = vectors.shape[1] if vectors.size else (rows[0].shape[0] if rows else 0)
-        return np.stack(rows).astype(np.float32, copy=False) if rows else np.zeros((0, dim), dtype=np.float32)
+        return np.stack(rows).astype(np.float32, copy=False) if rows else np.zeros((0, vectors.shape[1]), np.float32)
 
     def _keep(self, key: Key, vector: np.ndarray) -> None:
         if self.max_entries == 0:
