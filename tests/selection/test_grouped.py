@@ -127,6 +127,42 @@ def test_leave_one_out_fits_without_the_held_out_set():
     assert again["_scoring"][spec.label]["s1"] == out["_scoring"][spec.label]["s1"]
 
 
+def test_leave_one_kind_out_fits_without_any_set_of_the_held_out_kind():
+    sets = {n: make_set(n, n=80, hyps=h, seed=i) for i, (n, h) in enumerate(
+        [("s1", ("good", "bad")), ("s2", ("great", "awful")), ("t1", ("sport", "music", "food")),
+         ("q1", ("who", "what", "where"))])}
+    kind_of = {n: KINDS["zsc_dev"][n] for n in sets}
+    folds = G.kind_folds(list(sets), kind_of)
+    assert sorted(map(sorted, folds.values())) == [["q1"], ["s1", "s2"], ["t1"]]
+    weights = G.kind_weights(list(sets), KINDS)
+    spec = G.Spec(t_fit="objective", group_t=True)
+    out = G.leave_out(G.Selector(sets, weights), folds, [spec])
+    lodo = G.leave_one_out(G.Selector(sets, weights), [spec])
+    for h in ("s1", "s2"):
+        # both sentiment sets are scored with the one scoring fitted on t1 and q1 alone
+        assert out["_scoring"][spec.label][h] == G.fold_scoring(G.Selector(sets, weights), ["t1", "q1"], spec, "offline")
+        assert out[spec.label][h]["normalised"] == pytest.approx(
+            G.served_figures({h: sets[h]}, out["_scoring"][spec.label][h])[h]["normalised"])
+    # s2 is in s1's leave-one-dataset-out training data, never in its leave-one-kind-out data
+    assert lodo["_scoring"][spec.label]["s1"] != out["_scoring"][spec.label]["s1"]
+    # a kind whose only set is held out is scored the same both ways
+    assert out["_scoring"][spec.label]["t1"] == lodo["_scoring"][spec.label]["t1"]
+    with pytest.raises(ValueError, match="holds out every set"):
+        G.leave_out(G.Selector(sets, weights), {"all": list(sets)}, [spec])
+
+
+def test_pick_spec_passes_over_an_arm_that_loses_a_kind_held_out_whole():
+    plain = {"per_kind": {"a": 30.0, "b": 10.0}}
+    lodo = {"x": {"weighted_normalised": 40.0, "per_kind": {"a": 31.0, "b": 50.0}},
+            "y": {"weighted_normalised": 35.0, "per_kind": {"a": 30.5, "b": 40.0}}}
+    loko = {"x": {"weighted_normalised": 30.0, "per_kind": {"a": 25.0, "b": 45.0}},
+            "y": {"weighted_normalised": 33.0, "per_kind": {"a": 30.0, "b": 38.0}}}
+    from zsnli.selection.grouped_doc import pick_spec
+
+    assert pick_spec(lodo, plain) == "x"
+    assert pick_spec(lodo, plain, loko) == "y"
+
+
 def test_pick_spec_passes_over_an_arm_that_loses_a_kind():
     plain = {"per_kind": {"a": 30.0, "b": 10.0}}
     arms = {"x": {"weighted_normalised": 40.0, "per_kind": {"a": 28.0, "b": 50.0}},

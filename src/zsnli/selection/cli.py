@@ -288,7 +288,7 @@ def cached_kind_weighted(args, sets: dict[str, CachedSet], digest: str, previous
     sets' keys, the kinds file, the arms, the cascades and the previous scoring (a rerun, e.g. after a failure
     in the public report, takes seconds instead of the leave-one-out's minutes)."""
     key = [sorted((n, cs.meta["key"]) for n, cs in sets.items()), sha256_file(args.kinds),
-           [s.label for s in grouped.SPECS], grouped_doc.CASCADES, digest,
+           [s.label for s in grouped.SPECS], grouped_doc.CASCADES, digest, "folds: dataset, kind",
            previous.to_dict() if previous is not None else None,
            [int(cs.premise_tokens.sum()) if cs.premise_tokens is not None else None for cs in sets.values()]]
     return memoised(Path(args.cache) / "kind_weighted.pkl", key, "built",

@@ -15,6 +15,8 @@ top-label binary cross-entropy (Top-versus-All, Le Coz et al., NeurIPS 2024).
 
 Leave-one-dataset-out (`leave_one_out`): for each held-out dev set h, every arm (`Spec`) is fitted on
 the other sets only (`fold_scoring`), then h is scored with the served code (`served_figures`).
+Leave-one-kind-out (`leave_out` over `kind_folds`): every set of one task kind held out at once, the arm
+fitted on the other kinds, as the benchmark's new datasets and unfamiliar mix are met.
 `fold_scoring` on every set makes the shipped choice.
 
 Imports: numpy, scipy, ``zsnli.metrics``, ``zsnli.scoring``, ``zsnli.request_scoring``,
@@ -446,22 +448,56 @@ def _temps(config: ScoringConfig) -> tuple[float, float]:
     return config.temperature, config.k_exponent
 
 
-def leave_one_out(selector: "Selector", specs: Sequence[Spec] = SPECS, embedding_sha256: str | None = "offline",
-                  log: Callable[[str], None] | None = None) -> dict[str, dict[str, dict[str, float]]]:
-    """Out-of-fold figures of each arm, every figure from the served code (`served_figures`):
-    ``{spec.label: {held-out name: figures}}`` and, under ``"_scoring"``, each fold's served scoring."""
+def dataset_folds(names: Sequence[str]) -> dict[str, list[str]]:
+    """Leave-one-dataset-out: one fold per name, holding out that name alone (``{name: [name]}``)."""
+    return {n: [n] for n in names}
+
+
+def kind_folds(names: Sequence[str], kind_of: Mapping[str, str]) -> dict[str, list[str]]:
+    """Leave-one-kind-out: one fold per task kind, holding out every set of that kind at once (``{kind: [names]}``).
+
+    The benchmark's datasets are new to the choice and its mix of kinds is not ours, so a choice is also judged
+    with a whole kind unseen (issue 42). Raises ``KeyError`` for a name missing from ``kind_of``.
+    """
+    folds: dict[str, list[str]] = {}
+    for n in names:
+        folds.setdefault(kind_of[n], []).append(n)
+    return folds
+
+
+def leave_out(selector: "Selector", folds: Mapping[str, Sequence[str]], specs: Sequence[Spec] = SPECS,
+              embedding_sha256: str | None = "offline", log: Callable[[str], None] | None = None
+              ) -> dict[str, dict[str, dict[str, float]]]:
+    """Out-of-fold figures of each arm: for each fold, every arm fitted on the sets outside it and scored on each
+    set inside it, every figure from the served code (`served_figures`).
+
+    folds: fold name -> held-out set names (`dataset_folds`, `kind_folds`; every set in exactly one fold).
+    Returns ``{spec.label: {held-out name: figures}}`` and, under ``"_scoring"``, the served scoring each held-out
+    set was scored with. Raises ``ValueError`` when a fold holds out every set (nothing left to fit on).
+    """
     names = list(selector.sets)
     out: dict[str, Any] = {spec.label: {} for spec in specs}
     out["_scoring"] = {spec.label: {} for spec in specs}
-    for h in names:
-        train = [n for n in names if n != h]
+    for fold, held in folds.items():
+        train = [n for n in names if n not in set(held)]
+        if not train:
+            raise ValueError(f"fold {fold!r} holds out every set: nothing left to choose on")
         for spec in specs:
             scoring = fold_scoring(selector, train, spec, embedding_sha256)
-            out[spec.label][h] = served_figures({h: selector.sets[h]}, scoring)[h]
-            out["_scoring"][spec.label][h] = scoring
+            for h in held:
+                out[spec.label][h] = served_figures({h: selector.sets[h]}, scoring)[h]
+                out["_scoring"][spec.label][h] = scoring
         if log is not None:
-            log(f"held out {h}: " + ", ".join(f"{out[sp.label][h]['normalised']:.1f}" for sp in specs))
+            log(f"held out {fold}: " + ", ".join(
+                f"{np.mean([out[sp.label][h]['normalised'] for h in held]):.1f}" for sp in specs))
     return out
+
+
+def leave_one_out(selector: "Selector", specs: Sequence[Spec] = SPECS, embedding_sha256: str | None = "offline",
+                  log: Callable[[str], None] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """`leave_out` with one fold per dataset (`dataset_folds`): ``{spec.label: {held-out name: figures}}`` and
+    ``"_scoring"``."""
+    return leave_out(selector, dataset_folds(list(selector.sets)), specs, embedding_sha256, log)
 
 
 def fixed_figures(sets: Mapping[str, CachedSet], config: ScoringConfig) -> dict[str, dict[str, float]]:
