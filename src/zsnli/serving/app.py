@@ -49,7 +49,7 @@ from .. import __version__
 from . import http_body, inference_api, tei
 from .api_types import (CLASSIFY_FIELDS, CLASSIFY_LEGACY, CLASSIFY_OPENAPI, ERROR_RESPONSES, EXAMPLE_LINE_FIELDS,
                         ZERO_SHOT_OPENAPI, ClassifyRequest, ClassifyResponse, HealthResponse, LabelError,
-                        ZeroShotAnswer, classify_body_hint, classify_fields, misspelt_fields)
+                        ZeroShotAnswer, ZeroShotElement, classify_body_hint, classify_fields, misspelt_fields)
 from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
@@ -272,13 +272,15 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         """Probabilities of each label description for one document, or for each of an array of documents."""
         return await service.admitted(lambda: _classify(service, request))
 
-    zero_shot_answer = Union[ZeroShotAnswer, list[ZeroShotAnswer]]
+    zero_shot_answer = Union[ZeroShotAnswer, list[ZeroShotAnswer], list[ZeroShotElement], list[list[ZeroShotElement]]]
 
     @app.post("/v1/zero-shot-classification", response_model=zero_shot_answer, responses=ERROR_RESPONSES,
               openapi_extra=ZERO_SHOT_OPENAPI)
     async def zero_shot_classification(request: Request) -> Any:
         """The Hugging Face Inference API's zero-shot-classification payload, answered as the hosted API and the
-        pipeline answer it: `{"sequence", "labels", "scores"}` sorted by score (a list for a list of inputs).
+        pipeline answer it: `{"sequence", "labels", "scores"}` sorted by score (a list for a list of inputs);
+        to `huggingface_hub` 1.2 and later (by its User-Agent), as the hosted API answers today:
+        `[{"label", "score"}, ...]` sorted by score (a list of those for a list of inputs).
         The scores are `/classify`'s probabilities for the same text, labels and template (the pipeline's
         default template `This example is {}.` when none is given); one label is scored on its own, as in
         the pipeline."""
@@ -381,7 +383,8 @@ def array_entry(item: Any, answer: list[float] | ApiError, labels: Sequence[str]
 
 async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
     """Read an Inference API payload (`zsnli.serving.inference_api`), validate its labels as `/classify` does,
-    classify every input (`_classify_each`) and answer as the pipeline does.
+    classify every input (`_classify_each`) and answer as the pipeline does, or as the hosted API does today
+    (``[{"label", "score"}]``) to a client that reads that (`zsnli.serving.inference_api.wants_elements`).
 
     Errors name the payload's fields (``parameters.candidate_labels[2]``, ``inputs[1]``); an input
     that fails fails the request (the payload has no place for one error per input): the first error
@@ -405,6 +408,8 @@ async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
             names = {**inference_api.FIELD_NAMES, "text": "inputs" if call.single else f"inputs[{i}]"}
             raise _renamed(result, names)
         answers.append(inference_api.pipeline_answer(clean_text(text), labels, result))
+    if inference_api.wants_elements(request.headers.get("user-agent")):
+        answers = [inference_api.elements_answer(a) for a in answers]
     return answers[0] if call.single else answers
 
 
