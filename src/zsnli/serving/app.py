@@ -1,7 +1,7 @@
 """HTTP layer: FastAPI routes mapping ``POST /classify`` (one request or an array), ``GET /health``,
 ``GET /`` (where things are), the Inference API payload (``POST /v1/zero-shot-classification``,
-``POST /``; `zsnli.serving.inference_api`) and text-embeddings-inference's ``GET /info`` and
-``POST /predict`` (`zsnli.serving.tei`) onto the service.
+``POST /``; `zsnli.serving.inference_api`) and text-embeddings-inference's ``GET /info``,
+``POST /predict`` and ``POST /tokenize`` (`zsnli.serving.tei`) onto the service.
 
 Only HTTP concerns live here: routes, reading and validating the body
 (`read_json_body` is the one place a body is read), renaming the
@@ -308,6 +308,13 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         answers a sequence-classification model: `[{"score", "label"}]` per pair, highest first."""
         return await service.admitted(lambda: _predict(service, request))
 
+    @app.post("/tokenize", responses=ERROR_RESPONSES, openapi_extra=tei.TOKENIZE_OPENAPI)
+    async def tokenize(request: Request) -> Any:
+        """The model tokenizer's tokens of each text, as text-embeddings-inference's `/tokenize` answers:
+        a list of `{"id", "text", "special", "start", "stop"}` per text (always a list of lists; `start`/`stop`
+        UTF-8 byte offsets, null for a special token); nothing is truncated."""
+        return await service.admitted(lambda: _tokenize(service, request))
+
 
 async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
     """Read and validate the body, classify, answer ``{"id", "labels", "probabilities"}``.
@@ -416,15 +423,25 @@ async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
 async def _predict(service: ZeroShotClassifier, request: Request) -> Any:
     """Read a TEI ``/predict`` body (`zsnli.serving.tei.read_predict`), score its pairs with the NLI head
     (`ZeroShotClassifier.predict`) and answer TEI's shape: one list of ``{"score", "label"}`` for one pair,
-    a list of them for a list of pairs. Errors name ``inputs`` / ``inputs[i]``."""
+    a list of them for a list of pairs. Errors name ``inputs`` / ``inputs[i]``; a full queue is TEI's 429
+    (`zsnli.serving.tei.tei_status`), not 503."""
     payload = await read_json_body(request, service.settings.max_body_bytes)
     call = tei.read_predict(payload, service.settings.max_batch_items)
     try:
         logits = await service.predict(call.pairs, disconnected=lambda: _wait_disconnect(request))
     except ApiError as exc:
-        raise tei.renamed_pair_fields(exc, call.single) from None
+        raise tei.tei_status(tei.renamed_pair_fields(exc, call.single)) from None
     answers = tei.predictions(tei.scores_for(logits, call.raw_scores), service.state.model.id2label)
     return answers[0] if call.single else answers
+
+
+async def _tokenize(service: ZeroShotClassifier, request: Request) -> Any:
+    """Read a TEI ``/tokenize`` body (`zsnli.serving.tei.read_tokenize`) and answer each text's
+    `zsnli.serving.tei.simple_tokens` (a list of lists, one per text, for one text too, as TEI)."""
+    payload = await read_json_body(request, service.settings.max_body_bytes)
+    call = tei.read_tokenize(payload, service.settings.max_batch_items)
+    return await service.with_tokenizer(
+        lambda tokenizer: [tei.simple_tokens(tokenizer, text, call.add_special_tokens) for text in call.texts])
 
 
 def _renamed(exc: ApiError, names: dict[str, str]) -> ApiError:
