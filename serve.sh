@@ -4,7 +4,8 @@
 #   ZSNLI_MODEL_ID   a hub model (org/name) served from the hub cache instead, pinned by
 #                    ZSNLI_MODEL_REVISION (a commit); downloaded once only with ZSNLI_ALLOW_DOWNLOAD=1
 #   HOST / PORT      bind address (default 0.0.0.0:8000)
-#   PYTHON           interpreter (default python3)
+#   PYTHON           interpreter (default: $VIRTUAL_ENV's python; else python3 when it has fastapi;
+#                    else the checkout's .venv; else python3, which names what is missing in one line)
 # Other ZSNLI_* settings: see docs/configuration.md.
 # SIGTERM stops accepting, drains in-flight requests (ZSNLI_DRAIN_TIMEOUT_S), exits 0.
 set -euo pipefail
@@ -17,4 +18,14 @@ esac
 export TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"
 export ZSNLI_MODEL_DIR="${ZSNLI_MODEL_DIR:-./model}"
 export HOST="${HOST:-0.0.0.0}" PORT="${PORT:-8000}"
-exec "${PYTHON:-python3}" server.py "$@"
+if [ -z "${PYTHON:-}" ]; then
+    if [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then
+        PYTHON="$VIRTUAL_ENV/bin/python"
+    elif ! python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("fastapi") is None)' 2>/dev/null \
+            && [ -x .venv/bin/python ]; then
+        PYTHON=.venv/bin/python
+    else
+        PYTHON=python3
+    fi
+fi
+exec "$PYTHON" server.py "$@"

@@ -11,7 +11,8 @@ deadline with 408, ``ZSNLI_MAX_CONNECTIONS`` cap, ``ZSNLI_KEEP_ALIVE_S``);
 ``uvicorn server:app`` run bare gets neither the read deadline nor the cap.
 
 Runs from a checkout without ``pip install``: the checkout's ``src/`` is put
-first on ``sys.path``, so only the third-party packages are needed.
+first on ``sys.path``, so only the third-party packages are needed; when one is missing it says so in one
+line (which, and the README's install command: `zsnli.exit_if_missing`) and exits 2.
 """
 
 import sys
@@ -21,8 +22,20 @@ _SRC = str(Path(__file__).resolve().parent / "src")
 if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from zsnli.serving.app import create_app  # noqa: E402
-from zsnli.serve import main, served_extensions  # noqa: E402
+import zsnli  # noqa: E402  (standard library only)
+
+#: What serving imports (the product card's packages): named in one line, exit 2, when any is missing.
+SERVE_MODULES = ("fastapi", "uvicorn", "pydantic", "starlette", "torch", "transformers", "tokenizers",
+                 "safetensors", "huggingface_hub", "numpy")
+zsnli.exit_if_missing("./serve.sh" if __name__ == "__main__" else "server.py", SERVE_MODULES)
+try:
+    from zsnli.serving.app import create_app  # noqa: E402
+    from zsnli.serve import main, served_extensions  # noqa: E402
+except ModuleNotFoundError as exc:  # one the list above does not name
+    if not exc.name or exc.name.split(".")[0] == "zsnli":
+        raise
+    print(zsnli.missing_line("server.py", [exc.name.split(".")[0]]), file=sys.stderr)
+    raise SystemExit(2) from None
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))

@@ -9,7 +9,8 @@
     python validate.py verify-receipt REPORT.json [--public-key PEM]
 
 Runs from the checkout without installing the package: the checkout's src/ is
-put first on the import path. All logic lives in zsnli.compare; see
+put first on the import path; a missing third-party package is one line naming
+it and the README's install command, exit 2 (`zsnli.exit_if_missing`). All logic lives in zsnli.compare; see
 `python validate.py --help`.
 """
 
@@ -18,7 +19,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
-from zsnli.compare.cli import main  # noqa: E402
+import zsnli  # noqa: E402  (standard library only)
+
+#: What the validation commands import: named in one line, exit 2, when any is missing.
+VALIDATE_MODULES = ("rich", "httpx", "numpy")
+zsnli.exit_if_missing("python validate.py", VALIDATE_MODULES)
+try:
+    from zsnli.compare.cli import main  # noqa: E402
+except ModuleNotFoundError as exc:  # one the list above does not name
+    if not exc.name or exc.name.split(".")[0] == "zsnli":
+        raise
+    print(zsnli.missing_line("python validate.py", [exc.name.split(".")[0]]), file=sys.stderr)
+    raise SystemExit(2) from None
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -396,3 +396,18 @@ def test_head_over_the_real_protocol_layer_has_gets_headers_and_no_body(server):
             assert head.status_code == got.status_code == 200, path
             assert head.content == b"" and int(head.headers["content-length"]) == len(got.content), path
         assert http.get("/health").status_code == 200  # the keep-alive connection is still in step
+
+
+@pytest.mark.parametrize("url,words", [("127.0.0.1:8000", "lacks a scheme: write http://127.0.0.1:8000"),
+                                       ("localhost:8000/", "lacks a scheme: write http://localhost:8000/"),
+                                       ("ftp://127.0.0.1:8000", "is not an http:// or https:// URL")])
+def test_cli_a_url_without_its_scheme_is_named_in_one_line(url, words, capsys, monkeypatch):
+    """Issue 40 C: ``--url 127.0.0.1:8000`` said the server could not be reached (start one) while it ran."""
+    monkeypatch.delenv("ZSNLI_URL", raising=False)
+    assert main(["classify", TEXT, "--labels", "sport,business", "--url", url]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == f"zsnli: error: --url: {url!r} {words}", err
+    assert "zsnli serve" not in err[0]
+    monkeypatch.setenv("ZSNLI_URL", url)  # the same from the environment, named as such
+    assert main(["classify", TEXT, "--labels", "sport,business"]) == 2
+    assert capsys.readouterr().err.strip() == f"zsnli: error: ZSNLI_URL: {url!r} {words}"

@@ -2,14 +2,53 @@
 
 ``zsnli.Client`` / ``zsnli.AsyncClient`` (and the client's errors) are the Python clients of the
 server (`zsnli.client`); they are imported on first use, so ``import zsnli`` (and the server)
-never needs httpx.
+never needs httpx. `exit_if_missing` is the top-level scripts' (server.py, validate.py) check that the
+third-party packages they need are importable: one line naming the missing ones and the install command,
+exit 2, instead of a ``ModuleNotFoundError`` traceback.
 """
+
+import importlib.util
+import sys
 
 __version__ = "0.1.0"
 
 _CLIENT_NAMES = ("Client", "AsyncClient", "Classification", "ZsnliError", "APIError", "BadRequestError",
                  "ServerError", "UnavailableError", "ConnectionFailed")
-__all__ = ["__version__", *_CLIENT_NAMES]
+__all__ = ["__version__", "exit_if_missing", *_CLIENT_NAMES]
+
+#: The README's install command (Quick start), which installs every package the scripts need.
+INSTALL_COMMAND = ("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 "
+                   "&& pip install -e '.[dev]'")
+
+
+def missing_modules(modules) -> list[str]:
+    """The names of ``modules`` (top-level import names, e.g. ``"fastapi"``) this interpreter cannot import,
+    in the order given; located with ``importlib.util.find_spec``, nothing is imported."""
+    missing = []
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def missing_line(command: str, missing) -> str:
+    """The one line `exit_if_missing` prints: ``command`` (``./serve.sh``) cannot run, the missing module
+    names, this interpreter, and the README's install command (or: activate the project's venv)."""
+    return (f"{command}: missing Python package(s) {', '.join(missing)} for {sys.executable}; activate the "
+            f"project's venv (. .venv/bin/activate) or install: {INSTALL_COMMAND} (README, Quick start)")
+
+
+def exit_if_missing(command: str, modules) -> None:
+    """Print `missing_line` to stderr and exit 2 (``SystemExit``) when any of ``modules`` cannot be imported;
+    return None when all can."""
+    missing = missing_modules(modules)
+    if missing:
+        print(missing_line(command, missing), file=sys.stderr)
+        raise SystemExit(2)
 
 
 def __getattr__(name: str):

@@ -25,7 +25,8 @@ file is refused in one line. ``serve`` is ``serve.sh``: offline unless
 
 Every mistake (a flag, an unreadable or non-UTF-8 input, a server that
 cannot be reached, an error answer, an answer that is not the API's, e.g.
-HTML from a wrong ``--url``) is one line on stderr and exit 2.
+HTML from a wrong ``--url``, a ``--url`` without its scheme: `zsnli.harness.cli.url_problem`) is one line
+on stderr and exit 2.
 
 May import: `zsnli.client`, `zsnli.harness.cli`, `zsnli.serving.inference_api` (``split_labels``),
 `zsnli.serving.api_types` (``SCORINGS``),
@@ -45,7 +46,7 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from . import __version__
-from .harness.cli import UsageParser, positive_float, positive_int
+from .harness.cli import UsageParser, positive_float, positive_int, url_problem
 from .serving.api_types import SCORINGS
 from .serving.inference_api import split_labels
 
@@ -378,8 +379,11 @@ def classify(args) -> int:
         backend = InProcess(args.model_dir)
         closer = backend.close
     else:
-        backend, client = http_backend(args.url or os.environ.get("ZSNLI_URL") or DEFAULT_URL, args.timeout,
-                                       args.batch_size)
+        url = args.url or os.environ.get("ZSNLI_URL") or DEFAULT_URL
+        problem = url_problem(url)
+        if problem:
+            raise CommandError(f"{'--url' if args.url else 'ZSNLI_URL'}: {problem}")
+        backend, client = http_backend(url, args.timeout, args.batch_size)
         closer = client.close
     try:
         if args.input is None:

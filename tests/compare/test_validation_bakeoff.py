@@ -154,7 +154,7 @@ def test_compare_writes_no_report_when_no_arm_ran(tiny_project, tmp_path, capsys
 
 @pytest.mark.parametrize("args, needle", [
     (["--model-dir", "{tmp}/no-such-model"], "--model-dir: no such directory"),
-    (["--url", "localhost:8000"], "--url: 'localhost:8000' is not an http"),
+    (["--url", "localhost:8000"], "--url: 'localhost:8000' lacks a scheme: write http://localhost:8000"),
     (["--baseline", "pipeline", "--pipeline-model", "{tmp}/nope"], "--pipeline-model: no such directory"),
     (["--url", "a=http://127.0.0.1:1", "--url", "a=http://127.0.0.1:2"], "two arms are named a"),
     (["--url", "http://127.0.0.1:1", "--target-accuracy", "1.5"], "--target-accuracy"),

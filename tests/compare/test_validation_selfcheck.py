@@ -312,7 +312,7 @@ def test_validate_py_imports_the_checkout_without_install(tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--url", "127.0.0.1:8000"], "--url: '127.0.0.1:8000' is not an http"),
+    (["--url", "127.0.0.1:8000"], "--url: '127.0.0.1:8000' lacks a scheme: write http://127.0.0.1:8000"),
     (["--examples", "{tmp}/missing.jsonl"], "--examples: no such file"),
     (["--root", "{tmp}/nowhere"], "--root: no such directory"),
     (["--max-seconds", "-1"], "--max-seconds: expected a number >= 0"),

@@ -189,3 +189,25 @@ async def test_once_the_client_is_gone_the_rest_of_an_array_is_never_admitted(be
         assert all(isinstance(a, ApiError) and a.error_type is ErrorType.CLIENT_GONE for a in answers), answers
         assert service.state.batcher.admitted_pairs == 0
         assert sum(model.batches) <= 4  # at most the first document's pairs were ever computed
+
+
+async def test_the_array_section_of_the_docs_names_what_is_answered(bert_dir, make_app):
+    """docs/api.md's array section: the keys its prose gives an answered item are the keys a served item has
+    (``labels`` included), and its curl example, posted as it is, answers the documented keys item by item."""
+    import re
+
+    from conftest import REPO
+
+    doc = (REPO / "docs" / "api.md").read_text()
+    section = doc[doc.index("### Several documents in one request"):]
+    section = section[:section.index("\n### ", 1)]
+    prose_keys = re.findall(r'"(\w+)"', re.search(r'`(\{"id", [^`]*\})`', section).group(1))
+    body = json.loads(re.search(r"-d '(\[.*\])'", section).group(1))
+    documented = json.loads(re.search(r"# -> (\[.*\])", section).group(1).replace("[...]", "[]"))
+    async with running_app(make_app(bert_dir)) as client:
+        r = await client.post("/classify", json=body)
+    got = r.json()
+    assert r.status_code == 200 and len(got) == len(body) == len(documented)
+    assert list(got[0]) == prose_keys == list(documented[0]) and got[0]["labels"] == body[0]["candidate_labels"]
+    for item, want in zip(got, documented):
+        assert set(item) == set(want) and item.get("status") == want.get("status")

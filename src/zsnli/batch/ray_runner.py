@@ -8,9 +8,11 @@ pipeline waits forever); on a cluster the default actor count leaves
 anything runs. The input is cut into blocks of ``--batch-rows`` rows (a small file is otherwise one
 block scored by one actor); actor start-up (model load, 10-20 s on CPU) is logged.
 
-Commits as it goes: the scored batches come back to this process (``Dataset.iter_batches``, pulled in a
-thread) and each is committed at once as one Parquet part (`zsnli.batch.output.PartWriter`: atomic), so a
-stop at any moment loses at most the batches in flight; rows already committed are dropped as the
+Commits as it goes: the scored batches come back to this process (`scored_batches`: exactly ``--batch-rows``
+rows each, the last fewer, pulled in a thread) and each is committed at once as one Parquet part
+(`zsnli.batch.output.PartWriter`: atomic), so a stop at any moment loses at most the batches in flight: the
+scored ones not yet committed (at most `COMMIT_QUEUE_BATCHES` + 1 + `PREFETCH_BATCHES` = 6 batches of
+``--batch-rows`` rows) and those the actors are scoring; rows already committed are dropped as the
 input is read (`SkipIds`). `commit_stream` checks a stop flag (set by the CLI's SIGINT/SIGTERM handler)
 every `POLL_S` seconds and raises `Stopped` once the pipeline thread has closed its iterator (at most
 `STOP_GRACE_S`); the Ray started here is then shut down, its teardown noise silenced (`quiet_ray_teardown`).
@@ -269,7 +271,7 @@ def run(job: Job, stop: threading.Event | None = None, done_ids: pa.ChunkedArray
                                        fault_marker=os.environ.get(FAULT_MARKER_ENV)))
         watch = Progress(lambda: ray.get(counter.read.remote(), timeout=10), stall_s=job.stall_timeout_s)
         with watch, progress_reporter(missing, "zsnli-batch", "rows") as advance:
-            commit_stream(lambda: ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=1),
+            commit_stream(lambda: scored_batches(ds, job.batch_rows),
                           writer, watch, stop, lambda: _stalled(job, watch, actors), advance)
     finally:
         with contextlib.suppress(Exception):
@@ -303,6 +305,19 @@ class SkipIds:
         return batch.filter(pc.invert(pc.is_in(ids, value_set=done)))
 
 
+COMMIT_QUEUE_BATCHES = 4
+"""Scored batches waiting to be committed (`commit_stream`'s queue) at most."""
+PREFETCH_BATCHES = 1
+"""Scored batches Ray Data fetches ahead of the one `commit_stream` is handed."""
+
+
+def scored_batches(ds, batch_rows: int) -> Iterable[pa.Table]:
+    """The scored rows of the Ray Dataset ``ds`` back in this process, as pyarrow tables of exactly
+    ``batch_rows`` rows each (the last one fewer), whatever blocks Ray made (a block is not a batch: blocks
+    of 100 rows came back at ``--batch-rows 64``); each becomes one part. Prefetches `PREFETCH_BATCHES`."""
+    return ds.iter_batches(batch_size=batch_rows, batch_format="pyarrow", prefetch_batches=PREFETCH_BATCHES)
+
+
 class Stopped(RuntimeError):
     """The run was asked to stop (SIGINT/SIGTERM); what was committed stays (one line, exit 130/143)."""
 
@@ -318,7 +333,7 @@ def commit_stream(batches: Callable[[], Iterable[pa.Table]], writer, watch: Prog
     set, once the pulling thread has closed the iterator or after `STOP_GRACE_S` (the batch being scored is
     lost, every committed one stays), ``stalled()``'s error when the watchdog fired, and whatever the
     pipeline raised."""
-    pending: queue.Queue = queue.Queue(maxsize=4)
+    pending: queue.Queue = queue.Queue(maxsize=COMMIT_QUEUE_BATCHES)
 
     def pump() -> None:
         tables = None

@@ -19,7 +19,7 @@ from typing import Sequence
 from rich.markup import escape
 
 from zsnli.harness.cli import (
-    UsageParser, accuracy_target, non_negative_float, non_negative_int, positive_float, positive_int,
+    UsageParser, accuracy_target, non_negative_float, non_negative_int, positive_float, positive_int, url_problem,
 )
 from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
@@ -114,8 +114,9 @@ def _check_common(parser: argparse.ArgumentParser, args) -> None:
 
 
 def _check_url(parser: argparse.ArgumentParser, flag: str, url: str) -> None:
-    if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1]) == 0:
-        parser.error(f"{flag}: {url!r} is not an http:// or https:// URL")
+    problem = url_problem(url)
+    if problem:
+        parser.error(f"{flag}: {problem}")
 
 
 def _check_compare(parser: argparse.ArgumentParser, args) -> None:

@@ -13,7 +13,8 @@ made after parsing that fails prints ``prog: error: ...`` the same way
 `number_type` builds the argparse type of every numeric flag (a range, checked at parse
 time, named in the one-line error); `positive_int`, `non_negative_int`, `positive_float`,
 `non_negative_float`, `fraction`, `open_fraction`, `accuracy_target` and `port_number` are the
-common ones (`tests/test_command_lines.py` fails on a bare ``type=int``/``type=float``). (Progress
+common ones (`tests/test_command_lines.py` fails on a bare ``type=int``/``type=float``). `url_problem`
+is every ``--url`` flag's check (``validate.py``, ``zsnli classify``): a URL without its scheme is named. (Progress
 lines for long waits are `zsnli.runtime.progress`'s.)
 Imports nothing from zsnli (standard library only), so the server, the
 training CLI and the batch CLI can use it at no cost.
@@ -27,6 +28,17 @@ import sys
 from typing import Any, Callable, NoReturn
 
 USAGE_EXIT = 2
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with a server URL given on a command line, in words, or None when it is an http:// or
+    https:// URL with a host part: ``127.0.0.1:8000`` -> ``'127.0.0.1:8000' lacks a scheme: write
+    http://127.0.0.1:8000``; ``ftp://x`` -> not an http:// or https:// URL."""
+    if url.startswith(("http://", "https://")) and url.split("://", 1)[1]:
+        return None
+    if "://" not in url and url.strip():
+        return f"{url!r} lacks a scheme: write http://{url}"
+    return f"{url!r} is not an http:// or https:// URL"
 
 
 def usage_error(prog: str, message: str) -> int:

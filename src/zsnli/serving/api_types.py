@@ -345,6 +345,15 @@ class ZeroShotAnswer(BaseModel):
     scores: list[float] = Field(description="Their probabilities, same order (as /classify gives them).")
 
 
+class ZeroShotElement(BaseModel):
+    """One label of an answer as current Hugging Face clients read it (``huggingface_hub`` 1.2 and later,
+    `zsnli.serving.inference_api.wants_elements`): the answer is a list of these, highest score first."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"label": "sport", "score": 0.91}]})
+    label: str = Field(description="A candidate label.")
+    score: float = Field(description="Its probability (as /classify gives it).")
+
+
 #: One real error answer per status, as ``/docs`` shows them, with the default settings' numbers
 #: (``tests/serving/test_docs_examples.py`` provokes every one but the 408, a stalled client, and compares;
 #: ``request_id`` is each answer's own).

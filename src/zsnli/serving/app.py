@@ -1,7 +1,7 @@
 """HTTP layer: FastAPI routes mapping ``POST /classify`` (one request or an array), ``GET /health``,
 ``GET /`` (where things are), the Inference API payload (``POST /v1/zero-shot-classification``,
-``POST /``; `zsnli.serving.inference_api`) and text-embeddings-inference's ``GET /info`` and
-``POST /predict`` (`zsnli.serving.tei`) onto the service.
+``POST /``; `zsnli.serving.inference_api`) and text-embeddings-inference's ``GET /info``,
+``POST /predict`` and ``POST /tokenize`` (`zsnli.serving.tei`) onto the service.
 
 Only HTTP concerns live here: routes, reading and validating the body
 (`read_json_body` is the one place a body is read), renaming the
@@ -49,7 +49,7 @@ from .. import __version__
 from . import http_body, inference_api, tei
 from .api_types import (CLASSIFY_FIELDS, CLASSIFY_LEGACY, CLASSIFY_OPENAPI, ERROR_RESPONSES, EXAMPLE_LINE_FIELDS,
                         ZERO_SHOT_OPENAPI, ClassifyRequest, ClassifyResponse, HealthResponse, LabelError,
-                        ZeroShotAnswer, classify_body_hint, classify_fields, misspelt_fields)
+                        ZeroShotAnswer, ZeroShotElement, classify_body_hint, classify_fields, misspelt_fields)
 from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
@@ -272,13 +272,15 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         """Probabilities of each label description for one document, or for each of an array of documents."""
         return await service.admitted(lambda: _classify(service, request))
 
-    zero_shot_answer = Union[ZeroShotAnswer, list[ZeroShotAnswer]]
+    zero_shot_answer = Union[ZeroShotAnswer, list[ZeroShotAnswer], list[ZeroShotElement], list[list[ZeroShotElement]]]
 
     @app.post("/v1/zero-shot-classification", response_model=zero_shot_answer, responses=ERROR_RESPONSES,
               openapi_extra=ZERO_SHOT_OPENAPI)
     async def zero_shot_classification(request: Request) -> Any:
         """The Hugging Face Inference API's zero-shot-classification payload, answered as the hosted API and the
-        pipeline answer it: `{"sequence", "labels", "scores"}` sorted by score (a list for a list of inputs).
+        pipeline answer it: `{"sequence", "labels", "scores"}` sorted by score (a list for a list of inputs);
+        to `huggingface_hub` 1.2 and later (by its User-Agent), as the hosted API answers today:
+        `[{"label", "score"}, ...]` sorted by score (a list of those for a list of inputs).
         The scores are `/classify`'s probabilities for the same text, labels and template (the pipeline's
         default template `This example is {}.` when none is given); one label is scored on its own, as in
         the pipeline."""
@@ -305,6 +307,13 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         """The NLI head's classes of (premise, hypothesis) pairs, as text-embeddings-inference's `/predict`
         answers a sequence-classification model: `[{"score", "label"}]` per pair, highest first."""
         return await service.admitted(lambda: _predict(service, request))
+
+    @app.post("/tokenize", responses=ERROR_RESPONSES, openapi_extra=tei.TOKENIZE_OPENAPI)
+    async def tokenize(request: Request) -> Any:
+        """The model tokenizer's tokens of each text, as text-embeddings-inference's `/tokenize` answers:
+        a list of `{"id", "text", "special", "start", "stop"}` per text (always a list of lists; `start`/`stop`
+        UTF-8 byte offsets, null for a special token); nothing is truncated."""
+        return await service.admitted(lambda: _tokenize(service, request))
 
 
 async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
@@ -381,7 +390,8 @@ def array_entry(item: Any, answer: list[float] | ApiError, labels: Sequence[str]
 
 async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
     """Read an Inference API payload (`zsnli.serving.inference_api`), validate its labels as `/classify` does,
-    classify every input (`_classify_each`) and answer as the pipeline does.
+    classify every input (`_classify_each`) and answer as the pipeline does, or as the hosted API does today
+    (``[{"label", "score"}]``) to a client that reads that (`zsnli.serving.inference_api.wants_elements`).
 
     Errors name the payload's fields (``parameters.candidate_labels[2]``, ``inputs[1]``); an input
     that fails fails the request (the payload has no place for one error per input): the first error
@@ -405,21 +415,33 @@ async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
             names = {**inference_api.FIELD_NAMES, "text": "inputs" if call.single else f"inputs[{i}]"}
             raise _renamed(result, names)
         answers.append(inference_api.pipeline_answer(clean_text(text), labels, result))
+    if inference_api.wants_elements(request.headers.get("user-agent")):
+        answers = [inference_api.elements_answer(a) for a in answers]
     return answers[0] if call.single else answers
 
 
 async def _predict(service: ZeroShotClassifier, request: Request) -> Any:
     """Read a TEI ``/predict`` body (`zsnli.serving.tei.read_predict`), score its pairs with the NLI head
     (`ZeroShotClassifier.predict`) and answer TEI's shape: one list of ``{"score", "label"}`` for one pair,
-    a list of them for a list of pairs. Errors name ``inputs`` / ``inputs[i]``."""
+    a list of them for a list of pairs. Errors name ``inputs`` / ``inputs[i]``; a full queue is TEI's 429
+    (`zsnli.serving.tei.tei_status`), not 503."""
     payload = await read_json_body(request, service.settings.max_body_bytes)
     call = tei.read_predict(payload, service.settings.max_batch_items)
     try:
         logits = await service.predict(call.pairs, disconnected=lambda: _wait_disconnect(request))
     except ApiError as exc:
-        raise tei.renamed_pair_fields(exc, call.single) from None
+        raise tei.tei_status(tei.renamed_pair_fields(exc, call.single)) from None
     answers = tei.predictions(tei.scores_for(logits, call.raw_scores), service.state.model.id2label)
     return answers[0] if call.single else answers
+
+
+async def _tokenize(service: ZeroShotClassifier, request: Request) -> Any:
+    """Read a TEI ``/tokenize`` body (`zsnli.serving.tei.read_tokenize`) and answer each text's
+    `zsnli.serving.tei.simple_tokens` (a list of lists, one per text, for one text too, as TEI)."""
+    payload = await read_json_body(request, service.settings.max_body_bytes)
+    call = tei.read_tokenize(payload, service.settings.max_batch_items)
+    return await service.with_tokenizer(
+        lambda tokenizer: [tei.simple_tokens(tokenizer, text, call.add_special_tokens) for text in call.texts])
 
 
 def _renamed(exc: ApiError, names: dict[str, str]) -> ApiError:

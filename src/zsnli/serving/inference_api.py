@@ -5,6 +5,11 @@ What the hosted Inference API and Inference Endpoints containers receive:
 "hypothesis_template": str, "multi_label": bool}}``; what they and the
 transformers pipeline answer: ``{"sequence", "labels", "scores"}`` with the
 labels sorted by score, highest first (a list of those for a list of inputs).
+The hosted API answers ``[{"label", "score"}, ...]`` today, and that is what
+``huggingface_hub.InferenceClient.zero_shot_classification`` reads from version 1.2
+on (earlier versions read ``labels`` and ``scores``). `wants_elements` tells that
+client apart by its User-Agent; it then gets `elements_answer` (a list of such
+lists for a list of inputs), every other caller the pipeline's shape.
 
 `read_zero_shot` turns a parsed body into a `ZeroShotCall`: the texts, and one
 ``/classify``-shaped body the HTTP layer validates with the same rules as
@@ -29,6 +34,7 @@ May import: the standard library, `zsnli.serving.api_types` (the field rules), `
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -136,3 +142,31 @@ def pipeline_answer(sequence: str, labels: Sequence[str], scores: Sequence[float
     the order sent; duplicate labels stay, each with its score)."""
     order = sorted(range(len(labels)), key=lambda i: (-scores[i], i))
     return {"sequence": sequence, "labels": [labels[i] for i in order], "scores": [float(scores[i]) for i in order]}
+
+
+#: The first ``huggingface_hub`` version whose ``InferenceClient.zero_shot_classification`` reads a list of
+#: ``{"label", "score"}`` (earlier versions index ``labels`` and ``scores`` of the pipeline's answer).
+HUB_ELEMENTS_SINCE = (1, 2)
+_HUB_AGENT = re.compile(r"(?:^|[;\s])hf_hub/(\d+)\.(\d+)")
+
+
+def hub_version(user_agent: str | None) -> tuple[int, int] | None:
+    """``(major, minor)`` of the ``hf_hub/X.Y...`` part of a User-Agent header (``huggingface_hub`` and the
+    libraries built on it send ``unknown/None; hf_hub/1.2.0; python/3.11``), or None when there is none or it
+    is not a version."""
+    match = _HUB_AGENT.search(user_agent or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def wants_elements(user_agent: str | None) -> bool:
+    """True when the caller is a ``huggingface_hub`` client that reads ``[{"label", "score"}, ...]``
+    (User-Agent ``hf_hub/`` at `HUB_ELEMENTS_SINCE` or later); False for every other caller (curl, requests,
+    older ``huggingface_hub``, code written for the pipeline), which gets ``{"sequence", "labels", "scores"}``."""
+    version = hub_version(user_agent)
+    return version is not None and version >= HUB_ELEMENTS_SINCE
+
+
+def elements_answer(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """A `pipeline_answer` as current clients read it: ``[{"label", "score"}, ...]`` in the same order
+    (highest score first)."""
+    return [{"label": label, "score": score} for label, score in zip(answer["labels"], answer["scores"])]

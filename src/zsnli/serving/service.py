@@ -403,6 +403,13 @@ class ZeroShotClassifier:
             raise ApiError(ErrorType.NON_FINITE, "the model produced non-finite logits for this request")
         return logits
 
+    async def with_tokenizer(self, work: Callable[[Any], Any]) -> Any:
+        """``work(tokenizer)`` (the served model's tokenizer) run in the tokeniser thread, off the event loop
+        (TEI's ``/tokenize``: no model forward, so not admitted to the batcher's queue). Returns what
+        ``work`` returns. Raises ``ApiError`` 503 ``loading`` / ``unavailable`` when not ready."""
+        self.check_ready()
+        return await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, work, self.state.model.tokenizer)
+
     async def classify_request(self, docs: Sequence[Prepared | ApiError], *, disconnected: Disconnected | None = None
                                ) -> list[Any]:
         """Classify the documents of ONE request (a ``/classify`` array, an Inference API list of inputs),

@@ -17,6 +17,14 @@ huggingface/text-embeddings-inference):
   so a text alone has no meaning for it (`zsnli.serving.app` says to send pairs, or ``/classify``).
   `predictions` builds the answer: per pair ``[{"score", "label"}]``, highest score first, as TEI.
 
+* `read_tokenize` reads a ``/tokenize`` body (``inputs``: a text or a list of texts; ``add_special_tokens``,
+  default true; ``prompt_name`` only null: the model has no sentence-transformers prompts) and
+  `simple_tokens` answers TEI's ``SimpleToken`` list of each text: ``{"id", "text", "special", "start",
+  "stop"}``, ``start``/``stop`` UTF-8 byte offsets into the text (as TEI's), null for a special token,
+  whose ``text`` is the token itself; nothing is truncated. The answer is always a list of lists.
+* `tei_status`: an ``overloaded`` error (the queue is full) is answered 429 on these routes, TEI's status
+  for its ``Overloaded`` error (``Retry-After`` kept); every other route answers it 503.
+
 This is the model's own head, not zero-shot labels: ``/predict`` answers the NLI classes of each pair,
 with no template, calibration or cosine term (``/classify`` is the zero-shot route).
 
@@ -63,6 +71,21 @@ PREDICT_OPENAPI = {
             },
         }},
     }
+}
+
+
+#: ``openapi_extra=`` of ``POST /tokenize``: the body's schema and an example.
+TOKENIZE_OPENAPI = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {
+            "schema": {"type": "object", "required": ["inputs"], "properties": {
+                "inputs": {"description": "A text, or a list of texts (at most ZSNLI_MAX_BATCH_ITEMS)."},
+                "add_special_tokens": {"type": "boolean", "default": True},
+                "prompt_name": {"type": "string", "nullable": True,
+                                "description": "Only null: the model has no sentence-transformers prompts."}}},
+            "examples": {"text": {"summary": "one text", "value": {"inputs": "The striker scored twice."}}}}},
+    },
 }
 
 
@@ -186,3 +209,89 @@ def scores_for(logits: np.ndarray, raw_scores: bool) -> np.ndarray:
 def pairs_text(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
     """``(premises, hypotheses)`` of ``pairs``."""
     return [p for p, _ in pairs], [h for _, h in pairs]
+
+
+#: Keys of a ``/tokenize`` body (TEI's ``TokenizeRequest``).
+TOKENIZE_KEYS = ("inputs", "add_special_tokens", "prompt_name")
+#: TEI's status for ``Overloaded`` (429 Too Many Requests); zsnli's own routes answer 503 ``overloaded``.
+TEI_OVERLOADED_STATUS = 429
+
+
+def tei_status(exc: ApiError) -> ApiError:
+    """``exc`` as TEI's routes answer it: an ``overloaded`` error (queue full) gets status
+    `TEI_OVERLOADED_STATUS`, its body, ``error_type`` and ``Retry-After`` unchanged; any other as it is."""
+    if exc.error_type is ErrorType.OVERLOADED:
+        exc.status = TEI_OVERLOADED_STATUS
+    return exc
+
+
+@dataclass(frozen=True)
+class TokenizeCall:
+    """A checked ``/tokenize`` body: ``texts`` (one per answer list), ``single`` (``inputs`` was one text),
+    ``add_special_tokens``."""
+
+    texts: list[str]
+    single: bool
+    add_special_tokens: bool
+
+
+def read_tokenize(payload: Any, max_items: int) -> TokenizeCall:
+    """Check a ``/tokenize`` body and build a `TokenizeCall`.
+
+    payload: the parsed JSON body; max_items: most texts in one request (``ZSNLI_MAX_BATCH_ITEMS``).
+    Raises ``ApiError`` 422 naming the field: body not an object, a misspelt key, ``inputs`` missing, not a
+    text or a non-empty list of texts (``inputs[i]`` for a non-string item), more than ``max_items`` texts;
+    ``add_special_tokens`` not a boolean; ``prompt_name`` set (the model has no prompts).
+    """
+    if not isinstance(payload, dict):
+        raise _invalid("body must be a JSON object with inputs", "body")
+    misspelt = misspelt_fields(payload, TOKENIZE_KEYS)
+    if misspelt:
+        raise ApiError(ErrorType.VALIDATION, f"{misspelt[0]['field']}: {misspelt[0]['error']}", misspelt[0]["field"],
+                       errors=misspelt)
+    if "inputs" not in payload:
+        raise _invalid("field required (a text or a list of texts)", "inputs")
+    special = payload.get("add_special_tokens", True)
+    if special is None:
+        special = True
+    if not isinstance(special, bool):
+        raise _invalid("must be a boolean", "add_special_tokens")
+    if payload.get("prompt_name") is not None:
+        raise _invalid("this model has no sentence-transformers prompts: leave prompt_name out", "prompt_name")
+    inputs = payload["inputs"]
+    if isinstance(inputs, str):
+        return TokenizeCall([inputs], True, special)
+    if not isinstance(inputs, list) or not inputs:
+        raise _invalid("must be a text or a non-empty list of texts", "inputs")
+    if len(inputs) > max_items:
+        raise _invalid(f"too many texts: {len(inputs)} > {max_items} (ZSNLI_MAX_BATCH_ITEMS); split the request",
+                       "inputs")
+    for i, item in enumerate(inputs):
+        if not isinstance(item, str):
+            raise _invalid("must be a string", f"inputs[{i}]")
+    return TokenizeCall(list(inputs), False, special)
+
+
+def simple_tokens(tokenizer, text: str, add_special_tokens: bool = True) -> list[dict[str, Any]]:
+    """TEI's ``SimpleToken`` list of ``text`` under the model's fast ``tokenizer`` (no truncation): per token
+    ``{"id", "text", "special", "start", "stop"}``; for a special token ``text`` is the token and ``start`` /
+    ``stop`` are null, for any other ``text`` is ``text``'s slice and ``start`` / ``stop`` its UTF-8 byte
+    offsets (``text.encode()[start:stop]``), as TEI answers. Raises ``TypeError`` for a slow tokenizer
+    (no offsets)."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise TypeError("simple_tokens needs a fast tokenizer (offsets)")
+    enc = tokenizer(text, add_special_tokens=add_special_tokens, truncation=False, return_offsets_mapping=True,
+                    return_special_tokens_mask=True)
+    byte_at = [0]
+    for ch in text:
+        byte_at.append(byte_at[-1] + len(ch.encode("utf-8", "surrogatepass")))
+    pieces = tokenizer.convert_ids_to_tokens(enc["input_ids"])
+    out = []
+    for token_id, (start, stop), special, piece in zip(enc["input_ids"], enc["offset_mapping"],
+                                                       enc["special_tokens_mask"], pieces):
+        if special:
+            out.append({"id": int(token_id), "text": piece, "special": True, "start": None, "stop": None})
+        else:
+            out.append({"id": int(token_id), "text": text[start:stop], "special": False,
+                        "start": byte_at[start], "stop": byte_at[stop]})
+    return out

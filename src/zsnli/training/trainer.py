@@ -233,8 +233,18 @@ def _load_base(preset: Preset):
     return tokenizer, model
 
 
+COMPUTE_DTYPE = "float32"
+"""The dtype written as ``config.json``'s ``dtype``: the one the server computes in on CPU, whatever the
+weights are stored in. transformers 5 loads a model in its config's dtype by default, so
+``pipeline("zero-shot-classification", model=DIR)`` written plainly computes as the server does (fp16
+storage with ``"dtype": "float16"`` made it compute in fp16: 1e-4 to 1e-2 from the server's answers). The
+storage dtype is the manifest's ``training.saved_dtype``."""
+
+
 def save_model(model, tokenizer, model_dir: str | Path, save_dtype: str) -> None:
-    """Replace the files directly in ``model_dir`` by ``model`` (in ``save_dtype``) and ``tokenizer``.
+    """Replace the files directly in ``model_dir`` by ``model`` (weights stored in ``save_dtype``) and
+    ``tokenizer``; ``config.json``'s ``dtype`` is `COMPUTE_DTYPE` (the dtype a plain ``from_pretrained`` /
+    ``pipeline`` then loads it in), not the storage dtype.
 
     Subdirectories (the reused ``embedding/``) are kept. Every written file
     gets mode 644, like the rest of the checkout (safetensors writes 600).
@@ -247,6 +257,10 @@ def save_model(model, tokenizer, model_dir: str | Path, save_dtype: str) -> None
         if old.is_file():
             old.unlink()
     model.to(getattr(torch, save_dtype)).save_pretrained(model_dir, safe_serialization=True)
+    config_path = model_dir / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["dtype"] = COMPUTE_DTYPE
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tokenizer.save_pretrained(model_dir)
     for path in model_dir.iterdir():
         if path.is_file():

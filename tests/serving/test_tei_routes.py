@@ -1,0 +1,68 @@
+"""What a text-embeddings-inference (TEI) client expects of zsnli's TEI routes (issue 40, item 10).
+
+* ``POST /tokenize`` answers TEI's ``SimpleToken`` lists (``id``, ``text``, ``special``, ``start``, ``stop``;
+  UTF-8 byte offsets, null for special tokens), a list of lists for one text too.
+* A full queue is TEI's 429 on ``/predict`` (TEI's status for ``Overloaded``; retry libraries back off on it
+  as on 503), with ``Retry-After``; zsnli's own routes keep 503 ``overloaded``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from conftest import running_app
+from test_classify_array import gated_app
+
+pytestmark = pytest.mark.anyio
+
+TEXT = "Déjà vu: the striker scored twice."
+
+
+async def test_tokenize_answers_teis_simple_tokens(bert_dir, make_app):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(bert_dir)
+    async with running_app(make_app(bert_dir)) as client:
+        r = await client.post("/tokenize", json={"inputs": TEXT})
+        assert r.status_code == 200, r.text
+        (tokens,) = r.json()  # a list of lists, for one text too
+        assert [t["id"] for t in tokens] == tokenizer(TEXT)["input_ids"]
+        assert set(tokens[0]) == {"id", "text", "special", "start", "stop"}
+        assert tokens[0]["special"] and tokens[-1]["special"]
+        assert (tokens[0]["start"], tokens[0]["stop"], tokens[0]["text"]) == (None, None, tokenizer.cls_token)
+        raw = TEXT.encode()
+        for t in tokens[1:-1]:
+            assert not t["special"] and raw[t["start"]:t["stop"]].decode() == t["text"], t
+        assert tokens[1]["text"].lower().startswith("d") and tokens[-2]["stop"] == len(raw)  # bytes, not chars
+        r = await client.post("/tokenize", json={"inputs": [TEXT, "b"], "add_special_tokens": False})
+        both = r.json()
+        assert r.status_code == 200 and len(both) == 2 and not any(t["special"] for t in both[0] + both[1])
+        assert [t["id"] for t in both[0]] == tokenizer(TEXT, add_special_tokens=False)["input_ids"]
+        for body, field in (({"inputs": 3}, "inputs"), ({"inputs": ["a", 3]}, "inputs[1]"),
+                            ({"inputs": "a", "prompt_name": "query"}, "prompt_name"),
+                            ({"inputs": "a", "add_special_tokens": "yes"}, "add_special_tokens"),
+                            ({"inputs": "a", "add_special_token": False}, "add_special_token")):
+            r = await client.post("/tokenize", json=body)
+            assert r.status_code == 422 and r.json()["field"] == field, (body, r.text)
+
+
+async def test_a_full_queue_is_429_on_predict_and_503_on_zsnlis_own_routes(bert_dir, make_app):
+    app, holder = gated_app(bert_dir, make_app, max_labels=2, queue_capacity_pairs=4, request_share_pairs=4)
+    async with running_app(app) as client:
+        model = holder["model"]
+        model.gate = threading.Event()
+        try:
+            busy = [asyncio.create_task(client.post("/classify", json={"text": TEXT, "labels": ["a", "b"]}))
+                    for _ in range(2)]
+            await asyncio.sleep(0.3)  # their 4 pairs fill the queue
+            assert app.state.classifier.state.batcher.admitted_pairs == 4
+            predict = await client.post("/predict", json={"inputs": [TEXT, "This text is about sport."]})
+            classify = await client.post("/classify", json={"text": TEXT, "labels": ["sport"]})
+        finally:
+            model.gate.set()
+        assert [(await b).status_code for b in busy] == [200, 200]
+    assert predict.status_code == 429 and predict.json()["error_type"] == "overloaded", predict.text
+    assert predict.headers["retry-after"] and predict.json()["error"]
+    assert classify.status_code == 503 and classify.json()["error_type"] == "overloaded", classify.text
