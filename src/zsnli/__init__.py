@@ -8,7 +8,7 @@ never needs httpx.
 __version__ = "0.1.0"
 
 _CLIENT_NAMES = ("Client", "AsyncClient", "Classification", "ZsnliError", "APIError", "BadRequestError",
-                 "ServerError", "UnavailableError", "ConnectionFailed")
+                 "ServerError", "UnavailableError", "ConnectionFailed", "InvalidArgument")
 __all__ = ["__version__", *_CLIENT_NAMES]
 
 
