@@ -339,7 +339,8 @@ async def _classify_array(service: ZeroShotClassifier, request: Request, items: 
     sent one, so one bad item fails alone. The items are admitted progressively, within the request's
     share of the queue (`_classify_each`); the answer is 200, with ``Retry-After`` when an item got a
     503. An empty array, or more than ``ZSNLI_MAX_BATCH_ITEMS`` items, is one 422 (field ``body``); more
-    than ``ZSNLI_MAX_REQUEST_PAIRS`` pairs in all one 413 (field ``body``), nothing computed.
+    than ``ZSNLI_MAX_REQUEST_PAIRS`` units of work in all (``Prepared.work``) one 413 (field ``body``), nothing
+    computed.
     """
     settings = service.settings
     if not items or len(items) > settings.max_batch_items:
