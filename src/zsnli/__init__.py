@@ -13,7 +13,7 @@ import sys
 __version__ = "0.1.0"
 
 _CLIENT_NAMES = ("Client", "AsyncClient", "Classification", "ZsnliError", "APIError", "BadRequestError",
-                 "ServerError", "UnavailableError", "ConnectionFailed")
+                 "ServerError", "UnavailableError", "ConnectionFailed", "InvalidArgument")
 __all__ = ["__version__", "exit_if_missing", *_CLIENT_NAMES]
 
 #: The README's install command (Quick start), which installs every package the scripts need.

@@ -24,12 +24,18 @@ arguments cannot be sent: not JSON-serialisable, ``labels`` that are not a list
 or tuple of strings (a string is never split into its characters; only
 ``zero_shot_classification`` takes one comma-separated string, as the Inference
 API does), a ``multi_label`` that is not a bool (the server would answer 422).
-No other exception leaves a call.
+No other exception leaves a call. A bad constructor argument (a ``url`` without
+``http://`` or ``https://`` and a host, a ``timeout`` that is not a finite number
+> 0, ``retries`` < 0, ...) is `InvalidArgument`, naming the argument, before
+anything is sent.
 
 ``timeout`` is one deadline per HTTP call: connecting, sending the body and
 reading the WHOLE answer together (httpx's own timeouts bound each network
 operation, so a server dripping its answer a byte at a time would never trip
-them). `Client` reads in a worker thread and stops waiting at the deadline;
+them). `Client` reads in a worker thread and stops waiting at the deadline; every
+socket operation of that thread is bounded by the call's deadline too (`_DeadlineBackend`, under
+httpx's own transport), so at the deadline the read fails, httpx closes that connection and the
+thread ends: timed-out calls leave no thread and no socket behind, however long the server drips.
 `AsyncClient` cancels the call at the deadline (``anyio.fail_after``). Each
 503 retry is a new HTTP call with its own deadline; the ``Retry-After`` waits
 between them are not counted.
@@ -42,7 +48,7 @@ request (no state changes on the server), so sending it twice is safe, as Go's
 ``net/http`` and urllib3 resend idempotent requests on a reused connection that
 closed first.
 
-May import: httpx and the standard library only (never the server's modules).
+May import: httpx (and httpcore, its engine) and the standard library only (never the server's modules).
 """
 
 from __future__ import annotations
@@ -54,8 +60,10 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
+from urllib.parse import urlsplit
 
 import anyio
+import httpcore  # httpx's own engine (a dependency of httpx): the deadline-bound sockets below
 import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -73,6 +81,11 @@ class ZsnliError(Exception):
 class InvalidRequest(ZsnliError, ValueError):
     """The call's arguments cannot be sent (not JSON-serialisable, NaN or infinity, labels that are not a list
     of strings, a non-bool option); nothing was sent."""
+
+
+class InvalidArgument(ZsnliError, ValueError):
+    """A constructor argument is wrong (``url``, ``timeout``, ``retries``, ``max_retry_wait_s``,
+    ``batch_size``); the message names it. Raised before anything is sent."""
 
 
 class ConnectionFailed(ZsnliError):
@@ -299,11 +312,47 @@ def _check_pipeline_answer(value: Any, reply: Reply) -> None:
 Step = tuple
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_url(url: Any) -> str:
+    """``url`` without a trailing ``/``; raises `InvalidArgument` unless it is ``http://`` or ``https://``
+    with a host (``127.0.0.1:8000`` names no scheme: the message suggests ``http://127.0.0.1:8000``)."""
+    if not isinstance(url, str):
+        raise InvalidArgument(f"url must be a string such as {DEFAULT_URL!r}, got {type(url).__name__} {url!r:.80}")
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as exc:
+        raise InvalidArgument(f"url {url!r:.120} is not a URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        hint = f" (did you mean 'http://{url.strip()[:100]}'?)" if "://" not in url else ""
+        raise InvalidArgument(f"url {url!r:.120} has no http:// or https:// scheme{hint}")
+    if not host:
+        raise InvalidArgument(f"url {url!r:.120} names no host (e.g. {DEFAULT_URL!r})")
+    return url.strip().rstrip("/")
+
+
+def check_client_args(timeout: Any, retries: Any, max_retry_wait_s: Any, batch_size: Any) -> None:
+    """Raise `InvalidArgument`, naming the first bad one, unless ``timeout`` is a finite number > 0 (seconds),
+    ``retries`` an int >= 0, ``max_retry_wait_s`` a finite number >= 0 and ``batch_size`` an int >= 1."""
+    if not (_is_number(timeout) and math.isfinite(timeout) and timeout > 0):
+        raise InvalidArgument(f"timeout must be a finite number of seconds > 0, got {timeout!r:.80}")
+    if not (isinstance(retries, int) and not isinstance(retries, bool) and retries >= 0):
+        raise InvalidArgument(f"retries must be an integer >= 0, got {retries!r:.80}")
+    if not (_is_number(max_retry_wait_s) and math.isfinite(max_retry_wait_s) and max_retry_wait_s >= 0):
+        raise InvalidArgument(f"max_retry_wait_s must be a finite number of seconds >= 0, got {max_retry_wait_s!r:.80}")
+    if not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1):
+        raise InvalidArgument(f"batch_size must be an integer >= 1, got {batch_size!r:.80}")
+
+
 class _Base:
     def __init__(self, url: str, timeout: float, retries: int, max_retry_wait_s: float, batch_size: int) -> None:
-        if retries < 0 or batch_size < 1 or not (timeout > 0 and math.isfinite(timeout)):
-            raise ValueError("retries must be >= 0, batch_size >= 1 and timeout > 0 (seconds)")
-        self.url, self.timeout, self.retries = url.rstrip("/"), float(timeout), int(retries)
+        url = check_url(url)
+        check_client_args(timeout, retries, max_retry_wait_s, batch_size)
+        self.url, self.timeout, self.retries = url, float(timeout), int(retries)
         self.max_retry_wait_s, self.batch_size = float(max_retry_wait_s), int(batch_size)
 
     def _failed(self, exc: BaseException) -> ConnectionFailed:
@@ -392,6 +441,80 @@ class _Base:
 _HEADERS = {"content-type": "application/json"}
 
 
+class _CallDeadline(threading.local):
+    """The ``time.monotonic()`` deadline of the call this thread is reading (None: no bound)."""
+
+    at: float | None = None
+
+
+_DEADLINE = _CallDeadline()
+
+
+def _bounded(timeout: float | None, error: type[Exception]) -> float | None:
+    """``timeout`` cut to what is left of this thread's call deadline; raises ``error`` when none is left."""
+    at = _DEADLINE.at
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise error("the call's deadline has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A socket stream whose every read and write ends by the reading thread's call deadline (a byte-a-
+    second drip cannot keep it open); a timeout here makes httpcore close the connection."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname,
+                                                     _bounded(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's network backend with connects and streams bounded by the call deadline (`_DeadlineStream`)."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        return _DeadlineStream(self._inner.connect_tcp(host, port, _bounded(timeout, httpcore.ConnectTimeout),
+                                                       local_address, socket_options))
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        return _DeadlineStream(self._inner.connect_unix_socket(path, _bounded(timeout, httpcore.ConnectTimeout),
+                                                               socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _deadline_transport() -> httpx.BaseTransport:
+    """httpx's default transport with its sockets bounded by each call's deadline (`_DeadlineBackend`). On an
+    httpx whose transport is laid out otherwise it stays as it is (the caller still stops at the deadline;
+    only the reader thread would outlive it)."""
+    transport = httpx.HTTPTransport()
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(backend, httpcore.NetworkBackend):
+        pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
+    return transport
+
+
 class Client(_Base):
     """Blocking client (see the module docstring). url: the server (default ``http://127.0.0.1:8000``);
     timeout: seconds per HTTP call, connect + send + the whole answer (one deadline);
@@ -403,7 +526,8 @@ class Client(_Base):
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 60.0, retries: int = 3,
                  max_retry_wait_s: float = 30.0, batch_size: int = 32, transport: httpx.BaseTransport | None = None):
         super().__init__(url, timeout, retries, max_retry_wait_s, batch_size)
-        self._http = httpx.Client(base_url=self.url, timeout=self.timeout, transport=transport)
+        self._http = httpx.Client(base_url=self.url, timeout=self.timeout,
+                                  transport=transport if transport is not None else _deadline_transport())
 
     def __enter__(self) -> "Client":
         return self
@@ -416,14 +540,16 @@ class Client(_Base):
         self._http.close()
 
     def _send(self, method: str, path: str, content: bytes | None) -> Reply:
-        """One HTTP call read whole within ``timeout`` seconds. The reading runs in a daemon thread that
-        stops at the first chunk after the deadline (or at httpx's per-read timeout); the caller stops
-        waiting at the deadline itself. Raises `DeadlineExceeded` or `ConnectionFailed`."""
+        """One HTTP call read whole within ``timeout`` seconds. The reading runs in a daemon thread whose
+        socket operations end at the deadline (`_DeadlineBackend`: the connection is then closed and the
+        thread ends); the caller stops waiting at the deadline itself, and gives the thread a moment
+        to finish. Raises `DeadlineExceeded` or `ConnectionFailed`."""
         deadline = time.monotonic() + self.timeout
         box: dict[str, Any] = {}
         done = threading.Event()
 
         def read() -> None:
+            _DEADLINE.at = deadline
             try:
                 with self._http.stream(method, path, content=content,
                                        headers=_HEADERS if content is not None else None) as response:
@@ -436,10 +562,12 @@ class Client(_Base):
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
                 box["error"] = exc
             finally:
+                _DEADLINE.at = None
                 done.set()
 
         threading.Thread(target=read, name="zsnli-client-call", daemon=True).start()
         if not done.wait(max(0.0, deadline - time.monotonic())):
+            done.wait(0.5)  # the thread's sockets time out at the deadline too: it closes them and ends
             raise self._failed(TimeoutError())
         if "error" in box:
             exc = box["error"]

@@ -20,6 +20,10 @@ committed, exit 130 / 143, the parts kept (`zsnli.batch.ray_runner.Stopped`).
 A run that cannot make progress (no row scored for ``--stall-timeout`` s)
 fails with one line, exit 1 (`zsnli.batch.ray_runner.Stalled`).
 
+One run per output: a run holds ``fcntl.flock`` on ``<output>/_zsnli-batch.lock`` from its checks to
+its end (`zsnli.batch.output.lock_output`); a second run on the same output is refused in one line,
+exit `LOCKED_EXIT`, before it touches anything. A dead run's lock file holds nothing.
+
 Before Ray starts, the flags and the model are checked (the server's preflight:
 model directory, ``training_manifest.json``, calibration): a mistake is one
 line on stderr and exit code 2.
@@ -41,7 +45,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .job import Job, UsageError, is_url
-from .output import committed_ids, output_counts, remove_temporaries
+from .output import OutputLocked, committed_ids, lock_output, output_counts, remove_temporaries
 from .predictor import ColumnSpec
 from ..config import RANGES, Settings, SettingsError
 from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error
@@ -51,6 +55,8 @@ logger = logging.getLogger("zsnli.batch")
 
 
 PROG = "zsnli-batch"
+LOCKED_EXIT = 75
+"""Exit code of a run refused because another run holds the output's lock (``EX_TEMPFAIL``: retry later)."""
 
 
 def build_parser() -> UsageParser:
@@ -246,13 +252,26 @@ class StopOnSignal:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 done, 2 a flag, input or model mistake or more actors
-    than the cluster can hold, 1 a run that stalled: no row scored for ``--stall-timeout`` seconds,
-    130 / 143 stopped by SIGINT / SIGTERM, what was committed kept)."""
+    than the cluster can hold, `LOCKED_EXIT` (75) another run holds the output, 1 a run that stalled: no
+    row scored for ``--stall-timeout`` seconds, 130 / 143 stopped by SIGINT / SIGTERM, what was committed kept)."""
     try:
         job = parse_job(argv)
     except UsageError as exc:
         return usage_error(PROG, str(exc))
     configure_logging(job.settings.log_level)
+    try:
+        lock = lock_output(job.output)
+    except OutputLocked as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
+        return LOCKED_EXIT
+    except OSError as exc:
+        return usage_error(PROG, f"--output {job.output}: cannot lock it: {one_line(exc)[:300]}")
+    with lock:
+        return _run_locked(job)
+
+
+def _run_locked(job: Job) -> int:
+    """`main` after the output's lock is taken."""
     t0 = time.monotonic()
     try:
         removed = remove_temporaries(job.output)

@@ -8,6 +8,12 @@ and ``_``-prefixed names, so they never see a part being written. A run stopped 
 leaves only whole parts, and loses at most the batches in flight; a rerun reads the ids of the committed
 parts (`committed_ids`, the id column only) and scores exactly the missing rows.
 
+One writer per output: `lock_output` takes an exclusive ``fcntl.flock`` on ``<output>/_zsnli-batch.lock``
+for the whole run, so a second run on the same ``--output`` is refused (`OutputLocked`) instead of
+scoring every row again beside the first. The kernel drops the lock when the holding process ends, however
+it ends, so a killed run's leftover lock file never blocks the next run. Object-store outputs
+(``s3://``, ``gs://``) have no such lock: one run at a time is then the caller's to ensure.
+
 Nothing here imports Ray: the CLI decides before Ray starts whether anything is missing.
 
 May import: pyarrow, the standard library, `zsnli.batch.job`.
@@ -15,6 +21,7 @@ May import: pyarrow, the standard library, `zsnli.batch.job`.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import time
@@ -29,6 +36,8 @@ from .job import is_url
 
 #: Committed parts are named ``part-<run>-<seq>.parquet``; temporary ones start with this prefix.
 TEMP_PREFIX = ".inflight-"
+#: The lock file of a local output directory (``_``-prefixed: readers and `part_files` skip it).
+LOCK_NAME = "_zsnli-batch.lock"
 #: Filesystems whose writes are published whole on close (no rename needed, none cheap).
 OBJECT_STORES = ("s3", "gcs")
 
@@ -90,6 +99,58 @@ def remove_temporaries(output: str) -> int:
             fs.delete_file(info.path)
             gone += 1
     return gone
+
+
+class OutputLocked(Exception):
+    """Another live process holds the lock of this output (the message is one line naming both)."""
+
+
+class OutputLock:
+    """An exclusive ``fcntl.flock`` on ``<output>/``\ `LOCK_NAME`, held until `release` (or the process
+    ends). ``path``: the lock file; ``None`` for an object-store output, which is not locked."""
+
+    def __init__(self, path: str | None, handle) -> None:
+        self.path, self._handle = path, handle
+
+    def release(self) -> None:
+        """Drop the lock (the file stays: an unlocked leftover is harmless). Idempotent."""
+        if self._handle is not None:
+            self._handle.close()  # closing the descriptor drops the flock
+            self._handle = None
+
+    def __enter__(self) -> "OutputLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def lock_output(output: str) -> OutputLock:
+    """Create the local output directory if needed and lock it for this process (see the module docstring).
+    Raises `OutputLocked` at once (no wait) when another live process holds it, naming the output, the
+    lock file and the holder's pid; ``OSError`` when the directory or the lock file cannot be made."""
+    if is_url(output):
+        return OutputLock(None, None)
+    root = Path(output).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / LOCK_NAME
+    handle = open(path, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = " ".join(handle.read(200).split()) or "another process"
+        handle.close()
+        raise OutputLocked(f"--output {output} is in use by another zsnli-batch run ({holder}; lock {path}): "
+                           "one run per output; wait for it to end, or use another --output") from None
+    except OSError:
+        handle.close()
+        raise
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+    handle.flush()
+    return OutputLock(str(path), handle)
 
 
 class PartWriter:

@@ -55,7 +55,7 @@ from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, error_type_for
 from .http_routes import HeadAsGet, allow_header
 from .service import ZeroShotClassifier
-from .request_ids import RequestIdMiddleware
+from .request_ids import RequestIdMiddleware, log_safe
 from .startup import ModelLoader
 from .text import clean_text, html_attr, html_text
 
@@ -144,7 +144,7 @@ class LastResort:
         except Exception as exc:  # noqa: BLE001 - the last resort: answered, logged
             if started:
                 raise
-            logger.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
+            logger.exception("unhandled error in %s %s", log_safe(scope.get("method")), log_safe(scope.get("path")))
             response = error_response(ApiError(ErrorType.INTERNAL, f"internal error: {type(exc).__name__}"),
                                       self.retry_after_s)
             await response(scope, receive, send)
@@ -348,7 +348,8 @@ async def _classify_array(service: ZeroShotClassifier, request: Request, items: 
     sent one, so one bad item fails alone. The items are admitted progressively, within the request's
     share of the queue (`_classify_each`); the answer is 200, with ``Retry-After`` when an item got a
     503. An empty array, or more than ``ZSNLI_MAX_BATCH_ITEMS`` items, is one 422 (field ``body``); more
-    than ``ZSNLI_MAX_REQUEST_PAIRS`` pairs in all one 413 (field ``body``), nothing computed.
+    than ``ZSNLI_MAX_REQUEST_PAIRS`` units of work in all (``Prepared.work``) one 413 (field ``body``), nothing
+    computed.
     """
     settings = service.settings
     if not items or len(items) > settings.max_batch_items:

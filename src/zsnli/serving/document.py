@@ -53,6 +53,15 @@ class Prepared:
         scored = min(self.cascade.keep, len(self.unique)) if self.cascade is not None else len(self.unique)
         return scored * (2 if self.content_free is not None else 1)
 
+    def work(self, embeds: bool) -> int:
+        """The document's whole work, the unit ``ZSNLI_MAX_REQUEST_PAIRS`` counts: every (document, label)
+        pair before the cascade prunes any (x 2 with a content-free premise), plus one label embedding per
+        distinct hypothesis when ``embeds`` (the request's scoring has the cosine term, which a cascade
+        needs). A cascade saves cross-encoder pairs, not the cosine ranking over every label, so it does not
+        shrink this count (``n_pairs`` is what is reserved in the queue)."""
+        pairs = len(self.unique) * (2 if self.content_free is not None else 1)
+        return pairs + (len(self.unique) if embeds else 0)
+
     @property
     def scored(self) -> list[str]:
         """The distinct hypotheses the cross-encoder scores: all of them, or the cascade's kept ones."""

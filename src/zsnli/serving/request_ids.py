@@ -11,6 +11,12 @@
   and, when the client sent a valid W3C ``traceparent``, ``traceparent=`` (not echoed: it is passed on,
   not answered).
 
+Every value of that line a client controls (client address, method, path, query, version, id,
+traceparent) goes through `log_safe` first, as does every other client-controlled value logged by
+the server (`zsnli.serving.app`, the bake-off service): percent-decoded ``%0d%0a`` in a path cannot
+start a forged log line, and ``%1b`` / ``%07`` cannot reach a terminal raw (uvicorn's
+CVE-2020-7694, which its own access logger fixed by quoting the path).
+
 `request_id` gives the id a connection-level answer should carry (`zsnli.serving.http_protocol`).
 Imports only the standard library.
 """
@@ -29,6 +35,32 @@ _VALID_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_ID_CHARS}}}")
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 access_logger = logging.getLogger("zsnli.access")
+
+_BIDI = frozenset("\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _escaped(ch: str) -> str:
+    if ch == "\\":
+        return "\\\\"
+    code = ord(ch)
+    if code < 0x20 or 0x7f <= code <= 0x9f or code in (0x2028, 0x2029) or ch in _BIDI:
+        return f"\\x{code:02x}" if code <= 0xff else f"\\u{code:04x}"
+    return ch
+
+
+_UNSAFE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029" + "".join(sorted(_BIDI)) + "]")
+
+
+def log_safe(value: Any) -> str:
+    """``str(value)`` fit for one log line: C0 controls (CR, LF, ESC, BEL, ...), DEL, C1 controls
+    (NEL included), the line and paragraph separators U+2028/U+2029 and bidi overrides written as
+    ``\\xNN`` / ``\\uNNNN``, a backslash as ``\\\\`` (so an escape in the log is never the client's
+    own text). Everything else, non-ASCII letters included, stays as it is. ``None`` -> ``"-"``.
+    Never raises."""
+    if value is None:
+        return "-"
+    text = value if isinstance(value, str) else str(value)
+    return _UNSAFE.sub(lambda m: _escaped(m.group()), text)
 
 
 def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
@@ -90,13 +122,14 @@ class RequestIdMiddleware:
         if not self.access_log:
             return
         client = scope.get("client")
-        where = f"{client[0]}:{client[1]}" if client else "-"
+        where = log_safe(f"{client[0]}:{client[1]}") if client else "-"
         path = scope.get("path", "") + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string")
                                         else "")
         trace = _header(scope.get("headers", ()), b"traceparent")
-        trace = f" traceparent={trace}" if trace and _TRACEPARENT.fullmatch(trace) else ""
-        access_logger.info('%s - "%s %s HTTP/%s" %d %.1f ms request_id=%s%s', where, scope.get("method"), path,
-                           scope.get("http_version", "1.1"), status, (time.perf_counter() - t0) * 1000, rid, trace)
+        trace = f" traceparent={log_safe(trace)}" if trace and _TRACEPARENT.fullmatch(trace) else ""
+        access_logger.info('%s - "%s %s HTTP/%s" %d %.1f ms request_id=%s%s', where, log_safe(scope.get("method")),
+                           log_safe(path), log_safe(scope.get("http_version", "1.1")), status,
+                           (time.perf_counter() - t0) * 1000, log_safe(rid), trace)
 
 
 def _with_id(body: bytes, rid: str) -> bytes:

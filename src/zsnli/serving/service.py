@@ -416,9 +416,12 @@ class ZeroShotClassifier:
         fairly beside other requests. ``docs``: each document through ``preprocess``, or the ``ApiError``
         it already got (passed through). Returns, in order, each one's probabilities or its ``ApiError``.
 
-        * **Cap**: the request's pairs in all (``Prepared.n_pairs`` summed) over ``ZSNLI_MAX_REQUEST_PAIRS``
-          is refused whole, before anything is admitted: ``ApiError`` 413 ``payload_too_large`` (field
-          ``body``) naming the setting (TEI's ``--max-client-batch-size`` is the same kind of cap).
+        * **Cap**: the request's whole work (`Prepared.work` summed: every document-label pair before the
+          cascade, plus the label embeddings of documents with the cosine term) over
+          ``ZSNLI_MAX_REQUEST_PAIRS`` is refused whole, before anything is admitted: ``ApiError`` 413
+          ``payload_too_large`` (field ``body``) naming the setting (TEI's ``--max-client-batch-size`` is
+          the same kind of cap). A request of one document is never refused by it (one ``/classify``
+          document is not either: ``ZSNLI_MAX_LABELS`` bounds it).
         * **Share**: the documents are admitted progressively, in order: one is admitted only while the
           request holds nothing else in the queue or it still fits the request's share
           (``ZSNLI_REQUEST_SHARE_PAIRS``, at most ``ZSNLI_QUEUE_CAPACITY_PAIRS``); the others wait their
@@ -433,11 +436,13 @@ class ZeroShotClassifier:
         """
         self.check_ready()
         settings = self.settings
-        total = sum(d.n_pairs for d in docs if isinstance(d, Prepared))
-        if total > settings.max_request_pairs:
-            raise ApiError(ErrorType.PAYLOAD_TOO_LARGE, f"body: the request asks for {total} (document, label) "
-                           f"pairs in all, more than ZSNLI_MAX_REQUEST_PAIRS={settings.max_request_pairs}: split "
-                           "it into smaller requests", "body")
+        prepared = [d for d in docs if isinstance(d, Prepared)]
+        total = sum(self.request_work(d) for d in prepared)
+        if total > settings.max_request_pairs and len(prepared) > 1:
+            raise ApiError(ErrorType.PAYLOAD_TOO_LARGE, f"body: the request asks for {total} units of work in all "
+                           "((document, label) pairs before the cascade, plus label embeddings), more than "
+                           f"ZSNLI_MAX_REQUEST_PAIRS={settings.max_request_pairs}: split it into smaller requests",
+                           "body")
         share = min(settings.request_share_pairs, settings.queue_capacity_pairs)
         answers: list[Any] = list(docs)
         held = 0
@@ -538,6 +543,11 @@ class ZeroShotClassifier:
         return Prepared(text, labels, hyps, list(slot), [slot[h] for h in hyps],
                         list(dict.fromkeys(labels)) if template is not None else None, content_free, multi_label,
                         group, scoring.calibrator is not None and not multi_label, pruned, scoring=scoring)
+
+    def request_work(self, prep: Prepared) -> int:
+        """``prep``'s whole work as ``ZSNLI_MAX_REQUEST_PAIRS`` counts it (`Prepared.work`: pairs before the
+        cascade, plus label embeddings when its scoring has the cosine term)."""
+        return prep.work(self._request_encoder(prep) is not None)
 
     def _request_encoder(self, prep: Prepared) -> SentenceEncoder | None:
         """The sentence encoder when this request's group scoring has the cosine term (single-label only)."""

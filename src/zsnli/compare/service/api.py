@@ -36,6 +36,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 
 from zsnli.errors import ApiError, ErrorType
 from zsnli.serving.api_types import inline_schema
+from zsnli.serving.request_ids import log_safe
 from zsnli.compare.receipts import ReceiptError, Signer
 from zsnli.manifest import sha256_file
 
@@ -249,7 +250,7 @@ class _Bakeoffs:
         try:
             await self.in_thread(self.store.save, answer, task.example_hashes, retained)
         except (sqlite3.Error, OSError) as exc:
-            logger.error("bake-off %s not stored: %s", answer["id"], exc)
+            logger.error("bake-off %s not stored: %s", log_safe(answer["id"]), log_safe(exc))
             raise ApiError(ErrorType.STORE, f"the bake-off ran but could not be stored ({type(exc).__name__}: "
                            f"{exc}); retry later (ZSNLI_BAKEOFF_DB={bs.db_path})") from None
         return JSONResponse(answer)
