@@ -106,7 +106,7 @@ class OutputLocked(Exception):
 
 
 class OutputLock:
-    """An exclusive ``fcntl.flock`` on ``<output>/``\ `LOCK_NAME`, held until `release` (or the process
+    """An exclusive ``fcntl.flock`` on ``<output>/_zsnli-batch.lock`` (`LOCK_NAME`), held until `release` (or the process
     ends). ``path``: the lock file; ``None`` for an object-store output, which is not locked."""
 
     def __init__(self, path: str | None, handle) -> None:
