@@ -79,6 +79,33 @@ async def test_batch_histograms_by_kind_with_the_cosine_term(tmp_path, bert_dir)
     assert {k: s[("zsnli_forward_seconds_count", frozenset({("kind", k)}))] for k in per_kind} == stats.batches_by_kind
 
 
+async def test_label_cache_size_hits_and_misses(tmp_path, bert_dir):
+    """Issue 39 (5): /metrics shows the kept label embeddings, their bytes, and lookups by outcome."""
+    pytest.importorskip("prometheus_client")
+    from conftest import write_calibration
+
+    from zsnli.runtime.embedding import embedding_digest
+
+    calib = write_calibration(tmp_path / "calibration.json", rule="entailment", embedding_weight=2.0,
+                              embedding_sha256=embedding_digest(bert_dir))
+    app = metrics_app(bert_dir, calibration_path=str(calib), embedding_dir=str(bert_dir), label_cache_entries=64)
+    async with running_app(app) as client:
+        cache = app.state.classifier.state.label_cache
+        before = cache.hits, cache.misses, len(cache)  # the warm-up's
+        for body in (BODY, BODY, {**BODY, "labels": ["sport", "weather"]}):
+            assert (await client.post("/classify", json=body)).status_code == 200
+        s = samples((await client.get("/metrics")).text)
+    read = {name: s[(f"zsnli_label_cache_{name}", frozenset())]
+            for name in ("entries", "bytes", "max_entries", "hits_total", "misses_total")}
+    assert read["hits_total"] - before[0] == 3 + 1 and read["misses_total"] - before[1] == 3 + 1
+    assert read["entries"] == len(cache) == before[2] + 4 and read["max_entries"] == 64
+    assert read["bytes"] == cache.nbytes > read["entries"] * cache_dim(app) * 4
+
+
+def cache_dim(app) -> int:
+    return app.state.classifier.state.encoder.dim
+
+
 async def test_each_app_has_its_own_registry(bert_dir):
     pytest.importorskip("prometheus_client")
     first, second = metrics_app(bert_dir), metrics_app(bert_dir)  # a global registry would refuse the second

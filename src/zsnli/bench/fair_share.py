@@ -8,8 +8,10 @@ checkout) with ``ZSNLI_MAX_REQUEST_PAIRS`` raised to the array's pairs so that t
 1. **alone**: one closed-loop client sends small ``POST /classify`` requests (documents and labels of
    ``dev/smoke.jsonl``; no retries) for ``--alone-s`` seconds;
 2. **beside the array**: the same client while one ``POST /classify`` JSON array of ``--items`` x
-   ``--labels`` (random-word texts of ``--text-chars`` characters, `zsnli.bench.overload.make_request`)
-   is posted, until the array is answered.
+   ``--labels`` (random-word texts of ``--text-chars`` characters, `zsnli.bench.overload.make_request`;
+   ``multi_label`` with ``--multi-label``) is posted, until the array is answered; or, with
+   ``--array-clients N``, while N clients each post that array again and again for ``--loop-s``
+   seconds (issue 39's case: six clients looping on 16 x 32 multi-label arrays).
 
 Prints, for each phase, the small client's requests, success rate (200s / requests), p50 / p95 / max
 latency of its 200s, and its other statuses; for the array: its wall time, and its items answered
@@ -18,6 +20,7 @@ code before a change) with the same client and the same requests.
 
     python -m zsnli.bench.fair_share --model-dir ./model --json reports/fair_share.json
     python -m zsnli.bench.fair_share --items 16 --labels 64 --alone-s 5   # a quick look
+    python -m zsnli.bench.fair_share --items 16 --labels 32 --multi-label --array-clients 6 --loop-s 60
 
 Imports httpx, `zsnli.harness` (examples, server, stats, cli) and `zsnli.bench.overload` (the request
 maker); the server only over HTTP.
@@ -72,9 +75,43 @@ def summary(answers: list) -> dict:
             "max_ms": round(max(ok), 1) if ok else None, "other_statuses": others}
 
 
-async def phases(base: str, docs: list[Example], array: list[dict], alone_s: float, array_timeout: float) -> dict:
-    """Phase 1 (alone, ``alone_s`` s) and phase 2 (beside ``array``, until it is answered or ``array_timeout``
-    seconds pass)."""
+def array_figures(r: httpx.Response, t0: float) -> dict:
+    """One array's answer: its status, wall seconds and its items by outcome ("200", or status and error_type)."""
+    items: dict[str, int] = {}
+    for entry in (r.json() if r.status_code == 200 else []):
+        key = "200" if "probabilities" in entry else f"{entry.get('status')} {entry.get('error_type')}"
+        items[key] = items.get(key, 0) + 1
+    return {"status": r.status_code, "wall_s": round(time.perf_counter() - t0, 1), "items": items}
+
+
+async def post_array(big: httpx.AsyncClient, array: list[dict]) -> dict:
+    """Post ``array`` once; its figures (`array_figures`), or the error's name when it was not answered."""
+    t0 = time.perf_counter()
+    try:
+        return array_figures(await big.post("/classify", json=array), t0)
+    except httpx.HTTPError as exc:  # e.g. not answered within --array-timeout
+        return {"status": type(exc).__name__, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+async def looping_arrays(big: httpx.AsyncClient, array: list[dict], clients: int, loop_s: float) -> dict:
+    """``clients`` closed loops, each posting ``array`` until ``loop_s`` seconds have passed (an array in
+    flight then is awaited); the arrays answered, by status."""
+    deadline = time.perf_counter() + loop_s
+    statuses: dict[str, int] = {}
+
+    async def one() -> None:
+        while time.perf_counter() < deadline:
+            status = str((await post_array(big, array))["status"])
+            statuses[status] = statuses.get(status, 0) + 1
+
+    await asyncio.gather(*(one() for _ in range(clients)))
+    return {"clients": clients, "loop_s": loop_s, "arrays_by_status": statuses}
+
+
+async def phases(base: str, docs: list[Example], array: list[dict], alone_s: float, array_timeout: float,
+                 clients: int = 1, loop_s: float = 0.0) -> dict:
+    """Phase 1 (alone, ``alone_s`` s) and phase 2: beside ``array`` until it is answered or ``array_timeout``
+    seconds pass, or, with ``loop_s`` > 0, beside ``clients`` clients looping on it (`looping_arrays`)."""
     report = {}
     async with httpx.AsyncClient(base_url=base, timeout=120) as client, \
             httpx.AsyncClient(base_url=base, timeout=array_timeout) as big:
@@ -85,18 +122,10 @@ async def phases(base: str, docs: list[Example], array: list[dict], alone_s: flo
             t0 = time.perf_counter()
             if name == "alone":
                 await asyncio.sleep(alone_s)
+            elif loop_s > 0:
+                report["arrays"] = await looping_arrays(big, array, clients, loop_s)
             else:
-                try:
-                    r = await big.post("/classify", json=array)
-                except httpx.HTTPError as exc:  # e.g. not answered within --array-timeout
-                    report["array"] = {"status": type(exc).__name__, "wall_s": round(time.perf_counter() - t0, 1)}
-                else:
-                    items: dict[str, int] = {}
-                    for entry in (r.json() if r.status_code == 200 else []):
-                        key = "200" if "probabilities" in entry else f"{entry.get('status')} {entry.get('error_type')}"
-                        items[key] = items.get(key, 0) + 1
-                    report["array"] = {"status": r.status_code, "wall_s": round(time.perf_counter() - t0, 1),
-                                       "items": items}
+                report["array"] = await post_array(big, array)
             stop.set()
             await loop
             report[name] = {**summary(answers), "wall_s": round(time.perf_counter() - t0, 1)}
@@ -114,6 +143,11 @@ def _parser() -> UsageParser:
     p.add_argument("--alone-s", type=positive_float, default=20.0, help="length of the small-client-alone phase")
     p.add_argument("--array-timeout", type=positive_float, default=1800.0,
                    help="seconds the array may take (default 1800; past it the report says so)")
+    p.add_argument("--multi-label", action="store_true", help="the array's documents are multi_label")
+    p.add_argument("--array-clients", type=positive_int, default=1,
+                   help="clients looping on the array during --loop-s (default 1)")
+    p.add_argument("--loop-s", type=float, default=0.0,
+                   help="seconds the array clients loop (default 0: the array is posted once)")
     p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--json", type=Path, default=None)
     return p
@@ -132,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rng = random.Random(args.seed)
     array = [make_request(i, args.labels, rng, args.text_chars) for i in range(args.items)]
+    for entry in array if args.multi_label else ():
+        entry["multi_label"] = True
     pairs = args.items * args.labels
     env = {"ZSNLI_MAX_REQUEST_PAIRS": str(max(pairs, 8192)), "ZSNLI_LOG_LEVEL": "warning"}
     server = ServerProcess(["bash", str(args.repo / "serve.sh")], cwd=args.repo, env=env,
@@ -139,19 +175,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with server:
             server.wait_healthy(300)
-            report = asyncio.run(phases(server.url, docs, array, args.alone_s, args.array_timeout))
+            report = asyncio.run(phases(server.url, docs, array, args.alone_s, args.array_timeout,
+                                        args.array_clients, args.loop_s))
     except ServerError as exc:
         print(f"fair_share: {exc}", file=sys.stderr)
         return 1
     report = {"repo": str(args.repo), "array_shape": f"{args.items} x {args.labels} ({pairs} pairs), "
-              f"texts of {args.text_chars} characters", **report}
+              f"texts of {args.text_chars} characters{', multi_label' if args.multi_label else ''}", **report}
     for key, value in report.items():
         print(f"{key:>14}: {value}", flush=True)
     alone, beside = report["alone"], report["beside_array"]
     if alone["p95_ms"] and beside["p95_ms"]:
         print(f"small client p95 beside the array / alone: {beside['p95_ms'] / alone['p95_ms']:.2f}x; "
               f"success {beside['success_rate']} (alone {alone['success_rate']}); "
-              f"array: {report['array']['status']} after {report['array']['wall_s']} s", flush=True)
+              f"array: {report.get('array') or report.get('arrays')}", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -11,16 +11,21 @@ Requests are admitted against a capacity counted in NLI pairs (``admit``), then
 submit their already-tokenised items (``submit``, one ``Job`` per kind) and await
 the jobs. One worker task forms batches from the pending items:
 
-* anchored on the oldest pending item of the *group* (``submit(..., group=)``: the
-  service gives all jobs of one request one group; by default a job is its own
-  group) that has been served the fewest padded tokens since it joined the line
-  (start-time fair queueing, Goyal, Vin and Cheng 1996, with a batch row's padded
-  width as its cost): each group's tag grows by the padded tokens of the rows it
-  gets, the anchor is the smallest tag, and a group joining the line starts at
-  the tag of the last anchor (no credit banked while away). So the forward's
-  tokens are shared evenly across requests: a small request beside a large one
-  (an array of 64 documents) waits about one of its batches, however many pairs
-  the large one still has pending, and no group starves;
+* anchored, fairly, in two steps, each a fair queue (`zsnli.serving.fair_queue.FairQueue`:
+  start-time fair queueing, with a batch row's padded width as its cost): first the
+  *kind* of work (NLI pairs, texts or labels to embed) with the smallest tag, then,
+  among its items, the oldest of the *group* (``submit(..., group=)``: the service
+  gives all jobs of one request one group; by default a job is its own group) with
+  the smallest tag. Each kind's and each group's tag grows by the padded tokens of
+  the rows it gets (a row shared by identical items split evenly over them), one joining the line starts at the virtual time (or at the tag
+  it left with, when later), and the virtual time advances with the work served.
+  So the forward's tokens are shared evenly across requests and across kinds: a
+  small request's text embedding does not wait for its request to have the
+  smallest tag among the arrays' NLI pairs, only for the kind's turn (issue 39:
+  60 s and more beside clients looping on arrays, before). A small request beside
+  large ones (arrays of 64 documents, clients looping on arrays) waits about one of
+  their batches for each kind of its work, however many items they still have
+  pending or keep sending, and no group or kind starves;
   filled with the pending pairs closest to the anchor in length (little padding), under a padded-token
   budget: pairs x (longest length rounded up to 8) <= ``token_budget``, and a
   padding bound: the shortest row's padded width is at least (1 - ``max_padding``)
@@ -61,7 +66,8 @@ a batch holds items of one bucket only and at most ``shapes.rows(width)`` rows, 
 tokens are the rows the forward really computes (filler rows included), so the forward's fixed
 shape is filled by queued work before any filler row.
 
-May import: numpy, `zsnli.runtime.model` (the pair record and the padding rule), `zsnli.runtime.shapes`.
+May import: numpy, `zsnli.runtime.model` (the pair record and the padding rule), `zsnli.runtime.shapes`,
+`zsnli.serving.fair_queue`.
 Used by `zsnli.serving.service`.
 """
 
@@ -81,6 +87,7 @@ import numpy as np
 
 from ..runtime.model import Encoded, pad_to
 from ..runtime.shapes import FixedShapes
+from .fair_queue import FairQueue
 
 logger = logging.getLogger(__name__)
 
@@ -253,9 +260,8 @@ class Batcher:
         self._pending_count = {kind: 0 for kind in self.kinds}
         self._admitted = 0
         self._seq = itertools.count()
-        self._turn: dict[object, float] = {}  # group -> its tag: padded tokens served, from when it joined
-        self._vtime = 0.0  # the tag of the last anchor: where a group joining the line starts
-        self._group_pending: dict[object, int] = {}  # group -> its pending items
+        self.fair = FairQueue()  # the groups' tags and the virtual time (module docstring)
+        self.kind_fair = FairQueue()  # the kinds' tags: the first step of the anchor's choice
         self._event: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -346,9 +352,8 @@ class Batcher:
         width = self.kinds[kind].num_outputs
         job = Job(n=n, future=loop.create_future(), logits=np.zeros((n, width), np.float32), remaining=n, kind=kind)
         job.group = job if group is None else group
-        if job.group not in self._turn:
-            self._turn[job.group] = self._vtime
-        self._group_pending[job.group] = self._group_pending.get(job.group, 0) + n
+        self.fair.add(job.group, n)
+        self.kind_fair.add(kind, n)
         now = time.monotonic()
         for i, enc in enumerate(encoded):
             p = _Pair(job, i, enc, self.kinds[kind].width(len(enc)), next(self._seq), now, int(priority), kind)
@@ -374,10 +379,8 @@ class Batcher:
             return False
         self._pending_tokens[p.kind] -= p.width
         self._pending_count[p.kind] -= 1
-        group = p.job.group
-        self._group_pending[group] -= 1
-        if not self._group_pending[group]:  # nothing pending: it leaves the fair queue
-            del self._group_pending[group], self._turn[group]
+        self.fair.remove(p.job.group)  # with nothing pending it leaves the line, keeping its tag
+        self.kind_fair.remove(p.kind)
         return True
 
     def _drop_pending(self, job: Job) -> None:
@@ -408,14 +411,17 @@ class Batcher:
         return [p for p in self._pending.values() if p.priority == top]
 
     def _take_batch(self) -> tuple[list[_Pair], list[int]]:
-        """The anchor (the oldest most-urgent item of the group with the smallest tag) plus the pending
-        items of its priority and kind nearest to it in length, under the budget; each row's group is
-        charged the batch's padded width (module docstring). Returns the items and, for each, the row
-        it reads (identical items share one row when ``share_identical``)."""
+        """The anchor (of the most urgent items, those of the kind with the smallest tag, then the oldest
+        of the group with the smallest tag) plus the pending items of its priority and kind nearest to it
+        in length, under the budget; each row's group and kind is charged the batch's padded width and
+        the virtual times advance (`FairQueue.served`). Returns the items and, for each, the row it reads
+        (identical items share one row when ``share_identical``)."""
         pool = self._urgent()
-        turn = self._turn
-        anchor = min(pool, key=lambda p: (turn[p.job.group], p.seq))
-        self._vtime = turn[anchor.job.group]
+        fair, kind_fair = self.fair, self.kind_fair
+        anchor = min(pool, key=lambda p: (kind_fair.tag(p.kind), fair.tag(p.job.group), p.seq))
+        anchor_tag, kind_tag = fair.tag(anchor.job.group), kind_fair.tag(anchor.kind)
+        in_line = len({p.job.group for p in pool})
+        kinds_in_line = len({p.kind for p in pool})
         shapes = self.kinds[anchor.kind].shapes
         candidates = sorted((p for p in pool if p.kind == anchor.kind and (shapes is None or p.width == anchor.width)),
                             key=lambda p: (p is not anchor, abs(p.width - anchor.width), p.seq))
@@ -448,8 +454,9 @@ class Batcher:
             openers.append(p)
             row_of.append(rows[key])
             width, reach, shortest = w, max(reach, distance), min(shortest, p.width)
-        for p in openers:  # each row's group pays for it (shared rows are free to the others)
-            turn[p.job.group] += width
+        charges = _row_charges(batch, row_of, width)
+        fair.served(anchor_tag, charges, in_line)
+        kind_fair.served(kind_tag, {anchor.kind: width * len(openers)}, kinds_in_line)
         for p in batch:
             self._unqueue(p)
             p.job.started = True
@@ -524,3 +531,18 @@ class Batcher:
         st.shared_items += items - rows
         st.padded_tokens += padded
         st.max_batch_pairs = max(st.max_batch_pairs, items)
+
+
+def _row_charges(batch: Sequence[_Pair], row_of: Sequence[int], width: int) -> dict[object, float]:
+    """What each group pays for a batch of rows ``width`` padded tokens wide: a row's width split evenly
+    over the items it answers (an identical item sharing a row pays its part). Before issue 39 the item
+    that opened a row paid all of it, and the opener was the oldest: requests sending the same items
+    as an older one rode free, kept the smallest tags, and anchored batch after batch while a small
+    request of another length waited for them all to finish."""
+    readers: dict[int, int] = {}
+    for row in row_of:
+        readers[row] = readers.get(row, 0) + 1
+    charges: dict[object, float] = {}
+    for p, row in zip(batch, row_of):
+        charges[p.job.group] = charges.get(p.job.group, 0.0) + width / readers[row]
+    return charges

@@ -16,7 +16,10 @@ its own ``CollectorRegistry`` (two apps in one process never clash) holding:
   ``embedding_label``: the cosine term's texts and labels):
   from the `zsnli.serving.batching.BatchRecord` of every forward, through the
   service's ``batch_observers`` (the batcher knows nothing of Prometheus);
-* ``zsnli_ready`` (1 when ``/health`` is 200).
+* ``zsnli_ready`` (1 when ``/health`` is 200);
+* ``zsnli_label_cache_entries``, ``zsnli_label_cache_bytes``, ``zsnli_label_cache_max_entries`` and
+  ``zsnli_label_cache_hits_total`` / ``zsnli_label_cache_misses_total``: the kept label embeddings
+  (`zsnli.serving.label_cache.LabelEmbeddings`), read at scrape time (0 without a sentence encoder).
 
 ``prometheus_client`` is optional (``pip install 'zsnli[metrics]'``): without
 it the server starts as usual, ``/metrics`` answers 404 and one warning at
@@ -111,6 +114,22 @@ class _QueueCollector:
         yield GaugeMetricFamily("zsnli_queue_pending_pairs", "Pairs waiting for a batch.", value=pending)
         yield GaugeMetricFamily("zsnli_queue_capacity_pairs", "ZSNLI_QUEUE_CAPACITY_PAIRS.", value=capacity)
         yield GaugeMetricFamily("zsnli_ready", "1 when /health answers 200.", value=ready)
+        yield from _label_cache_families(self.service.state.label_cache)
+
+
+def _label_cache_families(cache):
+    """The label cache's gauges and counters (all 0 when there is none: no encoder, or still loading)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    def read(name: str) -> int:
+        return getattr(cache, name) if cache is not None else 0
+
+    yield GaugeMetricFamily("zsnli_label_cache_entries", "Label embeddings kept across requests.", value=len(cache) if cache is not None else 0)
+    yield GaugeMetricFamily("zsnli_label_cache_bytes", "Bytes the kept label embeddings hold (vectors, 16-byte "
+                            "keys and the store's slots).", value=read("nbytes"))
+    yield GaugeMetricFamily("zsnli_label_cache_max_entries", "ZSNLI_LABEL_CACHE_ENTRIES.", value=read("max_entries"))
+    yield CounterMetricFamily("zsnli_label_cache_hits", "Labels whose kept embedding was used.", value=read("hits"))
+    yield CounterMetricFamily("zsnli_label_cache_misses", "Labels embedded (not kept).", value=read("misses"))
 
 
 class RequestMetricsMiddleware:
