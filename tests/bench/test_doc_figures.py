@@ -233,3 +233,41 @@ async def test_the_bakeoff_service_examples_figures_are_the_shipped_models(shipp
         for key in ("rank", "accuracy", "macro_f1", "ece", "n", "status"):
             fresh = round(got[arm][key], 4) if isinstance(got[arm][key], float) else got[arm][key]
             assert fresh == pytest.approx(card[key], abs=1e-4), f"{arm} {key}: committed {card[key]}, now {fresh}; {HOW}"
+
+
+def test_the_check_leaves_out_what_varies_by_nature_and_compares_the_rest():
+    """Issue 40 (3): a rerun's new bake-off id, timestamp, latencies, seconds over HTTP, receipt, CPU
+    flags and last-digit rounding are not differences; a moved score, count or word is."""
+    service = BLOCKS["bakeoff-service"]
+    rerun = re.sub(r"bo_[0-9a-f]{32}", "bo_" + "0" * 32, service)
+    rerun = re.sub(r'"created_at": "[^"]+"', '"created_at": "2031-01-01T00:00:00.000000Z"', rerun)
+    rerun = re.sub(r'"latency_ms_p50": [\d.]+', '"latency_ms_p50": 987.6', rerun)
+    rerun = re.sub(r"[\d.]+ s over HTTP", "42.0 s over HTTP", rerun)
+    rerun = re.sub(r'"(sha256|signature|key_id)": "[^"]+"', r'"\1": "other"', rerun)
+    assert rerun != service and doc_figures.same_figures(service, rerun)
+    assert not doc_figures.same_figures(service, service.replace('"accuracy": 1.0', '"accuracy": 0.6667', 1))
+    assert not doc_figures.same_figures(service, service.replace('"n": 3', '"n": 4', 1))
+    assert not doc_figures.same_figures(service, service.replace('"winner": "served"', '"winner": "majority"'))
+
+    parity = BLOCKS["parity-figure"]
+    moved = re.sub(r"\|difference\| [\d.e-]+", "|difference| 7.7e-07", parity).replace(
+        "CPU avx2 avx512_bf16 avx512f", "CPU avx2")
+    assert doc_figures.same_figures(parity, moved)
+    assert not doc_figures.same_figures(parity, re.sub(r"\|difference\| [\d.e-]+", "|difference| 3.1e-03", parity))
+    assert not doc_figures.same_figures(parity, parity.replace("316/316", "315/316"))
+
+    predict = BLOCKS["curl-predict"]
+    score = re.search(r'"score":(0\.\d{6})', predict)[1]
+    last_digit = f"{float(score) + 1e-6:.6f}"
+    assert doc_figures.same_figures(predict, predict.replace(score, last_digit))
+    assert not doc_figures.same_figures(predict, predict.replace(score, f"{float(score) + 1e-3:.6f}"))
+
+
+def test_the_check_names_each_block_as_it_starts(tmp_path, capsys):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "calibration.json").write_text((REPO / "calibration.json").read_text())
+    page = "".join(f"<!-- figures:{n} -->\n{BLOCKS[n]}<!-- /figures:{n} -->\n" for n in ("quality-chosen", "quality-oof"))
+    (tmp_path / "docs" / "quality.md").write_text(page)
+    assert doc_figures.main(["--root", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "[1/2] docs/quality.md: quality-chosen" in err and "[2/2] docs/quality.md: quality-oof" in err

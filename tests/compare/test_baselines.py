@@ -62,3 +62,33 @@ def test_pipeline_baseline_loads_without_a_progress_bar(deberta_dir, capfd):
     PipelineBaseline(deberta_dir)
     captured = capfd.readouterr()
     assert "Loading weights" not in captured.err + captured.out
+
+
+def test_identities_record_a_checkouts_model_dir_relative_and_the_committed_baseline_does(tmp_path, monkeypatch):
+    """Issue 40: baselines/main.json recorded the embedding arms' model_dir as the path of the worktree that
+    ran it (/root/...), which no clone has. Under the working directory a path is recorded relative."""
+    import json
+    from pathlib import Path
+
+    from zsnli.compare.arms.base import shown_path
+
+    (tmp_path / "model" / "embedding").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(tmp_path / "model" / "embedding") == "model/embedding"
+    assert shown_path("model/embedding") == "model/embedding"
+    outside = tmp_path.parent / "elsewhere"
+    assert shown_path(outside) == str(outside)
+
+    def dirs(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "model_dir" and value is not None:
+                    yield value
+                yield from dirs(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from dirs(value)
+
+    report = json.loads((Path(__file__).resolve().parents[2] / "baselines" / "main.json").read_text())
+    recorded = set(dirs(report))
+    assert recorded and not [d for d in recorded if Path(d).is_absolute()], recorded

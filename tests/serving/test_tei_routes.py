@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 
 import pytest
@@ -66,3 +67,13 @@ async def test_a_full_queue_is_429_on_predict_and_503_on_zsnlis_own_routes(bert_
     assert predict.status_code == 429 and predict.json()["error_type"] == "overloaded", predict.text
     assert predict.headers["retry-after"] and predict.json()["error"]
     assert classify.status_code == 503 and classify.json()["error_type"] == "overloaded", classify.text
+    # /docs shows the 429 on /predict with the answer's own shape (issue 40); /classify has none
+    responses = app.openapi()["paths"]
+    shown = responses["/predict"]["post"]["responses"]["429"]["content"]["application/json"]["example"]
+    from zsnli.serving.api_types import PREDICT_ERROR_RESPONSES
+
+    source = PREDICT_ERROR_RESPONSES[429]["content"]["application/json"]["example"]
+    assert set(source) == set(predict.json()) and shown["error_type"] == "overloaded"
+    assert re.fullmatch(r"overloaded: queue full \(\d+ of \d+ pairs admitted\); retry later", shown["error"])
+    assert re.fullmatch(r"overloaded: queue full \(\d+ of \d+ pairs admitted\); retry later", predict.json()["error"])
+    assert "429" not in responses["/classify"]["post"]["responses"]

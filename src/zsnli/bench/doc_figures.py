@@ -31,6 +31,11 @@ each NAME to what rebuilds it:
 
 Usage mistakes (an unknown block name, a missing report) are one line, exit 2.
 
+The check compares only what a reader can reproduce (`same_figures`): figures that vary by nature
+from run to run (a bake-off's id, a timestamp, latencies and seconds, a receipt's digest, signature and
+key id, the CPU's flags) are left out, and numbers agree within ``FIGURE_ATOL`` (the last digit of
+6-decimal answers moves with batching and CPU kernels). Each block is named on stderr as it starts.
+
 May import: `zsnli.bench.doc_tables`, `zsnli.harness` (the server over HTTP, the command-line parser) and
 the standard library (httpx); nothing from the serving side: the server is reached over HTTP only.
 """
@@ -62,6 +67,35 @@ PAGES = ("README.md", "docs/*.md")
 PARITY_EXAMPLES = "dev/zeroshot_dev.jsonl"
 #: Documents per ``/classify`` array (the default ``ZSNLI_MAX_BATCH_ITEMS``).
 PARITY_CHUNK = 64
+
+
+#: Figures that vary by nature, replaced by a placeholder before blocks are compared: JSON fields that
+#: are an id, a time, a latency or part of a receipt; "N s over HTTP"; the CPU's flags.
+VARYING = (
+    (re.compile(r'"(id|created_at|request_id|sha256|signature|key_id|[a-z_]*latency[a-z0-9_]*|[a-z_]*_(?:ms|s)'
+                r'(?:_p\d+)?)": ("[^"]*"|-?[\d.]+(?:e-?\d+)?)'), r'"\1": <varies>'),
+    (re.compile(r"\d+(?:\.\d+)? s over HTTP"), "<varies> s over HTTP"),
+    (re.compile(r"CPU (?:(?:avx\w*|amx\w*)(?: |(?=[);,.]|$)))+|CPU none of avx2/avx512|CPU unknown"), "CPU <flags> "),
+)
+#: Numbers of two runs of one figure agree within this (6-decimal answers move by a unit or two of the
+#: last digit with batching and CPU kernels; a change of model or calibration moves them far more).
+FIGURE_ATOL = 5e-6
+NUMBER = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?|-?\d+e[-+]?\d+")
+
+
+def same_figures(committed: str, fresh: str, atol: float = FIGURE_ATOL) -> bool:
+    """Whether two renderings of a block show the same reproducible figures: equal once `VARYING` is
+    masked, but for decimal numbers within ``atol`` of each other (integers, such as counts, exactly)."""
+    a, b = (_masked(text) for text in (committed, fresh))
+    if NUMBER.sub("#", a) != NUMBER.sub("#", b):
+        return False
+    return all(abs(float(x) - float(y)) <= atol for x, y in zip(NUMBER.findall(a), NUMBER.findall(b)))
+
+
+def _masked(text: str) -> str:
+    for pattern, placeholder in VARYING:
+        text = pattern.sub(placeholder, text)
+    return text
 
 
 def cpu_flags() -> str:
@@ -288,12 +322,15 @@ def blocks(text: str) -> list[tuple[str, str]]:
     return [(m["name"], m["body"]) for m in BLOCK.finditer(text)]
 
 
-def rebuild(text: str, fig: Figures, only: set[str] | None, timings: dict[str, float]) -> str:
-    """``text`` with every block (or those in ``only``) regenerated; ``timings`` gets each block's seconds."""
+def rebuild(text: str, fig: Figures, only: set[str] | None, timings: dict[str, float],
+            progress: Callable[[str], None] = lambda name: None) -> str:
+    """``text`` with every block (or those in ``only``) regenerated; ``timings`` gets each block's seconds;
+    ``progress`` is called with a block's name as it starts."""
     def one(m: re.Match) -> str:
         name = m["name"]
         if only is not None and name not in only:
             return m.group(0)
+        progress(name)
         t0 = time.monotonic()
         new = generator_for(name)(fig, m["body"])
         timings[name] = timings.get(name, 0.0) + time.monotonic() - t0
@@ -337,14 +374,18 @@ def main(argv: list[str] | None = None) -> int:
     if not report.is_file() and any(n.startswith("bakeoff-") and n != "bakeoff-service" for n in names):
         ap.error(f"--bakeoff-report {args.bakeoff_report} does not exist (--run-bakeoff writes it)")
     fig, timings, changed = Figures(root, args.model_dir, report, args.parity_docs), {}, []
+    todo = sum(1 for bl in found.values() for name, _ in bl if only is None or name in only)
+    done = iter(range(1, todo + 1))
     try:
         for path, bl in found.items():
             if not bl:
                 continue
             text = path.read_text(encoding="utf-8")
-            new = rebuild(text, fig, only, timings)
+            where = path.relative_to(root)
+            new = rebuild(text, fig, only, timings, lambda name: print(
+                f"[{next(done)}/{todo}] {where}: {name} ({time.monotonic() - t_start:.0f} s)", file=sys.stderr, flush=True))
             before, after = dict(blocks(text)), dict(blocks(new))
-            changed += [f"{path.relative_to(root)}: {n}" for n in after if after[n] != before[n]]
+            changed += [f"{where}: {n}" for n in after if not same_figures(before[n], after[n])]
             if args.write and new != text:
                 path.write_text(new, encoding="utf-8")
     except (ServerError, RuntimeError, OSError, KeyError, ValueError) as exc:

@@ -22,10 +22,17 @@ import numpy as np
 from zsnli.harness.examples import Example
 from zsnli.compare.protocol import Plan
 
-RANKING_RULE = ("macro-F1 (mean over datasets, higher first), then ECE (mean over datasets, lower first), then p50 "
-                "latency per document (lower first), then the arm's name; figures compared at 4 decimals; failed "
-                "arms last")
-"""The one ranking rule of every leaderboard (see DESIGN.md, section Comparison, for why macro-F1)."""
+def ranking_rule(datasets: int = 2) -> str:
+    """The one ranking rule of every leaderboard, in words (see DESIGN.md, section Comparison, for why
+    macro-F1), for a bake-off over ``datasets`` datasets: with one (a service bake-off on a user's
+    examples) its figures are not means over datasets, and the words do not say they are."""
+    over = ", mean over datasets" if datasets > 1 else ""
+    return (f"macro-F1 (higher first{over}), then ECE (lower first{over}), then p50 latency per document (lower "
+            "first), then the arm's name; figures compared at 4 decimals; failed arms last")
+
+
+RANKING_RULE = ranking_rule()
+"""`ranking_rule` of a bake-off over several datasets (a suite)."""
 
 RANK_DECIMALS = 4
 

@@ -29,7 +29,7 @@ import io
 import math
 from typing import Any, Sequence
 
-from zsnli.compare.engine import RANK_DECIMALS, RANKING_RULE
+from zsnli.compare.engine import RANK_DECIMALS, ranking_rule
 from zsnli.serving.text import html_attr, html_text
 
 WORST_CLASSES_SHOWN = 12
@@ -112,9 +112,14 @@ def n_examples(report: dict[str, Any]) -> int | None:
     return (report.get("protocol") or {}).get("n_test_rows") or (report.get("examples") or {}).get("n")
 
 
+def n_datasets(report: dict[str, Any]) -> int:
+    """Datasets behind the ranking: a suite report's, or 1 for a service answer (the user's examples)."""
+    return len((report.get("examples") or {}).get("datasets") or ()) or 1
+
+
 def tie_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | None:
     """The sentence naming arms that tie with the first on macro-F1 (at `RANK_DECIMALS`) and the tie-break
-    that ranked the first ahead (`RANKING_RULE`), or None when there is no tie."""
+    that ranked the first ahead (`ranking_rule`), or None when there is no tie."""
     scored = [r for r in rows if r["status"] == "scored" and r.get("macro_f1") is not None]
     top = [r for r in scored if round(r["macro_f1"], RANK_DECIMALS) == round(scored[0]["macro_f1"], RANK_DECIMALS)] \
         if scored else []
@@ -210,7 +215,7 @@ def _ranking(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
                              f"{(_u if key == 'arm' else _e)(cell(r, key, spec))}</td>"
                              for _, key, spec in cols) + "</tr>" for r in rows)
     out = (f"<h2>Ranking</h2><table id='scorecard'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-           f"<p class='note'>Ranked by {_e(RANKING_RULE)}.</p>")
+           f"<p class='note'>Ranked by {_e(ranking_rule(n_datasets(report)))}.</p>")
     c = report.get("constraints") or {}
     if c.get("max_p95_ms") is not None or c.get("max_rss_mb") is not None:
         out += (f"<p>Best arm with p95 &le; {fmt(c['max_p95_ms'], 'g')} ms/doc and peak RSS &le; "
@@ -237,7 +242,8 @@ def _header(report: dict[str, Any]) -> str:
     ex = report["examples"]
     return (f"<h1>Bake-off: suite {_u(report['suite']['name'])}</h1><p>{_u(report['suite']['description'])}</p>"
             f"<p>Examples: <code>{_e(ex['source'])}</code>, {ex['n']} documents in {len(ex['datasets'])} datasets, "
-            f"sha256 <code>{_e(ex['sha256'][:16])}</code>. Means over datasets; normalised = calibrated macro-F1 "
+            f"sha256 <code>{_e(ex['sha256'][:16])}</code>. {'Means over datasets; ' if len(ex['datasets']) > 1 else ''}"
+            f"normalised = calibrated macro-F1 "
             f"rescaled so that 0 = uniform probabilities and 100 = gold. Timing: {_e(report['options']['timing'])}.</p>")
 
 

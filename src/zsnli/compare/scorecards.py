@@ -124,7 +124,8 @@ def score_examples(
 
 
 def scores_table(scores: Scores, title: str = "Metrics per dataset"):
-    """A rich ``Table``: one row per dataset, then the mean row; the headline is the mean normalised score."""
+    """A rich ``Table``: one row per dataset, then, over two or more, the mean row (the headline: the mean
+    normalised score)."""
     from rich.table import Table
 
     table = Table(title=title, show_lines=False)
@@ -136,6 +137,8 @@ def scores_table(scores: Scores, title: str = "Metrics per dataset"):
         table.add_row(name, str(c.n), str(c.n_classes), f"{c.accuracy:.3f}", f"{c.macro_f1:.3f}", f"{c.ece:.3f}",
                       f"{c.calibrated_macro_f1:.3f}", f"{c.floor:.3f}", f"{c.ceiling:.3f}", _fmt_norm(c.normalised))
     m = scores.means
+    if len(scores.per_dataset) < 2:  # one dataset: its row is the whole figure (no mean to show)
+        return table
     table.add_section()
     table.add_row("mean over datasets", str(sum(c.n for c in scores.per_dataset.values())), "", f"{m['accuracy']:.3f}",
                   f"{m['macro_f1']:.3f}", f"{m['ece']:.3f}", f"{m['calibrated_macro_f1']:.3f}", "", "",

@@ -445,6 +445,16 @@ ERROR_RESPONSES = {
         "example": ERROR_EXAMPLES[status]}}}
     for status, description in ERROR_DESCRIPTIONS.items()
 }
+#: ``responses=`` of ``POST /predict``: the same, but a full queue is TEI's 429 there (`zsnli.serving.tei.tei_status`,
+#: same body and ``Retry-After``); its 503 is then only loading, a timeout or too many connections.
+PREDICT_ERROR_RESPONSES = {
+    **ERROR_RESPONSES,
+    429: {"model": ErrorResponse, "content": {"application/json": {"example": {
+              **ERROR_EXAMPLES[503], "request_id": "a81c3e5f7b9d4f2a8c6e0b2d4f6a8c1e"}}},
+          "description": "Queue full (`overloaded`), as TEI answers it; retry after `Retry-After` s."},
+    503: {**ERROR_RESPONSES[503], "description": "Loading, timed out, or more than ZSNLI_MAX_CONNECTIONS connections "
+          "open; retry after `Retry-After` s (a full queue is the 429)."},
+}
 #: ``openapi_extra=`` of ``POST /classify``: the body's schema (one request or an array) and its examples.
 CLASSIFY_OPENAPI = {
     "requestBody": {

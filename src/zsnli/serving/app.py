@@ -48,7 +48,7 @@ from starlette.requests import ClientDisconnect
 from .. import __version__
 from . import http_body, inference_api, tei
 from .api_types import (CLASSIFY_FIELDS, CLASSIFY_LEGACY, CLASSIFY_OPENAPI, ERROR_RESPONSES, EXAMPLE_LINE_FIELDS,
-                        ZERO_SHOT_OPENAPI, ClassifyRequest, ClassifyResponse, HealthResponse, LabelError,
+                        PREDICT_ERROR_RESPONSES, ZERO_SHOT_OPENAPI, ClassifyRequest, ClassifyResponse, HealthResponse, LabelError,
                         ZeroShotAnswer, ZeroShotElement, classify_body_hint, classify_fields, misspelt_fields)
 from ..config import Settings
 from .docs_assets import install_offline_docs
@@ -302,7 +302,7 @@ def _add_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
                              max_client_batch_size=settings.max_batch_items,
                              max_concurrent_requests=settings.max_connections)
 
-    @app.post("/predict", responses=ERROR_RESPONSES, openapi_extra=tei.PREDICT_OPENAPI)
+    @app.post("/predict", responses=PREDICT_ERROR_RESPONSES, openapi_extra=tei.PREDICT_OPENAPI)
     async def predict(request: Request) -> Any:
         """The NLI head's classes of (premise, hypothesis) pairs, as text-embeddings-inference's `/predict`
         answers a sequence-classification model: `[{"score", "label"}]` per pair, highest first."""

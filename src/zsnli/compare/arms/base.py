@@ -25,6 +25,7 @@ This module imports only the standard library and numpy.
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
@@ -145,6 +146,16 @@ def build_arm(type_name: str, name: str, params: dict[str, Any]) -> Arm:
     """Instantiate the arm ``type_name`` with display ``name`` and suite ``params`` (see `check_params`)."""
     cls = check_params(type_name, {"name": name, **params})
     return cls(name=name, **params)
+
+
+def shown_path(path: str | Path) -> str:
+    """A model directory as an arm's identity records it: relative to the working directory when under it
+    (a checkout's ``model/embedding`` reads the same on every machine and in every clone), else as given.
+    The directory's digest, recorded beside it, is what identifies the model."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def normalise_rows(probs: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from zsnli.runtime.embedding import EMBEDDING_MODEL_ID, SentenceEncoder, default_embedding_dir
+from zsnli.compare.arms.base import shown_path
 from zsnli.manifest import hash_model_dir, model_dir_digest
 
 DEFAULT_EMBEDDING_SCALE = 20.0
@@ -89,7 +90,7 @@ class PipelineBaseline:
         """``{"kind": "pipeline", "model_dir": ..., "model_sha256": digest of the directory's files}``."""
         if self._digest is None:
             self._digest = model_dir_digest(hash_model_dir(self.model_dir))
-        return {"kind": "pipeline", "model_dir": str(self.model_dir), "model_sha256": self._digest,
+        return {"kind": "pipeline", "model_dir": shown_path(self.model_dir), "model_sha256": self._digest,
                 "hypothesis_template": "{}"}
 
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from zsnli.compare.arms.base import Arm, ArmError, normalise_rows, register
+from zsnli.compare.arms.base import Arm, ArmError, normalise_rows, register, shown_path
 
 
 class _FittedClassifier(Arm):
@@ -171,7 +171,7 @@ class _EmbeddingClassifier(_FittedClassifier):
     def identity(self) -> dict[str, Any]:
         ident = super().identity()
         if self._encoder is not None:
-            ident["model_dir"] = str(self._path)
+            ident["model_dir"] = shown_path(self._path)
         return ident
 
 

@@ -10,7 +10,7 @@
   example is scored exactly once, by a model fitted without it.
 * `score` computes accuracy, macro-F1, ECE (`zsnli.metrics.score_rows`, the
   figures of every bake-off) and the reliability bins of one arm; `rank` orders
-  arms by the one ranking rule (`zsnli.compare.engine.RANKING_RULE`).
+  arms by the one ranking rule (`zsnli.compare.engine.ranking_rule`).
 
 Imports pydantic, numpy, `zsnli.metrics` / `zsnli.manifest`, `zsnli.compare.engine`, `zsnli.compare.protocol`,
 `zsnli.harness.examples` and `zsnli.compare.service.schema` (the request model) only.
@@ -26,13 +26,16 @@ from typing import Any, Sequence
 import numpy as np
 from pydantic import ValidationError
 
-from zsnli.compare.engine import RANKING_RULE, rank_key
+from zsnli.compare.engine import rank_key, ranking_rule
 from zsnli.compare.protocol import SERVICE_PROTOCOL, Plan, make_plan
 from zsnli.harness.examples import Example
 from zsnli.manifest import canonical_json
 from zsnli.metrics import N_BINS, argmax_random_ties, reliability_bins, score_rows
 
 from .schema import BakeoffRequest
+
+RANKING_RULE = ranking_rule(1)
+"""The ranking rule in words for a service bake-off: one dataset, the request's examples."""
 
 LOO_MAX_N = SERVICE_PROTOCOL["loo_max_n"]
 """At most this many examples: leave-one-out (n fits); more: stratified k-fold."""
