@@ -1,211 +1,67 @@
-"""The dynamic batcher: one queue of the tokenised work of all requests.
+"""The dynamic batcher (`Batcher`): one queue of the tokenised work of all requests.
 
-The queue holds items of one or more *kinds*, each with its own forward: the
-NLI (premise, hypothesis) pairs (kind ``"nli"``, the default) and, when the
-served scoring has a cosine term, the texts and labels to embed (kinds
-registered with ``kinds=``, see `zsnli.serving.service`). A batch holds items of one
-kind only; everything below applies to each kind, and the jobs of every kind
-share one fair queue (below), so all kinds share the one forward thread.
+The queue holds items of one or more *kinds*, each with its own forward (`WorkKind`): the NLI (premise, hypothesis)
+pairs (kind ``"nli"``, the default) and, when the served scoring has a cosine term, the texts and labels to embed
+(kinds registered with ``kinds=``, see `zsnli.serving.service`). A batch holds items of one kind only; everything
+below applies to each kind, and all kinds share the one forward thread: two forward threads would each start a full
+intra-op thread pool and contend on a small CPU.
 
-Requests are admitted against a capacity counted in NLI pairs (``admit``), then
-submit their already-tokenised items (``submit``, one ``Job`` per kind) and await
-the jobs. One worker task forms batches from the pending items:
+Requests are admitted against a capacity counted in NLI pairs (``admit``), then submit their already-tokenised items
+(``submit``, one ``Job`` per kind) and await the jobs. One worker task forms batches from the pending items:
 
-* anchored, fairly, in two steps, each a fair queue (`zsnli.serving.fair_queue.FairQueue`:
-  start-time fair queueing, with a batch row's padded width as its cost): first the
-  *kind* of work (NLI pairs, texts or labels to embed) with the smallest tag, then,
-  among its items, the oldest of the *group* (``submit(..., group=)``: the service
-  gives all jobs of one request one group; by default a job is its own group) with
-  the smallest tag. Each kind's and each group's tag grows by the padded tokens of
-  the rows it gets (a row shared by identical items split evenly over them), one joining the line starts at the virtual time (or at the tag
-  it left with, when later), and the virtual time advances with the work served.
-  So the forward's tokens are shared evenly across requests and across kinds: a
-  small request's text embedding does not wait for its request to have the
-  smallest tag among the arrays' NLI pairs, only for the kind's turn (issue 39:
-  60 s and more beside clients looping on arrays, before). A small request beside
-  large ones (arrays of 64 documents, clients looping on arrays) waits about one of
-  their batches for each kind of its work, however many items they still have
-  pending or keep sending, and no group or kind starves;
-  filled with the pending pairs closest to the anchor in length (little padding), under a padded-token
-  budget: pairs x (longest length rounded up to 8) <= ``token_budget``, and a
-  padding bound: the shortest row's padded width is at least (1 - ``max_padding``)
-  of the longest, so no row gets more than ``max_padding`` of its width as
-  padding from the batch (a 40-token text is not padded to a 256-token one; it
-  waits for a batch nearer its own length);
-* it waits at most ``max_wait_s`` after the oldest pair arrived for more
-  work, unless a full batch is already pending;
-* the forward runs in a dedicated thread (``run_in_executor``), so the event
-  loop keeps accepting requests and tokenising while the model computes;
-* each row of the result goes back to its job at the item's own index, so a
+* anchored, fairly, in two steps, each a fair queue (`zsnli.serving.fair_queue.FairQueue`: how tags and the virtual
+  time move; a batch row's padded width as its cost): first the *kind* of work (NLI pairs, texts or labels to embed)
+  with the smallest tag, then, among its items, the oldest of the *group* (``submit(..., group=)``: one request's
+  jobs) with the smallest tag; a row shared by identical items is charged to them in equal parts (`_row_charges`). A
+  small request beside large ones (arrays of 64 documents, clients looping on arrays) waits about one of their
+  batches for each kind of its work, and no group or kind starves; filled with the pending pairs closest to the
+  anchor in length (little padding), under a padded-token budget: pairs x (longest length rounded up to 8) <=
+  ``token_budget``, and a padding bound: the shortest row's padded width is at least (1 - ``max_padding``) of the
+  longest (a 40-token text waits for a batch nearer its own length, not padded to a 256-token one);
+* it waits at most ``max_wait_s`` after the oldest pair arrived for more work, unless a full batch is already
+  pending;
+* the forward runs in a dedicated thread (``run_in_executor``), so the event loop keeps accepting requests and
+  tokenising while the model computes; each row of the result goes back to its job at the item's own index, so a
   request's items may be split over several batches in any order;
-* identical items in one batch (the same token ids: e.g. the same label sent
-  by several concurrent requests) are computed once and their row is given
-  to each (``share_identical``, default on); the token budget counts the rows
-  computed. Nothing outlives the batch: this is not a cache, and a request's
-  answer is what it would be alone, up to float rounding of the batch shape;
-* priorities: a job submitted with ``priority`` > 0 (background work, e.g. a
-  bake-off) only gets a batch when no pair of a lower priority value is
-  pending, and never shares a batch with one, so ``/classify`` pairs (priority
-  0) always go first; among equal priorities the rules above apply.
+* identical items in one batch (the same token ids: e.g. the same label sent by several concurrent requests) are
+  computed once and their row is given to each (``share_identical``, default on); the token budget counts the rows
+  computed. A request's answer is what it would be alone, up to float rounding;
+* priorities: a job submitted with ``priority`` > 0 (background work, e.g. a bake-off) only gets a batch when no
+  pair of a lower priority value is pending, and never shares a batch with one, so ``/classify`` pairs (priority 0)
+  always go first; among equal priorities the rules above apply.
 
-The CPU choice of one queue for both kinds (over a second batcher with its own
-forward thread) keeps one forward at a time on the cores: two forward threads
-each start a full intra-op thread pool and contend on a small CPU.
+Observers (``observers=``, e.g. `zsnli.serving.telemetry`) get a `BatchRecord` after every forward; an observer that
+raises is logged and never disturbs batching. A failing forward fails exactly the jobs that had an item in that
+batch (their other pending items are dropped) and the worker carries on. A cancelled job (client gone, timeout) has
+its pending items dropped. Nothing is cached and nothing survives a job.
 
-Observers (``observers=``, e.g. `zsnli.serving.telemetry`) get a `BatchRecord` after
-every forward: its kind, items, rows, padded tokens, seconds and outcome; an observer that
-raises is logged and never disturbs batching.
+Fixed shapes (a `WorkKind` with ``shapes``, `zsnli.runtime.shapes`): a batch holds items of one width bucket only and
+at most ``shapes.rows(width)`` rows, so queued work fills the forward's fixed shape before any filler row.
 
-A failing forward fails exactly the jobs that had an item in that batch (their
-other pending items are dropped) and the worker carries on. A cancelled job
-(client gone, timeout) has its pending items dropped. Nothing is cached and
-nothing survives a job.
-
-Fixed shapes (a `WorkKind` with ``shapes``, `zsnli.runtime.shapes`): an item's width is its bucket's,
-a batch holds items of one bucket only and at most ``shapes.rows(width)`` rows, and its padded
-tokens are the rows the forward really computes (filler rows included), so the forward's fixed
-shape is filled by queued work before any filler row.
-
-May import: numpy, `zsnli.runtime.model` (the pair record and the padding rule), `zsnli.runtime.shapes`,
-`zsnli.serving.fair_queue`.
-Used by `zsnli.serving.service`.
+The records and errors come from `zsnli.serving.batch_types` (imported here, so still importable from here).
+May import: numpy, `zsnli.runtime.model` (the pair record), `zsnli.runtime.shapes`, `zsnli.serving.batch_types`,
+`zsnli.serving.fair_queue`. Used by `zsnli.serving.service`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import itertools
 import logging
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..runtime.model import Encoded, pad_to
+from ..runtime.model import Encoded
 from ..runtime.shapes import FixedShapes
+from .batch_types import (DEFAULT_KIND, BatchError, BatchObserver, BatcherClosed, BatcherStats, BatchRecord, ForwardFn,
+                          Job, QueuedItem, QueueFull, WorkKind)
 from .fair_queue import FairQueue
 
 logger = logging.getLogger(__name__)
-
-ForwardFn = Callable[[Sequence[Encoded]], np.ndarray]
-
-#: The kind of the constructor's own ``forward``: NLI (premise, hypothesis) pairs.
-DEFAULT_KIND = "nli"
-
-
-@dataclass(frozen=True)
-class WorkKind:
-    """One kind of queued work: ``forward(list[Encoded]) -> float32 [B, num_outputs]`` (run in the
-    forward thread), the width of its output rows and, when its forward runs in fixed shapes, those
-    shapes (`zsnli.runtime.shapes.FixedShapes`: batches are then formed per width bucket)."""
-
-    forward: ForwardFn
-    num_outputs: int
-    shapes: FixedShapes | None = None
-
-    def width(self, n: int) -> int:
-        """The padded width of an item of ``n`` tokens: its bucket, or ``n`` rounded up to 8 (`pad_to`)."""
-        return self.shapes.width(n) if self.shapes is not None else pad_to(n)
-
-    def padded_tokens(self, rows: int, width: int) -> int:
-        """Tokens a forward of ``rows`` distinct items of padded ``width`` computes (filler rows included)."""
-        if self.shapes is None:
-            return rows * width
-        per = self.shapes.rows(width)
-        return -(-rows // per) * per * width
-
-
-@dataclass(frozen=True)
-class BatchRecord:
-    """One forward as observers see it: ``pairs`` (items answered by the batch: pairs for ``nli``,
-    sequences for other kinds), ``padded_tokens`` (rows computed x padded width, what the token
-    budget bounds), ``seconds`` of wall time from handing the batch to the forward thread to its
-    result, ``ok`` (False: the forward raised or returned a wrong shape), ``kind`` (which
-    `WorkKind`) and ``rows`` (distinct items computed; fewer than ``pairs`` when identical items
-    shared a row)."""
-
-    pairs: int
-    padded_tokens: int
-    seconds: float
-    ok: bool
-    kind: str = DEFAULT_KIND
-    rows: int | None = None
-
-
-BatchObserver = Callable[[BatchRecord], None]
-
-
-class QueueFull(RuntimeError):
-    """Admitting the request would exceed the queue capacity (answer 503 + Retry-After)."""
-
-
-class BatchError(RuntimeError):
-    """The forward pass of a batch holding one of the job's pairs failed."""
-
-
-class BatcherClosed(RuntimeError):
-    """The batcher was stopped before the job finished."""
-
-
-@dataclass(eq=False)
-class _Pair:
-    """One queued item (an NLI pair, or a sequence of another kind)."""
-
-    job: "Job"
-    index: int
-    enc: Encoded
-    width: int  # padded length
-    seq: int
-    t: float
-    priority: int = 0
-    kind: str = DEFAULT_KIND
-
-    @functools.cached_property
-    def key(self) -> tuple:
-        """What makes two items identical: their token ids and segment ids."""
-        return (tuple(self.enc.input_ids), tuple(self.enc.token_type_ids or ()))
-
-
-@dataclass(eq=False)
-class Job:
-    """The items of one request of one kind and, once done, their output rows ``[n, C]`` in
-    submission order (``logits`` for NLI pairs, embeddings for the embedding kinds)."""
-
-    n: int
-    future: asyncio.Future
-    logits: np.ndarray
-    remaining: int
-    pairs: list[_Pair] = field(default_factory=list)
-    done: bool = False
-    kind: str = DEFAULT_KIND
-    #: Its group in the fair queue of anchors (see the module docstring); the job itself by default.
-    group: object = None
-    #: True once one of its items was taken into a batch (its work has begun: see `zsnli.serving.service`).
-    started: bool = False
-
-    async def result(self) -> np.ndarray:
-        """Wait for all items; returns float32 ``[n, C]``. Raises ``BatchError``/``BatcherClosed``."""
-        return await asyncio.shield(self.future)
-
-
-@dataclass
-class BatcherStats:
-    """Counters for logs and tests (over every kind; ``pairs`` counts items of any kind;
-    ``shared_items``: items answered with an identical item's row; ``batches_by_kind``)."""
-
-    batches: int = 0
-    pairs: int = 0
-    padded_tokens: int = 0
-    failed_batches: int = 0
-    dropped_pairs: int = 0
-    rejected_requests: int = 0
-    max_batch_pairs: int = 0
-    shared_items: int = 0
-    batches_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 class Batcher:
@@ -228,20 +84,10 @@ class Batcher:
     outside [0, 1], or a kind named ``"nli"`` in ``kinds``.
     """
 
-    def __init__(
-        self,
-        forward: ForwardFn,
-        *,
-        token_budget: int = 16384,
-        max_wait_s: float = 0.003,
-        capacity_pairs: int = 8192,
-        num_outputs: int = 3,
-        kinds: Mapping[str, WorkKind] | None = None,
-        share_identical: bool = True,
-        max_padding: float = 1.0,
-        observers: list[BatchObserver] | None = None,
-        shapes: FixedShapes | None = None,
-    ) -> None:
+    def __init__(self, forward: ForwardFn, *, token_budget: int = 16384, max_wait_s: float = 0.003,
+                 capacity_pairs: int = 8192, num_outputs: int = 3, kinds: Mapping[str, WorkKind] | None = None,
+                 share_identical: bool = True, max_padding: float = 1.0, observers: list[BatchObserver] | None = None,
+                 shapes: FixedShapes | None = None) -> None:
         if token_budget <= 0 or capacity_pairs <= 0 or max_wait_s < 0 or not 0 <= max_padding <= 1:
             raise ValueError("token_budget and capacity_pairs must be > 0, max_wait_s >= 0, max_padding in [0, 1]")
         if kinds and DEFAULT_KIND in kinds:
@@ -255,7 +101,7 @@ class Batcher:
         self.max_padding = float(max_padding)
         self.stats = BatcherStats()
         self.observers: list[BatchObserver] = observers if observers is not None else []
-        self._pending: dict[int, _Pair] = {}  # insertion (arrival) order
+        self._pending: dict[int, QueuedItem] = {}  # insertion (arrival) order
         self._pending_tokens = {kind: 0 for kind in self.kinds}
         self._pending_count = {kind: 0 for kind in self.kinds}
         self._admitted = 0
@@ -333,8 +179,7 @@ class Batcher:
                group: object = None) -> Job:
         """Queue one request's items of one kind; returns its ``Job`` (await ``job.result()``).
 
-        priority: 0 (default, interactive requests) goes first; a larger value is
-        served only while no item of a smaller value is pending (see module docstring).
+        priority: 0 (default, interactive requests) goes first; a larger value waits (see module docstring).
         kind: ``"nli"`` (pairs for ``forward``) or a name given in ``kinds``.
         group: a hashable that the jobs sharing one place in the fair queue share (one request's
         jobs); default: the job alone (module docstring).
@@ -356,7 +201,7 @@ class Batcher:
         self.kind_fair.add(kind, n)
         now = time.monotonic()
         for i, enc in enumerate(encoded):
-            p = _Pair(job, i, enc, self.kinds[kind].width(len(enc)), next(self._seq), now, int(priority), kind)
+            p = QueuedItem(job, i, enc, self.kinds[kind].width(len(enc)), next(self._seq), now, int(priority), kind)
             job.pairs.append(p)
             self._pending[p.seq] = p
             self._pending_tokens[kind] += p.width
@@ -374,7 +219,7 @@ class Batcher:
 
     # ------------------------------------------------------------------ internals
 
-    def _unqueue(self, p: _Pair) -> bool:
+    def _unqueue(self, p: QueuedItem) -> bool:
         if self._pending.pop(p.seq, None) is None:
             return False
         self._pending_tokens[p.kind] -= p.width
@@ -405,12 +250,12 @@ class Batcher:
             except Exception:  # noqa: BLE001 - telemetry never breaks batching
                 logger.exception("batch observer %r failed", observer)
 
-    def _urgent(self) -> list[_Pair]:
+    def _urgent(self) -> list[QueuedItem]:
         """The pending items of the smallest priority value present, oldest first."""
         top = min(p.priority for p in self._pending.values())
         return [p for p in self._pending.values() if p.priority == top]
 
-    def _take_batch(self) -> tuple[list[_Pair], list[int]]:
+    def _take_batch(self) -> tuple[list[QueuedItem], list[int]]:
         """The anchor (of the most urgent items, those of the kind with the smallest tag, then the oldest
         of the group with the smallest tag) plus the pending items of its priority and kind nearest to it
         in length, under the budget; each row's group and kind is charged the batch's padded width and
@@ -427,9 +272,9 @@ class Batcher:
                             key=lambda p: (p is not anchor, abs(p.width - anchor.width), p.seq))
         max_rows = shapes.rows(anchor.width) if shapes is not None else None
         rows: dict[object, int] = {}  # item key (or seq) -> row
-        batch: list[_Pair] = []
+        batch: list[QueuedItem] = []
         row_of: list[int] = []
-        openers: list[_Pair] = []  # the item of each row that opened it
+        openers: list[QueuedItem] = []  # the item of each row that opened it
         width = reach = 0
         shortest = anchor.width
         full = False
@@ -462,7 +307,7 @@ class Batcher:
             p.job.started = True
         return batch, row_of
 
-    async def _next_batch(self) -> tuple[list[_Pair], list[int]]:
+    async def _next_batch(self) -> tuple[list[QueuedItem], list[int]]:
         assert self._event is not None
         while True:
             if not self._pending:
@@ -533,7 +378,7 @@ class Batcher:
         st.max_batch_pairs = max(st.max_batch_pairs, items)
 
 
-def _row_charges(batch: Sequence[_Pair], row_of: Sequence[int], width: int) -> dict[object, float]:
+def _row_charges(batch: Sequence[QueuedItem], row_of: Sequence[int], width: int) -> dict[object, float]:
     """What each group pays for a batch of rows ``width`` padded tokens wide: a row's width split evenly
     over the items it answers (an identical item sharing a row pays its part). Before issue 39 the item
     that opened a row paid all of it, and the opener was the oldest: requests sending the same items
