@@ -35,10 +35,10 @@ import numpy as np
 
 from .. import metrics
 from ..request_scoring import (CALIBRATOR_FEATURES, LOG_T_RANGE, GROUPS, Calibrator, Cascade, RequestScoring,
-                               cascade_scores, request_group)
+                               cascade_scores, prunes, request_group)
 from ..scoring import ScoringConfig, scores_from_logits
 from . import search as sel
-from .score_cache import CachedSet
+from .score_cache import CONTENT_FREE_PREMISE, CachedSet
 
 MIN_GROUP_SETS = 2
 """A group needs this many datasets in the fold for its own choice; otherwise it takes the pooled one."""
@@ -98,6 +98,7 @@ class GroupCandidate:
 
     rule: str
     embedding_weight: float
+    content_free_premise = None  # none is chosen here; `zsnli.request_scoring.prunes` reads it as of a config
 
     @property
     def label(self) -> str:
@@ -153,8 +154,8 @@ def dataset_group(cs: CachedSet) -> str:
 
 def score_dataset(cs: CachedSet, cand: GroupCandidate, cascade: Cascade | None = None) -> Scored:
     """`Scored` of ``cs`` under ``cand``: combined score ``rule(logits) + w x cos`` per pair, exactly the
-    served formula; with ``cascade``, rows with K >= min_labels keep only their top-``keep`` cosines'
-    NLI scores (`zsnli.request_scoring.cascade_scores`)."""
+    served formula; with ``cascade``, the rows it prunes (`zsnli.request_scoring.prunes`, the server's rule)
+    keep only their top-``keep`` cosines' NLI scores (`zsnli.request_scoring.cascade_scores`)."""
     nli = scores_from_logits(cs.logits, cand.rule, cs.entail_idx, cs.contra_idx)
     cos = cs.cosine.astype(np.float64)
     off = cs.offsets
@@ -162,7 +163,7 @@ def score_dataset(cs: CachedSet, cand: GroupCandidate, cascade: Cascade | None =
     if cascade is not None:
         nli = nli.copy()
         for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
-            if cascade.applies(b - a):
+            if prunes(cascade, cand, len(set(cs.hyp_index[a:b]))):
                 kept = cascade.kept(cos[a:b])
                 nli[a:b] = cascade_scores(nli[a:b][kept], kept, b - a)
                 pairs[i] = cascade.keep
@@ -527,7 +528,9 @@ def summary(per_set: Mapping[str, Mapping[str, float]], weights: Mapping[str, fl
 
 def served_probabilities(cs: CachedSet, scoring: RequestScoring) -> tuple[list[np.ndarray], int]:
     """Each row's probabilities under ``scoring`` through the served code path (`RequestScoring.probabilities`,
-    its group's rule and cosine term, the cascade's kept labels and filled scores), and the NLI pairs scored."""
+    its group's rule and cosine term, the cascade's kept labels and filled scores, the content-free correction
+    from the cached ``cf_logits``), and the NLI pairs scored. Raises ``ValueError`` when the scoring's
+    content-free premise is not the cached one (`zsnli.selection.score_cache.CONTENT_FREE_PREMISE`)."""
     off = cs.offsets
     tokens = cs.premise_tokens if cs.premise_tokens is not None else np.zeros(len(cs), dtype=np.int64)
     probs, pairs = [], 0
@@ -536,13 +539,19 @@ def served_probabilities(cs: CachedSet, scoring: RequestScoring) -> tuple[list[n
         config = scoring.config_for(request_group(hyps))
         nli = scores_from_logits(cs.logits[a:b], config.rule, cs.entail_idx, cs.contra_idx)
         cos = cs.cosine[a:b].astype(np.float64)
-        if scoring.cascade is not None and config.embedding_weight and scoring.cascade.applies(b - a):
+        if prunes(scoring.cascade, config, len(set(hyps))):
             kept = scoring.cascade.kept(cos)
             nli = cascade_scores(nli[kept], kept, b - a)
             pairs += scoring.cascade.keep
         else:
             pairs += b - a
-        probs.append(scoring.probabilities(nli, hyps, cos if config.embedding_weight else None,
+        cf = None
+        if config.content_free_premise is not None:
+            if config.content_free_premise != CONTENT_FREE_PREMISE:
+                raise ValueError(f"{cs.name}: the cache holds the content-free premise {CONTENT_FREE_PREMISE!r}, "
+                                 f"not {config.content_free_premise!r}")
+            cf = scores_from_logits(cs.cf_logits[a:b], config.rule, cs.entail_idx, cs.contra_idx)
+        probs.append(scoring.probabilities(nli, hyps, cos if config.embedding_weight else None, cf,
                                            premise_tokens=int(tokens[i])))
     return probs, pairs
 

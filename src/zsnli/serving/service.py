@@ -52,7 +52,7 @@ from .drain import Drain
 from ..runtime.embedding import SentenceEncoder, cosines
 from ..errors import ApiError, ErrorType
 from ..runtime.model import Encoded, ModelConfigError, NliRuntime, default_token_budget
-from ..request_scoring import RequestScoring, cascade_scores, request_group
+from ..request_scoring import RequestScoring, cascade_scores, prunes, request_group
 from ..scoring import multi_label_probabilities, scores_from_logits
 from .startup import (STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, default_loader, load_encoder,
                       one_line, preflight)
@@ -535,11 +535,10 @@ class ZeroShotClassifier:
         hyps = [fill_template(template, lb) for lb in labels]
         slot = {h: i for i, h in enumerate(dict.fromkeys(hyps))}
         scoring = self.state.scoring if scoring is None else scoring
-        group = request_group(hyps) if not multi_label else None
+        group = request_group(hyps, multi_label)
         config = scoring.config_for(group)
         content_free = config.content_free_premise if not multi_label else None
-        pruned = scoring.cascade if (cascade and not multi_label and scoring.cascade is not None and content_free is None
-                                     and config.embedding_weight != 0 and scoring.cascade.applies(len(slot))) else None
+        pruned = scoring.cascade if cascade and prunes(scoring.cascade, config, len(slot), multi_label) else None
         return Prepared(text, labels, hyps, list(slot), [slot[h] for h in hyps],
                         list(dict.fromkeys(labels)) if template is not None else None, content_free, multi_label,
                         group, scoring.calibrator is not None and not multi_label, pruned, scoring=scoring)
