@@ -36,7 +36,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .. import metrics
 from ..request_scoring import (CALIBRATOR_FEATURES, GROUPS, Calibrator, Cascade, RequestScoring,
                                cascade_scores, prunes, request_group)
 from ..scoring import ScoringConfig, scores_from_logits
@@ -169,12 +168,6 @@ def dataset_figures(s: Scored, temps: np.ndarray, bounds: sel.Bounds) -> dict[st
 def group_temperatures(s: Scored, t0: float, b: float) -> np.ndarray:
     """Per-row T(K) = t0 x K^b of a scored dataset."""
     return sel.row_temperatures(s.packed, math.log(t0), b)
-
-
-def calibrated_temperatures(s: Scored, cal: Calibrator, t0: float, b: float) -> np.ndarray:
-    """Per-row temperatures T(K) x the calibrator's factor (`RequestScoring.temperature`'s formula)."""
-    log_base = np.log(group_temperatures(s, t0, b))
-    return np.exp(log_base + cal.log_temperature(s.features(log_base)))
 
 
 # --------------------------------------------------------------------------- the choice
@@ -379,22 +372,6 @@ def leave_one_out(selector: "Selector", specs: Sequence[Spec] = SPECS, embedding
     return leave_out(selector, dataset_folds(list(selector.sets)), specs, embedding_sha256, log)
 
 
-def fixed_figures(sets: Mapping[str, CachedSet], config: ScoringConfig) -> dict[str, dict[str, float]]:
-    """Figures of one fixed `ScoringConfig` (e.g. today's shipped one, or plain entailment at T = 1) on every
-    set, with the served code (`search.served_probabilities`, `metrics.score_rows`)."""
-    keys = ("normalised", "ece", "macro_f1", "pairs_per_row")
-    return {n: {k: v for k, v in card_figures(sel.score_cached(cs, sel.served_probabilities(cs, config)),
-                                              float(cs.k.mean())).items() if k in keys}
-            for n, cs in sets.items()}
-
-
-def card_figures(card: metrics.Scorecard, pairs_per_row: float) -> dict[str, float]:
-    """The figures of one dataset's scorecard as calibration.json records them, with its NLI pairs per row."""
-    return {"n": card.n, "n_classes": card.n_classes, "macro_f1": card.macro_f1, "ece": card.ece,
-            "calibrated_macro_f1": card.calibrated_macro_f1, "normalised": card.normalised,
-            "pairs_per_row": pairs_per_row}
-
-
 def summary(per_set: Mapping[str, Mapping[str, float]], weights: Mapping[str, float],
             kinds: Mapping[str, str]) -> dict[str, Any]:
     """Kind-weighted and unweighted means of normalised and ECE, the mean normalised per kind, pairs per row."""
@@ -445,5 +422,8 @@ def served_figures(sets: Mapping[str, CachedSet], scoring: RequestScoring) -> di
     out = {}
     for n, cs in sets.items():
         probs, pairs = served_probabilities(cs, scoring)
-        out[n] = card_figures(sel.score_cached(cs, probs), pairs / len(cs))
+        card = sel.score_cached(cs, probs)
+        out[n] = {"n": card.n, "n_classes": card.n_classes, "macro_f1": card.macro_f1, "ece": card.ece,
+                  "calibrated_macro_f1": card.calibrated_macro_f1, "normalised": card.normalised,
+                  "pairs_per_row": pairs / len(cs)}
     return out
