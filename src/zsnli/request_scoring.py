@@ -114,14 +114,16 @@ def negation_pair(hypotheses: Sequence[str]) -> tuple[int, int] | None:
     return (1, 0) if m0 > 0 else (0, 1)
 
 
-def request_group(hypotheses: Sequence[str]) -> str | None:
-    """The group of a request with these hypotheses (after the template): one of `GROUPS`, None for K <= 1.
+def request_group(hypotheses: Sequence[str], multi_label: bool = False) -> str | None:
+    """The group of a request with these hypotheses (after the template): one of `GROUPS`, None for K <= 1
+    and for a multi-label request (scored label by label, it has no group). The one definition the server,
+    the selection and the bench use.
 
     K = 2: ``negation`` when `negation_pair` finds a statement and its negation, else ``binary``;
     3 <= K <= `FEW_MAX_LABELS`: ``few``; more: ``many``. K counts the hypotheses sent, duplicates included.
     """
     k = len(hypotheses)
-    if k <= 1:
+    if k <= 1 or multi_label:
         return None
     if k == 2:
         return "negation" if negation_pair(hypotheses) is not None else "binary"
@@ -247,6 +249,19 @@ class Cascade:
         return {"min_labels": self.min_labels, "keep": self.keep}
 
 
+def prunes(cascade: Cascade | None, config: ScoringConfig, k: int, multi_label: bool = False) -> bool:
+    """Whether the label cascade prunes a request: the one rule of the server (`zsnli.serving.service`), the
+    selection (`zsnli.selection.grouped`) and the bench (`zsnli.bench.side_by_side`).
+
+    True when a ``cascade`` is set, the request is single-label (a multi-label request scores every label
+    on its own), its group's ``config`` has a cosine term to rank the labels (``embedding_weight`` != 0)
+    and no content-free premise (that correction needs every label's NLI score), and it has ``k`` >=
+    ``cascade.min_labels`` distinct hypotheses (`Cascade.applies`).
+    """
+    return (cascade is not None and not multi_label and config.embedding_weight != 0
+            and config.content_free_premise is None and cascade.applies(k))
+
+
 def cascade_scores(nli_kept: np.ndarray, kept: np.ndarray, k: int) -> np.ndarray:
     """``[k]`` NLI scores: the scored labels' own, every pruned label the lowest of them.
 
@@ -297,6 +312,12 @@ class RequestScoring:
     def config_for(self, group: str | None) -> ScoringConfig:
         """The `ScoringConfig` of a request group (the default for None or a group without its own)."""
         return self.groups.get(group, self.default) if group is not None else self.default
+
+    def pruning(self, hypotheses: Sequence[str], multi_label: bool = False) -> Cascade | None:
+        """The cascade when it prunes a request with these hypotheses (`request_group` then `prunes`, K the
+        distinct hypotheses), else None."""
+        config = self.config_for(request_group(hypotheses, multi_label))
+        return self.cascade if prunes(self.cascade, config, len(set(hypotheses)), multi_label) else None
 
     @property
     def embedding_sha256(self) -> str | None:

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
-import time
 
 import httpx
 import pytest
-from bakeoff_support import make_bakeoff_app
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
@@ -26,35 +22,9 @@ pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
 EXAMPLES = "Cannot sign in\taccess\nRefund my invoice\tbilling\nLogin still fails\taccess\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def server(bert_dir, tmp_path, monkeypatch):
-    import uvicorn
-
-    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
-    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
-    app = make_bakeoff_app(bert_dir, embedding_dir=str(bert_dir))
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/health").status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    yield base
-    srv.should_exit = True
-    thread.join(10)
+def server(bert_dir, bakeoff_server):
+    return bakeoff_server(bert_dir, embedding_dir=str(bert_dir))
 
 
 @pytest.fixture

@@ -102,7 +102,7 @@ def _request() -> dict:
 
 # --------------------------------------------------------------------------- in Chromium
 
-def test_chromium_shows_the_control_not_access(bert_dir, tmp_path, monkeypatch):
+def test_chromium_shows_the_control_not_access(bert_dir, bakeoff_server):
     """The stored result page in headless Chromium: the label reads ``acc<U+202E>sse`` and nothing on the page
     reads "access" reversed into place. ZSNLI_BIDI_SCREENSHOT=PATH keeps a screenshot."""
     from test_bakeoff_browser import CHROMIUM, DRIVER
@@ -111,36 +111,13 @@ def test_chromium_shows_the_control_not_access(bert_dir, tmp_path, monkeypatch):
         pytest.skip("needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver)")
     webdriver = pytest.importorskip("selenium.webdriver")
 
-    import socket
-    import threading
-    import time
-
-    import uvicorn
-    from bakeoff_support import make_bakeoff_app
-
-    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
-    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(make_bakeoff_app(bert_dir), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
+    base = bakeoff_server(bert_dir)
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1000,900"):
         options.add_argument(arg)
     driver = None
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(base + "/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
         answer = httpx.post(base + "/v1/bakeoff", json=_request(), timeout=120).json()
         driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
         driver.get(f"{base}/bakeoffs/{answer['id']}")
@@ -157,5 +134,3 @@ def test_chromium_shows_the_control_not_access(bert_dir, tmp_path, monkeypatch):
     finally:
         if driver is not None:
             driver.quit()
-        srv.should_exit = True
-        thread.join(10)

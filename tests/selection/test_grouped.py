@@ -11,6 +11,7 @@ from test_selection import make_set, tiny_model_dir  # noqa: F401 (a fixture)
 from zsnli import metrics
 from zsnli.request_scoring import CALIBRATOR_FEATURES, Calibrator, Cascade, RequestScoring
 from zsnli.scoring import ScoringConfig
+from zsnli.selection import fits
 from zsnli.selection import grouped as G
 from zsnli.selection import search as sel
 
@@ -51,7 +52,7 @@ def test_temperature_on_objective_minimises_ece_and_ignores_a_floor_dataset():
     bounds = [sel.dataset_bounds(good)]
     t0, b = G.fit_temperature_on_objective([s], [1.0], bounds)
     assert b == 0.0  # one K: no exponent
-    grid = np.exp(G.LOG_T0_GRID)
+    grid = np.exp(fits.LOG_T0_GRID)
     eces = [sel.fast_normalised(s.packed, sel.fast_macro_f1(s.packed), np.full(len(s.packed.k), t), bounds[0])[1]
             for t in grid]
     assert t0 == pytest.approx(grid[int(np.argmin(eces))])
@@ -72,18 +73,18 @@ def test_calibrator_fit_lowers_the_loss_and_keeps_the_argmax():
         total = 0.0
         for s, lb in zip(scored, log_base):
             w = np.full(len(s.packed.k), 1 / 600)
-            total += G._loss_and_grad(s.packed, s.features(lb), w, lb, np.array(c.coefficients), "nll")[0]
+            total += fits.calibrator_loss_and_grad(s.packed, s.features(lb), w, lb, np.array(c.coefficients), "nll")[0]
         return total
 
     assert loss(cal) < loss(zero)
     theta = np.array(cal.coefficients)
     s = scored[0]
-    v, g = G._loss_and_grad(s.packed, s.features(log_base[0]), np.full(len(s.packed.k), 1.0), log_base[0], theta, "top_label")
+    v, g = fits.calibrator_loss_and_grad(s.packed, s.features(log_base[0]), np.full(len(s.packed.k), 1.0), log_base[0], theta, "top_label")
     eps = 1e-6
     for i in range(len(theta)):  # the top-label gradient is the loss's
         d = np.zeros_like(theta)
         d[i] = eps
-        up = G._loss_and_grad(s.packed, s.features(log_base[0]), np.full(len(s.packed.k), 1.0), log_base[0], theta + d,
+        up = fits.calibrator_loss_and_grad(s.packed, s.features(log_base[0]), np.full(len(s.packed.k), 1.0), log_base[0], theta + d,
                               "top_label")[0]
         assert (up - v) / eps == pytest.approx(g[i], rel=1e-3, abs=1e-5)
 

@@ -9,25 +9,10 @@ import time
 
 import httpx
 import pytest
-from conftest import cached_loader, make_settings
+from conftest import make_settings
 from http_support import ThreadServer, read_response, request_bytes
 
 LABELS = ["sport", "business"]
-
-
-@pytest.fixture
-def served(bert_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
-    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
-
-    def start(**overrides):
-        from zsnli.serve import served_extensions
-        from zsnli.serving.app import create_app
-
-        settings = make_settings(bert_dir, **overrides)  # the served app: /classify, /metrics, the bake-off
-        return ThreadServer(create_app(settings, loader=cached_loader, extend=served_extensions()), settings)
-
-    return start
 
 
 def _inject_faults(monkeypatch):
@@ -214,7 +199,6 @@ def test_json_fallback_answers_what_the_app_did_not(behaviour):
     assert start["status"] == 500 and (b"connection", b"close") in start["headers"]
     assert (b"content-type", b"application/json") in start["headers"]
     assert json.loads(body["body"])["error_type"] == "internal"
-
 
 
 def test_connection_level_errors_carry_the_requests_id(served):

@@ -9,27 +9,11 @@ import re
 import socket
 
 import pytest
-from conftest import cached_loader, make_settings
-from http_support import ThreadServer, read_response, request_bytes
+from conftest import make_settings
+from http_support import read_response, request_bytes
 
 FORGED = {"Host": "evil.example", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example",
           "X-Forwarded-For": "203.0.113.9", "Forwarded": "host=evil.example;proto=https"}
-
-
-@pytest.fixture
-def served(bert_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
-    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
-
-    def start(**overrides):
-        from zsnli.serve import served_extensions
-        from zsnli.serving.app import create_app
-
-        settings = make_settings(bert_dir, **overrides)  # the served app: /classify, /metrics, the bake-off
-        return ThreadServer(create_app(settings, loader=cached_loader, extend=served_extensions(), access_log=True),
-                            settings)
-
-    return start
 
 
 def _raw(port: int, method: str, path: str, headers: dict, body: bytes | None = None):

@@ -19,7 +19,7 @@ Entry points (``python -m zsnli.bench --help`` lists them all, `zsnli.bench.side
 
 Their pieces: `zsnli.bench.ceiling` (matmul rate, parameter counts, FLOPs,
 the compute ceiling), `zsnli.bench.resources` (RSS sampling),
-`zsnli.bench.random_models` (random-weight models built offline, also a command) and
+`zsnli.bench.random_models` (random-weight models built offline, also a command), `zsnli.bench.reports` (the JSON report writer) and
 `zsnli.bench.pipeline_arm` (one pipeline arm in its own process, run by the side-by-side bench). Servers,
 HTTP load, examples and latency statistics come from `zsnli.harness`.
 """

@@ -25,7 +25,6 @@ Imports httpx and `zsnli.harness` (examples, server, stats, cli); the server onl
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from ..harness.cli import UsageParser, non_negative_int, positive_float, positiv
 from ..harness.examples import DEFAULT_EXAMPLES, DEV_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
+from .reports import write_report
 
 ROOT = Path(__file__).resolve().parents[3]
 PATCHED_SERVER = ("import sys; import zsnli.compare.service.arms_adapter as a; a.BACKGROUND_PRIORITY = int(sys.argv[1]); "
@@ -142,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(p50 {alone['p50_ms']}, n={alone['requests']}); during the bake-off {during['p95_ms']} ms "
                   f"(p50 {during['p50_ms']}, n={during['requests']}); ratio {ratio:.2f}; "
                   f"bake-off took {during['wall_s']} s", flush=True)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.json, report)
     return 0
 
 

@@ -298,13 +298,17 @@ def embedding_token_counts(embedding_dir: str | Path, docs: Sequence[Example]) -
     return [[length[d.text]] + [length[label] for label in dict.fromkeys(d.labels)] for d in docs]
 
 
-def cascade_token_counts(counts: Sequence[Sequence[int]], min_labels: int, keep: int) -> list[list[int]]:
+def cascade_token_counts(counts: Sequence[Sequence[int]], min_labels: int, keep: int,
+                         pruned: Sequence[bool] | None = None) -> list[list[int]]:
     """The NLI pairs left under a label cascade (`zsnli.request_scoring.Cascade`), as few tokens as they can be:
-    a document with ``min_labels`` or more distinct pairs keeps its ``keep`` shortest (the cascade keeps the
-    ``keep`` labels the cosine ranks highest, at least as long), the others all of theirs.
+    a pruned document keeps its ``keep`` shortest pairs (the cascade keeps the ``keep`` labels the cosine
+    ranks highest, at least as long), the others all of theirs.
 
-    counts: `pair_token_counts` with ``distinct=True``. Returns one list per document (tokens)."""
-    return [sorted(row)[:keep] if len(row) >= min_labels else list(row) for row in counts]
+    counts: `pair_token_counts` with ``distinct=True``. pruned: per document, whether the cascade prunes it
+    (`zsnli.request_scoring.RequestScoring.pruning`, the server's rule); default: every document with
+    ``min_labels`` or more distinct pairs. Returns one list per document (tokens)."""
+    pruned = [len(row) >= min_labels for row in counts] if pruned is None else pruned
+    return [sorted(row)[:keep] if cut else list(row) for row, cut in zip(counts, pruned)]
 
 
 def first_use_token_counts(counts: Sequence[Sequence[int]], docs: Sequence[Example]) -> list[list[int]]:

@@ -29,7 +29,6 @@ maker); the server only over HTTP.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import sys
 import time
@@ -42,6 +41,7 @@ from ..harness.examples import DEFAULT_EXAMPLES, Example, ExamplesError, load_ex
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
 from .overload import make_request
+from .reports import write_report
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -189,9 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"small client p95 beside the array / alone: {beside['p95_ms'] / alone['p95_ms']:.2f}x; "
               f"success {beside['success_rate']} (alone {alone['success_rate']}); "
               f"array: {report.get('array') or report.get('arrays')}", flush=True)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.json, report)
     return 0
 
 

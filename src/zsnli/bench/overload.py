@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import statistics
 import time
@@ -43,6 +42,7 @@ from ..harness.load import NOT_ANSWERED, run_requests_async
 from ..harness.server import ServerError, ServerProcess, wait_for_url
 from ..harness.stats import per_second, percentile
 from .resources import RssSampler
+from .reports import write_report
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 ROOT = Path(__file__).resolve().parents[3]
@@ -245,8 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for key, value in report.items():
         print(f"{key:>26}: {value}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.json, report)
     passed, line = verdict(report)
     print(line, flush=True)
     return 0 if passed else 1

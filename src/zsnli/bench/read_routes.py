@@ -24,7 +24,6 @@ Imports httpx and `zsnli.harness` (examples, server, stats, cli); the server onl
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from ..harness.cli import UsageParser, positive_float, positive_int
 from ..harness.examples import DEV_EXAMPLES, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
+from .reports import write_report
 
 ROOT = Path(__file__).resolve().parents[3]
 TARGET_P95_MS = 100.0
@@ -172,9 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bake-offs: {info['bakeoffs']} in {info['wall_s']} s")
     print(f"read routes p95 while {args.bakeoffs} bake-offs run: {p95} ms (target < {TARGET_P95_MS:g} ms): "
           f"{'PASS' if ok else 'FAIL'}", flush=True)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.json, report)
     return 0 if ok else 1
 
 

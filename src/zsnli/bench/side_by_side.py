@@ -261,10 +261,11 @@ def shipped_ceiling(args: argparse.Namespace, model_dir: Path, docs: list, param
     label cache off) shows a lower fraction of this ceiling."""
     path, scoring = args.shipped
     chosen = read_chosen(path)
-    cascade = RequestScoring.from_chosen(chosen).cascade if chosen is not None else None
+    served = RequestScoring.from_chosen(chosen) if chosen is not None else None
     nli = pair_token_counts(model_dir, docs, args.max_length, distinct=True)
-    if cascade is not None and scoring.content_free_premise is None and scoring.embedding_weight != 0:
-        nli = cascade_token_counts(nli, cascade.min_labels, cascade.keep)
+    if served is not None and served.cascade is not None:  # the server's rule, document by document
+        pruned = [served.pruning(list(d.labels)) is not None for d in docs]
+        nli = cascade_token_counts(nli, served.cascade.min_labels, served.cascade.keep, pruned)
     parts = {"nli": (nli, params)}
     if scoring.content_free_premise is not None:
         parts["content_free"] = (pair_token_counts(model_dir, docs, args.max_length,

@@ -12,7 +12,6 @@ Imports `zsnli.bench.side_by_side`, `zsnli.bench.side_by_side_table`, `zsnli.har
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -22,6 +21,7 @@ from ..harness.cli import UsageParser, non_negative_int, number_type, positive_f
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, first_existing
 from .side_by_side import failed_servers, run, server_base_settings, shipped_embedding_dir
 from .side_by_side_table import render
+from .reports import write_report
 
 
 def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
@@ -230,6 +230,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     report = run(args)
     render(report)
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_report(args.out, report)
     return 1 if any(r.get("errors") for r in report["arms"]) or failed_servers(report) else 0

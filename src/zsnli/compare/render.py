@@ -24,7 +24,6 @@ Imports: matplotlib (Agg, only for the CLI's coverage curves), `zsnli.compare.en
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
 from typing import Any, Sequence

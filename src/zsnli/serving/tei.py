@@ -35,7 +35,7 @@ Imported by `zsnli.serving.app`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -204,11 +204,6 @@ def renamed_pair_fields(exc: ApiError, single: bool) -> ApiError:
 def scores_for(logits: np.ndarray, raw_scores: bool) -> np.ndarray:
     """``logits`` as they are (``raw_scores``) or `class_probabilities` of them."""
     return np.asarray(logits, dtype=np.float64) if raw_scores else class_probabilities(logits)
-
-
-def pairs_text(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
-    """``(premises, hypotheses)`` of ``pairs``."""
-    return [p for p, _ in pairs], [h for _, h in pairs]
 
 
 #: Keys of a ``/tokenize`` body (TEI's ``TokenizeRequest``).
