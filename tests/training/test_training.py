@@ -93,7 +93,7 @@ def test_evaluation_keeps_dataset_order_with_length_grouped_training(tmp_path):
     from torch.utils.data import SequentialSampler
     from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments
 
-    from zsnli.training.trainer import _trainer_class
+    from zsnli.training.nli_trainer import nli_trainer_class as _trainer_class
 
     ds = datasets.Dataset.from_dict({"input_ids": [[1] * n for n in (3, 9, 1, 7, 2, 8)] * 10,
                                      "length": [3, 9, 1, 7, 2, 8] * 10, "labels": [0] * 60})
