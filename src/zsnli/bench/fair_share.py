@@ -36,7 +36,7 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int
+from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int
 from ..harness.examples import DEFAULT_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
@@ -146,7 +146,7 @@ def _parser() -> UsageParser:
     p.add_argument("--multi-label", action="store_true", help="the array's documents are multi_label")
     p.add_argument("--array-clients", type=positive_int, default=1,
                    help="clients looping on the array during --loop-s (default 1)")
-    p.add_argument("--loop-s", type=float, default=0.0,
+    p.add_argument("--loop-s", type=number_type(float, 0.0), default=0.0,
                    help="seconds the array clients loop (default 0: the array is posted once)")
     p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--json", type=Path, default=None)
