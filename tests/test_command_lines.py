@@ -42,8 +42,6 @@ ENTRY_POINTS = [
     ("python -m zsnli.selection", _main("zsnli.selection.cli"), [], "train.py select"),
     ("python -m zsnli.selection.score_cache", _main("zsnli.selection.score_cache"), [],
      "python -m zsnli.selection.score_cache"),
-    ("python -m zsnli.selection.static_int8", _main("zsnli.selection.static_int8"),
-     ["--zsc-train-dir", "t", "--zsc-dev-dir", "d"], "python -m zsnli.selection.static_int8"),
     ("zsnli-batch", _main("zsnli.batch.cli"), ["in.jsonl", "--output", "out"], "zsnli-batch"),
     ("python -m zsnli.bench", _main("zsnli.bench.side_by_side_cli"), [], "python -m zsnli.bench"),
     ("python -m zsnli.bench.throughput_gate", _main("zsnli.bench.throughput_gate"), [],

@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 #: ONNX variants: ``fp32`` (the exported graph) and ``int8`` (dynamically quantised weights).
 VARIANTS = ("fp32", "int8")
 #: What ``dtype`` reports for each variant (the /health ``dtype`` field); ``int8-static`` is only
-#: measured offline (`zsnli.selection.static_int8`, `zsnli.runtime.onnx_model.OnnxNliModel.from_file`), never cached or served.
+#: measured offline (the static int8 measurement of docs/performance.md, `zsnli.runtime.onnx_model.OnnxNliModel.from_file`), never cached or served.
 VARIANT_DTYPES = {"fp32": "float32", "int8": "int8-dynamic", "int8-static": "int8-static"}
 #: The file whose digest keys the cache.
 WEIGHTS_NAME = "model.safetensors"

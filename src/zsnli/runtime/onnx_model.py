@@ -90,7 +90,7 @@ class OnnxNliModel(NliRuntime):
     def from_file(cls, model_dir: str | Path, onnx_path: str | Path, variant: str = "fp32",
                   threads: int | None = None, max_length: int | None = None) -> "OnnxNliModel":
         """An `OnnxNliModel` on a given ONNX file, outside the cache (offline measurement of a graph
-        built elsewhere, e.g. `zsnli.selection.static_int8`'s static int8 graphs; never served).
+        built elsewhere, e.g. the static int8 graphs of docs/performance.md; never served).
 
         Tokenizer and config come from ``model_dir``; ``variant`` (a key of
         `zsnli.runtime.onnx_export.VARIANT_DTYPES`) names what ``dtype`` reports; ``threads`` and

@@ -327,7 +327,7 @@ def fill_cache(jobs: Sequence[tuple[str, DevSet]], out: str | Path, model_dir: s
     The model and encoder are loaded on ``device`` (fp32) only when something is missing. Each dataset
     is subsampled with `stratified_subsample` to ``max_rows_for.get(name, max_rows)`` rows and written as soon as it is done.
     runtime: ``f() -> NliRuntime`` scoring the pairs instead of the torch fp32 model of ``model_dir``
-    (e.g. a quantised ONNX graph, `zsnli.selection.static_int8`), with ``runtime_digest`` (its file's sha256)
+    (e.g. a quantised ONNX graph, docs/performance.md), with ``runtime_digest`` (its file's sha256)
     in the cache key in place of the weights' digest. Raises ``ValueError`` when only one is given.
     embedding_dir: the sentence encoder of the cosines (default `zsnli.runtime.embedding.default_embedding_dir`
     of ``model_dir``). A cached set whose key differs only by the encoder's digest keeps its NLI logits and
