@@ -182,6 +182,38 @@ def test_at_most_twelve_modules_flat_at_the_top():
     assert len(flat) <= MAX_FLAT, f"{len(flat)} modules flat in src/zsnli (at most {MAX_FLAT}): {', '.join(flat)}"
 
 
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80  # the house's bars (issue 41)
+
+
+def oversized(src: Path = SRC) -> list[str]:
+    """Modules over `MAX_MODULE_LINES` lines and functions over `MAX_FUNCTION_LINES` (decorators excluded)."""
+    out = []
+    for path in sorted(src.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(src)
+        if text.count("\n") > MAX_MODULE_LINES:
+            out.append(f"{rel}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    out.append(f"{rel}:{node.lineno} {node.name}: {length} lines")
+    return out
+
+
+def test_no_module_over_500_lines_and_no_function_over_80():
+    found = oversized()
+    assert not found, "rooms over the house's bars: " + "; ".join(found)
+
+
+def test_the_size_check_finds_a_long_module_and_a_long_function(tmp_path):
+    (tmp_path / "zsnli").mkdir()
+    (tmp_path / "zsnli" / "big.py").write_text("x = 1\n" * 501)
+    body = "".join(f"    y{i} = {i}\n" for i in range(80))
+    (tmp_path / "zsnli" / "long.py").write_text(f"def long():\n{body}\n\ndef short():\n    return 1\n")
+    assert oversized(tmp_path) == ["zsnli/big.py: 501 lines", "zsnli/long.py:1 long: 81 lines"]
+
+
 def test_no_module_uses_another_modules_private_names(modules):
     uses = sorted(f"{m.name} uses {use}" for m in modules.values() for use in m.private_uses)
     assert not uses, "private names used across modules: " + "; ".join(uses)
