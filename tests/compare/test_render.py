@@ -123,15 +123,21 @@ def test_one_dataset_is_not_called_a_mean_over_datasets():
 def test_few_shot_arms_at_chance_on_few_examples_are_explained():
     """Issue 40 (9): majority / tf-idf at 0.000 under leave-one-out on 3 examples get the reason beside them;
     a zero-shot arm at 0, or few-shot arms on more examples than leave-one-out covers, get none."""
-    from zsnli.compare.service.page import LOO_MAX_N, few_shot_note, result_page
+    from zsnli.compare.render import few_shot_note
+    from zsnli.compare.service.page import LOO_MAX_N, result_page
+
+    def note_of(answer):
+        return few_shot_note(answer, board(answer))
 
     answer = service_answer({"served": (1.0, 0.01, 40.0), "majority": (0.0, 0.67, 0.02),
                              "tfidf_logreg": (0.0, 0.67, 0.8), "embedding_logreg": (0.6667, 0.6, 9.0)}, 3)
-    note = few_shot_note(answer)
+    note = note_of(answer)
     assert note.startswith("majority, tfidf_logreg scored at or below chance (0.500 for 2 labels)")
     assert "each of the 3 examples is scored by a fit on the other 2 (leave-one-out)" in note
     assert "embedding_logreg" not in note
+    page = report_html(answer)  # under the ranking table, before the diagrams; the result page embeds it
+    assert page.index("id='few-shot-note'") < page.index("<h2>Reliability</h2>")
     assert "id='few-shot-note'" in result_page(answer, None)
-    assert few_shot_note(service_answer({"served": (0.0, 0.5, 40.0), "majority": (0.75, 0.2, 0.02)}, 4)) is None
+    assert note_of(service_answer({"served": (0.0, 0.5, 40.0), "majority": (0.75, 0.2, 0.02)}, 4)) is None
     many = service_answer({"served": (1.0, 0.01, 40.0), "majority": (0.0, 0.6, 0.02)}, LOO_MAX_N + 1)
-    assert few_shot_note(many) is None and "few-shot-note" not in result_page(many, None)
+    assert note_of(many) is None and "few-shot-note" not in result_page(many, None)

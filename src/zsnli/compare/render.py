@@ -18,6 +18,7 @@ User text (labels, arm, dataset and slice names, the task) is escaped with its b
 displays as "access".
 
 Imports: matplotlib (Agg, only for the CLI's coverage curves), `zsnli.compare.engine` (rank rounding),
+`zsnli.compare.arms` (which arms are fitted), `zsnli.compare.protocol` (the service's leave-one-out bound),
 `zsnli.serving.text` (the display rule of user text; standard library only).
 """
 
@@ -28,7 +29,9 @@ import io
 import math
 from typing import Any, Sequence
 
+from zsnli.compare.arms import ARMS
 from zsnli.compare.engine import RANK_DECIMALS, ranking_rule
+from zsnli.compare.protocol import SERVICE_PROTOCOL
 from zsnli.serving.text import html_attr, html_text
 
 WORST_CLASSES_SHOWN = 12
@@ -137,6 +140,27 @@ def tie_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | No
     return note + (" That is too few examples to tell them apart: add more examples." if n and n < SMALL_N else "")
 
 
+def few_shot_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | None:
+    """Why few-shot arms (registry arms that are fitted, ``trains``) scored at or below chance on a service
+    bake-off of few examples (at most the service's leave-one-out bound), or None when none did. Under
+    leave-one-out the fit that scores an example lacks it, so its label is under-represented there: with about
+    balanced labels the majority of the others is always another label (majority: accuracy 0), and the other
+    fitted arms have one or two texts a label to learn from. That is the protocol saying the examples are too
+    few, not the arms being worse than guessing."""
+    n, k = report.get("n") or 0, max(1, len(report.get("labels") or ()))
+    low = [r["arm"] for r in rows if r["arm"] in ARMS and ARMS[r["arm"]].trains and r["status"] == "scored"
+           and r.get("accuracy") is not None and r["accuracy"] <= 1 / k]
+    if "id" not in report or not low or n > SERVICE_PROTOCOL["loo_max_n"]:
+        return None
+    per_label = (n - 1) / k
+    return (f"{', '.join(low)} scored at or below chance ({1 / k:.3f} for {k} labels) because the examples are "
+            f"few, not because {'it guesses' if len(low) == 1 else 'they guess'} worse than chance: each of the "
+            f"{n} examples is scored by a fit on the other {n - 1} (leave-one-out), in which its own label has lost "
+            "that example: with labels about balanced, the majority of the others is then another label, and a "
+            f"fitted arm has about {per_label:.0f} text{'s' if round(per_label) != 1 else ''} a label to learn from. "
+            "Few-shot arms need more: about 5 examples per label or more.")
+
+
 def winner_line(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     """"Winner: ARM (macro-F1, ECE, p50)" of the first row, "(by a tie-break)" when it tied; or no arm scored."""
     if not rows or rows[0]["status"] != "scored":
@@ -215,6 +239,9 @@ def _ranking(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
                              for _, key, spec in cols) + "</tr>" for r in rows)
     out = (f"<h2>Ranking</h2><table id='scorecard'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
            f"<p class='note'>Ranked by {_e(ranking_rule(n_datasets(report)))}.</p>")
+    note = few_shot_note(report, rows)
+    if note:
+        out += f"<p class='note' id='few-shot-note'>{_u(note)}</p>"
     c = report.get("constraints") or {}
     if c.get("max_p95_ms") is not None or c.get("max_rss_mb") is not None:
         out += (f"<p>Best arm with p95 &le; {fmt(c['max_p95_ms'], 'g')} ms/doc and peak RSS &le; "

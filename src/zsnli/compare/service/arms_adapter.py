@@ -49,9 +49,6 @@ REGISTRY_INCUMBENTS = ("embedding_similarity", "embedding_logreg", "embedding_kn
 
 EMBEDDING_ARMS = tuple(name for name in REGISTRY_INCUMBENTS if ARMS[name].uses_encoder)
 
-FEW_SHOT_INCUMBENTS = tuple(name for name in REGISTRY_INCUMBENTS if ARMS[name].trains)
-"""Incumbents fitted on the other examples (`zsnli.compare.protocol`: never on the one they score)."""
-
 INCUMBENTS = (*NLI_TEMPLATES, *REGISTRY_INCUMBENTS)
 """Arm names a request may list in ``candidates``; all of them run by default."""
 

@@ -6,7 +6,7 @@ plus this page's links (permalink, JSON, report file, badge, how to verify the r
 only reads the form, posts it, shows progress and errors, then shows the stored result page's ``#result``.
 Everything is served by the app (``/bakeoff/static/...``): no external CDN. User text (tasks, labels, arm names)
 is shown with its bidirectional controls visible and isolated (`zsnli.serving.text.html_text`). Imports the
-standard library, `zsnli.compare.render`, `zsnli.serving.text`, `arms_adapter` (which arms are fitted), `protocol` and `settings`.
+standard library, `zsnli.compare.render`, `zsnli.serving.text`, `protocol` and `settings`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Sequence
 from zsnli.compare.render import render_html, report_html
 from zsnli.serving.text import html_attr, html_text
 
-from .arms_adapter import FEW_SHOT_INCUMBENTS
 from .protocol import LOO_MAX_N, MAX_FOLDS, RANKING_RULE
 from .settings import BakeoffSettings
 
@@ -138,31 +137,9 @@ def result_page(answer: dict, public_url: str | None) -> str:
     badge Markdown) start with it, and are root-relative (``/v1/bakeoffs/...``) when it is None. Nothing
     here comes from the request (a forged ``Host`` header changes no link).
     """
-    note = few_shot_note(answer)
-    body = (f"<section id='result'>{report_html(answer)}"
-            + (f"<p class='note' id='few-shot-note'>{html_text(note)}</p>" if note else "")
-            + f"{_links(answer, public_url)}</section>"
+    body = (f"<section id='result'>{report_html(answer)}{_links(answer, public_url)}</section>"
             f"<p class='note'>{escape(PROTOCOL_NOTE)}</p>" + glossary([e['arm'] for e in answer.get('scorecard', [])]))
     return _shell(f"bake-off {answer['id']}", body)
-
-
-def few_shot_note(answer: dict) -> str | None:
-    """Why few-shot arms scored at or below chance on few examples, or None when none did (or the examples
-    are more than `LOO_MAX_N`). With leave-one-out, the fit that scores an example lacks that example, so
-    its label is under-represented there: with about balanced labels the majority of the others is always
-    another label (majority: accuracy 0), and the other fitted arms have one or two texts a label to learn
-    from. That is the protocol saying the examples are too few, not the arms being worse than guessing."""
-    n, k = answer.get("n") or 0, max(1, len(answer.get("labels") or ()))
-    low = [e["arm"] for e in answer.get("scorecard", []) if e.get("arm") in FEW_SHOT_INCUMBENTS
-           and e.get("status") == "scored" and e.get("accuracy") is not None and e["accuracy"] <= 1 / k]
-    if not low or n > LOO_MAX_N:
-        return None
-    return (f"{', '.join(low)} scored at or below chance ({1 / k:.3f} for {k} labels) because the examples are "
-            f"few, not because {'it guesses' if len(low) == 1 else 'they guess'} worse than chance: each of the "
-            f"{n} examples is scored by a fit on the other {n - 1} (leave-one-out), in which its own label has lost "
-            "that example: with labels about balanced, the majority of the others is then another label, and a "
-            f"fitted arm has about {(n - 1) / k:.0f} text{'s' if round((n - 1) / k) != 1 else ''} a label to learn "
-            "from. Few-shot arms need more: about 5 examples per label or more.")
 
 
 def _links(answer: dict, public_url: str | None) -> str:
