@@ -488,43 +488,21 @@ def served(bert_dir, tmp_path, monkeypatch):
 
 @pytest.fixture
 def bakeoff_server(tmp_path, monkeypatch):
-    """A factory of a bake-off app (`bakeoff_support.make_bakeoff_app` on ``model_dir`` with ``overrides``) under
-    uvicorn in a thread, for the browser tests: ``bakeoff_server(model_dir, **overrides)`` returns its base URL
-    once ``/health`` is 200 (at most 60 s); every server started is stopped after the test."""
-    import socket
-    import threading
-    import time
-
-    import httpx
-    import uvicorn
+    """A factory of a bake-off app (`bakeoff_support.make_bakeoff_app` on ``model_dir`` with ``overrides``) in a
+    `http_support.ThreadServer`, for the browser tests: ``bakeoff_server(model_dir, **overrides)`` returns its
+    base URL once ``/health`` is 200; every server started is stopped after the test."""
     from bakeoff_support import make_bakeoff_app
+    from http_support import ThreadServer
 
     monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
     monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
     running = []
 
     def start(model_dir, **overrides) -> str:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        srv = uvicorn.Server(uvicorn.Config(make_bakeoff_app(model_dir, **overrides), host="127.0.0.1", port=port,
-                                            log_level="warning", lifespan="on"))
-        thread = threading.Thread(target=srv.run, daemon=True)
-        thread.start()
-        running.append((srv, thread))
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(base + "/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        return base
+        server = ThreadServer(make_bakeoff_app(model_dir, **overrides), make_settings(model_dir, **overrides))
+        running.append(server.__enter__())
+        return f"http://127.0.0.1:{server.port}"
 
     yield start
-    for srv, thread in running:
-        srv.should_exit = True
-        thread.join(10)
-
+    for server in running:
+        server.__exit__(None, None, None)

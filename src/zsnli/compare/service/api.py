@@ -15,7 +15,8 @@ receipts without ``cryptography``). The protocol, the pages, the arms and the ru
 may pull ``rich``; the sentence encoder) are imported on the first bake-off request or page (`_engine`),
 and ``cryptography`` on the first signature or public-key request, so a server that never runs a
 bake-off never loads them (``tests/test_serve_imports.py`` checks it).
-Imports the other `zsnli.compare.service` modules and `zsnli` core modules; never `zsnli.serving.app` (the app hands
+Imports the other `zsnli.compare.service` modules, `zsnli` core modules and `zsnli.serving.http_request` (the wait for a
+client's disconnect); never `zsnli.serving.app` (the app hands
 its body reader in).
 """
 
@@ -36,6 +37,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 
 from zsnli.errors import ApiError, ErrorType
 from zsnli.serving.api_types import inline_schema
+from zsnli.serving.http_request import wait_disconnect
 from zsnli.serving.request_ids import log_safe
 from zsnli.compare.receipts import ReceiptError, Signer
 from zsnli.manifest import sha256_file
@@ -159,18 +161,11 @@ def _background_thread() -> None:
         pass
 
 
-async def _wait_disconnect(request: Request) -> None:
-    """Return when the client has gone (the body was read before: the next message is the disconnect)."""
-    while True:
-        if (await request.receive()).get("type") == "http.disconnect":
-            return
-
-
 async def until_disconnect(request: Request, work: Awaitable[Any]) -> tuple[bool, Any]:
     """``(True, result)`` of ``work``, or ``(False, None)`` when the client left first: ``work`` is then
     cancelled and has finished cancelling when this returns (a bake-off's threads stop at their next step)."""
     task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_wait_disconnect(request))
+    gone = asyncio.ensure_future(wait_disconnect(request))
     try:
         done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
         if task in done:
