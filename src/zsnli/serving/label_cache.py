@@ -71,10 +71,14 @@ class LabelEmbeddings:
         self._store: OrderedDict[Key, np.ndarray] = OrderedDict()
         self.hits = 0
         self.misses = 0
-        self.nbytes = 0  # the kept entries' bytes (`_entry_bytes` each)
 
     def __len__(self) -> int:
         return len(self._store)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the kept entries hold (`_entry_bytes` each; read at a ``/metrics`` scrape, not per request)."""
+        return sum(self._entry_bytes(key, vector) for key, vector in self._store.items())
 
     @staticmethod
     def _entry_bytes(key: Key, vector: np.ndarray) -> int:
@@ -117,11 +121,7 @@ class LabelEmbeddings:
     def _keep(self, key: Key, vector: np.ndarray) -> None:
         if self.max_entries == 0:
             return
-        old = self._store.pop(key, None)
-        if old is not None:
-            self.nbytes -= self._entry_bytes(key, old)
-        kept = self._store[key] = vector.copy()
-        self.nbytes += self._entry_bytes(key, kept)
+        self._store[key] = vector.copy()
+        self._store.move_to_end(key)
         while len(self._store) > self.max_entries:
-            dropped_key, dropped = self._store.popitem(last=False)
-            self.nbytes -= self._entry_bytes(dropped_key, dropped)
+            self._store.popitem(last=False)
