@@ -114,19 +114,23 @@ def check_model_dir(model_dir: str | Path, manifest: dict[str, Any]) -> list[Fil
     """Compare every file listed in the manifest with the bytes in ``model_dir``.
 
     ``manifest['files']`` covers the trained model (everything outside
-    `PRETRAINED_DIRS`); each ``manifest['pretrained_artifacts'][name]['files']``
+    `PRETRAINED_DIRS`); each ``manifest['pretrained_artifacts'][name]['files']``, and
+    ``manifest['embedding']['files']`` for an encoder trained here,
     covers its subdirectory (names reported as ``embedding/<file>``). Files
     present but absent from the manifest are reported as ``unlisted`` (a
     served model must be exactly the manifest's files).
     """
     root = Path(model_dir)
     checks = _check_table(manifest.get("files", {}), hash_model_dir(root), "")
-    for name, artifact in sorted(manifest.get("pretrained_artifacts", {}).items()):
+    tables = dict(manifest.get("pretrained_artifacts", {}))
+    if isinstance(manifest.get("embedding"), dict):  # model/embedding trained by this project
+        tables["embedding"] = manifest["embedding"]
+    for name, artifact in sorted(tables.items()):
         sub = artifact.get("dir", name)
         actual = hash_model_dir(root / sub) if (root / sub).is_dir() else {}
         checks += _check_table(artifact.get("files", {}), actual, f"{sub}/")
     for name in PRETRAINED_DIRS:
-        if (root / name).is_dir() and name not in manifest.get("pretrained_artifacts", {}):
+        if (root / name).is_dir() and name not in tables:
             checks += _check_table({}, hash_model_dir(root / name), f"{name}/")
     return checks
 

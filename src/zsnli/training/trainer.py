@@ -115,14 +115,16 @@ HARD_NEGATIVES_FILE = "hard_negatives.json"
 
 
 def _hard_negatives(preset: Preset, output_dir: Path) -> tuple[dict[str, list[int]] | None, dict[str, str] | None]:
-    """`zsnli.training.hard_negatives.hard_negative_table` with the cosine term's encoder, when the preset
-    asks, and the encoder that built it (``{"dir", "sha256"}``: an input of the data, so the manifest names it)."""
+    """`zsnli.training.hard_negatives.hard_negative_table` with all-MiniLM-L6-v2 as published
+    (`zsnli.runtime.embedding.pretrained_encoder_dir`, the encoder the shipped run used; not the served
+    ``model/embedding``, which is trained from it), when the preset asks, and the encoder that built it
+    (``{"dir", "sha256"}``: an input of the data, so the manifest names it)."""
     if preset.zsc_hard_negative_share <= 0:
         return None, None
-    from ..runtime.embedding import SentenceEncoder, default_embedding_dir
+    from ..runtime.embedding import SentenceEncoder, pretrained_encoder_dir
     from .hard_negatives import hard_negative_table
 
-    encoder_dir = default_embedding_dir()
+    encoder_dir = pretrained_encoder_dir()
     encoder = SentenceEncoder(encoder_dir)
     table = hard_negative_table(preset.zsc_sources, encoder, output_dir / HARD_NEGATIVES_FILE)
     return table, {"dir": str(encoder_dir), "sha256": encoder.digest}

@@ -1,0 +1,87 @@
+"""``train.py install-encoder`` (zsnli.training.encoder_install): a trained sentence encoder becomes the served
+``model/embedding``; the training manifest's table of that directory names its lineage and every byte, and the
+encoder's training sets are declared in data_sources.json."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import build_bert_nli
+from zsnli.manifest import check_model_dir, hash_model_dir, write_json
+from zsnli.runtime.embedding import SentenceEncoder, embedding_digest
+from zsnli.training import encoder as enc
+from zsnli.training.encoder_install import install_encoder
+from zsnli.training.manifest_writer import ENCODER_MANIFEST_NAME, pretrained_artifacts, trained_embedding
+from zsnli.training.presets import sentence_encoder
+from zsnli.training.zsc_nli import zsc_sources
+
+ROOT = Path(__file__).resolve().parents[2]
+ZSC = ROOT / "tests" / "data" / "tiny_zsc"
+
+
+def _shipped_copy(tiny_run, root: Path, encoder_base: Path) -> Path:
+    """A model dir beside its manifests, with a reused (untrained) encoder in embedding/ as shipped before."""
+    out = root / "out"
+    shutil.copytree(tiny_run["out"], out)
+    shutil.copytree(encoder_base, out / "model" / "embedding")
+    manifest = json.loads((out / "training_manifest.json").read_text())
+    manifest["pretrained_artifacts"] = pretrained_artifacts(out / "model")
+    write_json(out / "training_manifest.json", manifest)
+    assert all(c.status == "ok" for c in check_model_dir(out / "model", manifest))
+    return out
+
+
+def test_install_encoder_ships_the_run_with_its_lineage_and_data(tiny_run, tmp_path):
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    preset = sentence_encoder(str(base)).with_overrides(
+        zsc_sources=zsc_sources(ZSC), max_steps=4, batch_size=8, max_length=48, lr=1e-3, logging_steps=1,
+        eval_steps=4, mixed_precision="no", warmup_ratio=0.0)
+    run = enc.train_encoder(preset, tmp_path / "run", interpolate_alpha=0.5)
+
+    table = install_encoder(tmp_path / "run", out / "model", out)
+    served = out / "model" / "embedding"
+    assert sorted(p.name for p in served.iterdir()) == sorted([*run["files"], ENCODER_MANIFEST_NAME])
+    assert table["sha256"] == embedding_digest(served) == run["embedding_sha256"] == SentenceEncoder(served).digest
+    manifest = json.loads((out / "training_manifest.json").read_text())
+    assert "embedding" not in manifest["pretrained_artifacts"] and manifest["embedding"] == table
+    assert table["base_model"]["weights_sha256"] == run["base_model"]["weights_sha256"]
+    assert table["interpolation"]["alpha"] == 0.5 and table["training"]["steps"] == 4
+    assert table["data_sources"] == ["zsc-train:tiny_polite", "zsc-train:tiny_topic"]
+    assert table["files"] == hash_model_dir(served)
+    checks = check_model_dir(out / "model", manifest)
+    assert checks and all(c.status == "ok" for c in checks)
+    assert {c.name for c in checks} >= {"embedding/model.safetensors", f"embedding/{ENCODER_MANIFEST_NAME}"}
+    # a later cross-encoder run's manifest describes the directory the same way (build_manifest's tables)
+    assert trained_embedding(out / "model") == table and pretrained_artifacts(out / "model") == {}
+
+    sources = {s["name"]: s for s in json.loads((out / "data_sources.json").read_text())["sources"]}
+    polite = sources["sentence-encoder:zsc-train:tiny_polite"]
+    assert polite["role"] == "train" and len(polite["sha256"]) == 64 and polite["model"].startswith("model/embedding")
+
+    (served / "model.safetensors").write_bytes(b"changed")
+    bad = [c for c in check_model_dir(out / "model", manifest) if c.status != "ok"]
+    assert [(c.name, c.status) for c in bad] == [("embedding/model.safetensors", "mismatch")]
+
+
+def test_install_encoder_refuses_a_run_that_differs_from_its_manifest_and_changes_nothing(tiny_run, tmp_path):
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    before = hash_model_dir(out / "model" / "embedding")
+    preset = sentence_encoder(str(base)).with_overrides(
+        zsc_sources=zsc_sources(ZSC), max_steps=2, batch_size=8, max_length=48, logging_steps=1, mixed_precision="no")
+    enc.train_encoder(preset, tmp_path / "run")
+    (tmp_path / "run" / "model" / "config.json").write_text("{}")
+    done = subprocess.run([sys.executable, str(ROOT / "train.py"), "install-encoder", str(tmp_path / "run"),
+                           "--model-dir", str(out / "model")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "config.json is mismatch against encoder_manifest.json" in done.stderr
+    assert hash_model_dir(out / "model" / "embedding") == before
+    missing = subprocess.run([sys.executable, str(ROOT / "train.py"), "install-encoder", str(tmp_path / "none")],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "give a train.py encoder --output-dir" in missing.stderr
