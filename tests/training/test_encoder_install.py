@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import build_bert_nli
 from zsnli.manifest import check_model_dir, hash_model_dir, write_json
-from zsnli.runtime.embedding import SentenceEncoder, embedding_digest
+from zsnli.runtime.embedding import EMBEDDING_MODEL_ID, SentenceEncoder, embedding_digest, encoder_id
 from zsnli.training import encoder as enc
 from zsnli.training.encoder_install import install_encoder
 from zsnli.training.manifest_writer import ENCODER_MANIFEST_NAME, pretrained_artifacts, trained_embedding
@@ -56,6 +56,11 @@ def test_install_encoder_ships_the_run_with_its_lineage_and_data(tiny_run, tmp_p
     checks = check_model_dir(out / "model", manifest)
     assert checks and all(c.status == "ok" for c in checks)
     assert {c.name for c in checks} >= {"embedding/model.safetensors", f"embedding/{ENCODER_MANIFEST_NAME}"}
+    # reports name it as trained here (the bake-off's embedding arm), the published encoder by its hub id
+    assert encoder_id(served) == f"{base}, fine-tuned by zsnli" and encoder_id(base) == EMBEDDING_MODEL_ID
+    from zsnli.compare.arms.baselines import EmbeddingBaseline
+
+    assert EmbeddingBaseline(served).identity()["model"] == encoder_id(served)
     # a later cross-encoder run's manifest describes the directory the same way (build_manifest's tables)
     assert trained_embedding(out / "model") == table and pretrained_artifacts(out / "model") == {}
 

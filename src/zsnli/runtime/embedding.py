@@ -83,6 +83,22 @@ def pretrained_encoder_dir() -> str:
     return EMBEDDING_MODEL_ID
 
 
+def encoder_id(model_dir: str | Path) -> str:
+    """The name of the encoder in ``model_dir`` for reports: `EMBEDDING_MODEL_ID` for all-MiniLM-L6-v2 as
+    published, ``"<base id>, fine-tuned by zsnli"`` for a directory holding a ``train.py encoder``
+    manifest (``encoder_manifest.json``; the digest tells runs apart)."""
+    import json
+
+    path = Path(model_dir) / "encoder_manifest.json"
+    if not path.is_file():
+        return EMBEDDING_MODEL_ID
+    try:
+        base = json.loads(path.read_text(encoding="utf-8"))["base_model"]["id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        base = EMBEDDING_MODEL_ID
+    return f"{base}, fine-tuned by zsnli"
+
+
 DEFINING_FILES = ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt")
 """The files whose bytes define the embeddings (the others in the package's directory do not)."""
 

@@ -56,7 +56,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import metrics
-from ..runtime.embedding import EMBEDDING_MODEL_ID
+from ..runtime.embedding import EMBEDDING_MODEL_ID, encoder_id
 from ..manifest import CALIBRATION_NAME, MANIFEST_NAME, holdout_digest, load_manifest, write_json
 from ..training.manifest_writer import calibration_sources, declare_sources
 from ..training.nli_data import build_nli_data
@@ -397,7 +397,8 @@ def calibrate(
     write_calibration(doc, Path(out) if out else manifest_dir / CALIBRATION_NAME)
     if out is None:
         used = emb_digest if chosen["config"].get("embedding_weight") else None
-        declare_sources(manifest_dir, calibration_sources(dev_examples, len(dev_rows), EMBEDDING_MODEL_ID, used))
+        name = encoder_id(encoder.model_dir) if encoder else EMBEDDING_MODEL_ID
+        declare_sources(manifest_dir, calibration_sources(dev_examples, len(dev_rows), name, used))
     return doc
 
 
@@ -431,7 +432,8 @@ def calibration_document(chosen: dict[str, Any], decided_by: str, candidates: li
             "ece_bins": metrics.N_BINS,
             "content_free_premise": CONTENT_FREE_PREMISE,
             "embedding_weights": list(method["embedding_weights"]),
-            "embedding_model": {"id": EMBEDDING_MODEL_ID, "sha256": method["emb_digest"],
+            "embedding_model": {"id": encoder_id(method["encoder_dir"]) if method["encoder_dir"] else EMBEDDING_MODEL_ID,
+                                "sha256": method["emb_digest"],
                                 "dir": str(method["encoder_dir"]) if method["encoder_dir"] else None},
             "dev_examples": str(method["dev_examples"]) if method["dev_examples"] else None,
             "dev_documents": method["dev_documents"],

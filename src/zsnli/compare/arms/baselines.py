@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from zsnli.runtime.embedding import EMBEDDING_MODEL_ID, SentenceEncoder, default_embedding_dir
+from zsnli.runtime.embedding import SentenceEncoder, default_embedding_dir, encoder_id
 from zsnli.compare.arms.base import shown_path
 from zsnli.manifest import hash_model_dir, model_dir_digest
 
@@ -95,7 +95,8 @@ class PipelineBaseline:
 
 
 class EmbeddingBaseline:
-    """Cosine similarity of all-MiniLM-L6-v2 sentence embeddings, x scale, softmax over labels."""
+    """Cosine similarity of the served sentence encoder's embeddings (``model/embedding``: all-MiniLM-L6-v2,
+    fine-tuned here since issue 42), x scale, softmax over labels."""
 
     name = "embedding"
 
@@ -124,5 +125,5 @@ class EmbeddingBaseline:
 
     def identity(self) -> dict[str, Any]:
         """``{"kind": "embedding", "model": id, "model_sha256": embedding_digest (as calibration.json), "scale"}``."""
-        return {"kind": "embedding", "model": EMBEDDING_MODEL_ID, "model_sha256": self._encoder.digest,
+        return {"kind": "embedding", "model": encoder_id(self.model_path), "model_sha256": self._encoder.digest,
                 "scale": self.scale}
