@@ -268,11 +268,14 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
 
 
 def _encoder(args: argparse.Namespace, preset: Preset) -> int:
-    from .training.encoder import DEFAULT_SCALE, train_encoder
+    from .training.encoder import DEFAULT_SCALE, CheckpointMismatch, train_encoder
 
-    manifest = train_encoder(preset, args.output_dir, scale=args.scale or DEFAULT_SCALE, negatives=args.negatives,
-                             resume=not args.no_resume, notes=tuple(args.note), stop_at_step=args.stop_at_step,
-                             interpolate_alpha=args.interpolate_alpha)
+    try:
+        manifest = train_encoder(preset, args.output_dir, scale=args.scale or DEFAULT_SCALE, negatives=args.negatives,
+                                 resume=not args.no_resume, notes=tuple(args.note), stop_at_step=args.stop_at_step,
+                                 interpolate_alpha=args.interpolate_alpha)
+    except CheckpointMismatch as exc:
+        return usage_error("train.py encoder", str(exc))
     if manifest.get("interrupted"):
         print(f"interrupted at step {manifest['steps']} (checkpoint written in {args.output_dir}); "
               "rerun the same command to resume")

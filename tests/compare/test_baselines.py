@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from zsnli.compare.arms.baselines import BaselineError, EmbeddingBaseline, PipelineBaseline, softmax
-from zsnli.runtime.embedding import default_embedding_dir, embedding_digest
+from zsnli.runtime.embedding import default_embedding_dir, embedding_digest, encoder_id
 
 TEXT = "the team won the football match and the league season"
 LABELS = ["This text is about sport.", "This text is about business.", "This text is about food.",
@@ -42,7 +42,9 @@ def test_embedding_baseline_probabilities():
     np.testing.assert_allclose(base.predict(TEXT, LABELS[::-1]), probs[::-1], atol=1e-6)
     flat = EmbeddingBaseline(scale=0.0).predict(TEXT, LABELS)
     np.testing.assert_allclose(flat, [0.25] * 4)
-    assert base.identity()["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    # the shipped model/embedding is trained here (issue 42): named as such, with its digest
+    assert base.identity()["model"] == encoder_id(default_embedding_dir()) == (
+        "sentence-transformers/all-MiniLM-L6-v2, fine-tuned by zsnli")
     # one digest for the embedding weights: the one calibration.json records and the server checks
     assert base.identity()["model_sha256"] == embedding_digest(default_embedding_dir())
 

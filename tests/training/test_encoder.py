@@ -212,6 +212,28 @@ def test_stop_at_step_keeps_the_whole_schedule_and_a_reached_checkpoint_is_writt
     assert written.keys() <= at_four.keys() and all(torch.equal(written[k], at_four[k]) for k in written)
 
 
+def test_a_checkpoint_of_another_schedule_or_a_folder_of_later_checkpoints_is_refused(base, tmp_path):
+    preset = _preset(base, eval_steps=4)
+    enc.train_encoder(preset, tmp_path / "run")  # checkpoint-4 and checkpoint-8 of an 8-step run at lr 1e-3
+    for other, needle in [(dict(lr=3e-3), "learning_rate 0.001, this command gives 0.003"),
+                          (dict(max_steps=100), "total steps 8, this command gives 100"),
+                          (dict(batch_size=4), "batch size 8, this command gives 4")]:
+        with pytest.raises(enc.CheckpointMismatch, match=needle):
+            enc.train_encoder(_preset(base, eval_steps=4, **other), tmp_path / "run", stop_at_step=4)
+    kept = sorted(p.name for p in (tmp_path / "run" / "run").glob("checkpoint-*"))
+    assert kept == ["checkpoint-4", "checkpoint-8"]
+    enc.train_encoder(preset, tmp_path / "late", stop_at_step=8)
+    later = sorted(p.name for p in (tmp_path / "late" / "run").glob("checkpoint-*"))
+    with pytest.raises(enc.CheckpointMismatch, match="no checkpoint at or before --stop-at-step 2"):
+        enc.train_encoder(_preset(base, eval_steps=4), tmp_path / "late", stop_at_step=2)
+    assert sorted(p.name for p in (tmp_path / "late" / "run").glob("checkpoint-*")) == later
+    done = _cli("encoder", "--zsc-dir", str(ZSC), "--base-model", str(base), "--output-dir", str(tmp_path / "late"),
+                "--max-steps", "8", "--stop-at-step", "2", "--mixed-precision", "no")
+    last = done.stderr.strip().splitlines()[-1]  # after the run's log lines: one error line, no traceback
+    assert done.returncode == 2 and last.startswith("train.py encoder: error:") and "--stop-at-step 2" in last
+    assert "Traceback" not in done.stderr
+
+
 def test_interpolate_alpha_writes_the_wise_ft_mix_of_base_and_trained_weights(base, tmp_path):
     preset = _preset(base, eval_steps=4)
     enc.train_encoder(preset, tmp_path / "out", stop_at_step=4)

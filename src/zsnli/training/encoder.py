@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -165,7 +166,7 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     log.info("encoder data: %d texts from %d sets, %d distinct hypotheses", len(data.texts), len(data.set_names),
              len(data.hypotheses))
     trainer, tokenizer, stop = _build_trainer(preset, data, run_dir, scale, negatives, t0, stop_at_step)
-    resumed_from = _resume_checkpoint(run_dir, stop_at_step) if resume else None
+    resumed_from = _checked_resume(trainer, run_dir, stop_at_step, resume)
     train_start = time.time()
     if resumed_from is not None and stop_at_step is not None and _step_of(resumed_from) >= stop_at_step:
         result = _load_checkpoint(trainer, resumed_from)
@@ -182,7 +183,7 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     if interpolate_alpha is not None:
         interpolation = _interpolate(trainer, preset, run_dir, interpolate_alpha)
     save_model(trainer.model, tokenizer, model_dir, preset.save_dtype)
-    figures = _figures(trainer, result, preset, resumed_from, train_seconds, t0, notes)
+    figures = {**_figures(trainer, result, preset, resumed_from, train_seconds, t0, notes), "stop_at_step": stop_at_step}
     manifest = build_encoder_manifest(preset, data, model_dir, scale, negatives, figures, interpolation)
     write_json(output_dir / MANIFEST_NAME, manifest)
     return manifest
@@ -241,8 +242,70 @@ def _stop_at(step: int):
     return StopAtStep()
 
 
+class CheckpointMismatch(ValueError):
+    """A run folder's checkpoint was trained under another schedule, batch size or optimiser setting than the
+    command resuming it, or ``stop_at_step`` would train over a folder holding only later checkpoints."""
+
+
 def _step_of(checkpoint: Path) -> int:
+    """N of a ``checkpoint-N`` directory."""
     return int(checkpoint.name.split("-")[-1])
+
+
+def _checked_resume(trainer, run_dir: Path, stop_at_step: int | None, resume: bool) -> Path | None:
+    """The checkpoint to resume from (`_resume_checkpoint`), checked against ``trainer`` (`_check_checkpoint`).
+
+    Raises `CheckpointMismatch` when it was trained otherwise, or when ``stop_at_step`` is given and
+    ``run_dir`` holds checkpoints after it but none at or before it (a run from step 0 there would rotate
+    the later ones away).
+    """
+    if stop_at_step is not None and _resume_checkpoint(run_dir, stop_at_step) is None:
+        later = sorted(run_dir.glob("checkpoint-*"), key=_step_of)
+        if later:
+            raise CheckpointMismatch(f"{run_dir} holds {later[0].name} and later but no checkpoint at or before "
+                                     f"--stop-at-step {stop_at_step}; training from step 0 there would rotate them "
+                                     "away: give another --output-dir")
+    if stop_at_step is not None and stop_at_step > _schedule_steps(trainer):
+        log.warning("--stop-at-step %d is past the schedule's %d steps: the run ends at its last step",
+                    stop_at_step, _schedule_steps(trainer))
+    checkpoint = _resume_checkpoint(run_dir, stop_at_step) if resume else None
+    if checkpoint is not None:
+        _check_checkpoint(trainer, checkpoint)
+    return checkpoint
+
+
+_CHECKED_ARGS = ("learning_rate", "warmup_ratio", "warmup_steps", "weight_decay", "seed", "lr_scheduler_type")
+"""`TrainingArguments` fields a resumed checkpoint must share with the resuming command."""
+
+
+def _check_checkpoint(trainer, checkpoint: Path) -> None:
+    """Raise `CheckpointMismatch` unless ``checkpoint`` was trained with ``trainer``'s schedule: the total steps
+    (which also tell datasets of other sizes apart under ``--epochs``), the batch size, and the `_CHECKED_ARGS`
+    of its ``training_args.bin`` (when present)."""
+    import torch
+
+    state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    got = {"total steps": state.get("max_steps"), "batch size": state.get("train_batch_size")}
+    want = {"total steps": _schedule_steps(trainer), "batch size": trainer.args.per_device_train_batch_size}
+    if (checkpoint / "training_args.bin").is_file():
+        saved = torch.load(checkpoint / "training_args.bin", weights_only=False)
+        for name in _CHECKED_ARGS:
+            got[name], want[name] = getattr(saved, name, None), getattr(trainer.args, name, None)
+    differ = [k for k in want if got[k] != want[k]]
+    if differ:
+        k = differ[0]
+        raise CheckpointMismatch(f"{checkpoint} was trained with {k} {got[k]}, this command gives {want[k]}: "
+                                 "rerun it with the run's own settings or give another --output-dir")
+
+
+def _schedule_steps(trainer) -> int:
+    """The optimiser steps of ``trainer``'s whole schedule, as `transformers.Trainer` counts them (``max_steps``,
+    else ``ceil(epochs x batches per epoch)``, one process)."""
+    args = trainer.args
+    if args.max_steps > 0:
+        return int(args.max_steps)
+    batches = math.ceil(len(trainer.train_dataset) / args.per_device_train_batch_size)
+    return int(math.ceil(args.num_train_epochs * max(batches // args.gradient_accumulation_steps, 1)))
 
 
 def _resume_checkpoint(run_dir: Path, stop_at_step: int | None) -> Path | None:

@@ -81,18 +81,20 @@ def pretrained_artifacts(model_dir: str | Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def trained_embedding(model_dir: str | Path) -> dict[str, Any] | None:
+def trained_embedding(model_dir: str | Path, subdir: str = EMBEDDING_SUBDIR) -> dict[str, Any] | None:
     """The ``embedding`` table of ``training_manifest.json`` when ``model_dir/embedding`` was trained here.
 
     That directory then holds the `ENCODER_MANIFEST_NAME` of its ``train.py encoder`` run. Returns
     ``None`` when it does not; else its lineage (base model and weights sha256, the interpolation with the
     base, the data sources' names, hyperparameters, steps), ``files`` (sha256 and bytes of every file of
     the directory, that manifest included) and ``sha256`` (the embedding digest ``calibration.json``
-    pins). Raises `LineageError` when that manifest lists bytes the directory does not hold.
+    pins). ``subdir``: read that directory of ``model_dir`` instead (a copy staged to replace
+    ``embedding``; the table still names ``embedding``). Raises `LineageError` when that manifest lists
+    bytes the directory does not hold, ``KeyError`` when it lacks its base, data or figures.
     """
     from ..runtime.embedding import embedding_digest
 
-    sub = Path(model_dir) / EMBEDDING_SUBDIR
+    sub = Path(model_dir) / subdir
     path = sub / ENCODER_MANIFEST_NAME
     if not path.is_file():
         return None
@@ -322,7 +324,8 @@ def calibration_sources(
 
     The team dev set when one was given (``dev_rows`` documents), and the
     sentence-embedding weights when the chosen config uses them
-    (``embedding_sha256`` not ``None``).
+    (``embedding_sha256`` not ``None``): described as reused when ``embedding_id`` is the
+    published all-MiniLM-L6-v2's, else as trained here (`zsnli.runtime.embedding.encoder_id`).
     """
     declared = []
     if dev_examples:
@@ -330,7 +333,14 @@ def calibration_sources(
                          "sha256": sha256_file(dev_examples), "rows": dev_rows,
                          "licence": "written by the zsnli team (original text)",
                          "role": "calibration: choice of scoring rule, correction, embedding weight, temperature"})
-    if embedding_sha256:
+    if embedding_sha256 and embedding_id != EMBEDDING_ARTIFACT["id"]:  # trained here (`trained_embedding`)
+        declared.append({"name": "sentence-encoder-weights", "kind": "model", "path": "model/" + EMBEDDING_SUBDIR,
+                         "id": embedding_id, "sha256": embedding_sha256,
+                         "licence": "Apache-2.0 (this project); derived from " + EMBEDDING_ARTIFACT["licence"],
+                         "source": f"train.py encoder (model/{EMBEDDING_SUBDIR}/{ENCODER_MANIFEST_NAME}; "
+                                   "training_manifest.json's embedding table)",
+                         "role": "serving: cosine term of the score; trained by this project"})
+    elif embedding_sha256:
         declared.append({"name": "all-MiniLM-L6-v2-embeddings", "kind": "model", "path": "model/" + EMBEDDING_SUBDIR,
                          "id": embedding_id, "sha256": embedding_sha256,
                          "licence": EMBEDDING_ARTIFACT["licence"], "source": EMBEDDING_ARTIFACT["source"],
