@@ -260,3 +260,41 @@ def test_cli_embedding_dir_scores_and_records_another_encoder(tmp_path, tiny_mod
         assert code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and flag in err[0], err
+
+
+def test_the_previous_scoring_is_compared_only_on_the_encoder_it_was_served_with():
+    """A previous calibration pinned to another sentence encoder cannot be re-scored with this run's cosines: its
+    "previous scoring" row would mix the old temperatures with the new cosines (issue 42's encoder change)."""
+    from zsnli.selection.cli import comparable_previous
+
+    chosen = {"rule": "entailment", "temperature": 1.35, "k_exponent": 0.0, "content_free_premise": None,
+              "embedding_weight": 40.0, "embedding_sha256": "a" * 64, "groups": {}, "calibrator": None,
+              "cascade": {"min_labels": 10, "keep": 4}}
+    assert comparable_previous({"chosen": chosen}, "a" * 64).default.embedding_weight == 40.0
+    assert comparable_previous({"chosen": chosen}, "b" * 64) is None
+    assert comparable_previous({}, "a" * 64) is None
+    plain = {**chosen, "embedding_weight": 0.0, "embedding_sha256": None, "cascade": None}
+    assert comparable_previous({"chosen": plain}, "b" * 64) is not None
+
+
+def test_compare_with_records_another_runs_figures_on_the_same_rows_only(tmp_path):
+    from zsnli.selection.cli import DevSetError, _compared_run, compared_with
+
+    served = {"weighted_normalised": 35.2, "unweighted_normalised": 34.6, "per_kind": {"topic": 62.2}}
+    loko = {"weighted_normalised": 33.8, "unweighted_normalised": 33.4, "per_kind": {"topic": 58.1}}
+    rows = {"zsc-dev/a": {"files": {"a.jsonl": "1" * 64}, "rows_used": 200, "negation_pairs": False}}
+    doc = {"chosen": {"embedding_sha256": "e" * 64},
+           "selection": {"decided_by": rows, "kind_weighted": {
+               "chosen_arm": "w pooled, T pooled by objective", "served_leave_one_dataset_out": served,
+               "leave_one_kind_out": {"served": loko, "per_set": {}}}}}
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(doc))
+    got = compared_with(path, rows)
+    assert got["served_leave_one_dataset_out"] == served and got["leave_one_kind_out"] == loko
+    assert got["embedding_sha256"] == "e" * 64 and got["file"] == str(path)
+    other_rows = {"zsc-dev/a": {**rows["zsc-dev/a"], "rows_used": 100}}
+    with pytest.raises(DevSetError, match="other sets, files or rows"):
+        compared_with(path, other_rows)
+    (tmp_path / "bad.json").write_text(json.dumps({"chosen": {}}))
+    with pytest.raises(ValueError, match="not the output of train.py select --kinds"):
+        _compared_run(tmp_path / "bad.json")

@@ -7,7 +7,7 @@ Pure functions from a ``validate.py bakeoff`` report (``baselines/main.json``: `
 compact). `zsnli.bench.doc_figures` runs what produces them and writes each between its markers;
 ``tests/bench/test_doc_figures.py`` renders the committed report and calibration again and compares.
 
-May import: the standard library only.
+May import: the standard library and `zsnli.runtime.embedding` (a constant; it imports no torch at load).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import math
 from typing import Any, Mapping, Sequence
+
+from ..runtime.embedding import PUBLISHED_EMBEDDING_DIGEST
 
 #: How many of each arm's worst slices `slices_table` lists.
 SLICES_PER_ARM = 2
@@ -201,7 +203,9 @@ def chosen_sentence(calibration: Mapping[str, Any]) -> str:
     cf = f'"{c["content_free_premise"]}" correction' if c.get("content_free_premise") is not None \
         else "no content-free correction"
     w = c.get("embedding_weight") or 0
-    cos = f"embedding weight {w:g} (cosine of the untouched all-MiniLM-L6-v2)" if w else "no cosine term"
+    encoder = ("the untouched all-MiniLM-L6-v2" if c.get("embedding_sha256") == PUBLISHED_EMBEDDING_DIGEST else
+               f"the sentence encoder fine-tuned from all-MiniLM-L6-v2, embedding sha256 {str(c.get('embedding_sha256'))[:12]}")
+    cos = f"embedding weight {w:g} (cosine of {encoder})" if w else "no cosine term"
     temp = f"T(K) = {c['temperature']:.3f} x K^{c['k_exponent']:.3f}" if c.get("k_exponent") else \
         f"T = {c['temperature']:.3f}"
     tail = (f"; in-sample mean normalised {sel['chosen_in_sample_mean_normalised']:.1f}"

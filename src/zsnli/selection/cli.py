@@ -75,6 +75,10 @@ def _parser() -> UsageParser:
     p.add_argument("--data-sources", type=Path, default=Path("data_sources.json"))
     p.add_argument("--report-public", type=Path, default=None,
                    help="examples file reported after the choice (e.g. ../shared/data/zsc/public.jsonl); never chosen on")
+    p.add_argument("--compare-with", type=Path, default=None, metavar="CALIBRATION",
+                   help="with --kinds: another run's output on the same rows (e.g. with another --embedding-dir); its "
+                        "served figures both ways of holding out are recorded beside this run's (kind_weighted."
+                        "compared_with); refused when it was chosen on other rows")
     p.add_argument("--negation", action="store_true",
                    help="also run the negation-pair experiment (figures only; the server does not read them)")
     p.add_argument("--max-rows", type=positive_int, default=DEFAULT_MAX_ROWS,
@@ -108,6 +112,8 @@ def _check_args(args) -> None:
         raise ValueError(f"--report-public {args.report_public}: not found")
     if args.kinds is not None:
         read_kinds(args.kinds)  # one line naming the file when it is unreadable
+    if args.compare_with is not None:
+        _compared_run(args.compare_with)
 
 
 def load_dev(args) -> tuple[dict[str, CachedSet], dict[str, Any]]:
@@ -211,6 +217,32 @@ def superseded_block(old: dict[str, Any]) -> dict[str, Any]:
             "temperature_form": figures.get("temperature_form"), "dev_mean": figures.get("dev", {}).get("mean")}
 
 
+def _compared_run(path: Path) -> dict[str, Any]:
+    """``--compare-with``'s document; ``ValueError`` (one line) unless it is a ``--kinds`` selection output."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc["selection"]["kind_weighted"]["leave_one_kind_out"]["served"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"--compare-with {path}: not the output of train.py select --kinds ({exc})") from None
+    return doc
+
+
+def compared_with(path: Path, decided_by: dict[str, Any]) -> dict[str, Any]:
+    """The ``kind_weighted.compared_with`` record: another run's served figures, both ways of holding out.
+
+    ``decided_by``: this run's `dev_files`; the other run must have been chosen on the same sets, files
+    and rows, else `DevSetError`. Returns its file, encoder digest, chosen arm and the two summaries
+    (weighted and unweighted normalised and ECE, per kind).
+    """
+    doc = _compared_run(path)
+    if doc["selection"].get("decided_by") != decided_by:
+        raise DevSetError(f"--compare-with {path}: chosen on other sets, files or rows than this run")
+    kw = doc["selection"]["kind_weighted"]
+    return {"file": str(path), "embedding_sha256": doc["chosen"].get("embedding_sha256"),
+            "chosen_arm": kw.get("chosen_arm"), "served_leave_one_dataset_out": kw["served_leave_one_dataset_out"],
+            "leave_one_kind_out": kw["leave_one_kind_out"]["served"]}
+
+
 def write_data_sources(path: Path, zsc: dict[str, Any], sets: dict[str, CachedSet]) -> None:
     """Replace the ``role: selection`` entries of data_sources.json with one per zsc-dev set used."""
     doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"sources": []}
@@ -275,7 +307,7 @@ def run(args) -> dict[str, Any]:
     if args.report_public is not None:
         prev = superseded_block(old).get("chosen")
         configs = {"new_default": chosen}
-        if prev:
+        if prev and comparable_previous({"chosen": prev}, digest) is not None:
             configs["previous_calibration"] = ScoringConfig.from_dict(prev)
         doc["selection"]["public_report"] = public_report(args.report_public, args, configs)
     args.out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -295,10 +327,28 @@ def cached_kind_weighted(args, sets: dict[str, CachedSet], digest: str, previous
                     lambda: grouped_doc.build(sets, read_kinds(args.kinds), digest, previous, log=logger.info))
 
 
+def comparable_previous(old: dict[str, Any], digest: str) -> RequestScoring | None:
+    """The previous calibration's scoring (``old["chosen"]``) when this run can score it as it was served.
+
+    ``digest``: this run's sentence-encoder digest (its cached cosines). A previous scoring with a cosine
+    term pinned to another encoder (``embedding_sha256``) would be scored with the wrong cosines, so it is
+    left out (``None``, logged), as is a missing one; one without a cosine term is always comparable.
+    """
+    chosen = old.get("chosen")
+    if not chosen:
+        return None
+    pinned = chosen.get("embedding_sha256")
+    if chosen.get("embedding_weight") and pinned and pinned != digest:
+        logger.info("the previous scoring's cosine term is of another encoder (%s, this run %s): not re-scored here",
+                    pinned[:12], digest[:12])
+        return None
+    return RequestScoring.from_chosen(chosen)
+
+
 def run_kind_weighted(args, sets: dict[str, CachedSet], zsc: dict[str, Any], digest: str) -> dict[str, Any]:
     """``--kinds``: the kind-weighted choice (`zsnli.selection.grouped_doc.build`) written as calibration.json."""
     old = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
-    previous = RequestScoring.from_chosen(old["chosen"]) if "chosen" in old else None
+    previous = comparable_previous(old, digest)
     built = cached_kind_weighted(args, sets, digest, previous)
     final, rows = built["chosen"], built["rows"]
     selection = {
@@ -317,6 +367,9 @@ def run_kind_weighted(args, sets: dict[str, CachedSet], zsc: dict[str, Any], dig
         "kind_weighted": built["kind_weighted"],
         "targets": TARGETS,
     }
+    if args.compare_with is not None:
+        selection["kind_weighted"] = {**selection["kind_weighted"],
+                                      "compared_with": compared_with(args.compare_with, selection["decided_by"])}
     doc = {"chosen": final.to_dict(), "model_sha256": old.get("model_sha256"), "selection": selection,
            "superseded": superseded_block(old)}
     if args.report_public is not None:
