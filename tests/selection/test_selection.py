@@ -298,3 +298,12 @@ def test_compare_with_records_another_runs_figures_on_the_same_rows_only(tmp_pat
     (tmp_path / "bad.json").write_text(json.dumps({"chosen": {}}))
     with pytest.raises(ValueError, match="not the output of train.py select --kinds"):
         _compared_run(tmp_path / "bad.json")
+
+
+def test_superseded_is_the_replaced_choice_unless_the_rerun_chose_the_same():
+    from zsnli.selection.cli import superseded_block
+
+    old = {"chosen": {"temperature": 1.0}, "selection": {}, "superseded": {"chosen": {"temperature": 2.0}}}
+    assert superseded_block(old, {"temperature": 1.5})["chosen"] == {"temperature": 1.0}
+    assert superseded_block(old, {"temperature": 1.0}) == old["superseded"]  # a rerun keeps the earlier record
+    assert superseded_block({"chosen": {"temperature": 3.0}})["chosen"] == {"temperature": 3.0}  # an older format

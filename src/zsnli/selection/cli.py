@@ -208,9 +208,15 @@ def dev_files(sets: dict[str, CachedSet]) -> dict[str, Any]:
                 "negation_pairs": sel.is_negation_set(cs)} for n, cs in sets.items()}
 
 
-def superseded_block(old: dict[str, Any]) -> dict[str, Any]:
-    """The previous choice, small: kept as it was if the file was already written by this procedure."""
+def superseded_block(old: dict[str, Any], chosen: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The previous choice, small. ``old``: the file this run replaces; ``chosen``: this run's choice.
+
+    A file written by this procedure is superseded by its own ``chosen`` when this run chose otherwise;
+    when it chose the same (a rerun, e.g. to add ``--report-public``) its ``superseded`` is kept."""
     if "selection" in old and "superseded" in old:
+        if chosen is not None and old.get("chosen") not in (None, chosen):
+            return {"chosen": old["chosen"], "decided_by": "train.py select: the calibration.json this run replaced",
+                    "temperature_form": None, "dev_mean": None}
         return old["superseded"]
     figures = old.get("chosen_figures", {})
     return {"chosen": old.get("chosen"), "decided_by": old.get("decided_by"),
@@ -301,11 +307,12 @@ def run(args) -> dict[str, Any]:
     rows = oof_table(sets, grid, oof, digest)
     old = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
     doc = {"chosen": chosen.to_dict(), "model_sha256": old.get("model_sha256"),
-           "selection": selection_block(sets, grid, oof, final, rows), "superseded": superseded_block(old)}
+           "selection": selection_block(sets, grid, oof, final, rows),
+           "superseded": superseded_block(old, chosen.to_dict())}
     if args.negation:
         add_negation(doc, sets, grid, oof, final, digest)
     if args.report_public is not None:
-        prev = superseded_block(old).get("chosen")
+        prev = superseded_block(old, chosen.to_dict()).get("chosen")
         configs = {"new_default": chosen}
         if prev and comparable_previous({"chosen": prev}, digest) is not None:
             configs["previous_calibration"] = ScoringConfig.from_dict(prev)
@@ -371,7 +378,7 @@ def run_kind_weighted(args, sets: dict[str, CachedSet], zsc: dict[str, Any], dig
         selection["kind_weighted"] = {**selection["kind_weighted"],
                                       "compared_with": compared_with(args.compare_with, selection["decided_by"])}
     doc = {"chosen": final.to_dict(), "model_sha256": old.get("model_sha256"), "selection": selection,
-           "superseded": superseded_block(old)}
+           "superseded": superseded_block(old, final.to_dict())}
     if args.report_public is not None:
         configs = {"new_default": final}
         if previous is not None:
