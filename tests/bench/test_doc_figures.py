@@ -271,3 +271,21 @@ def test_the_check_names_each_block_as_it_starts(tmp_path, capsys):
     assert doc_figures.main(["--root", str(tmp_path)]) == 0
     err = capsys.readouterr().err
     assert "[1/2] docs/quality.md: quality-chosen" in err and "[2/2] docs/quality.md: quality-oof" in err
+
+
+def test_the_kind_table_shows_both_ways_and_the_compared_run_beside_the_shipped_one():
+    """Issue 42: leave one dataset out and leave one kind out, each with the compared run's figures beside."""
+    import json
+
+    from zsnli.bench.doc_tables import kind_weighted_table
+
+    selection = json.loads((REPO / "calibration.json").read_text())["selection"]
+    table = kind_weighted_table(selection)
+    kw = selection["kind_weighted"]
+    assert "leave one kind out, zsc-dev" in table
+    loko = kw["leave_one_kind_out"]["served"]["weighted_normalised"]
+    assert f"| served arm (shipped) | {loko:.2f} |" in table
+    other = kw["compared_with"]
+    assert f"encoder {other['embedding_sha256'][:12]}) | {other['served_leave_one_dataset_out']['weighted_normalised']:.2f} |" in table
+    without = {**selection, "kind_weighted": {k: v for k, v in kw.items() if k != "compared_with"}}
+    assert "compared run" not in kind_weighted_table(without)

@@ -223,12 +223,29 @@ def chosen_sentence(calibration: Mapping[str, Any]) -> str:
     return f"rule `{c['rule']}`, {cf}, {cos}, {temp}{more}{arm}{tail}"
 
 
+def _loko_table(block: Mapping[str, Any], other: Mapping[str, Any], kinds: list[str]) -> str:
+    """Leave one kind out: the served arm's figures (``leave_one_kind_out.served``) and the compared run's."""
+    rows = []
+    for name, s in (("served arm (shipped)", block["leave_one_kind_out"]["served"]),
+                    ("served arm of the compared run", (other or {}).get("leave_one_kind_out"))):
+        if s:
+            rows.append([name, _num(s["weighted_normalised"], 2), _num(s["unweighted_normalised"], 2),
+                         _num(s["weighted_ece"]), _num(s["unweighted_ece"])]
+                        + [_num(s["per_kind"].get(k), 1) for k in kinds])
+    return _table(["leave one kind out, zsc-dev", "weighted normalised", "unweighted normalised", "weighted ECE",
+                   "unweighted ECE"] + kinds, rows)
+
+
 def kind_weighted_table(selection: Mapping[str, Any]) -> str:
     """The kind-weighted choice (``selection.kind_weighted`` of ``train.py select --kinds``): every arm's
     kind-weighted and unweighted mean normalised score and ECE out of fold, and its mean per task kind, with the
     previous scoring and plain entailment (the pipeline's scoring) beside them; then the cascades tried."""
     block = selection["kind_weighted"]
+    other = block.get("compared_with") or {}
+    other_name = (f"served arm of the compared run (`--compare-with`; encoder {str(other.get('embedding_sha256'))[:12]})"
+                  if other else "")
     arms = {"previous scoring (as shipped before)": block.get("previous_scoring"),
+            **({other_name: other["served_leave_one_dataset_out"]} if other else {}),
             "plain entailment (pipeline scoring)": block["plain_entailment"], **block["arms"]}
     kinds = sorted({k for s in arms.values() if s for k in s["per_kind"]})
     rows = []
@@ -241,6 +258,7 @@ def kind_weighted_table(selection: Mapping[str, Any]) -> str:
                     + [_num(s["per_kind"].get(k), 1) for k in kinds])
     table = _table(["out of fold, zsc-dev", "weighted normalised", "unweighted normalised", "weighted ECE",
                     "unweighted ECE"] + kinds, rows)
+    table += "\n" + _loko_table(block, other, kinds)
     casc = block.get("cascade") or {}
     if casc.get("out_of_fold"):
         crow = [[name if name != "exact" else "exact (every label)", _num(s["weighted_normalised"], 2),
