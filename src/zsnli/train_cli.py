@@ -195,9 +195,10 @@ def _encoder_parser(sub) -> None:
     e.add_argument("--word-embeddings", choices=("frozen", "trained"), help="default frozen")
     e.add_argument("--scale", type=positive_float, default=None,
                    help="cosine scale of the loss (default 20, sentence-transformers' MultipleNegativesRankingLoss)")
-    e.add_argument("--negatives", choices=("batch", "own-set"), default="batch",
+    e.add_argument("--negatives", choices=("batch", "own-set", "label-subsets"), default="batch",
                    help="batch: every candidate of the batch competes (default); own-set: only the text's own set's "
-                        "hypotheses")
+                        "hypotheses; label-subsets: the text's own and a random 1 to 49 others (label-set "
+                        "augmentation)")
     e.add_argument("--checkpoint-steps", type=positive_int, help="a checkpoint every this many steps (default 500)")
     e.add_argument("--stop-at-step", type=positive_int, metavar="N",
                    help="stop at step N of the whole schedule (--epochs / --max-steps) and write the encoder of that "

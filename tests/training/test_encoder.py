@@ -307,3 +307,24 @@ def test_without_the_published_base_encoder_the_runs_that_need_it_say_so_in_one_
     monkeypatch.setattr(embedding, "pretrained_encoder_dir", lambda: str(ROOT / "model" / "embedding"))
     assert check_args(build_parser().parse_args(["encoder", "--zsc-dir", str(ZSC), "--output-dir",
                                                  str(tmp_path / "o")])).zsc_sources
+
+
+def test_label_subsets_keep_the_target_and_draw_2_to_50_labels_the_same_way_on_every_call():
+    """Label-set augmentation (issue 42): each row competes against a random subset of the batch's other
+    candidates, 2 to 50 labels in all, its own hypothesis always among them; a resumed run draws the same."""
+    import random
+
+    from zsnli.training.encoder_data import MAX_SUBSET_LABELS, label_subset
+
+    targets = list(range(0, 120, 2))
+    rows = label_subset(targets, 120, random.Random(0))
+    sizes = [sum(r) for r in rows]
+    assert all(r[t] for r, t in zip(rows, targets))
+    assert min(sizes) >= 2 and max(sizes) <= MAX_SUBSET_LABELS and len(set(sizes)) > 10
+    assert label_subset(targets, 120, random.Random(0)) == rows
+    assert label_subset([0], 1, random.Random(0)) == [[True]]
+    hyp, sets = [0, 1, 2, 0], [0, 0, 1, 1]
+    first = batch_candidates(hyp, sets, [(0, 1, 3), (2, 0, 4)], "label-subsets")
+    assert first == batch_candidates(hyp, sets, [(0, 1, 3), (2, 0, 4)], "label-subsets")
+    candidates, targets2, allowed = first
+    assert all(allowed[i][t] for i, t in enumerate(targets2)) and all(sum(r) >= 2 for r in allowed)

@@ -91,7 +91,7 @@ def test_install_encoder_refuses_a_run_that_differs_from_its_manifest_and_change
     missing = subprocess.run([sys.executable, str(ROOT / "train.py"), "install-encoder", str(tmp_path / "none")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
-    assert "give a train.py encoder --output-dir" in missing.stderr
+    assert "give the --output-dir of a finished train.py encoder run" in missing.stderr
 
 
 def test_install_encoder_checks_everything_before_changing_anything(tiny_run, tmp_path):

@@ -239,7 +239,8 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         run = Path(args.run_dir).expanduser()
         for need in (run / "model" / "config.json", run / "encoder_manifest.json"):
             if not need.is_file():
-                raise UsageError(f"{args.run_dir}: no {need.relative_to(run)}; give a train.py encoder --output-dir")
+                raise UsageError(f"{args.run_dir}: no {need.relative_to(run)}; give the --output-dir of a finished "
+                                 "train.py encoder run")
         _check_model_dir(args.model_dir)
         _check_manifest(manifest_dir(args) / MANIFEST_NAME, "--manifest-dir")
         return None

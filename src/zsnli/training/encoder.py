@@ -152,6 +152,8 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     (a checkpoint is written; rerun to resume; no model or manifest). Raises ``ValueError`` for an
     unknown ``negatives``, a non-positive ``scale`` or ``stop_at_step``, an alpha outside ``(0, 1]``,
     `LaunchError` under a multi-process launch (in-batch negatives are per process: run it in one),
+    `CheckpointMismatch` for a checkpoint to resume from that another schedule, batch size or optimiser
+    setting trained (or a ``stop_at_step`` below every checkpoint of the folder), and
     `zsnli.training.nli_data.DataError` for unreadable or empty data.
     """
     import transformers

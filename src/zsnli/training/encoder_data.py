@@ -14,7 +14,10 @@ candidates of the in-batch contrastive loss (`zsnli.training.encoder.in_batch_lo
   encoder is served for, and for a binary set the negation of the row's own hypothesis).
 
 ``negatives="batch"`` lets every candidate compete for every row (other sets' hypotheses are
-negatives too); ``"own-set"`` keeps, for each row, only its own set's hypotheses.
+negatives too); ``"own-set"`` keeps, for each row, only its own set's hypotheses;
+``"label-subsets"`` keeps, for each row, its own hypothesis and a random subset of the others
+(`label_subset`: 2 to `MAX_SUBSET_LABELS` candidates in all, the label-set augmentation GLiClass
+trains with), so the encoder sees label sets of every size, as requests bring them.
 
 May import the standard library and `zsnli.training.zsc_nli`, `zsnli.training.nli_data` (Source,
 DataError); torch only inside `EncoderCollator.__call__`.
@@ -22,13 +25,18 @@ DataError); torch only inside `EncoderCollator.__call__`.
 
 from __future__ import annotations
 
+import random
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .nli_data import DataError, Source
 from .zsc_nli import normalise_text, read_zsc_set
 
-NEGATIVES = ("batch", "own-set")
+NEGATIVES = ("batch", "own-set", "label-subsets")
+
+MAX_SUBSET_LABELS = 50
+"""The largest label set `label_subset` draws (GLiClass's augmentation draws 2 to 50 labels)."""
 
 
 @dataclass
@@ -90,8 +98,8 @@ def batch_candidates(hyp_ids: Sequence[int], set_ids: Sequence[int], set_hypothe
     Candidates: the distinct ids of ``hyp_ids`` in first-seen order, then the other hypotheses
     of each set in ``set_ids`` (see the module text). ``targets[i]`` is the position of row i's
     own hypothesis among them. ``allowed`` (``[B][C]``) is None for ``negatives="batch"``; for
-    ``"own-set"`` it is True where a candidate belongs to row i's set. Raises ``ValueError``
-    for another ``negatives``.
+    ``"own-set"`` it is True where a candidate belongs to row i's set; for ``"label-subsets"``
+    it is `label_subset`'s draw. Raises ``ValueError`` for another ``negatives``.
     """
     if negatives not in NEGATIVES:
         raise ValueError(f"negatives {negatives!r}: choose from {', '.join(NEGATIVES)}")
@@ -103,8 +111,25 @@ def batch_candidates(hyp_ids: Sequence[int], set_ids: Sequence[int], set_hypothe
     targets = [position[h] for h in hyp_ids]
     if negatives == "batch":
         return candidates, targets, None
+    if negatives == "label-subsets":
+        seed = zlib.crc32(",".join(map(str, (*hyp_ids, -1, *set_ids))).encode())
+        return candidates, targets, label_subset(targets, len(candidates), random.Random(seed))
     allowed = [[c in set(set_hypotheses[s]) for c in candidates] for s in set_ids]
     return candidates, targets, allowed
+
+
+def label_subset(targets: Sequence[int], n_candidates: int, rng: random.Random) -> list[list[bool]]:
+    """``allowed[i][c]`` (``[B][C]``): row i's target and ``k - 1`` other candidates drawn without replacement,
+    ``k`` uniform in ``[2, min(MAX_SUBSET_LABELS, C)]`` per row (all C when C < 2). ``rng`` decides the
+    draws (`batch_candidates` seeds it from the batch's hypothesis and set ids, so a resumed run draws the
+    same subsets)."""
+    rows = []
+    for target in targets:
+        others = [c for c in range(n_candidates) if c != target]
+        k = rng.randint(2, min(MAX_SUBSET_LABELS, n_candidates)) if n_candidates >= 2 else n_candidates
+        keep = set(rng.sample(others, k - 1)) | {target}
+        rows.append([c in keep for c in range(n_candidates)])
+    return rows
 
 
 class EncoderCollator:
@@ -114,7 +139,7 @@ class EncoderCollator:
     per hypothesis: ``input_ids`` and, for BERT-style tokenizers, ``token_type_ids``). Each
     feature needs ``input_ids``, ``hyp`` and ``set``. Returns tensors: the text inputs
     (``input_ids``, ``attention_mask``, ``token_type_ids`` when the tokenizer uses them), the same
-    with a ``hyp_`` prefix for the candidates, ``labels`` (int ``[B]``) and, for ``own-set``,
+    with a ``hyp_`` prefix for the candidates, ``labels`` (int ``[B]``) and, for ``own-set`` and ``label-subsets``,
     ``candidate_mask`` (bool ``[B, C]``). Padded to a multiple of 8 tokens.
     """
 
