@@ -25,12 +25,18 @@ def test_declare_sources_replaces_by_name_and_keeps_the_rest(tmp_path):
         {"name": "a", "role": "train"}, {"name": "team-zero-shot-dev", "rows": 1}]}))
     dev = tmp_path / "dev.jsonl"
     dev.write_text('{"id": 1}\n')
-    declare_sources(tmp_path, calibration_sources(dev, 5, "org/emb", "ab" * 32))
+    published = "sentence-transformers/all-MiniLM-L6-v2"
+    declare_sources(tmp_path, calibration_sources(dev, 5, published, "ab" * 32))
     doc = json.loads((tmp_path / "data_sources.json").read_text())
     assert doc["preset"] == "p"
     assert [s["name"] for s in doc["sources"]] == ["a", "team-zero-shot-dev", "all-MiniLM-L6-v2-embeddings"]
     assert doc["sources"][1]["rows"] == 5 and doc["sources"][2]["sha256"] == "ab" * 32
-    assert calibration_sources(None, 0, "org/emb", None) == []
+    assert "reused pretrained artifact" in doc["sources"][2]["role"]
+    assert calibration_sources(None, 0, published, None) == []
+    # an encoder trained here (zsnli.runtime.embedding.encoder_id) is declared as trained, not as reused
+    (trained,) = calibration_sources(None, 0, published + ", fine-tuned by zsnli", "cd" * 32)
+    assert trained["name"] == "sentence-encoder-weights" and "trained by this project" in trained["role"]
+    assert "reused" not in trained["role"] and trained["sha256"] == "cd" * 32
 
 
 def test_a_run_continued_from_a_trained_model_records_the_whole_chain(tiny_run, tmp_path):
