@@ -225,8 +225,8 @@ def _install_encoder(args: argparse.Namespace) -> int:
     from .training.encoder_install import install_encoder
 
     table = install_encoder(args.run_dir, args.model_dir, manifest_dir(args))
-    print(f"model/embedding is now {table['id']} (embedding sha256 {table['sha256']}); calibration.json pins the "
-          "old encoder: re-choose the scoring with python train.py select")
+    print(f"{Path(args.model_dir) / 'embedding'} is now {table['id']} (embedding sha256 {table['sha256']}); "
+          "calibration.json pins the old encoder: re-choose the scoring with python train.py select")
     return 0
 
 
