@@ -55,10 +55,11 @@ def sha256_json(obj: Any) -> str:
 
 
 EMBEDDING_SUBDIR = "embedding"
-"""Subdirectory of the model directory holding the reused sentence-embedding encoder."""
+"""Subdirectory of the model directory holding the sentence encoder (trained here since issue 42, or reused)."""
 
 PRETRAINED_DIRS = (EMBEDDING_SUBDIR,)
-"""Model subdirectories that hold reused pretrained artifacts, hashed in their own manifest table."""
+"""Model subdirectories hashed in their own manifest table (``embedding`` when trained here, else
+``pretrained_artifacts``), apart from the cross-encoder's ``files``."""
 
 
 def hash_model_dir(model_dir: str | Path, exclude: tuple[str, ...] = PRETRAINED_DIRS) -> dict[str, dict[str, Any]]:

