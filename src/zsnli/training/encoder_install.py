@@ -15,15 +15,14 @@ May import `zsnli.manifest` and `zsnli.training.manifest_writer`; no torch.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
-from ..manifest import (
-    DATA_SOURCES_NAME, EMBEDDING_SUBDIR, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest, write_json,
+from ..manifest import EMBEDDING_SUBDIR, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest, write_json
+from .manifest_writer import (
+    ENCODER_MANIFEST_NAME, TRAINED_EMBEDDING_KEY, LineageError, declare_sources, trained_embedding,
 )
-from .manifest_writer import ENCODER_MANIFEST_NAME, TRAINED_EMBEDDING_KEY, LineageError, trained_embedding
 
 ENCODER_SOURCE_PREFIX = "sentence-encoder:"
 """``data_sources.json`` names of the encoder's training sets (the cross-encoder's own entries keep theirs)."""
@@ -59,7 +58,7 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
     manifest.get("pretrained_artifacts", {}).pop(EMBEDDING_SUBDIR, None)
     manifest[TRAINED_EMBEDDING_KEY] = table
     write_json(manifest_dir / MANIFEST_NAME, manifest)
-    _declare(manifest_dir / DATA_SOURCES_NAME, sources)
+    declare_sources(manifest_dir, sources, replace_prefix=ENCODER_SOURCE_PREFIX)
     return table
 
 
@@ -82,14 +81,6 @@ def _stage(run_dir: Path, model_dir: Path) -> Path:
     shutil.copytree(run_dir / "model", staged)
     shutil.copy2(run_dir / ENCODER_MANIFEST_NAME, staged / ENCODER_MANIFEST_NAME)
     return staged
-
-
-def _declare(path: Path, entries: list[dict[str, Any]]) -> None:
-    """Replace every `ENCODER_SOURCE_PREFIX` entry of ``data_sources.json`` by ``entries``."""
-    doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"sources": []}
-    kept = [e for e in doc.get("sources", []) if not str(e.get("name", "")).startswith(ENCODER_SOURCE_PREFIX)]
-    doc["sources"] = kept + entries
-    write_json(path, doc)
 
 
 def _source_entry(source: dict[str, Any]) -> dict[str, Any]:

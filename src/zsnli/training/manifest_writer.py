@@ -308,12 +308,19 @@ def write_manifests(manifest: dict[str, Any], preset: "Preset", data: "NliData",
     write_json(manifest_dir / DATA_SOURCES_NAME, data_sources_doc(preset, data.counts, manifest.get("continued_from")))
 
 
-def declare_sources(manifest_dir: str | Path, entries: list[dict[str, Any]]) -> None:
-    """Add (or replace, by name) ``entries`` in ``data_sources.json``: every input of the served scores is declared."""
+def declare_sources(manifest_dir: str | Path, entries: list[dict[str, Any]], replace_prefix: str | None = None) -> None:
+    """Add (or replace, by name) ``entries`` in ``data_sources.json``: every input of the served scores is declared.
+
+    ``replace_prefix``: also drop every entry whose name starts with it (a whole group replaced, e.g. the sets
+    of an earlier installed encoder)."""
     path = Path(manifest_dir) / DATA_SOURCES_NAME
     doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"sources": []}
     names = {e["name"] for e in entries}
-    doc["sources"] = [e for e in doc.get("sources", []) if e.get("name") not in names] + entries
+
+    def replaced(name: str) -> bool:
+        return name in names or (replace_prefix is not None and name.startswith(replace_prefix))
+
+    doc["sources"] = [e for e in doc.get("sources", []) if not replaced(str(e.get("name", "")))] + entries
     write_json(path, doc)
 
 
