@@ -100,8 +100,9 @@ def embedding_digest(model_dir: str | Path) -> str:
     return model_dir_digest(files)
 
 
-def encoder_id(model_dir: str | Path) -> str:
-    """The name of the encoder in ``model_dir`` for reports.
+def encoder_id(model_dir: str | Path, digest: str | None = None) -> str:
+    """The name of the encoder in ``model_dir`` for reports (``digest``: its `embedding_digest` when the caller
+    holds it, e.g. `SentenceEncoder.digest`; else it is computed once, only when a manifest is found).
 
     ``"<base id>, fine-tuned by zsnli"`` when a ``train.py encoder`` manifest (``encoder_manifest.json``) in
     ``model_dir`` (a shipped ``model/embedding``) or beside it (a run's ``model/``) gives this directory's
@@ -114,7 +115,8 @@ def encoder_id(model_dir: str | Path) -> str:
     for path in (root / "encoder_manifest.json", root.parent / "encoder_manifest.json"):
         try:
             run = json.loads(path.read_text(encoding="utf-8"))
-            if run.get("embedding_sha256") == embedding_digest(root):
+            digest = digest or embedding_digest(root)
+            if run.get("embedding_sha256") == digest:
                 return f"{run['base_model']['id']}, fine-tuned by zsnli"
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue

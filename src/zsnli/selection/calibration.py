@@ -397,7 +397,7 @@ def calibrate(
     write_calibration(doc, Path(out) if out else manifest_dir / CALIBRATION_NAME)
     if out is None:
         used = emb_digest if chosen["config"].get("embedding_weight") else None
-        name = encoder_id(encoder.model_dir) if encoder else EMBEDDING_MODEL_ID
+        name = encoder_id(encoder.model_dir, encoder.digest) if encoder else EMBEDDING_MODEL_ID
         declare_sources(manifest_dir, calibration_sources(dev_examples, len(dev_rows), name, used))
     return doc
 
@@ -432,7 +432,7 @@ def calibration_document(chosen: dict[str, Any], decided_by: str, candidates: li
             "ece_bins": metrics.N_BINS,
             "content_free_premise": CONTENT_FREE_PREMISE,
             "embedding_weights": list(method["embedding_weights"]),
-            "embedding_model": {"id": encoder_id(method["encoder_dir"]) if method["encoder_dir"] else EMBEDDING_MODEL_ID,
+            "embedding_model": {"id": encoder_id(method["encoder_dir"], method["emb_digest"]) if method["encoder_dir"] else EMBEDDING_MODEL_ID,
                                 "sha256": method["emb_digest"],
                                 "dir": str(method["encoder_dir"]) if method["encoder_dir"] else None},
             "dev_examples": str(method["dev_examples"]) if method["dev_examples"] else None,

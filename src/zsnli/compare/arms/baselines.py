@@ -125,5 +125,5 @@ class EmbeddingBaseline:
 
     def identity(self) -> dict[str, Any]:
         """``{"kind": "embedding", "model": id, "model_sha256": embedding_digest (as calibration.json), "scale"}``."""
-        return {"kind": "embedding", "model": encoder_id(self.model_path), "model_sha256": self._encoder.digest,
+        return {"kind": "embedding", "model": encoder_id(self.model_path, self._encoder.digest), "model_sha256": self._encoder.digest,
                 "scale": self.scale}
