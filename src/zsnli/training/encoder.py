@@ -40,7 +40,7 @@ from .data_parallel import LaunchError, launch_from_env
 from .encoder_data import NEGATIVES, EncoderCollator, EncoderData, build_encoder_data
 from .manifest_writer import ENCODER_MANIFEST_NAME, base_weights_sha256, environment
 from .presets import Preset
-from .trainer import global_length_grouped_sampler, save_model
+from .trainer import checkpoint_step, global_length_grouped_sampler, save_model, sorted_checkpoints
 from .zsc_nli import texts_of
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     trainer, tokenizer, stop = _build_trainer(preset, data, run_dir, scale, negatives, t0, stop_at_step)
     resumed_from = _checked_resume(trainer, run_dir, stop_at_step, resume)
     train_start = time.time()
-    if resumed_from is not None and stop_at_step is not None and _step_of(resumed_from) >= stop_at_step:
+    if resumed_from is not None and stop_at_step is not None and checkpoint_step(resumed_from) >= stop_at_step:
         result = _load_checkpoint(trainer, resumed_from)
     else:
         with stop_on_signals(stop):
@@ -249,28 +249,24 @@ class CheckpointMismatch(ValueError):
     command resuming it, or ``stop_at_step`` would train over a folder holding only later checkpoints."""
 
 
-def _step_of(checkpoint: Path) -> int:
-    """N of a ``checkpoint-N`` directory."""
-    return int(checkpoint.name.split("-")[-1])
-
-
 def _checked_resume(trainer, run_dir: Path, stop_at_step: int | None, resume: bool) -> Path | None:
-    """The checkpoint to resume from (`_resume_checkpoint`), checked against ``trainer`` (`_check_checkpoint`).
+    """The newest checkpoint of ``run_dir`` to resume from (only steps <= ``stop_at_step`` when given),
+    checked against ``trainer`` (`_check_checkpoint`); ``None`` when there is none or ``resume`` is off.
 
     Raises `CheckpointMismatch` when it was trained otherwise, or when ``stop_at_step`` is given and
     ``run_dir`` holds checkpoints after it but none at or before it (a run from step 0 there would rotate
     the later ones away).
     """
-    if stop_at_step is not None and _resume_checkpoint(run_dir, stop_at_step) is None:
-        later = sorted(run_dir.glob("checkpoint-*"), key=_step_of)
-        if later:
-            raise CheckpointMismatch(f"{run_dir} holds {later[0].name} and later but no checkpoint at or before "
-                                     f"--stop-at-step {stop_at_step}; training from step 0 there would rotate them "
-                                     "away: give another --output-dir")
-    if stop_at_step is not None and stop_at_step > _schedule_steps(trainer):
+    every, reached = sorted_checkpoints(run_dir), sorted_checkpoints(run_dir, stop_at_step)
+    if every and not reached:
+        raise CheckpointMismatch(f"{run_dir} holds {every[0].name} and later but no checkpoint at or before "
+                                 f"--stop-at-step {stop_at_step}; training from step 0 there would rotate them "
+                                 "away: give another --output-dir")
+    schedule = _schedule_steps(trainer)
+    if stop_at_step is not None and stop_at_step > schedule:
         log.warning("--stop-at-step %d is past the schedule's %d steps: the run ends at its last step",
-                    stop_at_step, _schedule_steps(trainer))
-    checkpoint = _resume_checkpoint(run_dir, stop_at_step) if resume else None
+                    stop_at_step, schedule)
+    checkpoint = reached[-1] if (resume and reached) else None
     if checkpoint is not None:
         _check_checkpoint(trainer, checkpoint)
     return checkpoint
@@ -310,14 +306,6 @@ def _schedule_steps(trainer) -> int:
     return int(math.ceil(args.num_train_epochs * max(batches // args.gradient_accumulation_steps, 1)))
 
 
-def _resume_checkpoint(run_dir: Path, stop_at_step: int | None) -> Path | None:
-    """The newest ``checkpoint-N`` of ``run_dir`` (only N <= ``stop_at_step`` when given), or ``None``."""
-    checkpoints = sorted(run_dir.glob("checkpoint-*"), key=_step_of)
-    if stop_at_step is not None:
-        checkpoints = [c for c in checkpoints if _step_of(c) <= stop_at_step]
-    return checkpoints[-1] if checkpoints else None
-
-
 def _load_checkpoint(trainer, checkpoint: Path) -> None:
     """Put a finished checkpoint's weights and state into ``trainer`` instead of training (returns no result)."""
     import torch
@@ -346,7 +334,7 @@ def _interpolate(trainer, preset: Preset, run_dir: Path, alpha: float) -> dict[s
 def _figures(trainer, result, preset: Preset, resumed_from: Path | None, train_seconds: float, t0: float,
              notes: tuple[str, ...]) -> dict[str, Any]:
     """The manifest's ``training`` figures; ``result`` is ``None`` when a finished checkpoint was loaded."""
-    first_step = _step_of(resumed_from) if resumed_from else 0
+    first_step = checkpoint_step(resumed_from) if resumed_from else 0
     steps_here = trainer.state.global_step - first_step
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     return {

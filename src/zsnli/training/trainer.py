@@ -110,6 +110,17 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def checkpoint_step(checkpoint: str | Path) -> int:
+    """N of a ``checkpoint-N`` directory (a path or its name)."""
+    return int(Path(checkpoint).name.split("-")[-1])
+
+
+def sorted_checkpoints(folder: Path, up_to: int | None = None) -> list[Path]:
+    """The ``checkpoint-N`` directories of ``folder``, oldest step first (only N <= ``up_to`` when given)."""
+    found = sorted(folder.glob("checkpoint-*"), key=checkpoint_step)
+    return found if up_to is None else [c for c in found if checkpoint_step(c) <= up_to]
+
+
 HARD_NEGATIVES_FILE = "hard_negatives.json"
 """The nearest-wrong-class table of a run (`zsnli.training.hard_negatives`), kept in its output directory."""
 
@@ -282,7 +293,7 @@ def train(
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
         compute_metrics=compute_metrics, callbacks=trainer_callbacks(preset, t0, reset_best, stop),
     )
-    checkpoints = sorted(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    checkpoints = sorted_checkpoints(output_dir)
     resumed_from = checkpoints[-1].name if (resume and checkpoints) else None
     train_start = time.time()
     with stop_on_signals(stop):
@@ -316,7 +327,7 @@ def _training_figures(trainer, result, final_eval: dict[str, Any], preset: Prese
     start, ``time.time()``; ``train_seconds``: this process's time in ``trainer.train``)."""
     state = trainer.state
     losses = [h["loss"] for h in state.log_history if "loss" in h]
-    first_step = int(resumed_from.split("-")[-1]) if resumed_from else 0
+    first_step = checkpoint_step(resumed_from) if resumed_from else 0
     steps_this_run = result.global_step - first_step
     return {
         "steps": state.global_step,
