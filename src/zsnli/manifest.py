@@ -57,6 +57,9 @@ def sha256_json(obj: Any) -> str:
 EMBEDDING_SUBDIR = "embedding"
 """Subdirectory of the model directory holding the sentence encoder (trained here since issue 42, or reused)."""
 
+ENCODER_MANIFEST_NAME = "encoder_manifest.json"
+"""The manifest ``train.py encoder`` writes beside its encoder, kept inside ``model/embedding`` once shipped."""
+
 PRETRAINED_DIRS = (EMBEDDING_SUBDIR,)
 """Model subdirectories hashed in their own manifest table (``embedding`` when trained here, else
 ``pretrained_artifacts``), apart from the cross-encoder's ``files``."""

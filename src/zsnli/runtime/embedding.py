@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..manifest import model_dir_digest, sha256_file
+from ..manifest import ENCODER_MANIFEST_NAME, model_dir_digest, sha256_file
 from .model import Encoded, collate, forward_in_shapes
 from .precision import canonical_dtype
 from .shapes import FixedShapes
@@ -112,7 +112,7 @@ def encoder_id(model_dir: str | Path, digest: str | None = None) -> str:
     import json
 
     root = Path(model_dir)
-    for path in (root / "encoder_manifest.json", root.parent / "encoder_manifest.json"):
+    for path in (root / ENCODER_MANIFEST_NAME, root.parent / ENCODER_MANIFEST_NAME):
         try:
             run = json.loads(path.read_text(encoding="utf-8"))
             digest = digest or embedding_digest(root)

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..manifest import MANIFEST_NAME, ManifestError, load_manifest
+from ..manifest import ENCODER_MANIFEST_NAME, MANIFEST_NAME, ManifestError, load_manifest
 from .data_parallel import LaunchError, launch_from_env, per_device_batch
 from .presets import Preset, get_preset, sentence_encoder
 
@@ -237,7 +237,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         return _check_encoder(args)
     if args.command == "install-encoder":
         run = Path(args.run_dir).expanduser()
-        for need in (run / "model" / "config.json", run / "encoder_manifest.json"):
+        for need in (run / "model" / "config.json", run / ENCODER_MANIFEST_NAME):
             if not need.is_file():
                 raise UsageError(f"{args.run_dir}: no {need.relative_to(run)}; give the --output-dir of a finished "
                                  "train.py encoder run")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..manifest import (
     DATA_SOURCES_NAME,
     EMBEDDING_SUBDIR,
+    ENCODER_MANIFEST_NAME,
     MANIFEST_NAME,
     PRETRAINED_DIRS,
     hash_model_dir,
@@ -54,9 +55,6 @@ EMBEDDING_ARTIFACT = {
 }
 """What `training_manifest.json` says about `model/embedding/` besides its file table."""
 
-
-ENCODER_MANIFEST_NAME = "encoder_manifest.json"
-"""The manifest ``train.py encoder`` writes beside its encoder, kept inside ``model/embedding`` once shipped."""
 
 TRAINED_EMBEDDING_KEY = "embedding"
 """The ``training_manifest.json`` table of a ``model/embedding`` trained by this project (`trained_embedding`)."""
