@@ -106,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write a checkpoint at least this often (default 900); SIGTERM also writes one and stops")
     t.add_argument("--keep-checkpoints", type=positive_int,
                    help="checkpoints kept in --output-dir (default 2: the best and the newest)")
+    t.add_argument("--plateau-gain", type=fraction, metavar="GAIN",
+                   help="with --plateau-steps: stop when the best validation mean accuracy (a fraction) gained "
+                        "less than GAIN over the last STEPS steps, e.g. 0.005 (half a point)")
+    t.add_argument("--plateau-steps", type=positive_int, metavar="STEPS",
+                   help="the window of --plateau-gain in optimiser steps, e.g. 3000 (at least --eval-steps)")
     t.add_argument("--mixed-precision", choices=("auto", "bf16", "no"),
                    help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
     t.add_argument("--word-embeddings", choices=("frozen", "trained"), help="default: the preset's")
@@ -253,7 +258,7 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
         max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
         lr=args.lr, seed=args.seed, eval_steps=args.eval_steps, time_budget_s=args.time_budget_s,
         checkpoint_every_s=args.checkpoint_every_s, mixed_precision=args.mixed_precision,
-        keep_checkpoints=args.keep_checkpoints,
+        keep_checkpoints=args.keep_checkpoints, plateau_gain=args.plateau_gain, plateau_steps=args.plateau_steps,
         warmup_ratio=args.warmup_ratio,
         freeze_word_embeddings=None if args.word_embeddings is None else args.word_embeddings == "frozen",
     )

@@ -220,6 +220,20 @@ def _check_batch_split(batch_size: int | None, preset: Preset) -> None:
                          f"number of processes that divides {global_batch}") from None
 
 
+def _check_plateau(args: argparse.Namespace, preset: Preset) -> None:
+    """``--plateau-gain`` and ``--plateau-steps`` come together, and the window spans at least one evaluation."""
+    gain, steps = getattr(args, "plateau_gain", None), getattr(args, "plateau_steps", None)
+    if (gain is None) != (steps is None):
+        given, missing = ("--plateau-gain", "--plateau-steps") if steps is None else ("--plateau-steps",
+                                                                                      "--plateau-gain")
+        raise UsageError(f"{given} needs {missing} too: stop when validation gained less than GAIN over STEPS steps "
+                         "(issue 51's rule: --plateau-gain 0.005 --plateau-steps 3000)")
+    eval_steps = args.eval_steps or preset.eval_steps
+    if steps is not None and steps < eval_steps:
+        raise UsageError(f"--plateau-steps {steps} is shorter than the {eval_steps} steps between evaluations; "
+                         "give a window of at least one evaluation interval")
+
+
 def manifest_dir(args: argparse.Namespace) -> Path:
     """Where the manifests are: ``--manifest-dir``, else the parent of ``--model-dir``."""
     return Path(args.manifest_dir) if args.manifest_dir else Path(args.model_dir).resolve().parent
@@ -254,6 +268,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
     if args.command == "train":
         preset = with_zsc(preset, args)
         _check_batch_split(args.batch_size, preset)
+        _check_plateau(args, preset)
         args.model_dir = args.model_dir or f"runs/{preset.name}/model"
         if Path(args.model_dir).exists() and not Path(args.model_dir).is_dir():
             raise UsageError(f"--model-dir {args.model_dir} is a file; give a directory")
