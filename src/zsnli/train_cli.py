@@ -76,6 +76,15 @@ def _preset_args(p: argparse.ArgumentParser, model_dir: str | None) -> None:
     p.add_argument("--manifest-dir", default=None, help="where the manifests are (default: parent of --model-dir)")
 
 
+def _plateau_args(t: argparse.ArgumentParser) -> None:
+    """``train``'s plateau stop (`zsnli.training.callbacks.plateaued`)."""
+    t.add_argument("--plateau-gain", type=fraction, metavar="GAIN",
+                   help="with --plateau-steps: stop when the best validation mean accuracy (a fraction) gained "
+                        "less than GAIN over the last STEPS steps, e.g. 0.005 (half a point)")
+    t.add_argument("--plateau-steps", type=positive_int, metavar="STEPS",
+                   help="the window of --plateau-gain in optimiser steps, e.g. 3000 (at least --eval-steps)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``train.py`` parser: one sub-command each for train, calibrate, evaluate, verify, encoder and
     install-encoder; ``select``
@@ -106,11 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write a checkpoint at least this often (default 900); SIGTERM also writes one and stops")
     t.add_argument("--keep-checkpoints", type=positive_int,
                    help="checkpoints kept in --output-dir (default 2: the best and the newest)")
-    t.add_argument("--plateau-gain", type=fraction, metavar="GAIN",
-                   help="with --plateau-steps: stop when the best validation mean accuracy (a fraction) gained "
-                        "less than GAIN over the last STEPS steps, e.g. 0.005 (half a point)")
-    t.add_argument("--plateau-steps", type=positive_int, metavar="STEPS",
-                   help="the window of --plateau-gain in optimiser steps, e.g. 3000 (at least --eval-steps)")
+    _plateau_args(t)
     t.add_argument("--mixed-precision", choices=("auto", "bf16", "no"),
                    help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
     t.add_argument("--word-embeddings", choices=("frozen", "trained"), help="default: the preset's")

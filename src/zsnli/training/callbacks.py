@@ -64,6 +64,30 @@ def plateaued(evaluations: list[tuple[int, float]], window_steps: int, min_gain:
     return max(metric for _, metric in evaluations) - max(before) < min_gain
 
 
+def _plateau_callback(preset: Preset):
+    """The `plateaued` stop as a Trainer callback for ``preset.plateau_steps`` / ``preset.plateau_gain``."""
+    from transformers import TrainerCallback
+
+    class Plateau(TrainerCallback):
+        """Stop (after a checkpoint) when `plateaued` holds for the evaluations so far, resumed ones included.
+
+        Reads ``state.log_history``, which the Trainer saves in every checkpoint and extends with each
+        evaluation before ``on_evaluate``; every rank holds the same history, so no collective is needed.
+        """
+
+        def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+            evaluations = [(int(e["step"]), float(e["eval_mean_accuracy"]))
+                           for e in state.log_history if "eval_mean_accuracy" in e and "step" in e]
+            if plateaued(evaluations, preset.plateau_steps, preset.plateau_gain):
+                log.warning("validation mean accuracy gained less than %.4f over the last %d steps at step %d: "
+                            "stopping", preset.plateau_gain, preset.plateau_steps, state.global_step)
+                control.should_training_stop = True
+                control.should_save = True
+            return control
+
+    return Plateau()
+
+
 def trainer_callbacks(preset: Preset, t0: float, reset_best: bool, stop: StopRequest | None = None) -> list:
     """The Trainer callbacks: time budget, checkpoint clock and stop signal, progress log, the plateau stop
     when the preset sets ``plateau_steps`` and ``plateau_gain``, and forgetting a resumed best metric when
@@ -125,23 +149,6 @@ def trainer_callbacks(preset: Preset, t0: float, reset_best: bool, stop: StopReq
                 control.should_evaluate = True
             return control
 
-    class Plateau(TrainerCallback):
-        """Stop (after a checkpoint) when `plateaued` holds for the evaluations so far, resumed ones included.
-
-        Reads ``state.log_history``, which the Trainer saves in every checkpoint and extends with each
-        evaluation before ``on_evaluate``; every rank holds the same history, so no collective is needed.
-        """
-
-        def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-            evaluations = [(int(e["step"]), float(e["eval_mean_accuracy"]))
-                           for e in state.log_history if "eval_mean_accuracy" in e and "step" in e]
-            if plateaued(evaluations, preset.plateau_steps, preset.plateau_gain):
-                log.warning("validation mean accuracy gained less than %.4f over the last %d steps at step %d: "
-                            "stopping", preset.plateau_gain, preset.plateau_steps, state.global_step)
-                control.should_training_stop = True
-                control.should_save = True
-            return control
-
     class ResetBest(TrainerCallback):
         """Drop the resumed state's best metric and checkpoint (see ``reset_best`` of `train`)."""
 
@@ -153,7 +160,7 @@ def trainer_callbacks(preset: Preset, t0: float, reset_best: bool, stop: StopReq
             state.best_global_step = None
             return control
 
-    plateau = [Plateau()] if preset.plateau_steps and preset.plateau_gain is not None else []
+    plateau = [_plateau_callback(preset)] if preset.plateau_steps and preset.plateau_gain is not None else []
     return [TimeBudget(), CheckpointClock(), Progress(), *plateau, *([ResetBest()] if reset_best else [])]
 
 
