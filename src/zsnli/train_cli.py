@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of classification negatives taken as the text's nearest wrong class by the sentence "
                         "encoder in model/embedding instead of a uniform draw (default 0)")
     _zsc_selection_args(t)
+    _distill_args(t)
     t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
 
     _encoder_parser(sub)
@@ -158,6 +159,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="choose the served scoring by leave-one-dataset-out on zsc-dev, rewrite calibration.json "
                         "(`train.py select --help`)")
     return parser
+
+
+def _distill_args(p: argparse.ArgumentParser) -> None:
+    """``train``'s distillation flags (`zsnli.training.distill`; docs/training.md, "Distillation")."""
+    g = p.add_argument_group("distillation (docs/training.md)")
+    g.add_argument("--teacher", metavar="DIR", help="distil this 3-way NLI model (a model directory or a checkpoint-N)")
+    g.add_argument("--teacher-description", metavar="PATH",
+                   help="the teacher run's training_manifest.json, or its train command's --dry-run JSON "
+                        "(default: a training_manifest.json in or beside --teacher)")
+    g.add_argument("--teacher-cache", metavar="DIR", help="the teacher's scores, resumable (outside the checkout)")
+    g.add_argument("--distill-alpha", type=number_type(float, 0, 1), metavar="A",
+                   help="weight of the gold cross-entropy; 1 - A goes to T^2 x KL to the teacher (default 0.5)")
+    g.add_argument("--distill-temperature", type=positive_float, metavar="T", help="softmax temperature (default 2)")
+    g.add_argument("--distill-augment", type=non_negative_float, metavar="R",
+                   help="augmented pairs (no gold label, teacher only) per gold train pair (default 0)")
+    g.add_argument("--teacher-batch-size", type=positive_int, help="pairs per teacher forward (default 32)")
+    g.add_argument("--teacher-chunk-rows", type=positive_int, help="pairs per cache chunk (default 2048)")
+    g.add_argument("--teacher-cache-only", action="store_true", help="build or resume the cache, then stop")
 
 
 def _zsc_selection_args(p: argparse.ArgumentParser) -> None:
@@ -243,10 +262,15 @@ def _install_encoder(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from .manifest import check_model_dir
 
-    checks = check_model_dir(args.model_dir, load_manifest(args.manifest))
+    manifest = load_manifest(args.manifest)
+    checks = check_model_dir(args.model_dir, manifest)
+    if manifest.get("teacher"):  # the teacher and its cache are not shipped: "absent" here is no failure
+        from .training.distill import check_teacher
+
+        checks += check_teacher(manifest["teacher"])
     for check in checks:
         print(f"{check.status.upper():9s} {check.name}")
-    bad = [c for c in checks if c.status != "ok"]
+    bad = [c for c in checks if c.status not in ("ok", "absent")]
     print(f"{'FAIL' if bad else 'OK'}: {len(checks) - len(bad)}/{len(checks)} files match {args.manifest}")
     return 1 if bad else 0
 
@@ -263,19 +287,37 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
         freeze_word_embeddings=None if args.word_embeddings is None else args.word_embeddings == "frozen",
     )
     output_dir = args.output_dir or f"runs/{preset.name}"
+    distill = args.distill
+    if distill is not None:
+        from dataclasses import replace
+
+        from .training.arguments import use_bf16
+
+        distill = replace(distill, bf16=use_bf16(preset.mixed_precision, _cuda()))
     if args.dry_run:
-        print(json.dumps(training.plan(preset, args.model_dir, output_dir), indent=2))
+        plan = training.plan(preset, args.model_dir, output_dir)
+        if distill is not None:
+            plan["distillation"] = {"teacher": distill.teacher, "cache": distill.cache_dir, **distill.hyperparameters()}
+        print(json.dumps(plan, indent=2))
         return 0
     if Path(args.model_dir).resolve() == (CHECKOUT / SHIPPED_MODEL_DIR).resolve():
         log.warning("--model-dir %s: replacing the shipped model and its manifests", args.model_dir)
     manifest = training.train(preset, args.model_dir, output_dir, manifest_dir(args), resume=not args.no_resume,
-                              notes=tuple(args.note), reset_best=args.reset_best)
-    if manifest.get("interrupted"):
+                              notes=tuple(args.note), reset_best=args.reset_best, distill=distill)
+    if "teacher_cache" in manifest:
+        print(json.dumps(manifest["teacher_cache"]))
+    elif manifest.get("interrupted"):
         print(f"interrupted at step {manifest['steps']} (checkpoint written in {output_dir}); "
               "rerun the same command to resume")
     elif manifest:
         print(json.dumps(manifest["training"], indent=2))
     return 0
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _encoder(args: argparse.Namespace, preset: Preset) -> int:
