@@ -44,11 +44,15 @@ def _distill(models, cache: Path, **kw) -> d.Distillation:
     return d.Distillation(teacher=str(models["teacher"]), description="unused", cache_dir=str(cache), **kw)
 
 
+def _file(cache: Path, record: dict) -> Path:
+    return cache / record["file"]
+
+
 def test_cache_killed_then_resumed_has_the_bytes_of_a_straight_run(models, tmp_path):
     pairs = _pairs()
-    straight, digest = d.build_cache(_distill(models, tmp_path / "a", chunk_rows=8, batch_size=3), pairs, 64)
+    straight, record = d.build_cache(_distill(models, tmp_path / "a", chunk_rows=8, batch_size=3), pairs, 64)
     assert straight.shape == (37, 3) and straight.dtype == np.float32
-    assert digest == sha256_file(tmp_path / "a" / d.CACHE_FILE)
+    assert record["sha256"] == sha256_file(_file(tmp_path / "a", record)) and record["pairs"] == 37
 
     def kill_after_second(k):
         if k == 1:
@@ -57,14 +61,34 @@ def test_cache_killed_then_resumed_has_the_bytes_of_a_straight_run(models, tmp_p
     resumed = _distill(models, tmp_path / "b", chunk_rows=8, batch_size=3)
     with pytest.raises(KeyboardInterrupt):
         d.build_cache(resumed, pairs, 64, on_chunk=kill_after_second)
-    assert sorted(p.name for p in (tmp_path / "b").glob("chunk-*.npy")) == ["chunk-00000.npy", "chunk-00001.npy"]
-    assert not (tmp_path / "b" / d.CACHE_FILE).exists()
-    (tmp_path / "b" / "chunk-00002.npy.tmp").write_bytes(b"half a chunk")  # a write cut short is never read
+    assert [p.name[:11] for p in sorted((tmp_path / "b").glob("chunk-*.npy"))] == ["chunk-00000", "chunk-00001"]
+    assert not list((tmp_path / "b").glob("teacher_logp-*"))
+    chunk2 = sorted((tmp_path / "a").glob("chunk-00002-*.npy"))[0].name
+    (tmp_path / "b" / (chunk2 + ".tmp")).write_bytes(b"half a chunk")  # a write cut short is never read
     done: list[int] = []
-    again, digest_b = d.build_cache(resumed, pairs, 64, on_chunk=done.append)
+    again, record_b = d.build_cache(resumed, pairs, 64, on_chunk=done.append)
     assert done == [2, 3, 4]  # only the missing chunks were computed
-    assert (tmp_path / "b" / d.CACHE_FILE).read_bytes() == (tmp_path / "a" / d.CACHE_FILE).read_bytes()
-    assert digest_b == digest and np.array_equal(again, straight)
+    assert _file(tmp_path / "b", record_b).read_bytes() == _file(tmp_path / "a", record).read_bytes()
+    assert record_b == record and np.array_equal(again, straight)
+    done.clear()
+    d.build_cache(resumed, pairs, 64, on_chunk=done.append)
+    assert done == []  # complete: read back, nothing computed
+
+
+def test_a_run_whose_pairs_extend_anothers_reuses_its_whole_chunks(models, tmp_path):
+    """Augmented pairs come after the gold ones: the augmented run recomputes only from the first chunk
+    that differs; another teacher setting in the same folder is refused."""
+    gold, more = _pairs()[:12], _pairs()[:19]
+    cache = tmp_path / "c"
+    first, gold_record = d.build_cache(_distill(models, cache, chunk_rows=4), gold, 64)
+    done: list[int] = []
+    both, record = d.build_cache(_distill(models, cache, chunk_rows=4), more, 64, on_chunk=done.append)
+    assert done == [3, 4] and np.array_equal(both[:12], first)
+    assert record["file"] != gold_record["file"] and _file(cache, gold_record).is_file()
+    with pytest.raises(d.CacheMismatch, match="chunk_rows"):
+        d.build_cache(_distill(models, cache, chunk_rows=5), gold, 64)
+    with pytest.raises(d.CacheMismatch, match="batch_size"):
+        d.build_cache(_distill(models, cache, chunk_rows=4, batch_size=7), gold, 64)
 
 
 def test_cache_holds_the_teachers_log_probabilities_in_the_students_label_order(models, tmp_path):
@@ -79,14 +103,6 @@ def test_cache_holds_the_teachers_log_probabilities_in_the_students_label_order(
     want = torch.log_softmax(logits, -1)[:, [2, 1, 0]].numpy()  # teacher: contradiction, neutral, entailment
     assert np.allclose(cache, want, atol=1e-5)
     assert np.allclose(np.exp(cache).sum(1), 1.0, atol=1e-6)
-
-
-def test_cache_of_other_pairs_or_another_teacher_is_refused(models, tmp_path):
-    d.build_cache(_distill(models, tmp_path / "c", chunk_rows=4), _pairs()[:6], 64)
-    with pytest.raises(d.CacheMismatch, match="pairs"):
-        d.build_cache(_distill(models, tmp_path / "c", chunk_rows=4), _pairs()[:7], 64)
-    with pytest.raises(d.CacheMismatch, match="chunk_rows"):
-        d.build_cache(_distill(models, tmp_path / "c", chunk_rows=5), _pairs()[:6], 64)
 
 
 def test_a_teacher_without_the_three_nli_labels_is_refused():
@@ -184,7 +200,7 @@ def test_a_whole_run_at_alpha_one_trains_exactly_as_the_plain_run(models, tmp_pa
     distilled = training.train(preset, tmp_path / "b" / "model", tmp_path / "b" / "run", distill=distill)
     assert _losses(tmp_path / "b" / "run") == _losses(tmp_path / "a" / "run")  # bit for bit
     assert distilled["model_sha256"] == plain["model_sha256"]
-    assert distilled["teacher"]["cache"]["sha256"] == sha256_file(tmp_path / "cache" / d.CACHE_FILE)
+    assert distilled["teacher"]["cache"]["sha256"] == sha256_file(_file(tmp_path / "cache", distilled["teacher"]["cache"]))
     assert "teacher" not in plain
 
 
@@ -208,7 +224,7 @@ def test_cli_distils_records_the_teacher_and_verify_rehashes_it(models, tmp_path
     manifest = json.loads((out / "training_manifest.json").read_text())
     teacher = manifest["teacher"]
     assert teacher["weights_sha256"] == sha256_file(models["teacher"] / "model.safetensors")
-    assert teacher["cache"]["sha256"] == sha256_file(tmp_path / "cache" / d.CACHE_FILE)
+    assert teacher["cache"]["sha256"] == sha256_file(_file(tmp_path / "cache", teacher["cache"]))
     assert teacher["base_model"]["id"] == "org/teacher-base" and teacher["excluded_texts_from"] == exclude
     assert teacher["distillation"]["alpha"] == 0.25 and teacher["distillation"]["augment"] == 1.0
     counts = manifest["data"]["counts"]
@@ -217,7 +233,7 @@ def test_cli_distils_records_the_teacher_and_verify_rehashes_it(models, tmp_path
     names = [s["name"] for s in json.loads((out / "data_sources.json").read_text())["sources"]]
     assert {"teacher-weights", "teacher-cache"} <= set(names)
     assert _cli("verify", "--model-dir", str(out / "model")).returncode == 0
-    cache = tmp_path / "cache" / d.CACHE_FILE
+    cache = _file(tmp_path / "cache", teacher["cache"])
     cache.write_bytes(cache.read_bytes()[:-4] + b"\0\0\0\0")
     verify = _cli("verify", "--model-dir", str(out / "model"))
     assert verify.returncode == 1 and "MISMATCH  teacher cache" in verify.stdout

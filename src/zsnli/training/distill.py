@@ -4,12 +4,13 @@ Three parts, all switched on by ``train.py train --teacher DIR`` (`Distillation`
 
 * **The teacher's cache** (`build_cache`): the teacher's 3-way log-probabilities (`ID2LABEL` order,
   float32, natural log) of every distinct (premise, hypothesis) pair the student will see, computed once
-  and kept in a folder outside the tree. Log-probabilities rather than probabilities: softmax(log p / T) is
+  and kept in a folder outside the tree (one folder can serve several runs of the same teacher). Log-probabilities rather than probabilities: softmax(log p / T) is
   exactly the teacher's softmax(z / T) at any temperature T (log p differs from the logits z by a constant
   per row). The pairs are cut into chunks of `Distillation.chunk_rows` fixed by position, each written
   whole (a temporary file renamed), so a killed run resumes at the first missing chunk and its result has
-  the bytes of an uninterrupted one. ``cache.json`` pins what the cache is of (pairs digest, teacher
-  weights, dtype, window): a cache of other pairs or another teacher is refused (`CacheMismatch`).
+  the bytes of an uninterrupted one; chunks are named by the digest of their pairs, so a run whose pairs
+  start with another run's reuses its chunks. ``cache.json`` pins the teacher weights, dtype, window and
+  chunk size: another teacher or setting is refused (`CacheMismatch`).
 * **Augmented pairs** (`augmented_pairs`): pairs no gold label covers, scored by the teacher only:
   zsc-train texts against hypotheses of other sets' label spaces, and NLI premises against other
   premises' hypotheses (the augmented distillation of TinyBERT, Jiao et al. 2020, "TinyBERT:
@@ -46,7 +47,8 @@ NO_GOLD_ID = -100
 """Its training target id (the value transformers ignores as a label)."""
 TEACHER_COLUMN = "teacher_logp"
 """The train set's column holding each row's teacher log-probabilities ``[3]``."""
-CACHE_META, CACHE_FILE = "cache.json", "teacher_logp.npy"
+CACHE_META = "cache.json"
+"""The cache folder's index: what its chunks are of (teacher, dtype, window, chunk size) and its complete files."""
 TEACHER_DESCRIPTION_HINT = ("the teacher run's training_manifest.json, or the JSON that its train.py train command "
                             "prints with --dry-run")
 
@@ -191,8 +193,8 @@ def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     os.replace(tmp, path)
 
 
-def _open_cache(cache_dir: Path, identity: dict[str, Any]) -> None:
-    """Create the cache folder with ``cache.json``, or check an existing one is of ``identity``."""
+def _open_cache(cache_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
+    """Create the cache folder with ``cache.json``, or check an existing one is of ``identity``; its content."""
     meta_path = cache_dir / CACHE_META
     if meta_path.is_file():
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -200,9 +202,11 @@ def _open_cache(cache_dir: Path, identity: dict[str, Any]) -> None:
         if diff:
             raise CacheMismatch(f"teacher cache {cache_dir} is of another {diff[0]} ({meta.get(diff[0])!r}, this run "
                                 f"{identity[diff[0]]!r}); give another --teacher-cache or remove that folder")
-        return
+        return meta
     cache_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomic(meta_path, lambda p: p.write_text(json.dumps(identity, indent=2) + "\n", encoding="utf-8"))
+    meta = {**identity, "complete": {}}
+    _write_atomic(meta_path, lambda p: p.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
+    return meta
 
 
 def load_teacher(teacher_dir: str | Path):
@@ -227,49 +231,59 @@ def teacher_weights_sha256(teacher_dir: str | Path) -> str:
     raise DataError(f"--teacher {teacher_dir}: no model.safetensors or pytorch_model.bin")
 
 
+def cache_file_name(digest: str) -> str:
+    """The cache file of the pairs whose `pairs_digest` is ``digest``."""
+    return f"teacher_logp-{digest[:16]}.npy"
+
+
 def build_cache(distill: Distillation, pairs: Sequence[tuple[str, str]], max_length: int,
                 on_chunk: Callable[[int], None] | None = None):
     """The teacher's log-probabilities of ``pairs`` (`teacher_log_probs`), computed or resumed in
-    ``distill.cache_dir``; returns ``(array [len(pairs), 3] float32, sha256 of the cache file)``.
+    ``distill.cache_dir``; returns ``(array [len(pairs), 3] float32, record)``, ``record`` being
+    ``{"file", "sha256", "pairs", "pairs_sha256"}`` of the cache file.
 
-    Chunk k holds pairs ``[k * chunk_rows, (k + 1) * chunk_rows)`` as ``chunk-0000k.npy``; existing chunks
-    are kept, missing ones computed (``on_chunk(k)`` after each is written: progress, tests). When all are
-    there, `CACHE_FILE` (all rows in order) is written and its sha256 stored in ``cache.json``. Raises
-    `CacheMismatch` when the folder is of other pairs, another teacher or another setting.
+    Chunk k holds pairs ``[k * chunk_rows, (k + 1) * chunk_rows)`` as ``chunk-0000k-<digest>.npy``, the
+    digest that of its own pairs: an existing chunk is kept, a missing one computed (``on_chunk(k)`` after
+    each is written: progress, tests). So a killed run resumes at its first missing chunk, and a run whose
+    pairs begin with another run's (augmented pairs come after the gold ones) reuses that run's whole
+    chunks. When all are there, `cache_file_name` (all rows in order) is written and its sha256 listed in
+    ``cache.json``'s ``complete``. Raises `CacheMismatch` when the folder is of another teacher or setting.
     """
     import numpy as np
 
     from ..runtime.progress import progress
 
     cache_dir = Path(distill.cache_dir).expanduser()
-    identity = {"pairs_sha256": pairs_digest(pairs), "pairs": len(pairs), "chunk_rows": distill.chunk_rows,
-                "teacher_weights_sha256": teacher_weights_sha256(distill.teacher), "bf16": distill.bf16,
-                "batch_size": distill.batch_size, "max_length": max_length,
+    identity = {"chunk_rows": distill.chunk_rows, "teacher_weights_sha256": teacher_weights_sha256(distill.teacher),
+                "bf16": distill.bf16, "batch_size": distill.batch_size, "max_length": max_length,
                 "labels": list(ID2LABEL.values()), "values": "natural log of the teacher's softmax, float32"}
-    _open_cache(cache_dir, identity)
-    meta = json.loads((cache_dir / CACHE_META).read_text(encoding="utf-8"))
-    if meta.get("sha256") and (cache_dir / CACHE_FILE).is_file():
-        return np.load(cache_dir / CACHE_FILE), meta["sha256"]
-    n_chunks = -(-len(pairs) // distill.chunk_rows)
-    todo = [k for k in range(n_chunks) if not (cache_dir / f"chunk-{k:05d}.npy").is_file()]
+    meta = _open_cache(cache_dir, identity)
+    digest = pairs_digest(pairs)
+    done = meta["complete"].get(digest)
+    if done and (cache_dir / done["file"]).is_file():
+        return np.load(cache_dir / done["file"]), done
+    size = distill.chunk_rows
+    chunks = [cache_dir / f"chunk-{k:05d}-{pairs_digest(pairs[k * size:(k + 1) * size])[:16]}.npy"
+              for k in range(-(-len(pairs) // size))]
+    todo = [k for k, path in enumerate(chunks) if not path.is_file()]
     if todo:
         tokenizer, model, order = load_teacher(distill.teacher)
-        with progress(sum(min(distill.chunk_rows, len(pairs) - k * distill.chunk_rows) for k in todo),
-                      "teacher cache") as advance:
+        with progress(sum(len(pairs[k * size:(k + 1) * size]) for k in todo), "teacher cache") as advance:
             for k in todo:
-                chunk = pairs[k * distill.chunk_rows:(k + 1) * distill.chunk_rows]
+                chunk = pairs[k * size:(k + 1) * size]
                 logp = teacher_log_probs(model, tokenizer, chunk, distill.batch_size, max_length, distill.bf16, order)
-                _write_atomic(cache_dir / f"chunk-{k:05d}.npy", lambda p: _save_npy(p, logp))
+                _write_atomic(chunks[k], lambda p: _save_npy(p, logp))
                 advance(len(chunk))
                 if on_chunk is not None:
                     on_chunk(k)
-    full = np.concatenate([np.load(cache_dir / f"chunk-{k:05d}.npy") for k in range(n_chunks)]) if n_chunks \
+    full = np.concatenate([np.load(path) for path in chunks]) if chunks \
         else np.empty((0, len(ID2LABEL)), dtype=np.float32)
-    _write_atomic(cache_dir / CACHE_FILE, lambda p: _save_npy(p, full))
-    digest = sha256_file(cache_dir / CACHE_FILE)
-    _write_atomic(cache_dir / CACHE_META, lambda p: p.write_text(
-        json.dumps({**identity, "sha256": digest}, indent=2) + "\n", encoding="utf-8"))
-    return full, digest
+    record = {"file": cache_file_name(digest), "pairs": len(pairs), "pairs_sha256": digest}
+    _write_atomic(cache_dir / record["file"], lambda p: _save_npy(p, full))
+    record["sha256"] = sha256_file(cache_dir / record["file"])
+    meta["complete"][digest] = record
+    _write_atomic(cache_dir / CACHE_META, lambda p: p.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
+    return full, record
 
 
 def _save_npy(path: Path, array) -> None:
@@ -389,11 +403,11 @@ def checkpoint_steps(teacher_dir: str | Path) -> int | None:
     return json.loads(state.read_text(encoding="utf-8")).get("global_step") if state.is_file() else None
 
 
-def teacher_entry(distill: Distillation, cache_sha256: str) -> dict[str, Any]:
+def teacher_entry(distill: Distillation, cache: dict[str, Any]) -> dict[str, Any]:
     """The ``training_manifest.json`` ``teacher`` entry: base (id, weights sha256, licence), the teacher's
-    training data and steps, its weights' sha256, the cache's sha256 and pairs, and the loss settings."""
+    training data and steps, its weights' sha256, the cache file (``cache``: `build_cache`'s record) and the
+    loss settings."""
     desc = read_description(distill.description)
-    meta = json.loads((Path(distill.cache_dir).expanduser() / CACHE_META).read_text(encoding="utf-8"))
     base_id = desc["base_model"].get("id")
     base_sha256 = desc["base_model"].get("weights_sha256")
     if not base_sha256 and base_id and Path(base_id).expanduser().is_dir():
@@ -409,8 +423,7 @@ def teacher_entry(distill: Distillation, cache_sha256: str) -> dict[str, Any]:
         "excluded_texts_from": desc["zsc_exclude"],
         "steps": checkpoint_steps(distill.teacher) or desc["steps"],
         "weights_sha256": teacher_weights_sha256(distill.teacher),
-        "cache": {"dir": str(Path(distill.cache_dir).expanduser().resolve()), "file": CACHE_FILE,
-                  "sha256": cache_sha256, "pairs": meta["pairs"], "pairs_sha256": meta["pairs_sha256"]},
+        "cache": {"dir": str(Path(distill.cache_dir).expanduser().resolve()), **cache},
         "distillation": distill.hyperparameters(),
     }
 

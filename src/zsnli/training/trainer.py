@@ -195,8 +195,8 @@ def _teacher_column(data: NliData, train_ds, distill: Distillation, max_length: 
     """``train_ds`` with `TEACHER_COLUMN` from the teacher's cache (built or resumed now), and the cache's
     sha256 recorded in ``data.counts``."""
     pairs = unique_pairs(data.train)
-    cache, digest = build_cache(distill, pairs, max_length)
-    data.counts["teacher_cache"] = {"pairs": len(pairs), "sha256": digest}
+    cache, record = build_cache(distill, pairs, max_length)
+    data.counts["teacher_cache"] = record
     return train_ds.add_column(TEACHER_COLUMN, row_teacher_log_probs(data.train, pairs, cache))
 
 
@@ -297,7 +297,7 @@ def train(
     the final evaluation, model or manifests (rerun to resume). Raises `zsnli.data_parallel.LaunchError` when
     the batch does not split over the model copies or the process did not join the launched job.
     ``distill``: distil a teacher (module docstring); with ``distill.cache_only`` the run stops once the
-    cache is complete and returns ``{"teacher_cache": {"pairs", "sha256"}}``.
+    cache is complete and returns ``{"teacher_cache": record}`` (`zsnli.training.distill.build_cache`).
     """
     import transformers
     from transformers import DataCollatorWithPadding
@@ -348,7 +348,7 @@ def train(
     save_model(trainer.model, tokenizer, model_dir, preset.save_dtype)  # the best (load_best_model_at_end)
     _write_jsonl(output_dir / "loss_log.jsonl", trainer.state.log_history)
     figures = _training_figures(trainer, result, final_eval, preset, resumed_from, train_seconds, t0, reset_best, notes)
-    teacher = teacher_entry(distill, data.counts["teacher_cache"]["sha256"]) if distill else None
+    teacher = teacher_entry(distill, data.counts["teacher_cache"]) if distill else None
     manifest = build_manifest(preset, data, model_dir, training=figures, teacher=teacher)
     write_manifests(manifest, preset, data, manifest_dir)
     return manifest
