@@ -14,7 +14,9 @@ The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.
 `zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
 paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` (the
 parser) at module level, and `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
-`zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them.
+`zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
+`zsnli.training.arguments` (the teacher's bf16 decision) and `zsnli.training.distill` (``verify``'s
+check of a teacher) inside ``train`` and ``verify``.
 """
 
 from __future__ import annotations
@@ -175,7 +177,8 @@ def _distill_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--distill-augment", type=non_negative_float, metavar="R",
                    help="augmented pairs (no gold label, teacher only) per gold train pair (default 0)")
     g.add_argument("--teacher-batch-size", type=positive_int, help="pairs per teacher forward (default 32)")
-    g.add_argument("--teacher-chunk-rows", type=positive_int, help="pairs per cache chunk (default 2048)")
+    g.add_argument("--teacher-chunk-rows", type=positive_int,
+                   help="pairs per cache chunk (default 384: one at least every 10 minutes at 0.7 pairs/s)")
     g.add_argument("--teacher-cache-only", action="store_true", help="build or resume the cache, then stop")
 
 

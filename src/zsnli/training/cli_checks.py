@@ -276,7 +276,7 @@ def check_distill(args: argparse.Namespace, preset: Preset):
     model directory with weights, no teacher description, a teacher whose data the student may not see,
     a cache folder inside the checkout, augmented pairs with ``--distill-alpha 1``, or a launched
     multi-process job (the cache is built by one process)."""
-    from .distill import Distillation, label_order, read_description
+    from .distill import DEFAULT_CHUNK_ROWS, Distillation, label_order, read_description
     from .nli_data import DataError
 
     if not args.teacher:
@@ -315,7 +315,8 @@ def check_distill(args: argparse.Namespace, preset: Preset):
                          "only the teacher term trains them")
     return Distillation(teacher=str(teacher), description=description_path, cache_dir=str(cache), alpha=alpha,
                         temperature=args.distill_temperature or 2.0, augment=augment,
-                        batch_size=args.teacher_batch_size or 32, chunk_rows=args.teacher_chunk_rows or 2048,
+                        batch_size=args.teacher_batch_size or 32,
+                        chunk_rows=args.teacher_chunk_rows or DEFAULT_CHUNK_ROWS,
                         cache_only=bool(args.teacher_cache_only))
 
 

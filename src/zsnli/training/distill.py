@@ -53,6 +53,12 @@ TEACHER_DESCRIPTION_HINT = ("the teacher run's training_manifest.json, or the JS
                             "prints with --dry-run")
 
 
+DEFAULT_CHUNK_ROWS = 384
+"""Pairs per cache chunk: a chunk at most every ~8.5 minutes at the slowest rate measured for the 110M teacher
+(0.77 pairs/s fp32 on the 2-core CPU at load 14-15, docs/training.md "Distillation"), so a killed run loses
+less than 10 minutes."""
+
+
 class CacheMismatch(DataError):
     """A cache folder holds the teacher's scores of other pairs, or of another teacher or setting."""
 
@@ -66,8 +72,7 @@ class Distillation:
     ``cache_dir``: the cache folder (outside the checkout); ``alpha``: weight of the gold cross-entropy
     (1 = the plain NLI loss); ``temperature``: T of the soft term; ``augment``: augmented pairs as a
     multiple of the gold train pairs (0 = gold pairs only); ``batch_size`` and ``chunk_rows``: the
-    teacher's forward batch and the pairs per cache chunk (2048 by default: under 10 minutes at the
-    >= 4 pairs/s measured for the 110M teacher on a loaded 2-core CPU, docs/training.md); ``bf16``: bf16
+    teacher's forward batch and the pairs per cache chunk (`DEFAULT_CHUNK_ROWS`); ``bf16``: bf16
     autocast for the teacher's forward; ``cache_only``: build the cache and stop before training.
     """
 
@@ -78,7 +83,7 @@ class Distillation:
     temperature: float = 2.0
     augment: float = 0.0
     batch_size: int = 32
-    chunk_rows: int = 2048
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
     bf16: bool = False
     cache_only: bool = False
 
@@ -164,12 +169,12 @@ def label_order(config: dict[str, Any]) -> list[int]:
 
 
 def teacher_log_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], batch_size: int, max_length: int,
-                      bf16: bool, order: Sequence[int]):
+                      bf16: bool, order: Sequence[int], on_batch: Callable[[int], None] | None = None):
     """The teacher's log-probabilities of ``pairs``: float32 ``[len(pairs), 3]`` in `ID2LABEL` order.
 
     Batches are consecutive ``batch_size`` slices of ``pairs`` (so a chunk's result depends only on its
     pairs); each is padded to its longest pair, truncated at ``max_length`` tokens; ``bf16``: under
-    ``torch.autocast("cpu"/"cuda", bfloat16)``, the softmax in fp32.
+    ``torch.autocast("cpu"/"cuda", bfloat16)``, the softmax in fp32. ``on_batch(n)`` after each batch of n.
     """
     import numpy as np
     import torch
@@ -184,6 +189,8 @@ def teacher_log_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], batch_
             logits = model(**enc).logits
         logp = torch.log_softmax(logits.float(), dim=-1)[:, list(order)]
         out[start:start + len(batch)] = logp.cpu().numpy()
+        if on_batch is not None:
+            on_batch(len(batch))
     return out
 
 
@@ -271,9 +278,9 @@ def build_cache(distill: Distillation, pairs: Sequence[tuple[str, str]], max_len
         with progress(sum(len(pairs[k * size:(k + 1) * size]) for k in todo), "teacher cache") as advance:
             for k in todo:
                 chunk = pairs[k * size:(k + 1) * size]
-                logp = teacher_log_probs(model, tokenizer, chunk, distill.batch_size, max_length, distill.bf16, order)
+                logp = teacher_log_probs(model, tokenizer, chunk, distill.batch_size, max_length, distill.bf16, order,
+                                         on_batch=advance)
                 _write_atomic(chunks[k], lambda p: _save_npy(p, logp))
-                advance(len(chunk))
                 if on_chunk is not None:
                     on_chunk(k)
     full = np.concatenate([np.load(path) for path in chunks]) if chunks \
