@@ -202,6 +202,10 @@ def test_a_whole_run_at_alpha_one_trains_exactly_as_the_plain_run(models, tmp_pa
     assert distilled["model_sha256"] == plain["model_sha256"]
     assert distilled["teacher"]["cache"]["sha256"] == sha256_file(_file(tmp_path / "cache", distilled["teacher"]["cache"]))
     assert "teacher" not in plain
+    half = d.Distillation(**{**distill.__dict__, "alpha": 0.5})  # the teacher term reaches the loss: other losses
+    training.train(preset, tmp_path / "c" / "model", tmp_path / "c" / "run", distill=half)
+    mixed, gold = _losses(tmp_path / "c" / "run"), _losses(tmp_path / "a" / "run")
+    assert sorted(mixed) == sorted(gold) and all(mixed[k] != gold[k] for k in gold)
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -276,3 +280,9 @@ def _exit_status(main, argv: list[str]) -> int:
         return main(argv)
     except SystemExit as exc:
         return int(exc.code)
+
+
+def test_augmented_pairs_stop_when_no_new_pair_can_be_drawn(tmp_path):
+    """Two premises that each hold both hypotheses: every cross pair is gold, so none is drawn (and the draw ends)."""
+    nli = [{"premise": p, "hypothesis": h, "label": "neutral"} for p in ("p one", "p two") for h in ("h one", "h two")]
+    assert d.augmented_pairs(nli, (), set(), 50, seed=0) == []

@@ -116,9 +116,9 @@ def augmented_pairs(nli_rows: Sequence[dict[str, str]], zsc_sources: Sequence[So
 
     Drawn with ``random.Random(seed)``; a premise or hypothesis whose `normalise_text` is in ``exclude``
     (`zsnli.training.zsc_nli.texts_of` the choosing and reporting data) is never used. Returns fewer than
-    ``n`` only when no pair can be drawn (fewer than two sets, or fewer than two NLI premises); the draws
-    loop until ``n`` are found, so label spaces that all share their hypotheses with each other would not end.
-    Rows ``{"premise", "hypothesis", "label"}``; duplicates are not removed (the cache scores each once).
+    ``n`` when no pair can be drawn (fewer than two sets, or fewer than two NLI premises) or when
+    ``20 n + 1000`` draws found fewer (label spaces that share their hypotheses, premises paired with every
+    hypothesis already). Rows ``{"premise", "hypothesis", "label"}``; duplicates are not removed (the cache scores each once).
     """
     rng = random.Random(seed)
     pool = _zsc_pool(zsc_sources, exclude) if len(zsc_sources) > 1 else []
@@ -127,13 +127,16 @@ def augmented_pairs(nli_rows: Sequence[dict[str, str]], zsc_sources: Sequence[So
     can_nli = len({r["premise"] for r in nli}) > 1
     n_zsc = (n if not can_nli else n // 2) if len(pool) > 1 else 0
     rows: list[dict[str, str]] = []
-    while len(rows) < n_zsc:
+    draws = 20 * n + 1000
+    while len(rows) < n_zsc and draws > 0:
+        draws -= 1
         a, b = rng.sample(range(len(pool)), 2)
         hypothesis = rng.choice(pool[b][1])
         if normalise_text(hypothesis) not in exclude and hypothesis not in pool[a][1]:
             rows.append({"premise": rng.choice(pool[a][0]), "hypothesis": hypothesis, "label": NO_GOLD})
     gold = {(r["premise"], r["hypothesis"]) for r in nli}
-    while can_nli and len(rows) < n:
+    while can_nli and len(rows) < n and draws > 0:
+        draws -= 1
         a, b = rng.choice(nli), rng.choice(nli)
         if a["premise"] != b["premise"] and (a["premise"], b["hypothesis"]) not in gold:
             rows.append({"premise": a["premise"], "hypothesis": b["hypothesis"], "label": NO_GOLD})
