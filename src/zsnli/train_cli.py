@@ -117,19 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
     t.add_argument("--word-embeddings", choices=("frozen", "trained"), help="default: the preset's")
     t.add_argument("--warmup-ratio", type=fraction)
-    t.add_argument("--zsc-dir", help="classification sets to mix in as NLI pairs (zsc-train layout: "
-                                     "<name>.jsonl + <name>.labels.json), e.g. ../shared/data/zsc-train")
-    t.add_argument("--zsc-ratio", type=non_negative_float,
-                   help="classification pairs per NLI train pair (default 1 with --zsc-dir; capped by what exists)")
-    t.add_argument("--zsc-negative", choices=("not_entailment", "neutral", "contradiction"),
-                   help="target of a text with another class's hypothesis (default not_entailment: "
-                        "p(neutral)+p(contradiction)); binary negation sets always use contradiction")
-    t.add_argument("--zsc-negated-share", type=fraction,
-                   help="share of classification texts (sets whose hypotheses can be negated) trained on negated "
-                        "hypotheses: (text, not gold) contradiction, (text, not other) entailment (default 0)")
-    t.add_argument("--zsc-hard-negatives", type=fraction, metavar="SHARE",
-                   help="share of classification negatives taken as the text's nearest wrong class by the sentence "
-                        "encoder in model/embedding instead of a uniform draw (default 0)")
+    _zsc_mix_args(t)
     _zsc_selection_args(t)
     _distill_args(t)
     t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
@@ -161,6 +149,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="choose the served scoring by leave-one-dataset-out on zsc-dev, rewrite calibration.json "
                         "(`train.py select --help`)")
     return parser
+
+
+def _zsc_mix_args(p: argparse.ArgumentParser) -> None:
+    """``train``'s flags for classification pairs mixed in as NLI (`zsnli.training.zsc_nli`)."""
+    p.add_argument("--zsc-dir", help="classification sets to mix in as NLI pairs (zsc-train layout: "
+                                     "<name>.jsonl + <name>.labels.json), e.g. ../shared/data/zsc-train")
+    p.add_argument("--zsc-ratio", type=non_negative_float,
+                   help="classification pairs per NLI train pair (default 1 with --zsc-dir; capped by what exists)")
+    p.add_argument("--zsc-negative", choices=("not_entailment", "neutral", "contradiction"),
+                   help="target of a text with another class's hypothesis (default not_entailment: "
+                        "p(neutral)+p(contradiction)); binary negation sets always use contradiction")
+    p.add_argument("--zsc-negated-share", type=fraction,
+                   help="share of classification texts (sets whose hypotheses can be negated) trained on negated "
+                        "hypotheses: (text, not gold) contradiction, (text, not other) entailment (default 0)")
+    p.add_argument("--zsc-hard-negatives", type=fraction, metavar="SHARE",
+                   help="share of classification negatives taken as the text's nearest wrong class by the sentence "
+                        "encoder in model/embedding instead of a uniform draw (default 0)")
 
 
 def _distill_args(p: argparse.ArgumentParser) -> None:
