@@ -4,9 +4,9 @@ Three parts, all switched on by ``train.py train --teacher DIR`` (`Distillation`
 
 * **The teacher's cache** (`build_cache`): the teacher's 3-way log-probabilities (`ID2LABEL` order,
   float32, natural log) of every distinct (premise, hypothesis) pair the student will see, computed once
-  and kept in a folder outside the tree (one folder can serve several runs of the same teacher). Log-probabilities rather than probabilities: softmax(log p / T) is
-  exactly the teacher's softmax(z / T) at any temperature T (log p differs from the logits z by a constant
-  per row). The pairs are cut into chunks of `Distillation.chunk_rows` fixed by position, each written
+  and kept in a folder outside the tree (one folder can serve several runs of the same teacher).
+  Log-probabilities rather than probabilities: softmax(log p / T) is exactly the teacher's softmax(z / T)
+  at any temperature T (log p differs from the logits z by a constant per row). The pairs are cut into chunks of `Distillation.chunk_rows` fixed by position, each written
   whole (a temporary file renamed), so a killed run resumes at the first missing chunk and its result has
   the bytes of an uninterrupted one; chunks are named by the digest of their pairs, so a run whose pairs
   start with another run's reuses its chunks. ``cache.json`` pins the teacher weights, dtype, window and
@@ -60,7 +60,7 @@ less than 10 minutes."""
 
 
 class CacheMismatch(DataError):
-    """A cache folder holds the teacher's scores of other pairs, or of another teacher or setting."""
+    """A cache folder holds the scores of another teacher, or of another dtype, window, batch or chunk size."""
 
 
 @dataclass(frozen=True)
