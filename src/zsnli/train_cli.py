@@ -14,7 +14,9 @@ The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.
 `zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
 paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` (the
 parser) at module level, and `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
-`zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them.
+`zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
+`zsnli.training.arguments` (the teacher's bf16 decision) and `zsnli.training.distill` (``verify``'s
+check of a teacher) inside ``train`` and ``verify``.
 """
 
 from __future__ import annotations
@@ -120,20 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
     t.add_argument("--word-embeddings", choices=("frozen", "trained"), help="default: the preset's")
     t.add_argument("--warmup-ratio", type=fraction)
-    t.add_argument("--zsc-dir", help="classification sets to mix in as NLI pairs (zsc-train layout: "
-                                     "<name>.jsonl + <name>.labels.json), e.g. ../shared/data/zsc-train")
-    t.add_argument("--zsc-ratio", type=non_negative_float,
-                   help="classification pairs per NLI train pair (default 1 with --zsc-dir; capped by what exists)")
-    t.add_argument("--zsc-negative", choices=("not_entailment", "neutral", "contradiction"),
-                   help="target of a text with another class's hypothesis (default not_entailment: "
-                        "p(neutral)+p(contradiction)); binary negation sets always use contradiction")
-    t.add_argument("--zsc-negated-share", type=fraction,
-                   help="share of classification texts (sets whose hypotheses can be negated) trained on negated "
-                        "hypotheses: (text, not gold) contradiction, (text, not other) entailment (default 0)")
-    t.add_argument("--zsc-hard-negatives", type=fraction, metavar="SHARE",
-                   help="share of classification negatives taken as the text's nearest wrong class by the sentence "
-                        "encoder in model/embedding instead of a uniform draw (default 0)")
+    _zsc_mix_args(t)
     _zsc_selection_args(t)
+    _distill_args(t)
     t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
 
     _encoder_parser(sub)
@@ -163,6 +154,42 @@ def build_parser() -> argparse.ArgumentParser:
                    help="choose the served scoring by leave-one-dataset-out on zsc-dev, rewrite calibration.json "
                         "(`train.py select --help`)")
     return parser
+
+
+def _zsc_mix_args(p: argparse.ArgumentParser) -> None:
+    """``train``'s flags for classification pairs mixed in as NLI (`zsnli.training.zsc_nli`)."""
+    p.add_argument("--zsc-dir", help="classification sets to mix in as NLI pairs (zsc-train layout: "
+                                     "<name>.jsonl + <name>.labels.json), e.g. ../shared/data/zsc-train")
+    p.add_argument("--zsc-ratio", type=non_negative_float,
+                   help="classification pairs per NLI train pair (default 1 with --zsc-dir; capped by what exists)")
+    p.add_argument("--zsc-negative", choices=("not_entailment", "neutral", "contradiction"),
+                   help="target of a text with another class's hypothesis (default not_entailment: "
+                        "p(neutral)+p(contradiction)); binary negation sets always use contradiction")
+    p.add_argument("--zsc-negated-share", type=fraction,
+                   help="share of classification texts (sets whose hypotheses can be negated) trained on negated "
+                        "hypotheses: (text, not gold) contradiction, (text, not other) entailment (default 0)")
+    p.add_argument("--zsc-hard-negatives", type=fraction, metavar="SHARE",
+                   help="share of classification negatives taken as the text's nearest wrong class by the sentence "
+                        "encoder in model/embedding instead of a uniform draw (default 0)")
+
+
+def _distill_args(p: argparse.ArgumentParser) -> None:
+    """``train``'s distillation flags (`zsnli.training.distill`; docs/training.md, "Distillation")."""
+    g = p.add_argument_group("distillation (docs/training.md)")
+    g.add_argument("--teacher", metavar="DIR", help="distil this 3-way NLI model (a model directory or a checkpoint-N)")
+    g.add_argument("--teacher-description", metavar="PATH",
+                   help="the teacher run's training_manifest.json, or its train command's --dry-run JSON "
+                        "(default: a training_manifest.json in or beside --teacher)")
+    g.add_argument("--teacher-cache", metavar="DIR", help="the teacher's scores, resumable (outside the checkout)")
+    g.add_argument("--distill-alpha", type=number_type(float, 0, 1), metavar="A",
+                   help="weight of the gold cross-entropy; 1 - A goes to T^2 x KL to the teacher (default 0.5)")
+    g.add_argument("--distill-temperature", type=positive_float, metavar="T", help="softmax temperature (default 2)")
+    g.add_argument("--distill-augment", type=non_negative_float, metavar="R",
+                   help="augmented pairs (no gold label, teacher only) per gold train pair (default 0)")
+    g.add_argument("--teacher-batch-size", type=positive_int, help="pairs per teacher forward (default 32)")
+    g.add_argument("--teacher-chunk-rows", type=positive_int,
+                   help="pairs per cache chunk (default 384: one at least every 10 minutes at 0.7 pairs/s)")
+    g.add_argument("--teacher-cache-only", action="store_true", help="build or resume the cache, then stop")
 
 
 def _zsc_selection_args(p: argparse.ArgumentParser) -> None:
@@ -248,10 +275,15 @@ def _install_encoder(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from .manifest import check_model_dir
 
-    checks = check_model_dir(args.model_dir, load_manifest(args.manifest))
+    manifest = load_manifest(args.manifest)
+    checks = check_model_dir(args.model_dir, manifest)
+    if manifest.get("teacher"):  # the teacher and its cache are not shipped: "absent" here is no failure
+        from .training.distill import check_teacher
+
+        checks += check_teacher(manifest["teacher"])
     for check in checks:
         print(f"{check.status.upper():9s} {check.name}")
-    bad = [c for c in checks if c.status != "ok"]
+    bad = [c for c in checks if c.status not in ("ok", "absent")]
     print(f"{'FAIL' if bad else 'OK'}: {len(checks) - len(bad)}/{len(checks)} files match {args.manifest}")
     return 1 if bad else 0
 
@@ -268,19 +300,37 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
         freeze_word_embeddings=None if args.word_embeddings is None else args.word_embeddings == "frozen",
     )
     output_dir = args.output_dir or f"runs/{preset.name}"
+    distill = args.distill
+    if distill is not None:
+        from dataclasses import replace
+
+        from .training.arguments import use_bf16
+
+        distill = replace(distill, bf16=use_bf16(preset.mixed_precision, _cuda()))
     if args.dry_run:
-        print(json.dumps(training.plan(preset, args.model_dir, output_dir), indent=2))
+        plan = training.plan(preset, args.model_dir, output_dir)
+        if distill is not None:
+            plan["distillation"] = {"teacher": distill.teacher, "cache": distill.cache_dir, **distill.hyperparameters()}
+        print(json.dumps(plan, indent=2))
         return 0
     if Path(args.model_dir).resolve() == (CHECKOUT / SHIPPED_MODEL_DIR).resolve():
         log.warning("--model-dir %s: replacing the shipped model and its manifests", args.model_dir)
     manifest = training.train(preset, args.model_dir, output_dir, manifest_dir(args), resume=not args.no_resume,
-                              notes=tuple(args.note), reset_best=args.reset_best)
-    if manifest.get("interrupted"):
+                              notes=tuple(args.note), reset_best=args.reset_best, distill=distill)
+    if "teacher_cache" in manifest:
+        print(json.dumps(manifest["teacher_cache"]))
+    elif manifest.get("interrupted"):
         print(f"interrupted at step {manifest['steps']} (checkpoint written in {output_dir}); "
               "rerun the same command to resume")
     elif manifest:
         print(json.dumps(manifest["training"], indent=2))
     return 0
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _encoder(args: argparse.Namespace, preset: Preset) -> int:
