@@ -433,19 +433,16 @@ SCORINGS = ("served", "pipeline", "embedding")
 """A request's ``scoring`` values (`scoring_named`); ``ZSNLI_SCORING`` picks the server's default among them."""
 
 PIPELINE_SCORING = RequestScoring()
-"""``scoring: "pipeline"``: the transformers zero-shot pipeline's single-label scoring (entailment logit,
-softmax over the labels at T = 1; no group, calibrator, cascade, content-free correction or cosine term)."""
+"""``scoring: "pipeline"``: the transformers pipeline's (entailment logit, T = 1, nothing else)."""
 
 EMBEDDING_WEIGHT = 20.0
-"""The embedding scoring's weight on the cosine: its score is ``20 x cos``, so T = 1 is the embedding-similarity
-baseline softmax(20 x cos) (`zsnli.compare.arms.baselines.DEFAULT_EMBEDDING_SCALE`) and the fitted T lies well
-inside the selection's temperature grid (`zsnli.selection.fits.LOG_T0_GRID`, 0.05 to 20)."""
+"""The embedding scoring's score is ``20 x cos``: T = 1 is the embedding-similarity baseline softmax(20 x cos)
+(`zsnli.compare.arms.baselines.DEFAULT_EMBEDDING_SCALE`), the fitted T inside `zsnli.selection.fits.LOG_T0_GRID`."""
 
 EMBEDDING_CASCADE = Cascade(min_labels=1, keep=0)
 """The cascade of the ``embedding`` scoring: every request (K >= 1) keeps no label for the cross-encoder."""
 
-EMBEDDING_SCORING_KEY = "embedding_scoring"
-"""calibration.json's top-level object holding the embedding scoring's fitted T(K) (`load_embedding_scoring`)."""
+EMBEDDING_SCORING_KEY = "embedding_scoring"  # calibration.json's object of the fast path's T(K)
 
 
 class ScoringUnavailable(ValueError):
@@ -492,10 +489,8 @@ def scoring_named(name: str, served: RequestScoring, embedding: RequestScoring |
 
     Raises ``ScoringUnavailable`` (its message starts with ``scoring:``) for a name not in `SCORINGS`, and
     for ``embedding`` when ``embedding`` is None (no fitted embedding scoring in calibration.json)."""
-    if name == "served":
-        return served
-    if name == "pipeline":
-        return PIPELINE_SCORING
+    if name in ("served", "pipeline"):
+        return served if name == "served" else PIPELINE_SCORING
     if name == "embedding":
         if embedding is None:
             raise ScoringUnavailable("scoring: 'embedding' is not available on this server: its calibration.json "
