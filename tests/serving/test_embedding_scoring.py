@@ -161,3 +161,16 @@ def test_the_client_sends_the_fast_path():
 
     assert classify_body("x", ["a", "b"], scoring="embedding")["scoring"] == "embedding"
     assert "scoring" not in classify_body("x", ["a", "b"])
+
+
+def test_the_shipped_calibration_serves_the_fast_path_with_the_shipped_encoder():
+    from pathlib import Path
+
+    from zsnli.request_scoring import load_embedding_scoring, load_request_scoring
+    from zsnli.runtime.embedding import embedding_digest
+
+    repo = Path(__file__).resolve().parents[2]
+    fast = load_embedding_scoring(repo / "calibration.json")
+    served, _ = load_request_scoring(repo / "calibration.json")
+    assert fast is not None and fast.cascade.keep == 0 and fast.default.temperature > 0
+    assert fast.embedding_sha256 == served.embedding_sha256 == embedding_digest(repo / "model" / "embedding")
