@@ -214,6 +214,8 @@ def test_cli_kinds_writes_the_grouped_choice(tmp_path, tiny_model_dir):
     fast = load_embedding_scoring(out)
     assert fast.default.temperature == doc["embedding_scoring"]["temperature"] and fast.cascade.keep == 0
     assert "leave_one_kind_out" in block["embedding_scoring"] and "embedding_scoring" in doc["selection"]["public_report"]
+    assert all("leave_one_kind_out" in v for v in block["cascade"]["out_of_fold"].values())  # each cascade both ways
+    assert "leave_one_kind_out" not in block["served_leave_one_dataset_out"]
     bad = tmp_path / "nokinds.json"
     bad.write_text("[]")
     assert selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--model-dir", str(tiny_model_dir),

@@ -110,7 +110,8 @@ def build(sets: Mapping[str, CachedSet], kinds: Mapping[str, Any], digest: str,
                  "arms": {a: _rounded_summary(s) for a, s in kind_summaries.items()},
                  "served": _rounded_summary(G.summary(served_by_kind, weights, kind_of)),
                  "per_set": {n: round(f["normalised"], 2) for n, f in sorted(served_by_kind.items())}},
-             "served_leave_one_dataset_out": (cascades[f"{cascade.min_labels}:{cascade.keep}"] if cascade is not None
+             "served_leave_one_dataset_out": ({k: v for k, v in cascades[f"{cascade.min_labels}:{cascade.keep}"].items()
+                                               if k != "leave_one_kind_out"} if cascade is not None
                                               else _rounded_summary(summaries[label])),
              "kind_tolerance": KIND_TOLERANCE,
              "cascade": {"chosen": cascade.to_dict() if cascade is not None else None, "tolerance": CASCADE_TOLERANCE,
