@@ -13,7 +13,7 @@ no ``--template`` they get the pipeline's ``"This example is {}."``
 in this process (`zsnli.serving.offline.OfflineClassifier`, the server's own checks
 and scoring). With ``--input``, every line is a ``/classify`` request object
 whose missing ``labels``/``hypothesis_template``/``multi_label``/``scoring`` come from the
-flags (``--scoring pipeline``: the transformers pipeline's own scoring); every output line is that line's answer, in order
+flags (``--scoring pipeline``: the transformers pipeline's own scoring; ``--scoring embedding``: the fast path); every output line is that line's answer, in order
 (``{"id", "labels", "probabilities"}`` or its error with ``status`` and the input ``line``;
 blank lines are skipped and get none); exit 1 when some lines got errors. The input is streamed (``--batch-size`` lines read,
 sent, written and flushed, then the next: memory is about one batch; ``-``
@@ -73,8 +73,9 @@ def build_parser() -> UsageParser:
                    "'This example is {}.'; '{}' keeps the labels literal)")
     c.add_argument("--multi-label", action="store_true", help="score each label on its own")
     c.add_argument("--scoring", choices=SCORINGS, default=None,
-                   help="single-label scoring: served (the server's, calibrated for the shipped model; default) or "
-                   "pipeline (the transformers zero-shot pipeline's own)")
+                   help="single-label scoring: served (the server's, calibrated for the shipped model), "
+                   "pipeline (the transformers zero-shot pipeline's own) or embedding (the fast path: the sentence "
+                   "encoder's cosine alone, no cross-encoder pair); default: the server's ZSNLI_SCORING")
     where = c.add_mutually_exclusive_group()
     where.add_argument("--url", help=f"the server (default $ZSNLI_URL, else {DEFAULT_URL})")
     where.add_argument("--model-dir", help="classify in this process with this model directory (no server)")

@@ -43,6 +43,9 @@ FIXED_SHAPES = ("auto", "on", "off")
 
 #: Values of ``ZSNLI_LOG_LEVEL`` (case-insensitive; ``warn`` is read as ``warning``): uvicorn's levels.
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+#: Values of ``ZSNLI_SCORING`` (case-insensitive), the scoring of a request that names none: the names of
+#: `zsnli.request_scoring.SCORINGS` (a test keeps the two lists equal; this module imports no numpy).
+SCORING_NAMES = ("served", "pipeline", "embedding")
 
 #: The valid range, inclusive, of every numeric setting: field -> (low, high). `Settings.validate`
 #: checks it (before the server listens) and docs/configuration.md's table repeats it.
@@ -136,6 +139,7 @@ class Settings:
     keep_alive_s: float = 75.0
     public_url: str | None = None
     forwarded_allow_ips: str | None = None
+    scoring: str = "served"
 
     # env var name -> field name
     @staticmethod
@@ -174,6 +178,7 @@ class Settings:
         level = str(self.log_level).strip().lower()
         object.__setattr__(self, "log_level", "warning" if level == "warn" else level)
         object.__setattr__(self, "fixed_shapes", str(self.fixed_shapes).strip().lower())
+        object.__setattr__(self, "scoring", str(self.scoring).strip().lower())
 
     def validate(self) -> None:
         """Raise ``SettingsError`` when limits are inconsistent or out of range."""
@@ -199,6 +204,8 @@ class Settings:
             raise SettingsError(
                 f"ZSNLI_MAX_REQUEST_PAIRS ({self.max_request_pairs}) must be >= 2 x ZSNLI_MAX_LABELS ({self.max_labels})"
             )
+        if self.scoring not in SCORING_NAMES:
+            raise SettingsError(f"ZSNLI_SCORING must be one of {', '.join(SCORING_NAMES)}, got {self.scoring!r}")
         if self.backend not in BACKENDS:
             raise SettingsError(f"ZSNLI_BACKEND must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.backend != "torch":

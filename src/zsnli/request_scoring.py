@@ -26,11 +26,21 @@ All of it lives in calibration.json's ``chosen`` object (``groups``, ``calibrato
 keys mean "not used", so an older calibration.json is served exactly as before) and is read by
 `RequestScoring.from_chosen`.
 
+* **The scorings a request may ask for** (`SCORINGS`, `scoring_named`): ``served`` (the one above),
+  ``pipeline`` (`PIPELINE_SCORING`: the transformers zero-shot pipeline's own, entailment logit at T = 1)
+  and ``embedding`` (`embedding_scoring`: the sentence encoder's cosine alone, softmax(20 cos / T(K)), no
+  cross-encoder pair). The embedding scoring is the label cascade's limit: a `Cascade` that keeps no label
+  (`EMBEDDING_CASCADE`), so every label's NLI term is the same constant and only ``20 x cos`` remains; the
+  server runs it through the same steps and batcher as a cascade (the cosines first, then no pairs). Its
+  T(K) is calibration.json's top-level ``embedding_scoring`` object (`load_embedding_scoring`), chosen out of
+  fold by `zsnli.selection.grouped_doc.embedding_row`.
+
 May import: numpy, the standard library and ``zsnli.scoring``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -43,7 +53,8 @@ from .scoring import ScoringConfig, ScoringConfigError, combined_scores, read_ch
 
 __all__ = ["GROUPS", "FEW_MAX_LABELS", "CALIBRATOR_FEATURES", "negation_pair", "request_group",
            "calibrator_features", "Calibrator", "Cascade", "cascade_scores", "RequestScoring",
-           "load_request_scoring"]
+           "load_request_scoring", "SCORINGS", "PIPELINE_SCORING", "EMBEDDING_CASCADE", "embedding_scoring",
+           "load_embedding_scoring", "scoring_named", "ScoringUnavailable"]
 
 GROUPS = ("negation", "binary", "few", "many")
 FEW_MAX_LABELS = 9
@@ -214,7 +225,9 @@ class Calibrator:
 class Cascade:
     """Send only the ``keep`` labels ranked highest by the cosine to the cross-encoder when K >= ``min_labels``.
 
-    Raises ``ScoringConfigError`` unless 2 <= keep < min_labels <= 4096.
+    ``keep = 0`` sends none: the cosine alone scores the labels (`EMBEDDING_CASCADE`, the ``embedding``
+    scoring). Raises ``ScoringConfigError`` unless 2 <= keep < min_labels <= 4096, or keep = 0 and
+    1 <= min_labels <= 4096.
     """
 
     min_labels: int
@@ -225,16 +238,17 @@ class Cascade:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ScoringConfigError(f"cascade.{name} must be an integer, got {value!r}")
-        if not 2 <= self.keep < self.min_labels <= 4096:
-            raise ScoringConfigError(f"cascade needs 2 <= keep < min_labels <= 4096, got keep={self.keep}, "
-                                     f"min_labels={self.min_labels}")
+        if not (2 <= self.keep < self.min_labels <= 4096 or (self.keep == 0 and 1 <= self.min_labels <= 4096)):
+            raise ScoringConfigError(f"cascade needs 2 <= keep < min_labels <= 4096 (or keep = 0: the cosine alone), "
+                                     f"got keep={self.keep}, min_labels={self.min_labels}")
 
     def applies(self, k: int) -> bool:
         """True when a request with ``k`` distinct hypotheses is pruned."""
         return k >= self.min_labels
 
     def kept(self, cosine: np.ndarray) -> np.ndarray:
-        """Sorted int indices ``[keep]`` of the labels with the highest cosines (ties: the lower index first).
+        """Sorted int indices ``[keep]`` of the labels with the highest cosines (ties: the lower index first;
+        empty for keep = 0).
 
         cosine: ``[K]`` with K >= min_labels. Raises ``ValueError`` for a shorter or non-1-D array.
         """
@@ -263,11 +277,13 @@ def prunes(cascade: Cascade | None, config: ScoringConfig, k: int, multi_label: 
 
 
 def cascade_scores(nli_kept: np.ndarray, kept: np.ndarray, k: int) -> np.ndarray:
-    """``[k]`` NLI scores: the scored labels' own, every pruned label the lowest of them.
+    """``[k]`` NLI scores: the scored labels' own, every pruned label the lowest of them (0 for every label
+    when none was scored, M = 0: the embedding scoring, where the cosine alone decides).
 
     nli_kept: ``[M]`` rule scores of the labels at ``kept`` (sorted int indices into ``range(k)``).
     """
-    out = np.full(k, float(np.min(nli_kept)), dtype=np.float64)
+    floor = float(np.min(nli_kept)) if np.size(nli_kept) else 0.0
+    out = np.full(k, floor, dtype=np.float64)
     out[np.asarray(kept, dtype=np.int64)] = np.asarray(nli_kept, dtype=np.float64)
     return out
 
@@ -409,3 +425,75 @@ def load_request_scoring(path: str | Path) -> tuple[RequestScoring, bool]:
         return RequestScoring.from_chosen(chosen), True
     except ScoringConfigError as exc:
         raise ScoringConfigError(f"calibration file {path}: invalid 'chosen': {exc}") from None
+
+
+# --------------------------------------------------------------------------- the scorings a request may ask for
+
+SCORINGS = ("served", "pipeline", "embedding")
+"""A request's ``scoring`` values (`scoring_named`); ``ZSNLI_SCORING`` picks the server's default among them."""
+
+PIPELINE_SCORING = RequestScoring()
+"""``scoring: "pipeline"``: the transformers pipeline's (entailment logit, T = 1, nothing else)."""
+
+EMBEDDING_WEIGHT = 20.0
+"""The embedding scoring's score is ``20 x cos``: T = 1 is the embedding-similarity baseline softmax(20 x cos)
+(`zsnli.compare.arms.baselines.DEFAULT_EMBEDDING_SCALE`), the fitted T inside `zsnli.selection.fits.LOG_T0_GRID`."""
+
+EMBEDDING_CASCADE = Cascade(min_labels=1, keep=0)
+"""The cascade of the ``embedding`` scoring: every request (K >= 1) keeps no label for the cross-encoder."""
+
+EMBEDDING_SCORING_KEY = "embedding_scoring"  # calibration.json's object of the fast path's T(K)
+
+
+class ScoringUnavailable(ValueError):
+    """A request asked for a scoring this server cannot serve (unknown name, or no fitted embedding scoring)."""
+
+
+def embedding_scoring(temperature: float, k_exponent: float, embedding_sha256: str) -> RequestScoring:
+    """The ``embedding`` scoring: probabilities ``softmax(20 cos(text, label) / T(K))``, T(K) = temperature x
+    K ** k_exponent, the cosines of the sentence encoder whose digest is ``embedding_sha256``.
+
+    Built as the served formula with weight `EMBEDDING_WEIGHT` on the cosine and `EMBEDDING_CASCADE` (no NLI
+    pair: every label's NLI term is the same 0, `cascade_scores`). Raises ``ScoringConfigError`` on values outside
+    `zsnli.scoring.VALUE_RANGES`."""
+    config = ScoringConfig(rule="entailment", temperature=float(temperature), k_exponent=float(k_exponent),
+                           embedding_weight=EMBEDDING_WEIGHT, embedding_sha256=embedding_sha256)
+    return RequestScoring(config, {}, None, EMBEDDING_CASCADE)
+
+
+def load_embedding_scoring(path: str | Path) -> RequestScoring | None:
+    """The ``embedding`` scoring of calibration.json (its top-level ``embedding_scoring`` object:
+    ``temperature``, ``k_exponent``, ``embedding_sha256``), or None when the file or the object is absent.
+
+    Raises ``ScoringConfigError`` (one line naming the file) on an unreadable file or a malformed object."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        row = json.loads(p.read_text(encoding="utf-8")).get(EMBEDDING_SCORING_KEY)
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ScoringConfigError(f"calibration file unreadable: {p}: {exc}") from None
+    if row is None:
+        return None
+    try:
+        if not isinstance(row, Mapping) or not isinstance(row.get("embedding_sha256"), str):
+            raise ScoringConfigError("must be an object with temperature, k_exponent and embedding_sha256")
+        return embedding_scoring(row.get("temperature"), row.get("k_exponent", 0.0), row["embedding_sha256"])
+    except (TypeError, ValueError) as exc:
+        raise ScoringConfigError(f"calibration file {p}: invalid {EMBEDDING_SCORING_KEY!r}: {exc}") from None
+
+
+def scoring_named(name: str, served: RequestScoring, embedding: RequestScoring | None) -> RequestScoring:
+    """The `RequestScoring` of a request's ``scoring``: ``served`` -> ``served`` (calibration.json's
+    ``chosen``), ``pipeline`` -> `PIPELINE_SCORING`, ``embedding`` -> ``embedding`` (`load_embedding_scoring`).
+
+    Raises ``ScoringUnavailable`` (its message starts with ``scoring:``) for a name not in `SCORINGS`, and
+    for ``embedding`` when ``embedding`` is None (no fitted embedding scoring in calibration.json)."""
+    if name in ("served", "pipeline"):
+        return served if name == "served" else PIPELINE_SCORING
+    if name == "embedding":
+        if embedding is None:
+            raise ScoringUnavailable("scoring: 'embedding' is not available on this server: its calibration.json "
+                                     f"has no {EMBEDDING_SCORING_KEY!r} object (train.py select writes one)")
+        return embedding
+    raise ScoringUnavailable(f"scoring: must be one of {', '.join(repr(s) for s in SCORINGS)}, got {name!r}")

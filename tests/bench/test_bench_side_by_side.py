@@ -36,16 +36,20 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
     out = tmp_path / "report.json"
     calib = write_calibration(tmp_path / "shipped.json", rule="entailment_minus_contradiction", temperature=1.3,
                               embedding_weight=3.0, embedding_sha256=embedding_digest(bert_dir))
+    doc = json.loads(calib.read_text())  # and the fast path's row: arm (f)
+    doc["embedding_scoring"] = {"temperature": 1.0, "k_exponent": 0.0, "embedding_sha256": embedding_digest(bert_dir)}
+    calib.write_text(json.dumps(doc))
     proc = subprocess.run(
         [sys.executable, "-m", "zsnli.bench", "--model-dir", str(bert_dir), "--examples", str(examples_file),
          "--docs", "3", "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "1", "--threads", "1",
          "--matmul-n", "128", "--matmul-seconds", "0.05", "--repo-root", str(REPO), "--no-progress",
-         "--calibration", str(calib), "--embedding-dir", str(bert_dir),
+         "--calibration", str(calib), "--embedding-dir", str(bert_dir), "--fast-path",
          "--variant", "small:ZSNLI_TOKEN_BUDGET=64", "--out", str(out)],
         env=child_env(), capture_output=True, text=True, timeout=420, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads(out.read_text())
-    assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4", "d1", "d4", "c4-small"]
+    assert [a["key"] for a in r["arms"]] == ["a", "b2", "c1", "c4", "d1", "d4", "f1", "f4", "c4-small"]
+    assert r["server"]["fast"]["health"]["default_scoring"] == "embedding"
     assert r["server"]["variants"]["small"]["settings"] == {"ZSNLI_TOKEN_BUDGET": "64"}
     assert r["server"]["shipped"]["settings"] == {"ZSNLI_CALIBRATION_PATH": str(calib),
                                                   "ZSNLI_EMBEDDING_DIR": str(bert_dir)}
@@ -54,14 +58,15 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
     for arm in r["arms"]:
         assert arm["docs"] == 3 and arm["pairs"] == 2 + 3 + 4 and arm["docs_per_s"] > 0
         assert arm["peak_rss_mib"] > 0
-        assert arm["ceiling"] == ("default" if arm["key"].startswith("d") else "nli")
-    assert set(r["ratios"]) == {"c4/a", "c4/b", "c4-small/a", "c4-small/b", "d4/c4", "d4/a", "d4/b"}
+        assert arm["ceiling"] == {"d": "default", "f": "none"}.get(arm["key"][0], "nli")
+    assert set(r["ratios"]) == {"c4/a", "c4/b", "c4-small/a", "c4-small/b", "d4/c4", "d4/a", "d4/b", "f4/d4"}
     for key in ("b2", "c1", "c4", "c4-small"):
         a = r["agreement_vs_a"][key]
         assert a["same_argmax"] == a["docs"] == 3 and a["max_abs_dp"] <= 1e-4, (key, a)
     assert set(r["agreement_vs_a"]) == {"b2", "c1", "c4", "c4-small"}  # the others score otherwise
     alone = r["agreement_batched_vs_alone"]
-    assert set(alone) == {"c4", "d4"} and alone["d4"]["docs"] == 3 and alone["d4"]["max_abs_dp"] <= 1e-5
+    assert set(alone) == {"c4", "d4", "f4"} and alone["d4"]["docs"] == 3 and alone["d4"]["max_abs_dp"] <= 1e-5
+    assert alone["f4"]["docs"] == 3 and alone["f4"]["max_abs_dp"] <= 1e-5  # the fast path batched = alone
     # the shipped default's ceiling counts its NLI pairs, the texts and each label once (labels are kept)
     parts = r["default_ceiling"]["parts"]
     assert set(parts) == {"nli", "embedding"} and parts["nli"]["sequences"] == 9
@@ -69,11 +74,11 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
     assert distinct_labels < 9 and parts["embedding"]["sequences"] == 3 + distinct_labels
     assert r["default_ceiling"]["ceiling_docs_per_s"] < r["ceiling"]["ceiling_docs_per_s"]
     assert r["cpu"]["model"] and r["cpu"]["logical_cpus"] >= 1 and isinstance(r["cpu"]["flags"], list)
-    for needle in ("ratio (c4)/(a)", "ratio (d4)/(c4) docs/s", "(target >= 0.8x", "(target >= 3x",
+    for needle in ("ratio (c4)/(a)", "ratio (d4)/(c4) docs/s", "(target >= 2x", "(target >= 3x", "(target >= 2.5x",
                    "answers d4 vs each request alone (d1)", "compute ceiling (shipped default", "CPU: "):
         assert needle in proc.stdout, needle
     figure_lines = [x for x in proc.stdout.splitlines() if x.startswith(("ratio", "compute", "  ("))]
-    assert len(figure_lines) == 7 + 2 + 5 and all("[CPU: " in x for x in figure_lines), proc.stdout
+    assert len(figure_lines) == 8 + 2 + 5 and all("[CPU: " in x for x in figure_lines), proc.stdout
     print(proc.stdout)  # the report, for a reader of -s output
 
 
@@ -91,6 +96,30 @@ def test_a_variant_pointing_at_the_shipped_calibration_is_measured_as_the_shippe
     assert _scoring_of(args, {"ZSNLI_CALIBRATION_PATH": str(tmp_path / PIPELINE_CALIBRATION_NAME)}) == "pipeline"
     assert _scoring_of(args, {"ZSNLI_CALIBRATION_PATH": str(tmp_path / "other.json")}) == "other"
     assert _scoring_of(argparse.Namespace(shipped=None), {"ZSNLI_CALIBRATION_PATH": str(shipped)}) == "other"
+
+
+def test_recorded_quality_reads_each_scorings_figures_both_ways(tmp_path):
+    from zsnli.bench.side_by_side import recorded_quality
+
+    kw = {"plain_entailment": {"weighted_normalised": 30.0},
+          "served_leave_one_dataset_out": {"weighted_normalised": 37.3},
+          "leave_one_kind_out": {"served": {"weighted_normalised": 35.1}},
+          "embedding_scoring": {"leave_one_dataset_out": {"weighted_normalised": 31.0},
+                                "leave_one_kind_out": {"weighted_normalised": 29.5}}}
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"chosen": {}, "selection": {"kind_weighted": kw}}))
+    assert recorded_quality(path) == {"plain": {"lodo": 30.0, "loko": 30.0}, "default": {"lodo": 37.3, "loko": 35.1},
+                                      "fast": {"lodo": 31.0, "loko": 29.5}}
+    path.write_text(json.dumps({"chosen": {}}))
+    assert recorded_quality(path) == {}
+
+
+def test_fast_path_needs_the_embedding_row_in_one_line(tmp_path, examples_file, capsys):
+    from conftest import write_calibration
+
+    calib = write_calibration(tmp_path / "calibration.json", rule="entailment", temperature=2.0)
+    line = refused(capsys, lambda: _shipped_args(tmp_path, "--calibration", str(calib), "--fast-path"))
+    assert "--fast-path" in line and "embedding_scoring" in line
 
 
 def _shipped_args(tmp_path, *extra):

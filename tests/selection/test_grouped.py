@@ -209,6 +209,13 @@ def test_cli_kinds_writes_the_grouped_choice(tmp_path, tiny_model_dir):
     assert "previous_scoring" in block
     assert doc["selection"]["public_report"]["new_default"]["mean"]["normalised"] >= 0
     assert selection_cli.quality_markdown(doc).count("| zsc-dev/") == 3
+    from zsnli.request_scoring import load_embedding_scoring  # the fast path's row, served as written
+
+    fast = load_embedding_scoring(out)
+    assert fast.default.temperature == doc["embedding_scoring"]["temperature"] and fast.cascade.keep == 0
+    assert "leave_one_kind_out" in block["embedding_scoring"] and "embedding_scoring" in doc["selection"]["public_report"]
+    assert all("leave_one_kind_out" in v for v in block["cascade"]["out_of_fold"].values())  # each cascade both ways
+    assert "leave_one_kind_out" not in block["served_leave_one_dataset_out"]
     bad = tmp_path / "nokinds.json"
     bad.write_text("[]")
     assert selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--model-dir", str(tiny_model_dir),
@@ -233,3 +240,51 @@ def test_vectorised_features_are_the_served_features():
         combined = nli[a:b] + 3.0 * cos[a:b]
         np.testing.assert_allclose(phi[i], calibrator_features(combined / 1.7, nli[a:b], cos[a:b], "many",
                                                                int(cs.premise_tokens[i])), atol=1e-9)
+
+
+def test_pick_cascade_needs_both_ways_within_the_tolerance_of_exact_and_of_today():
+    from zsnli.selection.grouped_doc import CASCADE_TOLERANCE, pick_cascade
+
+    def fig(lodo, loko, pairs):
+        return ({"weighted_normalised": lodo, "pairs_per_row": pairs}, {"weighted_normalised": loko})
+
+    exact = fig(40.0, 38.0, 6.0)
+    today, cheap, cheaper = Cascade(10, 4), Cascade(6, 2), Cascade(4, 2)
+    figures = {today: fig(40.2, 38.1, 3.3), cheap: fig(39.95, 37.9, 2.8), cheaper: fig(39.9, 37.6, 2.5)}
+    # cheaper loses 0.4 leaving one kind out: passed over; cheap is within 0.3 of exact both ways
+    assert pick_cascade(figures, [exact], 6.0) == cheap
+    # against today's too, cheap loses 0.25 / 0.2: still in; a tighter today's rules it out
+    assert pick_cascade(figures, [exact, figures[today]], 6.0) == cheap
+    figures[today] = fig(40.3, 38.0 + CASCADE_TOLERANCE + 0.2, 3.3)
+    assert pick_cascade(figures, [exact, figures[today]], 6.0) == today
+    assert pick_cascade({today: fig(30.0, 30.0, 3.3)}, [exact], 6.0) is None
+
+
+def test_embedding_row_is_the_served_fast_path_out_of_fold_both_ways():
+    from zsnli.request_scoring import EMBEDDING_WEIGHT, embedding_scoring
+    from zsnli.selection.grouped_doc import embedding_row
+
+    sets = {n: make_set(n, n=80, hyps=h, seed=i) for i, (n, h) in enumerate(
+        [("s1", ("good", "bad")), ("s2", ("great", "awful")), ("t1", ("sport", "music", "food")),
+         ("q1", ("who", "what", "where"))])}
+    weights = G.kind_weights(list(sets), KINDS)
+    kind_of = {n: KINDS["zsc_dev"][n] for n in sets}
+    row, figures = embedding_row(sets, weights, kind_of, "offline")
+    fast = embedding_scoring(row["temperature"], row["k_exponent"], "offline")
+    served = G.served_figures(sets, fast)
+    assert all(f["pairs_per_row"] == 0 for f in served.values())  # no cross-encoder pair
+    # its probabilities are softmax(20 cos / T(K)) whatever the NLI logits
+    cs = sets["t1"]
+    probs, _ = G.served_probabilities(cs, fast)
+    z = EMBEDDING_WEIGHT * cs.cosine[:3].astype(np.float64) / (row["temperature"] * 3 ** row["k_exponent"])
+    np.testing.assert_allclose(probs[0], np.exp(z - z.max()) / np.exp(z - z.max()).sum(), atol=1e-12)
+    assert set(figures["fits"]) == {"w pooled, T pooled by nll", "w pooled, T pooled by objective"}
+    assert figures["leave_one_dataset_out"]["pairs_per_row"] == 0
+    # leaving one kind out, both sentiment sets are scored with the T fitted on t1 and q1 alone
+    selector = G.Selector(sets, weights, cands=[G.GroupCandidate("entailment", EMBEDDING_WEIGHT)],
+                          cascade=fast.cascade)
+    spec = next(s for s in G.SPECS if s.label == figures["fit"])
+    fold = G.fold_scoring(selector, ["t1", "q1"], spec, "offline")
+    held = G.served_figures({n: sets[n] for n in ("s1", "s2")}, fold)
+    assert figures["leave_one_kind_out"]["per_kind"]["sent"] == pytest.approx(
+        np.mean([held[n]["normalised"] for n in held]), abs=0.01)

@@ -23,7 +23,13 @@ Arms, all on the same model, the same documents, one run:
   default the ``calibration.json`` the server finds beside ``--model-dir``:
   e.g. the cosine term of the sentence encoder), at the same concurrencies;
   its answers at the top concurrency are compared with concurrency 1 (each
-  request alone), and its docs/s with (c) and (a) against the issue's targets.
+  request alone), and its docs/s with (c) and (a) against the issue's targets;
+* (f) with ``--fast-path``: the same shipped server with ``ZSNLI_SCORING=embedding`` (the fast path, the
+  sentence encoder's cosine alone), at the same concurrencies, against (d) (issue 50's targets: (f) >= 2.5x
+  (d), (d) >= 2.0x (c)), its answers at the top concurrency against each request alone.
+
+Beside the speeds, ``quality`` gives each scoring's figures as calibration.json records them (`recorded_quality`:
+kind-weighted normalised macro-F1 on zsc-dev, leaving one dataset out and leaving one kind out).
 
 Each pipeline arm runs in its own process (its peak RSS is its own); the
 server's RSS is sampled from outside during each of its arms. Every arm
@@ -83,6 +89,9 @@ SERVER_BASE_SETTINGS = {"ZSNLI_DEVICE": "cpu", "ZSNLI_DTYPE": "float32"}
 TARGET_VS_PLAIN = 0.8
 TARGET_VS_PIPELINE = 3.0
 TARGET_MAX_DP_ALONE = 1e-5
+#: issue 50's targets: the fast path (f) over the shipped default (d), and (d) over plain NLI scoring (c), in docs/s.
+TARGET_FAST_VS_DEFAULT = 2.5
+TARGET_DEFAULT_VS_PLAIN_50 = 2.0
 
 
 def one_line(exc: BaseException) -> str:
@@ -218,6 +227,9 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     server_info = _server_arms(args, model_dir, docs, workdir, progress, log, rows, probs)
 
     for r in rows:
+        if r.get("scoring") == "embedding":  # no NLI pair: neither ceiling counts its work
+            r["ceiling"], r["fraction_of_ceiling"], r["achieved_flops_per_s"] = "none", float("nan"), float("nan")
+            continue
         r["ceiling"] = "default" if r.get("scoring") == "shipped" else "nli"
         r["fraction_of_ceiling"] = r["docs_per_s"] / ceilings[r["ceiling"]]
         work = default_ceiling if r["ceiling"] == "default" else ceiling
@@ -249,7 +261,32 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "pipeline_semantics": PIPELINE_SEMANTICS["chosen"],
         "shipped_scoring": args.shipped[1].to_dict() if args.shipped else None,
         "shipped_calibration": str(args.shipped[0]) if args.shipped else None,
+        "quality": recorded_quality(args.shipped[0]) if args.shipped else {},
     }
+
+
+def recorded_quality(calibration: Path) -> dict[str, dict[str, float | None]]:
+    """Each scoring's quality as ``calibration`` records it (written by ``train.py select --kinds``): kind-weighted
+    normalised macro-F1 on zsc-dev, ``{"plain": ..., "default": ..., "fast": ...}`` each ``{"lodo", "loko"}``
+    (leave one dataset out / one kind out; plain entailment has nothing fitted, so one figure serves both);
+    a scoring the file has no figures for is left out (an older or hand-written calibration: ``{}``)."""
+    try:
+        kw = json.loads(Path(calibration).read_text(encoding="utf-8"))["selection"]["kind_weighted"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    out: dict[str, dict[str, float | None]] = {}
+    plain = kw.get("plain_entailment", {}).get("weighted_normalised")
+    if plain is not None:
+        out["plain"] = {"lodo": plain, "loko": plain}
+    served = kw.get("served_leave_one_dataset_out", {}).get("weighted_normalised")
+    if served is not None:
+        out["default"] = {"lodo": served,
+                          "loko": kw.get("leave_one_kind_out", {}).get("served", {}).get("weighted_normalised")}
+    fast = kw.get("embedding_scoring")
+    if fast:
+        out["fast"] = {"lodo": fast["leave_one_dataset_out"]["weighted_normalised"],
+                       "loko": fast["leave_one_kind_out"]["weighted_normalised"]}
+    return out
 
 
 def shipped_ceiling(args: argparse.Namespace, model_dir: Path, docs: list, params, rate: float) -> dict[str, Any]:
@@ -285,10 +322,12 @@ def shipped_embedding_dir(args: argparse.Namespace) -> Path:
 
 
 def _scoring_of(args: argparse.Namespace, settings: dict[str, str]) -> str:
-    """Which scoring a server arm ran: ``shipped`` when its calibration is arm (d)'s (a variant may set
+    """Which scoring a server arm ran: ``embedding`` with ``ZSNLI_SCORING=embedding`` (arm (f)); ``shipped`` when its calibration is arm (d)'s (a variant may set
     ``ZSNLI_CALIBRATION_PATH`` to it, e.g. with ``ZSNLI_SHARE_IDENTICAL_ROWS=0``), ``pipeline`` for the
     pipeline-semantics file, else ``other``."""
     path = Path(settings["ZSNLI_CALIBRATION_PATH"]).resolve()
+    if settings.get("ZSNLI_SCORING", "served").lower() == "embedding":
+        return "embedding"
     if args.shipped is not None and path == args.shipped[0]:
         return "shipped"
     return "pipeline" if path.name == PIPELINE_CALIBRATION_NAME else "other"
@@ -301,6 +340,8 @@ def ratios(rows: list[dict[str, Any]], best_b: dict[str, Any] | None, top: int) 
     by_key = {r["key"]: r for r in rows}
     out: dict[str, float] = {}
     c_top, d_top = f"c{top}", f"d{top}"
+    if f"f{top}" in by_key and d_top in by_key:
+        out[f"f{top}/{d_top}"] = by_key[f"f{top}"]["docs_per_s"] / by_key[d_top]["docs_per_s"]
     for key in [k for k in by_key if k == c_top or k.startswith(c_top + "-") or k == d_top]:
         if key == d_top and c_top in by_key:
             out[f"{key}/{c_top}"] = by_key[key]["docs_per_s"] / by_key[c_top]["docs_per_s"]
@@ -312,11 +353,11 @@ def ratios(rows: list[dict[str, Any]], best_b: dict[str, Any] | None, top: int) 
 
 def batched_vs_alone(probs: dict[str, list], levels: Sequence[int]) -> dict[str, dict[str, Any]]:
     """`agreement` of each server's answers at the top concurrency with its answers at concurrency 1
-    (each request alone): ``{"c32": ..., "d32": ...}``; empty without a concurrency-1 level."""
+    (each request alone): ``{"c32": ..., "d32": ..., "f32": ...}``; empty without a concurrency-1 level."""
     top = max(levels)
     if 1 not in levels or top == 1:
         return {}
-    return {f"{p}{top}": agreement(probs[f"{p}1"], probs[f"{p}{top}"]) for p in ("c", "d")
+    return {f"{p}{top}": agreement(probs[f"{p}1"], probs[f"{p}{top}"]) for p in ("c", "d", "f")
             if f"{p}1" in probs and f"{p}{top}" in probs}
 
 
@@ -367,11 +408,14 @@ def _server_arms(args: argparse.Namespace, model_dir: Path, docs: list, workdir:
         if args.embedding_dir:
             shipped["ZSNLI_EMBEDDING_DIR"] = str(Path(args.embedding_dir).resolve())
         plan.append(("shipped", {}, shipped, args.concurrency))
+        if getattr(args, "fast_path", False):
+            plan.append(("fast", {"ZSNLI_SCORING": "embedding"}, shipped, args.concurrency))
     plan += [(name, extra, plain, [max(args.concurrency)]) for name, extra in args.variant]
     for name, extra, settings, levels in plan:
         servers[name] = _one_server(args, model_dir, docs, progress, log, rows, probs, name, extra, settings, levels)
     server_info = servers.pop("default")
     server_info["shipped"] = servers.pop("shipped", None)
+    server_info["fast"] = servers.pop("fast", None)
     server_info["variants"] = servers
     return server_info
 
@@ -380,24 +424,25 @@ def _one_server(args, model_dir: Path, docs: list, progress: bool, log, rows: li
                 probs: dict[str, list], name: str, extra: dict[str, str], settings: dict[str, str],
                 levels: Sequence[int]) -> dict[str, Any]:
     """Start one server (``settings`` + the variant's ``extra``) and drive it at each of ``levels``;
-    rows keyed ``c{n}`` (plain), ``d{n}`` (shipped default) or ``c{n}-NAME`` (a variant)."""
+    rows keyed ``c{n}`` (plain), ``d{n}`` (shipped default), ``f{n}`` (the fast path) or ``c{n}-NAME`` (a variant)."""
     n_pairs = sum(len(d.labels) for d in docs)
     log(f"[bench] starting the zsnli server ({args.launcher}) {name} {extra or ''}")
-    info: dict[str, Any] = {"settings": extra if name != "shipped" else
-                            {k: v for k, v in settings.items() if k not in SERVER_BASE_SETTINGS}}
+    info: dict[str, Any] = {"settings": extra if name not in ("shipped", "fast") else
+                            {k: v for k, v in {**settings, **extra}.items() if k not in SERVER_BASE_SETTINGS}}
     try:
         with start_server(model_dir, {"ZSNLI_LOG_LEVEL": SERVER_LOG_LEVEL, **settings, **extra}, args.launcher,
                           args.repo_root, args.threads) as server:
             info.update({"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health})
             for conc in levels:
-                key = {"default": f"c{conc}", "shipped": f"d{conc}"}.get(name, f"c{conc}-{name}")
+                key = {"default": f"c{conc}", "shipped": f"d{conc}", "fast": f"f{conc}"}.get(name, f"c{conc}-{name}")
                 with RssSampler(server.pid) as rss:
                     load = run_requests(server.url, docs, concurrency=conc,
                                         warmups=args.warmup if conc == 1 else max(args.warmup, conc),
                                         progress=progress, desc=f"zsnli c={conc} {name}", request_timeout=600.0,
                                         retry_503=RETRY_503)
                 label = {"default": f"(c) zsnli, concurrency {conc}",
-                         "shipped": f"(d) zsnli shipped default, concurrency {conc}"}.get(
+                         "shipped": f"(d) zsnli shipped default, concurrency {conc}",
+                         "fast": f"(f) zsnli fast path (scoring embedding), concurrency {conc}"}.get(
                              name, f"(c) zsnli, concurrency {conc}, {name}")
                 rows.append(arm_row(label, len(docs), n_pairs, load.wall_s, load.seconds,
                                     rss.peak_bytes, hwm_bytes(server.pid), key=key, concurrency=conc,
@@ -414,11 +459,12 @@ def _one_server(args, model_dir: Path, docs: list, progress: bool, log, rows: li
 
 
 def failed_servers(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{name: server info}`` of the servers (default, shipped and variants) that failed (have an ``error``)."""
+    """``{name: server info}`` of the servers (default, shipped, fast and variants) that failed (have an ``error``)."""
     server = report.get("server") or {}
     out = {"default": server} if server.get("error") else {}
-    if (server.get("shipped") or {}).get("error"):
-        out["shipped"] = server["shipped"]
+    for name in ("shipped", "fast"):
+        if (server.get(name) or {}).get("error"):
+            out[name] = server[name]
     out.update({k: v for k, v in (server.get("variants") or {}).items() if v.get("error")})
     return out
 

@@ -3,10 +3,10 @@
 Every argument is checked before any arm runs (one line, exit 2: `zsnli.harness.cli.UsageParser`):
 the examples file, the ``--batch-sizes`` / ``--concurrency`` lists, each ``--variant``'s ``ZSNLI_*``
 settings (as the server would parse them), the shipped calibration of arm (d) and its sentence
-encoder. `main` runs the arms, prints `zsnli.bench.side_by_side_table.render` and writes ``--out``.
+encoder, and with ``--fast-path`` its ``embedding_scoring`` object. `main` runs the arms, prints `zsnli.bench.side_by_side_table.render` and writes ``--out``.
 
 Imports `zsnli.bench.side_by_side`, `zsnli.bench.side_by_side_table`, `zsnli.harness`, `zsnli.config`
-(and `zsnli.scoring` to read the calibration).
+(and `zsnli.scoring` and `zsnli.request_scoring` to read the calibration).
 """
 
 from __future__ import annotations
@@ -203,6 +203,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                          "e.g. bf16:ZSNLI_DTYPE=bfloat16 or int8:ZSNLI_BACKEND=onnx-int8")
     ap.add_argument("--device", default="cpu", help="device of every server and pipeline arm (cpu, cuda, cuda:N); "
                     "fp32 unless a --variant sets ZSNLI_DTYPE (bench/gpu.sh --rows uses cuda)")
+    ap.add_argument("--fast-path", action="store_true",
+                    help="also run arm (f): the shipped server with ZSNLI_SCORING=embedding (the fast path), at the "
+                         "same concurrencies; needs the calibration's embedding_scoring object")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -217,6 +220,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         ap.error(f"--variant: duplicate name(s) {', '.join(dup)}; give each variant its own NAME")
     args.examples = resolve_examples(ap, args.examples)
     resolve_shipped(ap, args)
+    if args.fast_path:
+        from ..request_scoring import load_embedding_scoring
+
+        if args.shipped is None or load_embedding_scoring(args.shipped[0]) is None:
+            ap.error("--fast-path: the shipped calibration has no embedding_scoring object (train.py select --kinds "
+                     "writes one)" if args.shipped else "--fast-path needs the shipped calibration (arm (d))")
     args.pipeline_mode = [m.strip() for m in str(args.pipeline_mode).split(",") if m.strip()]
     bad = [m for m in args.pipeline_mode if m not in ("stream", "doc")]
     if bad:

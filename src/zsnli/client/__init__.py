@@ -83,7 +83,8 @@ class Client(Calls):
     def classify(self, text: str, labels: Sequence[str], *, hypothesis_template: str | None = None,
                  multi_label: bool = False, id: Any = None, scoring: str | None = None) -> Classification:
         """Probabilities of ``labels`` for ``text`` (``POST /classify``; ``scoring="pipeline"``: the transformers
-        pipeline's scoring instead of the served one). Raises a `ZsnliError`
+        pipeline's scoring instead of the served one; ``scoring="embedding"``: the fast path, the sentence
+        encoder's cosine alone; None: the server's default). Raises a `ZsnliError`
         (`ResponseError` when the answer does not hold one probability per label)."""
         return self._run(self._classify(text, labels, hypothesis_template, multi_label, id, scoring))
 

@@ -148,7 +148,8 @@ def check_bool(value: Any, name: str) -> bool:
 def classify_body(text: str, labels: Sequence[str], hypothesis_template: str | None = None,
                   multi_label: bool = False, id: Any = None, scoring: str | None = None) -> dict[str, Any]:
     """The ``POST /classify`` body of one document (``labels`` as given: literal hypotheses unless a
-    template is set; ``scoring``: ``"served"`` or ``"pipeline"``, left out when None). Raises
+    template is set; ``scoring``: ``"served"``, ``"pipeline"`` or ``"embedding"``, left out when None: the
+    server's default). Raises
     `InvalidRequest` when ``labels`` is not a list/tuple of strings (`check_labels`) or ``multi_label``
     not a bool (`check_bool`)."""
     body: dict[str, Any] = {"text": text, "labels": check_labels(labels),

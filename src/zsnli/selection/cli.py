@@ -7,7 +7,8 @@ runs `zsnli.selection.search`, and writes:
 * ``calibration.json``: ``chosen`` (the selected `ScoringConfig`, fitted on all
   dev datasets; the key the server reads), ``model_sha256`` (kept),
   ``selection`` (method, out-of-fold per-dataset table, which dev files with
-  which sha256 decided what, the targets) and ``superseded`` (the previous choice);
+  which sha256 decided what, the targets), ``superseded`` (the previous choice) and, with ``--kinds``,
+  ``embedding_scoring`` (the fast path's T(K), `zsnli.selection.grouped_doc.embedding_row`);
 * ``data_sources.json``: one ``role: "selection"`` entry per zsc-dev set used.
 
 ``--negation`` adds the negation-pair experiment (`zsnli.selection.search.negation_leave_one_out`):
@@ -35,7 +36,7 @@ import numpy as np
 from . import grouped, grouped_doc
 from . import search as sel
 from .grouped import read_kinds
-from ..request_scoring import RequestScoring
+from ..request_scoring import RequestScoring, embedding_scoring
 from ..harness.cli import UsageParser, positive_int, usage_error
 from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
@@ -328,6 +329,7 @@ def cached_kind_weighted(args, sets: dict[str, CachedSet], digest: str, previous
     in the public report, takes seconds instead of the leave-one-out's minutes)."""
     key = [sorted((n, cs.meta["key"]) for n, cs in sets.items()), sha256_file(args.kinds),
            [s.label for s in grouped.SPECS], grouped_doc.CASCADES, digest, "folds: dataset, kind",
+           "embedding scoring: " + ", ".join(s.label for s in grouped_doc.EMBEDDING_SPECS),
            previous.to_dict() if previous is not None else None,
            [int(cs.premise_tokens.sum()) if cs.premise_tokens is not None else None for cs in sets.values()]]
     return memoised(Path(args.cache) / "kind_weighted.pkl", key, "built",
@@ -378,9 +380,11 @@ def run_kind_weighted(args, sets: dict[str, CachedSet], zsc: dict[str, Any], dig
         selection["kind_weighted"] = {**selection["kind_weighted"],
                                       "compared_with": compared_with(args.compare_with, selection["decided_by"])}
     doc = {"chosen": final.to_dict(), "model_sha256": old.get("model_sha256"), "selection": selection,
-           "superseded": superseded_block(old, final.to_dict())}
+           "superseded": superseded_block(old, final.to_dict()), "embedding_scoring": built["embedding_scoring"]}
     if args.report_public is not None:
-        configs = {"new_default": final}
+        row = built["embedding_scoring"]
+        configs = {"new_default": final, "embedding_scoring": embedding_scoring(
+            row["temperature"], row["k_exponent"], row["embedding_sha256"])}
         if previous is not None:
             configs["previous_calibration"] = previous
         selection["public_report"] = public_report(args.report_public, args, configs)

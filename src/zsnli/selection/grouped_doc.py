@@ -11,7 +11,8 @@ The document keeps the shape `zsnli.selection.cli` writes (``chosen``, ``selecti
 same way, and adds ``selection.kind_weighted`` (weights, every arm's weighted / unweighted / per-kind
 figures, the previous scoring's and plain entailment's beside them; ``leave_one_kind_out``: every arm and the
 served arm with its cascade scored with each task kind held out at once, `zsnli.selection.grouped.kind_folds`;
-``served_leave_one_dataset_out``: the served arm with its cascade, one set held out at a time).
+``served_leave_one_dataset_out``: the served arm with its cascade, one set held out at a time;
+``embedding_scoring``: the fast path's figures both ways, `embedding_row`).
 
 Imports: numpy, ``zsnli.selection.grouped``, ``zsnli.selection.search`` (embedding figures),
 ``zsnli.selection.score_cache`` (types), ``zsnli.request_scoring``, ``zsnli.scoring``.
@@ -23,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 from . import grouped as G
 from . import search as sel
-from ..request_scoring import Cascade, RequestScoring
+from ..request_scoring import EMBEDDING_CASCADE, EMBEDDING_WEIGHT, Cascade, RequestScoring
 from ..scoring import ScoringConfig
 from .score_cache import CachedSet
 
@@ -81,7 +82,9 @@ def build(sets: Mapping[str, CachedSet], kinds: Mapping[str, Any], digest: str,
     kind_summaries = {a: G.summary(per, weights, kind_of) for a, per in by_kind.items()}
     label = pick_spec(summaries, plain_summary, kind_summaries)
     spec = next(s for s in G.SPECS if s.label == label)
-    cascade, cascades = choose_cascade(zsc, weights, kind_of, spec, digest, summaries[label], log)
+    today = previous.cascade if previous is not None and previous.cascade in [Cascade(*c) for c in CASCADES] else None
+    cascade, cascades = choose_cascade(zsc, weights, kind_of, spec, digest, summaries[label],
+                                       G.summary(by_kind[label], weights, kind_of), today, log)
     chosen_selector = selector if cascade is None else G.Selector(zsc, weights, cascade=cascade)
     served_by_kind = G.leave_out(chosen_selector, G.kind_folds(names, kind_of), [spec], digest)[spec.label]
     final = G.fold_scoring(chosen_selector, names, spec, digest)
@@ -107,40 +110,106 @@ def build(sets: Mapping[str, CachedSet], kinds: Mapping[str, Any], digest: str,
                  "arms": {a: _rounded_summary(s) for a, s in kind_summaries.items()},
                  "served": _rounded_summary(G.summary(served_by_kind, weights, kind_of)),
                  "per_set": {n: round(f["normalised"], 2) for n, f in sorted(served_by_kind.items())}},
-             "served_leave_one_dataset_out": (cascades[f"{cascade.min_labels}:{cascade.keep}"] if cascade is not None
+             "served_leave_one_dataset_out": ({k: v for k, v in cascades[f"{cascade.min_labels}:{cascade.keep}"].items()
+                                               if k != "leave_one_kind_out"} if cascade is not None
                                               else _rounded_summary(summaries[label])),
              "kind_tolerance": KIND_TOLERANCE,
              "cascade": {"chosen": cascade.to_dict() if cascade is not None else None, "tolerance": CASCADE_TOLERANCE,
+                         "reference": "exact" if today is None else f"exact and {today.min_labels}:{today.keep}",
                          "out_of_fold": cascades}}
     if previous is not None:
         block["previous_scoring"] = _rounded_summary(G.summary(G.served_figures(zsc, previous), weights, kind_of))
-    return {"chosen": final, "rows": rows, "kind_weighted": block, "spec": spec}
+    fast, block["embedding_scoring"] = embedding_row(zsc, weights, kind_of, digest, log)
+    return {"chosen": final, "rows": rows, "kind_weighted": block, "spec": spec, "embedding_scoring": fast}
 
 
-CASCADES = ((10, 4), (10, 8), (20, 12))
-"""(min_labels, keep) of the label cascades tried on the chosen arm, out of fold (issue 33)."""
+CASCADES = ((4, 2), (4, 3), (6, 2), (6, 3), (6, 4), (8, 2), (8, 3), (8, 4), (10, 2), (10, 3), (10, 4), (10, 8),
+            (20, 12))
+"""(min_labels, keep) of the label cascades tried on the chosen arm, out of fold (issue 33; the cheaper ones
+below 10:4, issue 50, once the sentence encoder was trained)."""
 CASCADE_TOLERANCE = 0.3
-"""Kind-weighted normalised points a cascade may lose against exact scoring (issue 33's target)."""
+"""Kind-weighted normalised points a cascade may lose against exact scoring (issue 33's target) and against
+the shipped cascade (issue 50), each both ways of holding out."""
 
 
 def choose_cascade(zsc: Mapping[str, CachedSet], weights: Mapping[str, float], kind_of: Mapping[str, str], spec: G.Spec,
-                   digest: str, exact: Mapping[str, Any], log: Callable[[str], None] | None = None
-                   ) -> tuple[Cascade | None, dict[str, Any]]:
-    """The cascade of `CASCADES` with the fewest NLI pairs per document whose out-of-fold kind-weighted mean is
-    within `CASCADE_TOLERANCE` of exact scoring under the same arm, or None; and every variant's figures."""
+                   digest: str, exact: Mapping[str, Any], exact_by_kind: Mapping[str, Any], today: Cascade | None = None,
+                   log: Callable[[str], None] | None = None) -> tuple[Cascade | None, dict[str, Any]]:
+    """The cascade of `CASCADES` with the fewest NLI pairs per document whose kind-weighted mean is within
+    `CASCADE_TOLERANCE` of the reference both leaving one dataset out and leaving one kind out, or None; and
+    every variant's figures (``"M:K"``: leave-one-dataset-out summary with ``leave_one_kind_out`` inside).
+
+    exact, exact_by_kind: `zsnli.selection.grouped.summary` of exact scoring under the same arm, each way;
+    today: the shipped cascade (None: none, or not among `CASCADES`). The reference each way is exact
+    scoring's figure, and also today's cascade's when given (a cheaper cascade must lose at most the tolerance
+    against both)."""
+    names = sorted(zsc)
     out: dict[str, Any] = {}
-    best: tuple[float, Cascade] | None = None
+    figures: dict[Cascade, tuple[dict[str, Any], dict[str, Any]]] = {}
     for min_labels, keep in CASCADES:
         cascade = Cascade(min_labels, keep)
-        per = G.leave_one_out(G.Selector(zsc, weights, cascade=cascade), [spec], digest, log=log)[spec.label]
-        s = G.summary(per, weights, kind_of)
-        out[f"{min_labels}:{keep}"] = _rounded_summary(s)
-        if s["weighted_normalised"] >= exact["weighted_normalised"] - CASCADE_TOLERANCE \
-                and s["pairs_per_row"] < exact["pairs_per_row"]:
-            if best is None or s["pairs_per_row"] < best[0]:
-                best = (s["pairs_per_row"], cascade)
-    out["exact"] = _rounded_summary(exact)
-    return (best[1] if best is not None else None), out
+        selector = G.Selector(zsc, weights, cascade=cascade)
+        per = G.leave_one_out(selector, [spec], digest)[spec.label]
+        per_kind = G.leave_out(selector, G.kind_folds(names, kind_of), [spec], digest)[spec.label]
+        figures[cascade] = (G.summary(per, weights, kind_of), G.summary(per_kind, weights, kind_of))
+        out[f"{min_labels}:{keep}"] = {**_rounded_summary(figures[cascade][0]),
+                                       "leave_one_kind_out": _rounded_summary(figures[cascade][1])}
+        if log is not None:
+            log(f"cascade {min_labels}:{keep}: {figures[cascade][0]['weighted_normalised']:.2f} / "
+                f"{figures[cascade][1]['weighted_normalised']:.2f}, {figures[cascade][0]['pairs_per_row']:.2f} pairs")
+    refs = [(exact, exact_by_kind)] + ([figures[today]] if today is not None else [])
+    out["exact"] = {**_rounded_summary(exact), "leave_one_kind_out": _rounded_summary(exact_by_kind)}
+    return pick_cascade(figures, refs, exact["pairs_per_row"]), out
+
+
+def pick_cascade(figures: Mapping[Cascade, tuple[Mapping[str, Any], Mapping[str, Any]]],
+                 refs: list[tuple[Mapping[str, Any], Mapping[str, Any]]], exact_pairs: float) -> Cascade | None:
+    """The cascade with the fewest ``pairs_per_row`` (under ``exact_pairs``) whose ``weighted_normalised`` is,
+    both ways (``figures[c] = (leave one dataset out, leave one kind out)`` summaries), at most
+    `CASCADE_TOLERANCE` below every reference pair in ``refs`` (same shape); None when none qualifies."""
+    best: tuple[float, Cascade] | None = None
+    for cascade, (lodo, loko) in figures.items():
+        ok = all(lodo["weighted_normalised"] >= a["weighted_normalised"] - CASCADE_TOLERANCE
+                 and loko["weighted_normalised"] >= b["weighted_normalised"] - CASCADE_TOLERANCE for a, b in refs)
+        if ok and lodo["pairs_per_row"] < exact_pairs and (best is None or lodo["pairs_per_row"] < best[0]):
+            best = (lodo["pairs_per_row"], cascade)
+    return best[1] if best is not None else None
+
+
+EMBEDDING_SPECS = (G.Spec(), G.Spec(t_fit="objective"))
+"""How the embedding scoring's T(K) may be fitted: by NLL or on the objective (pooled, no calibrator)."""
+
+
+def embedding_row(zsc: Mapping[str, CachedSet], weights: Mapping[str, float], kind_of: Mapping[str, str],
+                  digest: str, log: Callable[[str], None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``embedding`` scoring (`zsnli.request_scoring.embedding_scoring`: softmax(20 cos / T(K)), no NLI pair)
+    chosen as the served arm is: each of `EMBEDDING_SPECS` fitted out of fold, leave one dataset out and leave
+    one kind out, every figure from the served code (the cascade that keeps no label,
+    `zsnli.request_scoring.EMBEDDING_CASCADE`); the fit with the better kind-weighted leave-one-dataset-out mean
+    is then fitted on every zsc-dev set.
+
+    Returns ``(row, figures)``: row is calibration.json's top-level ``embedding_scoring`` object
+    (``temperature``, ``k_exponent``, ``embedding_sha256``, ``fitted_by``); figures its both-ways summaries
+    (``leave_one_dataset_out``, ``leave_one_kind_out``, ``per_set`` LODO normalised) and each fit's."""
+    names = sorted(zsc)
+    selector = G.Selector(zsc, weights, cands=[G.GroupCandidate("entailment", EMBEDDING_WEIGHT)], cascade=EMBEDDING_CASCADE)
+    lodo = G.leave_one_out(selector, EMBEDDING_SPECS, digest)
+    loko = G.leave_out(selector, G.kind_folds(names, kind_of), EMBEDDING_SPECS, digest)
+    fits = {sp.label: (G.summary(lodo[sp.label], weights, kind_of), G.summary(loko[sp.label], weights, kind_of))
+            for sp in EMBEDDING_SPECS}
+    best = max(EMBEDDING_SPECS, key=lambda sp: fits[sp.label][0]["weighted_normalised"])
+    final = G.fold_scoring(selector, names, best, digest).default
+    if log is not None:
+        log(f"embedding scoring ({best.label}): {fits[best.label][0]['weighted_normalised']:.2f} / "
+            f"{fits[best.label][1]['weighted_normalised']:.2f}, T = {final.temperature:g} x K^{final.k_exponent:g}")
+    row = {"temperature": final.temperature, "k_exponent": final.k_exponent, "embedding_sha256": digest,
+           "fitted_by": best.label.replace("w pooled, ", "")}
+    figures = {"fit": best.label, "leave_one_dataset_out": _rounded_summary(fits[best.label][0]),
+               "leave_one_kind_out": _rounded_summary(fits[best.label][1]),
+               "per_set": {n: round(f["normalised"], 2) for n, f in sorted(lodo[best.label].items())},
+               "fits": {k: {"leave_one_dataset_out": _rounded_summary(a), "leave_one_kind_out": _rounded_summary(b)}
+                        for k, (a, b) in fits.items()}}
+    return row, figures
 
 
 def describe_method() -> str:

@@ -50,11 +50,13 @@ EXAMPLE_MULTI = {
 PIPELINE_TEMPLATE = "This example is {}."
 #: The fields of a ``POST /classify`` body.
 CLASSIFY_FIELDS = ("id", "text", "labels", "candidate_labels", "hypothesis_template", "multi_label", "cascade", "scoring")
-#: The values of a request's ``scoring``: ``served`` (the default: the scoring ``/health`` shows, the
-#: calibrated one for the shipped model) and ``pipeline`` (the transformers zero-shot pipeline's: softmax of
-#: the entailment logits over the labels at T = 1; `zsnli.serving.service.PIPELINE_SCORING`).
-SCORINGS = ("served", "pipeline")
-Scoring = Literal["served", "pipeline"]
+#: The values of a request's ``scoring`` (`zsnli.request_scoring.scoring_named` decides; a test keeps the
+#: lists equal): ``served`` (the scoring ``/health`` shows, the calibrated one for the shipped model),
+#: ``pipeline`` (the transformers zero-shot pipeline's: softmax of the entailment logits over the labels at
+#: T = 1; `zsnli.request_scoring.PIPELINE_SCORING`) and ``embedding`` (the fast path: the sentence encoder's
+#: cosine alone, `zsnli.request_scoring.embedding_scoring`). Left out: the server's ``ZSNLI_SCORING``.
+SCORINGS = ("served", "pipeline", "embedding")
+Scoring = Literal["served", "pipeline", "embedding"]
 #: Extra fields of an examples-file line (section 9 of DESIGN.md): ignored, never taken for a misspelling
 #: (``label``, the gold index, is one letter from ``labels``).
 EXAMPLE_LINE_FIELDS = ("dataset", "label")
@@ -257,11 +259,14 @@ class ClassifyRequest(BaseModel):
         "scored by the cross-encoder (the others get the lowest scored label's NLI score plus their own cosine "
         "term). false scores every label with the cross-encoder.",
     )
-    scoring: Scoring = Field(
-        "served", description="Single-label scoring: `served` (default; the scoring GET /health shows: for the "
-        "shipped model its calibration) or `pipeline` (the transformers zero-shot pipeline's own: softmax of the "
-        "entailment logits over the labels, T = 1, no correction), to compare like with like. multi_label is "
-        "the pipeline's rule either way.")
+    scoring: Scoring | None = Field(
+        None, description="Single-label scoring: `served` (the scoring GET /health shows: for the "
+        "shipped model its calibration), `pipeline` (the transformers zero-shot pipeline's own: softmax of the "
+        "entailment logits over the labels, T = 1, no correction), to compare like with like, or `embedding` "
+        "(the fast path: the sentence encoder's cosine alone with its own calibrated temperature, no "
+        "cross-encoder pair; several times faster, less accurate: see the API guide). Left out: the server's "
+        "default (ZSNLI_SCORING, `served` unless set; GET /health: default_scoring). multi_label is the "
+        "pipeline's rule whatever the scoring.")
 
     @field_validator("labels")
     @classmethod
@@ -321,8 +326,9 @@ class ZeroShotParameters(BaseModel):
                                     "alternative); with one label this is always so, as in the pipeline.")
     cascade: StrictBool = Field(True, description="As `/classify`'s `cascade` (false: every label scored by the "
                                 "cross-encoder).")
-    scoring: Scoring = Field("served", description="zsnli's own parameter (the hosted API has none): `served` "
-                             "(default) or `pipeline`, as in POST /classify.")
+    scoring: Scoring | None = Field(None, description="zsnli's own parameter (the hosted API has none): "
+                                       "`served`, `pipeline` or `embedding`, as in POST /classify (left out: the "
+                                       "server's default, ZSNLI_SCORING).")
 
 
 class ZeroShotRequest(BaseModel):

@@ -31,7 +31,7 @@ LABEL_KIND = "embedding_label"
 class Prepared:
     """One document after ``preprocess``: the hypotheses, deduplicated (``unique[where[i]]`` is label i's),
     and the `zsnli.request_scoring.RequestScoring` its single-label probabilities come from (the served one,
-    or the pipeline's when the request asked for ``scoring: "pipeline"``)."""
+    or the one the request's ``scoring`` named: ``pipeline``, ``embedding``)."""
 
     text: str
     labels: list[str]
@@ -45,13 +45,16 @@ class Prepared:
     needs_premise_tokens: bool = False  # the calibrator reads the text's length in tokens
     cascade: Cascade | None = None  # set when only the top labels by cosine go to the cross-encoder
     kept: list[int] | None = None  # with a cascade: the indices into ``unique`` it kept (set after the cosines)
-    scoring: RequestScoring | None = None  # its single-label scoring: the served one, or the pipeline's
+    scoring: RequestScoring | None = None  # its single-label scoring: the served, pipeline or embedding one
 
     @property
     def n_pairs(self) -> int:
-        """NLI pairs this document sends (reserved against the queue capacity before anything is tokenised)."""
+        """Units this document reserves against the queue capacity before anything is tokenised: its NLI
+        pairs, or, when it has none (a cascade that keeps no label: the ``embedding`` scoring), its
+        embeddings (the text and each distinct hypothesis), so the capacity bounds that work too."""
         scored = min(self.cascade.keep, len(self.unique)) if self.cascade is not None else len(self.unique)
-        return scored * (2 if self.content_free is not None else 1)
+        pairs = scored * (2 if self.content_free is not None else 1)
+        return pairs if pairs else 1 + len(self.unique)
 
     def work(self, embeds: bool) -> int:
         """The document's whole work, the unit ``ZSNLI_MAX_REQUEST_PAIRS`` counts: every (document, label)
@@ -126,7 +129,7 @@ def tokenize(model: NliRuntime, encoder: SentenceEncoder | None, prep: Prepared)
     if prep.content_free is not None:
         premises += [prep.content_free] * len(hyps)
         hyps = hyps + hyps
-    out = Tokenized(model.encode(premises, hyps))
+    out = Tokenized(model.encode(premises, hyps) if hyps else [])  # a cascade may keep no label
     if prep.needs_premise_tokens:
         out.premise_tokens = model.premise_tokens([prep.text])[0]
     if encoder is not None:

@@ -18,7 +18,7 @@ sent). `pipeline_answer` builds one answer. The pipeline's rules kept here:
 ``candidate_labels`` as a string is split on commas (blank parts dropped),
 ``hypothesis_template`` defaults to `PIPELINE_TEMPLATE`, and one candidate label
 is scored on its own (entailment against its alternative, as ``multi_label``),
-not given 1.0 (`single_label_scored_alone`). ``parameters.scoring`` (zsnli's own: ``served`` or
+not given 1.0 (`single_label_scored_alone`). ``parameters.scoring`` (zsnli's own: ``served``, ``embedding`` or
 ``pipeline``) is ``/classify``'s ``scoring``.
 
 A key of the payload or of ``parameters`` that looks like a misspelt one

@@ -48,6 +48,7 @@ class ServiceState:
     reason: str | None = None
     model: NliRuntime | None = None
     scoring: RequestScoring = field(default_factory=RequestScoring)
+    embedding_scoring: RequestScoring | None = None  # ``scoring: "embedding"`` (calibration.json's embedding_scoring)
     calibrated: bool = False
     verified: bool = False  # model files matched the training manifest
     encoder: SentenceEncoder | None = None
@@ -118,6 +119,7 @@ class ServiceLifecycle:
         self.settings = pre.settings  # a hub model's snapshot folder is its model_dir from here on
         st = self.state
         st.verified, st.model_id, st.revision, st.files = pre.verified, pre.model_id, pre.revision, pre.files
+        st.embedding_scoring = pre.embedding_scoring
         self._loading = asyncio.create_task(self._load(pre.model_sha256, pre.scoring, pre.calibrated, t0),
                                             name="zsnli-load")
 
@@ -146,11 +148,11 @@ class ServiceLifecycle:
 
     async def _build(self, loop: asyncio.AbstractEventLoop, scoring: RequestScoring, started: list) -> tuple:
         """Load the runtime and encoder, start the batcher (with the encoder's kinds of work when
-        the scoring has a cosine term), run one warm-up forward of each kind."""
+        the scoring has a cosine term or the embedding scoring is served), run one warm-up forward of each kind."""
         settings = self.settings
         model = await loop.run_in_executor(self._tokenize_pool, self.loader, settings)
         encoder, kinds = None, {}
-        if scoring.needs_encoder:
+        if scoring.needs_encoder or self.state.embedding_scoring is not None:
             encoder = await loop.run_in_executor(self._tokenize_pool, lambda: load_encoder(settings, model))
             kinds = {kind: WorkKind(encoder.embed, encoder.dim, encoder.shapes) for kind in (TEXT_KIND, LABEL_KIND)}
         batcher = Batcher(model.logits, token_budget=settings.token_budget or default_token_budget(model.device),
@@ -245,7 +247,9 @@ class ServiceLifecycle:
         body = {"status": "ok", "model": st.model_name, "model_id": st.model_id, "revision": st.revision,
                 "model_sha256": st.model_sha256, "files": st.files, **desc,
                 "labels": [st.model.id2label[i] for i in sorted(st.model.id2label)],
-                "scoring": st.scoring.to_dict(), "calibrated": st.calibrated, "verified": st.verified}
+                "scoring": st.scoring.to_dict(), "calibrated": st.calibrated, "verified": st.verified,
+                "default_scoring": self.settings.scoring,
+                "embedding_scoring": st.embedding_scoring.to_dict() if st.embedding_scoring is not None else None}
         if onnx_sha256:
             body["onnx_sha256"] = onnx_sha256  # the exact ONNX file the session runs
         return 200, body

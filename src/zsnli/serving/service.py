@@ -38,12 +38,12 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .api_types import SCORINGS, classify_fields
+from .api_types import classify_fields
 from .batching import BatchError, Batcher, BatcherClosed, DEFAULT_KIND, QueueFull
 from ..runtime.embedding import SentenceEncoder, cosines
 from ..errors import ApiError, ErrorType
 from ..runtime.model import Encoded, NliRuntime
-from ..request_scoring import RequestScoring, cascade_scores, prunes, request_group
+from ..request_scoring import RequestScoring, ScoringUnavailable, cascade_scores, prunes, request_group, scoring_named
 from ..scoring import multi_label_probabilities, scores_from_logits
 from .document import (HYPOTHESIS_CHARS_PER_TOKEN, LABEL_KIND, TEXT_KIND, Prepared, Tokenized, check_label_tokens,
                        embedding_tokens, fill_template, tokenize)
@@ -51,11 +51,6 @@ from .lifecycle import ServiceLifecycle
 from .text import clean_text
 
 logger = logging.getLogger("zsnli")
-
-#: ``scoring: "pipeline"``: the transformers zero-shot pipeline's single-label scoring (entailment logit,
-#: softmax over the labels at T = 1; no group, calibrator, cascade, content-free correction or cosine term):
-#: the default `ScoringConfig` alone.
-PIPELINE_SCORING = RequestScoring()
 
 #: Awaitable that completes when the client has gone (the HTTP layer passes one).
 Disconnected = Callable[[], Awaitable[None]]
@@ -70,7 +65,7 @@ class ZeroShotClassifier(ServiceLifecycle):
 
     async def classify(self, text: str, labels: Sequence[str], hypothesis_template: str | None = None,
                        multi_label: bool = False, *, disconnected: Disconnected | None = None,
-                       priority: int = 0, cascade: bool = True, scoring: str = "served") -> list[float]:
+                       priority: int = 0, cascade: bool = True, scoring: str | None = None) -> list[float]:
         """Probabilities of each label for one document, in the labels' order.
 
         Single-label: ``K`` probabilities summing to 1 (the request group's scoring and temperature,
@@ -80,8 +75,9 @@ class ZeroShotClassifier(ServiceLifecycle):
         value waits while smaller ones are pending: the bake-off's served arms use 1).
         cascade: False scores every label with the cross-encoder even where calibration.json's cascade
         applies (`zsnli.request_scoring.Cascade`: the cosine ranks the labels, the top ones are scored).
-        scoring: ``served`` (the `RequestScoring` loaded at start-up) or ``pipeline`` (`PIPELINE_SCORING`:
-        the transformers pipeline's own single-label scoring); `scoring_config`.
+        scoring: ``served`` (the `RequestScoring` loaded at start-up), ``pipeline`` (the transformers
+        pipeline's own single-label scoring), ``embedding`` (the sentence encoder's cosine alone) or None (the
+        server's default, ``ZSNLI_SCORING``); `scoring_config`.
         Raises ``ApiError``: 503 not ready / overloaded / timed out, 422 a label that
         cannot fit (field ``labels[i]``) or too many labels, 500 inference failure or
         non-finite numbers, 499 client gone.
@@ -257,16 +253,15 @@ class ZeroShotClassifier(ServiceLifecycle):
         prep = self.preprocess("", labels, template, multi_label=True)
         await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, check_label_tokens, self.state.model, prep)
 
-    def scoring_config(self, name: str = "served") -> RequestScoring:
-        """The `RequestScoring` of a request's ``scoring`` (one of `zsnli.serving.api_types.SCORINGS`):
-        ``served``, the one loaded at start-up (calibration.json's ``chosen``, or the default when
-        uncalibrated); ``pipeline``, `PIPELINE_SCORING`. Raises ``ApiError`` 422 (field ``scoring``)
-        for another name."""
-        if name == "served":
-            return self.state.scoring
-        if name == "pipeline":
-            return PIPELINE_SCORING
-        raise ApiError(ErrorType.VALIDATION, f"scoring: must be one of {', '.join(SCORINGS)}, got {name!r}", "scoring")
+    def scoring_config(self, name: str | None = None) -> RequestScoring:
+        """The `RequestScoring` of a request's ``scoring`` (`zsnli.request_scoring.scoring_named` decides:
+        ``served``, ``pipeline`` or ``embedding``; None is the server's default, ``ZSNLI_SCORING``).
+        Raises ``ApiError`` 422 (field ``scoring``) for an unknown name or a scoring this server lacks."""
+        try:
+            return scoring_named(name if name is not None else self.settings.scoring, self.state.scoring,
+                                 self.state.embedding_scoring)
+        except ScoringUnavailable as exc:
+            raise ApiError(ErrorType.VALIDATION, str(exc), "scoring") from None
 
     def preprocess(self, text: str, labels: Sequence[str], template: str | None, multi_label: bool,
                    cascade: bool = True, scoring: RequestScoring | None = None) -> Prepared:
@@ -322,7 +317,7 @@ class ZeroShotClassifier(ServiceLifecycle):
 
     async def _forward(self, encoded: Tokenized, disconnected: Disconnected | None,
                        priority: int = 0, group: object = None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Logits of the encoded pairs from the batcher and, when the request has embedding work,
+        """Logits ``[pairs, C]`` of the encoded pairs from the batcher (``[0, C]`` without pairs) and, when the request has embedding work,
         the text-hypothesis cosines ``[K unique]`` from its own text and hypothesis embeddings (the
         labels' from `LabelEmbeddings` where kept there: only the others go to the batcher)."""
         cache = self.state.label_cache
@@ -339,7 +334,10 @@ class ZeroShotClassifier(ServiceLifecycle):
             by_kind[LABEL_KIND] = cache.complete(encoded.labels, found, computed,
                                                  by_kind.get(LABEL_KIND, np.zeros((0, self.state.encoder.dim))))
         cosine = cosines(by_kind[TEXT_KIND][0], by_kind[LABEL_KIND]) if TEXT_KIND in by_kind else None
-        return by_kind.get(DEFAULT_KIND), cosine
+        logits = by_kind.get(DEFAULT_KIND)
+        if logits is None:  # no pairs (a cascade that kept no label): an empty [0, C] block
+            logits = np.zeros((0, self.state.model.num_labels), dtype=np.float32)
+        return logits, cosine
 
     def postprocess(self, prep: Prepared, logits: np.ndarray, cosine: np.ndarray | None,
                     premise_tokens: int = 0) -> list[float]:
@@ -392,7 +390,7 @@ class ZeroShotClassifier(ServiceLifecycle):
                 try:
                     labels, template, _ = classify_fields(doc)
                     return await self.classify(doc["text"], labels, template, bool(doc.get("multi_label", False)),
-                                               scoring=doc.get("scoring") or "served")
+                                               scoring=doc.get("scoring"))
                 except ApiError as exc:
                     return exc
 

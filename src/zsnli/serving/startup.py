@@ -28,7 +28,7 @@ from ..runtime.model import ModelConfigError, NliModel, NliRuntime, default_toke
 from ..runtime.onnx_export import OnnxUnavailableError, ensure_cache_dir, require_onnx
 from ..runtime.precision import fixed_shapes_for, serving_dtype
 from ..runtime.shapes import FixedShapes
-from ..request_scoring import RequestScoring, load_request_scoring
+from ..request_scoring import EMBEDDING_SCORING_KEY, RequestScoring, load_embedding_scoring, load_request_scoring
 from ..scoring import ScoringConfigError
 
 logger = logging.getLogger("zsnli")
@@ -154,7 +154,8 @@ class Preflight:
     (`zsnli.manifest.model_dir_digest`, the sentence encoder's subdirectory left out).
     files: ``{relative path: sha256}`` of every file under the model directory
     (``embedding/...`` included). model_id, revision: the hub id and commit, None for a
-    local directory. verified: every file matched a training manifest.
+    local directory. verified: every file matched a training manifest. embedding_scoring: the
+    ``scoring: "embedding"`` of calibration.json (`zsnli.request_scoring.load_embedding_scoring`), None without one.
     """
 
     settings: Settings
@@ -165,6 +166,7 @@ class Preflight:
     files: dict[str, str] = field(default_factory=dict)
     model_id: str | None = None
     revision: str | None = None
+    embedding_scoring: RequestScoring | None = None
 
 
 def _hash_all(model_dir: Path) -> tuple[str, dict[str, str]]:
@@ -225,6 +227,8 @@ def preflight(settings: Settings) -> Preflight:
     default lookup falls back (unverified / uncalibrated, with a warning). A hub
     model has no calibration of its own unless its snapshot holds one: it is
     served with the pipeline's scoring (softmax over the entailment logits, T = 1).
+    Reads the embedding scoring beside it (``embedding_scoring``; ``ZSNLI_SCORING=embedding`` without one is a
+    refusal) and checks the sentence encoder's digest against every scoring that uses it.
     Returns a `Preflight`.
     Raises ``HubModelError``, ``ManifestError``, ``ModelConfigError``, ``ScoringConfigError`` or
     ``OnnxUnavailableError`` with a one-line reason.
@@ -244,13 +248,18 @@ def preflight(settings: Settings) -> Preflight:
                                  "refusing to serve uncalibrated (unset it to use the default lookup)")
     digest, files, verified = _model_files(settings, model_dir)
     scoring, calibrated = _load_scoring(settings, digest)
-    if scoring.needs_encoder:
+    fast = load_embedding_scoring(settings.resolved_calibration_path()) if calibrated else None
+    if settings.scoring == "embedding" and fast is None:
+        raise ScoringConfigError(f"ZSNLI_SCORING=embedding needs calibration.json's {EMBEDDING_SCORING_KEY!r} "
+                                 f"object (none in {settings.resolved_calibration_path()}): run train.py select, "
+                                 "or set ZSNLI_SCORING=served")
+    for fitted in (s for s in (scoring, fast) if s is not None and s.needs_encoder):
         embedding_dir = resolved_embedding_dir(settings)
         found = embedding_digest(embedding_dir)
-        if found != scoring.embedding_sha256:
+        if found != fitted.embedding_sha256:
             raise ManifestError(f"embedding model {embedding_dir} has digest {found[:12]}, "
-                                f"calibration was fitted with {str(scoring.embedding_sha256)[:12]}")
-    return Preflight(settings, digest, scoring, calibrated, verified, files, model_id, revision)
+                                f"calibration was fitted with {str(fitted.embedding_sha256)[:12]}")
+    return Preflight(settings, digest, scoring, calibrated, verified, files, model_id, revision, fast)
 
 
 def _fitted_for(calibration_path: Path) -> str | None:

@@ -161,7 +161,8 @@ class ClassifierArm(Arm):
         """
         rows = []
         for text in texts:
-            work = self.served.classifier.classify(text, list(labels), self.template, priority=BACKGROUND_PRIORITY)
+            work = self.served.classifier.classify(text, list(labels), self.template, priority=BACKGROUND_PRIORITY,
+                                                  scoring="served")  # the served arm, whatever ZSNLI_SCORING says
             rows.append(self.waiter.wait(asyncio.run_coroutine_threadsafe(work, self.served.loop)))
         return np.asarray(rows, dtype=np.float64).reshape(len(texts), len(labels))
 
