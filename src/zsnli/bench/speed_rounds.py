@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 from ..harness.cli import UsageParser, positive_int
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, ExamplesError, first_existing, load_examples
-from ..runtime.progress import Reporter, waiting
+from ..runtime.progress import Reporter, emit, waiting
 
 #: An arm: ``run(docs, advance) -> seconds`` for one round's documents (``advance(1)`` per document done).
 Arm = Callable[[Sequence[Any], Callable[[int], None]], float]
@@ -72,7 +72,8 @@ def run_rounds(docs: Sequence[Any], arms: dict[str, Arm], rounds: int, per_round
     """Run ``rounds`` rounds of both ``arms`` (``pipeline`` and ``server``) in `order_of`'s order on
     `round_slices`; returns per round ``{"round", "docs", "order", "load1", "pipeline_s", "server_s", "ratio"}``
     (ratio: pipeline seconds over server seconds, i.e. server docs/s over pipeline docs/s). Progress: one
-    `zsnli.runtime.progress.Reporter` over every document of both arms (a line at least every 10 s)."""
+    `zsnli.runtime.progress.Reporter` over every document of both arms (a line at least every 10 s), and a
+    line with each round's figures as it ends (a run cut short still shows its rounds)."""
     slices = round_slices(len(docs), rounds, per_round)
     total = sum(len(s) for s in slices) * 2
     reporter = Reporter(total, "speed rounds (pipeline + server documents)", "docs", terminal=terminal)
@@ -85,6 +86,9 @@ def run_rounds(docs: Sequence[Any], arms: dict[str, Arm], rounds: int, per_round
                 row[f"{name}_s"] = arms[name](chunk, reporter.advance)
             row["ratio"] = row["pipeline_s"] / row["server_s"] if row["server_s"] > 0 else float("nan")
             out.append(row)
+            emit(f"[speed] round {i + 1}/{len(slices)} ({' then '.join(row['order'])}, load {row['load1']:.2f}): "
+                 f"pipeline {len(chunk) / row['pipeline_s']:.2f} docs/s, server {len(chunk) / row['server_s']:.2f} "
+                 f"docs/s, ratio {row['ratio']:.2f}x")
     finally:
         reporter.close()
     return out
