@@ -9,7 +9,8 @@ from zsnli.bench import speed_rounds as sr
 
 
 def test_rounds_slice_the_examples_and_alternate_the_order():
-    assert [list(r) for r in sr.round_slices(5, 3, 2)] == [[0, 1], [2, 3], [4, 5]]  # index 5 wraps to doc 0
+    assert [list(r) for r in sr.round_slices(5, 3, 2)] == [[0, 1], [0, 1], [0, 1]]  # the same work every round
+    assert [list(r) for r in sr.round_slices(5, 3, 2, same=False)] == [[0, 1], [2, 3], [4, 5]]  # 5 wraps to doc 0
     assert [len(r) for r in sr.round_slices(3, 2, 10)] == [3, 3]
     assert [sr.order_of(i) for i in range(3)] == [("pipeline", "server"), ("server", "pipeline"),
                                                  ("pipeline", "server")]

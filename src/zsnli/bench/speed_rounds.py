@@ -2,11 +2,12 @@
 call) against the zsnli server's shipped default (concurrency 32), interleaved in rounds.
 
 ``python -m zsnli.bench.speed_rounds [--model-dir model] [--examples FILE] [--rounds 8] [--docs-per-round 16]
-[--concurrency 32] [--out report.json]``
+[--concurrency 32] [--new-docs-each-round] [--out report.json]``
 
 Run one arm after the other and a load spike during one of them lands in one arm only: a ratio of 2.34x once
-read 36.8x. Here each round runs both arms on the same documents (a new slice of the examples each round),
-back to back, alternating which goes first (pipeline then server, then server then pipeline: a load that
+read 36.8x. Here each round runs both arms on the same documents (by default the same ones every round, so
+the rounds differ only by the machine's load; ``--new-docs-each-round`` takes a new slice each time), back to
+back, alternating which goes first (pipeline then server, then server then pipeline: a load that
 drifts over the run is met by both orders), so a spike touches one round, not one arm. Each round gives its
 own ratio (server docs/s over pipeline docs/s); the report is their **median** (robust to a spiked round) and
 spread (min, max and interquartile range, `summarize`), with the 1-minute load average read before every
@@ -15,7 +16,8 @@ round (``os.getloadavg``) and the CPU's model and flags. A progress line at leas
 
 The pipeline runs in this process (``zsnli.bench.pipeline_arm.build_pipeline``, fp32, ``torch`` threads as the
 machine gives them); the server is ``serve.sh`` with the calibration it finds beside ``--model-dir`` (the shipped
-default), started once. One untimed warm-up document per arm comes first.
+default), started once. One untimed round per arm comes first (the server then keeps the labels' embeddings, as
+it does for labels that recur in real traffic).
 
 Imports `zsnli.bench.pipeline_arm`, `zsnli.bench.ceiling` (the CPU line), `zsnli.harness`, `zsnli.runtime.progress`.
 """
@@ -38,14 +40,15 @@ from ..runtime.progress import Reporter, emit, waiting
 Arm = Callable[[Sequence[Any], Callable[[int], None]], float]
 
 
-def round_slices(n_docs: int, rounds: int, per_round: int) -> list[range]:
-    """The documents of each round: consecutive slices of ``per_round`` documents, wrapping around when the
-    examples run out (so every round has ``min(per_round, n_docs)`` documents). Raises ``ValueError`` on no
-    documents or a non-positive count."""
+def round_slices(n_docs: int, rounds: int, per_round: int, same: bool = True) -> list[range]:
+    """The documents of each round: the first ``per_round`` documents every round (``same``: every round the
+    same work, so the rounds' ratios differ only by the machine's load), or consecutive slices of ``per_round``
+    wrapping around when the examples run out. Every round has ``min(per_round, n_docs)`` documents. Raises
+    ``ValueError`` on no documents or a non-positive count."""
     if n_docs < 1 or rounds < 1 or per_round < 1:
         raise ValueError("need at least one document, one round and one document per round")
     size = min(per_round, n_docs)
-    return [range(r * size, r * size + size) for r in range(rounds)]
+    return [range(0, size) if same else range(r * size, r * size + size) for r in range(rounds)]
 
 
 def order_of(round_index: int) -> tuple[str, str]:
@@ -67,14 +70,14 @@ def summarize(ratios: Sequence[float]) -> dict[str, float]:
 
 
 def run_rounds(docs: Sequence[Any], arms: dict[str, Arm], rounds: int, per_round: int,
-               load: Callable[[], float] = lambda: os.getloadavg()[0], terminal: bool | None = None
-               ) -> list[dict[str, Any]]:
+               load: Callable[[], float] = lambda: os.getloadavg()[0], terminal: bool | None = None,
+               same: bool = True) -> list[dict[str, Any]]:
     """Run ``rounds`` rounds of both ``arms`` (``pipeline`` and ``server``) in `order_of`'s order on
-    `round_slices`; returns per round ``{"round", "docs", "order", "load1", "pipeline_s", "server_s", "ratio"}``
+    `round_slices` (``same``: the same documents every round); returns per round ``{"round", "docs", "order", "load1", "pipeline_s", "server_s", "ratio"}``
     (ratio: pipeline seconds over server seconds, i.e. server docs/s over pipeline docs/s). Progress: one
     `zsnli.runtime.progress.Reporter` over every document of both arms (a line at least every 10 s), and a
     line with each round's figures as it ends (a run cut short still shows its rounds)."""
-    slices = round_slices(len(docs), rounds, per_round)
+    slices = round_slices(len(docs), rounds, per_round, same)
     total = sum(len(s) for s in slices) * 2
     reporter = Reporter(total, "speed rounds (pipeline + server documents)", "docs", terminal=terminal)
     out = []
@@ -163,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rounds", type=positive_int, default=8)
     ap.add_argument("--docs-per-round", type=positive_int, default=16)
     ap.add_argument("--concurrency", type=positive_int, default=32)
+    ap.add_argument("--new-docs-each-round", action="store_true",
+                    help="a new slice of the examples each round (default: the same documents every round)")
     ap.add_argument("--threads", type=positive_int, default=None)
     ap.add_argument("--repo-root", default=str(Path(__file__).resolve().parents[3]))
     ap.add_argument("--out", default=None)
@@ -188,9 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                               args.threads)
     try:
         arms["server"] = server_arm(server.url, args.concurrency)
-        for name in ("pipeline", "server"):  # one untimed document each
-            arms[name](docs[:1], lambda n: None)
-        rows = run_rounds(docs, arms, args.rounds, args.docs_per_round)
+        for name in ("pipeline", "server"):  # one untimed round each (the server then holds the labels' embeddings)
+            arms[name](docs[: args.docs_per_round], lambda n: None)
+        rows = run_rounds(docs, arms, args.rounds, args.docs_per_round, same=not args.new_docs_each_round)
     finally:
         server.stop()
     rep = report(rows, cpu, args)
