@@ -14,7 +14,9 @@ The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.
 `zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
 paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` (the
 parser) at module level, and `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
-`zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them.
+`zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
+`zsnli.training.arguments` (the teacher's bf16 decision) and `zsnli.training.distill` (``verify``'s
+check of a teacher) inside ``train`` and ``verify``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,15 @@ def _preset_args(p: argparse.ArgumentParser, model_dir: str | None) -> None:
     p.add_argument("--manifest-dir", default=None, help="where the manifests are (default: parent of --model-dir)")
 
 
+def _plateau_args(t: argparse.ArgumentParser) -> None:
+    """``train``'s plateau stop (`zsnli.training.callbacks.plateaued`)."""
+    t.add_argument("--plateau-gain", type=fraction, metavar="GAIN",
+                   help="with --plateau-steps: stop when the best validation mean accuracy (a fraction) gained "
+                        "less than GAIN over the last STEPS steps, e.g. 0.005 (half a point)")
+    t.add_argument("--plateau-steps", type=positive_int, metavar="STEPS",
+                   help="the window of --plateau-gain in optimiser steps, e.g. 3000 (at least --eval-steps)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``train.py`` parser: one sub-command each for train, calibrate, evaluate, verify, encoder and
     install-encoder; ``select``
@@ -107,24 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write a checkpoint at least this often (default 900); SIGTERM also writes one and stops")
     t.add_argument("--keep-checkpoints", type=positive_int,
                    help="checkpoints kept in --output-dir (default 2: the best and the newest)")
+    _plateau_args(t)
     t.add_argument("--mixed-precision", choices=("auto", "bf16", "no"),
                    help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
     t.add_argument("--word-embeddings", choices=("frozen", "trained"), help="default: the preset's")
     t.add_argument("--warmup-ratio", type=fraction)
-    t.add_argument("--zsc-dir", help="classification sets to mix in as NLI pairs (zsc-train layout: "
-                                     "<name>.jsonl + <name>.labels.json), e.g. ../shared/data/zsc-train")
-    t.add_argument("--zsc-ratio", type=non_negative_float,
-                   help="classification pairs per NLI train pair (default 1 with --zsc-dir; capped by what exists)")
-    t.add_argument("--zsc-negative", choices=("not_entailment", "neutral", "contradiction"),
-                   help="target of a text with another class's hypothesis (default not_entailment: "
-                        "p(neutral)+p(contradiction)); binary negation sets always use contradiction")
-    t.add_argument("--zsc-negated-share", type=fraction,
-                   help="share of classification texts (sets whose hypotheses can be negated) trained on negated "
-                        "hypotheses: (text, not gold) contradiction, (text, not other) entailment (default 0)")
-    t.add_argument("--zsc-hard-negatives", type=fraction, metavar="SHARE",
-                   help="share of classification negatives taken as the text's nearest wrong class by the sentence "
-                        "encoder in model/embedding instead of a uniform draw (default 0)")
+    _zsc_mix_args(t)
     _zsc_selection_args(t)
+    _distill_args(t)
     t.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
 
     _encoder_parser(sub)
@@ -154,6 +155,42 @@ def build_parser() -> argparse.ArgumentParser:
                    help="choose the served scoring by leave-one-dataset-out on zsc-dev, rewrite calibration.json "
                         "(`train.py select --help`)")
     return parser
+
+
+def _zsc_mix_args(p: argparse.ArgumentParser) -> None:
+    """``train``'s flags for classification pairs mixed in as NLI (`zsnli.training.zsc_nli`)."""
+    p.add_argument("--zsc-dir", help="classification sets to mix in as NLI pairs (zsc-train layout: "
+                                     "<name>.jsonl + <name>.labels.json), e.g. ../shared/data/zsc-train")
+    p.add_argument("--zsc-ratio", type=non_negative_float,
+                   help="classification pairs per NLI train pair (default 1 with --zsc-dir; capped by what exists)")
+    p.add_argument("--zsc-negative", choices=("not_entailment", "neutral", "contradiction"),
+                   help="target of a text with another class's hypothesis (default not_entailment: "
+                        "p(neutral)+p(contradiction)); binary negation sets always use contradiction")
+    p.add_argument("--zsc-negated-share", type=fraction,
+                   help="share of classification texts (sets whose hypotheses can be negated) trained on negated "
+                        "hypotheses: (text, not gold) contradiction, (text, not other) entailment (default 0)")
+    p.add_argument("--zsc-hard-negatives", type=fraction, metavar="SHARE",
+                   help="share of classification negatives taken as the text's nearest wrong class by the sentence "
+                        "encoder in model/embedding instead of a uniform draw (default 0)")
+
+
+def _distill_args(p: argparse.ArgumentParser) -> None:
+    """``train``'s distillation flags (`zsnli.training.distill`; docs/training.md, "Distillation")."""
+    g = p.add_argument_group("distillation (docs/training.md)")
+    g.add_argument("--teacher", metavar="DIR", help="distil this 3-way NLI model (a model directory or a checkpoint-N)")
+    g.add_argument("--teacher-description", metavar="PATH",
+                   help="the teacher run's training_manifest.json, or its train command's --dry-run JSON "
+                        "(default: a training_manifest.json in or beside --teacher)")
+    g.add_argument("--teacher-cache", metavar="DIR", help="the teacher's scores, resumable (outside the checkout)")
+    g.add_argument("--distill-alpha", type=number_type(float, 0, 1), metavar="A",
+                   help="weight of the gold cross-entropy; 1 - A goes to T^2 x KL to the teacher (default 0.5)")
+    g.add_argument("--distill-temperature", type=positive_float, metavar="T", help="softmax temperature (default 2)")
+    g.add_argument("--distill-augment", type=non_negative_float, metavar="R",
+                   help="augmented pairs (no gold label, teacher only) per gold train pair (default 0)")
+    g.add_argument("--teacher-batch-size", type=positive_int, help="pairs per teacher forward (default 32)")
+    g.add_argument("--teacher-chunk-rows", type=positive_int,
+                   help="pairs per cache chunk (default 384: one at least every 10 minutes at 0.7 pairs/s)")
+    g.add_argument("--teacher-cache-only", action="store_true", help="build or resume the cache, then stop")
 
 
 def _zsc_selection_args(p: argparse.ArgumentParser) -> None:
@@ -245,9 +282,13 @@ def _verify(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.manifest)
     encoder = is_encoder_manifest(manifest)
     checks = (check_encoder_dir if encoder else check_model_dir)(args.model_dir, manifest)
+    if manifest.get("teacher"):  # the teacher and its cache are not shipped: "absent" here is no failure
+        from .training.distill import check_teacher
+
+        checks += check_teacher(manifest["teacher"])
     for check in checks:
         print(f"{check.status.upper():9s} {check.name}")
-    bad = [c for c in checks if c.status != "ok"]
+    bad = [c for c in checks if c.status not in ("ok", "absent")]
     print(f"{'FAIL' if bad else 'OK'}: {len(checks) - len(bad)}/{len(checks)} files match {args.manifest}"
           + (" (the sentence encoder alone; `python train.py verify` checks the whole served model/, encoder "
              "included, against training_manifest.json)" if encoder else ""))
@@ -261,24 +302,42 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
         max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
         lr=args.lr, seed=args.seed, eval_steps=args.eval_steps, time_budget_s=args.time_budget_s,
         checkpoint_every_s=args.checkpoint_every_s, mixed_precision=args.mixed_precision,
-        keep_checkpoints=args.keep_checkpoints,
+        keep_checkpoints=args.keep_checkpoints, plateau_gain=args.plateau_gain, plateau_steps=args.plateau_steps,
         warmup_ratio=args.warmup_ratio,
         freeze_word_embeddings=None if args.word_embeddings is None else args.word_embeddings == "frozen",
     )
     output_dir = args.output_dir or f"runs/{preset.name}"
+    distill = args.distill
+    if distill is not None:
+        from dataclasses import replace
+
+        from .training.arguments import use_bf16
+
+        distill = replace(distill, bf16=use_bf16(preset.mixed_precision, _cuda()))
     if args.dry_run:
-        print(json.dumps(training.plan(preset, args.model_dir, output_dir), indent=2))
+        plan = training.plan(preset, args.model_dir, output_dir)
+        if distill is not None:
+            plan["distillation"] = {"teacher": distill.teacher, "cache": distill.cache_dir, **distill.hyperparameters()}
+        print(json.dumps(plan, indent=2))
         return 0
     if Path(args.model_dir).resolve() == (CHECKOUT / SHIPPED_MODEL_DIR).resolve():
         log.warning("--model-dir %s: replacing the shipped model and its manifests", args.model_dir)
     manifest = training.train(preset, args.model_dir, output_dir, manifest_dir(args), resume=not args.no_resume,
-                              notes=tuple(args.note), reset_best=args.reset_best)
-    if manifest.get("interrupted"):
+                              notes=tuple(args.note), reset_best=args.reset_best, distill=distill)
+    if "teacher_cache" in manifest:
+        print(json.dumps(manifest["teacher_cache"]))
+    elif manifest.get("interrupted"):
         print(f"interrupted at step {manifest['steps']} (checkpoint written in {output_dir}); "
               "rerun the same command to resume")
     elif manifest:
         print(json.dumps(manifest["training"], indent=2))
     return 0
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _encoder(args: argparse.Namespace, preset: Preset) -> int:

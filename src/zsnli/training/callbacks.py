@@ -1,9 +1,10 @@
-"""The Trainer callbacks of `zsnli.training.trainer.train`: stop signal, checkpoint clock, time budget, progress.
+"""The Trainer callbacks of `zsnli.training.trainer.train`: stop signal, checkpoint clock, time budget, plateau, progress.
 
 `StopRequest` is the SIGTERM/SIGINT handler that `stop_on_signals` installs while
 training; `trainer_callbacks` builds the callbacks that turn it (and the preset's
-time budget and checkpoint interval) into Trainer decisions, agreed by every rank
-(`zsnli.training.data_parallel.any_rank`); `progress_line` is the logged progress.
+time budget, checkpoint interval and plateau rule) into Trainer decisions, agreed by every rank
+(`zsnli.training.data_parallel.any_rank`); `plateaued` is the plateau rule as a pure function;
+`progress_line` is the logged progress.
 
 May import `zsnli.training.data_parallel`, `zsnli.training.presets` and, inside
 functions, transformers and `zsnli.runtime.progress` (the time-left text).
@@ -45,9 +46,52 @@ def progress_line(step: int, max_steps: int, pairs_per_s: float, steps_per_s: fl
     return f"step {step}/{max_steps}{share}  {pairs_per_s:.1f} pairs/s  {steps_per_s:.3f} steps/s  left {left_text}"
 
 
+def plateaued(evaluations: list[tuple[int, float]], window_steps: int, min_gain: float) -> bool:
+    """Has the best validation metric gained less than ``min_gain`` over the last ``window_steps`` steps?
+
+    ``evaluations``: (optimiser step, metric) pairs in any order, higher is better (here
+    ``eval_mean_accuracy``, a fraction). With ``s`` the newest step, the gain is the best metric at steps
+    <= ``s`` minus the best at steps <= ``s - window_steps``; it is False (keep training) while no
+    evaluation is that old. Best-so-far on both sides keeps one noisy evaluation from stopping a run that
+    still improves. Issue 51's rule: 0.005 (half a point of accuracy) over 3,000 steps.
+    """
+    if not evaluations:
+        return False
+    newest = max(step for step, _ in evaluations)
+    before = [metric for step, metric in evaluations if step <= newest - window_steps]
+    if not before:
+        return False
+    return max(metric for _, metric in evaluations) - max(before) < min_gain
+
+
+def _plateau_callback(preset: Preset):
+    """The `plateaued` stop as a Trainer callback for ``preset.plateau_steps`` / ``preset.plateau_gain``."""
+    from transformers import TrainerCallback
+
+    class Plateau(TrainerCallback):
+        """Stop (after a checkpoint) when `plateaued` holds for the evaluations so far, resumed ones included.
+
+        Reads ``state.log_history``, which the Trainer saves in every checkpoint and extends with each
+        evaluation before ``on_evaluate``; every rank holds the same history, so no collective is needed.
+        """
+
+        def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+            evaluations = [(int(e["step"]), float(e["eval_mean_accuracy"]))
+                           for e in state.log_history if "eval_mean_accuracy" in e and "step" in e]
+            if plateaued(evaluations, preset.plateau_steps, preset.plateau_gain):
+                log.warning("validation mean accuracy gained less than %.4f over the last %d steps at step %d: "
+                            "stopping", preset.plateau_gain, preset.plateau_steps, state.global_step)
+                control.should_training_stop = True
+                control.should_save = True
+            return control
+
+    return Plateau()
+
+
 def trainer_callbacks(preset: Preset, t0: float, reset_best: bool, stop: StopRequest | None = None) -> list:
-    """The Trainer callbacks: time budget, checkpoint clock and stop signal, progress log, and
-    forgetting a resumed best metric when ``reset_best``."""
+    """The Trainer callbacks: time budget, checkpoint clock and stop signal, progress log, the plateau stop
+    when the preset sets ``plateau_steps`` and ``plateau_gain``, and forgetting a resumed best metric when
+    ``reset_best``."""
     from transformers import TrainerCallback
 
     class CheckpointClock(TrainerCallback):
@@ -116,7 +160,8 @@ def trainer_callbacks(preset: Preset, t0: float, reset_best: bool, stop: StopReq
             state.best_global_step = None
             return control
 
-    return [TimeBudget(), CheckpointClock(), Progress(), *([ResetBest()] if reset_best else [])]
+    plateau = [_plateau_callback(preset)] if preset.plateau_steps and preset.plateau_gain is not None else []
+    return [TimeBudget(), CheckpointClock(), Progress(), *plateau, *([ResetBest()] if reset_best else [])]
 
 
 @contextlib.contextmanager

@@ -6,8 +6,9 @@ describe; `with_zsc` applies the ``--zsc-*`` flags to a preset; `repo_default` a
 below are the defaults the parser shows. The parser and the commands are `zsnli.train_cli`.
 
 May import `zsnli.training.presets`, `zsnli.training.data_parallel`, `zsnli.manifest` at module level,
-`zsnli.training.zsc_nli` (no torch) inside `with_zsc` and `zsnli.training.manifest_writer` (the lineage
-check of a continued run's base) inside `_check_base_model`.
+`zsnli.training.zsc_nli` (no torch) inside `with_zsc`, `zsnli.training.manifest_writer` (the lineage
+check of a continued run's base) inside `_check_base_model` and `zsnli.training.distill` (no torch) inside
+`check_distill`.
 """
 
 from __future__ import annotations
@@ -220,6 +221,114 @@ def _check_batch_split(batch_size: int | None, preset: Preset) -> None:
                          f"number of processes that divides {global_batch}") from None
 
 
+def _check_plateau(args: argparse.Namespace, preset: Preset) -> None:
+    """``--plateau-gain`` and ``--plateau-steps`` come together, and the window spans at least one evaluation."""
+    gain, steps = getattr(args, "plateau_gain", None), getattr(args, "plateau_steps", None)
+    if (gain is None) != (steps is None):
+        given, missing = ("--plateau-gain", "--plateau-steps") if steps is None else ("--plateau-steps",
+                                                                                      "--plateau-gain")
+        raise UsageError(f"{given} needs {missing} too: stop when validation gained less than GAIN over STEPS steps "
+                         "(issue 51's rule: --plateau-gain 0.005 --plateau-steps 3000)")
+    eval_steps = args.eval_steps or preset.eval_steps
+    if steps is not None and steps < eval_steps:
+        raise UsageError(f"--plateau-steps {steps} is shorter than the {eval_steps} steps between evaluations; "
+                         "give a window of at least one evaluation interval")
+
+
+DISTILL_FLAGS = ("teacher_description", "teacher_cache", "distill_alpha", "distill_temperature", "distill_augment",
+                 "teacher_batch_size", "teacher_chunk_rows", "teacher_cache_only")
+"""``train`` flags that only mean something with ``--teacher`` (argparse dests; all default to None/False)."""
+
+
+def _teacher_description(args: argparse.Namespace) -> str:
+    """``--teacher-description``, else a training_manifest.json in or beside ``--teacher``."""
+    from .distill import TEACHER_DESCRIPTION_HINT
+
+    if args.teacher_description:
+        return args.teacher_description
+    teacher = Path(args.teacher).expanduser()
+    for found in (teacher / MANIFEST_NAME, teacher.parent / MANIFEST_NAME):
+        if found.is_file():
+            return str(found)
+    raise UsageError(f"--teacher {args.teacher}: no {MANIFEST_NAME} in or beside it (a checkpoint has none); "
+                     f"give --teacher-description PATH: {TEACHER_DESCRIPTION_HINT}")
+
+
+def _check_teacher_data(description: dict[str, Any], preset: Preset) -> None:
+    """The teacher saw no text the student may not: it excluded what the student excludes, and read none of it."""
+    from .distill import uncovered_exclusions
+
+    uncovered = uncovered_exclusions(description["zsc_exclude"], preset.zsc_exclude)
+    if uncovered:
+        raise UsageError(f"--teacher: its run did not exclude {uncovered[0]} (its --zsc-exclude); the teacher's data "
+                         "must be the student's, with no zsc-dev or benchmark text")
+    excluded = [Path(p).expanduser().resolve() for p in preset.zsc_exclude]
+    for src in description["sources"]:
+        path = Path(str(src.get("path") or "")).expanduser().resolve() if src.get("path") else None
+        if path and any(path == e or path.is_relative_to(e) for e in excluded):
+            raise UsageError(f"--teacher: it was trained on {src.get('name')} ({path}), which the student excludes")
+
+
+def check_distill(args: argparse.Namespace, preset: Preset):
+    """``train --teacher ...``: the `zsnli.training.distill.Distillation` the flags describe, or None.
+
+    One-line `UsageError` for a distillation flag without ``--teacher``, a teacher that is not a 3-way NLI
+    model directory with weights, no teacher description, a teacher whose data the student may not see,
+    a cache folder inside the checkout, augmented pairs with ``--distill-alpha 1``, or a launched
+    multi-process job (the cache is built by one process)."""
+    from .distill import DEFAULT_CHUNK_ROWS, Distillation, label_order, read_description
+    from .nli_data import DataError
+
+    if not args.teacher:
+        given = [f"--{d.replace('_', '-')}" for d in DISTILL_FLAGS if getattr(args, d) not in (None, False)]
+        if given:
+            raise UsageError(f"{given[0]} needs --teacher DIR (the teacher NLI model to distil)")
+        return None
+    teacher = Path(args.teacher).expanduser()
+    if not (teacher / "config.json").is_file():
+        raise UsageError(f"--teacher {args.teacher}: not a model directory (no config.json); give the teacher's "
+                         "model directory or one of its checkpoint-N folders")
+    if not any((teacher / w).is_file() for w in ("model.safetensors", "pytorch_model.bin")):
+        raise UsageError(f"--teacher {args.teacher}: no model.safetensors or pytorch_model.bin")
+    if _launch().distributed:
+        raise UsageError("--teacher: a distilling run builds its teacher cache in one process; launch it without "
+                         "torchrun / accelerate launch")
+    try:
+        label_order(_json(teacher / "config.json"))
+        description_path = _teacher_description(args)
+        description = read_description(description_path)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    _check_teacher_data(description, preset)
+    if not args.teacher_cache:
+        raise UsageError("--teacher needs --teacher-cache DIR: where the teacher's scores are kept (outside the "
+                         "checkout, e.g. ~/zsnli-runs/teacher-cache)")
+    cache = Path(args.teacher_cache).expanduser()
+    if cache.exists() and not cache.is_dir():
+        raise UsageError(f"--teacher-cache {args.teacher_cache} is a file; give a directory")
+    if cache.resolve().is_relative_to(CHECKOUT):
+        raise UsageError(f"--teacher-cache {args.teacher_cache}: inside the checkout; keep the cache outside the tree")
+    alpha = 0.5 if args.distill_alpha is None else args.distill_alpha
+    augment = args.distill_augment or 0.0
+    if augment > 0 and alpha == 1:
+        raise UsageError("--distill-augment needs --distill-alpha below 1: augmented pairs have no gold label, "
+                         "only the teacher term trains them")
+    return Distillation(teacher=str(teacher), description=description_path, cache_dir=str(cache), alpha=alpha,
+                        temperature=args.distill_temperature or 2.0, augment=augment,
+                        batch_size=args.teacher_batch_size or 32,
+                        chunk_rows=args.teacher_chunk_rows or DEFAULT_CHUNK_ROWS,
+                        cache_only=bool(args.teacher_cache_only))
+
+
+def _json(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not readable JSON ({exc})") from None
+
+
 def manifest_dir(args: argparse.Namespace) -> Path:
     """Where the manifests are: ``--manifest-dir``, else the parent of ``--model-dir``."""
     return Path(args.manifest_dir) if args.manifest_dir else Path(args.model_dir).resolve().parent
@@ -258,7 +367,9 @@ def check_args(args: argparse.Namespace) -> Preset | None:
     preset = get_preset(args.preset, args.data_dir, args.base_model)
     if args.command == "train":
         preset = with_zsc(preset, args)
+        args.distill = check_distill(args, preset)
         _check_batch_split(args.batch_size, preset)
+        _check_plateau(args, preset)
         args.model_dir = args.model_dir or f"runs/{preset.name}/model"
         if Path(args.model_dir).exists() and not Path(args.model_dir).is_dir():
             raise UsageError(f"--model-dir {args.model_dir} is a file; give a directory")

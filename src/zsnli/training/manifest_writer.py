@@ -5,7 +5,8 @@
   hold-out digest, hyperparameters, training figures, environment, and a
   ``files`` table (sha256 and bytes of every file of the model directory)
   plus ``pretrained_artifacts`` for reused files under ``model/embedding``, or
-  ``embedding`` (`trained_embedding`) when that encoder was trained here;
+  ``embedding`` (`trained_embedding`) when that encoder was trained here, and ``teacher`` when the run
+  distilled a teacher (`zsnli.training.distill.teacher_entry`, handed in);
 * ``data_sources.json`` (`data_sources_doc`, `declare_sources`,
   `calibration_sources`): every source with its licence and role.
 
@@ -55,6 +56,9 @@ EMBEDDING_ARTIFACT = {
 }
 """What `training_manifest.json` says about `model/embedding/` besides its file table."""
 
+
+TEACHER_KEY = "teacher"
+"""The ``training_manifest.json`` entry of the teacher a run distilled (`teacher_sources` in ``data_sources.json``)."""
 
 TRAINED_EMBEDDING_KEY = "embedding"
 """The ``training_manifest.json`` table of a ``model/embedding`` trained by this project (`trained_embedding`)."""
@@ -215,10 +219,12 @@ def _saved_id2label(model_dir: Path) -> dict[str, str]:
     return {str(k): v for k, v in config.get("id2label", {}).items()}
 
 
-def build_manifest(preset: "Preset", data: "NliData", model_dir: str | Path, training: dict[str, Any]) -> dict[str, Any]:
+def build_manifest(preset: "Preset", data: "NliData", model_dir: str | Path, training: dict[str, Any],
+                   teacher: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assemble ``training_manifest.json`` (see docs/training.md) for a finished run.
 
-    A run whose base is a zsnli-trained model gets ``continued_from`` (`lineage`).
+    A run whose base is a zsnli-trained model gets ``continued_from`` (`lineage`); a distilling run gets
+    ``teacher`` (`TEACHER_KEY`: the teacher's base, data, steps, weights and cache digests).
 
     ``model_dir`` must already hold the saved model (its files are hashed);
     ``training`` is the run's figures as `zsnli.training.trainer.train` collects them.
@@ -254,6 +260,8 @@ def build_manifest(preset: "Preset", data: "NliData", model_dir: str | Path, tra
         doc[TRAINED_EMBEDDING_KEY] = trained
     if chain:
         doc["continued_from"] = chain
+    if teacher:
+        doc[TEACHER_KEY] = teacher
     return doc
 
 
@@ -263,12 +271,29 @@ def _version() -> str:
     return __version__
 
 
+def teacher_sources(teacher: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The ``data_sources.json`` entries of a distilled run's teacher: its weights, its cache and the sources
+    of its own training (each with ``trained_into`` naming the teacher's weights); empty without one."""
+    if not teacher:
+        return []
+    weights = {"name": "teacher-weights", "kind": "model", "path": teacher["dir"], "sha256": teacher["weights_sha256"],
+               "id": f"NLI cross-encoder trained by this project from {teacher['base_model']['id']}",
+               "licence": "this project's; base: " + teacher["base_model"]["licence"],
+               "role": "distillation: the teacher whose predictions the student learns (not shipped)"}
+    cache = {"name": "teacher-cache", "kind": "derived", "path": f"{teacher['cache']['dir']}/{teacher['cache']['file']}",
+             "sha256": teacher["cache"]["sha256"], "rows": teacher["cache"]["pairs"], "licence": "as its train sources",
+             "role": "distillation: the teacher's 3-way log-probabilities of every train pair (not shipped)"}
+    own = [{**src, "trained_into": "teacher " + teacher["weights_sha256"]} for src in teacher.get("data_sources", [])]
+    return [weights, cache, *own]
+
+
 def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None,
-                     continued_from: dict[str, Any] | None = None) -> dict[str, Any]:
+                     continued_from: dict[str, Any] | None = None,
+                     teacher: dict[str, Any] | None = None) -> dict[str, Any]:
     """``data_sources.json``: every source with its licence and role, plus the calibration hold-out.
 
     A continued run also lists every source of its earlier runs (`lineage_sources` of its manifest's
-    ``continued_from``, `lineage`).
+    ``continued_from``, `lineage`); a distilled one its teacher (`teacher_sources`).
 
     ``counts`` (`zsnli.training.nli_data.NliData.counts`) adds each loaded source's row counts as ``rows``.
     """
@@ -283,6 +308,7 @@ def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None,
             entry["rows"] = per_source[src.name]
         entries.append(entry)
     entries += lineage_sources(continued_from)
+    entries += teacher_sources(teacher)
     entries.append(
         {
             "name": "calibration-holdout",
@@ -303,7 +329,8 @@ def write_manifests(manifest: dict[str, Any], preset: "Preset", data: "NliData",
     manifest_dir = Path(manifest_dir)
     manifest_dir.mkdir(parents=True, exist_ok=True)
     write_json(manifest_dir / MANIFEST_NAME, manifest)
-    write_json(manifest_dir / DATA_SOURCES_NAME, data_sources_doc(preset, data.counts, manifest.get("continued_from")))
+    write_json(manifest_dir / DATA_SOURCES_NAME, data_sources_doc(preset, data.counts, manifest.get("continued_from"),
+                                                                     manifest.get(TEACHER_KEY)))
 
 
 def declare_sources(manifest_dir: str | Path, entries: list[dict[str, Any]], replace_prefix: str | None = None) -> None:

@@ -76,6 +76,9 @@ class Preset:
     ``zsc_negated_share`` and ``zsc_hard_negative_share``: the share of texts given negated
     hypotheses and the share whose negative is the nearest wrong class (`zsnli.training.zsc_nli`,
     `zsnli.training.hard_negatives`; 0, the default, keeps issue 20's recipe).
+    ``plateau_gain`` and ``plateau_steps`` (both or neither): stop the run when the best validation
+    ``mean_accuracy`` (a fraction) has gained less than ``plateau_gain`` over the last ``plateau_steps``
+    optimiser steps (`zsnli.training.callbacks.plateaued`; issue 51's rule is 0.005 over 3,000 steps).
     ``base_model`` is what is loaded (a hub id or a local directory);
     ``base_model_id`` is the public name recorded in the manifest (the hub id
     of a local copy), ``base_model_note`` where a local copy's bytes come from.
@@ -111,6 +114,8 @@ class Preset:
     mixed_precision: str = "auto"
     checkpoint_every_s: float = 900.0
     keep_checkpoints: int = 2
+    plateau_gain: float | None = None
+    plateau_steps: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     base_model_id: str = ""
     base_model_note: str | None = None

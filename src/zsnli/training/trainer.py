@@ -13,8 +13,12 @@ the same global batch: same examples per optimiser step, same mean loss and grad
 
 The model side (label ids, loss, sampler, Trainer subclass, loading, saving): `zsnli.training.nli_trainer`.
 
+A distilling run (``distill``: `zsnli.training.distill.Distillation`) adds augmented pairs to the train rows,
+builds or resumes the teacher's cache of every train pair, gives the train set the teacher's log-probabilities
+and trains with `zsnli.training.distill.distillation_loss`.
+
 May import the `zsnli.training` modules it runs (`nli_trainer`, `nli_data`, `zsc_nli`, `presets`,
-`arguments`, `callbacks`, `evaluation`, `data_parallel`, `manifest_writer`) and, inside functions,
+`arguments`, `callbacks`, `evaluation`, `data_parallel`, `manifest_writer`, `distill`) and, inside functions,
 torch, transformers, datasets, `zsnli.runtime.embedding` and `zsnli.training.hard_negatives` (the
 hard-negative table, only when the preset asks for one).
 """
@@ -34,6 +38,8 @@ import numpy as np
 from .. import __version__
 from .arguments import training_arguments
 from .callbacks import StopRequest, stop_on_signals, trainer_callbacks
+from .distill import (NO_GOLD, NO_GOLD_ID, TEACHER_COLUMN, Distillation, augmented_pairs, build_cache,
+                      distill_trainer_class, row_teacher_log_probs, teacher_entry, unique_pairs)
 from .data_parallel import LaunchError, any_rank, launch_from_env, leave_process_group, per_device_batch, replicas
 from .evaluation import accuracy_by_split
 from .manifest_writer import build_manifest, write_manifests
@@ -84,7 +90,8 @@ def _tokenize(rows: list[dict[str, str]], tokenizer, max_length: int, split_ids:
     import datasets
 
     columns = {key: [r[key] for r in rows] for key in ("premise", "hypothesis")}
-    columns["labels"] = [TARGET_IDS[r["label"]] for r in rows]
+    targets = {**TARGET_IDS, NO_GOLD: NO_GOLD_ID}
+    columns["labels"] = [targets[r["label"]] for r in rows]
     if split_ids is not None:
         columns["split"] = list(split_ids)
     ds = datasets.Dataset.from_dict(columns)
@@ -141,15 +148,17 @@ def _hard_negatives(preset: Preset, output_dir: Path) -> tuple[dict[str, list[in
     return table, {"dir": str(encoder_dir), "sha256": encoder.digest}
 
 
-def _load_data(preset: Preset, output_dir: Path) -> NliData:
+def _load_data(preset: Preset, output_dir: Path, distill: Distillation | None = None) -> NliData:
     """Build the preset's data and write the hold-out to ``output_dir`` (rank 0 only).
 
     NLI rows come from `zsnli.training.nli_data.build_nli_data` (the calibration hold-out is taken from them
     only); the classification pairs of ``preset.zsc_sources`` (`zsnli.training.zsc_nli.build_zsc_pairs`) join
-    the train rows after that, shuffled in with ``preset.seed``.
+    the train rows after that, shuffled in with ``preset.seed``; then, when ``distill.augment`` > 0, the
+    augmented pairs (`zsnli.training.distill.augmented_pairs`, ``augment`` x the gold train pairs).
     """
     data = build_nli_data(list(preset.train_sources), list(preset.validation_sources), preset.n_holdout,
                           preset.seed, preset.max_validation_rows)
+    nli_rows = data.train
     if preset.zsc_sources and preset.zsc_ratio > 0:
         hard, hard_encoder = _hard_negatives(preset, output_dir)
         zsc_rows, zsc_counts = build_zsc_pairs(preset.zsc_sources, len(data.train), preset.zsc_ratio, preset.seed,
@@ -166,6 +175,12 @@ def _load_data(preset: Preset, output_dir: Path) -> NliData:
         data.counts["train_rows"] = len(data.train)
         log.info("classification as NLI: %d pairs from %d sets mixed in (ratio %.2f)", len(zsc_rows),
                  len(preset.zsc_sources), preset.zsc_ratio)
+    if distill is not None and distill.augment > 0:
+        extra = augmented_pairs(nli_rows, preset.zsc_sources, texts_of(preset.zsc_exclude),
+                                round(distill.augment * len(data.train)), preset.seed)
+        data.counts["distill_augmented_pairs"] = len(extra)
+        data.train = data.train + extra
+        data.counts["train_rows"] = len(data.train)
     log.info("data: %s train rows, %s held out, validation %s", len(data.train), len(data.holdout),
              {k: len(v) for k, v in data.validation.items()})
     _write_jsonl(output_dir / "holdout.jsonl", data.holdout)
@@ -176,7 +191,16 @@ SHARED_TOKENISED = "tokenised-for-ranks"
 """Directory under the output directory where rank 0 leaves the tokenised sets for the other ranks (removed at the end)."""
 
 
-def _prepare(preset: Preset, args, output_dir: Path):
+def _teacher_column(data: NliData, train_ds, distill: Distillation, max_length: int):
+    """``train_ds`` with `TEACHER_COLUMN` from the teacher's cache (built or resumed now), and the cache's
+    sha256 recorded in ``data.counts``."""
+    pairs = unique_pairs(data.train)
+    cache, record = build_cache(distill, pairs, max_length)
+    data.counts["teacher_cache"] = record
+    return train_ds.add_column(TEACHER_COLUMN, row_teacher_log_probs(data.train, pairs, cache))
+
+
+def _prepare(preset: Preset, args, output_dir: Path, distill: Distillation | None = None):
     """Data, tokenizer, model and tokenised sets, with the data built and tokenised ONCE per job.
 
     Rank 0 goes first (`TrainingArguments.main_process_first`): it builds the data, writes the hold-out, loads
@@ -192,10 +216,12 @@ def _prepare(preset: Preset, args, output_dir: Path):
     with args.main_process_first(local=False, desc="NLI data and tokenisation"):
         if args.process_index == 0:
             shutil.rmtree(shared, ignore_errors=True)  # never a stale copy, even if this rank fails below
-            data = _load_data(preset, output_dir)
+            data = _load_data(preset, output_dir, distill)
             tokenizer, model = load_base(preset)
             eval_rows, split_ids, split_names = _eval_set(data.validation)  # eval_ds has a ``split`` index column
             train_ds = _tokenize(data.train, tokenizer, preset.max_length)
+            if distill is not None:
+                train_ds = _teacher_column(data, train_ds, distill, preset.max_length)
             eval_ds = _tokenize(eval_rows, tokenizer, preset.max_length, split_ids=split_ids)
             if args.world_size > 1:
                 datasets.DatasetDict({"train": train_ds, "eval": eval_ds}).save_to_disk(str(shared))
@@ -254,6 +280,7 @@ def train(
     resume: bool = True,
     notes: tuple[str, ...] = (),
     reset_best: bool = False,
+    distill: Distillation | None = None,
 ) -> dict[str, Any]:
     """Run the preset and write the model and its manifests.
 
@@ -269,6 +296,8 @@ def train(
     checkpoint at the end of the current step and returns ``{"interrupted": True, "signal", "steps"}`` without
     the final evaluation, model or manifests (rerun to resume). Raises `zsnli.data_parallel.LaunchError` when
     the batch does not split over the model copies or the process did not join the launched job.
+    ``distill``: distil a teacher (module docstring); with ``distill.cache_only`` the run stops once the
+    cache is complete and returns ``{"teacher_cache": record}`` (`zsnli.training.distill.build_cache`).
     """
     import transformers
     from transformers import DataCollatorWithPadding
@@ -281,14 +310,17 @@ def train(
     transformers.set_seed(preset.seed)
     args = _joined_args(preset, output_dir, launch)
     stop = StopRequest()
-    data, tokenizer, model, train_ds, eval_ds, split_names = _prepare(preset, args, output_dir)
+    data, tokenizer, model, train_ds, eval_ds, split_names = _prepare(preset, args, output_dir, distill)
+    if distill is not None and distill.cache_only:
+        return {"teacher_cache": data.counts["teacher_cache"]}
     split_ids = np.asarray(eval_ds["split"])
 
     def compute_metrics(pred) -> dict[str, float]:
         logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
         return accuracy_by_split(np.asarray(logits), np.asarray(pred.label_ids), split_ids, split_names)
 
-    trainer = nli_trainer_class()(
+    trainer_class = distill_trainer_class(distill.alpha, distill.temperature) if distill else nli_trainer_class()
+    trainer = trainer_class(
         model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
         compute_metrics=compute_metrics, callbacks=trainer_callbacks(preset, t0, reset_best, stop),
@@ -316,7 +348,8 @@ def train(
     save_model(trainer.model, tokenizer, model_dir, preset.save_dtype)  # the best (load_best_model_at_end)
     _write_jsonl(output_dir / "loss_log.jsonl", trainer.state.log_history)
     figures = _training_figures(trainer, result, final_eval, preset, resumed_from, train_seconds, t0, reset_best, notes)
-    manifest = build_manifest(preset, data, model_dir, training=figures)
+    teacher = teacher_entry(distill, data.counts["teacher_cache"]) if distill else None
+    manifest = build_manifest(preset, data, model_dir, training=figures, teacher=teacher)
     write_manifests(manifest, preset, data, manifest_dir)
     return manifest
 
