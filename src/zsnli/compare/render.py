@@ -263,18 +263,15 @@ def _summary(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     return out
 
 
-#: Characters of the task description the result heading shows (the whole text is the paragraph under it).
-HEADING_TASK_CHARS = 80
+HEADING_TASK_CHARS = 80  #: characters of the task the result heading shows (all of it: the paragraph under it)
 
 
 def heading_task(task: str) -> str:
     """The task as the result page's heading shows it: its first line, cut at `HEADING_TASK_CHARS` characters
     (on a word where one ends near the cut) with an ellipsis; ``untitled`` when it is blank."""
     first = " ".join((task or "").split("\n", 1)[0].split())
-    if not first:
-        return "untitled"
     if len(first) <= HEADING_TASK_CHARS:
-        return first
+        return first or "untitled"
     cut = first[:HEADING_TASK_CHARS]
     space = cut.rfind(" ")
     return (cut[:space] if space > HEADING_TASK_CHARS // 2 else cut).rstrip() + "\u2026"
