@@ -31,3 +31,27 @@ def test_verify_fails_on_a_flipped_byte(tiny_run, tmp_path):
     assert statuses["model.safetensors"] == "mismatch" and statuses["config.json"] == "ok"
     with pytest.raises(ManifestError):
         verify_model_dir(out / "model", out / "training_manifest.json")
+
+
+def test_verify_takes_an_encoder_directory_with_its_own_manifest(tmp_path):
+    """Issue 49: ``train.py verify --model-dir DIR [--manifest DIR/encoder_manifest.json]`` on a sentence encoder's
+    directory checks its files against its own manifest (which cannot list itself): OK, and a changed byte fails."""
+    import json
+
+    from zsnli.manifest import ENCODER_ARTIFACT, ENCODER_MANIFEST_NAME, hash_model_dir
+
+    enc = tmp_path / "embedding"
+    enc.mkdir()
+    (enc / "config.json").write_text("{}", encoding="utf-8")
+    (enc / "model.safetensors").write_bytes(b"\x00" * 64)
+    (enc / ENCODER_MANIFEST_NAME).write_text(json.dumps({"artifact": ENCODER_ARTIFACT, "files": hash_model_dir(enc)}),
+                                             encoding="utf-8")
+    for extra in ([], ["--manifest", str(enc / ENCODER_MANIFEST_NAME)]):
+        ok = subprocess.run([sys.executable, str(ROOT / "train.py"), "verify", "--model-dir", str(enc), *extra],
+                            capture_output=True, text=True, cwd=ROOT)
+        assert ok.returncode == 0 and "OK: 2/2 files match" in ok.stdout and "python train.py verify" in ok.stdout, \
+            ok.stdout + ok.stderr
+    (enc / "model.safetensors").write_bytes(b"\x01" * 64)
+    bad = subprocess.run([sys.executable, str(ROOT / "train.py"), "verify", "--model-dir", str(enc)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 1 and "MISMATCH  model.safetensors" in bad.stdout

@@ -139,6 +139,23 @@ def check_model_dir(model_dir: str | Path, manifest: dict[str, Any]) -> list[Fil
     return checks
 
 
+#: ``artifact`` of a ``train.py encoder`` manifest (`ENCODER_MANIFEST_NAME`).
+ENCODER_ARTIFACT = "sentence-encoder"
+
+
+def is_encoder_manifest(manifest: dict[str, Any]) -> bool:
+    """Whether ``manifest`` is a sentence encoder's own (``encoder_manifest.json``), not a training manifest."""
+    return manifest.get("artifact") == ENCODER_ARTIFACT
+
+
+def check_encoder_dir(model_dir: str | Path, manifest: dict[str, Any]) -> list[FileCheck]:
+    """`check_model_dir` for a sentence encoder's directory against its own ``encoder_manifest.json``: every file
+    of ``manifest['files']``, the manifest file itself left out (it cannot list its own digest; the training
+    manifest's ``embedding`` table lists it). Raises ``ManifestError`` if the directory does not exist."""
+    actual = {k: v for k, v in hash_model_dir(model_dir).items() if k != ENCODER_MANIFEST_NAME}
+    return _check_table(manifest.get("files", {}), actual, "")
+
+
 def _check_table(expected: dict[str, dict[str, Any]], actual: dict[str, dict[str, Any]], prefix: str) -> list[FileCheck]:
     """Compare one file table with the hashed files; names in the result carry ``prefix``."""
     checks: list[FileCheck] = []

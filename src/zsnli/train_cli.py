@@ -51,6 +51,7 @@ USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify, selec
   python train.py calibrate --model-dir model         # fit the scoring rule + temperature -> calibration.json
   python train.py evaluate --model-dir model          # validation and test accuracy per split
   python train.py verify                              # re-hash model/ against training_manifest.json
+  python train.py verify --model-dir model/embedding  # the sentence encoder alone, against its encoder_manifest.json
   python train.py select                              # choose the served scoring on zsc-dev (leave one dataset out)
   python train.py encoder --time-budget-s 1800        # fine-tune the cosine term's encoder on zsc-train
                                                       #   -> ~/zsnli-runs/encoder/{model,run,encoder_manifest.json}
@@ -273,10 +274,14 @@ def _install_encoder(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from .manifest import check_model_dir
+    """Re-hash ``--model-dir`` against ``--manifest``: a training manifest (`zsnli.manifest.check_model_dir`), or a
+    sentence encoder's own ``encoder_manifest.json`` (`zsnli.manifest.check_encoder_dir`: the manifest file itself
+    is not one of the files it lists). Exit 1 when a file differs."""
+    from .manifest import check_encoder_dir, check_model_dir, is_encoder_manifest
 
     manifest = load_manifest(args.manifest)
-    checks = check_model_dir(args.model_dir, manifest)
+    encoder = is_encoder_manifest(manifest)
+    checks = (check_encoder_dir if encoder else check_model_dir)(args.model_dir, manifest)
     if manifest.get("teacher"):  # the teacher and its cache are not shipped: "absent" here is no failure
         from .training.distill import check_teacher
 
@@ -284,7 +289,9 @@ def _verify(args: argparse.Namespace) -> int:
     for check in checks:
         print(f"{check.status.upper():9s} {check.name}")
     bad = [c for c in checks if c.status not in ("ok", "absent")]
-    print(f"{'FAIL' if bad else 'OK'}: {len(checks) - len(bad)}/{len(checks)} files match {args.manifest}")
+    print(f"{'FAIL' if bad else 'OK'}: {len(checks) - len(bad)}/{len(checks)} files match {args.manifest}"
+          + (" (the sentence encoder alone; `python train.py verify` checks the whole served model/, encoder "
+             "included, against training_manifest.json)" if encoder else ""))
     return 1 if bad else 0
 
 

@@ -289,3 +289,37 @@ def test_the_kind_table_shows_both_ways_and_the_compared_run_beside_the_shipped_
     assert f"encoder {other['embedding_sha256'][:12]}) | {other['served_leave_one_dataset_out']['weighted_normalised']:.2f} |" in table
     without = {**selection, "kind_weighted": {k: v for k, v in kw.items() if k != "compared_with"}}
     assert "compared run" not in kind_weighted_table(without)
+
+
+def test_a_changed_prose_figure_fails_the_check_unless_a_block_says_how_to_reproduce_it(tmp_path, capsys):
+    """Issue 49: a figure outside every block (the stale "Validate" paragraph's kind) is held by the ledger: a
+    changed one fails ``doc_figures`` (exit 1, naming the page and the figures); one inside a ``measured`` block
+    that gives its command may change; ``--record-prose`` records a deliberate change."""
+    from zsnli.bench import doc_prose
+
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "quality.md"
+    measured = "<!-- measured: python -m zsnli.bench.speed_rounds -->\nratio 2.34x\n<!-- /measured -->\n"
+    page.write_text("Mean normalised score 67.2 at 9.58 docs/s (zsnli 0.1.0 on 127.0.0.1).\n" + measured)
+    assert doc_figures.main(["--root", str(tmp_path), "--record-prose"]) == 0
+    assert doc_prose.recorded(tmp_path) == {"docs/quality.md": {"67.2": 1, "9.58": 1}}
+    assert doc_figures.main(["--root", str(tmp_path)]) == 0
+    page.write_text(page.read_text().replace("2.34x", "36.8x"))  # a measured figure may move with its rerun
+    assert doc_figures.main(["--root", str(tmp_path)]) == 0
+    page.write_text(page.read_text().replace("67.2", "90.2"))
+    capsys.readouterr()
+    assert doc_figures.main(["--root", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "docs/quality.md: new 90.2; gone 67.2" in err and "<!-- measured: COMMAND -->" in err
+    page.write_text(page.read_text().replace("<!-- measured: python -m zsnli.bench.speed_rounds -->",
+                                             "<!-- measured: -->"))
+    assert doc_figures.main(["--root", str(tmp_path)]) == 1
+    assert "must say how its figures are reproduced" in capsys.readouterr().err
+
+
+def test_the_committed_prose_figures_are_the_ledgers():
+    """Every decimal figure of README.md and docs/ outside a block is the one docs/prose_figures.json records."""
+    from zsnli.bench import doc_prose
+
+    assert doc_prose.prose_changes(REPO, doc_figures.pages(REPO)) == [], \
+        "a prose figure changed: put it in a <!-- measured: COMMAND --> block, or --record-prose"

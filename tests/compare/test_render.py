@@ -141,3 +141,21 @@ def test_few_shot_arms_at_chance_on_few_examples_are_explained():
     assert note_of(service_answer({"served": (0.0, 0.5, 40.0), "majority": (0.75, 0.2, 0.02)}, 4)) is None
     many = service_answer({"served": (1.0, 0.01, 40.0), "majority": (0.0, 0.6, 0.02)}, LOO_MAX_N + 1)
     assert note_of(many) is None and "few-shot-note" not in result_page(many, None)
+
+
+def test_the_result_heading_shows_the_task_and_zero_accuracy_dots_sit_on_the_floor():
+    """Issue 49: the heading is the task (cut on a word), not the raw id; a bin's dot is at (confidence,
+    accuracy), so an arm at zero accuracy has no dot on the diagonal where it would look calibrated."""
+    from zsnli.compare.render import HEADING_TASK_CHARS, heading_task, reliability_svg
+
+    page = report_html(service_answer({"a": (0.9, 0.1, 3.0)}, 10, task="Route support tickets: access or billing"))
+    assert "<h1>Bake-off: <bdi>Route support tickets: access or billing</bdi></h1>" in page
+    assert "<h1>Bake-off bo_" not in page and "id <code>bo_" in page
+    long = heading_task("word " * 40)
+    assert len(long) <= HEADING_TASK_CHARS + 1 and long.endswith("\u2026") and not long.endswith(" \u2026")
+    assert heading_task("  \n") == "untitled"
+    svg = reliability_svg("wrong", [{"lo": 0.9, "hi": 1.0, "confidence": 0.95, "accuracy": 0.0, "count": 5}])
+    (cx, cy), = [tuple(map(float, m)) for m in re.findall(r"<circle cx='([\d.]+)' cy='([\d.]+)'", svg)]
+    assert cy == 156.0 and cx == 40 + 0.95 * 150  # on the x axis (accuracy 0), not at y(0.95) on the diagonal
+    assert "<circle" not in reliability_svg("none", [{"lo": 0.0, "hi": 0.1, "confidence": None, "accuracy": None,
+                                                      "count": 1}])

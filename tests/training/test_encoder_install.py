@@ -92,6 +92,7 @@ def test_install_encoder_refuses_a_run_that_differs_from_its_manifest_and_change
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "give the --output-dir of a finished train.py encoder run" in missing.stderr
+    assert "none: no such directory" in missing.stderr  # not "no model/config.json" for a path that is not there
 
 
 def test_install_encoder_checks_everything_before_changing_anything(tiny_run, tmp_path):

@@ -31,12 +31,16 @@ each NAME to what rebuilds it:
 
 Usage mistakes (an unknown block name, a missing report) are one line, exit 2.
 
+Before any block, the figures outside every block are checked against their ledger (`zsnli.bench.doc_prose`):
+a decimal figure in prose that is new, gone or changed fails the run (exit 1) unless it sits in a
+``<!-- measured: COMMAND -->`` block saying how it is reproduced; ``--record-prose`` records the ledger.
+
 The check compares only what a reader can reproduce (`same_figures`): figures that vary by nature
 from run to run (a bake-off's id, a timestamp, latencies and seconds, a receipt's digest, signature and
 key id, the CPU's flags) are left out, and numbers agree within ``FIGURE_ATOL`` (the last digit of
 6-decimal answers moves with batching and CPU kernels). Each block is named on stderr as it starts.
 
-May import: `zsnli.bench.doc_tables`, `zsnli.harness` (the server over HTTP, the command-line parser) and
+May import: `zsnli.bench.doc_prose`, `zsnli.bench.doc_tables`, `zsnli.harness` (the server over HTTP, the command-line parser) and
 the standard library (httpx); nothing from the serving side: the server is reached over HTTP only.
 """
 
@@ -59,7 +63,7 @@ import httpx
 
 from ..harness.cli import UsageParser, positive_int
 from ..harness.server import ServerError, ServerProcess, start_server
-from . import doc_tables
+from . import doc_prose, doc_tables
 
 BLOCK = re.compile(r"(<!-- figures:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /figures:(?P=name) -->)", re.S)
 #: The Markdown pages that may hold generated blocks, relative to the repository root.
@@ -339,6 +343,27 @@ def rebuild(text: str, fig: Figures, only: set[str] | None, timings: dict[str, f
     return BLOCK.sub(one, text)
 
 
+def _prose_held(root: Path, record: bool) -> bool:
+    """The prose figures' check (`zsnli.bench.doc_prose`), before any block is rebuilt: False (and the pages and
+    figures named on stderr) when a figure outside every block is new, gone or changed; ``record`` writes the
+    ledger instead. A malformed ``measured`` block is one line too."""
+    try:
+        if record:
+            print(f"recorded: {doc_prose.record(root, pages(root)).relative_to(root)}", file=sys.stderr)
+            return True
+        changes = doc_prose.prose_changes(root, pages(root))
+    except doc_prose.ProseError as exc:
+        print(f"doc_figures: {exc}", file=sys.stderr)
+        return False
+    if changes:
+        print("doc_figures: figures outside every block changed (" + "; ".join(changes) + "): put each in a "
+              "<!-- measured: COMMAND --> block that says how to reproduce it, or a figures: block that "
+              f"regenerates it; one that depends on nothing measured: --record-prose ({doc_prose.LEDGER})",
+              file=sys.stderr)
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = UsageParser(prog="python -m zsnli.bench.doc_figures", description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="rewrite the pages (default: only say which blocks differ)")
@@ -351,8 +376,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parity-docs", type=positive_int, default=None,
                     help=f"documents of {PARITY_EXAMPLES} for parity-figure (default: all; the pipeline is slow)")
     ap.add_argument("--root", default=".", help="the repository root (default: %(default)s)")
+    ap.add_argument("--record-prose", action="store_true", help="record the figures outside every block in "
+                    f"{doc_prose.LEDGER} (for figures that depend on nothing measured) and stop")
     args = ap.parse_args(argv)
     root = Path(args.root).resolve()
+    if not _prose_held(root, args.record_prose):
+        return 1
+    if args.record_prose:
+        return 0
     found = {path: blocks(path.read_text(encoding="utf-8")) for path in pages(root)}
     names = {name for bl in found.values() for name, _ in bl}
     unknown = sorted(n for n in names if generator_for(n) is None)

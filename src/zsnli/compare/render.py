@@ -198,8 +198,10 @@ def _img(png: bytes, alt: str) -> str:
 
 
 def reliability_svg(arm: str, bins: Sequence[dict[str, Any]]) -> str:
-    """A reliability diagram as inline SVG: per confidence bin a bar at its accuracy and a red dot at its mean
-    confidence, against the dashed diagonal; both axes 0..1, numbered at 0, 0.5 and 1 (``text.tick-x/y``)."""
+    """A reliability diagram as inline SVG: per confidence bin a bar at its accuracy and a red dot at (its mean
+    confidence, its accuracy), against the dashed diagonal, so a dot lies on the diagonal only where the bin
+    is calibrated (a bin at zero accuracy has its dot on the floor); a bin without an accuracy has no dot;
+    both axes 0..1, numbered at 0, 0.5 and 1 (``text.tick-x/y``)."""
     size, left, top, bottom = 150, 40, 6, 34
 
     def x(v: float) -> float:
@@ -220,10 +222,11 @@ def reliability_svg(arm: str, bins: Sequence[dict[str, Any]]) -> str:
     parts.append(f"<line x1='{x(0)}' y1='{y(0)}' x2='{x(1)}' y2='{y(1)}' stroke='#bbb' stroke-dasharray='4 3'/>")
     for b in bins:
         acc, conf = b["accuracy"] or 0.0, b["confidence"] or 0.0
+        dot = (f"<circle cx='{x(conf)}' cy='{y(acc)}' r='2.5' fill='#e53935'/>"
+               if b["accuracy"] is not None and b["confidence"] is not None else "")
         parts.append(f"<rect x='{x(b['lo']) + 1}' y='{y(acc)}' width='{max(1.0, round((b['hi'] - b['lo']) * size - 2, 2))}'"
                      f" height='{round(acc * size, 2)}' fill='#42a5f5' opacity='0.8'><title>confidence {conf:.2f}, "
-                     f"accuracy {acc:.2f}, n = {b['count']}</title></rect>"
-                     f"<circle cx='{x(conf)}' cy='{y(conf)}' r='2.5' fill='#e53935'/>")
+                     f"accuracy {acc:.2f}, n = {b['count']}</title></rect>{dot}")
     parts.append(f"<text x='{left + size / 2:g}' y='{top + size + 28}' text-anchor='middle' font-size='10'>confidence</text>"
                  f"<text x='10' y='{top + size / 2:g}' font-size='10' transform='rotate(-90 10 {top + size / 2:g})' "
                  "text-anchor='middle'>accuracy</text></svg>")
@@ -260,11 +263,27 @@ def _summary(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     return out
 
 
+HEADING_TASK_CHARS = 80  #: characters of the task the result heading shows (all of it: the paragraph under it)
+
+
+def heading_task(task: str) -> str:
+    """The task as the result page's heading shows it: its first line, cut at `HEADING_TASK_CHARS` characters
+    (on a word where one ends near the cut) with an ellipsis; ``untitled`` when it is blank."""
+    first = " ".join((task or "").split("\n", 1)[0].split())
+    if len(first) <= HEADING_TASK_CHARS:
+        return first or "untitled"
+    cut = first[:HEADING_TASK_CHARS]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > HEADING_TASK_CHARS // 2 else cut).rstrip() + "\u2026"
+
+
 def _header(report: dict[str, Any]) -> str:
     if "id" in report:  # a service answer
         labels = ", ".join(_u(k) if k == v else f"{_u(k)} (\u201c{_u(v)}\u201d)" for k, v in report["labels"].items())
-        return (f"<h1>Bake-off {_e(report['id'])}</h1><p class='task'>{_u(report['task_description'])}</p>"
-                f"<p>{report['n']} examples; labels: {labels}; created {_e(report['created_at'])}.</p>")
+        return (f"<h1>Bake-off: {_u(heading_task(report['task_description']))}</h1>"
+                f"<p class='task'>{_u(report['task_description'])}</p>"
+                f"<p>{report['n']} examples; labels: {labels}; created {_e(report['created_at'])}; "
+                f"id <code>{_e(report['id'])}</code>.</p>")
     ex = report["examples"]
     return (f"<h1>Bake-off: suite {_u(report['suite']['name'])}</h1><p>{_u(report['suite']['description'])}</p>"
             f"<p>Examples: <code>{_e(ex['source'])}</code>, {ex['n']} documents in {len(ex['datasets'])} datasets, "

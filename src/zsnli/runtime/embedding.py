@@ -178,6 +178,16 @@ class SentenceEncoder:
             return [Encoded(list(ids)) for ids in enc["input_ids"]]
         return [Encoded(list(ids), list(t)) for ids, t in zip(enc["input_ids"], types)]
 
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text with the encoder's special tokens, NOT cut to the window (how far over
+        ``self.max_length`` a text is; one batched tokenizer call)."""
+        if not texts:
+            return []
+        with self._tok_lock:
+            enc = self.tokenizer(list(texts), truncation=False, padding=False, return_attention_mask=False,
+                                 return_token_type_ids=False)
+        return [len(ids) for ids in enc["input_ids"]]
+
     def embed(self, batch: Sequence[Encoded]) -> np.ndarray:
         """Embed one batch of tokenised texts -> float32 ``[B, D]`` unit vectors, in batch order.
 

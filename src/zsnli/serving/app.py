@@ -9,8 +9,8 @@ validation (422 with ``errors``), a 404 naming the routes there are (`not_found_
 (`zsnli.serving.http_protocol`), not from here: a bare ``uvicorn server:app`` has neither.
 
 May import: FastAPI/starlette, `zsnli.config`, `zsnli.errors`, `zsnli.serving.docs_assets`,
-`zsnli.serving.http_request`, `zsnli.serving.http_routes`, `zsnli.serving.request_ids`, `zsnli.serving.routes_compat`,
-`zsnli.serving.routes_zsnli`, `zsnli.serving.service`, `zsnli.serving.startup`. Imported by `zsnli.serve`, server.py.
+`zsnli.serving.http_request`, `zsnli.serving.http_routes`, `zsnli.serving.request_ids`, `zsnli.serving.request_timing`,
+`zsnli.serving.routes_compat`, `zsnli.serving.routes_zsnli`, `zsnli.serving.service`, `zsnli.serving.startup`. Imported by `zsnli.serve`, server.py.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from ..errors import ApiError, ErrorType
 from .http_request import parse_classify_request, read_json_body, validation_error
 from .http_routes import HeadAsGet, allow_header, allowed_methods
 from .request_ids import RequestIdMiddleware, log_safe
+from .request_timing import TimingMiddleware
 from .routes_compat import add_compat_routes
 from .routes_zsnli import add_zsnli_routes, array_entry, index_page, route_index
 from .service import ZeroShotClassifier
@@ -81,6 +82,8 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     _add_error_handlers(app, settings.retry_after_s)
     app.add_middleware(LastResort, retry_after_s=settings.retry_after_s)  # innermost: extensions wrap it
     app.add_middleware(HeadAsGet, routes=app.router.routes)  # HEAD wherever GET: GET's headers, no body
+    app.state.timing_observers = []  # TEI's timing headers; the metrics extension observes (request_timing)
+    app.add_middleware(TimingMiddleware, observers=app.state.timing_observers)
     add_zsnli_routes(app, service)
     add_compat_routes(app, service)
     if extend is not None:

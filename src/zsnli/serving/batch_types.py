@@ -1,6 +1,7 @@
 """The batcher's records: a kind of work (`WorkKind`), a queued item (`QueuedItem`), one request's items of one kind
 (`Job`), what observers see of a forward (`BatchRecord`), the counters (`BatcherStats`) and the errors.
-May import: numpy, `zsnli.runtime.model` (the pair record and the padding rule), `zsnli.runtime.shapes`.
+May import: numpy, `zsnli.runtime.model` (the pair record and the padding rule), `zsnli.runtime.shapes`,
+`zsnli.serving.request_timing` (a job registers with its request's `RequestTiming`).
 Imported by `zsnli.serving.batching` (which re-exports them).
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -15,6 +17,7 @@ import numpy as np
 
 from ..runtime.model import Encoded, pad_to
 from ..runtime.shapes import FixedShapes
+from .request_timing import current_timing
 
 ForwardFn = Callable[[Sequence[Encoded]], np.ndarray]
 
@@ -111,6 +114,19 @@ class Job:
     group: object = None
     #: True once one of its items was taken into a batch (its work has begun: see `zsnli.serving.service`).
     started: bool = False
+    #: ``time.monotonic()`` when it was made (submitted) and when its future completed (None before).
+    submitted_at: float = field(default_factory=time.monotonic)
+    finished_at: float | None = None
+    #: Seconds of the forwards that held its items (each forward counted once; added by the batcher).
+    inference_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        """Register with the request's `zsnli.serving.request_timing.RequestTiming`, if any, and note when
+        the future completes (result, error or cancel)."""
+        timing = current_timing()
+        if timing is not None:
+            timing.jobs.append(self)
+        self.future.add_done_callback(lambda _: setattr(self, "finished_at", time.monotonic()))
 
     async def result(self) -> np.ndarray:
         """Wait for all items; returns float32 ``[n, C]``. Raises ``BatchError``/``BatcherClosed``."""

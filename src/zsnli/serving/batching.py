@@ -355,8 +355,11 @@ class Batcher:
                 for job in jobs:
                     self._fail(job, err)
                 continue
-            self._observe(BatchRecord(len(batch), padded, time.monotonic() - t0, True, kind, len(encs)))
+            seconds = time.monotonic() - t0
+            self._observe(BatchRecord(len(batch), padded, seconds, True, kind, len(encs)))
             self._count(kind, len(batch), len(encs), padded)
+            for job in jobs:
+                job.inference_s += seconds  # the request's forward time (`zsnli.serving.request_timing`)
             for p, row in zip(batch, row_of):
                 job = p.job
                 if job.done:

@@ -7,13 +7,13 @@ forward of each kind of work; ``state.status`` is ``loading`` until then, ``ok``
 
 May import: `zsnli.serving.batching`, `zsnli.config`, `zsnli.serving.document` (the kinds and the warm-up
 record), `zsnli.serving.drain`, `zsnli.serving.label_cache`, `zsnli.runtime.embedding`, `zsnli.errors`,
-`zsnli.runtime.model`, `zsnli.request_scoring`, `zsnli.serving.startup`. Never FastAPI or anything HTTP.
+`zsnli.runtime.model`, `zsnli.request_scoring`, `zsnli.serving.request_timing` (the tokeniser pool times its work
+per request), `zsnli.serving.startup`. Never FastAPI or anything HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import os
 import signal
@@ -34,6 +34,7 @@ from .batching import BatchObserver, Batcher, WorkKind
 from .document import LABEL_KIND, TEXT_KIND, Tokenized
 from .drain import Drain
 from .label_cache import LabelEmbeddings
+from .request_timing import TimedExecutor
 from .startup import STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, default_loader, load_encoder, one_line, preflight
 
 logger = logging.getLogger("zsnli")
@@ -86,7 +87,7 @@ class ServiceLifecycle:
         #: Called with a `zsnli.serving.batching.BatchRecord` after every forward (`zsnli.serving.telemetry` appends here).
         self.batch_observers: list[BatchObserver] = []
         self.drain = Drain(settings.drain_timeout_s)
-        self._tokenize_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zsnli-tokenize")
+        self._tokenize_pool = TimedExecutor(1, thread_name_prefix="zsnli-tokenize")  # times it per request
         self._loading: asyncio.Task | None = None
 
     async def start(self) -> None:

@@ -1,7 +1,9 @@
 """The routes other clients speak (`add_compat_routes`): the Hugging Face Inference API's zero-shot payload
-(``POST /v1/zero-shot-classification``, ``POST /``: `zsnli.serving.inference_api`) and text-embeddings-inference's
-``GET /info``, ``POST /predict`` and ``POST /tokenize`` (`zsnli.serving.tei`).
-May import: FastAPI, `zsnli.serving.api_types`, `zsnli.errors`, `zsnli.serving.http_request`,
+(``POST /v1/zero-shot-classification``, ``POST /``: `zsnli.serving.inference_api`), text-embeddings-inference's
+``GET /info``, ``POST /predict``, ``POST /tokenize`` (`zsnli.serving.tei`) and ``POST /embed``, and OpenAI's
+``POST /v1/embeddings`` (`zsnli.serving.embeddings_api`: the served sentence encoder's vectors).
+May import: FastAPI, `zsnli.serving.api_types`, `zsnli.errors`, `zsnli.serving.embeddings_api`,
+`zsnli.serving.http_request`, `zsnli.serving.request_timing`, `zsnli.runtime.embedding` (the encoder's name),
 `zsnli.serving.inference_api`, `zsnli.serving.routes_zsnli`, `zsnli.serving.service`, `zsnli.serving.tei`,
 `zsnli.serving.text`. Imported by `zsnli.serving.app`.
 """
@@ -14,11 +16,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from .. import __version__
-from . import inference_api, tei
+from . import embeddings_api, inference_api, tei
 from .api_types import (ERROR_RESPONSES, PREDICT_ERROR_RESPONSES, ZERO_SHOT_OPENAPI, HealthResponse, ZeroShotAnswer,
                         ZeroShotElement)
 from ..errors import ApiError
 from .http_request import parse_classify_request, read_json_body, wait_disconnect
+from .request_timing import note_request
+from ..runtime.embedding import encoder_id
 from .routes_zsnli import classify_each
 from .service import ZeroShotClassifier
 from .text import clean_text
@@ -63,6 +67,18 @@ def add_compat_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         answers a sequence-classification model: `[{"score", "label"}]` per pair, highest first."""
         return await service.admitted(lambda: _predict(service, request))
 
+    @app.post("/embed", responses=PREDICT_ERROR_RESPONSES, openapi_extra=embeddings_api.EMBED_OPENAPI)
+    async def embed(request: Request) -> Any:
+        """The served sentence encoder's embeddings of each text, as text-embeddings-inference's `/embed` answers:
+        a list of vectors (one per input, also for one text); the vectors the cosine term uses."""
+        return await service.admitted(lambda: _embed(service, request, openai=False))
+
+    @app.post("/v1/embeddings", responses=ERROR_RESPONSES, openapi_extra=embeddings_api.OPENAI_OPENAPI)
+    async def openai_embeddings(request: Request) -> Any:
+        """The served sentence encoder's embeddings in OpenAI's embeddings shape (`data[i].embedding`, `usage`),
+        for `openai.OpenAI(base_url=...).embeddings.create`; the vectors of `/embed`."""
+        return await service.admitted(lambda: _embed(service, request, openai=True))
+
     @app.post("/tokenize", responses=ERROR_RESPONSES, openapi_extra=tei.TOKENIZE_OPENAPI)
     async def tokenize(request: Request) -> Any:
         """The model tokenizer's tokens of each text, as text-embeddings-inference's `/tokenize` answers:
@@ -102,12 +118,37 @@ async def _predict(service: ZeroShotClassifier, request: Request) -> Any:
     errors name ``inputs`` / ``inputs[i]``, a full queue is TEI's 429 (`zsnli.serving.tei.tei_status`)."""
     payload = await read_json_body(request, service.settings.max_body_bytes)
     call = tei.read_predict(payload, service.settings.max_batch_items)
+    note_request(len(call.pairs), batch=not call.single, chars=sum(len(p) + len(h) for p, h in call.pairs),
+                 family="predict")
     try:
         logits = await service.predict(call.pairs, disconnected=lambda: wait_disconnect(request))
     except ApiError as exc:
         raise tei.tei_status(tei.renamed_pair_fields(exc, call.single)) from None
     answers = tei.predictions(tei.scores_for(logits, call.raw_scores), service.state.model.id2label)
     return answers[0] if call.single else answers
+
+
+async def _embed(service: ZeroShotClassifier, request: Request, *, openai: bool) -> Any:
+    """An ``/embed`` (TEI) or ``/v1/embeddings`` (OpenAI) body (`zsnli.serving.embeddings_api`) embedded by
+    `ZeroShotClassifier.embed`; errors name ``inputs[i]`` / ``input[i]``, a full queue is 429 on ``/embed`` (TEI's)."""
+    service.check_ready()
+    encoder = service.sentence_encoder()
+    dim = encoder.dim if encoder is not None else 0
+    payload = await read_json_body(request, service.settings.max_body_bytes)
+    read = embeddings_api.read_openai if openai else embeddings_api.read_embed
+    call = read(payload, service.settings.max_batch_items, dim)
+    field = "input" if openai else "inputs"
+    note_request(len(call.texts), batch=not call.single, chars=sum(len(t) for t in call.texts), family="embed")
+    try:
+        vectors, tokens = await service.embed(call.texts, truncate=call.truncate,
+                                              disconnected=lambda: wait_disconnect(request))
+    except ApiError as exc:
+        exc = exc.renamed("texts[0]", field) if call.single else exc.renamed("texts", field)
+        raise exc if openai else tei.tei_status(exc) from None
+    if not openai:
+        return embeddings_api.embed_answer(vectors)
+    return embeddings_api.openai_answer(vectors, tokens, encoder_id(encoder.model_dir, encoder.digest),
+                                        call.encoding_format)
 
 
 async def _tokenize(service: ZeroShotClassifier, request: Request) -> Any:

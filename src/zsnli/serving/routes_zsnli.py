@@ -3,6 +3,7 @@ what it is for) and ``POST /classify`` (one request object, or an array answered
 classifies the documents of one request, for the Inference API too.
 
 May import: FastAPI, `zsnli.serving.api_types`, `zsnli.errors`, `zsnli.serving.http_body`, `zsnli.serving.http_request`,
+`zsnli.serving.request_timing` (the route notes its inputs),
 `zsnli.serving.service`, `zsnli.serving.text`. Imported by `zsnli.serving.app`, `zsnli.serving.routes_compat`.
 """
 
@@ -18,6 +19,7 @@ from . import http_body
 from .api_types import CLASSIFY_OPENAPI, ERROR_RESPONSES, ClassifyResponse, HealthResponse
 from ..errors import ApiError, ErrorType
 from .http_request import parse_classify_request, read_json_body, wait_disconnect
+from .request_timing import note_request
 from .service import ZeroShotClassifier
 from .text import clean_text, html_attr, html_text
 
@@ -59,6 +61,9 @@ async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
     echoed with the exact text it was sent as (``1e-400`` stays ``1e-400``, not ``0.0``).
     """
     payload = await read_json_body(request, service.settings.max_body_bytes)
+    items = payload if isinstance(payload, list) else [payload]
+    note_request(len(items), batch=isinstance(payload, list),
+                 chars=sum(len(i["text"]) for i in items if isinstance(i, dict) and isinstance(i.get("text"), str)))
     if isinstance(payload, list):
         return await _classify_array(service, request, payload)
     req, used_alias = parse_classify_request(payload)

@@ -161,6 +161,31 @@ class ZeroShotClassifier(ServiceLifecycle):
             raise ApiError(ErrorType.NON_FINITE, "the model produced non-finite logits for this request")
         return logits
 
+    async def embed(self, texts: Sequence[str], *, truncate: bool = True, disconnected: Disconnected | None = None
+                    ) -> tuple[np.ndarray, list[int]]:
+        """The served sentence encoder's embeddings ``[N, D]`` (float32 unit vectors) of ``texts`` and each one's
+        tokens: cleaned and cut as ``classify`` cuts its text, then the same admission, tokeniser thread and
+        batcher kind (`TEXT_KIND`) as the cosine term's text, so a vector is the one the cosine term uses
+        (TEI's ``/embed``, OpenAI's ``/v1/embeddings``). ``truncate=False``: a text over the encoder's window
+        is refused instead of cut. Raises ``ApiError``: 501 ``not_implemented`` without a sentence encoder,
+        422 ``validation`` naming ``texts[i]`` (too long, ``truncate=False``), 503 not ready / overloaded /
+        timed out, 500 inference failure or non-finite output, 499 client gone."""
+        self.check_ready()
+        st, settings = self.state, self.settings
+        if st.encoder is None:
+            raise ApiError(ErrorType.NOT_IMPLEMENTED, "no sentence encoder is loaded: the served scoring has no "
+                           "cosine term (calibration.json's embedding_weight is 0), so this server has no embeddings")
+        texts = [clean_text(t)[: settings.max_text_chars] if truncate else clean_text(t) for t in texts]
+        with self._work_errors():
+            with st.batcher.admit(len(texts)):
+                encoded = await asyncio.get_running_loop().run_in_executor(
+                    self._tokenize_pool, _encode_texts, st.encoder, texts, truncate)
+                (vectors,) = await _await_jobs(st.batcher, [(TEXT_KIND, encoded)], disconnected,
+                                               settings.request_timeout_s)
+        if not np.all(np.isfinite(vectors)):
+            raise ApiError(ErrorType.NON_FINITE, "the sentence encoder produced non-finite embeddings")
+        return vectors, [len(e) for e in encoded]
+
     async def with_tokenizer(self, work: Callable[[Any], Any]) -> Any:
         """``work(tokenizer)`` (the served model's tokenizer) run in the tokeniser thread, off the event loop
         (TEI's ``/tokenize``: no model forward, so not admitted to the batcher's queue). Returns what
@@ -406,6 +431,17 @@ def _encode_pairs(model: NliRuntime, premises: list[str], hypotheses: list[str])
             raise ApiError(ErrorType.LABEL_TOO_LONG, f"pairs[{i}]: the hypothesis does not fit the model window "
                            f"({model.max_length} tokens with the premise; ZSNLI_MAX_LENGTH caps it)", f"pairs[{i}]")
     return model.encode(premises, hypotheses)
+
+
+def _encode_texts(encoder: SentenceEncoder, texts: list[str], truncate: bool) -> list[Encoded]:
+    """Tokeniser thread: with ``truncate`` off, refuse (422, field ``texts[i]``) a text over the encoder's
+    window; then the encoder's tokens of each text (`SentenceEncoder.tokenize`, cut to the window)."""
+    if not truncate:
+        for i, n in enumerate(encoder.token_counts(texts)):
+            if n > encoder.max_length:
+                raise ApiError(ErrorType.VALIDATION, f"texts[{i}]: {n} tokens, more than the sentence encoder's "
+                               f"window of {encoder.max_length}: send truncate true or a shorter text", f"texts[{i}]")
+    return encoder.tokenize(texts)
 
 
 async def _await_jobs(batcher: Batcher, work: Sequence[tuple[str, list[Encoded]]],

@@ -19,14 +19,16 @@ its own ``CollectorRegistry`` (two apps in one process never clash) holding:
 * ``zsnli_ready`` (1 when ``/health`` is 200);
 * ``zsnli_label_cache_entries``, ``zsnli_label_cache_bytes``, ``zsnli_label_cache_max_entries`` and
   ``zsnli_label_cache_hits_total`` / ``zsnli_label_cache_misses_total``: the kept label embeddings
-  (`zsnli.serving.label_cache.LabelEmbeddings`), read at scrape time (0 without a sentence encoder).
+  (`zsnli.serving.label_cache.LabelEmbeddings`), read at scrape time (0 without a sentence encoder);
+* text-embeddings-inference's ``te_*`` series (`zsnli.serving.tei_metrics.TeiSeries`), fed by the batch
+  observer and the request timings (`zsnli.serving.request_timing`).
 
 ``prometheus_client`` is optional (``pip install 'zsnli[metrics]'``): without
 it the server starts as usual, ``/metrics`` answers 404 and one warning at
 start-up says what to install.
 
 May import: prometheus_client (lazily), starlette, `zsnli.serving.batching`,
-`zsnli.serving.service`, `zsnli.serving.startup`. Used by `zsnli.serve` and ``server.py``.
+`zsnli.serving.service`, `zsnli.serving.startup`, `zsnli.serving.tei_metrics`. Used by `zsnli.serve` and ``server.py``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from starlette.responses import Response
 from .batching import BatchRecord
 from .service import ZeroShotClassifier
 from .startup import configure_logging
+from .tei_metrics import TeiSeries
 
 logger = logging.getLogger("zsnli")
 
@@ -78,9 +81,11 @@ class ServiceMetrics:
         self.failed_batches = Counter("zsnli_failed_batches", "Forwards that raised (their requests got 500).",
                                       ["kind"], registry=r)
         r.register(_QueueCollector(service))
+        self.tei = TeiSeries(r, service, service.settings.max_length)
 
     def observe_batch(self, record: BatchRecord) -> None:
         """Batch observer (see `zsnli.serving.batching.Batcher`): one forward's numbers into the histograms."""
+        self.tei.observe_batch(record)
         self.batch_pairs.labels(record.kind).observe(record.pairs)
         self.padded_tokens.labels(record.kind).observe(record.padded_tokens)
         self.forward_seconds.labels(record.kind).observe(record.seconds)
@@ -91,7 +96,8 @@ class ServiceMetrics:
         """The registry in the Prometheus text format."""
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(self.registry) + self.tei.counter_text().encode(),
+                        media_type=CONTENT_TYPE_LATEST)
 
 
 class _QueueCollector:
@@ -181,6 +187,7 @@ def metrics_extension(app, service: ZeroShotClassifier) -> None:
     metrics = ServiceMetrics(service)
     app.state.metrics = metrics
     service.batch_observers.append(metrics.observe_batch)
+    app.state.timing_observers.append(metrics.tei.observe_request)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
 
     @app.get("/metrics", include_in_schema=False)

@@ -346,6 +346,9 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         return _check_encoder(args)
     if args.command == "install-encoder":
         run = Path(args.run_dir).expanduser()
+        if not run.is_dir():
+            raise UsageError(f"{args.run_dir}: no such directory; give the --output-dir of a finished train.py "
+                             "encoder run")
         for need in (run / "model" / "config.json", run / ENCODER_MANIFEST_NAME):
             if not need.is_file():
                 raise UsageError(f"{args.run_dir}: no {need.relative_to(run)}; give the --output-dir of a finished "
@@ -355,7 +358,9 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         return None
     if args.command == "verify":
         _check_model_dir(args.model_dir)
-        args.manifest = args.manifest or str(Path(args.model_dir).resolve().parent / MANIFEST_NAME)
+        own = Path(args.model_dir) / ENCODER_MANIFEST_NAME  # a sentence encoder's directory carries its own
+        args.manifest = args.manifest or str(own if own.is_file() else
+                                             Path(args.model_dir).resolve().parent / MANIFEST_NAME)
         _check_manifest(Path(args.manifest), "--manifest")
         return None
     _check_base_model(args.preset, args.base_model)

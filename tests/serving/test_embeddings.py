@@ -1,0 +1,121 @@
+"""The served sentence encoder's embeddings (issue 49): TEI's ``POST /embed`` and OpenAI's ``POST /v1/embeddings``
+(zsnli.serving.embeddings_api, ZeroShotClassifier.embed): the vectors the cosine term uses, through the batcher,
+with the real ``openai`` and ``huggingface_hub`` clients, and their errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import cached_loader, make_settings, running_app, write_calibration
+from http_support import ThreadServer
+
+TEXT = "The striker scored twice as the home side won the derby 3-1."
+TEXTS = [TEXT, "Shares fell 4% after the results.", "It rained all week in the valley."]
+
+
+def encoder_settings(tmp_path, nli_dir, encoder_dir, **overrides):
+    """Settings of a server whose scoring has the cosine term, ``encoder_dir`` as its sentence encoder."""
+    from zsnli.runtime.embedding import embedding_digest
+
+    calib = write_calibration(tmp_path / "calibration.json", rule="entailment", embedding_weight=4.0,
+                              embedding_sha256=embedding_digest(encoder_dir))
+    return make_settings(nli_dir, calibration_path=str(calib), embedding_dir=str(encoder_dir), **overrides)
+
+
+def encoder_app(tmp_path, nli_dir, encoder_dir, **overrides):
+    from zsnli.serving.app import create_app
+
+    return create_app(encoder_settings(tmp_path, nli_dir, encoder_dir, **overrides), loader=cached_loader)
+
+
+@pytest.mark.anyio
+async def test_embed_equals_the_encoder_and_the_cosine_term(tmp_path, bert_dir, deberta_dir):
+    """/embed's vectors are the offline encoder's (what selection scores with) and give the served cosine term."""
+    from zsnli.runtime.embedding import SentenceEncoder, cosines
+    from zsnli.serving.document import tokenize
+
+    app = encoder_app(tmp_path, deberta_dir, bert_dir)
+    async with running_app(app) as client:
+        r = await client.post("/embed", json={"inputs": TEXTS})
+        assert r.status_code == 200, r.text
+        served = np.array(r.json(), dtype=np.float64)
+        one = await client.post("/embed", json={"inputs": TEXT, "normalize": True, "truncate": True})
+        assert np.array(one.json()).shape == (1, served.shape[1])  # one text: still a list of vectors
+        np.testing.assert_allclose(one.json()[0], served[0], atol=1e-6)
+        offline = SentenceEncoder(bert_dir).encode(TEXTS)
+        np.testing.assert_allclose(served, offline, atol=1e-6)
+        np.testing.assert_allclose(np.linalg.norm(served, axis=1), 1.0, atol=1e-6)
+
+        service = app.state.classifier
+        labels = ["sport", "business"]
+        prep = service.preprocess(TEXT, labels, "This text is about {}.", False)
+        encoded = tokenize(service.state.model, service.state.encoder, prep)
+        _, term = await service._forward(encoded, None)  # the cosines /classify scores with
+        hyps = await client.post("/embed", json={"inputs": prep.unique})
+        np.testing.assert_allclose(cosines(served[0], np.array(hyps.json())), term, atol=1e-6)
+
+
+@pytest.mark.anyio
+async def test_embedding_errors_name_the_field(tmp_path, bert_dir, deberta_dir):
+    app = encoder_app(tmp_path, deberta_dir, bert_dir, max_batch_items=2)
+    async with running_app(app) as client:
+        cases = [
+            ("/embed", {"inputs": ["ok", 3]}, 422, "inputs[1]"),
+            ("/embed", {"inputs": []}, 422, "inputs"),
+            ("/embed", {"inputs": ["a", "b", "c"]}, 422, "inputs"),
+            ("/embed", {"inputs": "x", "normalise": True}, 422, "normalise"),
+            ("/embed", {"inputs": "x", "dimensions": 7}, 422, "dimensions"),
+            ("/embed", {"inputs": "word " * 400, "truncate": False}, 422, "inputs"),
+            ("/embed", {"inputs": ["a", "word " * 400], "truncate": False}, 422, "inputs[1]"),
+            ("/v1/embeddings", {"input": [[101, 102]], "model": "m"}, 422, "input[0]"),
+            ("/v1/embeddings", {"model": "m"}, 422, "input"),
+            ("/v1/embeddings", {"input": "x", "encoding_format": "int8"}, 422, "encoding_format"),
+        ]
+        for path, body, status, field in cases:
+            r = await client.post(path, json=body)
+            assert (r.status_code, r.json()["field"]) == (status, field), (path, body, r.text)
+        long = await client.post("/embed", json={"inputs": "word " * 400})  # truncated by default
+        assert long.status_code == 200
+
+
+@pytest.mark.anyio
+async def test_no_encoder_is_one_clear_501(bert_dir, make_app):
+    async with running_app(make_app(bert_dir)) as client:  # uncalibrated: no cosine term, no encoder
+        r = await client.post("/embed", json={"inputs": "x"})
+        assert r.status_code == 501 and "no sentence encoder" in r.json()["error"]
+
+
+@pytest.fixture
+def encoder_server(tmp_path, bert_dir, deberta_dir, monkeypatch):
+    from huggingface_hub import constants
+
+    from zsnli.serving.app import create_app
+
+    monkeypatch.setattr(constants, "is_offline_mode", lambda: False)  # HF_HUB_OFFLINE blocks even 127.0.0.1
+    settings = encoder_settings(tmp_path, deberta_dir, bert_dir)
+    with ThreadServer(create_app(settings, loader=cached_loader), settings) as srv:
+        yield f"http://127.0.0.1:{srv.port}"
+
+
+def test_openai_and_huggingface_clients_get_the_vectors(encoder_server, bert_dir):
+    """The ``openai`` client (base64 by default, and float) and huggingface_hub's ``feature_extraction``."""
+    import httpx
+
+    from zsnli.runtime.embedding import SentenceEncoder
+
+    expected = SentenceEncoder(bert_dir).encode(TEXTS)
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{encoder_server}/v1", api_key="unused", max_retries=0)
+    for fmt in (openai.NOT_GIVEN, "float"):
+        out = client.embeddings.create(model="zsnli-encoder", input=TEXTS, encoding_format=fmt)
+        np.testing.assert_allclose([d.embedding for d in out.data], expected, atol=1e-6)
+        assert [d.index for d in out.data] == [0, 1, 2] and out.usage.prompt_tokens > len(TEXTS)
+    single = client.embeddings.create(model="zsnli-encoder", input=TEXT)
+    np.testing.assert_allclose(single.data[0].embedding, expected[0], atol=1e-6)
+
+    from huggingface_hub import InferenceClient
+
+    vectors = InferenceClient(model=f"{encoder_server}/embed").feature_extraction(TEXT)
+    np.testing.assert_allclose(np.asarray(vectors).reshape(-1), expected[0], atol=1e-6)
+    r = httpx.post(f"{encoder_server}/embed", json={"inputs": TEXTS})
+    assert {"x-compute-time", "x-queue-time", "x-inference-time"} <= set(r.headers)
