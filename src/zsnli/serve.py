@@ -169,7 +169,7 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int, **overrid
                    proxy_headers=trusted is not None, forwarded_allow_ips=trusted or "",
                    timeout_graceful_shutdown=settings.drain_timeout_s or None,
                    http=protocol_class(settings.read_timeout_s, settings.max_connections, settings.retry_after_s,
-                                       settings.max_body_bytes),
+                                       settings.max_body_bytes, settings.drain_timeout_s),
                    timeout_keep_alive=settings.keep_alive_s, access_log=False,  # zsnli.access logs, with the id
                    headers=[("Keep-Alive", f"timeout={int(settings.keep_alive_s)}")])
     return uvicorn.Config(app, **{**options, **overrides})

@@ -17,7 +17,8 @@ the server (`zsnli.serving.app`, the bake-off service): percent-decoded ``%0d%0a
 start a forged log line, and ``%1b`` / ``%07`` cannot reach a terminal raw (uvicorn's
 CVE-2020-7694, which its own access logger fixed by quoting the path).
 
-`request_id` gives the id a connection-level answer should carry (`zsnli.serving.http_protocol`).
+`request_id` gives the id a connection-level answer should carry (`zsnli.serving.http_protocol`), and
+`wire_status` the status a request really got when that layer answered it while the app was serving it.
 Imports only the standard library.
 """
 
@@ -35,6 +36,16 @@ _VALID_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_ID_CHARS}}}")
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 access_logger = logging.getLogger("zsnli.access")
+
+#: Scope key where `zsnli.serving.http_protocol` puts the status it wrote itself for a request the app is serving.
+WIRE_STATUS = "zsnli.wire_status"
+
+
+def wire_status(scope: Any, app_status: int | None) -> int | None:
+    """The status that went on the wire for ``scope``'s request: the connection layer's own answer
+    (`WIRE_STATUS`, e.g. the 503 of a body cut off at SIGTERM, after which the app's answer is dropped),
+    else ``app_status`` (the app's)."""
+    return scope.get(WIRE_STATUS, app_status)
 
 _BIDI = frozenset("\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
@@ -128,7 +139,7 @@ class RequestIdMiddleware:
         trace = _header(scope.get("headers", ()), b"traceparent")
         trace = f" traceparent={log_safe(trace)}" if trace and _TRACEPARENT.fullmatch(trace) else ""
         access_logger.info('%s - "%s %s HTTP/%s" %d %.1f ms request_id=%s%s', where, log_safe(scope.get("method")),
-                           log_safe(path), log_safe(scope.get("http_version", "1.1")), status,
+                           log_safe(path), log_safe(scope.get("http_version", "1.1")), wire_status(scope, status),
                            (time.perf_counter() - t0) * 1000, log_safe(rid), trace)
 
 
