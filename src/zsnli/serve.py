@@ -27,7 +27,7 @@ from .config import Settings, SettingsError, check_listen, listen_address, missp
 from .harness.cli import UsageParser
 from .serving.http_protocol import json_fallback, protocol_class
 from .serving.service import ZeroShotClassifier
-from .serving.startup import ModelLoader, one_line
+from .serving.startup import ModelLoader, missing_model_dir, one_line
 
 
 class _DropStartupFailed(logging.Filter):
@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         bsettings = BakeoffSettings.from_env()
         path_warnings = check_paths(bsettings)
         check_listen(host, port)
+        missing = missing_model_dir(settings)  # before uvicorn and the settings lines: one line, nothing else
+        if missing:
+            raise SettingsError(missing)
     except SettingsError as exc:
         print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
         return 3

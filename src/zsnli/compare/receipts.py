@@ -374,7 +374,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotAReport as exc:
         print(f"verify-receipt: {args.file} is not a bake-off report with a receipt: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    except (OSError, ValueError, ReceiptError) as exc:
+    except OSError as exc:  # a missing or unreadable file (the report's or the key's)
+        print(f"verify-receipt: cannot read {exc.filename or args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except RecursionError:  # JSON nested deeper than Python can walk: no report is
+        print(f"verify-receipt: {args.file} is nested too deeply to be a bake-off report", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except (ValueError, ReceiptError) as exc:
         print(f"verify-receipt: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_UNREADABLE
     no_key = [line for line in problems if line.startswith(_KEY_NEEDED)]
