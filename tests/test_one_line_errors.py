@@ -51,3 +51,42 @@ def test_a_missing_model_dir_is_the_one_line_the_server_prints(tmp_path, given):
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert done.returncode == 3 and len(lines) == 1, lines
     assert lines[0].startswith("refusing to start: model directory not found") and "ZSNLI_MODEL_DIR" in lines[0]
+
+
+def _deep_files(tmp_path: Path, depth: int = 50_000) -> tuple[Path, Path]:
+    deep_json = tmp_path / "deep.json"
+    deep_json.write_text("[" * depth + "]" * depth)
+    deep_lines = tmp_path / "deep.jsonl"
+    deep_lines.write_text('{"id": "d", "text":' + "[" * depth + "]" * depth + ', "labels": ["a"]}\n')
+    return deep_json, deep_lines
+
+
+@pytest.mark.parametrize("command", ["train.py verify", "zsnli classify", "validate.py compare"])
+def test_every_command_line_reads_deep_json_as_one_line(tmp_path, capsys, command, bert_dir):
+    from zsnli.cli import main as zsnli_main
+    from zsnli.compare.cli import main as validate_main
+    from zsnli.train_cli import main as train_main
+
+    deep_json, deep_lines = _deep_files(tmp_path)
+    code = {"train.py verify": lambda: train_main(["verify", "--model-dir", str(bert_dir), "--manifest", str(deep_json)]),
+            "zsnli classify": lambda: zsnli_main(["classify", "--input", str(deep_lines), "--labels", "a,b",
+                                                  "--url", "http://127.0.0.1:9"]),
+            "validate.py compare": lambda: validate_main(["compare", "--examples", str(deep_lines)])}[command]()
+    out = capsys.readouterr()
+    err = [ln for ln in (out.out + out.err).splitlines() if "error" in ln or "Error" in ln or "nested" in ln]
+    assert code == 2 and len(err) == 1 and "nested too deeply" in err[0], (out.out, out.err)
+
+
+@pytest.mark.parametrize("error, code", [(OSError(28, "No space left on device", "/out/part-1.parquet"), 1),
+                                         (FileNotFoundError(2, "No such file or directory", "x.json"), 2),
+                                         (RecursionError(), 2)])
+def test_the_guard_of_every_main_turns_what_reaches_it_into_one_line(capsys, error, code):
+    from zsnli.harness.cli import one_line_errors
+
+    @one_line_errors("prog")
+    def main(argv=None):
+        raise error
+
+    assert main([]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("prog: error: ") and "Error" not in err[0], err

@@ -48,7 +48,7 @@ from .job import Job, UsageError, is_url
 from .output import OutputLocked, committed_ids, lock_output, output_counts, remove_temporaries
 from .predictor import ColumnSpec
 from ..config import RANGES, Settings, SettingsError
-from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error
+from ..harness.cli import UsageParser, one_line_errors, non_negative_float, positive_float, positive_int, usage_error
 from ..serving.startup import STARTUP_ERRORS, configure_logging, missing_model_dir, one_line, preflight
 
 logger = logging.getLogger("zsnli.batch")
@@ -250,6 +250,7 @@ class StopOnSignal:
             signal.signal(sig, old)
 
 
+@one_line_errors(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 done, 2 a flag, input or model mistake or more actors
     than the cluster can hold, `LOCKED_EXIT` (75) another run holds the output, 1 a run that stalled: no
