@@ -250,7 +250,7 @@ class ZeroShotClassifier(ServiceLifecycle):
         """``/classify``'s label checks without classifying (the bake-off runs them on its label descriptions).
 
         Raises exactly the ``ApiError`` a ``/classify`` request with these ``labels`` and ``template`` would
-        get before any forward: 422 ``validation`` (too many labels, a label with no tokens) or
+        get before any forward: 422 ``validation`` (too many labels, a label with no tokens or only the unknown token) or
         ``label_too_long`` (cannot fit the window), ``field`` ``labels[i]`` and a message starting with it;
         503 when the model is not loaded.
         """
