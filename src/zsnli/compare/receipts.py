@@ -269,6 +269,9 @@ def _signature_problems(receipt: dict[str, Any], data: bytes, public_pem: bytes)
         signature = base64.b64decode(receipt["signature"], validate=True)
     except ValueError:
         return ["the signature is not base64"]
+    if base64.b64encode(signature).decode("ascii") != receipt["signature"]:  # other bits, same bytes
+        return ["the signature is not canonical base64 (RFC 4648 section 3.5: its unused bits must be zero and its "
+                "padding complete): a receipt has one spelling"]
     public = serialization.load_pem_public_key(public_pem)
     if not isinstance(public, ed25519.Ed25519PublicKey):
         return ["the public key is not an Ed25519 key"]
