@@ -147,6 +147,10 @@ MALFORMED = {
     "101 header fields": (b"GET /health HTTP/1.1\r\nHost: t\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(100))
                           + b"\r\n",
                           431, "headers_too_large"),
+    "20 KB of trailer fields": (_chunked(b"2\r\n{}\r\n0\r\nX-T: " + b"t" * 20000 + b"\r\n\r\n"), 431,
+                                "headers_too_large"),
+    "101 trailer fields": (_chunked(b"2\r\n{}\r\n0\r\n" + b"".join(b"T-%d: 1\r\n" % i for i in range(101)) + b"\r\n"),
+                           431, "headers_too_large"),
     # RFC 9112 section 6.1: both framings in one request is refused, whichever comes first or its case
     "Content-Length and chunked": (b"POST /classify HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
                                    b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 400, "malformed_request"),

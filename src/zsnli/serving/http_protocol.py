@@ -20,7 +20,7 @@
 * **Header limits**: the request line and headers together at most `MAX_HEADER_BYTES` (h11's own
   buffer size) in at most `MAX_HEADER_FIELDS` fields, checked on the parsed request, so the limit holds
   however the bytes arrive (h11 alone checks only a header block still incomplete: python-hyper/h11#182):
-  over either, 431 ``headers_too_large``.
+  over either, 431 ``headers_too_large``; a chunked body's trailer fields have the same limits.
 * **Ambiguous framing**: a request with both ``Content-Length`` and ``Transfer-Encoding`` is answered
   400 ``malformed_request`` and the connection closed (RFC 9112 section 6.1: such a message may be a
   request-smuggling attempt; a server may reject it and must close the connection after it).
@@ -184,6 +184,8 @@ class DeadlineH11Protocol(H11Protocol):
             if isinstance(event, h11.Request):
                 self._error_headers = event.headers
                 self._check_head(event)
+            elif isinstance(event, h11.EndOfMessage) and event.headers:  # a chunked body's trailer fields
+                self._check_sizes(event.headers, 0, "trailer")
         except h11.RemoteProtocolError as exc:
             self._protocol_error = exc
             raise
@@ -202,16 +204,22 @@ class DeadlineH11Protocol(H11Protocol):
         """Raise ``h11.RemoteProtocolError`` (with the status to answer) for headers over `MAX_HEADER_BYTES` or
         `MAX_HEADER_FIELDS`, and for ``Content-Length`` together with ``Transfer-Encoding``."""
         headers = event.headers
-        size = len(event.method) + len(event.target) + len(b" HTTP/1.1\r\n\r\n")
-        size += sum(len(name) + len(value) + 4 for name, value in headers)  # "name: value\r\n"
-        if size > MAX_HEADER_BYTES or len(headers) > MAX_HEADER_FIELDS:
-            raise h11.RemoteProtocolError(
-                f"request headers: {len(headers)} fields, at least {size} bytes; the limits are {MAX_HEADER_FIELDS} "
-                f"fields and {MAX_HEADER_BYTES} bytes with the request line", error_status_hint=431)
+        DeadlineH11Protocol._check_sizes(headers, len(event.method) + len(event.target) + len(b"  HTTP/1.1\r\n"),
+                                         "header")
         names = {name for name, _ in headers}
         if b"content-length" in names and b"transfer-encoding" in names:
             raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding: the framing is ambiguous "
                                           "(RFC 9112 section 6.1); send one", error_status_hint=400)
+
+    @staticmethod
+    def _check_sizes(fields, line: int, what: str) -> None:
+        """Raise ``h11.RemoteProtocolError`` (431) when ``fields`` (with a request line of ``line`` bytes) are over
+        `MAX_HEADER_BYTES` or `MAX_HEADER_FIELDS`; the trailer fields of a chunked body have the same limits."""
+        size = line + 2 + sum(len(name) + len(value) + 4 for name, value in fields)  # "name: value\r\n", end CRLF
+        if size > MAX_HEADER_BYTES or len(fields) > MAX_HEADER_FIELDS:
+            raise h11.RemoteProtocolError(
+                f"request {what}s: {len(fields)} fields, at least {size} bytes; the limits are {MAX_HEADER_FIELDS} "
+                f"fields and {MAX_HEADER_BYTES} bytes", error_status_hint=431)
 
     def _declared_body(self) -> int:
         """Body bytes handed over plus the rest of the chunk being read (h11's chunked reader state)."""
