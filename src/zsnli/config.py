@@ -490,6 +490,7 @@ def misspelt_settings(env: Mapping[str, str] | None = None, bakeoff_names: Itera
         close = closest_setting(name, candidates) if candidates else None
         if close:
             what = "names are case-sensitive: " if close.upper() == upper else ""
-            lines.append(f"unknown setting {name}={env[name]!r}: did you mean {close}? ({what}a misspelt setting would "
+            shown = "(hidden)" if close == "ZSNLI_API_KEY" else repr(env[name])  # a key is never printed
+            lines.append(f"unknown setting {name}={shown}: did you mean {close}? ({what}a misspelt setting would "
                          f"leave {close} at its default; rename it, or unset it)")
     return lines

@@ -118,3 +118,11 @@ def test_the_client_and_the_cli_send_the_key_from_the_same_variable(served, monk
             zs.classify("the match", ["sport", "business"])
         with pytest.raises(InvalidArgument):
             Client(url, api_key="two words")
+
+
+@pytest.mark.parametrize("name", ["ZSNLI_API_KEYS", "ZSNLI_APIKEY", "zsnli_api_key"])
+def test_a_misspelt_key_is_refused_without_printing_it(name):
+    from zsnli.config import misspelt_settings
+
+    (line,) = misspelt_settings({name: KEY})
+    assert "ZSNLI_API_KEY" in line and KEY not in line
