@@ -208,6 +208,10 @@ def run_options(pod: dict, container: dict, volumes: dict[str, str]) -> list[str
         opts += ["--security-opt", "no-new-privileges"]
     opts += [f"--cap-drop={cap}" for cap in sc.get("capabilities", {}).get("drop", [])]
     for env in container.get("env", []):
+        if "value" not in env:  # from an optional Secret (ZSNLI_API_KEY): none here, so unset, as in a pod without it
+            if not env.get("valueFrom", {}).get("secretKeyRef", {}).get("optional"):
+                raise HarnessFailure("manifest", f"env {env['name']}: neither a value nor an optional Secret")
+            continue
         opts += ["--env", f"{env['name']}={env['value']}"]
     memory = container.get("resources", {}).get("limits", {}).get("memory")
     if memory:
@@ -248,7 +252,7 @@ def check_root_is_read_only(engine: Engine, name: str, user: int) -> None:
 def check_store_on_volume(engine: Engine, volumes: dict[str, str], container: dict, user: int) -> None:
     """After the run: the bake-off's SQLite store and its key (mode 0600) lie on the volume mounted at their
     folder (``volumes``: manifest volume name -> podman volume), owned by ``user``."""
-    env = {e["name"]: e["value"] for e in container.get("env", [])}
+    env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
     folder = str(Path(env["ZSNLI_BAKEOFF_DB"]).parent)
     mounted = [m["name"] for m in container.get("volumeMounts", []) if m["mountPath"] == folder]
     if not mounted:

@@ -58,7 +58,8 @@ def container(deployment: dict) -> dict:
 
 
 def env_of(c: dict) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in c.get("env", [])}
+    """The container's literal env values (those from a Secret are not here: `test_the_api_key_comes_from_a_secret`)."""
+    return {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
 
 
 @pytest.mark.parametrize("overlay", ["base", "gpu"])
@@ -103,6 +104,20 @@ def test_probes_and_drain_timing_follow_the_servers_contract():
     assert pod["terminationGracePeriodSeconds"] > settings.drain_timeout_s + sleep_s
     startup = c["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 120, "model load + warm-up need minutes"
+
+
+@pytest.mark.parametrize("overlay", ["base", "gpu"])
+def test_the_api_key_comes_from_a_secret(overlay):
+    """``ZSNLI_API_KEY`` is passed from an optional Secret, never written in the manifests; the probes need no key
+    (/health stays open: `zsnli.serving.auth.OPEN_PATHS`)."""
+    from zsnli.serving.auth import OPEN_PATHS
+
+    c = container(by_kind(render(overlay))["Deployment"])
+    (entry,) = [e for e in c["env"] if e["name"] == "ZSNLI_API_KEY"]
+    assert "value" not in entry
+    ref = entry["valueFrom"]["secretKeyRef"]
+    assert ref["name"] and ref["key"] and ref["optional"] is True
+    assert all(c[p]["httpGet"]["path"] in OPEN_PATHS for p in ("startupProbe", "readinessProbe"))
 
 
 def test_cpu_resources_service_and_autoscaler_fit_together():

@@ -46,7 +46,7 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from . import __version__
-from .harness.cli import UsageParser, positive_float, positive_int, url_problem
+from .harness.cli import UsageParser, one_line_errors, positive_float, positive_int, url_problem
 from .serving.api_types import SCORINGS
 from .serving.inference_api import split_labels
 
@@ -408,6 +408,7 @@ def serve(argv: Sequence[str]) -> int:
     return serve_main(list(argv))
 
 
+@one_line_errors(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``zsnli`` console script; returns the exit code (0 ok, 1 some input lines
     got errors, 2 a usage mistake or a failure, stated in one line; ``serve``: as ``serve.sh``)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -140,6 +140,7 @@ class Settings:
     public_url: str | None = None
     forwarded_allow_ips: str | None = None
     scoring: str = "served"
+    api_key: str | None = field(default=None, repr=False)  # never logged: `describe` says only whether it is set
 
     # env var name -> field name
     @staticmethod
@@ -179,6 +180,9 @@ class Settings:
         object.__setattr__(self, "log_level", "warning" if level == "warn" else level)
         object.__setattr__(self, "fixed_shapes", str(self.fixed_shapes).strip().lower())
         object.__setattr__(self, "scoring", str(self.scoring).strip().lower())
+        if self.api_key is not None and not re.fullmatch(r"[\x21-\x7e]+", self.api_key):  # a Bearer token's octets
+            raise SettingsError("ZSNLI_API_KEY must be visible ASCII without spaces (it is sent as 'Authorization: "
+                                "Bearer <key>'), got a value that is not (unset it to turn the key off)")
 
     def validate(self) -> None:
         """Raise ``SettingsError`` when limits are inconsistent or out of range."""
@@ -252,7 +256,8 @@ class Settings:
         ``ZSNLI_MODEL_DIR`` says it is not used when ``ZSNLI_MODEL_ID`` is set."""
         lines = []
         for f in fields(self):
-            line = f"{self.env_name(f.name)}={getattr(self, f.name)!r}"
+            value = getattr(self, f.name)
+            line = f"{self.env_name(f.name)}={'(set)' if f.name == 'api_key' and value else repr(value)}"
             if f.name == "model_dir" and self.model_id:
                 line += " (not used: ZSNLI_MODEL_ID is set)"
             lines.append(line)
@@ -492,6 +497,7 @@ def misspelt_settings(env: Mapping[str, str] | None = None, bakeoff_names: Itera
         close = closest_setting(name, candidates) if candidates else None
         if close:
             what = "names are case-sensitive: " if close.upper() == upper else ""
-            lines.append(f"unknown setting {name}={env[name]!r}: did you mean {close}? ({what}a misspelt setting would "
+            shown = "(hidden)" if close == "ZSNLI_API_KEY" else repr(env[name])  # a key is never printed
+            lines.append(f"unknown setting {name}={shown}: did you mean {close}? ({what}a misspelt setting would "
                          f"leave {close} at its default; rename it, or unset it)")
     return lines

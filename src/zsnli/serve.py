@@ -27,7 +27,7 @@ from .config import Settings, SettingsError, check_listen, listen_address, missp
 from .harness.cli import UsageParser
 from .serving.http_protocol import json_fallback, protocol_class
 from .serving.service import ZeroShotClassifier
-from .serving.startup import ModelLoader, one_line
+from .serving.startup import ModelLoader, missing_model_dir, one_line
 
 
 class _DropStartupFailed(logging.Filter):
@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         bsettings = BakeoffSettings.from_env()
         path_warnings = check_paths(bsettings)
         check_listen(host, port)
+        missing = missing_model_dir(settings)  # before uvicorn and the settings lines: one line, nothing else
+        if missing:
+            raise SettingsError(missing)
     except SettingsError as exc:
         print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
         return 3
@@ -169,7 +172,7 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int, **overrid
                    proxy_headers=trusted is not None, forwarded_allow_ips=trusted or "",
                    timeout_graceful_shutdown=settings.drain_timeout_s or None,
                    http=protocol_class(settings.read_timeout_s, settings.max_connections, settings.retry_after_s,
-                                       settings.max_body_bytes),
+                                       settings.max_body_bytes, settings.drain_timeout_s),
                    timeout_keep_alive=settings.keep_alive_s, access_log=False,  # zsnli.access logs, with the id
                    headers=[("Keep-Alive", f"timeout={int(settings.keep_alive_s)}")])
     return uvicorn.Config(app, **{**options, **overrides})

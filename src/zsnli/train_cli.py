@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .harness.cli import (
     UsageParser, fraction, non_negative_float, non_negative_int, number_type, positive_float, positive_int, usage_error,
+    one_line_errors,
 )
 from .manifest import ManifestError, load_manifest
 from .training.cli_checks import (
@@ -401,6 +402,7 @@ def _quiet_known_noise() -> None:
     logging.getLogger("transformers.tokenization_utils_base").addFilter(_drop_long_sequence_warning)
 
 
+@one_line_errors("train.py")
 def main(argv: list[str]) -> int:
     """Run ``train.py`` with ``argv`` (without the program name); returns the exit status.
 

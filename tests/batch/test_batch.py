@@ -155,3 +155,31 @@ def test_flag_mistakes_are_one_line_and_exit_2(verified_model, corpus, tmp_path,
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and flag in err
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_committed_rows(ray_cluster, verified_model, corpus, tmp_path,
+                                                             monkeypatch, capsys):
+    """Issue 48: ENOSPC while writing a part ends the run in one line (exit 1), not a traceback; a rerun with
+    space finishes it."""
+    import errno
+
+    from zsnli.batch.output import PartWriter
+
+    rows, jsonl, _ = corpus
+    real, calls = PartWriter.write, []
+
+    def full_disk(self, table):
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "part"))
+        return real(self, table)
+
+    monkeypatch.setattr(PartWriter, "write", full_disk)
+    capsys.readouterr()
+    assert run_batch(verified_model, jsonl, tmp_path / "out") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len([ln for ln in err if "zsnli-batch" in ln]) == 1 and "Traceback" not in "\n".join(err), err
+    assert any("No space left on device" in ln and "rerun" in ln for ln in err), err
+    monkeypatch.setattr(PartWriter, "write", real)
+    assert run_batch(verified_model, jsonl, tmp_path / "out") == 0
+    assert sorted(read_output(tmp_path / "out")) == sorted(r["id"] for r in rows)

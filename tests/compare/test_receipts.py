@@ -304,3 +304,23 @@ def test_an_unsigned_service_answer_is_refused_even_with_the_flag(signer, tmp_pa
     genuine = tmp_path / "genuine.json"
     genuine.write_text(json.dumps(signed_answer(signer)))
     assert main([str(genuine)]) == 2  # signed, no key to check it: not a pass either
+
+
+def test_a_non_canonical_spelling_of_the_signature_is_refused(signer):
+    """Issue 48: base64 has unused bits in its last character; setting them spells other text for the same
+    bytes. A receipt's signature has one spelling (RFC 4648 section 3.5), so any other is a problem."""
+    import base64 as b64
+
+    answer = signed_answer(signer)
+    pem = signer.public_pem().encode()
+    assert verify(answer, pem) == []
+    sig = answer["receipt"]["signature"]
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    body = sig.rstrip("=")
+    last = alphabet.index(body[-1])
+    spellings = [body[:-1] + alphabet[last ^ bit] + sig[len(body):] for bit in (1, 2, 3)]
+    for other in spellings:
+        assert b64.b64decode(other) == b64.b64decode(sig) and other != sig
+        changed = copy.deepcopy(answer)
+        changed["receipt"]["signature"] = other
+        assert any("not canonical base64" in p for p in verify(changed, pem)), other

@@ -156,16 +156,17 @@ async def test_other_routes_use_the_error_shape(bert_dir, make_app):
 EXTREME = [
     ("empty-text", {"text": ""}),
     ("whitespace-text", {"text": " \t\n\r  "}),
-    ("emoji", {"text": "😀🎉👍🏽 great match 🏟️⚽", "labels": ["😀", "sport ⚽", "👎"]}),
-    ("cjk", {"text": "東京で開催された試合でチームが勝った。北京 上海", "labels": ["体育", "经济", "This text is about sport."]}),
-    ("rtl", {"text": "مرحبا بالعالم שלום עולם the match", "labels": ["رياضة", "ספורט"]}),
+    # labels keep a word the tiny vocabularies read: one read only as [UNK] is a 422 (test_label_normalisation.py)
+    ("emoji", {"text": "😀🎉👍🏽 great match 🏟️⚽", "labels": ["great 😀", "sport ⚽", "bad 👎"]}),
+    ("cjk", {"text": "東京で開催された試合でチームが勝った。北京 上海", "labels": ["体育 sport", "经济 business", "This text is about sport."]}),
+    ("rtl", {"text": "مرحبا بالعالم שלום עולם the match", "labels": ["رياضة sport", "ספורט match"]}),
     ("zwj", {"text": "family 👨\u200d👩\u200d👧 zero\u200dwidth\u200cjoiners\ufeff", "labels": ["a\u200db", "family"]}),
     ("control-chars", {"text": "nul\x00bell\x07esc\x1b[31m tab\t del\x7f \u202e", "labels": ["ctrl\x00label", "x\x1f"]}),
     ("labels-case-punct", {"labels": ["Sport", "sport", "SPORT", "sport.", "sport!", "spo-rt"]}),
     ("duplicates", {"labels": ["sport", "sport", "sport"]}),
     ("single-label", {"labels": ["anything"]}),
     ("256-labels", {"labels": [f"This text is about topic {i}." for i in range(256)]}),
-    ("unicode-template", {"labels": ["体育", "sport"], "hypothesis_template": "Ce texte parle de {} — 😀."}),
+    ("unicode-template", {"labels": ["体育 sport", "sport"], "hypothesis_template": "Ce texte parle de {} — 😀."}),
     ("multi-label-extreme", {"text": "", "labels": ["😀", "x\x00", "東京"], "multi_label": True}),
     ("template-literal-label", {"labels": ["{0}", "{:>10000000}", "sport"], "hypothesis_template": "About {}."}),
 ]

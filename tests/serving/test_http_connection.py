@@ -137,6 +137,25 @@ MALFORMED = {
     "garbage request line": (b"HELLO THERE\r\n\r\n", 400, "malformed_request"),
     "headers over h11's buffer": (b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 70000, 431,
                                   "headers_too_large"),
+    # header limits (16 KiB, 100 fields) whether the block arrives in pieces or in one write (h11#182)
+    "20 KB of headers in one write": (b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n",
+                                      431, "headers_too_large"),
+    "60 KB of headers in one write": (b"GET /health HTTP/1.1\r\nHost: t\r\n" + b"X-A: %s\r\n" % (b"b" * 1000) * 60
+                                      + b"\r\n", 431, "headers_too_large"),
+    "5000 header fields": (b"GET /health HTTP/1.1\r\nHost: t\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(5000))
+                           + b"\r\n", 431, "headers_too_large"),
+    "101 header fields": (b"GET /health HTTP/1.1\r\nHost: t\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(100))
+                          + b"\r\n",
+                          431, "headers_too_large"),
+    "20 KB of trailer fields": (_chunked(b"2\r\n{}\r\n0\r\nX-T: " + b"t" * 20000 + b"\r\n\r\n"), 431,
+                                "headers_too_large"),
+    "101 trailer fields": (_chunked(b"2\r\n{}\r\n0\r\n" + b"".join(b"T-%d: 1\r\n" % i for i in range(101)) + b"\r\n"),
+                           431, "headers_too_large"),
+    # RFC 9112 section 6.1: both framings in one request is refused, whichever comes first or its case
+    "Content-Length and chunked": (b"POST /classify HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+                                   b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 400, "malformed_request"),
+    "chunked and content-length": (b"POST /classify HTTP/1.1\r\nHost: t\r\ntransfer-encoding: chunked\r\n"
+                                   b"content-length: 0\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 400, "malformed_request"),
     "unsupported transfer-encoding": (b"POST /classify HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 501,
                                       "not_implemented"),
 }
@@ -155,6 +174,35 @@ def test_malformed_requests_get_the_json_error_shape(served, case):
         if status != 408:
             assert body["error"].startswith("malformed HTTP request: "), body
         assert set(body) >= {"error", "field", "error_type"}
+
+
+def test_headers_within_the_limits_are_served(served):
+    """The limits are not tighter than documented: 15 KB in 99 fields, sent in one write, is a 200."""
+    fields = b"".join(b"X-%d: %s\r\n" % (i, b"v" * 140) for i in range(98))
+    with served() as srv, socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n" + fields + b"\r\n")
+        assert read_response(sock)[0] == 200
+
+
+@pytest.mark.parametrize("order", ["length first", "chunked first"])
+def test_ambiguous_framing_never_serves_the_request_behind_it(served, order):
+    """RFC 9112 section 6.1: Content-Length with Transfer-Encoding is answered 400 and the connection closed, so a
+    request smuggled behind it (framed by one header for a proxy, by the other here) is never served."""
+    framing = [b"Content-Length: 4", b"Transfer-Encoding: chunked"]
+    if order == "chunked first":
+        framing.reverse()
+    smuggled = b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
+    raw = (b"POST /classify HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n" + b"\r\n".join(framing)
+           + b"\r\n\r\n0\r\n\r\n" + smuggled)
+    with served() as srv, socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.sendall(raw)
+        status, headers, _ = read_response(sock, timeout=5)
+        assert (status, headers["connection"]) == (400, "close")
+        sock.settimeout(5)
+        rest = b""
+        while chunk := sock.recv(65536):
+            rest += chunk
+        assert rest == b"", rest  # nothing answered for the request behind it
 
 
 def test_a_chunk_declared_over_the_body_limit_is_413_at_once(served):

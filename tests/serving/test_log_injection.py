@@ -70,7 +70,7 @@ async def test_percent_decoded_path_cannot_forge_an_access_line(app, caplog):
     mine = [line for line in access if '"GET /x' in line or '"GET /y' in line]
     assert len(mine) == 2, access
     _assert_clean(_lines(caplog))
-    assert "/x\\x0d\\x0a2026-12-04" in mine[0] and "/y\\x1b[31m\\x07\\x85\\u2028\\u2029\\x00" in mine[1]
+    assert "/x%0D%0A2026-12-04" in mine[0] and "/y%1B%5B31m%07%C2%85%E2%80%A8%E2%80%A9%00" in mine[1]
 
 
 async def test_query_headers_and_request_id_are_escaped(app, caplog):
@@ -127,3 +127,16 @@ async def test_store_error_text_is_escaped(monkeypatch, caplog):
     caplog.set_level(logging.DEBUG, logger="zsnli.compare.service")
     api.logger.error("bake-off %s not stored: %s", api.log_safe("bo_1"), api.log_safe(sqlite3.Error("x\r\n" + FORGED)))
     assert len(caplog.records) == 1 and not RAW.search(caplog.records[0].getMessage())
+
+
+@pytest.mark.parametrize("target", ['/x%22%20200%201.0%20ms%20request_id=forged%20%22', "/p?request_id=forged",
+                                    '/p?a="%20request_id=forged', "/x%20request_id=forged%09traceparent=00"])
+async def test_a_path_or_query_cannot_plant_a_field_before_the_real_one(app, caplog, target):
+    """Issue 48: quotes, spaces and ``=`` in the path or query are quoted as uvicorn's access logger does, so the
+    line holds exactly one ``request_id=`` field: the server's."""
+    _capture(caplog)
+    async with running_app(app) as client:
+        await client.get(target, headers={"X-Request-ID": "real-1"})
+    mine = [r.getMessage() for r in caplog.records if r.name == "zsnli.access" and "real-1" in r.getMessage()]
+    assert len(mine) == 1 and mine[0].count("request_id=") == 1 and mine[0].endswith("request_id=real-1"), mine
+    assert mine[0].count('"') == 2 and "traceparent=" not in mine[0], mine

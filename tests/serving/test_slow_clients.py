@@ -10,6 +10,7 @@ import time
 
 import httpx
 import pytest
+from http_support import read_response
 from test_faults import LABELS, _free_port, _server, _wait_ready
 
 HEADERS = (b"POST /classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -134,6 +135,61 @@ def test_connection_cap_answers_503_and_sigterm_does_not_wait_for_an_upload(bert
         assert trickle.recv(65536) == b""
         upload.close()
         trickle.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def _request(path: str, rid: str, body: bytes | None = None) -> bytes:
+    head = f"{'POST' if body is not None else 'GET'} {path} HTTP/1.1\r\nHost: x\r\nX-Request-ID: {rid}\r\n"
+    if body is not None:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    return (head + "\r\n").encode() + (body or b"")
+
+
+def _answer(sock: socket.socket) -> tuple[bytes, dict]:
+    """Everything the server sends until it closes: (head, JSON body)."""
+    sock.settimeout(10)
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    return head, json.loads(body)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("after_s", [0.2, 1.5])
+def test_after_sigterm_a_kept_connection_gets_503_and_the_log_says_what_went_on_the_wire(bert_dir, after_s):
+    port = _free_port()
+    proc = _server(bert_dir, port, ZSNLI_READ_TIMEOUT_S="5", ZSNLI_DRAIN_TIMEOUT_S="20", ZSNLI_RETRY_AFTER_S="2")
+    try:
+        _wait_ready(proc, port)
+        kept = []
+        for i in range(2):  # pooled keep-alive connections, answered once, now idle
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.sendall(_request("/health", f"warm-{i}"))
+            assert read_response(sock, timeout=10)[0] == 200
+            kept.append(sock)
+        upload = socket.create_connection(("127.0.0.1", port))
+        upload.sendall(HEADERS.replace(b"Host: x\r\n", b"Host: x\r\nX-Request-ID: cut-1\r\n") + b'{"text": "a')
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        head, body = _answer(upload)
+        assert head.startswith(b"HTTP/1.1 503") and body["error_type"] == "unavailable"
+        time.sleep(after_s)
+        kept[0].sendall(_request("/classify", "late-1", json.dumps({"text": "x", "labels": LABELS}).encode()))
+        head, body = _answer(kept[0])  # answered, then closed
+        assert head.startswith(b"HTTP/1.1 503") and b"connection: close" in head.lower(), head
+        assert (body["error_type"], body["request_id"]) == ("unavailable", "late-1") and b"retry-after: 2" in head.lower()
+        kept[1].sendall(_request("/health", "late-2"))
+        head, body = _answer(kept[1])
+        assert head.startswith(b"HTTP/1.1 503") and body["status"] == "draining"
+        assert proc.wait(30) == 0
+        log = proc.stdout.read()
+        lines = {rid: [ln for ln in log.splitlines() if f"request_id={rid}" in ln] for rid in ("cut-1", "late-1")}
+        assert len(lines["cut-1"]) == 1 and '" 503 ' in lines["cut-1"][0], lines  # what the client got, not 400
+        assert len(lines["late-1"]) == 1 and '" 503 ' in lines["late-1"][0], lines
     finally:
         if proc.poll() is None:
             proc.kill()

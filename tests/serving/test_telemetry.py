@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 import pytest
 from conftest import cached_loader, make_settings, running_app
@@ -142,3 +143,25 @@ def test_server_app_serves_metrics(monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     server = importlib.import_module("server")
     assert "/metrics" in {getattr(r, "path", None) for r in server.app.routes}
+
+
+def test_a_connection_level_answer_is_what_the_log_and_metrics_count(served, caplog):
+    """A request the connection layer answered (here 408: its body did not arrive in time) while the app was reading
+    it: the app's own answer afterwards (400 ``disconnected``) never went on the wire, so neither the access line nor
+    ``zsnli_requests_total`` says 400 (issue 48)."""
+    import socket
+
+    import httpx
+    from http_support import read_response
+
+    with caplog.at_level("INFO", logger="zsnli.access"), served(read_timeout_s=1.0) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+            sock.sendall(b"POST /classify HTTP/1.1\r\nHost: t\r\nX-Request-ID: slow-body\r\nContent-Type: "
+                         b"application/json\r\nContent-Length: 80\r\n\r\n{\"text\": ")
+            assert read_response(sock, timeout=10)[0] == 408
+        time.sleep(0.5)
+        metrics = httpx.get(f"http://127.0.0.1:{srv.port}/metrics").text
+    counted = [ln for ln in metrics.splitlines() if ln.startswith("zsnli_requests_total") and '"/classify"' in ln]
+    assert counted and all('status="408"' in ln for ln in counted), counted
+    lines = [r.getMessage() for r in caplog.records if "request_id=slow-body" in r.getMessage()]
+    assert len(lines) == 1 and '" 408 ' in lines[0], lines

@@ -139,3 +139,90 @@ def test_a_second_install_replaces_the_first_ones_data_sources(tiny_run, tmp_pat
     assert all(c.status == "ok" for c in check_model_dir(out / "model", json.loads((out / "training_manifest.json").read_text())))
     # a run's own model/ (its manifest beside it, as train.py encoder writes it) is named as trained too
     assert encoder_id(tmp_path / "topic" / "model") == f"{base}, fine-tuned by zsnli"
+
+
+def _trained_run(tmp_path, base):
+    preset = sentence_encoder(str(base)).with_overrides(
+        zsc_sources=zsc_sources(ZSC), max_steps=2, batch_size=8, max_length=48, logging_steps=1, mixed_precision="no")
+    enc.train_encoder(preset, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def _verify(out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), "verify", "--model-dir", str(out / "model"),
+                           "--manifest", str(out / "training_manifest.json")], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("dies_after", [0, 1, 3])
+def test_a_killed_install_leaves_the_model_dir_as_it_was_and_a_rerun_finishes(tiny_run, tmp_path, monkeypatch,
+                                                                               dies_after):
+    """Issue 48: an install that dies while copying (after ``dies_after`` files) leaves nothing in the model
+    directory: every file still matches the manifest, ``train.py verify`` passes, and a rerun installs."""
+    from zsnli.training import encoder_install
+
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    real, copied = shutil.copyfile, []
+
+    def dying_copy(src, dst, *a, **k):
+        if len(copied) >= dies_after:
+            Path(dst).write_bytes(b"half")  # a partial file, then the process is gone
+            raise SystemExit(137)
+        copied.append(src)
+        return real(src, dst, *a, **k)
+
+    monkeypatch.setattr(encoder_install.shutil, "copyfile", dying_copy)
+    with pytest.raises(SystemExit):
+        install_encoder(run, out / "model", out)
+    monkeypatch.setattr(encoder_install.shutil, "copyfile", real)
+    manifest = json.loads((out / "training_manifest.json").read_text())
+    assert all(c.status == "ok" for c in check_model_dir(out / "model", manifest))
+    assert _verify(out).returncode == 0
+    table = install_encoder(run, out / "model", out)
+    assert table["sha256"] and _verify(out).returncode == 0
+    staged, old = encoder_install.staging_dirs(out / "model")
+    assert not staged.exists() and not old.exists()
+
+
+def test_a_rerun_rolls_back_a_swap_killed_between_its_renames_and_clears_old_leftovers(tiny_run, tmp_path):
+    from zsnli.training import encoder_install
+
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    staged, old = encoder_install.staging_dirs(out / "model")
+    (out / "model" / "embedding").rename(old)  # killed after the first rename
+    shutil.copytree(run / "model", out / "model" / ".embedding.new")  # what an install before issue 48 left
+    install_encoder(run, out / "model", out)
+    assert _verify(out).returncode == 0 and not old.exists() and not (out / "model" / ".embedding.new").exists()
+
+
+@pytest.mark.parametrize("how", ["linked file", "linked folder", "listed outside", "listed absolute"])
+def test_install_copies_only_listed_regular_files_inside_the_run(tiny_run, tmp_path, how):
+    """Issue 48: a symbolic link in the run (to a file or a folder outside it) or a manifest name that escapes the
+    run is refused, and nothing is installed."""
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    before = hash_model_dir(out / "model" / "embedding")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not the run's")
+    manifest_path = run / ENCODER_MANIFEST_NAME
+    run_manifest = json.loads(manifest_path.read_text())
+    if how == "linked file":
+        (run / "model" / "extra.txt").symlink_to(outside / "secret.txt")
+    elif how == "linked folder":
+        (run / "model" / "extra").symlink_to(outside, target_is_directory=True)
+    else:
+        name = "../../outside/secret.txt" if how == "listed outside" else str(outside / "secret.txt")
+        run_manifest["files"][name] = {"sha256": "0" * 64, "bytes": 13}
+        write_json(manifest_path, run_manifest)
+    with pytest.raises(ManifestError, match="symbolic link|not a path inside|not listed"):
+        install_encoder(run, out / "model", out)
+    assert hash_model_dir(out / "model" / "embedding") == before
+    done = subprocess.run([sys.executable, str(ROOT / "train.py"), "install-encoder", str(run), "--model-dir",
+                           str(out / "model")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr

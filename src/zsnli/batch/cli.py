@@ -48,7 +48,7 @@ from .job import Job, UsageError, is_url
 from .output import OutputLocked, committed_ids, lock_output, output_counts, remove_temporaries
 from .predictor import ColumnSpec
 from ..config import RANGES, Settings, SettingsError
-from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error
+from ..harness.cli import UsageParser, one_line_errors, non_negative_float, positive_float, positive_int, usage_error
 from ..serving.startup import STARTUP_ERRORS, configure_logging, missing_model_dir, one_line, preflight
 
 logger = logging.getLogger("zsnli.batch")
@@ -250,10 +250,11 @@ class StopOnSignal:
             signal.signal(sig, old)
 
 
+@one_line_errors(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 done, 2 a flag, input or model mistake or more actors
     than the cluster can hold, `LOCKED_EXIT` (75) another run holds the output, 1 a run that stalled: no
-    row scored for ``--stall-timeout`` seconds, 130 / 143 stopped by SIGINT / SIGTERM, what was committed kept)."""
+    row scored for ``--stall-timeout`` seconds, or whose output could not be written (a full disk: one line), 130 / 143 stopped by SIGINT / SIGTERM, what was committed kept)."""
     try:
         job = parse_job(argv)
     except UsageError as exc:
@@ -302,6 +303,12 @@ def _run_locked(job: Job) -> int:
             return usage_error(PROG, str(exc))
         except Stalled as exc:
             print(f"{PROG}: {exc}", file=sys.stderr, flush=True)  # a failed run, not a usage mistake
+            return 1
+        except OSError as exc:  # a full disk, a revoked mount: parts committed so far are whole and kept
+            rows, _ = output_counts(job.output)
+            print(f"{PROG}: error: cannot write --output {job.output}: {one_line(exc)[:300]}; {rows} of "
+                  f"{len(job.ids)} rows are committed there; fix it and rerun the same command to score the rest",
+                  file=sys.stderr, flush=True)
             return 1
         except Stopped:
             rows, _ = output_counts(job.output)

@@ -35,9 +35,9 @@ from .protocol import (DEFAULT_URL, APIError, BadRequestError, Calls, Classifica
                        InvalidArgument, InvalidRequest, Reply, ResponseError, ServerError, Step, UnavailableError,
                        ZsnliError, api_error, check_bool, check_client_args, check_labels, check_url, classify_body,
                        zero_shot_body)
-from .transport import DROPPED, AsyncSender, Sender
+from .transport import API_KEY_ENV, DROPPED, AsyncSender, Sender, auth_headers
 
-__all__ = ["DEFAULT_URL", "DROPPED", "APIError", "AsyncClient", "BadRequestError", "Classification", "Client",
+__all__ = ["API_KEY_ENV", "DEFAULT_URL", "DROPPED", "APIError", "AsyncClient", "BadRequestError", "Classification", "Client",
            "ConnectionFailed", "DeadlineExceeded", "InvalidArgument", "InvalidRequest", "Reply", "ResponseError",
            "ServerError", "Step", "UnavailableError", "ZsnliError", "api_error", "check_bool", "check_client_args",
            "check_labels", "check_url", "classify_body", "zero_shot_body"]
@@ -49,12 +49,15 @@ class Client(Calls):
     retries: extra tries after a 503; max_retry_wait_s: cap on one ``Retry-After`` wait; batch_size:
     documents per ``POST /classify`` array in `classify_many` (keep it <= the server's
     ``ZSNLI_MAX_BATCH_ITEMS``, default 64). transport: an httpx transport (tests: a ``MockTransport``).
+    api_key: the server's ``ZSNLI_API_KEY``, sent as ``Authorization: Bearer <key>`` (default: this process's
+    ``$ZSNLI_API_KEY``; ``""``: none; `zsnli.client.transport.auth_headers`).
     Safe to share between threads (as ``httpx.Client`` is)."""
 
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 60.0, retries: int = 3,
-                 max_retry_wait_s: float = 30.0, batch_size: int = 32, transport: httpx.BaseTransport | None = None):
+                 max_retry_wait_s: float = 30.0, batch_size: int = 32, transport: httpx.BaseTransport | None = None,
+                 api_key: str | None = None):
         super().__init__(url, timeout, retries, max_retry_wait_s, batch_size)
-        self._sender = Sender(self.url, self.timeout, transport)
+        self._sender = Sender(self.url, self.timeout, transport, auth_headers(api_key))
 
     def __enter__(self) -> "Client":
         return self
@@ -108,9 +111,10 @@ class AsyncClient(Calls):
     deadline (``anyio.fail_after``). ``async with AsyncClient(url) as zs: await zs.classify(...)``."""
 
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 60.0, retries: int = 3,
-                 max_retry_wait_s: float = 30.0, batch_size: int = 32, transport: httpx.AsyncBaseTransport | None = None):
+                 max_retry_wait_s: float = 30.0, batch_size: int = 32, transport: httpx.AsyncBaseTransport | None = None,
+                 api_key: str | None = None):
         super().__init__(url, timeout, retries, max_retry_wait_s, batch_size)
-        self._sender = AsyncSender(self.url, self.timeout, transport)
+        self._sender = AsyncSender(self.url, self.timeout, transport, auth_headers(api_key))
 
     async def __aenter__(self) -> "AsyncClient":
         return self

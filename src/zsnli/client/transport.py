@@ -29,7 +29,7 @@ import anyio
 import httpcore  # httpx's own engine (a dependency of httpx): the deadline-bound sockets below
 import httpx
 
-from .protocol import ConnectionFailed, DeadlineExceeded, Reply
+from .protocol import ConnectionFailed, DeadlineExceeded, InvalidArgument, Reply
 
 #: The connection closed under the call with no answer (module docstring); a timeout is never one.
 DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
@@ -37,6 +37,24 @@ DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 TRANSPORT_ERRORS = (httpx.HTTPError, httpx.InvalidURL, TimeoutError, OSError)  #: other failures: `connection_failure`
 
 _HEADERS = {"content-type": "application/json"}
+
+API_KEY_ENV = "ZSNLI_API_KEY"  #: the server's key; the clients send it unless given one
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """``{"Authorization": "Bearer <key>"}`` for ``api_key``, else for ``$ZSNLI_API_KEY`` (surrounding whitespace
+    stripped, as the server strips it); ``{}`` when neither is set (or ``api_key`` is ``""``: send none).
+    Raises `zsnli.client.protocol.InvalidArgument` for a key that cannot be a header value (not visible ASCII)."""
+    import os
+
+    key = (os.environ.get(API_KEY_ENV, "") if api_key is None else api_key).strip()
+    if not key:
+        return {}
+    if not all("\x21" <= c <= "\x7e" for c in key):
+        where = API_KEY_ENV if api_key is None else "api_key"
+        raise InvalidArgument(f"{where}: the key must be visible ASCII without spaces (it is sent as "
+                              "'Authorization: Bearer <key>')")
+    return {"Authorization": f"Bearer {key}"}
 
 
 def connection_failure(exc: BaseException, url: str, timeout: float) -> ConnectionFailed:
@@ -124,11 +142,13 @@ def _deadline_transport() -> httpx.BaseTransport:
 
 class Sender:
     """Blocking HTTP calls to ``url`` (no trailing ``/``), each read whole within ``timeout`` seconds; ``http``:
-    the ``httpx.Client`` on ``transport`` (None: httpx's own, its sockets bounded by each call's deadline)."""
+    the ``httpx.Client`` on ``transport`` (None: httpx's own, its sockets bounded by each call's deadline);
+    headers: sent with every call (`auth_headers`)."""
 
-    def __init__(self, url: str, timeout: float, transport: httpx.BaseTransport | None) -> None:
+    def __init__(self, url: str, timeout: float, transport: httpx.BaseTransport | None,
+                 headers: dict[str, str] | None = None) -> None:
         self.url, self.timeout = url, timeout
-        self.http = httpx.Client(base_url=url, timeout=timeout,
+        self.http = httpx.Client(base_url=url, timeout=timeout, headers=headers,
                                  transport=transport if transport is not None else _deadline_transport())
 
     def send(self, method: str, path: str, content: bytes | None) -> Reply:
@@ -184,9 +204,10 @@ class AsyncSender:
     """The asyncio twin of `Sender` (``http``: an ``httpx.AsyncClient`` on ``transport``, None for httpx's
     own); each call is cancelled at its deadline (``anyio.fail_after``)."""
 
-    def __init__(self, url: str, timeout: float, transport: httpx.AsyncBaseTransport | None) -> None:
+    def __init__(self, url: str, timeout: float, transport: httpx.AsyncBaseTransport | None,
+                 headers: dict[str, str] | None = None) -> None:
         self.url, self.timeout = url, timeout
-        self.http = httpx.AsyncClient(base_url=url, timeout=timeout, transport=transport)
+        self.http = httpx.AsyncClient(base_url=url, timeout=timeout, transport=transport, headers=headers)
 
     async def send(self, method: str, path: str, content: bytes | None) -> Reply:
         """See `Sender.send`; the call is cancelled at its deadline."""

@@ -19,7 +19,8 @@ from typing import Sequence
 from rich.markup import escape
 
 from zsnli.harness.cli import (
-    UsageParser, accuracy_target, non_negative_float, non_negative_int, positive_float, positive_int, url_problem,
+    UsageParser, accuracy_target, non_negative_float, non_negative_int, one_line_errors, positive_float, positive_int,
+    url_problem,
 )
 from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
@@ -265,6 +266,7 @@ def output_console(stream):
                    no_color=not tty, soft_wrap=True)
 
 
+@one_line_errors("validate.py")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``validate.py``; returns the exit code.
 

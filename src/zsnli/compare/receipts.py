@@ -269,6 +269,9 @@ def _signature_problems(receipt: dict[str, Any], data: bytes, public_pem: bytes)
         signature = base64.b64decode(receipt["signature"], validate=True)
     except ValueError:
         return ["the signature is not base64"]
+    if base64.b64encode(signature).decode("ascii") != receipt["signature"]:  # other bits, same bytes
+        return ["the signature is not canonical base64 (RFC 4648 section 3.5: its unused bits must be zero and its "
+                "padding complete): a receipt has one spelling"]
     public = serialization.load_pem_public_key(public_pem)
     if not isinstance(public, ed25519.Ed25519PublicKey):
         return ["the public key is not an Ed25519 key"]
@@ -374,7 +377,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotAReport as exc:
         print(f"verify-receipt: {args.file} is not a bake-off report with a receipt: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    except (OSError, ValueError, ReceiptError) as exc:
+    except OSError as exc:  # a missing or unreadable file (the report's or the key's)
+        print(f"verify-receipt: cannot read {exc.filename or args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except RecursionError:  # JSON nested deeper than Python can walk: no report is
+        print(f"verify-receipt: {args.file} is nested too deeply to be a bake-off report", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except (ValueError, ReceiptError) as exc:
         print(f"verify-receipt: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_UNREADABLE
     no_key = [line for line in problems if line.startswith(_KEY_NEEDED)]

@@ -8,7 +8,8 @@ select`` (`zsnli.selection.cli`), ``server.py`` (`zsnli.serve`), ``zsnli``
 (`zsnli.cli`), ``zsnli-batch`` (`zsnli.batch.cli`), ``validate.py`` (self-check, ``compare``) and every
 ``python -m zsnli.bench*`` / ``python -m zsnli.selection.*`` module. A check
 made after parsing that fails prints ``prog: error: ...`` the same way
-(`usage_error`) and exits (or returns) 2.
+(`usage_error`) and exits (or returns) 2. Every entry point's ``main`` is wrapped by `one_line_errors`, so an
+input nested deeper than Python can walk or a file that cannot be read or written is one line too.
 
 `number_type` builds the argparse type of every numeric flag (a range, checked at parse
 time, named in the one-line error); `positive_int`, `non_negative_int`, `positive_float`,
@@ -23,6 +24,8 @@ training CLI and the batch CLI can use it at no cost.
 from __future__ import annotations
 
 import argparse
+import errno
+import functools
 import math
 import sys
 from typing import Any, Callable, NoReturn
@@ -39,6 +42,36 @@ def url_problem(url: str) -> str | None:
     if "://" not in url and url.strip():
         return f"{url!r} lacks a scheme: write http://{url}"
     return f"{url!r} is not an http:// or https:// URL"
+
+
+def one_line_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Decorator of a command line's ``main(argv) -> exit code``: what reaches it of ``RecursionError`` (a JSON
+    input nested deeper than Python's recursion limit), ``MemoryError`` and ``OSError`` (a file missing,
+    unreadable, or a full disk) is printed as ``prog: error: ...`` (one line, no traceback) and returns 2
+    (an input or file problem; 1 for ``ENOSPC``/``EDQUOT``, a write that may succeed on a rerun). Errors the
+    command reports itself never get here; ``SystemExit`` and ``KeyboardInterrupt`` pass through."""
+
+    def wrap(main: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(main)
+        def guarded(*args: Any, **kwargs: Any) -> int:
+            try:
+                return main(*args, **kwargs)
+            except RecursionError:
+                print(f"{prog}: error: an input is nested too deeply to read (JSON nested past Python's "
+                      f"recursion limit, {sys.getrecursionlimit()})", file=sys.stderr, flush=True)
+                return 2
+            except MemoryError:
+                print(f"{prog}: error: out of memory reading the input", file=sys.stderr, flush=True)
+                return 2
+            except OSError as exc:
+                where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+                print(f"{prog}: error: {where}{exc.strerror or ' '.join(str(exc).split())}", file=sys.stderr,
+                      flush=True)
+                return 1 if exc.errno in (errno.ENOSPC, errno.EDQUOT) else 2
+
+        return guarded
+
+    return wrap
 
 
 def usage_error(prog: str, message: str) -> int:

@@ -304,6 +304,21 @@ class NliRuntime(ABC):
                                  return_attention_mask=False, return_token_type_ids=False, verbose=False)
         return [len(i) for i in enc["input_ids"]]
 
+    def unknown_only(self, hypotheses: Sequence[str]) -> list[bool]:
+        """Per hypothesis (alone, no special tokens): True when its tokens are the tokenizer's unknown token
+        (``[UNK]``), with at most word-boundary pieces beside it (SentencePiece's lone ``▁``, byte-level BPE's
+        ``Ġ``): the model cannot tell it from any other such text. Always False for a tokenizer with no
+        unknown token (byte-level BPE reads every string). One batched call."""
+        unk = getattr(self.tokenizer, "unk_token_id", None)
+        if unk is None or not hypotheses:
+            return [False] * len(hypotheses)
+        with self._tok_lock:
+            enc = self.tokenizer(list(hypotheses), add_special_tokens=False, truncation=False,
+                                 return_attention_mask=False, return_token_type_ids=False, verbose=False)
+            pieces = [self.tokenizer.convert_ids_to_tokens(ids) for ids in enc["input_ids"]]
+        return [unk in ids and not any(i != unk and str(p).strip("\u2581\u0120 ") for i, p in zip(ids, toks))
+                for ids, toks in zip(enc["input_ids"], pieces)]
+
     def premise_tokens(self, premises: Sequence[str]) -> list[int]:
         """Token count of each premise alone (no special tokens), capped at ``max_length``: the premise-length
         feature of the confidence calibrator (`zsnli.request_scoring.calibrator_features`). One batched call."""

@@ -37,7 +37,7 @@ from . import grouped, grouped_doc
 from . import search as sel
 from .grouped import read_kinds
 from ..request_scoring import RequestScoring, embedding_scoring
-from ..harness.cli import UsageParser, positive_int, usage_error
+from ..harness.cli import UsageParser, one_line_errors, positive_int, usage_error
 from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
 from .negation import NegationRule
@@ -467,6 +467,7 @@ def quality_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@one_line_errors(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry; exit 2 with one line on a flag/data mistake (e.g. a clone without ../shared)."""
     args = _parser().parse_args(argv)

@@ -8,7 +8,7 @@ validation (422 with ``errors``), a 404 naming the routes there are (`not_found_
 `LastResort`'s 500. The 408 and 503 ``overloaded`` come from the connection layer under `zsnli.serve`
 (`zsnli.serving.http_protocol`), not from here: a bare ``uvicorn server:app`` has neither.
 
-May import: FastAPI/starlette, `zsnli.config`, `zsnli.errors`, `zsnli.serving.docs_assets`,
+May import: FastAPI/starlette, `zsnli.serving.auth`, `zsnli.config`, `zsnli.errors`, `zsnli.serving.docs_assets`,
 `zsnli.serving.http_request`, `zsnli.serving.http_routes`, `zsnli.serving.request_ids`, `zsnli.serving.request_timing`,
 `zsnli.serving.routes_compat`, `zsnli.serving.routes_zsnli`, `zsnli.serving.service`, `zsnli.serving.startup`. Imported by `zsnli.serve`, server.py.
 """
@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
+from .auth import ApiKeyMiddleware
 from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType
@@ -53,7 +54,8 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
 
     settings: default ``Settings.from_env()``. loader, shutdown_hook: passed to the
     service (see `ZeroShotClassifier`); ignored when ``service`` is given.
-    extend: ``f(app, service)`` called last, to add routes. Every answer carries ``X-Request-ID``
+    extend: ``f(app, service)`` called last, to add routes. With ``ZSNLI_API_KEY`` set every route, the
+    extensions' included, needs ``Authorization: Bearer <key>`` but `zsnli.serving.auth.OPEN_PATHS`. Every answer carries ``X-Request-ID``
     and every error body a ``request_id`` (`zsnli.serving.request_ids.RequestIdMiddleware`, outermost);
     access_log: write its access line with the id (`zsnli.serve` sets it and turns uvicorn's off).
 
@@ -88,6 +90,8 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     add_compat_routes(app, service)
     if extend is not None:
         extend(app, service)
+    if settings.api_key:  # outside every route, the extensions' too: only `zsnli.serving.auth.OPEN_PATHS` are open
+        app.add_middleware(ApiKeyMiddleware, key=settings.api_key)
     app.add_middleware(RequestIdMiddleware, access_log=access_log)  # last added: outermost
     return app
 

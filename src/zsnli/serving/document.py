@@ -95,15 +95,21 @@ def fill_template(template: str | None, label: str) -> str:
 
 
 def check_label_tokens(model: NliRuntime, prep: Prepared) -> None:
-    """Tokeniser thread: raise ``ApiError`` 422 naming ``labels[i]`` for the first label with no tokens
-    (of the bare label when a template is used) or whose hypothesis does not fit the window."""
+    """Tokeniser thread: raise ``ApiError`` 422 naming ``labels[i]`` for the first label with no tokens, or whose
+    tokens are all the unknown token (`zsnli.runtime.model.NliRuntime.unknown_only`: emoji, historic scripts,
+    anything the vocabulary lacks; of the bare label when a template is used), or whose hypothesis does not
+    fit the window."""
     lengths = model.hypothesis_lengths(prep.unique)
     bare_lengths = model.hypothesis_lengths(prep.bare) if prep.bare is not None else lengths
-    for j, n in enumerate(bare_lengths):
-        if n == 0:
+    bare = prep.bare if prep.bare is not None else prep.unique
+    for j, (n, unknown) in enumerate(zip(bare_lengths, model.unknown_only(bare))):
+        if n == 0 or unknown:
             i = prep.labels.index(prep.bare[j]) if prep.bare is not None else prep.hyps.index(prep.unique[j])
-            raise ApiError(ErrorType.VALIDATION, f"labels[{i}]: label is empty after normalisation (it has no "
-                           "tokens: only invisible, control or whitespace characters)", f"labels[{i}]")
+            why = ("label is empty after normalisation (it has no tokens: only invisible, control or whitespace "
+                   "characters)") if n == 0 else (
+                "the model reads this label only as unknown tokens ([UNK]), so it cannot tell it from any other "
+                "such label: write it in characters the model's tokenizer knows")
+            raise ApiError(ErrorType.VALIDATION, f"labels[{i}]: {why}", f"labels[{i}]")
     limit = model.max_hypothesis_tokens()
     for j, n in enumerate(lengths):
         if n > limit:

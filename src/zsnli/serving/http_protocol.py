@@ -10,11 +10,20 @@
   otherwise just closes (nothing was asked). A connection whose response was
   already sent (e.g. an early 413) but whose body keeps trickling is closed.
   Idle keep-alive connections are uvicorn's ``timeout_keep_alive``.
-* **Connection cap** (``max_connections``): connections beyond it are not
-  served: their request gets a JSON ``503`` ``overloaded`` with
-  ``Retry-After`` and ``Connection: close``. Each open connection lives at
-  most the read deadline before its request is complete, so stalled sockets
-  cannot pile up.
+* **Connection cap** (``max_connections``): an idle keep-alive connection (one that was answered and
+  has sent nothing of its next request) does not hold a slot against a new client: when a connection
+  opens, or a request arrives, with more than ``max_connections`` open, idle keep-alive connections
+  are closed first, the longest idle first (nginx's ``ngx_drain_connections`` does the same with its
+  reusable connections); only when every connection is busy does a request beyond the cap get a JSON
+  ``503`` ``overloaded`` with ``Retry-After`` and ``Connection: close``. Each busy connection lives at
+  most the read deadline before its request is complete, so stalled sockets cannot pile up.
+* **Header limits**: the request line and headers together at most `MAX_HEADER_BYTES` (h11's own
+  buffer size) in at most `MAX_HEADER_FIELDS` fields, checked on the parsed request, so the limit holds
+  however the bytes arrive (h11 alone checks only a header block still incomplete: python-hyper/h11#182):
+  over either, 431 ``headers_too_large``; a chunked body's trailer fields have the same limits.
+* **Ambiguous framing**: a request with both ``Content-Length`` and ``Transfer-Encoding`` is answered
+  400 ``malformed_request`` and the connection closed (RFC 9112 section 6.1: such a message may be a
+  request-smuggling attempt; a server may reject it and must close the connection after it).
 * **Malformed requests**: what h11 cannot parse (a bad request line or header, an
   illegal chunk size such as ``zz``, ``-5``, ``0x10`` or 21 hex digits, a chunk
   without its CRLF, headers over h11's buffer) is answered in the JSON shape
@@ -30,6 +39,13 @@
   admitted work: it gets a JSON ``503`` ``unavailable`` (``Retry-After``) and
   its connection is closed at once, so the exit waits only for requests
   already received (uvicorn's graceful drain); half-sent headers are closed.
+  An idle keep-alive connection stays open for the read deadline (at most the drain timeout): a request
+  on it is served by the draining app (503 ``unavailable``, ``/health`` 503 ``draining``) with
+  ``Connection: close``, instead of meeting a connection closed under it.
+* **Status on the wire**: when this layer answers a request the app is already serving (a 413, a 408,
+  a 503 at SIGTERM), it puts that status in the request's scope (`WIRE_STATUS`), so the access log and
+  the request metrics record what the client got, not the answer the app wrote afterwards and uvicorn
+  dropped.
 
 The h11 implementation (always installed with uvicorn) is used, not httptools,
 because the subclass relies on h11's connection states. Its answers come from
@@ -49,9 +65,15 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import ApiError, ErrorType
-from .request_ids import request_id
+from .request_ids import WIRE_STATUS, request_id
 
 logger = logging.getLogger("zsnli")
+
+#: Most bytes of a request line and its headers (with their CRLFs): h11's ``DEFAULT_MAX_INCOMPLETE_EVENT_SIZE``,
+#: the buffer uvicorn gives h11 (16 KiB, as Node.js's ``--max-http-header-size``).
+MAX_HEADER_BYTES = 16 * 1024
+#: Most header fields in one request: Apache httpd's ``LimitRequestFields`` default.
+MAX_HEADER_FIELDS = 100
 
 
 def _head(error: ApiError, retry_after_s: int, length: int, rid: str | None = None) -> list[tuple[bytes, bytes]]:
@@ -76,8 +98,27 @@ def json_error_bytes(error: ApiError, retry_after_s: int, rid: str | None = None
 
 def _overloaded_app(max_connections: int, retry_after_s: int):
     """ASGI app answering every request 503 ``overloaded`` (the connection is over the cap)."""
-    error = ApiError(ErrorType.OVERLOADED, f"overloaded: more than ZSNLI_MAX_CONNECTIONS={max_connections} "
-                     "connections are open; retry later")
+    return _error_app(ApiError(ErrorType.OVERLOADED, f"overloaded: more than ZSNLI_MAX_CONNECTIONS={max_connections} "
+                               "connections are busy; retry later"), retry_after_s)
+
+
+def _closing_app(app):
+    """ASGI wrapper: ``app``'s answer with ``Connection: close`` (uvicorn then closes after it)."""
+
+    async def wrapped(scope, receive, send):
+        async def closing_send(message):
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+                message = {**message, "headers": headers + [(b"connection", b"close")]}
+            await send(message)
+
+        await app(scope, receive, closing_send)
+
+    return wrapped
+
+
+def _error_app(error: ApiError, retry_after_s: int):
+    """ASGI app answering every request ``error`` as JSON with ``Connection: close``."""
 
     async def app(scope, receive, send):
         rid = request_id(scope.get("headers"))
@@ -99,6 +140,7 @@ class DeadlineH11Protocol(H11Protocol):
     max_connections: int = 512
     retry_after_s: int = 1
     max_body_bytes: int = 2 * 1024 * 1024
+    shutdown_linger_s: float = 10.0  # an idle keep-alive connection stays open this long after SIGTERM
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -107,23 +149,77 @@ class DeadlineH11Protocol(H11Protocol):
         self._request_done = False  # the current request (headers and body) has fully arrived
         self._body_seen = 0  # body bytes of the current request h11 has handed over
         self._protocol_error: h11.RemoteProtocolError | None = None
+        self._error_headers: list | None = None  # the headers of a request refused while parsing
+        self._served_app = self.app
+        self._answered = 0  # responses completed on this connection
+        self._idle_since = self.loop.time()
+        self._closing_idle: asyncio.TimerHandle | None = None
         self.conn.next_event = self._next_event  # type: ignore[method-assign]
-        if len(self.connections) > self.max_connections:
-            self.app = _overloaded_app(self.max_connections, self.retry_after_s)
+        self._over_cap = not self._shed_idle()  # checked again when its request arrives
         self._arm()
 
+    def _is_idle(self) -> bool:
+        """A keep-alive connection that was answered and has sent nothing of its next request."""
+        return (self._answered > 0 and self._request_done and not self.transport.is_closing()
+                and self.conn.our_state is h11.IDLE and self.conn.their_state is h11.IDLE
+                and (self.cycle is None or self.cycle.response_complete) and not self.conn.trailing_data[0])
+
+    def _shed_idle(self) -> bool:
+        """Close idle keep-alive connections, the longest idle first, until at most ``max_connections`` are
+        open; False when every other connection is busy and this one is still over the cap."""
+        if len(self.connections) <= self.max_connections:
+            return True
+        idle = sorted((c for c in self.connections if c is not self and isinstance(c, DeadlineH11Protocol)
+                       and c._is_idle()), key=lambda c: c._idle_since)
+        for conn in idle[:len(self.connections) - self.max_connections]:
+            conn.timeout_keep_alive_handler()  # uvicorn's close of an idle keep-alive connection
+            self.connections.discard(conn)  # connection_lost runs later; the slot is free now
+        return len(self.connections) <= self.max_connections
+
     def _next_event(self):
-        """h11's ``next_event``, keeping the parse error for the answer and counting the body's bytes."""
+        """h11's ``next_event``, keeping the parse error for the answer, counting the body's bytes, and
+        checking each request's header limits, framing and the connection cap."""
         try:
             event = h11.Connection.next_event(self.conn)
+            if isinstance(event, h11.Request):
+                self._error_headers = event.headers
+                self._check_head(event)
+            elif isinstance(event, h11.EndOfMessage) and event.headers:  # a chunked body's trailer fields
+                self._check_sizes(event.headers, 0, "trailer")
         except h11.RemoteProtocolError as exc:
             self._protocol_error = exc
             raise
         if isinstance(event, h11.Request):
             self._body_seen = 0
+            if self._over_cap and self._closing_idle is None:  # idle ones may have gone since it opened
+                self._over_cap = not self._shed_idle()
+                self.app = _overloaded_app(self.max_connections, self.retry_after_s) if self._over_cap \
+                    else self._served_app
         elif isinstance(event, h11.Data):
             self._body_seen += len(event.data)
         return event
+
+    @staticmethod
+    def _check_head(event: h11.Request) -> None:
+        """Raise ``h11.RemoteProtocolError`` (with the status to answer) for headers over `MAX_HEADER_BYTES` or
+        `MAX_HEADER_FIELDS`, and for ``Content-Length`` together with ``Transfer-Encoding``."""
+        headers = event.headers
+        DeadlineH11Protocol._check_sizes(headers, len(event.method) + len(event.target) + len(b"  HTTP/1.1\r\n"),
+                                         "header")
+        names = {name for name, _ in headers}
+        if b"content-length" in names and b"transfer-encoding" in names:
+            raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding: the framing is ambiguous "
+                                          "(RFC 9112 section 6.1); send one", error_status_hint=400)
+
+    @staticmethod
+    def _check_sizes(fields, line: int, what: str) -> None:
+        """Raise ``h11.RemoteProtocolError`` (431) when ``fields`` (with a request line of ``line`` bytes) are over
+        `MAX_HEADER_BYTES` or `MAX_HEADER_FIELDS`; the trailer fields of a chunked body have the same limits."""
+        size = line + 2 + sum(len(name) + len(value) + 4 for name, value in fields)  # "name: value\r\n", end CRLF
+        if size > MAX_HEADER_BYTES or len(fields) > MAX_HEADER_FIELDS:
+            raise h11.RemoteProtocolError(
+                f"request {what}s: {len(fields)} fields, at least {size} bytes; the limits are {MAX_HEADER_FIELDS} "
+                f"fields and {MAX_HEADER_BYTES} bytes", error_status_hint=431)
 
     def _declared_body(self) -> int:
         """Body bytes handed over plus the rest of the chunk being read (h11's chunked reader state)."""
@@ -141,7 +237,7 @@ class DeadlineH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._request_done and self.conn.their_state is h11.IDLE:  # first bytes of the next request
-            self._request_done, self._line_seen = False, False
+            self._request_done, self._line_seen, self._error_headers = False, False, None
             self._arm()
         if not self._line_seen and b"\n" in data:
             self._line_seen = True
@@ -168,11 +264,15 @@ class DeadlineH11Protocol(H11Protocol):
             self._disarm()
 
     def on_response_complete(self) -> None:
+        self._answered += 1
+        self._idle_since = self.loop.time()
         super().on_response_complete()
         self._check_done()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._closing_idle is not None:
+            self._closing_idle.cancel()
         super().connection_lost(exc)
 
     def _abort(self, error: ApiError | None) -> None:
@@ -181,12 +281,15 @@ class DeadlineH11Protocol(H11Protocol):
         self._disarm()
         if self.transport.is_closing():
             return
+        current = self.cycle is not None and not self.cycle.response_complete  # None/complete: an earlier request's
         if error is not None and self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE) and (
-                self.cycle is None or not self.cycle.response_started):
+                not current or not self.cycle.response_started):
             # the current request's X-Request-ID once its headers were read, else a new id
-            headers = self.cycle.scope["headers"] if self.cycle is not None and self.conn.their_state in (
-                h11.SEND_BODY, h11.DONE) else None
+            serving = current and self.conn.their_state in (h11.SEND_BODY, h11.DONE)
+            headers = self.cycle.scope["headers"] if serving else self._error_headers
             self.transport.write(json_error_bytes(error, self.retry_after_s, request_id(headers)))
+            if serving:  # the app, still serving this request, answers into the void: log what the client got
+                self.cycle.scope[WIRE_STATUS] = error.status
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True
             self.cycle.message_event.set()
@@ -214,21 +317,35 @@ class DeadlineH11Protocol(H11Protocol):
             self._abort(ApiError(ErrorType.UNAVAILABLE,
                                  "server shutting down: the request body had not arrived; retry"))
             return
-        super().shutdown()  # idle or half-sent headers: closed; a received request: answered, then closed
+        if self._is_idle() and self.read_timeout_s > 0:
+            # a pooled client may send on it any moment: answer 503 for a while rather than close under it
+            self.app = _closing_app(self._served_app)  # the draining app answers it 503, then the connection closes
+            self._closing_idle = self.loop.call_later(self.shutdown_linger_s, self._close_lingering)
+            return
+        super().shutdown()  # half-sent headers: closed; a received request: answered, then closed
+
+    def _close_lingering(self) -> None:
+        """End of the shutdown linger: close unless a request is being answered (then it closes after it)."""
+        if self.cycle is None or self.cycle.response_complete:
+            super().shutdown()
 
 
 def protocol_class(read_timeout_s: float, max_connections: int, retry_after_s: int,
-                   max_body_bytes: int = 2 * 1024 * 1024) -> type[DeadlineH11Protocol]:
+                   max_body_bytes: int = 2 * 1024 * 1024, drain_timeout_s: float = 0) -> type[DeadlineH11Protocol]:
     """A `DeadlineH11Protocol` subclass with these limits, for ``uvicorn.Config(http=...)``.
 
-    read_timeout_s: seconds for the request line, headers and body (``ZSNLI_READ_TIMEOUT_S``);
-    max_connections: connections served at once (``ZSNLI_MAX_CONNECTIONS``);
+    read_timeout_s: seconds for the request line, headers and body (``ZSNLI_READ_TIMEOUT_S``), and how long an
+    idle keep-alive connection stays open after SIGTERM (at most ``drain_timeout_s`` when that is not 0);
+    max_connections: busy connections served at once (``ZSNLI_MAX_CONNECTIONS``; idle keep-alive ones are shed);
     retry_after_s: ``Retry-After`` of the 503s (``ZSNLI_RETRY_AFTER_S``);
-    max_body_bytes: a declared chunk taking the body past it is answered 413 at once (``ZSNLI_MAX_BODY_BYTES``).
+    max_body_bytes: a declared chunk taking the body past it is answered 413 at once (``ZSNLI_MAX_BODY_BYTES``);
+    drain_timeout_s: ``ZSNLI_DRAIN_TIMEOUT_S`` (0: no limit).
     """
+    linger = min(read_timeout_s, drain_timeout_s) if drain_timeout_s > 0 else read_timeout_s
     return type("ZsnliH11Protocol", (DeadlineH11Protocol,), {
         "read_timeout_s": float(read_timeout_s), "max_connections": int(max_connections),
         "retry_after_s": int(retry_after_s), "max_body_bytes": int(max_body_bytes),
+        "shutdown_linger_s": float(linger),
     })
 
 

@@ -101,9 +101,6 @@ class ServiceLifecycle:
         settings = self.settings
         self.drain.loop = asyncio.get_running_loop()
         configure_logging(settings.log_level)
-        logger.info("zsnli %s starting; settings:", __version__)
-        for line in settings.describe():
-            logger.info("  %s", line)
         for warning in unknown_settings():
             logger.warning("%s", warning)
         if settings.torch_threads:
@@ -112,11 +109,14 @@ class ServiceLifecycle:
             torch.set_num_threads(settings.torch_threads)
         try:
             pre = preflight(settings)
-        except STARTUP_ERRORS as exc:
+        except STARTUP_ERRORS as exc:  # the refusal alone, without the settings lines (issue 48)
             reason = one_line(exc)
             self.state = ServiceState(status="error", reason=reason, exit_code=1)
             logger.error("refusing to start: %s", reason)
             raise StartupRefused(reason) from None
+        logger.info("zsnli %s starting; settings:", __version__)
+        for line in settings.describe():
+            logger.info("  %s", line)
         self.settings = pre.settings  # a hub model's snapshot folder is its model_dir from here on
         st = self.state
         st.verified, st.model_id, st.revision, st.files = pre.verified, pre.model_id, pre.revision, pre.files

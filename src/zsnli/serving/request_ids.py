@@ -15,9 +15,11 @@ Every value of that line a client controls (client address, method, path, query,
 traceparent) goes through `log_safe` first, as does every other client-controlled value logged by
 the server (`zsnli.serving.app`, the bake-off service): percent-decoded ``%0d%0a`` in a path cannot
 start a forged log line, and ``%1b`` / ``%07`` cannot reach a terminal raw (uvicorn's
-CVE-2020-7694, which its own access logger fixed by quoting the path).
+CVE-2020-7694, which its own access logger fixed by quoting the path); the path and query are quoted too
+(`logged_target`), so a ``"`` or ``request_id=`` in them cannot fake a field of the line.
 
-`request_id` gives the id a connection-level answer should carry (`zsnli.serving.http_protocol`).
+`request_id` gives the id a connection-level answer should carry (`zsnli.serving.http_protocol`), and
+`wire_status` the status a request really got when that layer answered it while the app was serving it.
 Imports only the standard library.
 """
 
@@ -29,12 +31,23 @@ import re
 import time
 import uuid
 from typing import Any, Iterable
+from urllib.parse import quote
 
 MAX_ID_CHARS = 128
 _VALID_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_ID_CHARS}}}")
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 access_logger = logging.getLogger("zsnli.access")
+
+#: Scope key where `zsnli.serving.http_protocol` puts the status it wrote itself for a request the app is serving.
+WIRE_STATUS = "zsnli.wire_status"
+
+
+def wire_status(scope: Any, app_status: int | None) -> int | None:
+    """The status that went on the wire for ``scope``'s request: the connection layer's own answer
+    (`WIRE_STATUS`, e.g. the 503 of a body cut off at SIGTERM, after which the app's answer is dropped),
+    else ``app_status`` (the app's)."""
+    return scope.get(WIRE_STATUS, app_status)
 
 _BIDI = frozenset("\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
@@ -123,13 +136,23 @@ class RequestIdMiddleware:
             return
         client = scope.get("client")
         where = log_safe(f"{client[0]}:{client[1]}") if client else "-"
-        path = scope.get("path", "") + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string")
-                                        else "")
+        path = logged_target(scope.get("path", ""), scope.get("query_string") or b"")
         trace = _header(scope.get("headers", ()), b"traceparent")
         trace = f" traceparent={log_safe(trace)}" if trace and _TRACEPARENT.fullmatch(trace) else ""
         access_logger.info('%s - "%s %s HTTP/%s" %d %.1f ms request_id=%s%s', where, log_safe(scope.get("method")),
-                           log_safe(path), log_safe(scope.get("http_version", "1.1")), status,
+                           log_safe(path), log_safe(scope.get("http_version", "1.1")), wire_status(scope, status),
                            (time.perf_counter() - t0) * 1000, log_safe(rid), trace)
+
+
+def logged_target(path: str, query: bytes) -> str:
+    """The request target as the access line shows it: the (percent-decoded) path percent-encoded again as
+    uvicorn's access logger does (``urllib.parse.quote``, only ``/`` kept), and the query with everything but
+    its existing escapes and ``/?&%:+,;@`` encoded, so a quote, a space or a ``=`` the client sent cannot close
+    the quoted request or plant a ``request_id=`` field before the real one."""
+    text = quote(path, safe="/")
+    if query:
+        text += "?" + quote(query.decode("latin-1"), safe="/?&%:+,;@", encoding="latin-1")
+    return text
 
 
 def _with_id(body: bytes, rid: str) -> bytes:

@@ -4,10 +4,11 @@ Its life (start-up, ``/health``, admission, the drain, stop) is `zsnli.serving.l
 here is its request pipeline, ``classify`` as four steps:
 
 1. ``preprocess``: clean the text (lone surrogates: `zsnli.serving.text.clean_text`, the rule the HTTP
-   body reader applies to every request; ``ZSNLI_MAX_TEXT_CHARS``),
+   body reader applies to every request; ``ZSNLI_MAX_TEXT_CHARS``), NFKC the labels
+   (`zsnli.serving.text.normalize_label`),
    fill the template, drop duplicate hypotheses, refuse what cannot fit;
 2. `zsnli.serving.document.tokenize` (tokeniser thread): raise ``ApiError`` naming ``labels[i]``
-   for a label with no tokens or one too long for the window, else encode the
+   for a label with no tokens, only ``[UNK]`` tokens, or too long for the window, else encode the
    pairs and, when the scoring has a cosine term, the text and the distinct
    hypotheses for the sentence encoder;
 3. ``_forward``: admitted against the queue capacity, the pairs go to the
@@ -48,7 +49,7 @@ from ..scoring import multi_label_probabilities, scores_from_logits
 from .document import (HYPOTHESIS_CHARS_PER_TOKEN, LABEL_KIND, TEXT_KIND, Prepared, Tokenized, check_label_tokens,
                        embedding_tokens, fill_template, tokenize)
 from .lifecycle import ServiceLifecycle
-from .text import clean_text
+from .text import clean_text, normalize_label
 
 logger = logging.getLogger("zsnli")
 
@@ -270,7 +271,7 @@ class ZeroShotClassifier(ServiceLifecycle):
         """``/classify``'s label checks without classifying (the bake-off runs them on its label descriptions).
 
         Raises exactly the ``ApiError`` a ``/classify`` request with these ``labels`` and ``template`` would
-        get before any forward: 422 ``validation`` (too many labels, a label with no tokens) or
+        get before any forward: 422 ``validation`` (too many labels, a label with no tokens or only the unknown token) or
         ``label_too_long`` (cannot fit the window), ``field`` ``labels[i]`` and a message starting with it;
         503 when the model is not loaded.
         """
@@ -301,7 +302,7 @@ class ZeroShotClassifier(ServiceLifecycle):
                            "(ZSNLI_MAX_LABELS raises the limit)", "labels")
         text = clean_text(text)[: settings.max_text_chars]
         template = clean_text(template) if template is not None else None
-        labels = [clean_text(lb) for lb in labels]
+        labels = [normalize_label(lb) for lb in labels]  # NFKC: what the model reads (answers echo the labels sent)
         # No token covers HYPOTHESIS_CHARS_PER_TOKEN characters, so a longer hypothesis cannot fit.
         char_cap = HYPOTHESIS_CHARS_PER_TOKEN * model.max_length
         extra = len(template) - 2 if template is not None else 0

@@ -27,7 +27,7 @@ its own ``CollectorRegistry`` (two apps in one process never clash) holding:
 it the server starts as usual, ``/metrics`` answers 404 and one warning at
 start-up says what to install.
 
-May import: prometheus_client (lazily), starlette, `zsnli.serving.batching`,
+May import: prometheus_client (lazily), starlette, `zsnli.serving.batching`, `zsnli.serving.request_ids`,
 `zsnli.serving.service`, `zsnli.serving.startup`, `zsnli.serving.tei_metrics`. Used by `zsnli.serve` and ``server.py``.
 """
 
@@ -40,6 +40,7 @@ from typing import Any
 from starlette.responses import Response
 
 from .batching import BatchRecord
+from .request_ids import wire_status
 from .service import ZeroShotClassifier
 from .startup import configure_logging
 from .tei_metrics import TeiSeries
@@ -141,7 +142,9 @@ def _label_cache_families(cache):
 class RequestMetricsMiddleware:
     """Pure ASGI middleware: count, time and track in-flight HTTP requests (streaming-safe).
 
-    The status label is the code sent; ``none`` when nothing was sent (the client left first)."""
+    The status label is the code that went on the wire: the app's, or the connection layer's when it answered
+    the request itself (`zsnli.serving.request_ids.wire_status`); ``none`` when nothing was sent (the client
+    left first)."""
 
     def __init__(self, app, metrics: ServiceMetrics) -> None:
         self.app, self.metrics = app, metrics
@@ -168,7 +171,8 @@ class RequestMetricsMiddleware:
         finally:
             m.in_flight.dec()
             path = getattr(scope.get("route"), "path", None) or "unmatched"
-            m.requests.labels(path, str(status[0]) if status else "none").inc()
+            sent = wire_status(scope, status[0] if status else None)
+            m.requests.labels(path, str(sent) if sent is not None else "none").inc()
             m.request_seconds.labels(path).observe(time.perf_counter() - t0)
 
 

@@ -6,7 +6,8 @@ bake-off used to run every arm and then lose the result at signing). `clean_text
 surrogate with U+FFFD (the replacement character, as a UTF-8 decoder does with bad bytes); every other
 character is kept as sent. `zsnli.serving.http_body.parse_json` applies it to every string and key of every
 request body (so ``/classify`` and the bake-off get the same text), and `zsnli.serving.service` applies it
-again to text given in-process (`zsnli.serving.offline`, ``zsnli-batch``).
+again to text given in-process (`zsnli.serving.offline`, ``zsnli-batch``). Labels are also NFKC-normalised
+before the model reads them (`normalize_label`), as the bake-off compares label names.
 
 Pages show stored text (labels, arm and dataset names) with the display rule `show_bidi` / `html_text`:
 a bidirectional control character is shown as ``<U+202E>`` instead of acting (``acc`` U+202E ``sse`` would
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from typing import Any
 
 
@@ -31,6 +33,13 @@ def clean_text(s: str) -> str:
         return s
     except UnicodeEncodeError:
         return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def normalize_label(s: str) -> str:
+    """A label as the model is given it: `clean_text`, then Unicode NFKC (UAX #15, compatibility composition):
+    fullwidth ``ｆｉｎａｎｃｅ``, the ligature ``ﬁnance`` and other compatibility forms become ``finance``, which a
+    tokenizer reads instead of ``[UNK]``. Answers still echo the label as sent."""
+    return unicodedata.normalize("NFKC", clean_text(s))
 
 
 # In JSON text, left to right: a surrogate pair escape (kept), a lone surrogate escape (replaced), any other

@@ -8,18 +8,27 @@ installed encoder are dropped). ``calibration.json`` pins the old encoder's dige
 to start until the scoring is re-chosen on the new one (``train.py select``): the command says so.
 
 Everything is checked before anything changes: the run against its own manifest, the model directory
-against ``training_manifest.json``; the new directory is built beside the old one and renamed into place.
+against ``training_manifest.json``. Exactly the files the run's manifest lists are copied (`_copy_listed`),
+each hashed again once copied; a listed name that is absolute, holds ``..`` or reaches through a symbolic
+link, and any symbolic link in the run's ``model/``, is refused (as pip's wheel installer and
+huggingface_hub refuse paths that escape their tree). The new directory is staged beside the model
+directory, never inside it (`staging_dirs`), so a killed install leaves nothing the server, ``train.py
+verify`` or a rerun finds in the model directory; the swap is two renames, and a rerun first clears or
+rolls back what a killed one left (`recover`). ``training_manifest.json`` is replaced atomically.
 
 May import `zsnli.manifest` and `zsnli.training.manifest_writer`; no torch.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
-from pathlib import Path
+import stat
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..manifest import EMBEDDING_SUBDIR, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest, write_json
+from ..manifest import EMBEDDING_SUBDIR, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest, sha256_file
 from .manifest_writer import (
     ENCODER_MANIFEST_NAME, TRAINED_EMBEDDING_KEY, LineageError, declare_sources, trained_embedding,
 )
@@ -38,28 +47,106 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
     manifest, or a run manifest without its data or base; nothing is changed then.
     """
     run_dir, model_dir, manifest_dir = Path(run_dir), Path(model_dir), Path(manifest_dir)
+    recover(model_dir)
     run = load_manifest(run_dir / ENCODER_MANIFEST_NAME)
+    _refuse_links(run_dir / "model")
+    listed = run.get("files") if isinstance(run.get("files"), dict) else {}
+    for name in listed:  # a name escaping the run is refused before anything is read
+        _listed_path(run_dir / "model", name)
     _require_match(run_dir / "model", run, ENCODER_MANIFEST_NAME)
     manifest = load_manifest(manifest_dir / MANIFEST_NAME)
     _require_match(model_dir, manifest, MANIFEST_NAME, only_outside=EMBEDDING_SUBDIR)
+    staged, old = staging_dirs(model_dir)
     try:
         sources = [_source_entry(s) for s in run["data"]["sources"]]
-        staged = _stage(run_dir, model_dir)
-        table = trained_embedding(model_dir, subdir=staged.name)
-    except (KeyError, TypeError, LineageError) as exc:
-        shutil.rmtree(model_dir / f".{EMBEDDING_SUBDIR}.new", ignore_errors=True)
+        _copy_listed(run_dir, run, staged)
+        table = trained_embedding(staged.parent, subdir=staged.name)
+    except (KeyError, TypeError, AttributeError, LineageError) as exc:
+        shutil.rmtree(staged, ignore_errors=True)
         raise ManifestError(f"{run_dir / ENCODER_MANIFEST_NAME}: not a train.py encoder manifest ({exc})") from exc
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
     target = model_dir / EMBEDDING_SUBDIR
-    old = model_dir / f".{EMBEDDING_SUBDIR}.old"
     if target.exists():
         target.rename(old)
     staged.rename(target)
     shutil.rmtree(old, ignore_errors=True)
     manifest.get("pretrained_artifacts", {}).pop(EMBEDDING_SUBDIR, None)
     manifest[TRAINED_EMBEDDING_KEY] = table
-    write_json(manifest_dir / MANIFEST_NAME, manifest)
+    _replace_json(manifest_dir / MANIFEST_NAME, manifest)
     declare_sources(manifest_dir, sources, replace_prefix=ENCODER_SOURCE_PREFIX)
     return table
+
+
+def staging_dirs(model_dir: Path) -> tuple[Path, Path]:
+    """``(staged, old)``: where the new ``embedding`` is built and where the old one waits during the swap,
+    both beside ``model_dir`` (same filesystem, so the renames are atomic), never inside the checked tree."""
+    model_dir = Path(model_dir).resolve()
+    stem = model_dir.parent / f".{model_dir.name}.{EMBEDDING_SUBDIR}"
+    return Path(f"{stem}.staged"), Path(f"{stem}.old")
+
+
+def recover(model_dir: Path) -> None:
+    """Clear what a killed install left: its staged copy (and the in-tree ``.embedding.new`` of installs
+    before issue 48); an old ``embedding`` set aside is removed when the new one is in place, or renamed back
+    when the kill came between the two renames (the model directory is then as before that install)."""
+    staged, old = staging_dirs(model_dir)
+    shutil.rmtree(staged, ignore_errors=True)
+    shutil.rmtree(Path(model_dir) / f".{EMBEDDING_SUBDIR}.new", ignore_errors=True)
+    if old.exists():
+        target = Path(model_dir) / EMBEDDING_SUBDIR
+        if target.exists():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.rename(target)
+
+
+def _refuse_links(root: Path) -> None:
+    """Raise `ManifestError` naming the first symbolic link under ``root`` (file or directory, never followed)."""
+    for where, dirs, files in os.walk(root, followlinks=False):
+        for name in sorted(dirs + files):
+            if os.path.islink(os.path.join(where, name)):
+                rel = Path(where, name).relative_to(root).as_posix()
+                raise ManifestError(f"{root}: {rel} is a symbolic link; an installed encoder holds regular files only "
+                                    "(copy the file into the run instead)")
+
+
+def _listed_path(root: Path, name: Any) -> Path:
+    """``root / name`` for a manifest's file name that stays inside ``root``: a relative POSIX path without
+    ``..``, ``.`` or empty parts and no backslash; else `ManifestError`."""
+    parts = PurePosixPath(name).parts if isinstance(name, str) else ()
+    if (not parts or PurePosixPath(name).is_absolute() or "\\" in name
+            or any(p in ("", ".", "..") for p in parts) or name != "/".join(parts)):
+        raise ManifestError(f"{ENCODER_MANIFEST_NAME} lists {name!r}: not a path inside the run's model/")
+    return root.joinpath(*parts)
+
+
+def _copy_listed(run_dir: Path, run: dict[str, Any], staged: Path) -> None:
+    """Copy exactly the files ``run['files']`` lists from ``run_dir/model`` (each a regular file, reached
+    through no link) and the run's manifest into ``staged``, each copy hashed against the manifest."""
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    source = run_dir / "model"
+    for name, entry in run["files"].items():
+        src, dst = _listed_path(source, name), _listed_path(staged, name)
+        hops = [source.joinpath(*PurePosixPath(name).parts[:k]) for k in range(1, len(PurePosixPath(name).parts))]
+        if not stat.S_ISREG(os.lstat(src).st_mode) or any(os.path.islink(h) for h in hops):
+            raise ManifestError(f"{source}: {name} is not a regular file inside the run")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst, follow_symlinks=False)
+        os.chmod(dst, 0o644)
+        if sha256_file(dst) != entry["sha256"]:
+            raise ManifestError(f"{source}: {name} changed while it was copied (its sha256 is not the manifest's)")
+    shutil.copyfile(run_dir / ENCODER_MANIFEST_NAME, staged / ENCODER_MANIFEST_NAME, follow_symlinks=False)
+
+
+def _replace_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as `zsnli.manifest.write_json` does, atomically: a temporary file beside it, then a rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def _require_match(directory: Path, manifest: dict[str, Any], name: str, only_outside: str | None = None) -> None:
@@ -72,15 +159,6 @@ def _require_match(directory: Path, manifest: dict[str, Any], name: str, only_ou
         how = {"mismatch": f"differs from what {name} lists", "missing": f"is listed in {name} but missing",
                "unlisted": f"is not listed in {name}"}
         raise ManifestError(f"{directory}: {bad[0].name} {how.get(bad[0].status, bad[0].status)}")
-
-
-def _stage(run_dir: Path, model_dir: Path) -> Path:
-    """``model_dir/.embedding.new``: the run's encoder and its manifest, ready to be renamed into place."""
-    staged = model_dir / f".{EMBEDDING_SUBDIR}.new"
-    shutil.rmtree(staged, ignore_errors=True)
-    shutil.copytree(run_dir / "model", staged)
-    shutil.copy2(run_dir / ENCODER_MANIFEST_NAME, staged / ENCODER_MANIFEST_NAME)
-    return staged
 
 
 def _source_entry(source: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,128 @@
+"""``ZSNLI_API_KEY`` (issue 48): one middleware guards every route, later ones included, but the open paths of
+`zsnli.serving.auth.OPEN_PATHS`; the key is compared in constant time and never logged."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from conftest import cached_loader, make_settings, running_app
+
+from zsnli.serving.auth import OPEN_PATHS, bearer_token, is_open, key_matches
+
+pytestmark = pytest.mark.anyio
+
+KEY = "k3y-0f-th1s-s3rv3r"
+
+
+def _served_app(bert_dir, tmp_path, monkeypatch, extra_route: bool = False, **overrides):
+    """The served app (`zsnli.serve.served_extensions`: /metrics and the bake-off) with the key set, plus, when
+    asked, a route added by an extension after the fact (as another family of routes would be)."""
+    from zsnli.serve import served_extensions
+    from zsnli.serving.app import create_app
+
+    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
+    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "key.pem"))
+    served = served_extensions()
+
+    def extend(app, service):
+        served(app, service)
+        if extra_route:
+            @app.post("/embed")
+            async def embed() -> dict:
+                """A route added later."""
+                return {"embedded": True}
+
+    return create_app(make_settings(bert_dir, api_key=KEY, **overrides), loader=cached_loader, extend=extend,
+                      access_log=True)
+
+
+def _concrete(path: str) -> str:
+    return path.replace("{", "").replace("}", "")  # /v1/bakeoffs/{id} -> /v1/bakeoffs/id
+
+
+async def test_every_route_but_the_open_ones_needs_the_key(bert_dir, tmp_path, monkeypatch, caplog):
+    app = _served_app(bert_dir, tmp_path, monkeypatch, extra_route=True)
+    routes = [(m, r.path) for r in app.routes if hasattr(r, "methods") for m in sorted(r.methods or ())]
+    routes += [("GET", "/no/such/route"), ("POST", "/classify/")]
+    paths = {p for _, p in routes}
+    assert {"/classify", "/metrics", "/info", "/v1/bakeoff", "/embed", "/", "/health"} <= paths, paths
+    with caplog.at_level(logging.DEBUG):
+        async with running_app(app) as client:
+            for method, path in routes:
+                url = _concrete(path)
+                bare = await client.request(method, url)
+                wrong = await client.request(method, url, headers={"Authorization": "Bearer " + KEY[:-1] + "X"})
+                other = await client.request(method, url, headers={"Authorization": "Basic " + KEY})
+                right = await client.request(method, url, headers={"Authorization": "bearer " + KEY},
+                                             json={} if method == "POST" else None)
+                if is_open(path):
+                    assert 401 not in (bare.status_code, wrong.status_code), (method, path)
+                    continue
+                for r in (bare, wrong, other):
+                    assert r.status_code == 401, (method, path, r.status_code)
+                    assert r.headers["www-authenticate"].startswith("Bearer")
+                    body = r.json()
+                    assert body["error_type"] == "unauthorized" and body["request_id"] == r.headers["x-request-id"]
+                    assert KEY not in r.text and KEY[:-1] not in r.text
+                assert right.status_code != 401, (method, path)
+    assert KEY not in caplog.text and KEY[:-1] not in caplog.text
+    described = make_settings(bert_dir, api_key=KEY).describe()  # the settings lines of the start-up log
+    assert "ZSNLI_API_KEY=(set)" in described and KEY not in "\n".join(described)
+    assert KEY not in repr(make_settings(bert_dir, api_key=KEY))
+
+
+async def test_without_the_key_nothing_is_guarded(bert_dir, tmp_path, monkeypatch):
+    from zsnli.serving.app import create_app
+
+    async with running_app(create_app(make_settings(bert_dir), loader=cached_loader)) as client:
+        assert (await client.get("/info")).status_code == 200
+
+
+def test_key_checks():
+    assert key_matches(KEY.encode(), KEY) and not key_matches(KEY[:-1], KEY) and not key_matches(b"", KEY)
+    assert bearer_token([(b"authorization", b"Bearer abc")]) == b"abc"
+    assert bearer_token([(b"Authorization", b"BEARER  abc ")]) == b"abc"
+    assert bearer_token([(b"authorization", b"Bearer")]) is None and bearer_token([]) is None
+    assert "/health" in OPEN_PATHS and not is_open("/health/") and not is_open("/metrics")
+
+
+@pytest.mark.parametrize("raw", ["", "has space", "tab\there", "caf\u00e9"])
+def test_a_key_that_cannot_be_sent_is_refused_in_one_line(raw):
+    from zsnli.config import Settings, SettingsError
+
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env({"ZSNLI_API_KEY": raw})
+    assert "ZSNLI_API_KEY" in str(err.value) and "\n" not in str(err.value) and (not raw or raw not in str(err.value))
+
+
+def test_the_client_and_the_cli_send_the_key_from_the_same_variable(served, monkeypatch, capsys):
+    from zsnli.cli import main
+    from zsnli.client import BadRequestError, Client, InvalidArgument
+
+    with served(api_key=KEY) as srv:
+        url = f"http://127.0.0.1:{srv.port}"
+        monkeypatch.delenv("ZSNLI_API_KEY", raising=False)
+        with Client(url, retries=0) as zs:
+            with pytest.raises(BadRequestError) as err:
+                zs.classify("the match", ["sport", "business"])
+            assert err.value.status == 401 and zs.health()["status"] == "ok"  # /health needs none
+        assert main(["classify", "the match", "--labels", "sport,business", "--url", url]) != 0
+        err_text = capsys.readouterr().err
+        assert "unauthorized" in err_text and len(err_text.strip().splitlines()) == 1, err_text
+        monkeypatch.setenv("ZSNLI_API_KEY", KEY + "\n")  # as a mounted Secret file often ends
+        with Client(url) as zs:
+            assert len(zs.classify("the match", ["sport", "business"]).probabilities) == 2
+        assert main(["classify", "the match", "--labels", "sport,business", "--url", url]) == 0
+        with Client(url, api_key="") as zs, pytest.raises(BadRequestError):
+            zs.classify("the match", ["sport", "business"])
+        with pytest.raises(InvalidArgument):
+            Client(url, api_key="two words")
+
+
+@pytest.mark.parametrize("name", ["ZSNLI_API_KEYS", "ZSNLI_APIKEY", "zsnli_api_key"])
+def test_a_misspelt_key_is_refused_without_printing_it(name):
+    from zsnli.config import misspelt_settings
+
+    (line,) = misspelt_settings({name: KEY})
+    assert "ZSNLI_API_KEY" in line and KEY not in line
