@@ -30,8 +30,9 @@ def ranking(page: str) -> dict[str, dict[str, str]]:
     """The ranking table of a rendered report: arm -> {column header: cell text}."""
     table = re.search(r"<table id='scorecard'>(.*?)</table>", page, re.S).group(1)
     heads = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", table)
-    rows = re.findall(r"<tr class='\w+' data-arm='([^']*)'>(.*?)</tr>", table, re.S)
-    return {arm: dict(zip(heads, re.findall(r"<td[^>]*>(.*?)</td>", cells))) for arm, cells in rows}
+    rows = re.findall(r"<tr class='\w+' data-arm='([^']*)'[^>]*>(.*?)</tr>", table, re.S)
+    return {arm: dict(zip(heads, (re.sub(r"</?a[^>]*>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", cells))))
+            for arm, cells in rows}
 
 
 def test_a_tie_broken_on_a_handful_of_examples_is_flagged():

@@ -55,6 +55,15 @@ ARM_NOTES = {
     "embedding_logreg": "logistic regression on those sentence embeddings, fitted on the other examples (few-shot)",
     "embedding_knn": "the 5 nearest other examples by embedding cosine vote (few-shot)",
     "tfidf_logreg": "logistic regression on word 1-2-gram tf-idf, fitted on the other examples (few-shot)",
+    "tfidf_linearsvc": "a linear SVM on the same tf-idf, its probabilities by Platt scaling (a sigmoid fitted on "
+                       "held-out decision values) (few-shot)",
+    "tfidf_linearsvc_raw": "the same linear SVM, its probabilities a softmax of the raw decision values: same "
+                           "ranking of labels, other confidences (few-shot)",
+    "char_nb": "multinomial naive Bayes on character 2-5-grams: cheap, and its probabilities sit near 0 and 1 "
+               "(few-shot)",
+    "keyword_rules": "keyword rules read off the other examples (each label's most distinctive words); the first "
+                     "match wins at confidence 1.0, else the most frequent label: the floor of triage systems "
+                     "(few-shot)",
     "majority": "always the most frequent label of the other examples: the floor any arm should beat",
 }
 
