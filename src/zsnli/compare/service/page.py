@@ -79,6 +79,8 @@ COLUMNS = (
             "examples. 0: a confidence of 0.8 is right 80% of the time; 0.2: off by 20 points on average"),
     ("n", "examples the arm scored"),
     ("p50 ms", "median milliseconds to score one example"),
+    ("fit s", "seconds spent fitting the arm on the other examples, summed over all folds: its training cost "
+              "(n/a for a zero-shot arm, which fits nothing)"),
     ("status", "scored, or failed with the reason (a failed arm does not stop the others)"),
 )
 
