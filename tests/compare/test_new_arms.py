@@ -16,7 +16,9 @@ from zsnli.compare.arms.finetuned import contrastive_pairs
 from zsnli.compare.arms.rules import derive_rules
 from zsnli.compare.bakeoff_runner import fit_column, run_arm
 from zsnli.compare.engine import ArmResult, run_plan
+from zsnli.bench.doc_tables import ranking_table
 from zsnli.compare.protocol import make_plan
+from zsnli.compare.render import cell
 from zsnli.compare.suite import ArmEntry
 from zsnli.harness.examples import load_examples
 
@@ -160,6 +162,12 @@ def test_a_bakeoff_reports_the_training_seconds_of_replayed_fits_never_zero(ft_p
     seconds, note = fit_column(second)
     assert seconds > 0 and "2 replayed from the fit cache" in note
     assert second.identity["fits_replayed"] == 2
+    row = {"fit_s": seconds, "fit_note": note}
+    assert cell(row, "fit_s", ".1f") == f"{seconds:.1f} (replayed: seconds as trained)"
+    assert ranking_table({"leaderboard": [{**row, "arm": "ft", "kind": "few-shot", "macro_f1": 0.5, "accuracy": 0.5,
+                                           "ece": 0.1, "calibrated_macro_f1": 0.4, "normalised": 1.0, "p50_ms": 1.0,
+                                           "p95_ms": 2.0, "docs_per_s": 3.0, "peak_rss_mb": 100}]}) \
+        .count("(2 fits, 2 replayed)") == 1
 
 
 def json_records(cache_dir):

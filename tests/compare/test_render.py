@@ -142,3 +142,30 @@ def test_few_shot_arms_at_chance_on_few_examples_are_explained():
     assert note_of(service_answer({"served": (0.0, 0.5, 40.0), "majority": (0.75, 0.2, 0.02)}, 4)) is None
     many = service_answer({"served": (1.0, 0.01, 40.0), "majority": (0.0, 0.6, 0.02)}, LOO_MAX_N + 1)
     assert note_of(many) is None and "few-shot-note" not in result_page(many, None)
+
+
+def test_each_service_arm_has_a_view_and_the_ceilings_name_the_best_arm_inside_both():
+    import numpy as np
+
+    from zsnli.compare.bakeoff_analysis import arm_details
+    from zsnli.compare.render_arms import best_within
+
+    answer = service_answer({"served": (0.9, 0.1, 30.0), "tfidf_linearsvc": (0.8, 0.1, 1.0),
+                             "majority": (0.5, 0.2, 0.1)}, 4)
+    gold, names = [0, 0, 1, 1], ["access", "billing"]
+    probs = np.array([[0.9, 0.1], [0.4, 0.6], [0.2, 0.8], [0.3, 0.7]])
+    for e, fit in zip(answer["scorecard"], (None, 2.5, 0.01)):
+        e.update(fit_s=fit, **arm_details(probs, gold, probs.argmax(1), names, ["a b", "c", "d e f", "g"]))
+    page = report_html(answer)
+    assert re.findall(r"href='#arm-view-(\d)'", page) == ["1", "2", "3"]  # each ranked arm links to its view
+    view = re.search(r"<details class='arm-view' id='arm-view-2'>.*?</details>", page, re.S).group(0)
+    assert "reliability diagram of tfidf_linearsvc" in view and "coverage against accuracy of tfidf_linearsvc" in view
+    matrix = re.search(r"<table class='confusion'>(.*?)</table>", view, re.S).group(1)
+    assert re.findall(r"<td class=''>(?:<b>)?(\d)", matrix) == ["1", "1", "0", "2"]  # gold rows, predicted columns
+    assert "Per-class F1" in view and "Worst slices" in view
+    rows = board(answer)
+    assert re.search(r"id='ceiling-best'>(.*?)</b>", page).group(1) == "<bdi>served</bdi>"
+    assert best_within(rows, 10.0, None) == "tfidf_linearsvc"  # served is over the latency ceiling
+    assert best_within(rows, 10.0, 1.0) == "majority"  # and tf-idf over the cost ceiling
+    assert best_within(rows, None, 0.0) == "served"  # nothing fitted costs nothing
+    assert best_within(rows, 0.01, None) is None

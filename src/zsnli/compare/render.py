@@ -101,6 +101,8 @@ def cell(row: dict[str, Any], key: str, spec: str) -> str:
         return f"failed: {row['error']}" if row.get("error") else "scored"
     if key == "fit_s" and "offline" in row.get("fit_note", ""):
         return fmt(row.get(key), spec) + " (offline)"
+    if key == "fit_s" and "replayed from the fit cache" in row.get("fit_note", ""):
+        return fmt(row.get(key), spec) + " (replayed: seconds as trained)"
     return fmt(row.get(key), spec)
 
 
