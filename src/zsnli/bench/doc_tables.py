@@ -115,8 +115,9 @@ def slices_table(report: Mapping[str, Any], per_arm: int = SLICES_PER_ARM) -> st
                    "gap x sqrt(n)"], rows)
 
 
-#: The keys of a scorecard entry the docs show (reliability bins and the receipt's identities left out).
-SCORECARD_KEYS = ("rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "status")
+#: The keys of a scorecard entry the docs show (reliability bins, the arm view's figures and the receipt's
+#: identities left out).
+SCORECARD_KEYS = ("rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "fit_s", "status")
 
 
 def bakeoff_answer_json(answer: Mapping[str, Any]) -> str:

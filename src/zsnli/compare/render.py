@@ -139,6 +139,13 @@ def tie_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | No
     return note + (" That is too few examples to tell them apart: add more examples." if n and n < SMALL_N else "")
 
 
+def _fitted(row: dict[str, Any]) -> bool:
+    """Whether a service row's arm is fitted: its ``fit_s`` is set (answers since issue 52), else its registry type trains."""
+    if "fit_s" in row:
+        return row["fit_s"] is not None
+    return row["arm"] in ARMS and ARMS[row["arm"]].trains
+
+
 def few_shot_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | None:
     """Why few-shot arms (registry arms that are fitted, ``trains``) scored at or below chance on a service
     bake-off of few examples (at most the service's leave-one-out bound), or None when none did. Under
@@ -147,7 +154,7 @@ def few_shot_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str
     fitted arms have one or two texts a label to learn from. That is the protocol saying the examples are too
     few, not the arms being worse than guessing."""
     n, k = report.get("n") or 0, max(1, len(report.get("labels") or ()))
-    low = [r["arm"] for r in rows if r["arm"] in ARMS and ARMS[r["arm"]].trains and r["status"] == "scored"
+    low = [r["arm"] for r in rows if _fitted(r) and r["status"] == "scored"
            and r.get("accuracy") is not None and r["accuracy"] <= 1 / k]
     if "id" not in report or not low or n > SERVICE_PROTOCOL["loo_max_n"]:
         return None
