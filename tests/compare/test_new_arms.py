@@ -41,7 +41,7 @@ def test_svm_raw_is_the_softmax_of_the_decision_function_and_platt_differs_in_co
     p = platt.predict_proba(docs, cands)
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
     assert (p.argmax(1) == expected.argmax(1)).all()
-    assert platt.identity()["platt_fit"].startswith("out-of-fold")  # every class has >= 2 rows here
+    assert platt.identity()["platt_fits"] == {"out-of-fold, 2 folds": 1}  # every class has >= 2 rows here
     with pytest.raises(ArmError, match="calibration must be 'platt' or 'raw'"):
         build_arm("tfidf_linearsvc", "x", {"calibration": "isotonic"})
 
@@ -52,7 +52,7 @@ def test_platt_with_a_single_row_class_fits_in_sample_instead_of_failing():
             ["flight", "flight", "hotel", "hotel", "train"])  # one "train" row: no fold can hold it out
     p = arm.predict_proba(["train to rome"], ["flight", "hotel", "train"])
     np.testing.assert_allclose(p.sum(), 1.0)
-    assert arm.identity()["platt_fit"].startswith("in-sample")
+    assert arm.identity()["platt_fits"] == {"in-sample (a class has one training row)": 1}
 
 
 def test_softmax_decision_of_a_binary_margin_is_the_sigmoid():

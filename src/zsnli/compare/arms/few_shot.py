@@ -252,11 +252,13 @@ def softmax_decision(scores: np.ndarray) -> np.ndarray:
 class TfidfLinearSvcArm(FittedClassifier):
     """tf-idf word n-grams (as ``tfidf_logreg``), then a linear SVM (``LinearSVC``, squared hinge, one-vs-rest).
 
-    calibration: ``"platt"`` (default): ``CalibratedClassifierCV(method="sigmoid")``, Platt (1999) scaling
-    fitted out-of-fold with k = min(5, smallest class count) folds; with a class of one training row no fold
-    can hold it out, so the sigmoid is fitted on the SVM's own training rows (in-sample, recorded in
-    ``identity()["platt_fit"]``). ``"raw"``: `softmax_decision` of ``decision_function``, nothing fitted.
-    Both give the same arg-max up to Platt's per-class rescaling; they differ in confidence (ECE).
+    calibration: ``"platt"`` (default): ``CalibratedClassifierCV(method="sigmoid", ensemble=False)``, Platt
+    (1999) scaling: one sigmoid per class fitted on out-of-fold decision values (k = min(5, smallest class
+    count) folds) of the one SVM fitted on all the rows; with a class of one training row no fold can hold it
+    out, so the sigmoids are fitted on the SVM's own training rows (in-sample). ``identity()["platt_fits"]``
+    counts the fits done each way. ``"raw"``: `softmax_decision` of ``decision_function``, nothing fitted.
+    The SVM is the same; with more than two classes the per-class sigmoids can reorder a row's labels, so
+    the arg-max may differ a little, and the confidence (ECE) differs.
     """
 
     def __init__(self, name: str | None = None, C: float = 1.0, calibration: str = "platt", ngram_max: int = 2,
@@ -268,7 +270,7 @@ class TfidfLinearSvcArm(FittedClassifier):
             raise ArmError(f"{self.name}: calibration must be 'platt' or 'raw', got {calibration!r}")
         self.params = {"C": C, "calibration": calibration, "ngram_max": ngram_max, "min_df": min_df,
                        "sublinear_tf": sublinear_tf, "max_iter": max_iter, "seed": seed}
-        self.platt_fit: str | None = None
+        self.platt_fits: Counter[str] = Counter()
 
     def fit(self, texts: Sequence[str], labels: Sequence[str]) -> None:
         from sklearn.svm import LinearSVC
@@ -285,13 +287,13 @@ class TfidfLinearSvcArm(FittedClassifier):
         if smallest >= 2:
             from sklearn.calibration import CalibratedClassifierCV
 
-            self.platt_fit = f"out-of-fold, {min(5, smallest)} folds"
-            model = CalibratedClassifierCV(svm, method="sigmoid", cv=min(5, smallest))
+            self.platt_fits[f"out-of-fold, {min(5, smallest)} folds"] += 1
+            model = CalibratedClassifierCV(svm, method="sigmoid", cv=min(5, smallest), ensemble=False)
         else:
             from sklearn.calibration import CalibratedClassifierCV
             from sklearn.frozen import FrozenEstimator
 
-            self.platt_fit = "in-sample (a class has one training row)"
+            self.platt_fits["in-sample (a class has one training row)"] += 1
             svm.fit(x, [self.classes_.index(y) for y in labels])
             every = np.arange(len(labels))  # one "split" whose calibration rows are all the training rows
             model = CalibratedClassifierCV(FrozenEstimator(svm), method="sigmoid", cv=[(every, every)])
@@ -309,8 +311,8 @@ class TfidfLinearSvcArm(FittedClassifier):
 
     def identity(self) -> dict[str, Any]:
         ident = super().identity()
-        if self.platt_fit:
-            ident["platt_fit"] = self.platt_fit
+        if self.platt_fits:
+            ident["platt_fits"] = dict(sorted(self.platt_fits.items()))  # how each fit's sigmoid was fitted -> fits
         return ident
 
 
