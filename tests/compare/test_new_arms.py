@@ -168,6 +168,10 @@ def test_a_bakeoff_reports_the_training_seconds_of_replayed_fits_never_zero(ft_p
                                            "ece": 0.1, "calibrated_macro_f1": 0.4, "normalised": 1.0, "p50_ms": 1.0,
                                            "p95_ms": 2.0, "docs_per_s": 3.0, "peak_rss_mb": 100}]}) \
         .count("(2 fits, 2 replayed)") == 1
+    zero_shot = {**row, "arm": "sim", "kind": "zero-shot", "fit_s": None, "fit_note": "none (zero-shot)", "macro_f1": 0.5,
+                 "accuracy": 0.5, "ece": 0.1, "calibrated_macro_f1": 0.4, "normalised": 1.0, "p50_ms": 1.0, "p95_ms": 2.0,
+                 "docs_per_s": 3.0, "peak_rss_mb": 100}
+    assert "| none |" in ranking_table({"leaderboard": [zero_shot]})  # a zero-shot row has nothing fitted
 
 
 def json_records(cache_dir):

@@ -66,7 +66,7 @@ def ranking_table(report: Mapping[str, Any]) -> str:
     for rank, row in enumerate(report["leaderboard"], 1):
         note = str(row.get("fit_note", ""))
         replayed = re.search(r"; (\d+) replayed from the fit cache", note)
-        fit = "trained offline" if note.startswith("trained offline") else \
+        fit = "trained offline" if note.startswith("trained offline") else "none" if row["fit_s"] is None else \
             f"{row['fit_s']:.1f} ({note.split(' ')[0]} fits{f', {replayed.group(1)} replayed' if replayed else ''})"
         rows.append([str(rank), row["arm"], row["kind"], _num(row["macro_f1"]), _num(row["accuracy"]),
                      _num(row["ece"]), _num(row["calibrated_macro_f1"]), _num(row["normalised"], 1),
