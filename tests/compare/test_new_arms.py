@@ -159,7 +159,7 @@ def test_a_bakeoff_reports_the_training_seconds_of_replayed_fits_never_zero(ft_p
     second = run_arm(entry, examples, plan, warmups=0)
     assert second.error is None and second.fits_replayed == 2
     assert second.fit_s == pytest.approx(sum(f["fit_s"] for f in json_records(ft_params["cache_dir"])))
-    assert second.fit_s == pytest.approx(first.fit_s, rel=0.05)  # the replay counts what the first run measured
+    assert 0.5 * first.fit_s < second.fit_s <= first.fit_s  # the replay counts what the first run measured (inside fit)
     seconds, note = fit_column(second)
     assert seconds > 0 and "2 replayed from the fit cache" in note
     assert second.identity["fits_replayed"] == 2

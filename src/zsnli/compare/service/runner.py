@@ -163,7 +163,7 @@ def _entry(name: str, role: str, task: Task, probs=None, seconds=None, error: st
                 "latency_ms_p50": None, "status": "failed", "error": error}
     s = score(probs, task.gold)
     entry = {"arm": name, "role": role, "accuracy": s["accuracy"], "macro_f1": s["macro_f1"], "ece": s["ece"],
-             "n": s["n"], "latency_ms_p50": p50_ms(seconds), "fit_s": None if fit_s is None else round(fit_s, 4),
+             "n": s["n"], "latency_ms_p50": p50_ms(seconds), "fit_s": fit_s,
              "status": "scored", "reliability": s["reliability"],
              **arm_details(probs, task.gold, s["predicted"], task.label_names, task.texts)}
     if task.retain:
