@@ -23,7 +23,8 @@ ISSUE_REQUEST = {"task_description": "Classify support requests as access or bil
                  "challenger_model": "tfidf_logreg"}
 
 ANSWER_KEYS = {"id", "created_at", "task_description", "labels", "n", "scorecard", "winner", "receipt"}
-ENTRY_KEYS = {"rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "status", "reliability"}
+ENTRY_KEYS = {"rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "fit_s", "status", "reliability",
+              "coverage", "per_class", "confusion", "slices"}
 
 
 @pytest.fixture
@@ -57,6 +58,15 @@ async def test_contract_of_the_issue_request(app, bakeoff_env):
             assert 0 <= e["accuracy"] <= 1 and 0 <= e["macro_f1"] <= 1 and 0 <= e["ece"] <= 1
             assert e["latency_ms_p50"] > 0
             assert sum(b["count"] for b in e["reliability"]) == 3
+            # the arm view: fit cost, coverage curve, per-class F1, confusion matrix (gold rows), worst slices
+            assert (e["fit_s"] is None) == (e["arm"] in ("served", "served_about", "embedding_similarity"))
+            assert e["fit_s"] is None or e["fit_s"] > 0
+            assert e["coverage"]["coverage"][-1] == 1.0 and e["coverage"]["accuracy"][-1] == e["accuracy"]
+            assert [c["label"] for c in e["per_class"]] == e["confusion"]["labels"] == ["access", "billing"]
+            counts = e["confusion"]["counts"]
+            assert [sum(row) for row in counts] == [2, 1]  # two access examples, one billing
+            assert sum(counts[i][i] for i in range(2)) / 3 == pytest.approx(e["accuracy"], abs=1e-4)
+            assert isinstance(e["slices"], list)
         keys = [(-e["macro_f1"], e["ece"], e["latency_ms_p50"]) for e in a["scorecard"]]
         assert keys == sorted(keys)
         assert a["winner"] == a["scorecard"][0]["arm"]

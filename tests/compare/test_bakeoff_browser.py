@@ -32,7 +32,8 @@ def browser():
     webdriver = pytest.importorskip("selenium.webdriver")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,1700"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1100,1700"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
     yield driver
@@ -56,7 +57,9 @@ def test_form_submit_renders_winner_and_receipt(server, browser):
     browser.find_element(By.ID, "submit").click()
     WebDriverWait(browser, 120).until(ec.presence_of_element_located((By.ID, "winner")))
     progress = browser.execute_script("return document.getElementById('progress-text').textContent")
-    assert progress.startswith("running 7 arms on 3 examples")  # the indicator shown while it ran
+    from zsnli.compare.service.arms_adapter import INCUMBENTS
+
+    assert progress.startswith(f"running {len(INCUMBENTS)} arms on 3 examples")  # the indicator shown while it ran
     assert not browser.find_element(By.ID, "progress").is_displayed()
     bakeoff_id = browser.find_element(By.ID, "permalink").get_attribute("href").rsplit("/", 1)[1]
     answer = httpx.get(f"{server}/v1/bakeoffs/{bakeoff_id}").json()
@@ -231,3 +234,83 @@ def test_the_results_are_explained(server, browser):
     glossary = box.text
     for term in ("ECE", "macro-F1", "p50 ms", "majority", "embedding_knn", "Reliability diagrams"):
         assert term in glossary
+
+
+VIEW_ARMS = ("served", "majority", "keyword_rules", "tfidf_linearsvc", "tfidf_linearsvc_raw", "char_nb")
+SUPPORT = [("Cannot sign in", "access"), ("Refund my invoice", "billing"), ("Login still fails", "access"),
+           ("Charged twice this month", "billing"), ("Password reset link broken", "access"),
+           ("Invoice shows the wrong amount", "billing"), ("Locked out of my account", "access"),
+           ("Cancel my subscription refund", "billing")]
+
+
+def _permalink_id(browser) -> str:
+    from selenium.webdriver.common.by import By
+
+    return browser.find_element(By.ID, "permalink").get_attribute("href").rsplit("/", 1)[1]
+
+
+def test_an_arm_opens_its_view_ceilings_pick_an_arm_and_a_rerun_takes_the_ticked_arms(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from zsnli.compare.render import board
+    from zsnli.compare.render_arms import best_within
+
+    browser.get(server + "/bakeoff")
+    browser.find_element(By.ID, "task").send_keys("Support requests: access or billing")
+    browser.execute_script("document.getElementById('examples').value = arguments[0]",
+                           "".join(f"{t}\t{y}\n" for t, y in SUPPORT))
+    for box in browser.find_elements(By.CSS_SELECTOR, "input[name=arm]"):
+        if (box.get_attribute("value") in VIEW_ARMS) != box.is_selected():
+            box.click()
+    browser.find_element(By.ID, "submit").click()
+    WebDriverWait(browser, 120).until(ec.presence_of_element_located((By.ID, "winner")))
+    first = _permalink_id(browser)
+    answer = httpx.get(f"{server}/v1/bakeoffs/{first}").json()
+    assert sorted(e["arm"] for e in answer["scorecard"]) == sorted(VIEW_ARMS)
+
+    # clicking an arm in the ranking opens its view: reliability, coverage, per-class F1, confusions, slices
+    second = answer["scorecard"][1]
+    view = browser.find_element(By.ID, "arm-view-2")
+    assert view.get_attribute("open") is None
+    browser.find_element(By.CSS_SELECTOR, "#scorecard a[href='#arm-view-2']").click()
+    assert view.get_attribute("open") == "true"
+    assert view.find_element(By.CSS_SELECTOR, "svg[aria-label^='reliability diagram of']").is_displayed()
+    assert view.find_element(By.CSS_SELECTOR, "svg.coverage").is_displayed()
+    matrix = view.find_elements(By.CSS_SELECTOR, "table.confusion tr")
+    cells = [[int(td.text) for td in tr.find_elements(By.TAG_NAME, "td")[1:]] for tr in matrix[1:]]
+    assert cells == second["confusion"]["counts"]
+    assert "Per-class F1" in view.text and "Worst slices" in view.text
+    shot = os.environ.get("ZSNLI_BAKEOFF_SCREENSHOT")
+    if shot:
+        browser.save_screenshot(shot.replace(".png", "-arm-view.png"))
+
+    # the ceilings name the best-ranked arm inside both, by the renderer's own rule
+    rows = board(answer)
+    assert browser.find_element(By.ID, "ceiling-best").text == best_within(rows, None, None) == answer["winner"]
+    p50s = sorted(r["p50_ms"] for r in rows)
+    for max_p50, max_fit in ((p50s[2], None), (None, 0.0), (p50s[0] / 2, None), (p50s[-1], 1e-9)):
+        for box_id, value in (("max-p50", max_p50), ("max-fit", max_fit)):
+            box = browser.find_element(By.ID, box_id)
+            box.clear()
+            if value is not None:
+                box.send_keys(repr(value))
+        expected = best_within(rows, max_p50, max_fit)
+        assert browser.find_element(By.ID, "ceiling-best").text == (expected or "no arm fits"), (max_p50, max_fit)
+    browser.find_element(By.ID, "max-p50").clear()
+    browser.find_element(By.ID, "max-fit").clear()
+    browser.find_element(By.ID, "max-fit").send_keys("0")
+    assert browser.find_element(By.ID, "ceiling-best").text == "served"  # nothing fitted: only the zero-shot arm
+    if shot:
+        browser.execute_script("document.getElementById('ceilings').scrollIntoView()")
+        browser.save_screenshot(shot.replace(".png", "-ceilings.png"))
+
+    # untick two arms in the bar above the result and run again on the same examples
+    for name in ("served", "char_nb"):
+        browser.find_element(By.CSS_SELECTOR, f"#rerun input[value='{name}']").click()
+    browser.find_element(By.ID, "rerun-button").click()
+    WebDriverWait(browser, 120).until(lambda b: b.find_elements(By.ID, "permalink") and _permalink_id(b) != first)
+    again = httpx.get(f"{server}/v1/bakeoffs/{_permalink_id(browser)}").json()
+    assert sorted(e["arm"] for e in again["scorecard"]) == sorted(set(VIEW_ARMS) - {"served", "char_nb"})
+    assert again["n"] == len(SUPPORT)

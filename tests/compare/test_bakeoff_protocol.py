@@ -66,7 +66,7 @@ def test_a_memorising_arm_scores_nothing_special(n):
     labels = ["a", "b", "c"] * (n // 3)
     task = make_task([f"document number {i}" for i in range(n)], labels)
     arm = MemorisingArm()
-    probs, seconds = _run_sync(arm, task, None, CancelToken(time.monotonic() + 60))
+    probs, seconds, _ = _run_sync(arm, task, None, CancelToken(time.monotonic() + 60))
     assert arm.hits == 0  # it never saw the text it was asked about
     assert np.allclose(probs, 1 / 3) and len(seconds) == n
 
@@ -76,9 +76,9 @@ def test_tfidf_logreg_learns_from_the_other_examples_only():
              "sign in fails", "password reset sign in"]
     task = make_task(texts, ["billing"] * 3 + ["access"] * 3)
     # C = 10 (the registry's default is scikit-learn's C = 1, which leans on the 3-vs-2 class prior of each fold)
-    probs, _ = _run_sync(build_arm("tfidf_logreg", "tfidf_logreg", {"C": 10.0}), task, None, CancelToken(time.monotonic() + 60))
+    probs, _, _ = _run_sync(build_arm("tfidf_logreg", "tfidf_logreg", {"C": 10.0}), task, None, CancelToken(time.monotonic() + 60))
     assert (probs.argmax(1) == task.gold).all()  # shared words with the *other* examples of its label
-    probs, _ = _run_sync(build_arm("majority", "majority", {}), task, None, CancelToken(time.monotonic() + 60))
+    probs, _, _ = _run_sync(build_arm("majority", "majority", {}), task, None, CancelToken(time.monotonic() + 60))
     np.testing.assert_allclose(probs[0], [2 / 5, 3 / 5])  # held-out billing: 2 billing of 5 left
 
 

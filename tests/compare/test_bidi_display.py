@@ -46,7 +46,7 @@ def test_the_report_renderer_shows_and_isolates_user_text():
 
 
 def test_the_cli_reports_dataset_and_class_names_are_shown():
-    from zsnli.compare.render import _confusions, _per_class
+    from zsnli.compare.render_arms import confusions_html as _confusions, per_class_html as _per_class
 
     arm = {"per_class": {f"news{RLO}": [{"label": TRICK, "support": 3, "precision": 0.5, "recall": 0.5, "f1": 0.5}]},
            "confusions": [{"dataset": f"news{RLO}", "gold": TRICK, "predicted": "billing", "count": 1,

@@ -30,8 +30,9 @@ def ranking(page: str) -> dict[str, dict[str, str]]:
     """The ranking table of a rendered report: arm -> {column header: cell text}."""
     table = re.search(r"<table id='scorecard'>(.*?)</table>", page, re.S).group(1)
     heads = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", table)
-    rows = re.findall(r"<tr class='\w+' data-arm='([^']*)'>(.*?)</tr>", table, re.S)
-    return {arm: dict(zip(heads, re.findall(r"<td[^>]*>(.*?)</td>", cells))) for arm, cells in rows}
+    rows = re.findall(r"<tr class='\w+' data-arm='([^']*)'[^>]*>(.*?)</tr>", table, re.S)
+    return {arm: dict(zip(heads, (re.sub(r"</?a[^>]*>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", cells))))
+            for arm, cells in rows}
 
 
 def test_a_tie_broken_on_a_handful_of_examples_is_flagged():
@@ -159,3 +160,30 @@ def test_the_result_heading_shows_the_task_and_zero_accuracy_dots_sit_on_the_flo
     assert cy == 156.0 and cx == 40 + 0.95 * 150  # on the x axis (accuracy 0), not at y(0.95) on the diagonal
     assert "<circle" not in reliability_svg("none", [{"lo": 0.0, "hi": 0.1, "confidence": None, "accuracy": None,
                                                       "count": 1}])
+
+
+def test_each_service_arm_has_a_view_and_the_ceilings_name_the_best_arm_inside_both():
+    import numpy as np
+
+    from zsnli.compare.bakeoff_analysis import arm_details
+    from zsnli.compare.render_arms import best_within
+
+    answer = service_answer({"served": (0.9, 0.1, 30.0), "tfidf_linearsvc": (0.8, 0.1, 1.0),
+                             "majority": (0.5, 0.2, 0.1)}, 4)
+    gold, names = [0, 0, 1, 1], ["access", "billing"]
+    probs = np.array([[0.9, 0.1], [0.4, 0.6], [0.2, 0.8], [0.3, 0.7]])
+    for e, fit in zip(answer["scorecard"], (None, 2.5, 0.01)):
+        e.update(fit_s=fit, **arm_details(probs, gold, probs.argmax(1), names, ["a b", "c", "d e f", "g"]))
+    page = report_html(answer)
+    assert re.findall(r"href='#arm-view-(\d)'", page) == ["1", "2", "3"]  # each ranked arm links to its view
+    view = re.search(r"<details class='arm-view' id='arm-view-2'>.*?</details>", page, re.S).group(0)
+    assert "reliability diagram of tfidf_linearsvc" in view and "coverage against accuracy of tfidf_linearsvc" in view
+    matrix = re.search(r"<table class='confusion'>(.*?)</table>", view, re.S).group(1)
+    assert re.findall(r"<td class=''>(?:<b>)?(\d)", matrix) == ["1", "1", "0", "2"]  # gold rows, predicted columns
+    assert "Per-class F1" in view and "Worst slices" in view
+    rows = board(answer)
+    assert re.search(r"id='ceiling-best'>(.*?)</b>", page).group(1) == "<bdi>served</bdi>"
+    assert best_within(rows, 10.0, None) == "tfidf_linearsvc"  # served is over the latency ceiling
+    assert best_within(rows, 10.0, 1.0) == "majority"  # and tf-idf over the cost ceiling
+    assert best_within(rows, None, 0.0) == "served"  # nothing fitted costs nothing
+    assert best_within(rows, 0.01, None) is None

@@ -109,7 +109,7 @@ def test_compare_two_tiny_arms_and_both_baselines(tiny_project, fake_script, tmp
     # HTML: one file (the one renderer) with a reliability diagram per arm
     html = (tmp_path / "compare.html").read_text()
     assert html == render_html(report)
-    assert html.count("aria-label='reliability diagram of ") == 4
+    assert html.count("aria-label='reliability diagram of ") == 2 * 4  # the Reliability section and each arm's view
     assert report["receipt"]["sha256"] in html
     # the receipt: every arm's identity (model hashes), unsigned without a key, valid for the file as written
     assert report["receipt"]["arms"]["tiny"] == tiny["identity"] and report["receipt"]["signature"] is None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Mapping, Sequence
 
 from ..runtime.embedding import PUBLISHED_EMBEDDING_DIGEST
@@ -63,8 +64,10 @@ def ranking_table(report: Mapping[str, Any]) -> str:
               "p95 ms/doc", "docs/s", "fit s", "peak RSS MiB", "cost"]
     rows = []
     for rank, row in enumerate(report["leaderboard"], 1):
-        fit = "trained offline" if str(row.get("fit_note", "")).startswith("trained offline") else \
-            f"{row['fit_s']:.1f} ({str(row.get('fit_note', '')).split(' ')[0]} fits)"
+        note = str(row.get("fit_note", ""))
+        replayed = re.search(r"; (\d+) replayed from the fit cache", note)
+        fit = "trained offline" if note.startswith("trained offline") else "none" if row["fit_s"] is None else \
+            f"{row['fit_s']:.1f} ({note.split(' ')[0]} fits{f', {replayed.group(1)} replayed' if replayed else ''})"
         rows.append([str(rank), row["arm"], row["kind"], _num(row["macro_f1"]), _num(row["accuracy"]),
                      _num(row["ece"]), _num(row["calibrated_macro_f1"]), _num(row["normalised"], 1),
                      _speed(row["p50_ms"]), _speed(row["p95_ms"]), _speed(row["docs_per_s"]), fit,
@@ -112,8 +115,9 @@ def slices_table(report: Mapping[str, Any], per_arm: int = SLICES_PER_ARM) -> st
                    "gap x sqrt(n)"], rows)
 
 
-#: The keys of a scorecard entry the docs show (reliability bins and the receipt's identities left out).
-SCORECARD_KEYS = ("rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "status")
+#: The keys of a scorecard entry the docs show (reliability bins, the arm view's figures and the receipt's
+#: identities left out).
+SCORECARD_KEYS = ("rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "fit_s", "status")
 
 
 def bakeoff_answer_json(answer: Mapping[str, Any]) -> str:

@@ -9,7 +9,8 @@ predicted pairs), ``slices`` (findings, ranked) and ``declared_slices`` (every
 declared slice with n >= min support: what the gate checks).
 
 Imports: numpy, scikit-learn, `zsnli.metrics`, `zsnli.harness.examples`, and `zsnli.compare`'s
-`engine`, `scorecards`, `slices`, `bakeoff_runner`.
+`engine`, `scorecards`, `slices`, `bakeoff_runner`. `arm_details`: the same figures for one arm of a service
+bake-off (``POST /v1/bakeoff``), shown when the result page opens that arm.
 """
 
 from __future__ import annotations
@@ -200,3 +201,44 @@ def pick_within(board: Sequence[dict], max_p95_ms: float | None, max_rss_mb: flo
           and fits(r["p95_ms"], max_p95_ms) and fits(r["peak_rss_mb"], max_rss_mb)]
     return {"max_p95_ms": max_p95_ms, "max_rss_mb": max_rss_mb, "best": ok[0]["arm"] if ok else None,
             "fitting": [r["arm"] for r in ok]}
+
+
+SERVICE_MIN_SUPPORT = 5
+"""Smallest slice a service bake-off (a few dozen of the user's examples) lists among an arm's worst slices."""
+
+
+def arm_details(probabilities: Any, gold: Sequence[int], predicted: Sequence[int], label_names: Sequence[str],
+                texts: Sequence[str], min_support: int = SERVICE_MIN_SUPPORT) -> dict[str, Any]:
+    """What a service result shows when one arm is opened, besides its reliability diagram.
+
+    probabilities: ``[n, k]`` over ``label_names``; gold, predicted: ``[n]`` label indices (the ranking's own
+    arg-max, ties broken as it broke them); texts: ``[n]`` (only their word counts are used). Returns
+    ``{"coverage": {"coverage", "accuracy", "threshold"}`` (`coverage_curve`, 4 decimals), ``"per_class":
+    [{"label", "support", "precision", "recall", "f1"}]`` (scikit-learn, zero_division=0, in label order),
+    ``"confusion": {"labels", "counts"}`` (``counts[g][p]``: examples of gold g predicted p) and ``"slices"``
+    (the worst declared slices, gold label and length bucket, with n >= ``min_support`` and a Wilson 95% top
+    below the arm's accuracy, ranked by gap x sqrt(n): `slices.findings`)}``.
+    """
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
+    from zsnli.compare.slices import length_bucket
+
+    p = np.asarray(probabilities, dtype=np.float64)
+    gold, predicted = np.asarray(gold, dtype=int), np.asarray(predicted, dtype=int)
+    k = len(label_names)
+    correct = predicted == gold
+    curve = coverage_curve(p.max(axis=1), correct)
+    prec, rec, f1, support = precision_recall_fscore_support(gold, predicted, labels=list(range(k)), zero_division=0)
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, (g, text) in enumerate(zip(gold, texts)):
+        groups.setdefault(("label", label_names[g]), []).append(i)
+        groups.setdefault(("length", length_bucket(text)), []).append(i)
+    worst = findings(score_slices(groups, correct, "declared", min_support))
+    return {"coverage": {key: [round(float(v), 4) for v in vals] for key, vals in curve.items()},
+            "per_class": [{"label": label_names[j], "support": int(support[j]), "precision": round(float(prec[j]), 4),
+                           "recall": round(float(rec[j]), 4), "f1": round(float(f1[j]), 4)} for j in range(k)],
+            "confusion": {"labels": list(label_names),
+                          "counts": confusion_matrix(gold, predicted, labels=list(range(k))).tolist()},
+            "slices": [{"facet": s.facet, "name": s.name, "n": s.n, "accuracy": round(s.accuracy, 4),
+                        "low": round(s.low, 4), "high": round(s.high, 4), "gap": round(s.gap, 4),
+                        "rank_score": round(s.rank_score, 4)} for s in worst]}

@@ -151,7 +151,13 @@ def run_arms(entries: Sequence[ArmEntry], examples: Sequence[Example], plan: Pla
 
 
 def fit_column(result: ArmResult) -> tuple[float | None, str]:
-    """(seconds, note) of the fit column: real fit time for few-shot arms, the recorded training time if offline."""
+    """(seconds, note) of the fit column: real fit time for few-shot arms (a fit replayed from an arm's cache
+    counts the seconds it took when trained, and the note says how many were replayed), the recorded
+    training time if offline."""
+    if result.trains and result.fits_replayed:
+        return result.fit_s, (f"{result.fits} fit(s), measured; {result.fits_replayed} replayed from the fit cache "
+                              f"(counted at the seconds they took when trained; loading them took "
+                              f"{result.replay_s:.1f} s)")
     if result.trains:
         return result.fit_s, f"{result.fits} fit(s), measured"
     if result.offline_training:

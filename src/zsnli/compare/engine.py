@@ -59,7 +59,8 @@ class ArmResult:
     """What one arm produced: probabilities per test row (None = that document failed), timings, identity.
 
     ``seconds[i]`` is the wall time of the call that scored row ``i`` (plus `run_plan`'s ``extra_seconds``);
-    ``fit_s`` sums the real fit time over folds (``fits`` calls); ``peak_rss`` is in bytes with
+    ``fit_s`` sums the real fit time over folds (``fits`` calls), a fit replayed from an arm's cache counting
+    the seconds it took when trained (``fits_replayed`` of them; ``replay_s``: the wall time of the replays); ``peak_rss`` is in bytes with
     ``rss_source`` saying whose it is. ``concurrency`` documents were in flight at once; when more than
     one, ``wall_s`` is the wall time of all test rows (docs/s is then documents over it).
     """
@@ -74,6 +75,8 @@ class ArmResult:
     setup_s: float = float("nan")
     fit_s: float = 0.0
     fits: int = 0
+    fits_replayed: int = 0
+    replay_s: float = 0.0
     offline_training: dict[str, Any] | None = None
     peak_rss: int | None = None
     rss_source: str = ""
@@ -119,7 +122,8 @@ def run_plan(arm, examples: Sequence[Example], plan: Plan, out: ArmResult, *, wa
     """Score a set-up ``arm`` on the plan's test rows into ``out``: the one arm runner.
 
     Zero-shot arms (``arm.trains`` False): ``predict_proba`` on every test row, one document per call,
-    each call timed. Few-shot arms: per fold, ``fit`` on the fold's training rows (gold label strings;
+    each call timed. Few-shot arms: ``arm.check_plan(number of folds)`` first (an arm may refuse: it
+    raises), then per fold, ``fit`` on the fold's training rows (gold label strings;
     timed into ``out.fit_s``), then the same per-document calls on the fold's test rows only, so no arm
     is scored on a row it was fitted on. ``warmups`` untimed calls go first (results discarded).
     check: called before every fit and every document (raises to stop: a bake-off's deadline or cancel).
@@ -145,6 +149,9 @@ def run_plan(arm, examples: Sequence[Example], plan: Plan, out: ArmResult, *, wa
                 out.errors.append(f"{examples[i].id!r}: {error}")
         out.concurrency, out.wall_s = answers.concurrency, answers.wall_s
         return
+    checker = getattr(arm, "check_plan", None)
+    if checker is not None:
+        checker(len(plan.folds))
     warmed = False
     for fold in plan.folds:
         if check is not None:
@@ -160,7 +167,14 @@ def run_plan(arm, examples: Sequence[Example], plan: Plan, out: ArmResult, *, wa
             out.seconds.update({i: float("nan") for i in fold.test})
             done(len(fold.test))
             continue
-        out.fit_s += time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0
+        replayed = getattr(arm, "last_fit_replay", lambda: None)()
+        if replayed is None:
+            out.fit_s += elapsed
+        else:
+            out.fit_s += replayed
+            out.fits_replayed += 1
+            out.replay_s += elapsed
         out.fits += 1
         if not warmed:
             _warm_up(arm, fold.test, examples, warmups)

@@ -17,24 +17,27 @@ User text (labels, arm, dataset and slice names, the task) is escaped with its b
 (``<U+202E>``) and isolated in ``<bdi>`` (`zsnli.serving.text.html_text`), so ``acc`` U+202E ``sse`` never
 displays as "access".
 
-Imports: matplotlib (Agg, only for the CLI's coverage curves), `zsnli.compare.engine` (rank rounding),
+Each scored arm's name in the ranking links to its view (`zsnli.compare.render_arms`: reliability, coverage,
+per-class F1, confusions, worst slices); a service answer also gets the ceilings form (best arm inside a
+latency and a cost ceiling).
+
+Imports: `zsnli.compare.render_arms` (the arm views; matplotlib through it), `zsnli.compare.engine` (rank rounding),
 `zsnli.compare.arms` (which arms are fitted), `zsnli.compare.protocol` (the service's leave-one-out bound),
 `zsnli.serving.text` (the display rule of user text; standard library only).
 """
 
 from __future__ import annotations
 
-import base64
-import io
 import math
 from typing import Any, Sequence
 
 from zsnli.compare.arms import ARMS
 from zsnli.compare.engine import RANK_DECIMALS, ranking_rule
 from zsnli.compare.protocol import SERVICE_PROTOCOL
+from zsnli.compare.render_arms import ceilings, cli_arm, coverage_png, fmt, img, service_arms
+from zsnli.compare.render_arms import table as _table
 from zsnli.serving.text import html_attr, html_text
 
-WORST_CLASSES_SHOWN = 12
 SMALL_N = 30
 """Below this many examples, the page warns that one example moves accuracy by 100/n points."""
 CSS = ("body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px;color:#222}"
@@ -57,13 +60,6 @@ COLUMNS = (("rank", "rank", "d"), ("arm", "arm", ""), ("role", "role", ""), ("ki
 TEXT_COLUMNS = frozenset({"arm", "role", "kind", "type", "cost", "status"})
 
 
-def fmt(x: Any, spec: str = ".3f") -> str:
-    """A figure as text ("n/a" for None or NaN); other values as ``str`` (not escaped)."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return format(x, spec) if spec and isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
-
-
 def _bins(reliability: Any) -> list[dict[str, Any]]:
     """Reliability bins as ``[{"lo", "hi", "count", "confidence", "accuracy"}]`` (non-empty bins) from either
     form: the service's list, or the CLI's ``{"edges", "counts", "confidence", "accuracy"}``."""
@@ -81,7 +77,8 @@ def board(report: dict[str, Any]) -> list[dict[str, Any]]:
     ``reliability`` (bins, see `_bins`), best first. Reads ``scorecard`` (service) or ``leaderboard`` (CLI)."""
     if "scorecard" in report:
         keep = ("rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "status", "error")
-        return [{**{k: e.get(k) for k in keep}, "p50_ms": e.get("latency_ms_p50"),
+        return [{**{k: e.get(k) for k in keep}, **({"fit_s": e["fit_s"]} if "fit_s" in e else {}),
+                 "p50_ms": e.get("latency_ms_p50"),
                  "reliability": _bins(e.get("reliability"))} for e in report["scorecard"]]
     arms = {a["name"]: a for a in report.get("arms", [])}
     rows = []
@@ -104,6 +101,8 @@ def cell(row: dict[str, Any], key: str, spec: str) -> str:
         return f"failed: {row['error']}" if row.get("error") else "scored"
     if key == "fit_s" and "offline" in row.get("fit_note", ""):
         return fmt(row.get(key), spec) + " (offline)"
+    if key == "fit_s" and "replayed from the fit cache" in row.get("fit_note", ""):
+        return fmt(row.get(key), spec) + " (replayed: seconds as trained)"
     return fmt(row.get(key), spec)
 
 
@@ -140,6 +139,13 @@ def tie_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | No
     return note + (" That is too few examples to tell them apart: add more examples." if n and n < SMALL_N else "")
 
 
+def _fitted(row: dict[str, Any]) -> bool:
+    """Whether a service row's arm is fitted: its ``fit_s`` is set (answers since issue 52), else its registry type trains."""
+    if "fit_s" in row:
+        return row["fit_s"] is not None
+    return row["arm"] in ARMS and ARMS[row["arm"]].trains
+
+
 def few_shot_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | None:
     """Why few-shot arms (registry arms that are fitted, ``trains``) scored at or below chance on a service
     bake-off of few examples (at most the service's leave-one-out bound), or None when none did. Under
@@ -148,7 +154,7 @@ def few_shot_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str
     fitted arms have one or two texts a label to learn from. That is the protocol saying the examples are too
     few, not the arms being worse than guessing."""
     n, k = report.get("n") or 0, max(1, len(report.get("labels") or ()))
-    low = [r["arm"] for r in rows if r["arm"] in ARMS and ARMS[r["arm"]].trains and r["status"] == "scored"
+    low = [r["arm"] for r in rows if _fitted(r) and r["status"] == "scored"
            and r.get("accuracy") is not None and r["accuracy"] <= 1 / k]
     if "id" not in report or not low or n > SERVICE_PROTOCOL["loo_max_n"]:
         return None
@@ -183,18 +189,6 @@ def _u(x: Any) -> str:
     """User text (arm, label, dataset, slice names; the task) as content: shown and isolated in ``<bdi>``
     (`zsnli.serving.text.html_text`)."""
     return html_text(x)
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
-    """HTML table; the first ``left`` columns are left-aligned; cells must already be escaped."""
-    head = "".join(f"<th class='{'l' if i < left else ''}'>{h}</th>" for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(f"<td class='{'l' if i < left else ''}'>{c}</td>" for i, c in enumerate(r)) + "</tr>"
-                   for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _img(png: bytes, alt: str) -> str:
-    return f"<img alt='{_e(alt)}' src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}'>"
 
 
 def reliability_svg(arm: str, bins: Sequence[dict[str, Any]]) -> str:
@@ -236,9 +230,9 @@ def reliability_svg(arm: str, bins: Sequence[dict[str, Any]]) -> str:
 def _ranking(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     cols = columns(rows)
     head = "".join(f"<th class='{'l' if key in TEXT_COLUMNS else ''}'>{_e(h)}</th>" for h, key, _ in cols)
-    body = "".join(f"<tr class='{r['status']}' data-arm='{_e(r['arm'])}'>"
-                   + "".join(f"<td class='{'l' if key in TEXT_COLUMNS else ''}'>"
-                             f"{(_u if key == 'arm' else _e)(cell(r, key, spec))}</td>"
+    body = "".join(f"<tr class='{r['status']}' data-arm='{_e(r['arm'])}' data-rank='{r['rank']}' "
+                   f"data-p50='{_num(r.get('p50_ms'))}' data-fit='{_num(r.get('fit_s') or 0.0)}'>"
+                   + "".join(f"<td class='{'l' if key in TEXT_COLUMNS else ''}'>{_arm_cell(r, key, spec)}</td>"
                              for _, key, spec in cols) + "</tr>" for r in rows)
     out = (f"<h2>Ranking</h2><table id='scorecard'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
            f"<p class='note'>Ranked by {_e(ranking_rule(n_datasets(report)))}.</p>")
@@ -250,6 +244,20 @@ def _ranking(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
         out += (f"<p>Best arm with p95 &le; {fmt(c['max_p95_ms'], 'g')} ms/doc and peak RSS &le; "
                 f"{fmt(c['max_rss_mb'], 'g')} MiB: <b>{_e(c['best'] or 'no arm fits')}</b></p>")
     return out
+
+
+def _num(x: Any) -> str:
+    """A figure for a data attribute (``bakeoff.js`` reads it): the float's repr, or empty when missing."""
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else repr(float(x))
+
+
+def _arm_cell(row: dict[str, Any], key: str, spec: str) -> str:
+    """A ranking cell as HTML; a scored arm's name links to its view (`zsnli.compare.render_arms`)."""
+    if key != "arm":
+        return _e(cell(row, key, spec))
+    if row["status"] != "scored":
+        return _u(row["arm"])
+    return f"<a class='arm-link' href='#arm-view-{row['rank']}'>{_u(row['arm'])}</a>"
 
 
 def _summary(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
@@ -321,33 +329,6 @@ def _receipt(report: dict[str, Any]) -> str:
             ".</p>")
 
 
-def coverage_png(curves: dict[str, dict], targets: Sequence[float], title: str) -> bytes:
-    """Kept accuracy against the share of documents kept (most confident first), one line per curve."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.8, 3.9))
-    for name, c in curves.items():
-        ax.plot(c["coverage"], c["accuracy"], linewidth=1.6, label=name)
-    for t in targets:
-        ax.axhline(t, color="#999", linestyle="--", linewidth=0.9)
-        ax.text(0.01, t, f" target {t:g}", va="bottom", fontsize=7, color="#666")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("share of documents kept (the rest go to a person)")
-    ax.set_ylabel("accuracy of the kept documents")
-    ax.set_title(title, fontsize=10)
-    if len(curves) > 1:
-        ax.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    return buf.getvalue()
-
-
 def _protocol(report: dict) -> str:
     rows = [[_u(ds), m["method"], str(m["folds"]), str(m["n"]), str(m["n_test"]), fmt(m["train_per_fold"], ".1f")]
             for ds, m in report["protocol"]["per_dataset"].items()]
@@ -367,57 +348,9 @@ def _escalation(report: dict) -> str:
                                           "kept accuracy"], rows)
     ok = [a for a in report["arms"] if not a.get("error")]
     if ok:
-        out += _img(coverage_png({a["name"]: a["coverage"] for a in ok}, report["options"]["targets"],
+        out += img(coverage_png({a["name"]: a["coverage"] for a in ok}, report["options"]["targets"],
                                  "all arms: coverage vs accuracy"), "coverage of all arms")
     return out
-
-
-def _per_class(arm: dict) -> str:
-    flat = [(ds, c) for ds, classes in arm["per_class"].items() for c in classes if c["support"] > 0]
-    flat.sort(key=lambda t: (t[1]["f1"], -t[1]["support"]))
-
-    def rows(items):
-        return [[_u(ds), _u(c["label"]), str(c["support"]), fmt(c["precision"]), fmt(c["recall"]), fmt(c["f1"])]
-                for ds, c in items]
-
-    head = ["dataset", "class", "test rows", "precision", "recall", "F1"]
-    return (f"<h3>Per-class F1: the {min(WORST_CLASSES_SHOWN, len(flat))} weakest of {len(flat)} classes</h3>"
-            + _table(head, rows(flat[:WORST_CLASSES_SHOWN]), left=2)
-            + f"<details><summary>all {len(flat)} classes</summary>{_table(head, rows(flat), left=2)}</details>")
-
-
-def _confusions(arm: dict) -> str:
-    rows = [[_u(c["dataset"]), _u(c["gold"]), _u(c["predicted"]), str(c["count"]), fmt(100 * c["share_of_gold"], ".0f")]
-            for c in arm["confusions"]]
-    return ("<h3>Top confusions (gold &rarr; predicted)</h3>"
-            + (_table(["dataset", "gold", "predicted", "documents", "% of gold"], rows, left=3) if rows else "<p>none</p>"))
-
-
-def _slices(arm: dict, min_support: int) -> str:
-    rows = [[_u(s["facet"]), _u(s["name"]), s["kind"], str(s["n"]), fmt(s["accuracy"]),
-             f"{s['low']:.3f} &ndash; {s['high']:.3f}", fmt(s["gap"]), fmt(s["rank_score"], ".2f")]
-            for s in arm["slices"][:15]]
-    title = (f"<h3>Worst slices (n &ge; {min_support}; 95% Wilson top below the arm's accuracy "
-             f"{fmt(arm['scores']['pooled_accuracy'])}; ranked by gap &times; &radic;n)</h3>")
-    return title + (_table(["facet", "slice", "declared / discovered", "n", "accuracy", "95% interval", "gap",
-                            "gap x sqrt(n)"], rows, left=3) if rows else "<p>none</p>")
-
-
-def _arm(arm: dict, report: dict) -> str:
-    ident = ", ".join(f"{_e(k)}: <code>{_e(v)}</code>" for k, v in arm["identity"].items() if v not in (None, {}, ""))
-    parts = [f"<div class='arm'><h2>{_u(arm['name'])} <small>({arm['kind']}, {_e(arm['type'])})</small></h2>",
-             f"<p>{ident}</p><p><small>peak RSS: {_e(arm['rss_source'] or 'n/a')}; fit: {_e(arm['fit']['note'])}"
-             "</small></p>"]
-    if arm.get("error"):
-        return "".join(parts) + f"<p class='err'>arm failed: {_e(arm['error'])}</p></div>"
-    targets = [e["target"] for e in arm["escalation"]]
-    parts.append("<div class='figs'>" + _img(coverage_png({arm["name"]: arm["coverage"]}, targets,
-                                                          f"{arm['name']}: coverage vs accuracy"),
-                                             f"coverage of {arm['name']}") + "</div>")
-    parts += [_per_class(arm), _confusions(arm), _slices(arm, report["options"]["min_support"])]
-    if arm.get("errors"):
-        parts.append("<p class='err'>" + "<br>".join(_e(e) for e in arm["errors"][:5]) + "</p>")
-    return "".join(parts) + "</div>"
 
 
 def report_html(report: dict[str, Any]) -> str:
@@ -426,8 +359,13 @@ def report_html(report: dict[str, Any]) -> str:
     is escaped. Raises ``KeyError`` on a report without the fields of either shape (module docstring)."""
     rows = board(report)
     parts = [_header(report), _summary(report, rows), _ranking(report, rows), _diagrams(rows)]
+    if "scorecard" in report:
+        parts += [service_arms(rows, report["scorecard"], reliability_svg), ceilings(rows)]
     if "protocol" in report:
-        parts += [_protocol(report), _escalation(report)] + [_arm(a, report) for a in report["arms"]]
+        by_name = {r["arm"]: r for r in rows}
+        parts += [_protocol(report), _escalation(report)] + [
+            cli_arm(a, report, by_name[a["name"]]["rank"], reliability_svg(a["name"], by_name[a["name"]]["reliability"]))
+            for a in report["arms"]]
     parts.append(_receipt(report))
     return "<div class='report'>" + "\n".join(parts) + "</div>"
 

@@ -84,6 +84,15 @@ class Arm:
         """sha256 of the model the arm runs (None when it has no model file)."""
         return None
 
+    def check_plan(self, n_fits: int) -> None:
+        """Called once before the first fit with the number of fits the protocol needs (one per fold); an arm
+        whose fits are costly raises ``ArmError`` to refuse, with the reason (default: accept)."""
+
+    def last_fit_replay(self) -> float | None:
+        """After ``fit``: the seconds that fit took when it was trained, if this one replayed it from a cache
+        (the bake-off reports those instead of the replay's wall time); None (default) when it trained now."""
+        return None
+
     def offline_training(self) -> dict[str, Any] | None:
         """For arms trained before the bake-off: ``{"seconds": float, "source": str}`` read from a record."""
         return None

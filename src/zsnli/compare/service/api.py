@@ -57,7 +57,8 @@ _BAKEOFF_BODY = {"requestBody": {"required": True, "content": {"application/json
         "summary": "8 support requests, 2 labels, 3 fast arms", "value": EXAMPLE_BAKEOFF}}}}}}
 _BAKEOFF_RESPONSES = {
     200: {"description": "The result, stored and signed: `id`, `n`, `labels`, `scorecard` (per arm: rank, role, "
-                         "accuracy, macro_f1, ece, latency_ms_p50, reliability bins, status), `winner`, `receipt` "
+                         "accuracy, macro_f1, ece, latency_ms_p50, fit_s, reliability bins, the arm view's coverage, "
+                         "per_class, confusion and slices, status), `winner`, `receipt` "
                          "(sha256, Ed25519 signature, key id), and the page and badge links.",
           "content": {"application/json": {"schema": {"type": "object"}}}},
     422: {"description": "A field is missing or invalid (every problem in `errors`, e.g. `examples[3].expected`)."},

@@ -3,7 +3,8 @@
 One concept of an arm: every arm here is a `zsnli.compare.arms.Arm` (``trains``, ``fit(texts, labels)``,
 ``predict_proba(texts, labels) -> [n, k]`` rows over ``labels`` in that order, ``identity()``).
 Arm names the API answers are the registry's type names (``majority``, ``tfidf_logreg``,
-``embedding_logreg``, ``embedding_knn``, ``embedding_similarity``); the served model's two arms are
+``embedding_logreg``, ``embedding_knn``, ``embedding_similarity``, ``tfidf_linearsvc``, ``char_nb``,
+``keyword_rules``) or a variant's name (`VARIANTS`: ``tfidf_linearsvc_raw``); the served model's two arms are
 ``served`` (template ``{}``) and ``served_about`` (template ``This text is about {}.``), both of the
 registry's ``served`` type (the served zsnli model) but run in-process through ``ZeroShotClassifier.classify``,
 the code of ``POST /classify`` (`ClassifierArm`).
@@ -44,10 +45,16 @@ BACKGROUND_PRIORITY = 1
 NLI_TEMPLATES = {"served": "{}", "served_about": "This text is about {}."}
 """The served-model arms: the hypothesis template is part of the arm."""
 
-REGISTRY_INCUMBENTS = ("embedding_similarity", "embedding_logreg", "embedding_knn", "tfidf_logreg", "majority")
-"""Registry arm types run with their default parameters (scikit-learn's defaults, the shipped encoder)."""
+REGISTRY_INCUMBENTS = ("embedding_similarity", "embedding_logreg", "embedding_knn", "tfidf_logreg", "tfidf_linearsvc",
+                       "tfidf_linearsvc_raw", "char_nb", "keyword_rules", "majority")
+"""Registry arms run with their default parameters (scikit-learn's defaults, the shipped encoder), by arm name;
+a name that is not a registry type is a variant of one (`VARIANTS`). The fine-tuned encoder is not among them:
+its fits take minutes of CPU each, beyond a service bake-off's time budget (``validate.py bakeoff`` runs it)."""
 
-EMBEDDING_ARMS = tuple(name for name in REGISTRY_INCUMBENTS if ARMS[name].uses_encoder)
+VARIANTS = {"tfidf_linearsvc_raw": ("tfidf_linearsvc", {"calibration": "raw"})}
+"""Incumbent name -> (registry type, parameters) for incumbents that are a registry arm with other parameters."""
+
+EMBEDDING_ARMS = tuple(name for name in REGISTRY_INCUMBENTS if ARMS[VARIANTS.get(name, (name,))[0]].uses_encoder)
 
 INCUMBENTS = (*NLI_TEMPLATES, *REGISTRY_INCUMBENTS)
 """Arm names a request may list in ``candidates``; all of them run by default."""
@@ -196,7 +203,8 @@ def build_arm(name: str, *, served: ServedModel | None, cache: EmbeddingCache | 
         return ClassifierArm(name, NLI_TEMPLATES[name], served, waiter)
     if name in local_models:
         return local_models[name]()
-    arm = build_registry_arm(name, name, {})
+    type_name, params = VARIANTS.get(name, (name, {}))
+    arm = build_registry_arm(type_name, name, params)
     if arm.uses_encoder:
         if cache is None:
             raise ArmError("no sentence encoder is available for the embedding arms")

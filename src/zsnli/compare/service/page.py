@@ -55,6 +55,15 @@ ARM_NOTES = {
     "embedding_logreg": "logistic regression on those sentence embeddings, fitted on the other examples (few-shot)",
     "embedding_knn": "the 5 nearest other examples by embedding cosine vote (few-shot)",
     "tfidf_logreg": "logistic regression on word 1-2-gram tf-idf, fitted on the other examples (few-shot)",
+    "tfidf_linearsvc": "a linear SVM on the same tf-idf, its probabilities by Platt scaling (a sigmoid fitted on "
+                       "held-out decision values) (few-shot)",
+    "tfidf_linearsvc_raw": "the same linear SVM, its probabilities a softmax of the raw decision values: same "
+                           "ranking of labels, other confidences (few-shot)",
+    "char_nb": "multinomial naive Bayes on character 2-5-grams: cheap, and its probabilities sit near 0 and 1 "
+               "(few-shot)",
+    "keyword_rules": "keyword rules read off the other examples (each label's most distinctive words); the first "
+                     "match wins at confidence 1.0, else the most frequent label: the floor of triage systems "
+                     "(few-shot)",
     "majority": "always the most frequent label of the other examples: the floor any arm should beat",
 }
 
@@ -70,6 +79,8 @@ COLUMNS = (
             "examples. 0: a confidence of 0.8 is right 80% of the time; 0.2: off by 20 points on average"),
     ("n", "examples the arm scored"),
     ("p50 ms", "median milliseconds to score one example"),
+    ("fit s", "seconds spent fitting the arm on the other examples, summed over all folds: its training cost "
+              "(n/a for a zero-shot arm, which fits nothing)"),
     ("status", "scored, or failed with the reason (a failed arm does not stop the others)"),
 )
 

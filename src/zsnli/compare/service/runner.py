@@ -19,7 +19,8 @@ worker thread past the step it was in; a served-model arm's ``classify`` is canc
 loop (arm construction, which may load a challenger model, and receipt identities, which may hash model
 files, run in the worker thread).
 
-Imports `zsnli.compare.engine`, `zsnli.compare.receipts`, `protocol`, `arms_adapter`.
+Imports `zsnli.compare.engine`, `zsnli.compare.bakeoff_analysis` (the arm view's figures), `zsnli.compare.receipts`,
+`protocol`, `arms_adapter`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from zsnli.compare.bakeoff_analysis import arm_details
 from zsnli.compare.engine import ArmResult, run_plan
 
 from .arms_adapter import EMBEDDING_ARMS, NLI_TEMPLATES, EmbeddingCache, ServedModel, build_arm, receipt_identity
@@ -136,11 +138,12 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
-def _run_sync(arm, task: Task, cache: EmbeddingCache | None, token: CancelToken) -> tuple[np.ndarray, list[float]]:
+def _run_sync(arm, task: Task, cache: EmbeddingCache | None, token: CancelToken
+              ) -> tuple[np.ndarray, list[float], float | None]:
     """An arm over all examples (thread), by the engine's arm runner under `SERVICE_PROTOCOL`'s folds.
 
-    Returns ``[n, k]`` probabilities and per-document seconds (for arms on sentence embeddings, plus the
-    time to embed the document alone). ``token`` is checked before every fit and every document (raises
+    Returns ``[n, k]`` probabilities, per-document seconds (for arms on sentence embeddings, plus the
+    time to embed the document alone) and the seconds spent fitting over all folds (None for a zero-shot arm). ``token`` is checked before every fit and every document (raises
     `BudgetExceeded` / `Cancelled`); any failing document fails the arm.
     """
     examples = task.examples()
@@ -148,16 +151,21 @@ def _run_sync(arm, task: Task, cache: EmbeddingCache | None, token: CancelToken)
     extra = (lambda text: cache.seconds.get(text, 0.0)) if arm.uses_encoder and cache is not None else None
     run_plan(arm, examples, task.plan(), out, check=token.check, strict=True, extra_seconds=extra)
     probs = np.array([out.probabilities[i] for i in range(task.n)], dtype=np.float64)
-    return probs, [out.seconds[i] for i in range(task.n)]
+    return probs, [out.seconds[i] for i in range(task.n)], (out.fit_s if arm.trains else None)
 
 
-def _entry(name: str, role: str, task: Task, probs=None, seconds=None, error: str | None = None) -> dict:
+def _entry(name: str, role: str, task: Task, probs=None, seconds=None, error: str | None = None,
+           fit_s: float | None = None) -> dict:
+    """One scorecard entry: the figures of `score`, p50 latency, fit seconds (None: zero-shot) and, for the page's
+    arm view, `zsnli.compare.bakeoff_analysis.arm_details` (coverage, per-class F1, confusions, worst slices)."""
     if error is not None:
         return {"arm": name, "role": role, "accuracy": None, "macro_f1": None, "ece": None, "n": 0,
                 "latency_ms_p50": None, "status": "failed", "error": error}
     s = score(probs, task.gold)
     entry = {"arm": name, "role": role, "accuracy": s["accuracy"], "macro_f1": s["macro_f1"], "ece": s["ece"],
-             "n": s["n"], "latency_ms_p50": p50_ms(seconds), "status": "scored", "reliability": s["reliability"]}
+             "n": s["n"], "latency_ms_p50": p50_ms(seconds), "fit_s": fit_s,
+             "status": "scored", "reliability": s["reliability"],
+             **arm_details(probs, task.gold, s["predicted"], task.label_names, task.texts)}
     if task.retain:
         entry["predictions"] = [
             {"expected": task.label_names[int(task.gold[i])], "predicted": task.label_names[int(s["predicted"][i])],
@@ -191,12 +199,12 @@ def _build_and_run(name: str, ctx: RunContext, task: Task, cache, token: CancelT
     """Thread: build an arm (which may load a challenger model), run it, and take its receipt identity."""
     token.check()
     arm = build_arm(name, served=ctx.served, cache=cache, local_models=ctx.local_models, waiter=token)
-    probs, seconds = _run_sync(arm, task, cache, token)
-    return probs, seconds, receipt_identity(arm)
+    probs, seconds, fit_s = _run_sync(arm, task, cache, token)
+    return probs, seconds, fit_s, receipt_identity(arm)
 
 
 async def _run_arm(name: str, ctx: RunContext, task: Task, cache, token: CancelToken):
-    """``(probabilities, seconds, receipt identity)``; raises on failure, `BudgetExceeded` at the deadline."""
+    """``(probabilities, seconds, fit seconds or None, receipt identity)``; raises on failure, `BudgetExceeded` at the deadline."""
     loop = asyncio.get_running_loop()
     try:
         return await asyncio.wait_for(loop.run_in_executor(ctx.executor, _build_and_run, name, ctx, task, cache, token),
@@ -207,7 +215,8 @@ async def _run_arm(name: str, ctx: RunContext, task: Task, cache, token: CancelT
 
 def _run_order(names: list[str]) -> list[str]:
     """Cheap arms first, so that a budget overrun costs the expensive ones."""
-    cost = {"majority": 0, "tfidf_logreg": 1}
+    cost = {"majority": 0, "keyword_rules": 0, "tfidf_logreg": 1, "tfidf_linearsvc": 1, "tfidf_linearsvc_raw": 1,
+            "char_nb": 1}
     return sorted(names, key=lambda a: cost.get(a, 3 if a in NLI_TEMPLATES else 2))
 
 
@@ -239,8 +248,8 @@ async def _run(task: Task, ctx: RunContext, signer: Signer, token: CancelToken) 
             entries.append(_entry(name, role, task, error=cache_error))
             continue
         try:
-            probs, seconds, identities[name] = await _run_arm(name, ctx, task, cache, token)
-            entries.append(_entry(name, role, task, probs, seconds))
+            probs, seconds, fit_s, identities[name] = await _run_arm(name, ctx, task, cache, token)
+            entries.append(_entry(name, role, task, probs, seconds, fit_s=fit_s))
         except BudgetExceeded:
             entries.append(_entry(name, role, task, error=f"time budget of {ctx.time_budget_s:g} s exceeded "
                                   "(ZSNLI_BAKEOFF_TIME_BUDGET_S)"))
