@@ -196,22 +196,19 @@ class Settings:
         self._validate_hub()
         if self.dtype is not None and self.dtype.lower().removeprefix("torch.") not in DTYPES:
             raise SettingsError(f"ZSNLI_DTYPE must be one of {', '.join(DTYPES)} (or unset), got {self.dtype!r}")
-        if self.fixed_shapes not in FIXED_SHAPES:
-            raise SettingsError(f"ZSNLI_FIXED_SHAPES must be one of {', '.join(FIXED_SHAPES)}, got {self.fixed_shapes!r}")
+        for name, choices in (("fixed_shapes", FIXED_SHAPES), ("scoring", SCORING_NAMES), ("backend", BACKENDS)):
+            if getattr(self, name) not in choices:
+                raise SettingsError(f"{self.env_name(name)} must be one of {', '.join(choices)}, "
+                                    f"got {getattr(self, name)!r}")
         # A request with max_labels labels plus its content-free pairs must fit in an empty queue.
         if self.queue_capacity_pairs < 2 * self.max_labels:
-            raise SettingsError(
-                f"ZSNLI_QUEUE_CAPACITY_PAIRS ({self.queue_capacity_pairs}) must be >= 2 x ZSNLI_MAX_LABELS ({self.max_labels})"
-            )
+            raise SettingsError(f"ZSNLI_QUEUE_CAPACITY_PAIRS ({self.queue_capacity_pairs}) must be >= 2 x "
+                                f"ZSNLI_MAX_LABELS ({self.max_labels})")
         # Every single request is under the per-request cap (the cap is for arrays and lists of inputs).
         if self.max_request_pairs < 2 * self.max_labels:
             raise SettingsError(
                 f"ZSNLI_MAX_REQUEST_PAIRS ({self.max_request_pairs}) must be >= 2 x ZSNLI_MAX_LABELS ({self.max_labels})"
             )
-        if self.scoring not in SCORING_NAMES:
-            raise SettingsError(f"ZSNLI_SCORING must be one of {', '.join(SCORING_NAMES)}, got {self.scoring!r}")
-        if self.backend not in BACKENDS:
-            raise SettingsError(f"ZSNLI_BACKEND must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.backend != "torch":
             if self.device not in (None, "cpu"):
                 raise SettingsError(f"ZSNLI_BACKEND={self.backend} runs on the CPU only: "

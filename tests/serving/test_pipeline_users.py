@@ -124,9 +124,10 @@ async def test_classify_answers_name_their_labels_in_the_requests_order(bert_dir
         literal = await client.post("/classify", content=b'{"id": 1.50, "text": "x", "labels": ["b", "a"]}',
                                     headers={"content-type": "application/json"})
         assert literal.text.startswith('{"id":1.50,"labels":["b","a"],"probabilities":[')
-        array = (await client.post("/classify", json=[{"text": "x", "labels": ["p", "q"]},
+        # labels the tiny vocabulary can read ("q" is only [UNK] to it: refused since issue 48)
+        array = (await client.post("/classify", json=[{"text": "x", "labels": ["sport", "news"]},
                                                       {"text": "x", "labels": []}])).json()
-        assert array[0]["labels"] == ["p", "q"] and "labels" not in array[1] and array[1]["status"] == 422
+        assert array[0]["labels"] == ["sport", "news"] and "labels" not in array[1] and array[1]["status"] == 422
         surrogate = await client.post("/classify", content=b'{"text": "x", "labels": ["a\\ud800", "b"]}',
                                       headers={"content-type": "application/json"})
         assert surrogate.json()["labels"] == ["a\ufffd", "b"]

@@ -146,6 +146,8 @@ OTHER_COMMANDS = """the other benchmark commands (each with its own --help):
   python -m zsnli.bench.throughput_gate   the grading-style throughput gate (what bench/gpu.sh runs)
   python -m zsnli.bench.overload          a burst far above capacity: every answer 200 or 503 + Retry-After
   python -m zsnli.bench.idle_clients      a fresh client's GET /health beside N idle keep-alive clients
+  python -m zsnli.bench.speed_rounds      the README's speed check: pipeline vs default in interleaved rounds
+  python -m zsnli.bench.cost_profile      where a document's time goes per scoring, in process (issue 50)
   python -m zsnli.bench.bakeoff_priority  /classify p50/p95 alone and while a bake-off runs
   python -m zsnli.bench.fair_share        a small client alone and beside one large /classify array (issue 31)
   python -m zsnli.bench.doc_figures       rebuild every model- and calibration-dependent figure of README and docs/
