@@ -72,11 +72,35 @@ async def test_every_route_but_the_open_ones_needs_the_key(bert_dir, tmp_path, m
     assert KEY not in repr(make_settings(bert_dir, api_key=KEY))
 
 
+async def test_refused_requests_are_counted_by_status(bert_dir, tmp_path, monkeypatch):
+    """The tryout of issue 48: 401 answers were in the access log but not in zsnli_requests_total."""
+    pytest.importorskip("prometheus_client")
+    app = _served_app(bert_dir, tmp_path, monkeypatch)
+    async with running_app(app) as client:
+        assert (await client.post("/classify", json={"text": "x", "labels": ["sport"]})).status_code == 401
+        assert (await client.get("/info")).status_code == 401
+        text = (await client.get("/metrics", headers={"Authorization": "Bearer " + KEY})).text
+    counted = [line for line in text.splitlines() if line.startswith("zsnli_requests_total{") and 'status="401"' in line]
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in counted) == 2, counted
+
+
+async def test_the_openapi_document_declares_the_key_for_swagger_uis_authorize(bert_dir, tmp_path, monkeypatch):
+    app = _served_app(bert_dir, tmp_path, monkeypatch)
+    async with running_app(app) as client:
+        doc = (await client.get("/openapi.json")).json()
+    assert doc["components"]["securitySchemes"]["bearer"] == {"type": "http", "scheme": "bearer", "description": (
+        "ZSNLI_API_KEY, sent as 'Authorization: Bearer <key>'")}
+    assert doc["security"] == [{"bearer": []}]
+    assert doc["paths"]["/health"]["get"]["security"] == []
+    assert "security" not in doc["paths"]["/classify"]["post"]  # the document-wide requirement applies
+
+
 async def test_without_the_key_nothing_is_guarded(bert_dir, tmp_path, monkeypatch):
     from zsnli.serving.app import create_app
 
     async with running_app(create_app(make_settings(bert_dir), loader=cached_loader)) as client:
         assert (await client.get("/info")).status_code == 200
+        assert "securitySchemes" not in (await client.get("/openapi.json")).json().get("components", {})
 
 
 def test_key_checks():
@@ -118,6 +142,9 @@ def test_the_client_and_the_cli_send_the_key_from_the_same_variable(served, monk
             zs.classify("the match", ["sport", "business"])
         with pytest.raises(InvalidArgument):
             Client(url, api_key="two words")
+        for not_text in (123, b"bytes", ["k"]):  # the tryout: an int raised AttributeError
+            with pytest.raises(InvalidArgument, match="api_key must be a string"):
+                Client(url, api_key=not_text)
 
 
 @pytest.mark.parametrize("name", ["ZSNLI_API_KEYS", "ZSNLI_APIKEY", "zsnli_api_key"])

@@ -90,6 +90,24 @@ async def test_embedding_scoring_is_the_cosine_alone_on_every_route(fast_app, be
         assert one["probabilities"] == [1.0]
 
 
+async def test_cascade_false_with_the_fast_path_is_a_422_not_a_cross_encoder_answer(fast_app):
+    """The tryout of issue 50: ``cascade: false`` with ``scoring: "embedding"`` sent every label to the cross-encoder
+    and answered a mix of both scorings; the two ask for opposite things, so the request is refused."""
+    from conftest import running_app
+
+    async with running_app(fast_app) as client:
+        stats = fast_app.state.classifier.state.batcher.stats
+        nli_before = stats.batches_by_kind.get("nli", 0)
+        for body in ({"text": TEXTS[0], "labels": LABELS, "scoring": "embedding", "cascade": False},
+                     {"text": TEXTS[0], "labels": LABELS[:2], "scoring": "embedding", "cascade": False}):
+            r = await client.post("/classify", json=body)
+            assert r.status_code == 422 and r.json()["field"] == "cascade", r.text
+        assert stats.batches_by_kind.get("nli", 0) == nli_before
+        ok = await client.post("/classify", json={"text": TEXTS[0], "labels": LABELS, "scoring": "served",
+                                                  "cascade": False})
+        assert ok.status_code == 200, ok.text
+
+
 async def test_a_fast_answer_equals_the_same_request_alone(fast_app):
     """Batched with other texts of other lengths and with served work, each answer is its own alone (1e-5)."""
     from conftest import running_app

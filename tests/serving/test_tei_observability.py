@@ -69,3 +69,18 @@ async def test_tei_series_count_requests_queue_and_batches(bert_dir):
     assert got["te_batch_next_size_count"] >= 3 and got["te_batch_next_tokens_sum"] > 0
     assert got["te_request_input_length_count"] == 1 + 3 + 2
     assert "te_queue_size" in got and got['zsnli_requests_total{path="/predict",status="200"}'] == 2
+
+
+async def test_a_client_mistake_is_never_counted_as_an_inference_failure(bert_dir):
+    """The tryout of issue 49: a GET on /classify (405) was counted te_request_failure{err="inference"}."""
+    pytest.importorskip("prometheus_client")
+    from zsnli.serving.tei_metrics import failure_reason
+
+    assert [failure_reason(s) for s in (404, 405, 408, 409, 422, 500, 502, 503)] == [
+        "validation", "validation", "validation", "validation", "validation", "inference", "inference", "overloaded"]
+    app = create_app(make_settings(bert_dir), loader=cached_loader, extend=metrics_extension)
+    async with running_app(app) as client:
+        assert (await client.get("/classify")).status_code == 405
+        assert (await client.get("/predict")).status_code == 405
+        got = series((await client.get("/metrics")).text)
+    assert got.get('te_request_failure{err="inference"}', 0) == 0

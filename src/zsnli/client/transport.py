@@ -44,9 +44,12 @@ API_KEY_ENV = "ZSNLI_API_KEY"  #: the server's key; the clients send it unless g
 def auth_headers(api_key: str | None) -> dict[str, str]:
     """``{"Authorization": "Bearer <key>"}`` for ``api_key``, else for ``$ZSNLI_API_KEY`` (surrounding whitespace
     stripped, as the server strips it); ``{}`` when neither is set (or ``api_key`` is ``""``: send none).
-    Raises `zsnli.client.protocol.InvalidArgument` for a key that cannot be a header value (not visible ASCII)."""
+    Raises `zsnli.client.protocol.InvalidArgument` for a key that is not a string or cannot be a header value (not
+    visible ASCII)."""
     import os
 
+    if api_key is not None and not isinstance(api_key, str):
+        raise InvalidArgument(f"api_key must be a string (or None: ${API_KEY_ENV}), got {type(api_key).__name__}")
     key = (os.environ.get(API_KEY_ENV, "") if api_key is None else api_key).strip()
     if not key:
         return {}

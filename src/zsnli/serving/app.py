@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
-from .auth import ApiKeyMiddleware
+from .auth import ApiKeyMiddleware, add_bearer_scheme
 from ..config import Settings
 from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType
@@ -88,10 +88,11 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     app.add_middleware(TimingMiddleware, observers=app.state.timing_observers)
     add_zsnli_routes(app, service)
     add_compat_routes(app, service)
+    if settings.api_key:  # before every route, the extensions' too: only `zsnli.serving.auth.OPEN_PATHS` are open;
+        app.add_middleware(ApiKeyMiddleware, key=settings.api_key)  # inside the extensions' middleware (metrics count 401s)
+        add_bearer_scheme(app)  # /docs's Authorize button
     if extend is not None:
         extend(app, service)
-    if settings.api_key:  # outside every route, the extensions' too: only `zsnli.serving.auth.OPEN_PATHS` are open
-        app.add_middleware(ApiKeyMiddleware, key=settings.api_key)
     app.add_middleware(RequestIdMiddleware, access_log=access_log)  # last added: outermost
     return app
 

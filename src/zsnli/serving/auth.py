@@ -80,3 +80,24 @@ class ApiKeyMiddleware:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"www-authenticate", b'Bearer realm="zsnli"')]})
         await send({"type": "http.response.body", "body": body})
+
+
+def add_bearer_scheme(app: Any) -> None:
+    """Declare the key in the app's OpenAPI document (``/openapi.json``), so Swagger UI at ``/docs`` shows its
+    *Authorize* button: an HTTP ``bearer`` security scheme required by every operation but those of `is_open`
+    paths (OpenAPI 3.1, "Security Scheme Object"). ``app``: a FastAPI app; its ``openapi`` is wrapped."""
+    build = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = build()  # FastAPI keeps it in app.openapi_schema; completed here once
+            schema.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {
+                "type": "http", "scheme": "bearer", "description": "ZSNLI_API_KEY, sent as 'Authorization: Bearer <key>'"}
+            schema["security"] = [{"bearer": []}]
+            for path, operations in schema.get("paths", {}).items():
+                for operation in operations.values() if is_open(path) else ():
+                    operation["security"] = []
+        return app.openapi_schema
+
+    app.openapi = openapi
+

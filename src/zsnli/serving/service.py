@@ -297,6 +297,9 @@ class ZeroShotClassifier(ServiceLifecycle):
         scoring: the single-label scoring (default the served one, ``state.scoring``): its group config's
         content-free premise, its cascade and calibrator apply; it travels in ``Prepared.scoring``."""
         settings, model = self.settings, self.state.model
+        if not cascade and scoring is not None and scoring.cascade is not None and scoring.cascade.keep == 0:
+            raise ApiError(ErrorType.VALIDATION, "cascade: false asks the cross-encoder for every label, and scoring "
+                           "'embedding' sends it none (the cosine alone); leave out one of the two", "cascade")
         if len(labels) > settings.max_labels:
             raise ApiError(ErrorType.VALIDATION, f"too many labels: {len(labels)} > {settings.max_labels} "
                            "(ZSNLI_MAX_LABELS raises the limit)", "labels")

@@ -43,9 +43,16 @@ DURATION_BUCKETS = tuple(1e-5 * 1.5 ** k for k in range(1, 36))
 BATCH_SIZE_BUCKETS = tuple(float(2 ** k) for k in range(13))
 BATCH_TOKENS_BUCKETS = tuple(float(2 ** k) for k in range(21))
 
-#: ``te_request_failure``'s ``err`` label of each status (TEI's values); any other error status is ``inference``.
+#: ``te_request_failure``'s ``err`` label of each status (TEI's values); any other 4xx (a client's mistake: 404,
+#: 405, ...) is ``validation`` and any other 5xx ``inference`` (`failure_reason`).
 FAILURE_REASONS = {400: "validation", 413: "batch_size", 415: "validation", 422: "validation", 429: "overloaded",
                    499: "dropped", 500: "inference", 501: "model_type", 503: "overloaded"}
+
+def failure_reason(status: int) -> str:
+    """``te_request_failure``'s ``err`` of an error ``status``: `FAILURE_REASONS`, else ``validation`` for a 4xx
+    (the client's request; never counted as an inference failure) and ``inference`` for anything else."""
+    return FAILURE_REASONS.get(status, "validation" if 400 <= status < 500 else "inference")
+
 
 _COUNTER_HELP = {
     "te_request_count": "Requests received, by method (single input or batch).",
@@ -108,7 +115,7 @@ class TeiSeries:
         if t.family is not None:
             self._inc(f"te_{t.family}_count", (), t.inputs)
         if not 200 <= status < 300:
-            self._inc("te_request_failure", (("err", FAILURE_REASONS.get(status, "inference")),))
+            self._inc("te_request_failure", (("err", failure_reason(status)),))
             return
         self._inc("te_request_success", (("method", t.method),))
         per = max(1, t.inputs)
