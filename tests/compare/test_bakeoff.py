@@ -485,3 +485,22 @@ def test_tables_in_a_log_keep_every_column():
     text = stream.getvalue()
     assert "…" not in text and all(f"value-{k}-" + "x" * 12 in text for k in range(12))
     assert "\x1b[" not in text and max(len(line) for line in text.splitlines()) > 200
+
+
+def test_a_report_path_that_cannot_be_written_is_refused_before_any_arm_runs(tmp_path, examples_file, capsys):
+    """The tryout of issue 52: ``--report /tmp`` ran every arm, then failed, losing the results."""
+    suite = tmp_path / "s.toml"
+    suite.write_text("[[arms]]\nname='m'\ntype='majority'\n")
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    for flag, path, expected in (("--report", tmp_path, "is a directory"),
+                                 ("--report", blocked / "r.json", "cannot be written"),
+                                 ("--html", tmp_path, "is a directory")):
+        assert main(["bakeoff", "--suite", str(suite), "--examples", str(examples_file), flag, str(path)]) == 2
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1 and flag in out and expected in out and "arm m" not in out, out
+    fresh = tmp_path / "new" / "deeper" / "r.json"
+    from zsnli.compare.bakeoff_cli import check_writable
+
+    check_writable(fresh, "--report")
+    assert not (tmp_path / "new").exists()  # the check leaves nothing behind

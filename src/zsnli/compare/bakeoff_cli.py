@@ -64,6 +64,25 @@ def gate_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_writable(path: Path, flag: str) -> None:
+    """Raise ``ValueError`` (one line naming ``flag``) unless a file can be written at ``path``: not a directory,
+    its folder creatable and writable. Tried by opening it for appending, which leaves an existing file as it
+    is; a file this check created is removed again (and so are the folders it made)."""
+    if path.is_dir():
+        raise ValueError(f"{flag} {path}: is a directory; give a file path")
+    existed, made = path.exists(), [p for p in reversed(path.parents) if not p.exists()]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: cannot be written ({exc.strerror or exc})") from None
+    if not existed:
+        path.unlink()
+        for folder in reversed(made):
+            folder.rmdir()
+
+
 def bakeoff_main(argv: Sequence[str], console) -> int:
     """``validate.py bakeoff``; returns the exit code."""
     from zsnli.compare.receipts import ReceiptError, signer_for
@@ -86,16 +105,18 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
                           protocol=protocol, min_support=args.min_support, targets=args.target_accuracy,
                           max_p95_ms=args.max_p95_ms, max_rss_mb=args.max_rss_mb, isolate=not args.in_process,
                           only=args.only, signer=signer)
-    try:
+    report_path = args.report or Path("reports/bakeoff.json")
+    html_path = args.html or report_path.with_suffix(".html")
+    try:  # before the arms run: a report that cannot be written would lose their results
+        for path, flag in ((report_path, "--report"), (html_path, "--html")):
+            check_writable(path, flag)
         suite = load_suite(args.suite, args.root)
         report = run_bakeoff(suite, opts, console)
     except (SuiteError, ExamplesError, ProtocolError, ValueError) as exc:
         console.print(f"error: {exc}", markup=False, soft_wrap=True)
         return 2
     print_report(report, console)
-    report_path = args.report or Path("reports/bakeoff.json")
     write_report_json(report_path, report)
-    html_path = args.html or report_path.with_suffix(".html")
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(render_html(report), encoding="utf-8")
     console.print(f"JSON report: {report_path}\nHTML report: {html_path}", markup=False, soft_wrap=True)
