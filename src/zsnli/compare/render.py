@@ -34,7 +34,7 @@ from typing import Any, Sequence
 from zsnli.compare.arms import ARMS
 from zsnli.compare.engine import RANK_DECIMALS, ranking_rule
 from zsnli.compare.protocol import SERVICE_PROTOCOL
-from zsnli.compare.render_arms import ceilings, cli_arm, coverage_png, fmt, img, service_arms
+from zsnli.compare.render_arms import ceilings, cli_arm, coverage_png, fmt, img, service_arms, SQUARE, unit_square_svg
 from zsnli.compare.render_arms import table as _table
 from zsnli.serving.text import html_attr, html_text
 
@@ -196,17 +196,8 @@ def reliability_svg(arm: str, bins: Sequence[dict[str, Any]]) -> str:
     confidence, its accuracy), against the dashed diagonal, so a dot lies on the diagonal only where the bin
     is calibrated (a bin at zero accuracy has its dot on the floor); a bin without an accuracy has no dot;
     both axes 0..1, numbered at 0, 0.5 and 1 (``text.tick-x/y``)."""
-    size, left, top, bottom = 150, 40, 6, 34
-
-    def x(v: float) -> float:
-        return round(left + v * size, 2)
-
-    def y(v: float) -> float:
-        return round(top + (1 - v) * size, 2)
-
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{left + size + 10}' height='{top + size + bottom}' "
-             f"role='img' aria-label='reliability diagram of {_e(arm)}'>",
-             f"<rect x='{left}' y='{top}' width='{size}' height='{size}' fill='#fff' stroke='#999'/>"]
+    size, left, top, _ = SQUARE
+    x, y, parts = unit_square_svg(f"reliability diagram of {_e(arm)}")
     for v in (0, 0.25, 0.5, 0.75, 1):
         parts.append(f"<line x1='{x(v)}' y1='{y(0)}' x2='{x(v)}' y2='{y(0) + 4}' stroke='#666'/>"
                      f"<line x1='{x(0) - 4}' y1='{y(v)}' x2='{x(0)}' y2='{y(v)}' stroke='#666'/>")

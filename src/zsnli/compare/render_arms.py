@@ -73,11 +73,18 @@ def coverage_png(curves: dict[str, dict], targets: Sequence[float], title: str) 
     return buf.getvalue()
 
 
-def coverage_svg(arm: str, curve: dict[str, Sequence[float]]) -> str:
-    """The coverage-vs-accuracy curve as inline SVG: x the share of examples kept (most confident first), y the
-    accuracy of those kept; both axes 0..1, numbered at 0, 0.5 and 1; one dot per achievable coverage."""
-    size, left, top, bottom = 150, 40, 6, 34
-    xs, ys = list(curve.get("coverage") or ()), list(curve.get("accuracy") or ())
+#: The square plots' geometry in pixels: side, left margin, top margin, room below (ticks and the axis name).
+SQUARE = (150, 40, 6, 34)
+
+
+def unit_square_svg(aria_label: str, css_class: str | None = None
+                    ) -> tuple[Callable[[float], float], Callable[[float], float], list[str]]:
+    """The frame of a 0..1 x 0..1 plot as inline SVG, shared by the reliability diagram
+    (`zsnli.compare.render.reliability_svg`) and the coverage curve (`coverage_svg`): a 150-pixel square 40 px
+    from the left and 6 from the top, 34 px below for the ticks. Returns ``(x, y, parts)``: the pixel of a value
+    on each axis (rounded to 0.01) and the opening ``<svg>`` (``role='img'``, ``aria_label`` already escaped)
+    and the square's ``<rect>``, to be extended and closed with ``</svg>``; `SQUARE` is its geometry."""
+    size, left, top, bottom = SQUARE
 
     def x(v: float) -> float:
         return round(left + v * size, 2)
@@ -85,9 +92,18 @@ def coverage_svg(arm: str, curve: dict[str, Sequence[float]]) -> str:
     def y(v: float) -> float:
         return round(top + (1 - v) * size, 2)
 
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{left + size + 10}' height='{top + size + bottom}' "
-             f"role='img' class='coverage' aria-label='coverage against accuracy of {_e(arm)}'>",
-             f"<rect x='{left}' y='{top}' width='{size}' height='{size}' fill='#fff' stroke='#999'/>"]
+    css = f" class='{css_class}'" if css_class else ""
+    return x, y, [f"<svg xmlns='http://www.w3.org/2000/svg' width='{left + size + 10}' height='{top + size + bottom}' "
+                  f"role='img'{css} aria-label='{aria_label}'>",
+                  f"<rect x='{left}' y='{top}' width='{size}' height='{size}' fill='#fff' stroke='#999'/>"]
+
+
+def coverage_svg(arm: str, curve: dict[str, Sequence[float]]) -> str:
+    """The coverage-vs-accuracy curve as inline SVG: x the share of examples kept (most confident first), y the
+    accuracy of those kept; both axes 0..1, numbered at 0, 0.5 and 1; one dot per achievable coverage."""
+    size, left, top, _ = SQUARE
+    xs, ys = list(curve.get("coverage") or ()), list(curve.get("accuracy") or ())
+    x, y, parts = unit_square_svg(f"coverage against accuracy of {_e(arm)}", css_class="coverage")
     for v in (0, 0.5, 1):
         parts.append(f"<text x='{x(v)}' y='{y(0) + 14}' text-anchor='middle' font-size='10'>{v:g}</text>"
                      f"<text x='{x(0) - 6}' y='{y(v) + 3}' text-anchor='end' font-size='10'>{v:g}</text>")
