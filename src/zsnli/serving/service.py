@@ -152,14 +152,8 @@ class ZeroShotClassifier(ServiceLifecycle):
                 raise ApiError(ErrorType.LABEL_TOO_LONG, f"pairs[{i}]: the hypothesis has {len(h)} characters "
                                f"(limit {char_cap}): it cannot fit the model window ({st.model.max_length} "
                                "tokens; ZSNLI_MAX_LENGTH caps it)", f"pairs[{i}]")
-        with self._work_errors():
-            with st.batcher.admit(len(pairs)):
-                encoded = await asyncio.get_running_loop().run_in_executor(
-                    self._tokenize_pool, _encode_pairs, st.model, premises, hyps)
-                (logits,) = await _await_jobs(st.batcher, [(DEFAULT_KIND, encoded)], disconnected,
-                                              settings.request_timeout_s)
-        if not np.all(np.isfinite(logits)):
-            raise ApiError(ErrorType.NON_FINITE, "the model produced non-finite logits for this request")
+        _, logits = await self._one_kind(DEFAULT_KIND, len(pairs), disconnected, "the model produced non-finite "
+                                         "logits for this request", _encode_pairs, st.model, premises, hyps)
         return logits
 
     async def embed(self, texts: Sequence[str], *, truncate: bool = True, disconnected: Disconnected | None = None
@@ -177,15 +171,24 @@ class ZeroShotClassifier(ServiceLifecycle):
             raise ApiError(ErrorType.NOT_IMPLEMENTED, "no sentence encoder is loaded: the served scoring has no "
                            "cosine term (calibration.json's embedding_weight is 0), so this server has no embeddings")
         texts = [clean_text(t)[: settings.max_text_chars] if truncate else clean_text(t) for t in texts]
-        with self._work_errors():
-            with st.batcher.admit(len(texts)):
-                encoded = await asyncio.get_running_loop().run_in_executor(
-                    self._tokenize_pool, _encode_texts, st.encoder, texts, truncate)
-                (vectors,) = await _await_jobs(st.batcher, [(TEXT_KIND, encoded)], disconnected,
-                                               settings.request_timeout_s)
-        if not np.all(np.isfinite(vectors)):
-            raise ApiError(ErrorType.NON_FINITE, "the sentence encoder produced non-finite embeddings")
+        encoded, vectors = await self._one_kind(TEXT_KIND, len(texts), disconnected, "the sentence encoder produced "
+                                                "non-finite embeddings", _encode_texts, st.encoder, texts, truncate)
         return vectors, [len(e) for e in encoded]
+
+    async def _one_kind(self, kind: str, units: int, disconnected: Disconnected | None, non_finite: str,
+                        encode: Callable[..., Any], *args: Any) -> tuple[Any, np.ndarray]:
+        """One request's work of a single batcher ``kind`` (``/predict``'s pairs, ``/embed``'s texts): admitted
+        as ``units``, ``encode(*args)`` on the tokeniser thread, one job awaited; returns (encoded, output).
+        Raises the ``ApiError`` of `_work_errors`, and 500 ``non_finite`` (message ``non_finite``) when the
+        output holds NaN or infinity."""
+        st = self.state
+        with self._work_errors():
+            with st.batcher.admit(units):
+                encoded = await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, encode, *args)
+                (out,) = await _await_jobs(st.batcher, [(kind, encoded)], disconnected, self.settings.request_timeout_s)
+        if not np.all(np.isfinite(out)):
+            raise ApiError(ErrorType.NON_FINITE, non_finite)
+        return encoded, out
 
     async def with_tokenizer(self, work: Callable[[Any], Any]) -> Any:
         """``work(tokenizer)`` (the served model's tokenizer) run in the tokeniser thread, off the event loop
