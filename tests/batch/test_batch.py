@@ -137,6 +137,7 @@ def test_bad_model_is_one_line_and_exit_2(verified_model, corpus, tmp_path, caps
         shutil.copytree(verified_model, model)
         shutil.copy(verified_model.parent / "training_manifest.json", tmp_path)
         (model / "config.json").write_text((model / "config.json").read_text() + " ")
+    capsys.readouterr()  # drop what earlier tests left (a Ray worker's forwarded log line reached this capture once)
     assert run_batch(model, jsonl, tmp_path / "out") == 2
     err = capsys.readouterr().err.strip()
     expected = "model check failed:" if problem == "tampered" else f"--model-dir {model}: not found"
