@@ -260,6 +260,34 @@ def test_pick_cascade_needs_both_ways_within_the_tolerance_of_exact_and_of_today
     assert pick_cascade({today: fig(30.0, 30.0, 3.3)}, [exact], 6.0) is None
 
 
+def test_pick_cascade_passes_over_a_cascade_that_loses_one_kind_even_when_its_mean_holds():
+    """Issue 50's re-choice: 6:3 and 8:3 cost the same on zsc-dev (2.68 pairs) and had the same kind-weighted
+    means, but 6:3 prunes trec6's 6 labels to 3 and lost 3.15 points on question (a kind of weight 0)."""
+    from zsnli.selection.grouped_doc import KIND_TOLERANCE, pick_cascade
+
+    def fig(lodo, loko, pairs, question):
+        kinds = {"question": question, "topic": 64.0}
+        return ({"weighted_normalised": lodo, "pairs_per_row": pairs, "per_kind": kinds},
+                {"weighted_normalised": loko, "per_kind": kinds})
+
+    exact = fig(37.25, 38.03, 6.11, 42.02)
+    six, eight, ten = Cascade(6, 3), Cascade(8, 3), Cascade(10, 4)
+    figures = {six: fig(37.20, 37.99, 2.68, 38.87), eight: fig(37.20, 37.99, 2.68, 42.02),
+               ten: fig(37.27, 38.06, 3.32, 42.02)}
+    assert pick_cascade(figures, [exact, figures[ten]], 6.11) == eight
+    # within the kind tolerance, equal costs and means go to the larger min_labels, whatever the order
+    figures[six] = fig(37.20, 37.99, 2.68, 42.02 - KIND_TOLERANCE + 0.01)
+    assert pick_cascade(dict(reversed(list(figures.items()))), [exact, figures[ten]], 6.11) == eight
+    assert pick_cascade(figures, [exact, figures[ten]], 6.11) == eight
+    # the better mean wins a tie in cost
+    figures[six] = fig(37.22, 37.99, 2.68, 42.02)
+    assert pick_cascade(figures, [exact, figures[ten]], 6.11) == six
+    # a kind lost leaving one kind out only is enough to pass a cascade over
+    lodo, loko = fig(37.30, 38.10, 2.5, 42.02)
+    figures[Cascade(4, 2)] = (lodo, {**loko, "per_kind": {"question": 40.0, "topic": 64.0}})
+    assert pick_cascade(figures, [exact, figures[ten]], 6.11) == six
+
+
 def test_embedding_row_is_the_served_fast_path_out_of_fold_both_ways():
     from zsnli.request_scoring import EMBEDDING_WEIGHT, embedding_scoring
     from zsnli.selection.grouped_doc import embedding_row

@@ -136,7 +136,8 @@ def choose_cascade(zsc: Mapping[str, CachedSet], weights: Mapping[str, float], k
                    digest: str, exact: Mapping[str, Any], exact_by_kind: Mapping[str, Any], today: Cascade | None = None,
                    log: Callable[[str], None] | None = None) -> tuple[Cascade | None, dict[str, Any]]:
     """The cascade of `CASCADES` with the fewest NLI pairs per document whose kind-weighted mean is within
-    `CASCADE_TOLERANCE` of the reference both leaving one dataset out and leaving one kind out, or None; and
+    `CASCADE_TOLERANCE` of the reference both leaving one dataset out and leaving one kind out, with no kind more
+    than `KIND_TOLERANCE` below it (`pick_cascade`), or None; and
     every variant's figures (``"M:K"``: leave-one-dataset-out summary with ``leave_one_kind_out`` inside).
 
     exact, exact_by_kind: `zsnli.selection.grouped.summary` of exact scoring under the same arm, each way;
@@ -164,16 +165,27 @@ def choose_cascade(zsc: Mapping[str, CachedSet], weights: Mapping[str, float], k
 
 def pick_cascade(figures: Mapping[Cascade, tuple[Mapping[str, Any], Mapping[str, Any]]],
                  refs: list[tuple[Mapping[str, Any], Mapping[str, Any]]], exact_pairs: float) -> Cascade | None:
-    """The cascade with the fewest ``pairs_per_row`` (under ``exact_pairs``) whose ``weighted_normalised`` is,
-    both ways (``figures[c] = (leave one dataset out, leave one kind out)`` summaries), at most
-    `CASCADE_TOLERANCE` below every reference pair in ``refs`` (same shape); None when none qualifies."""
-    best: tuple[float, Cascade] | None = None
-    for cascade, (lodo, loko) in figures.items():
-        ok = all(lodo["weighted_normalised"] >= a["weighted_normalised"] - CASCADE_TOLERANCE
-                 and loko["weighted_normalised"] >= b["weighted_normalised"] - CASCADE_TOLERANCE for a, b in refs)
-        if ok and lodo["pairs_per_row"] < exact_pairs and (best is None or lodo["pairs_per_row"] < best[0]):
-            best = (lodo["pairs_per_row"], cascade)
-    return best[1] if best is not None else None
+    """The cascade with the fewest ``pairs_per_row`` (under ``exact_pairs``) that, both ways (``figures[c] =
+    (leave one dataset out, leave one kind out)`` summaries of `zsnli.selection.grouped.summary`), is at most
+    `CASCADE_TOLERANCE` below every reference pair in ``refs`` (same shape) in ``weighted_normalised`` and loses
+    no kind of its ``per_kind`` (weighted or not, as `pick_spec`) by more than `KIND_TOLERANCE` against any of
+    them; None when none qualifies. Equal costs go to the better leave-one-dataset-out mean, then to the larger
+    ``min_labels`` (the cascade that touches fewer requests).
+
+    A summary without ``per_kind`` is held to the mean alone. Raises KeyError when a summary lacks
+    ``weighted_normalised`` (or the first one ``pairs_per_row``)."""
+    def within(fig: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
+        if fig["weighted_normalised"] < ref["weighted_normalised"] - CASCADE_TOLERANCE:
+            return False
+        kinds, ref_kinds = fig.get("per_kind", {}), ref.get("per_kind", {})
+        return all(v >= ref_kinds[k] - KIND_TOLERANCE for k, v in kinds.items() if k in ref_kinds)
+
+    ok = [c for c, (lodo, loko) in figures.items()
+          if lodo["pairs_per_row"] < exact_pairs and all(within(lodo, a) and within(loko, b) for a, b in refs)]
+    if not ok:
+        return None
+    return min(ok, key=lambda c: (figures[c][0]["pairs_per_row"], -figures[c][0]["weighted_normalised"],
+                                  -c.min_labels))
 
 
 EMBEDDING_SPECS = (G.Spec(), G.Spec(t_fit="objective"))
