@@ -16,7 +16,7 @@ paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.har
 parser) at module level, and `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
 `zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
 `zsnli.training.arguments` (the teacher's bf16 decision) and `zsnli.training.distill` (``verify``'s
-check of a teacher) inside ``train`` and ``verify``.
+check of a teacher, ``encoder``'s `CacheMismatch`) inside ``train``, ``encoder`` and ``verify``.
 """
 
 from __future__ import annotations
@@ -175,23 +175,28 @@ def _zsc_mix_args(p: argparse.ArgumentParser) -> None:
                         "encoder in model/embedding instead of a uniform draw (default 0)")
 
 
-def _distill_args(p: argparse.ArgumentParser) -> None:
-    """``train``'s distillation flags (`zsnli.training.distill`; docs/training.md, "Distillation")."""
-    g = p.add_argument_group("distillation (docs/training.md)")
+def _teacher_args(g) -> None:
+    """The teacher's flags that ``train`` and ``encoder`` share (`zsnli.training.distill`: its cache)."""
     g.add_argument("--teacher", metavar="DIR", help="distil this 3-way NLI model (a model directory or a checkpoint-N)")
     g.add_argument("--teacher-description", metavar="PATH",
                    help="the teacher run's training_manifest.json, or its train command's --dry-run JSON "
                         "(default: a training_manifest.json in or beside --teacher)")
     g.add_argument("--teacher-cache", metavar="DIR", help="the teacher's scores, resumable (outside the checkout)")
+    g.add_argument("--teacher-batch-size", type=positive_int, help="pairs per teacher forward (default 32)")
+    g.add_argument("--teacher-chunk-rows", type=positive_int,
+                   help="pairs per cache chunk (default 384: one at least every 10 minutes at 0.7 pairs/s)")
+    g.add_argument("--teacher-cache-only", action="store_true", help="build or resume the cache, then stop")
+
+
+def _distill_args(p: argparse.ArgumentParser) -> None:
+    """``train``'s distillation flags (`zsnli.training.distill`; docs/training.md, "Distillation")."""
+    g = p.add_argument_group("distillation (docs/training.md)")
+    _teacher_args(g)
     g.add_argument("--distill-alpha", type=number_type(float, 0, 1), metavar="A",
                    help="weight of the gold cross-entropy; 1 - A goes to T^2 x KL to the teacher (default 0.5)")
     g.add_argument("--distill-temperature", type=positive_float, metavar="T", help="softmax temperature (default 2)")
     g.add_argument("--distill-augment", type=non_negative_float, metavar="R",
                    help="augmented pairs (no gold label, teacher only) per gold train pair (default 0)")
-    g.add_argument("--teacher-batch-size", type=positive_int, help="pairs per teacher forward (default 32)")
-    g.add_argument("--teacher-chunk-rows", type=positive_int,
-                   help="pairs per cache chunk (default 384: one at least every 10 minutes at 0.7 pairs/s)")
-    g.add_argument("--teacher-cache-only", action="store_true", help="build or resume the cache, then stop")
 
 
 def _zsc_selection_args(p: argparse.ArgumentParser) -> None:
@@ -259,6 +264,13 @@ def _encoder_parser(sub) -> None:
     e.add_argument("--mixed-precision", choices=("auto", "bf16", "no"),
                    help="bf16 autocast (auto: on CUDA and on CPUs with avx512_bf16/amx_bf16; default auto)")
     e.add_argument("--note", action="append", default=[], help="recorded in the manifest (repeatable)")
+    g = e.add_argument_group("margin-MSE from a teacher NLI cross-encoder (docs/training.md)")
+    g.add_argument("--loss", choices=("in-batch", "margin-mse", "mixed"), default="in-batch",
+                   help="in-batch: cross-entropy over scaled cosines (default); margin-mse: the teacher's "
+                        "entailment-minus-contradiction margins (Hofstatter et al. 2020); mixed: in-batch + "
+                        "--margin-weight x margin-mse")
+    g.add_argument("--margin-weight", type=positive_float, metavar="W", help="weight of the margin term (--loss mixed)")
+    _teacher_args(g)
     e.set_defaults(zsc_ratio=None, zsc_negative=None, zsc_negated_share=None, zsc_hard_negatives=None)
 
 
@@ -342,15 +354,26 @@ def _cuda() -> bool:
 
 
 def _encoder(args: argparse.Namespace, preset: Preset) -> int:
+    from .training.distill import CacheMismatch
     from .training.encoder import DEFAULT_SCALE, CheckpointMismatch, train_encoder
 
+    teacher = args.teacher_setup
+    if teacher is not None:
+        from dataclasses import replace
+
+        from .training.arguments import use_bf16
+
+        teacher = replace(teacher, bf16=use_bf16(preset.mixed_precision, _cuda()))
     try:
         manifest = train_encoder(preset, args.output_dir, scale=args.scale or DEFAULT_SCALE, negatives=args.negatives,
                                  resume=not args.no_resume, notes=tuple(args.note), stop_at_step=args.stop_at_step,
-                                 interpolate_alpha=args.interpolate_alpha)
-    except CheckpointMismatch as exc:
+                                 interpolate_alpha=args.interpolate_alpha, loss=args.loss,
+                                 margin_weight=args.margin_weight, teacher=teacher)
+    except (CheckpointMismatch, CacheMismatch) as exc:
         return usage_error("train.py encoder", str(exc))
-    if manifest.get("interrupted"):
+    if "teacher_cache" in manifest:
+        print(json.dumps(manifest["teacher_cache"]))
+    elif manifest.get("interrupted"):
         print(f"interrupted at step {manifest['steps']} (checkpoint written in {args.output_dir}); "
               "rerun the same command to resume")
     else:

@@ -145,6 +145,7 @@ def test_training_lowers_the_loss_and_the_encoder_loads_in_the_server_with_match
     assert [s["name"] for s in on_disk["data"]["sources"]] == ["zsc-train:tiny_polite", "zsc-train:tiny_topic"]
     assert all(s["licence"] and len(s["sha256"]) == 64 for s in on_disk["data"]["sources"])
     assert on_disk["objective"]["scale"] == enc.DEFAULT_SCALE
+    assert on_disk["objective"]["loss_name"] == "in-batch" and "teacher" not in on_disk  # the default, no teacher
     assert on_disk["training"]["steps"] == 8 and on_disk["training"]["notes"] == ["a test"]
     assert on_disk["training"]["bf16_autocast"] is False  # mixed_precision "no"
     assert on_disk["hyperparameters"]["lr"] == 1e-3 and on_disk["base_model"]["embedding_sha256"]

@@ -8,7 +8,7 @@ below are the defaults the parser shows. The parser and the commands are `zsnli.
 May import `zsnli.training.presets`, `zsnli.training.data_parallel`, `zsnli.manifest` at module level,
 `zsnli.training.zsc_nli` (no torch) inside `with_zsc`, `zsnli.training.manifest_writer` (the lineage
 check of a continued run's base) inside `_check_base_model` and `zsnli.training.distill` (no torch) inside
-`check_distill`.
+`check_distill`, `check_encoder_teacher` and `_check_teacher`.
 """
 
 from __future__ import annotations
@@ -191,6 +191,7 @@ def _check_encoder(args: argparse.Namespace) -> Preset:
     preset = with_zsc(sentence_encoder(base), args)
     if base is None:
         _check_pretrained_encoder("the encoder run's base")
+    args.teacher_setup = check_encoder_teacher(args, preset)
     return preset.with_overrides(
         max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
         lr=args.lr, warmup_ratio=args.warmup_ratio, seed=args.seed, eval_steps=args.checkpoint_steps,
@@ -269,21 +270,13 @@ def _check_teacher_data(description: dict[str, Any], preset: Preset) -> None:
             raise UsageError(f"--teacher: it was trained on {src.get('name')} ({path}), which the student excludes")
 
 
-def check_distill(args: argparse.Namespace, preset: Preset):
-    """``train --teacher ...``: the `zsnli.training.distill.Distillation` the flags describe, or None.
-
-    One-line `UsageError` for a distillation flag without ``--teacher``, a teacher that is not a 3-way NLI
-    model directory with weights, no teacher description, a teacher whose data the student may not see,
-    a cache folder inside the checkout, augmented pairs with ``--distill-alpha 1``, or a launched
-    multi-process job (the cache is built by one process)."""
-    from .distill import DEFAULT_CHUNK_ROWS, Distillation, label_order, read_description
+def _check_teacher(args: argparse.Namespace, preset: Preset) -> dict[str, Any]:
+    """``--teacher``, its description and ``--teacher-cache`` (``train`` and ``encoder`` alike): the
+    `zsnli.training.distill.Distillation` fields they give (teacher, description, cache_dir, batch_size,
+    chunk_rows, cache_only); one-line `UsageError` otherwise (`check_distill`)."""
+    from .distill import DEFAULT_CHUNK_ROWS, label_order, read_description
     from .nli_data import DataError
 
-    if not args.teacher:
-        given = [f"--{d.replace('_', '-')}" for d in DISTILL_FLAGS if getattr(args, d) not in (None, False)]
-        if given:
-            raise UsageError(f"{given[0]} needs --teacher DIR (the teacher NLI model to distil)")
-        return None
     teacher = Path(args.teacher).expanduser()
     if not (teacher / "config.json").is_file():
         raise UsageError(f"--teacher {args.teacher}: not a model directory (no config.json); give the teacher's "
@@ -308,16 +301,63 @@ def check_distill(args: argparse.Namespace, preset: Preset):
         raise UsageError(f"--teacher-cache {args.teacher_cache} is a file; give a directory")
     if cache.resolve().is_relative_to(CHECKOUT):
         raise UsageError(f"--teacher-cache {args.teacher_cache}: inside the checkout; keep the cache outside the tree")
+    return {"teacher": str(teacher), "description": description_path, "cache_dir": str(cache),
+            "batch_size": args.teacher_batch_size or 32, "chunk_rows": args.teacher_chunk_rows or DEFAULT_CHUNK_ROWS,
+            "cache_only": bool(args.teacher_cache_only)}
+
+
+def check_distill(args: argparse.Namespace, preset: Preset):
+    """``train --teacher ...``: the `zsnli.training.distill.Distillation` the flags describe, or None.
+
+    One-line `UsageError` for a distillation flag without ``--teacher``, a teacher that is not a 3-way NLI
+    model directory with weights, no teacher description, a teacher whose data the student may not see,
+    a cache folder inside the checkout, augmented pairs with ``--distill-alpha 1``, or a launched
+    multi-process job (the cache is built by one process)."""
+    from .distill import Distillation
+
+    if not args.teacher:
+        given = [f"--{d.replace('_', '-')}" for d in DISTILL_FLAGS if getattr(args, d) not in (None, False)]
+        if given:
+            raise UsageError(f"{given[0]} needs --teacher DIR (the teacher NLI model to distil)")
+        return None
+    found = _check_teacher(args, preset)
     alpha = 0.5 if args.distill_alpha is None else args.distill_alpha
     augment = args.distill_augment or 0.0
     if augment > 0 and alpha == 1:
         raise UsageError("--distill-augment needs --distill-alpha below 1: augmented pairs have no gold label, "
                          "only the teacher term trains them")
-    return Distillation(teacher=str(teacher), description=description_path, cache_dir=str(cache), alpha=alpha,
-                        temperature=args.distill_temperature or 2.0, augment=augment,
-                        batch_size=args.teacher_batch_size or 32,
-                        chunk_rows=args.teacher_chunk_rows or DEFAULT_CHUNK_ROWS,
-                        cache_only=bool(args.teacher_cache_only))
+    return Distillation(**found, alpha=alpha, temperature=args.distill_temperature or 2.0, augment=augment)
+
+
+TEACHER_FLAGS = ("teacher", "teacher_description", "teacher_cache", "teacher_batch_size", "teacher_chunk_rows",
+                 "teacher_cache_only")
+"""``encoder`` flags that only mean something with ``--loss margin-mse`` or ``mixed`` (argparse dests)."""
+
+
+def check_encoder_teacher(args: argparse.Namespace, preset: Preset):
+    """``encoder --loss ...``: the teacher of a margin-MSE run (`zsnli.training.distill.Distillation`), or None.
+
+    One-line `UsageError` for a teacher flag with ``--loss in-batch``, ``--loss margin-mse`` / ``mixed``
+    without ``--teacher``, ``--margin-weight`` without ``--loss mixed`` or ``mixed`` without it, and every
+    refusal of `_check_teacher` (no ``--teacher-cache``, a teacher that is not a 3-way NLI model, one
+    whose data the encoder may not see, ...). A cache of another teacher is refused when the run opens it."""
+    from .distill import Distillation
+
+    if args.loss == "in-batch":
+        given = [f"--{d.replace('_', '-')}" for d in (*TEACHER_FLAGS, "margin_weight")
+                 if getattr(args, d) not in (None, False)]
+        if given:
+            raise UsageError(f"{given[0]} needs --loss margin-mse or --loss mixed (the default in-batch loss uses "
+                             "no teacher)")
+        return None
+    if (args.loss == "mixed") != (args.margin_weight is not None):
+        raise UsageError("--loss mixed needs --margin-weight W (loss = in-batch + W x margin-mse)"
+                         if args.loss == "mixed" else
+                         f"--margin-weight is the weight of the margin term of --loss mixed, not of --loss {args.loss}")
+    if not args.teacher:
+        raise UsageError(f"--loss {args.loss} needs --teacher DIR (the NLI cross-encoder whose scores it learns), "
+                         "--teacher-description PATH and --teacher-cache DIR")
+    return Distillation(**_check_teacher(args, preset))
 
 
 def _json(path: Path) -> dict[str, Any]:

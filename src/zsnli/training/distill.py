@@ -20,7 +20,11 @@ Three parts, all switched on by ``train.py train --teacher DIR`` (`Distillation`
   ("Distilling the Knowledge in a Neural Network"): ``alpha * CE(gold) + (1 - alpha) * T^2 *
   KL(softmax(t / T) || softmax(s / T))``; the T^2 keeps the soft term's gradient scale independent of T.
 
-The manifest's ``teacher`` entry is `teacher_entry`. May import `zsnli.manifest`, `zsnli.training.nli_trainer`,
+The manifest's ``teacher`` entry is `teacher_entry`. The same cache also serves ``train.py encoder --loss
+margin-mse`` (`zsnli.training.encoder`): its (text, hypothesis) pairs go through `build_cache` unchanged, and
+`teacher_pair_scores` turns their rows into the one score per pair that Margin-MSE compares.
+
+May import `zsnli.manifest`, `zsnli.training.nli_trainer`,
 `zsnli.training.zsc_nli`, `zsnli.training.nli_data` and, inside functions, `zsnli.runtime.progress`,
 `zsnli.training.manifest_writer` (the base's weights digest), numpy, torch and transformers.
 """
@@ -74,6 +78,8 @@ class Distillation:
     multiple of the gold train pairs (0 = gold pairs only); ``batch_size`` and ``chunk_rows``: the
     teacher's forward batch and the pairs per cache chunk (`DEFAULT_CHUNK_ROWS`); ``bf16``: bf16
     autocast for the teacher's forward; ``cache_only``: build the cache and stop before training.
+    ``train.py encoder --loss margin-mse`` uses the teacher, description, cache and forward fields only (alpha,
+    temperature and augment are this module's NLI loss and stay at their defaults there).
     """
 
     teacher: str
@@ -303,6 +309,20 @@ def _save_npy(path: Path, array) -> None:
         np.save(handle, array, allow_pickle=False)
 
 
+def teacher_pair_scores(logp):
+    """The teacher's score of each pair: ``t = log p(entailment) - log p(contradiction)``, shape ``[...]``.
+
+    ``logp``: float ``[..., 3]`` in `ID2LABEL` order (`build_cache`'s rows; a numpy array or a torch tensor), in
+    nats. ``t`` is in nats too (a log-odds of entailment against contradiction) and equals ``z_e - z_c`` of the
+    teacher's logits exactly: ``log p = z - logsumexp(z)`` differs from ``z`` by one constant per row, which the
+    difference cancels; so ``t`` is the same whether computed from logits or log-probabilities, and adding any
+    constant to a row leaves it unchanged. Neutral enters only through that constant. Used as the teacher's
+    pair score of `zsnli.training.encoder.margin_mse_loss` (``train.py encoder --loss margin-mse``).
+    """
+    labels = list(ID2LABEL.values())
+    return logp[..., labels.index("entailment")] - logp[..., labels.index("contradiction")]
+
+
 def row_teacher_log_probs(rows: Sequence[dict[str, str]], pairs: Sequence[tuple[str, str]], cache) -> list[list[float]]:
     """Each row's teacher log-probabilities, looked up by its (premise, hypothesis) in ``pairs`` / ``cache``."""
     index = {pair: i for i, pair in enumerate(pairs)}
@@ -413,10 +433,13 @@ def checkpoint_steps(teacher_dir: str | Path) -> int | None:
     return json.loads(state.read_text(encoding="utf-8")).get("global_step") if state.is_file() else None
 
 
-def teacher_entry(distill: Distillation, cache: dict[str, Any]) -> dict[str, Any]:
+def teacher_entry(distill: Distillation, cache: dict[str, Any],
+                  settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``training_manifest.json`` ``teacher`` entry: base (id, weights sha256, licence), the teacher's
     training data and steps, its weights' sha256, the cache file (``cache``: `build_cache`'s record) and the
-    loss settings."""
+    loss settings as ``distillation``: ``settings`` when given (the encoder's margin-MSE run,
+    `zsnli.training.encoder.train_encoder`, whose ``encoder_manifest.json`` holds this entry too), else
+    `Distillation.hyperparameters`."""
     desc = read_description(distill.description)
     base_id = desc["base_model"].get("id")
     base_sha256 = desc["base_model"].get("weights_sha256")
@@ -434,7 +457,7 @@ def teacher_entry(distill: Distillation, cache: dict[str, Any]) -> dict[str, Any
         "steps": checkpoint_steps(distill.teacher) or desc["steps"],
         "weights_sha256": teacher_weights_sha256(distill.teacher),
         "cache": {"dir": str(Path(distill.cache_dir).expanduser().resolve()), **cache},
-        "distillation": distill.hyperparameters(),
+        "distillation": distill.hyperparameters() if settings is None else settings,
     }
 
 

@@ -8,6 +8,14 @@ hypotheses plus the other classes of its sets), cross-entropy over scaled cosine
 (`in_batch_loss`). Texts and hypotheses go through the same encoder and the same pooling
 (`zsnli.runtime.embedding.mean_pool`), so the saved directory is read by the server unchanged.
 
+``loss="margin-mse"`` (or ``"mixed"``: in-batch plus a weighted Margin-MSE term) trains it on a teacher NLI
+cross-encoder's scores instead (`margin_mse_loss`, cross-architecture distillation, Hofstätter et al. 2020):
+the teacher's log-probabilities of each text with each hypothesis of its own set come from
+`zsnli.training.distill.build_cache` (the NLI run's cache machinery, resumable, `CacheMismatch` for another
+teacher), the pairs and per-example scores from `zsnli.training.encoder_data.own_set_pairs` /
+`own_set_scores`, and the manifest records the teacher (`zsnli.training.distill.teacher_entry`); the teacher's
+side of such a run (loss checks, scores, recorded settings) is `zsnli.training.encoder_teacher`.
+
 The run is a Hugging Face `Trainer` (`EncoderTrainer`, a ``compute_loss`` subclass) with the NLI
 run's machinery: `zsnli.training.arguments.training_arguments` (evaluation off), the callbacks of
 `zsnli.training.callbacks` (wall budget, checkpoint clock, SIGTERM -> checkpoint and stop,
@@ -18,8 +26,8 @@ Output (``output_dir``): ``run/`` (checkpoints, ``loss_log.jsonl``), ``model/`` 
 config, weights, tokenizer) and `MANIFEST_NAME` (base, every set with its licence, exclusions,
 hyperparameters, steps, the sha256 of every output file and the embedding digest the server checks).
 
-May import `zsnli.training.*`, `zsnli.manifest`, `zsnli.runtime.embedding` and, inside functions,
-torch, transformers and datasets.
+May import `zsnli.training.*` (`distill` and `encoder_teacher` for a teacher), `zsnli.manifest`,
+`zsnli.runtime.embedding` and, inside functions, torch, transformers and datasets.
 """
 
 from __future__ import annotations
@@ -37,8 +45,10 @@ from ..runtime.embedding import embedding_digest
 from .arguments import training_arguments
 from .callbacks import StopRequest, stop_on_signals, trainer_callbacks
 from .data_parallel import LaunchError, launch_from_env
+from .distill import Distillation, teacher_entry
 from .encoder_data import NEGATIVES, EncoderCollator, EncoderData, build_encoder_data
-from .manifest_writer import ENCODER_MANIFEST_NAME, base_weights_sha256, environment
+from .encoder_teacher import MARGIN_TEXT, check_loss, teacher_scores, teacher_settings
+from .manifest_writer import ENCODER_MANIFEST_NAME, TEACHER_KEY, base_weights_sha256, environment
 from .presets import Preset
 from .trainer import checkpoint_step, global_length_grouped_sampler, save_model, sorted_checkpoints
 from .zsc_nli import texts_of
@@ -70,6 +80,45 @@ def in_batch_loss(text_emb, cand_emb, targets, scale: float = DEFAULT_SCALE, all
     return torch.nn.functional.cross_entropy(logits, targets)
 
 
+def margin_mse_loss(text_emb, cand_emb, targets, teacher, scale: float = DEFAULT_SCALE, allowed=None):
+    """Margin-MSE of the student's scaled cosine margins against the teacher's score margins (fp32 scalar).
+
+    Hofstätter et al. 2020, "Improving Efficient Neural Ranking Models with Cross-Architecture Knowledge
+    Distillation" (arXiv:2010.02666): for text x with its gold hypothesis h+ and each negative h-,
+    ``(scale * (cos(x, h+) - cos(x, h-)) - (t(x, h+) - t(x, h-)))^2``, averaged over every (x, h-) pair of the
+    batch. ``t`` is the teacher cross-encoder's pair score, ``log p(entailment) - log p(contradiction)``
+    (`zsnli.training.distill.teacher_pair_scores`, equal to ``z_e - z_c`` of its logits), in nats; ``scale``
+    (the softmax scale of `in_batch_loss`) puts cosines, in [-1, 1], on the student's logit scale, so the
+    same encoder scores serve both losses. Only margins matter: neither side's per-text offset is learnt.
+
+    text_emb: float ``[B, D]`` unit vectors; cand_emb: float ``[C, D]`` unit vectors (the batch's candidates,
+    `zsnli.training.encoder_data.batch_candidates`); targets: int ``[B]``, each row's h+ in ``[0, C)``;
+    teacher: float ``[B, C]`` teacher scores t(x_i, c), NaN where the teacher did not score the pair
+    (`zsnli.training.encoder_data.teacher_matrix`: other sets' hypotheses); allowed: optional bool ``[B, C]``
+    (`in_batch_loss`'s). The negatives of row i are the candidates other than its target with a finite teacher
+    score and allowed. A batch without one gives 0 (still attached to the graph).
+
+    Lives beside `in_batch_loss` rather than in `zsnli.training.distill` because it is an objective of the
+    encoder's batches (cosines over `batch_candidates`); distill.py holds the teacher's cache and the NLI
+    student's loss, and the run's teacher side (its pairs' scores, the settings recorded) is
+    `zsnli.training.encoder_teacher`.
+    """
+    import torch
+
+    cos = text_emb.float() @ cand_emb.float().T
+    rows = torch.arange(cos.shape[0], device=cos.device)
+    teacher = teacher.to(device=cos.device, dtype=torch.float32)
+    student_margin = scale * (cos[rows, targets].unsqueeze(1) - cos)
+    teacher_margin = teacher[rows, targets].unsqueeze(1) - teacher
+    negative = torch.isfinite(teacher_margin)
+    negative[rows, targets] = False
+    if allowed is not None:
+        negative &= allowed.to(cos.device)
+    if not bool(negative.any()):
+        return cos.sum() * 0.0
+    return ((student_margin - teacher_margin)[negative] ** 2).mean()
+
+
 def _trainer_class():
     from torch.utils.data import SequentialSampler
     from transformers import Trainer
@@ -77,26 +126,37 @@ def _trainer_class():
     from ..runtime.embedding import mean_pool
 
     class EncoderTrainer(Trainer):
-        """A Trainer whose loss is `in_batch_loss` of mean-pooled text and hypothesis embeddings.
+        """A Trainer whose loss is `in_batch_loss`, `margin_mse_loss` or ``in_batch + margin_weight x margin``
+        (``loss``, `zsnli.training.encoder_teacher.LOSSES`) of mean-pooled text and hypothesis embeddings.
 
-        ``scale`` and the collator's candidates decide the loss; training batches come from the
-        global length-grouped sampler (the NLI run's); there is no evaluation set (``evaluate``
+        ``scale`` and the collator's candidates (and teacher scores) decide the loss; training batches come from
+        the global length-grouped sampler (the NLI run's); there is no evaluation set (``evaluate``
         returns no figures, so the time budget's final evaluation is a no-op).
         """
 
         scale: float = DEFAULT_SCALE
 
-        def __init__(self, *args, scale: float = DEFAULT_SCALE, **kwargs) -> None:
+        def __init__(self, *args, scale: float = DEFAULT_SCALE, loss: str = "in-batch", margin_weight: float = 1.0,
+                     **kwargs) -> None:
             super().__init__(*args, **kwargs)
-            self.scale = scale
+            self.scale, self.loss_name, self.margin_weight = scale, loss, margin_weight
             self.model_accepts_loss_kwargs = False
+
+        def _objective(self, text_emb, hyp_emb, inputs):
+            targets, allowed = inputs["labels"], inputs.get("candidate_mask")
+            if self.loss_name == "in-batch":
+                return in_batch_loss(text_emb, hyp_emb, targets, self.scale, allowed)
+            margin = margin_mse_loss(text_emb, hyp_emb, targets, inputs["teacher_scores"], self.scale, allowed)
+            if self.loss_name == "margin-mse":
+                return margin
+            return in_batch_loss(text_emb, hyp_emb, targets, self.scale, allowed) + self.margin_weight * margin
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             text = {k: v for k, v in inputs.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
             hyps = {k[4:]: v for k, v in inputs.items() if k.startswith("hyp_")}
             text_emb = mean_pool(model(**text).last_hidden_state, text["attention_mask"])
             hyp_emb = mean_pool(model(**hyps).last_hidden_state, hyps["attention_mask"])
-            loss = in_batch_loss(text_emb, hyp_emb, inputs["labels"], self.scale, inputs.get("candidate_mask"))
+            loss = self._objective(text_emb, hyp_emb, inputs)
             return (loss, {"text": text_emb, "hypotheses": hyp_emb}) if return_outputs else loss
 
         def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
@@ -116,12 +176,13 @@ def _trainer_class():
     return EncoderTrainer
 
 
-def _datasets(data: EncoderData, tokenizer, max_length: int):
-    """The tokenised train `datasets.Dataset` (``input_ids``..., ``hyp``, ``set``, ``length``) and the
-    tokenised hypotheses (one dict of lists each)."""
+def _datasets(data: EncoderData, tokenizer, max_length: int, teacher: list[list[float]] | None = None):
+    """The tokenised train `datasets.Dataset` (``input_ids``..., ``hyp``, ``set``, ``length``, and ``teacher``:
+    `own_set_scores`' rows when given) and the tokenised hypotheses (one dict of lists each)."""
     import datasets
 
-    ds = datasets.Dataset.from_dict({"text": data.texts, "hyp": data.hyp_ids, "set": data.set_ids})
+    columns = {"text": data.texts, "hyp": data.hyp_ids, "set": data.set_ids}
+    ds = datasets.Dataset.from_dict(columns if teacher is None else {**columns, "teacher": teacher})
 
     def encode(batch):
         enc = tokenizer(batch["text"], truncation=True, max_length=max_length)
@@ -136,7 +197,8 @@ def _datasets(data: EncoderData, tokenizer, max_length: int):
 
 def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT_SCALE, negatives: str = "batch",
                   resume: bool = True, notes: tuple[str, ...] = (), stop_at_step: int | None = None,
-                  interpolate_alpha: float | None = None) -> dict[str, Any]:
+                  interpolate_alpha: float | None = None, loss: str = "in-batch", margin_weight: float | None = None,
+                  teacher: Distillation | None = None) -> dict[str, Any]:
     """Fine-tune ``preset.base_model`` on ``preset.zsc_sources``; write ``model/`` and the manifest under ``output_dir``.
 
     ``preset``: `zsnli.training.presets.sentence_encoder` with the ``--zsc-*`` choices applied
@@ -148,17 +210,25 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     that already holds ``checkpoint-<stop_at_step>`` writes that checkpoint's encoder without training.
     ``interpolate_alpha``: the saved weights are ``(1 - alpha) * base + alpha * trained``
     (`zsnli.training.weight_interpolation`, WiSE-FT); ``None`` keeps the trained ones.
-    Returns the manifest dict, or ``{"interrupted": True, "signal", "steps"}`` after SIGTERM/SIGINT
+    ``loss``: `zsnli.training.encoder_teacher.LOSSES`; ``margin-mse`` and ``mixed`` need ``teacher`` (its
+    model, description and cache folder: the teacher scores `zsnli.training.encoder_data.own_set_pairs` at
+    ``preset.max_length`` tokens per pair, `zsnli.training.distill.build_cache`), ``mixed`` its
+    ``margin_weight`` (> 0); with ``teacher.cache_only`` the run stops once the cache is complete and returns
+    ``{"teacher_cache": record}``. Returns the manifest dict, or ``{"interrupted": True, "signal", "steps"}``
+    after SIGTERM/SIGINT
     (a checkpoint is written; rerun to resume; no model or manifest). Raises ``ValueError`` for an
-    unknown ``negatives``, a non-positive ``scale`` or ``stop_at_step``, an alpha outside ``(0, 1]``,
+    unknown ``negatives`` or ``loss``, a non-positive ``scale``, ``stop_at_step`` or ``margin_weight``, a
+    teacher missing or given where the loss takes none, an alpha outside ``(0, 1]``,
     `LaunchError` under a multi-process launch (in-batch negatives are per process: run it in one),
     `CheckpointMismatch` for a checkpoint to resume from that another schedule, batch size or optimiser
-    setting trained (or a ``stop_at_step`` below every checkpoint of the folder), and
+    setting trained (or a ``stop_at_step`` below every checkpoint of the folder),
+    `zsnli.training.distill.CacheMismatch` for a cache folder of another teacher or setting, and
     `zsnli.training.nli_data.DataError` for unreadable or empty data.
     """
     import transformers
 
     _check_options(negatives, scale, stop_at_step, interpolate_alpha)
+    check_loss(loss, margin_weight, teacher)
     t0 = time.time()
     output_dir = Path(output_dir)
     run_dir, model_dir = output_dir / RUN_SUBDIR, output_dir / MODEL_SUBDIR
@@ -167,7 +237,12 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     data = build_encoder_data(preset.zsc_sources, texts_of(preset.zsc_exclude))
     log.info("encoder data: %d texts from %d sets, %d distinct hypotheses", len(data.texts), len(data.set_names),
              len(data.hypotheses))
-    trainer, tokenizer, stop = _build_trainer(preset, data, run_dir, scale, negatives, t0, stop_at_step)
+    scores, cache = teacher_scores(data, teacher, preset.max_length) if teacher is not None else (None, None)
+    if teacher is not None and teacher.cache_only:
+        return {"teacher_cache": cache}
+    objective = {"loss": loss, "margin_weight": margin_weight if loss == "mixed" else None}
+    trainer, tokenizer, stop = _build_trainer(preset, data, run_dir, scale, negatives, t0, stop_at_step,
+                                              objective, scores)
     resumed_from = _checked_resume(trainer, run_dir, stop_at_step, resume)
     train_start = time.time()
     if resumed_from is not None and stop_at_step is not None and checkpoint_step(resumed_from) >= stop_at_step:
@@ -186,7 +261,10 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
         interpolation = _interpolate(trainer, preset, run_dir, interpolate_alpha)
     save_model(trainer.model, tokenizer, model_dir, preset.save_dtype)
     figures = {**_figures(trainer, result, preset, resumed_from, train_seconds, t0, notes), "stop_at_step": stop_at_step}
-    manifest = build_encoder_manifest(preset, data, model_dir, scale, negatives, figures, interpolation)
+    manifest = build_encoder_manifest(preset, data, model_dir, scale, negatives, figures, interpolation, objective)
+    if teacher is not None:
+        manifest[TEACHER_KEY] = teacher_entry(teacher, cache, teacher_settings(teacher, objective, scale,
+                                                                                preset.max_length))
     write_json(output_dir / MANIFEST_NAME, manifest)
     return manifest
 
@@ -207,8 +285,11 @@ def _check_options(negatives: str, scale: float, stop_at_step: int | None, alpha
 
 
 def _build_trainer(preset: Preset, data: EncoderData, run_dir: Path, scale: float, negatives: str, t0: float,
-                   stop_at_step: int | None):
-    """The `EncoderTrainer` on the base encoder, its tokenizer and the `StopRequest` its callbacks watch."""
+                   stop_at_step: int | None, objective: dict[str, Any] | None = None,
+                   scores: list[list[float]] | None = None):
+    """The `EncoderTrainer` on the base encoder, its tokenizer and the `StopRequest` its callbacks watch;
+    ``objective``: ``{"loss", "margin_weight"}`` (default in-batch); ``scores``: each example's teacher scores
+    (`zsnli.training.encoder_data.own_set_scores`) for a margin loss."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
@@ -216,14 +297,16 @@ def _build_trainer(preset: Preset, data: EncoderData, run_dir: Path, scale: floa
     model = AutoModel.from_pretrained(preset.base_model, dtype=torch.float32)
     if preset.freeze_word_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)
-    train_ds, hyp_tokens = _datasets(data, tokenizer, preset.max_length)
+    train_ds, hyp_tokens = _datasets(data, tokenizer, preset.max_length, scores)
+    objective = objective or {"loss": "in-batch", "margin_weight": None}
     args = training_arguments(preset, run_dir, torch.cuda.is_available(), preset.batch_size, distributed_cpu=False,
                               eval_strategy="no", load_best_model_at_end=False, metric_for_best_model=None,
                               save_steps=preset.eval_steps, remove_unused_columns=False)
     stop = StopRequest()
     callbacks = trainer_callbacks(preset, t0, False, stop) + ([_stop_at(stop_at_step)] if stop_at_step else [])
     trainer = _trainer_class()(
-        model=model, args=args, train_dataset=train_ds, scale=scale,
+        model=model, args=args, train_dataset=train_ds, scale=scale, loss=objective["loss"],
+        margin_weight=objective["margin_weight"] or 1.0,
         data_collator=EncoderCollator(tokenizer, hyp_tokens, data.set_hypotheses, negatives), callbacks=callbacks,
     )
     return trainer, tokenizer, stop
@@ -363,8 +446,10 @@ _HYPERPARAMETERS = ("base_model", "epochs", "max_steps", "batch_size", "max_leng
 
 
 def build_encoder_manifest(preset: Preset, data: EncoderData, model_dir: str | Path, scale: float, negatives: str,
-                           training: dict[str, Any], interpolation: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The trained encoder's manifest: base, objective, every set with licence and sha256, hyperparameters,
+                           training: dict[str, Any], interpolation: dict[str, Any] | None = None,
+                           loss: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The trained encoder's manifest: base, objective (``loss``: ``{"loss", "margin_weight"}``, default in-batch;
+    a teacher's run adds its ``teacher`` entry after this, `train_encoder`), every set with licence and sha256, hyperparameters,
     training figures, environment, and ``files`` (sha256 and bytes of every file in ``model_dir``; what
     ``train.py verify --model-dir DIR --manifest encoder_manifest.json`` checks) with ``embedding_sha256``
     (`zsnli.runtime.embedding.embedding_digest`: the digest calibration.json and the server use)."""
@@ -384,8 +469,7 @@ def build_encoder_manifest(preset: Preset, data: EncoderData, model_dir: str | P
                        "embedding_sha256": embedding_digest(preset.base_model) if Path(preset.base_model).is_dir() else None,
                        "note": preset.base_model_note},
         "pooling": "mean of the last hidden states over the attention mask, L2-normalised (zsnli.runtime.embedding.mean_pool)",
-        "objective": {"loss": "cross-entropy of each text over scale x cosine with its batch's distinct hypotheses "
-                              "and its sets' other hypotheses; target: its own class's hypothesis",
+        "objective": {**_objective_text(loss or {"loss": "in-batch", "margin_weight": None}),
                       "scale": scale, "negatives": negatives,
                       "scale_source": "sentence-transformers MultipleNegativesRankingLoss default (20)"
                       if scale == DEFAULT_SCALE else "given on the command line"},
@@ -399,3 +483,14 @@ def build_encoder_manifest(preset: Preset, data: EncoderData, model_dir: str | P
         "files": hash_model_dir(model_dir),
         "embedding_sha256": embedding_digest(model_dir),
     }
+
+
+_IN_BATCH_TEXT = ("cross-entropy of each text over scale x cosine with its batch's distinct hypotheses and its sets' "
+                  "other hypotheses; target: its own class's hypothesis")
+
+
+def _objective_text(loss: dict[str, Any]) -> dict[str, Any]:
+    """The manifest objective's ``loss`` (in words), ``loss_name`` and ``margin_weight``."""
+    words = {"in-batch": _IN_BATCH_TEXT, "margin-mse": MARGIN_TEXT,
+             "mixed": f"{_IN_BATCH_TEXT}; plus margin_weight x {MARGIN_TEXT}"}[loss["loss"]]
+    return {"loss": words, "loss_name": loss["loss"], "margin_weight": loss["margin_weight"]}

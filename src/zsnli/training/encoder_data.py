@@ -19,6 +19,14 @@ negatives too); ``"own-set"`` keeps, for each row, only its own set's hypotheses
 (`label_subset`: 2 to `MAX_SUBSET_LABELS` candidates in all, the label-set augmentation GLiClass
 trains with), so the encoder sees label sets of every size, as requests bring them.
 
+For ``train.py encoder --loss margin-mse`` (`zsnli.training.encoder.margin_mse_loss`) the teacher scores
+`own_set_pairs`: each text against every hypothesis of its own set, the raw text and hypothesis strings the
+encoder itself reads (so the cache's pairs are exactly the encoder's); `own_set_scores` gives each example
+its set's scores as the ``teacher`` column, and the collator places them on the batch's candidates
+(`teacher_matrix`). Only own-set hypotheses get a teacher score: they are among every row's candidates
+whatever the batch holds, while the other sets' candidates change with the random batches (scoring those
+would mean every text against every hypothesis).
+
 May import the standard library and `zsnli.training.zsc_nli`, `zsnli.training.nli_data` (Source,
 DataError); torch only inside `EncoderCollator.__call__`.
 """
@@ -132,6 +140,37 @@ def label_subset(targets: Sequence[int], n_candidates: int, rng: random.Random) 
     return rows
 
 
+def own_set_pairs(data: EncoderData) -> list[tuple[str, str]]:
+    """The distinct ``(text, hypothesis)`` pairs of every example and each hypothesis of its own set, in example
+    then class order: the pairs the teacher scores for Margin-MSE (`zsnli.training.distill.build_cache`)."""
+    return list(dict.fromkeys((text, data.hypotheses[h]) for text, s in zip(data.texts, data.set_ids)
+                              for h in data.set_hypotheses[s]))
+
+
+def own_set_scores(data: EncoderData, pairs: Sequence[tuple[str, str]], scores: Sequence[float]) -> list[list[float]]:
+    """Per example, the teacher's score of its text with each hypothesis of its own set (``set_hypotheses`` order).
+
+    ``pairs`` / ``scores``: `own_set_pairs` and one score per pair
+    (`zsnli.training.distill.teacher_pair_scores`). Raises ``KeyError`` for a pair that ``pairs`` lacks."""
+    index = {pair: i for i, pair in enumerate(pairs)}
+    return [[float(scores[index[(text, data.hypotheses[h])]]) for h in data.set_hypotheses[s]]
+            for text, s in zip(data.texts, data.set_ids)]
+
+
+def teacher_matrix(own_scores: Sequence[Sequence[float]], set_ids: Sequence[int], candidates: Sequence[int],
+                   set_hypotheses: Sequence[Sequence[int]]) -> list[list[float]]:
+    """``[B][C]``: row i's teacher score of each candidate of its own set (`own_set_scores`' row), NaN for the
+    candidates the teacher did not score (other sets' hypotheses)."""
+    position = {h: c for c, h in enumerate(candidates)}
+    out = []
+    for scores, s in zip(own_scores, set_ids):
+        row = [float("nan")] * len(candidates)
+        for h, score in zip(set_hypotheses[s], scores):
+            row[position[h]] = float(score)
+        out.append(row)
+    return out
+
+
 class EncoderCollator:
     """Batches of tokenised texts -> padded text inputs, padded candidate hypotheses, targets.
 
@@ -140,7 +179,8 @@ class EncoderCollator:
     feature needs ``input_ids``, ``hyp`` and ``set``. Returns tensors: the text inputs
     (``input_ids``, ``attention_mask``, ``token_type_ids`` when the tokenizer uses them), the same
     with a ``hyp_`` prefix for the candidates, ``labels`` (int ``[B]``) and, for ``own-set`` and ``label-subsets``,
-    ``candidate_mask`` (bool ``[B, C]``). Padded to a multiple of 8 tokens.
+    ``candidate_mask`` (bool ``[B, C]``); when the features carry ``teacher`` (`own_set_scores`' rows),
+    ``teacher_scores`` (float ``[B, C]``, `teacher_matrix`). Padded to a multiple of 8 tokens.
     """
 
     def __init__(self, tokenizer, hypothesis_tokens: Sequence[dict[str, list[int]]],
@@ -169,4 +209,8 @@ class EncoderCollator:
         batch["labels"] = torch.tensor(targets, dtype=torch.long)
         if allowed is not None:
             batch["candidate_mask"] = torch.tensor(allowed, dtype=torch.bool)
+        if features and "teacher" in features[0]:
+            own = [f["teacher"] for f in features]
+            batch["teacher_scores"] = torch.tensor(teacher_matrix(own, set_ids, candidates, self.set_hypotheses),
+                                                   dtype=torch.float32)
         return batch
