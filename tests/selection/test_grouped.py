@@ -316,3 +316,30 @@ def test_embedding_row_is_the_served_fast_path_out_of_fold_both_ways():
     held = G.served_figures({n: sets[n] for n in ("s1", "s2")}, fold)
     assert figures["leave_one_kind_out"]["per_kind"]["sent"] == pytest.approx(
         np.mean([held[n]["normalised"] for n in held]), abs=0.01)
+
+
+def test_a_memoised_selection_is_recomputed_when_the_selection_code_changes(tmp_path, monkeypatch):
+    """Issue 50: a rule change in pick_cascade was answered from kind_weighted.pkl written by the old code."""
+    from zsnli.selection import cli
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return len(calls)
+
+    path = tmp_path / "memo.pkl"
+    assert cli.memoised(path, ["sets"], "built", compute) == 1
+    assert cli.memoised(path, ["sets"], "built", compute) == 1  # same key, same code: the pickle answers
+    assert cli.memoised(path, ["other sets"], "built", compute) == 2
+    monkeypatch.setattr(cli, "code_digest", lambda files=cli.SELECTION_CODE: "another rule")
+    assert cli.memoised(path, ["other sets"], "built", compute) == 3
+    assert len(calls) == 3
+
+
+def test_the_code_digest_covers_the_rule_modules_and_changes_with_them(tmp_path):
+    from zsnli.selection import cli
+
+    assert "selection/grouped_doc.py" in cli.SELECTION_CODE and "selection/grouped.py" in cli.SELECTION_CODE
+    assert cli.code_digest() == cli.code_digest()
+    assert cli.code_digest(cli.SELECTION_CODE[:1]) != cli.code_digest(cli.SELECTION_CODE[:2])
