@@ -90,6 +90,34 @@ async def test_embedding_scoring_is_the_cosine_alone_on_every_route(fast_app, be
         assert one["probabilities"] == [1.0]
 
 
+async def test_a_fast_request_uses_the_tokeniser_thread_once_and_sends_no_empty_job(fast_app, bert_dir, monkeypatch):
+    """Issue 50's quiet profile: the fast path went through the tokeniser thread twice (the labels' NLI-token
+    check again, for no pair) and awaited an empty second round; now the cosines' round is its only one."""
+    from conftest import running_app
+    from zsnli.serving import service
+
+    calls = {"embedding_tokens": 0, "tokenize": 0, "jobs": 0}
+    for name in ("embedding_tokens", "tokenize"):
+        real = getattr(service, name)
+        monkeypatch.setattr(service, name, lambda *a, _real=real, _name=name: calls.__setitem__(
+            _name, calls[_name] + 1) or _real(*a))
+    real_jobs = service._await_jobs
+
+    async def counted_jobs(batcher, work, *args, **kwargs):
+        calls["jobs"] += 1
+        return await real_jobs(batcher, work, *args, **kwargs)
+
+    monkeypatch.setattr(service, "_await_jobs", counted_jobs)
+    async with running_app(fast_app) as client:
+        body = {"text": TEXTS[1], "labels": LABELS, "hypothesis_template": TEMPLATE}
+        fast = (await _classify(client, {**body, "scoring": "embedding"}))["probabilities"]
+        assert calls == {"embedding_tokens": 1, "tokenize": 0, "jobs": 1}
+        np.testing.assert_allclose(fast, _expected(bert_dir, TEXTS[1], [TEMPLATE.format(lb) for lb in LABELS]),
+                                   atol=1e-5)
+        await _classify(client, body)  # the served scoring (no cascade at 4 labels): one tokenise, one round
+        assert calls == {"embedding_tokens": 1, "tokenize": 1, "jobs": 2}
+
+
 async def test_cascade_false_with_the_fast_path_is_a_422_not_a_cross_encoder_answer(fast_app):
     """The tryout of issue 50: ``cascade: false`` with ``scoring: "embedding"`` sent every label to the cross-encoder
     and answered a mix of both scorings; the two ask for opposite things, so the request is refused."""

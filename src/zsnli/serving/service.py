@@ -110,6 +110,10 @@ class ZeroShotClassifier(ServiceLifecycle):
                     emb = await loop.run_in_executor(self._tokenize_pool, embedding_tokens, st.model, st.encoder, prep)
                     _, first_cosine = await self._forward(emb, disconnected, priority, group)
                     prep.kept = prep.cascade.kept(first_cosine).tolist()
+                if prep.kept == [] and not prep.needs_premise_tokens:
+                    # a cascade that keeps no label (the embedding scoring): nothing left to tokenise or compute
+                    empty = np.zeros((0, st.model.num_labels), dtype=np.float32)
+                    return self.postprocess(prep, empty, first_cosine)
                 encoder = self._request_encoder(prep) if first_cosine is None else None
                 encoded = await loop.run_in_executor(self._tokenize_pool, tokenize, st.model, encoder, prep)
                 logits, cosine = await self._forward(encoded, disconnected, priority, group)
