@@ -40,6 +40,7 @@ from ..request_scoring import RequestScoring, embedding_scoring
 from ..harness.cli import UsageParser, one_line_errors, positive_int, usage_error
 from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
+from .memo import memoised
 from .negation import NegationRule
 from .score_cache import (CONTENT_FREE_PREMISE, DEFAULT_CACHE_DIR, DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, CachedSet,
                           PremiseWindows, PremiseWindowsError, fill_cache, parse_max_rows_for)
@@ -262,44 +263,6 @@ def write_data_sources(path: Path, zsc: dict[str, Any], sets: dict[str, CachedSe
                      "origin": ds.source.get("repo"), "rows": {"read": len(ds), "used": len(sets[f"zsc-dev/{name}"])}})
     doc["sources"] = kept
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-SELECTION_CODE = ("selection/grouped.py", "selection/grouped_doc.py", "selection/search.py", "selection/fits.py",
-                  "selection/calibration.py", "request_scoring.py", "scoring.py")
-"""The package files whose code decides a memoised selection result: part of every `memoised` key, so a change
-to a rule (a tolerance, a tie-break) is never answered from a pickle the old code wrote."""
-
-
-def code_digest(files: Sequence[str] = SELECTION_CODE) -> str:
-    """sha256 over the bytes of ``files`` (paths relative to the ``zsnli`` package), in order.
-
-    Raises OSError when one is missing."""
-    import hashlib
-
-    root, h = Path(__file__).resolve().parent.parent, hashlib.sha256()
-    for name in files:
-        h.update(name.encode() + b"\0" + (root / name).read_bytes())
-    return h.hexdigest()
-
-
-def memoised(path: Path, key_parts: Any, field: str, compute):
-    """``compute()``, memoised in the pickle ``path`` under the sha256 of ``key_parts``' canonical JSON and
-    `code_digest` (stored as ``{"key": ..., field: value}``); a file holding another key is recomputed and
-    overwritten."""
-    import hashlib
-    import pickle
-
-    key = hashlib.sha256(json.dumps([key_parts, code_digest()], sort_keys=True, default=str).encode()).hexdigest()
-    if path.is_file():
-        with open(path, "rb") as handle:
-            stored = pickle.load(handle)
-        if stored.get("key") == key:
-            return stored[field]
-    value = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as handle:
-        pickle.dump({"key": key, field: value}, handle)
-    return value
 
 
 def cached_grid(cache_dir: Path, sets: dict[str, CachedSet], cands: Sequence[sel.Candidate]) -> sel.Grid:
