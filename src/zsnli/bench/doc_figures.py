@@ -97,9 +97,54 @@ def same_figures(committed: str, fresh: str, atol: float = FIGURE_ATOL) -> bool:
 
 
 def _masked(text: str) -> str:
+    text = _ties_in_arm_order(text)
     for pattern, placeholder in VARYING:
         text = pattern.sub(placeholder, text)
     return text
+
+
+#: The reproducible keys of a scorecard entry that the ranking rule compares before p50 latency
+#: (`zsnli.compare.engine.ranking_rule`): arms equal on these are ordered by a measured latency.
+TIE_KEYS = ("status", "macro_f1", "ece")
+CARD_LINE = re.compile(r'^(?P<lead>\s*)(?P<card>\{"rank": .*\})(?P<tail>[\],]*)$')
+
+
+def tied_ranks(cards: list[dict[str, Any]]) -> dict[str, int]:
+    """Each arm's reproducible rank: the first rank of the run of consecutive scorecard entries equal to
+    it on `TIE_KEYS` (figures as shown, 4 decimals; a failed arm is a group of its own, failed arms keep
+    their given order). Arms tied on those are ranked by their p50 latency,
+    which varies from machine to machine (0.04 ms against 0.05 ms swapped places between two CPUs), so
+    their order among themselves is not a reproducible figure; the place of the group is.
+
+    ``cards``: scorecard entries in rank order, each with ``rank``, ``arm`` and the `TIE_KEYS`.
+    Returns ``{arm: rank}``."""
+    out: dict[str, int] = {}
+    first, previous = 0, None
+    for card in cards:
+        key = tuple(card.get(k) for k in TIE_KEYS) if card.get("status") == "scored" else (card["arm"],)
+        if key != previous:
+            first, previous = card["rank"], key
+        out[card["arm"]] = first
+    return out
+
+
+def _ties_in_arm_order(text: str) -> str:
+    """Scorecard lines (``{"rank": ...}`` one entry a line) with each rank replaced by `tied_ranks`' and
+    the lines of one tie group sorted by arm, so two runs that differ only in latency read the same."""
+    lines = text.split("\n")
+    found = [(i, m) for i, m in enumerate(CARD_LINE.match(line) for line in lines) if m]
+    if not found:
+        return text
+    try:
+        cards = [json.loads(m["card"]) for _, m in found]
+    except json.JSONDecodeError:
+        return text
+    ranks = tied_ranks(cards)
+    bodies = sorted(((ranks[c["arm"]], c["arm"], re.sub(r'^\{"rank": \d+', f'{{"rank": {ranks[c["arm"]]}', m["card"]))
+                     for c, (_, m) in zip(cards, found)))
+    for (i, m), (_, _, body) in zip(found, bodies):
+        lines[i] = m["lead"] + body + m["tail"]
+    return "\n".join(lines)
 
 
 def cpu_flags() -> str:
