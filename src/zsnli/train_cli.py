@@ -8,7 +8,9 @@ Every user mistake (an unknown value, a missing file or directory, a preset
 without what it needs) ends as ONE line naming the flag and what is
 accepted, exit status 2, before torch is imported or any data is read.
 Failures of the work itself (unreadable data, a hold-out that does not
-match the manifest) are one line too.
+match the manifest) are one line too. A run or cache folder of another run (a checkpoint of another
+schedule, a folder started with other loss settings, a teacher cache of another teacher) is a user
+mistake found once the work starts: one line, exit 2.
 
 The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.presets`, `zsnli.manifest`,
 `zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
@@ -16,7 +18,8 @@ paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.har
 parser) at module level, and `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
 `zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
 `zsnli.training.arguments` (the teacher's bf16 decision) and `zsnli.training.distill` (``verify``'s
-check of a teacher, ``encoder``'s `CacheMismatch`) inside ``train``, ``encoder`` and ``verify``.
+check of a teacher) inside ``train``, ``encoder`` and ``verify``; the run-folder errors
+(`zsnli.training.encoder`, `zsnli.training.distill`, `zsnli.training.run_settings`) only once one is raised.
 """
 
 from __future__ import annotations
@@ -354,8 +357,7 @@ def _cuda() -> bool:
 
 
 def _encoder(args: argparse.Namespace, preset: Preset) -> int:
-    from .training.distill import CacheMismatch
-    from .training.encoder import DEFAULT_SCALE, CheckpointMismatch, train_encoder
+    from .training.encoder import DEFAULT_SCALE, train_encoder
 
     teacher = args.teacher_setup
     if teacher is not None:
@@ -364,13 +366,10 @@ def _encoder(args: argparse.Namespace, preset: Preset) -> int:
         from .training.arguments import use_bf16
 
         teacher = replace(teacher, bf16=use_bf16(preset.mixed_precision, _cuda()))
-    try:
-        manifest = train_encoder(preset, args.output_dir, scale=args.scale or DEFAULT_SCALE, negatives=args.negatives,
-                                 resume=not args.no_resume, notes=tuple(args.note), stop_at_step=args.stop_at_step,
-                                 interpolate_alpha=args.interpolate_alpha, loss=args.loss,
-                                 margin_weight=args.margin_weight, teacher=teacher)
-    except (CheckpointMismatch, CacheMismatch) as exc:
-        return usage_error("train.py encoder", str(exc))
+    manifest = train_encoder(preset, args.output_dir, scale=args.scale or DEFAULT_SCALE, negatives=args.negatives,
+                             resume=not args.no_resume, notes=tuple(args.note), stop_at_step=args.stop_at_step,
+                             interpolate_alpha=args.interpolate_alpha, loss=args.loss,
+                             margin_weight=args.margin_weight, teacher=teacher)
     if "teacher_cache" in manifest:
         print(json.dumps(manifest["teacher_cache"]))
     elif manifest.get("interrupted"):
@@ -425,6 +424,17 @@ def _quiet_known_noise() -> None:
     logging.getLogger("transformers.tokenization_utils_base").addFilter(_drop_long_sequence_warning)
 
 
+def _run_folder_mistakes() -> tuple[type[Exception], ...]:
+    """Errors that mean the command was given a run or cache folder of another run (exit 2, one line): a
+    checkpoint of another schedule, a folder started with other loss settings, a teacher cache of another
+    teacher or setting (a `DataError`, caught here first)."""
+    from .training.distill import CacheMismatch
+    from .training.encoder import CheckpointMismatch
+    from .training.run_settings import RunSettingsMismatch
+
+    return CheckpointMismatch, RunSettingsMismatch, CacheMismatch
+
+
 @one_line_errors("train.py")
 def main(argv: list[str]) -> int:
     """Run ``train.py`` with ``argv`` (without the program name); returns the exit status.
@@ -462,7 +472,7 @@ def main(argv: list[str]) -> int:
             return _verify(args)
         return {"train": _train, "calibrate": _calibrate, "evaluate": _evaluate,
                 "encoder": _encoder, "install-encoder": lambda a, _: _install_encoder(a)}[args.command](args, preset)
-    except (UsageError, LaunchError) as exc:
+    except (UsageError, LaunchError, *_run_folder_mistakes()) as exc:
         return usage_error(f"train.py {args.command}", str(exc))
     except (DataError, ManifestError) as exc:
         print(f"train.py {args.command}: error: {exc}", file=sys.stderr)

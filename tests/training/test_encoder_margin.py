@@ -187,6 +187,11 @@ def test_cli_margin_mse_run_records_the_teacher_and_writes_an_encoder_the_server
     lines = verify.stdout.splitlines()
     assert verify.returncode == 0 and any(x.startswith("OK") and "teacher cache" in x for x in lines), verify.stdout
 
+    in_batch = _cli(*_encoder_args(models, out, cache)[:-8])  # the same folder resumed under the default loss
+    last = in_batch.stderr.strip().splitlines()[-1]
+    assert in_batch.returncode == 2 and last.startswith("train.py encoder: error:"), in_batch.stderr[-2000:]
+    assert 'was started with loss "margin-mse", this command gives "in-batch"' in last
+
     other = _cli(*_encoder_args(models, tmp_path / "out2", cache, teacher="other"), "--loss", "margin-mse")
     last = other.stderr.strip().splitlines()[-1]  # after the run's log lines: one error line, no traceback
     assert other.returncode == 2 and last.startswith("train.py encoder: error:") and "teacher_weights_sha256" in last

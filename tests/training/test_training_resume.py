@@ -13,6 +13,7 @@ from conftest import build_bert_nli, sigterm_at_step
 from zsnli.training import arguments, callbacks
 from zsnli.training import trainer as training
 from zsnli.training.presets import get_preset
+from zsnli.training.run_settings import RunSettingsMismatch
 from zsnli.training.zsc_nli import zsc_sources
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +54,10 @@ def test_sigterm_then_resume_gives_the_same_losses_as_a_straight_run(base, tmp_p
     assert not (tmp_path / "b" / "model").exists()  # no model or manifest from an interrupted run
     assert signal.getsignal(signal.SIGTERM) is handler_before  # handler restored (another test may have set one)
 
+    with pytest.raises(RunSettingsMismatch, match=r"max_length %d, this command gives %d" % (
+            preset.max_length, preset.max_length // 2)):  # another pair length would train one run on two inputs
+        training.train(preset.with_overrides(max_length=preset.max_length // 2), tmp_path / "b" / "model",
+                       tmp_path / "b" / "run")
     resumed = training.train(preset, tmp_path / "b" / "model", tmp_path / "b" / "run")
     assert resumed["training"]["resumed_from_checkpoint"] == "checkpoint-3"
     want, got = _losses(tmp_path / "a" / "run"), _losses(tmp_path / "b" / "run")

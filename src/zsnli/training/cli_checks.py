@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..manifest import ENCODER_MANIFEST_NAME, MANIFEST_NAME, ManifestError, load_manifest
 from .data_parallel import LaunchError, launch_from_env, per_device_batch
@@ -306,6 +306,12 @@ def _check_teacher(args: argparse.Namespace, preset: Preset) -> dict[str, Any]:
             "cache_only": bool(args.teacher_cache_only)}
 
 
+def flags_given(args: argparse.Namespace, dests: Sequence[str]) -> list[str]:
+    """The command-line spelling (``--teacher-cache``) of each of ``dests`` (argparse dests) that the user
+    set, in the order of ``dests``: a flag counts as given when its value is not None or False."""
+    return [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) not in (None, False)]
+
+
 def check_distill(args: argparse.Namespace, preset: Preset):
     """``train --teacher ...``: the `zsnli.training.distill.Distillation` the flags describe, or None.
 
@@ -316,7 +322,7 @@ def check_distill(args: argparse.Namespace, preset: Preset):
     from .distill import Distillation
 
     if not args.teacher:
-        given = [f"--{d.replace('_', '-')}" for d in DISTILL_FLAGS if getattr(args, d) not in (None, False)]
+        given = flags_given(args, DISTILL_FLAGS)
         if given:
             raise UsageError(f"{given[0]} needs --teacher DIR (the teacher NLI model to distil)")
         return None
@@ -344,8 +350,7 @@ def check_encoder_teacher(args: argparse.Namespace, preset: Preset):
     from .distill import Distillation
 
     if args.loss == "in-batch":
-        given = [f"--{d.replace('_', '-')}" for d in (*TEACHER_FLAGS, "margin_weight")
-                 if getattr(args, d) not in (None, False)]
+        given = flags_given(args, (*TEACHER_FLAGS, "margin_weight"))
         if given:
             raise UsageError(f"{given[0]} needs --loss margin-mse or --loss mixed (the default in-batch loss uses "
                              "no teacher)")

@@ -50,6 +50,7 @@ from .encoder_data import NEGATIVES, EncoderCollator, EncoderData, build_encoder
 from .encoder_teacher import MARGIN_TEXT, check_loss, teacher_scores, teacher_settings
 from .manifest_writer import ENCODER_MANIFEST_NAME, TEACHER_KEY, base_weights_sha256, environment
 from .presets import Preset
+from .run_settings import check_run_settings
 from .trainer import checkpoint_step, global_length_grouped_sampler, save_model, sorted_checkpoints
 from .zsc_nli import texts_of
 
@@ -222,6 +223,8 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     `LaunchError` under a multi-process launch (in-batch negatives are per process: run it in one),
     `CheckpointMismatch` for a checkpoint to resume from that another schedule, batch size or optimiser
     setting trained (or a ``stop_at_step`` below every checkpoint of the folder),
+    `zsnli.training.run_settings.RunSettingsMismatch` for one started with another loss, margin weight,
+    scale, negatives, max length or teacher scores,
     `zsnli.training.distill.CacheMismatch` for a cache folder of another teacher or setting, and
     `zsnli.training.nli_data.DataError` for unreadable or empty data.
     """
@@ -244,6 +247,8 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     trainer, tokenizer, stop = _build_trainer(preset, data, run_dir, scale, negatives, t0, stop_at_step,
                                               objective, scores)
     resumed_from = _checked_resume(trainer, run_dir, stop_at_step, resume)
+    check_run_settings(run_dir, {**objective, "scale": scale, "negatives": negatives, "max_length": preset.max_length,
+                                 "teacher_scores_sha256": cache["sha256"] if cache else None}, resumed_from is not None)
     train_start = time.time()
     if resumed_from is not None and stop_at_step is not None and checkpoint_step(resumed_from) >= stop_at_step:
         result = _load_checkpoint(trainer, resumed_from)

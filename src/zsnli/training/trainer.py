@@ -47,6 +47,7 @@ from .nli_data import DataError, NliData, build_nli_data
 from .nli_trainer import (COMPUTE_DTYPE, ID2LABEL, LABEL2ID, NOT_ENTAILMENT_ID, TARGET_IDS,  # noqa: F401 (re-exported)
                           global_length_grouped_sampler, load_base, nli_loss, nli_trainer_class, save_model)
 from .presets import Preset
+from .run_settings import check_run_settings
 from .zsc_nli import build_zsc_pairs, texts_of
 
 log = logging.getLogger(__name__)
@@ -272,6 +273,17 @@ def _leave_job(trainer, distributed: bool) -> None:
     leave_process_group()
 
 
+def run_settings(preset: Preset, distill: Distillation | None, teacher_cache: dict[str, Any] | None) -> dict[str, Any]:
+    """What an NLI run must keep from its first step to its last (`zsnli.training.run_settings`): the pair
+    length and, when distilling, the loss's alpha and temperature, the augmented pairs' share and the
+    sha256 of the teacher's cache file (its scores of these pairs). ``max_steps`` and the plateau rule may
+    change on resume (with a ``--note``)."""
+    soft = None if distill is None else {"alpha": distill.alpha, "temperature": distill.temperature,
+                                         "augment": distill.augment,
+                                         "teacher_scores_sha256": (teacher_cache or {}).get("sha256")}
+    return {"max_length": preset.max_length, "distillation": soft}
+
+
 def train(
     preset: Preset,
     model_dir: str | Path,
@@ -294,7 +306,9 @@ def train(
     launch every rank calls this; ``preset.batch_size`` is the global batch. Returns the manifest dict (an
     empty dict on ranks other than 0, which write nothing). SIGTERM or SIGINT while training writes a
     checkpoint at the end of the current step and returns ``{"interrupted": True, "signal", "steps"}`` without
-    the final evaluation, model or manifests (rerun to resume). Raises `zsnli.data_parallel.LaunchError` when
+    the final evaluation, model or manifests (rerun to resume). Raises
+    `zsnli.training.run_settings.RunSettingsMismatch` when resuming a folder started with other `run_settings`,
+    `zsnli.data_parallel.LaunchError` when
     the batch does not split over the model copies or the process did not join the launched job.
     ``distill``: distil a teacher (module docstring); with ``distill.cache_only`` the run stops once the
     cache is complete and returns ``{"teacher_cache": record}`` (`zsnli.training.distill.build_cache`).
@@ -327,6 +341,8 @@ def train(
     )
     checkpoints = sorted_checkpoints(output_dir)
     resumed_from = checkpoints[-1].name if (resume and checkpoints) else None
+    check_run_settings(output_dir, run_settings(preset, distill, data.counts.get("teacher_cache")),
+                       resumed_from is not None, write=launch.rank == 0)
     train_start = time.time()
     with stop_on_signals(stop):
         result = trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if resumed_from else None)
