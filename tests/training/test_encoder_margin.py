@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -158,7 +159,7 @@ def _encoder_args(models, out: Path, cache: Path, teacher: str = "teacher") -> l
             str(models["description"]), "--teacher-cache", str(cache), "--teacher-chunk-rows", "16"]
 
 
-def test_cli_margin_mse_run_records_the_teacher_and_writes_an_encoder_the_server_loads(models, tmp_path):
+def test_cli_margin_mse_run_records_the_teacher_and_writes_an_encoder_the_server_loads(models, tmp_path, tiny_run):
     out, cache = tmp_path / "out", tmp_path / "cache"
     only = _cli(*_encoder_args(models, out, cache), "--loss", "margin-mse", "--teacher-cache-only")
     assert only.returncode == 0, only.stderr[-3000:]
@@ -186,6 +187,16 @@ def test_cli_margin_mse_run_records_the_teacher_and_writes_an_encoder_the_server
     verify = _cli("verify", "--model-dir", str(out / "model"), "--manifest", str(out / enc.MANIFEST_NAME))
     lines = verify.stdout.splitlines()
     assert verify.returncode == 0 and any(x.startswith("OK") and "teacher cache" in x for x in lines), verify.stdout
+
+    shipped = tmp_path / "shipped"  # install it: the served model's manifests name the teacher and its data
+    shutil.copytree(tiny_run["out"], shipped)
+    assert _cli("install-encoder", str(out), "--model-dir", str(shipped / "model")).returncode == 0
+    table = json.loads((shipped / "training_manifest.json").read_text())["embedding"]
+    assert table["teacher"] == teacher
+    sources = {e["name"]: e for e in json.loads((shipped / "data_sources.json").read_text())["sources"]}
+    assert sources["sentence-encoder:teacher-weights"]["sha256"] == teacher["weights_sha256"]
+    assert sources["sentence-encoder:teacher-cache"]["sha256"] == record["sha256"]
+    assert sources["sentence-encoder:tiny:train"]["trained_into"] == "teacher " + teacher["weights_sha256"]
 
     in_batch = _cli(*_encoder_args(models, out, cache)[:-8])  # the same folder resumed under the default loss
     last = in_batch.stderr.strip().splitlines()[-1]

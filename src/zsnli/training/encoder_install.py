@@ -3,8 +3,9 @@
 Copies the run's encoder into ``model/embedding`` with its `ENCODER_MANIFEST_NAME`, replaces
 ``training_manifest.json``'s table of that directory (``pretrained_artifacts.embedding``, a reused
 artifact, becomes ``embedding``, `zsnli.training.manifest_writer.trained_embedding`: base, interpolation,
-data, files), and declares the run's training sets in ``data_sources.json`` (the entries of an earlier
-installed encoder are dropped). ``calibration.json`` pins the old encoder's digest, so the server refuses
+data, teacher, files), and declares the run's training sets in ``data_sources.json``, with the teacher's
+weights, cache and sets when a margin-MSE run learnt from one (the entries of an earlier installed encoder
+are dropped). ``calibration.json`` pins the old encoder's digest, so the server refuses
 to start until the scoring is re-chosen on the new one (``train.py select``): the command says so.
 
 Everything is checked before anything changes: the run against its own manifest, the model directory
@@ -30,7 +31,8 @@ from typing import Any
 
 from ..manifest import EMBEDDING_SUBDIR, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest, sha256_file
 from .manifest_writer import (
-    ENCODER_MANIFEST_NAME, TRAINED_EMBEDDING_KEY, LineageError, declare_sources, trained_embedding,
+    ENCODER_MANIFEST_NAME, TEACHER_KEY, TRAINED_EMBEDDING_KEY, LineageError, declare_sources, teacher_sources,
+    trained_embedding,
 )
 
 ENCODER_SOURCE_PREFIX = "sentence-encoder:"
@@ -58,7 +60,7 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
     _require_match(model_dir, manifest, MANIFEST_NAME, only_outside=EMBEDDING_SUBDIR)
     staged, old = staging_dirs(model_dir)
     try:
-        sources = [_source_entry(s) for s in run["data"]["sources"]]
+        sources = [_source_entry(s) for s in run["data"]["sources"]] + _teacher_entries(run.get(TEACHER_KEY))
         _copy_listed(run_dir, run, staged)
         table = trained_embedding(staged.parent, subdir=staged.name)
     except (KeyError, TypeError, AttributeError, LineageError) as exc:
@@ -159,6 +161,14 @@ def _require_match(directory: Path, manifest: dict[str, Any], name: str, only_ou
         how = {"mismatch": f"differs from what {name} lists", "missing": f"is listed in {name} but missing",
                "unlisted": f"is not listed in {name}"}
         raise ManifestError(f"{directory}: {bad[0].name} {how.get(bad[0].status, bad[0].status)}")
+
+
+def _teacher_entries(teacher: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The ``data_sources.json`` entries of the teacher a margin-MSE encoder learnt from (its weights, its cache
+    of scores and its own training sets, `zsnli.training.manifest_writer.teacher_sources`), named under
+    `ENCODER_SOURCE_PREFIX` so that a later install replaces them with its own; empty without a teacher."""
+    return [{**entry, "name": ENCODER_SOURCE_PREFIX + entry["name"],
+             "model": f"model/{EMBEDDING_SUBDIR} (the sentence encoder)"} for entry in teacher_sources(teacher)]
 
 
 def _source_entry(source: dict[str, Any]) -> dict[str, Any]:
