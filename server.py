@@ -1,7 +1,7 @@
 """Serve zero-shot classification: the FastAPI ``app`` (settings from ZSNLI_* env vars).
 
 ``uvicorn server:app`` works (``/classify``, ``/health`` and the bake-off
-service, `zsnli.serve.served_extensions`); ``python server.py`` (what serve.sh runs) also
+service, `zsnli.serve.bare_app`: a refused setting is one line and exit 3 there too); ``python server.py`` (what serve.sh runs) also
 sets the exit code: 0 after a drained SIGTERM, 3 when startup is refused
 (a bad setting or a failed startup check, before listening), 1 when the
 model failed to load (`zsnli.serve.main`). Both serve ``GET /metrics``
@@ -29,8 +29,7 @@ SERVE_MODULES = ("fastapi", "uvicorn", "pydantic", "starlette", "torch", "transf
                  "safetensors", "huggingface_hub", "numpy")
 zsnli.exit_if_missing("./serve.sh" if __name__ == "__main__" else "server.py", SERVE_MODULES)
 try:
-    from zsnli.serving.app import create_app  # noqa: E402
-    from zsnli.serve import main, served_extensions  # noqa: E402
+    from zsnli.serve import bare_app, main  # noqa: E402
 except ModuleNotFoundError as exc:  # one the list above does not name
     if not exc.name or exc.name.split(".")[0] == "zsnli":
         raise
@@ -40,4 +39,4 @@ except ModuleNotFoundError as exc:  # one the list above does not name
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
 
-app = create_app(extend=served_extensions())
+app = bare_app()  # uvicorn server:app: a refused setting is one line and exit 3, as for python server.py

@@ -53,6 +53,23 @@ def test_a_missing_model_dir_is_the_one_line_the_server_prints(tmp_path, given):
     assert lines[0].startswith("refusing to start: model directory not found") and "ZSNLI_MODEL_DIR" in lines[0]
 
 
+@pytest.mark.parametrize("setting, needle", [
+    ({"ZSNLI_MAX_BATCH_ITEMS": "abc"}, "ZSNLI_MAX_BATCH_ITEMS must be an integer, got 'abc'"),
+    ({"ZSNLI_MAX_BACTH_ITEMS": "8"}, "ZSNLI_MAX_BATCH_ITEMS"),  # misspelt: it would leave the setting at its default
+    ({"ZSNLI_MODEL_DIR": "no-model"}, "model directory not found"),
+])
+def test_bare_uvicorn_refuses_a_bad_setting_in_one_line_as_server_py_does(tmp_path, setting, needle):
+    """``uvicorn server:app`` (docs/deploy.md's bare route) imports server.py: a refused setting was a
+    traceback of the import; it is now server.py's own line and exit 3, before anything listens."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZSNLI_")}
+    env.update(setting)
+    done = subprocess.run([sys.executable, "-m", "uvicorn", "server:app", "--port", "1"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 3 and len(lines) == 1, lines
+    assert lines[0].startswith("refusing to start: ") and needle in lines[0], lines
+
+
 def _deep_files(tmp_path: Path, depth: int = 50_000) -> tuple[Path, Path]:
     deep_json = tmp_path / "deep.json"
     deep_json.write_text("[" * depth + "]" * depth)

@@ -135,23 +135,46 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown argument {extra[0]!r}: it takes none; set HOST, PORT and ZSNLI_* environment "
                      "variables instead")
     try:
-        misspelt = misspelt_settings(bakeoff_names=BAKEOFF_SETTING_NAMES)
-        if misspelt:
-            raise SettingsError(misspelt[0])
-        settings = Settings.from_env()
+        settings, bsettings, path_warnings = checked_settings()
         host, port = listen_address()
-        bsettings = BakeoffSettings.from_env()
-        path_warnings = check_paths(bsettings)
         check_listen(host, port)
-        missing = missing_model_dir(settings)  # before uvicorn and the settings lines: one line, nothing else
-        if missing:
-            raise SettingsError(missing)
     except SettingsError as exc:
         print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
         return 3
     for line in path_warnings:  # stderr, last before the server's own log: a default path bake-offs cannot use
         print(f"warning: {line}", file=sys.stderr, flush=True)
     return serve(settings, host, port, extend=served_extensions(bsettings))
+
+
+def checked_settings() -> tuple[Settings, BakeoffSettings, list[str]]:
+    """The server's settings from ``ZSNLI_*`` with every check made before anything listens: ``(settings,
+    bake-off settings, warnings about bake-off paths)``. Raises ``SettingsError`` (one line) for a
+    misspelt ``ZSNLI_*`` name (`zsnli.config.misspelt_settings`), a value that does not parse or is out of
+    range, a bake-off store or key that can never work, or a model directory that is not there."""
+    misspelt = misspelt_settings(bakeoff_names=BAKEOFF_SETTING_NAMES)
+    if misspelt:
+        raise SettingsError(misspelt[0])
+    settings = Settings.from_env()
+    bsettings = BakeoffSettings.from_env()
+    path_warnings = check_paths(bsettings)
+    missing = missing_model_dir(settings)  # before uvicorn and the settings lines: one line, nothing else
+    if missing:
+        raise SettingsError(missing)
+    return settings, bsettings, path_warnings
+
+
+def bare_app() -> FastAPI:
+    """The app ``uvicorn server:app`` imports, with `main`'s checks of the ``ZSNLI_*`` settings (`checked_settings`;
+    uvicorn's own flags give the address): a refused setting is one line ``refusing to start: <reason>`` on
+    stderr and ``SystemExit(3)`` while uvicorn imports the module, never a traceback."""
+    try:
+        settings, bsettings, path_warnings = checked_settings()
+    except SettingsError as exc:
+        print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
+        raise SystemExit(3) from None
+    for line in path_warnings:
+        print(f"warning: {line}", file=sys.stderr, flush=True)
+    return create_app(settings, extend=served_extensions(bsettings))
 
 
 def uvicorn_config(app: Any, settings: Settings, host: str, port: int, **overrides: Any):
