@@ -223,8 +223,7 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     `LaunchError` under a multi-process launch (in-batch negatives are per process: run it in one),
     `CheckpointMismatch` for a checkpoint to resume from that another schedule, batch size or optimiser
     setting trained (or a ``stop_at_step`` below every checkpoint of the folder),
-    `zsnli.training.run_settings.RunSettingsMismatch` for one started with another loss, margin weight,
-    scale, negatives, max length or teacher scores,
+    `zsnli.training.run_settings.RunSettingsMismatch` for one started under another objective (`run_settings`),
     `zsnli.training.distill.CacheMismatch` for a cache folder of another teacher or setting, and
     `zsnli.training.nli_data.DataError` for unreadable or empty data.
     """
@@ -247,8 +246,7 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     trainer, tokenizer, stop = _build_trainer(preset, data, run_dir, scale, negatives, t0, stop_at_step,
                                               objective, scores)
     resumed_from = _checked_resume(trainer, run_dir, stop_at_step, resume)
-    check_run_settings(run_dir, {**objective, "scale": scale, "negatives": negatives, "max_length": preset.max_length,
-                                 "teacher_scores_sha256": cache["sha256"] if cache else None}, resumed_from is not None)
+    check_run_settings(run_dir, run_settings(objective, scale, negatives, preset, cache), resumed_from is not None)
     train_start = time.time()
     if resumed_from is not None and stop_at_step is not None and checkpoint_step(resumed_from) >= stop_at_step:
         result = _load_checkpoint(trainer, resumed_from)
@@ -330,6 +328,14 @@ def _stop_at(step: int):
             return control
 
     return StopAtStep()
+
+
+def run_settings(objective: dict[str, Any], scale: float, negatives: str, preset: Preset,
+                 cache: dict[str, Any] | None) -> dict[str, Any]:
+    """What an encoder run keeps from its first step to its last (`zsnli.training.run_settings`): the loss and its
+    margin weight, the scale, the negatives, the text length and the sha256 of the teacher's score cache."""
+    return {**objective, "scale": scale, "negatives": negatives, "max_length": preset.max_length,
+            "teacher_scores_sha256": cache["sha256"] if cache else None}
 
 
 class CheckpointMismatch(ValueError):
