@@ -63,7 +63,8 @@ def error_type_for(wire: str, status: int) -> ErrorType:
 
 
 class ApiError(Exception):
-    """An error answered as ``{"error", "field", "error_type"}`` with the status of ``error_type``.
+    """An error answered as ``{"error", "field", "error_type"}`` with the status of ``error_type``
+    (`openai_shaped` on an OpenAI-compatible route).
 
     message: one line for the client; field: the request field it is about
     (``labels[3]``, ``body``) or None; errors: for a 422, the per-problem
@@ -107,3 +108,22 @@ class ApiError(Exception):
             if "field" in item:
                 item["field"] = swap(item["field"])
         return self
+
+
+def openai_shaped(body: dict[str, Any]) -> dict[str, Any]:
+    """A zsnli error body (``{"error": str, "field", "error_type", ...}``) in OpenAI's error shape, for an
+    OpenAI-compatible route: ``error`` becomes ``{"message", "type", "param", "code"}`` (message the text,
+    type zsnli's ``error_type``, param the ``field``, code null), every other key kept. The ``openai``
+    client puts ``error.message`` in its exception; with ``error`` a string it showed only the status."""
+    return {**body, "error": {"message": body["error"], "type": body.get("error_type"), "param": body.get("field"),
+                              "code": None}}
+
+
+#: Paths whose clients read OpenAI's error shape (`openai_shaped`): the OpenAI-compatible embeddings route.
+OPENAI_ROUTES = ("/v1/embeddings",)
+
+
+def shaped_for(path: str | None, body: dict[str, Any]) -> dict[str, Any]:
+    """An error ``body`` as the route at ``path`` answers it: `openai_shaped` on `OPENAI_ROUTES`, else as it is.
+    Every writer of an error answer (the app's handlers, the API key check, the connection layer) calls it."""
+    return openai_shaped(body) if path in OPENAI_ROUTES else body

@@ -64,6 +64,8 @@ async def test_every_route_but_the_open_ones_needs_the_key(bert_dir, tmp_path, m
                     assert r.headers["www-authenticate"].startswith("Bearer")
                     body = r.json()
                     assert body["error_type"] == "unauthorized" and body["request_id"] == r.headers["x-request-id"]
+                    message = body["error"]["message"] if path == "/v1/embeddings" else body["error"]  # OpenAI's
+                    assert message.startswith("unauthorized: "), (path, body)
                     assert KEY not in r.text and KEY[:-1] not in r.text
                 assert right.status_code != 401, (method, path)
     assert KEY not in caplog.text and KEY[:-1] not in caplog.text

@@ -74,6 +74,15 @@ async def test_embedding_errors_name_the_field(tmp_path, bert_dir, deberta_dir):
         for path, body, status, field in cases:
             r = await client.post(path, json=body)
             assert (r.status_code, r.json()["field"]) == (status, field), (path, body, r.text)
+            error = r.json()["error"]  # OpenAI's error object on its route (the openai client shows its message)
+            if path == "/v1/embeddings":
+                assert error["param"] == field and error["type"] == r.json()["error_type"] == "validation"
+                assert error["message"].startswith(field) and error["code"] is None, r.text
+            else:
+                assert isinstance(error, str) and error.startswith(field), r.text
+        wrong_method = await client.get("/v1/embeddings")  # every error the route answers has the shape
+        assert wrong_method.status_code == 405 and "not allowed" in wrong_method.json()["error"]["message"]
+        assert isinstance((await client.get("/embed")).json()["error"], str)
         long = await client.post("/embed", json={"inputs": "word " * 400})  # truncated by default
         assert long.status_code == 200
 
@@ -110,6 +119,9 @@ def test_openai_and_huggingface_clients_get_the_vectors(encoder_server, bert_dir
         out = client.embeddings.create(model="zsnli-encoder", input=TEXTS, encoding_format=fmt)
         np.testing.assert_allclose([d.embedding for d in out.data], expected, atol=1e-6)
         assert [d.index for d in out.data] == [0, 1, 2] and out.usage.prompt_tokens > len(TEXTS)
+    with pytest.raises(openai.UnprocessableEntityError) as refused:  # the client's message is the server's
+        client.embeddings.create(model="zsnli-encoder", input=[[101, 102]])
+    assert "input[0]" in str(refused.value) and refused.value.param == "input[0]", str(refused.value)
     single = client.embeddings.create(model="zsnli-encoder", input=TEXT)
     np.testing.assert_allclose(single.data[0].embedding, expected[0], atol=1e-6)
 

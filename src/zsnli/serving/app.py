@@ -28,7 +28,7 @@ from .. import __version__
 from .auth import ApiKeyMiddleware, add_bearer_scheme
 from ..config import Settings
 from .docs_assets import install_offline_docs
-from ..errors import ApiError, ErrorType
+from ..errors import ApiError, ErrorType, shaped_for
 from .http_request import parse_classify_request, read_json_body, validation_error
 from .http_routes import HeadAsGet, allow_header, allowed_methods
 from .request_ids import RequestIdMiddleware, log_safe
@@ -130,7 +130,7 @@ class LastResort:
                 raise
             logger.exception("unhandled error in %s %s", log_safe(scope.get("method")), log_safe(scope.get("path")))
             response = error_response(ApiError(ErrorType.INTERNAL, f"internal error: {type(exc).__name__}"),
-                                      self.retry_after_s)
+                                      self.retry_after_s, scope.get("path"))
             await response(scope, receive, send)
 
 
@@ -151,19 +151,20 @@ def not_found_message(app: FastAPI, method: str, path: str) -> str:
     return f"no route {method} {path}{hint or '.'} Routes: {listed} (GET / lists them with what each is for)"
 
 
-def error_response(exc: ApiError, retry_after_s: int) -> JSONResponse:
-    """The JSON answer of an `ApiError` (``Retry-After`` when its type carries it)."""
-    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers(retry_after_s))
+def error_response(exc: ApiError, retry_after_s: int, path: str | None = None) -> JSONResponse:
+    """The JSON answer of an `ApiError` (``Retry-After`` when its type carries it), shaped for the route at
+    ``path`` (`zsnli.errors.shaped_for`: OpenAI's error shape on the OpenAI-compatible route)."""
+    return JSONResponse(shaped_for(path, exc.body()), status_code=exc.status, headers=exc.headers(retry_after_s))
 
 
 def _add_error_handlers(app: FastAPI, retry_after_s: int) -> None:
     @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc, retry_after_s)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc, retry_after_s, request.url.path)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(validation_error(exc.errors(), strip_body=True), retry_after_s)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(validation_error(exc.errors(), strip_body=True), retry_after_s, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -178,11 +179,12 @@ def _add_error_handlers(app: FastAPI, retry_after_s: int) -> None:
             message = not_found_message(app, request.method, request.url.path)
         body = ApiError(kind, message).body() if kind else {
             "error": message, "field": None, "error_type": "http_error"}
-        return JSONResponse(body, status_code=exc.status_code, headers=headers)
+        return JSONResponse(shaped_for(request.url.path, body), status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error")  # outside `LastResort`: Starlette re-raises, uvicorn closes the connection
-        response = error_response(ApiError(ErrorType.INTERNAL, f"internal error: {type(exc).__name__}"), retry_after_s)
+        response = error_response(ApiError(ErrorType.INTERNAL, f"internal error: {type(exc).__name__}"), retry_after_s,
+                                  request.url.path)
         response.headers["Connection"] = "close"
         return response

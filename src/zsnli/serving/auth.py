@@ -27,7 +27,7 @@ import hmac
 import json
 from typing import Any
 
-from ..errors import ApiError, ErrorType
+from ..errors import ApiError, ErrorType, shaped_for
 from .docs_assets import ASSET_PREFIX
 
 #: Paths answered without the key (see the module docstring for why each one).
@@ -75,7 +75,7 @@ class ApiKeyMiddleware:
         why = "no 'Authorization: Bearer <key>' header" if token is None else "the key sent is not this server's"
         error = ApiError(ErrorType.UNAUTHORIZED, f"unauthorized: {why}; send the ZSNLI_API_KEY the server was started "
                          "with as 'Authorization: Bearer <key>' (GET /health needs none)", "authorization")
-        body = json.dumps(error.body()).encode()
+        body = json.dumps(shaped_for(scope.get("path"), error.body())).encode()
         await send({"type": "http.response.start", "status": error.status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"www-authenticate", b'Bearer realm="zsnli"')]})

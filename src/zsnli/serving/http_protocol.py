@@ -64,7 +64,7 @@ from http import HTTPStatus
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..errors import ApiError, ErrorType
+from ..errors import ApiError, ErrorType, shaped_for
 from .request_ids import WIRE_STATUS, request_id
 
 logger = logging.getLogger("zsnli")
@@ -122,7 +122,7 @@ def _error_app(error: ApiError, retry_after_s: int):
 
     async def app(scope, receive, send):
         rid = request_id(scope.get("headers"))
-        body = json.dumps({**error.body(), "request_id": rid}).encode()
+        body = json.dumps({**shaped_for(scope.get("path"), error.body()), "request_id": rid}).encode()
         await send({"type": "http.response.start", "status": error.status,
                     "headers": _head(error, retry_after_s, len(body), rid)})
         await send({"type": "http.response.body", "body": body})
@@ -373,7 +373,7 @@ def json_fallback(app, retry_after_s: int):
             logger.exception("unhandled error outside the app's handlers")
         if not started:
             rid = request_id(scope.get("headers"))
-            body = json.dumps({**error.body(), "request_id": rid}).encode()
+            body = json.dumps({**shaped_for(scope.get("path"), error.body()), "request_id": rid}).encode()
             await send({"type": "http.response.start", "status": 500,
                         "headers": _head(error, retry_after_s, len(body), rid)})
             await send({"type": "http.response.body", "body": body})
