@@ -1,8 +1,8 @@
 """Serve zero-shot classification: the FastAPI ``app`` (settings from ZSNLI_* env vars).
 
-``uvicorn server:app`` works (``/classify``, ``/health`` and the bake-off
-service, `zsnli.serve.bare_app`: a refused setting is one line and exit 3 there too); ``python server.py`` (what serve.sh runs) also
-sets the exit code: 0 after a drained SIGTERM, 3 when startup is refused
+``uvicorn server:app`` works (``/classify``, ``/health`` and the bake-off service,
+`zsnli.serve.bare_app`: a refused setting is one line and exit 3 there too); ``python server.py``
+(what serve.sh runs) also sets the exit code: 0 after a drained SIGTERM, 3 when startup is refused
 (a bad setting or a failed startup check, before listening), 1 when the
 model failed to load (`zsnli.serve.main`). Both serve ``GET /metrics``
 (`zsnli.serving.telemetry`). Only ``python server.py`` runs

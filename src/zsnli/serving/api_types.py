@@ -461,6 +461,8 @@ PREDICT_ERROR_RESPONSES = {
     503: {**ERROR_RESPONSES[503], "description": "Loading, timed out, or more than ZSNLI_MAX_CONNECTIONS connections "
           "open; retry after `Retry-After` s (a full queue is the 429)."},
 }
+
+
 class OpenAIError(BaseModel):
     """OpenAI's error object (`zsnli.errors.openai_shaped`)."""
 

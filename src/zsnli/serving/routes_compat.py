@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse
 
 from .. import __version__
 from . import embeddings_api, inference_api, tei
-from .api_types import (ERROR_RESPONSES, OPENAI_ERROR_RESPONSES, PREDICT_ERROR_RESPONSES, ZERO_SHOT_OPENAPI, HealthResponse, ZeroShotAnswer,
-                        ZeroShotElement)
+from .api_types import (ERROR_RESPONSES, OPENAI_ERROR_RESPONSES, PREDICT_ERROR_RESPONSES, ZERO_SHOT_OPENAPI,
+                        HealthResponse, ZeroShotAnswer, ZeroShotElement)
 from ..errors import ApiError
 from .http_request import parse_classify_request, read_json_body, wait_disconnect
 from .request_timing import note_request
