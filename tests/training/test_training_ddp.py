@@ -98,7 +98,7 @@ def test_rank_zero_alone_builds_the_data_and_writes(ddp_run):
     assert "tokenize" in stderr[0] and "tokenize" not in stderr[1]
     assert sorted(p.name for p in out.iterdir()) == ["data_sources.json", "model", "training_manifest.json"]
     assert sorted(p.name for p in (ddp_run["root"] / "run").iterdir() if not p.name.startswith("checkpoint-")) == [
-        "holdout.jsonl", "loss_log.jsonl"]  # the shared tokenised copy is gone
+        "holdout.jsonl", "loss_log.jsonl", "run_settings.json"]  # the shared tokenised copy is gone
 
 
 @pytest.mark.parametrize("env, flags, names", [

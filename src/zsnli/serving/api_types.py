@@ -461,34 +461,6 @@ PREDICT_ERROR_RESPONSES = {
     503: {**ERROR_RESPONSES[503], "description": "Loading, timed out, or more than ZSNLI_MAX_CONNECTIONS connections "
           "open; retry after `Retry-After` s (a full queue is the 429)."},
 }
-
-
-class OpenAIError(BaseModel):
-    """OpenAI's error object (`zsnli.errors.openai_shaped`)."""
-
-    message: str
-    type: str | None = Field(None, description="zsnli's error type (`error_type`).")
-    param: str | None = Field(None, description="The request field it is about (`field`).")
-    code: str | None = None
-
-
-class OpenAIErrorResponse(ErrorResponse):
-    """The error shape of ``POST /v1/embeddings``: OpenAI's ``error`` object, with zsnli's other keys beside it."""
-
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "error": {"message": "input: field required", "type": "validation", "param": "input", "code": None},
-        "field": "input", "error_type": "validation"}]})
-    error: OpenAIError  # type: ignore[assignment]
-
-
-#: ``responses=`` of ``POST /v1/embeddings``: `ERROR_RESPONSES` with OpenAI's error object as ``error``.
-OPENAI_ERROR_RESPONSES = {
-    status: {"model": OpenAIErrorResponse, "description": description, "content": {"application/json": {
-        "example": {**ERROR_EXAMPLES[status], "error": {"message": ERROR_EXAMPLES[status]["error"],
-                                                        "type": ERROR_EXAMPLES[status].get("error_type"),
-                                                        "param": ERROR_EXAMPLES[status].get("field"), "code": None}}}}}
-    for status, description in ERROR_DESCRIPTIONS.items()
-}
 #: ``openapi_extra=`` of ``POST /classify``: the body's schema (one request or an array) and its examples.
 CLASSIFY_OPENAPI = {
     "requestBody": {

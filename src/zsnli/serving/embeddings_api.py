@@ -30,7 +30,26 @@ from typing import Any
 import numpy as np
 
 from ..errors import ApiError, ErrorType
-from .api_types import misspelt_fields
+from .api_types import ERROR_DESCRIPTIONS, ERROR_EXAMPLES, misspelt_fields
+
+#: JSON schema of OpenAI's error object, the ``error`` of every error answer of ``/v1/embeddings``
+#: (`zsnli.errors.openai_shaped`: zsnli's ``field``, ``error_type``, ``errors``, ``request_id`` beside it).
+OPENAI_ERROR_SCHEMA = {"type": "object", "required": ["error", "error_type"], "properties": {
+    "error": {"type": "object", "required": ["message"], "properties": {
+        "message": {"type": "string"}, "type": {"type": "string", "description": "zsnli's error_type"},
+        "param": {"type": ["string", "null"], "description": "the request field (zsnli's field)"},
+        "code": {"type": "null"}}},
+    "field": {"type": ["string", "null"]}, "error_type": {"type": "string"},
+    "errors": {"type": ["array", "null"], "items": {"type": "object"}}, "request_id": {"type": ["string", "null"]}}}
+#: ``responses=`` of ``POST /v1/embeddings``: zsnli's statuses and examples, with OpenAI's error object.
+OPENAI_ERROR_RESPONSES = {
+    status: {"description": description, "content": {"application/json": {
+        "schema": OPENAI_ERROR_SCHEMA,
+        "example": {**ERROR_EXAMPLES[status], "error": {
+            "message": ERROR_EXAMPLES[status]["error"], "type": ERROR_EXAMPLES[status].get("error_type"),
+            "param": ERROR_EXAMPLES[status].get("field"), "code": None}}}}}
+    for status, description in ERROR_DESCRIPTIONS.items()
+}
 
 #: Keys of a TEI ``/embed`` body (TEI's ``EmbedRequest``).
 EMBED_KEYS = ("inputs", "normalize", "truncate", "truncation_direction", "prompt_name", "dimensions")

@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse
 
 from .. import __version__
 from . import embeddings_api, inference_api, tei
-from .api_types import (ERROR_RESPONSES, OPENAI_ERROR_RESPONSES, PREDICT_ERROR_RESPONSES, ZERO_SHOT_OPENAPI,
-                        HealthResponse, ZeroShotAnswer, ZeroShotElement)
+from .api_types import (ERROR_RESPONSES, PREDICT_ERROR_RESPONSES, ZERO_SHOT_OPENAPI, HealthResponse, ZeroShotAnswer,
+                        ZeroShotElement)
 from ..errors import ApiError
 from .http_request import parse_classify_request, read_json_body, wait_disconnect
 from .request_timing import note_request
@@ -73,7 +73,7 @@ def add_compat_routes(app: FastAPI, service: ZeroShotClassifier) -> None:
         a list of vectors (one per input, also for one text); the vectors the cosine term uses."""
         return await service.admitted(lambda: _embed(service, request, openai=False))
 
-    @app.post("/v1/embeddings", responses=OPENAI_ERROR_RESPONSES, openapi_extra=embeddings_api.OPENAI_OPENAPI)
+    @app.post("/v1/embeddings", responses=embeddings_api.OPENAI_ERROR_RESPONSES, openapi_extra=embeddings_api.OPENAI_OPENAPI)
     async def openai_embeddings(request: Request) -> Any:
         """The served sentence encoder's embeddings in OpenAI's embeddings shape (`data[i].embedding`, `usage`),
         for `openai.OpenAI(base_url=...).embeddings.create`; the vectors of `/embed`."""

@@ -50,7 +50,7 @@ from .encoder_data import NEGATIVES, EncoderCollator, EncoderData, build_encoder
 from .encoder_teacher import MARGIN_TEXT, check_loss, teacher_scores, teacher_settings
 from .manifest_writer import ENCODER_MANIFEST_NAME, TEACHER_KEY, base_weights_sha256, environment
 from .presets import Preset
-from .run_settings import check_run_settings
+from .run_settings import check_run_settings, encoder_settings
 from .trainer import checkpoint_step, global_length_grouped_sampler, save_model, sorted_checkpoints
 from .zsc_nli import texts_of
 
@@ -246,7 +246,8 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     trainer, tokenizer, stop = _build_trainer(preset, data, run_dir, scale, negatives, t0, stop_at_step,
                                               objective, scores)
     resumed_from = _checked_resume(trainer, run_dir, stop_at_step, resume)
-    check_run_settings(run_dir, run_settings(objective, scale, negatives, preset, cache), resumed_from is not None)
+    settings = encoder_settings(objective, scale, negatives, preset.max_length, cache)
+    check_run_settings(run_dir, settings, resumed_from is not None)
     train_start = time.time()
     if resumed_from is not None and stop_at_step is not None and checkpoint_step(resumed_from) >= stop_at_step:
         result = _load_checkpoint(trainer, resumed_from)
@@ -328,14 +329,6 @@ def _stop_at(step: int):
             return control
 
     return StopAtStep()
-
-
-def run_settings(objective: dict[str, Any], scale: float, negatives: str, preset: Preset,
-                 cache: dict[str, Any] | None) -> dict[str, Any]:
-    """What an encoder run keeps from its first step to its last (`zsnli.training.run_settings`): the loss and its
-    margin weight, the scale, the negatives, the text length and the sha256 of the teacher's score cache."""
-    return {**objective, "scale": scale, "negatives": negatives, "max_length": preset.max_length,
-            "teacher_scores_sha256": cache["sha256"] if cache else None}
 
 
 class CheckpointMismatch(ValueError):

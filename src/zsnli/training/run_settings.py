@@ -52,3 +52,22 @@ def check_run_settings(run_dir: str | Path, settings: Mapping[str, Any], resumin
     if write:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def encoder_settings(objective: Mapping[str, Any], scale: float, negatives: str, max_length: int,
+                     teacher_cache: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a ``train.py encoder`` run keeps from its first step to its last: its loss and margin weight
+    (``objective``), the scale, the negatives, the text length and the sha256 of the teacher's score cache."""
+    return {**objective, "scale": scale, "negatives": negatives, "max_length": max_length,
+            "teacher_scores_sha256": teacher_cache["sha256"] if teacher_cache else None}
+
+
+def nli_settings(max_length: int, distill: Any, teacher_cache: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a ``train.py train`` run keeps from its first step to its last: the pair length and, when it
+    distils (``distill``: a `zsnli.training.distill.Distillation` or None), the loss's alpha and temperature,
+    the augmented pairs' share and the sha256 of the teacher's cache file. ``max_steps`` and the plateau
+    rule may change on resume (with a ``--note``)."""
+    soft = None if distill is None else {"alpha": distill.alpha, "temperature": distill.temperature,
+                                         "augment": distill.augment,
+                                         "teacher_scores_sha256": (teacher_cache or {}).get("sha256")}
+    return {"max_length": max_length, "distillation": soft}

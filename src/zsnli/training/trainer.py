@@ -47,7 +47,7 @@ from .nli_data import DataError, NliData, build_nli_data
 from .nli_trainer import (COMPUTE_DTYPE, ID2LABEL, LABEL2ID, NOT_ENTAILMENT_ID, TARGET_IDS,  # noqa: F401 (re-exported)
                           global_length_grouped_sampler, load_base, nli_loss, nli_trainer_class, save_model)
 from .presets import Preset
-from .run_settings import check_run_settings
+from .run_settings import RunSettingsMismatch, check_run_settings, nli_settings  # noqa: F401 (documented)
 from .zsc_nli import build_zsc_pairs, texts_of
 
 log = logging.getLogger(__name__)
@@ -273,15 +273,20 @@ def _leave_job(trainer, distributed: bool) -> None:
     leave_process_group()
 
 
-def run_settings(preset: Preset, distill: Distillation | None, teacher_cache: dict[str, Any] | None) -> dict[str, Any]:
-    """What an NLI run must keep from its first step to its last (`zsnli.training.run_settings`): the pair
-    length and, when distilling, the loss's alpha and temperature, the augmented pairs' share and the
-    sha256 of the teacher's cache file (its scores of these pairs). ``max_steps`` and the plateau rule may
-    change on resume (with a ``--note``)."""
-    soft = None if distill is None else {"alpha": distill.alpha, "temperature": distill.temperature,
-                                         "augment": distill.augment,
-                                         "teacher_scores_sha256": (teacher_cache or {}).get("sha256")}
-    return {"max_length": preset.max_length, "distillation": soft}
+def _teacher_cache(data: NliData | None) -> dict[str, Any] | None:
+    """The teacher cache's record of a distilling run (`build_cache`), else None (also on ranks other than 0,
+    which hold no data: a distilling run is one process)."""
+    return data.counts.get("teacher_cache") if data is not None else None
+
+
+def _resume_point(output_dir: Path, resume: bool, settings: dict[str, Any], writer: bool) -> Path | None:
+    """The newest checkpoint of ``output_dir`` to resume from (None: the run starts), once the folder's record
+    of its settings (`zsnli.training.run_settings.check_run_settings`, ``settings`` from `nli_settings`)
+    agrees; ``writer``: this process writes the record. Raises `RunSettingsMismatch` when it does not."""
+    checkpoints = sorted_checkpoints(output_dir)
+    checkpoint = checkpoints[-1] if (resume and checkpoints) else None
+    check_run_settings(output_dir, settings, checkpoint is not None, write=writer)
+    return checkpoint
 
 
 def train(
@@ -297,19 +302,16 @@ def train(
     """Run the preset and write the model and its manifests.
 
     ``output_dir`` holds checkpoints (resumed from when ``resume`` and one exists) and the loss log;
-    ``model_dir`` receives ``model.safetensors``, ``config.json`` and the tokenizer files;
-    ``training_manifest.json`` and ``data_sources.json`` go to ``manifest_dir`` (default: the parent of
-    ``model_dir``). ``notes`` (e.g. why a resumed run changed ``max_steps``) are recorded in the manifest.
-    ``reset_best``: on resume, forget the best checkpoint and metric recorded by earlier processes, so the
-    model saved is the best among evaluations made by this process (use it when the evaluation changed since
-    those checkpoints were written: the stored best metric is not comparable). Under torchrun / accelerate
-    launch every rank calls this; ``preset.batch_size`` is the global batch. Returns the manifest dict (an
+    ``model_dir`` receives the weights, config and tokenizer; ``training_manifest.json`` and
+    ``data_sources.json`` go to ``manifest_dir`` (default: ``model_dir``'s parent). ``notes`` (e.g. why a resumed run changed ``max_steps``) are recorded in the manifest.
+    ``reset_best``: on resume, forget the best checkpoint and metric of earlier processes (the evaluation
+    changed since: the stored best metric is not comparable). Under torchrun / accelerate launch every rank
+    calls this; ``preset.batch_size`` is the global batch. Returns the manifest dict (an
     empty dict on ranks other than 0, which write nothing). SIGTERM or SIGINT while training writes a
     checkpoint at the end of the current step and returns ``{"interrupted": True, "signal", "steps"}`` without
-    the final evaluation, model or manifests (rerun to resume). Raises
-    `zsnli.training.run_settings.RunSettingsMismatch` when resuming a folder started with other `run_settings`,
-    `zsnli.data_parallel.LaunchError` when
-    the batch does not split over the model copies or the process did not join the launched job.
+    the final evaluation, model or manifests (rerun to resume). Raises `RunSettingsMismatch` (`_resume_point`),
+    `zsnli.data_parallel.LaunchError` when the batch does not split over the model copies or the process did
+    not join the launched job.
     ``distill``: distil a teacher (module docstring); with ``distill.cache_only`` the run stops once the
     cache is complete and returns ``{"teacher_cache": record}`` (`zsnli.training.distill.build_cache`).
     """
@@ -339,13 +341,12 @@ def train(
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
         compute_metrics=compute_metrics, callbacks=trainer_callbacks(preset, t0, reset_best, stop),
     )
-    checkpoints = sorted_checkpoints(output_dir)
-    resumed_from = checkpoints[-1].name if (resume and checkpoints) else None
-    check_run_settings(output_dir, run_settings(preset, distill, data.counts.get("teacher_cache")),
-                       resumed_from is not None, write=launch.rank == 0)
+    settings = nli_settings(preset.max_length, distill, _teacher_cache(data))
+    checkpoint = _resume_point(output_dir, resume, settings, writer=launch.rank == 0)
+    resumed_from = checkpoint.name if checkpoint else None
     train_start = time.time()
     with stop_on_signals(stop):
-        result = trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if resumed_from else None)
+        result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     train_seconds = time.time() - train_start
     if stop.signal is not None:
         _leave_job(trainer, launch.distributed)
