@@ -3,6 +3,7 @@ walk, a missing or unreadable file, a missing model directory (no settings dump 
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -68,6 +69,33 @@ def test_bare_uvicorn_refuses_a_bad_setting_in_one_line_as_server_py_does(tmp_pa
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert done.returncode == 3 and len(lines) == 1, lines
     assert lines[0].startswith("refusing to start: ") and needle in lines[0], lines
+
+
+def test_a_failing_log_handler_prints_no_traceback_from_a_command_line(capsys):
+    """CI (stop 55): ``zsnli-batch`` printed ``--- Logging error ---`` and a traceback above its one-line error when
+    one of Ray Data's log handlers failed; every command line drops such a record instead."""
+    import logging
+
+    from zsnli.harness.cli import one_line_errors
+
+    closed = io.StringIO()
+    closed.close()  # a handler left holding a stream that has since closed
+    log = logging.getLogger("zsnli.test.broken")
+    log.addHandler(logging.StreamHandler(closed))
+    try:
+        @one_line_errors("prog")
+        def main() -> int:
+            log.warning("a record the handler cannot write")
+            raise OSError(28, "No space left on device", "/out/part-1")
+
+        assert main() == 1
+        err = capsys.readouterr().err
+        assert err.strip().splitlines() == ["prog: error: /out/part-1: No space left on device"], err
+        assert logging.raiseExceptions  # restored once the command returns
+        log.warning("outside a command line: Python's default, the handler's error is reported")
+        assert "Logging error" in capsys.readouterr().err
+    finally:
+        log.handlers.clear()
 
 
 def _deep_files(tmp_path: Path, depth: int = 50_000) -> tuple[Path, Path]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import errno
 import functools
+import logging
 import math
 import sys
 from typing import Any, Callable, NoReturn
@@ -49,11 +50,17 @@ def one_line_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., i
     input nested deeper than Python's recursion limit), ``MemoryError`` and ``OSError`` (a file missing,
     unreadable, or a full disk) is printed as ``prog: error: ...`` (one line, no traceback) and returns 2
     (an input or file problem; 1 for ``ENOSPC``/``EDQUOT``, a write that may succeed on a rerun). Errors the
-    command reports itself never get here; ``SystemExit`` and ``KeyboardInterrupt`` pass through."""
+    command reports itself never get here; ``SystemExit`` and ``KeyboardInterrupt`` pass through.
+
+    While the command runs, `logging.raiseExceptions` is off (Python's logging documentation advises it in
+    production): a log handler that fails (a closed stream, a full log disk, a third-party handler such as
+    Ray Data's) drops its record instead of printing ``--- Logging error ---`` and a traceback to stderr; a CI
+    run of ``zsnli-batch`` showed one above its one-line error."""
 
     def wrap(main: Callable[..., int]) -> Callable[..., int]:
         @functools.wraps(main)
         def guarded(*args: Any, **kwargs: Any) -> int:
+            before, logging.raiseExceptions = logging.raiseExceptions, False
             try:
                 return main(*args, **kwargs)
             except RecursionError:
@@ -68,6 +75,8 @@ def one_line_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., i
                 print(f"{prog}: error: {where}{exc.strerror or ' '.join(str(exc).split())}", file=sys.stderr,
                       flush=True)
                 return 1 if exc.errno in (errno.ENOSPC, errno.EDQUOT) else 2
+            finally:
+                logging.raiseExceptions = before
 
         return guarded
 
