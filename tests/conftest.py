@@ -37,6 +37,24 @@ torch.set_num_threads(1)
 
 WINDOW = 64
 
+
+@pytest.fixture(autouse=True)
+def _root_logging_as_it_was():
+    """Each test leaves the root logger as it found it: a command line's ``main`` called in-process runs
+    ``logging.basicConfig`` (a stderr handler at INFO) bound to that test's captured stream, which closes
+    with the test; left on the root, it made every later INFO record a logging error, and a progress line
+    reached a later test's stderr only inside that error's report (CI, stop 55). pytest's own capture
+    handlers come and go around each phase by themselves."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
+
 _WORDS = (
     "the a an of to in on for with and or but not is are was were be been this that these those "
     "sport sports football match team player goal score win lose game season league "

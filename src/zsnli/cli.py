@@ -359,9 +359,11 @@ def _run_file(backend: Backend, requests: Iterator[Any], path: str, output: str 
 
 def _show_progress_lines() -> None:
     """Let `zsnli.runtime.progress`'s plain lines (stderr not a terminal) reach stderr."""
+    from .runtime.progress import StderrHandler
+
     log = logging.getLogger("zsnli.runtime.progress")
     if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = StderrHandler()  # this call's stderr, also when a later call in the process has another
         handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)

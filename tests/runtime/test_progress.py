@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import numpy as np
 import pytest
@@ -122,3 +123,21 @@ def test_waiting_speaks_during_a_long_wait_and_not_after_a_short_one(monkeypatch
     with progress.waiting("fast"):
         pass
     assert _lines(emitted, "fast") == []
+
+
+def test_the_stderr_handler_writes_to_the_stderr_of_the_moment(monkeypatch):
+    """CI (stop 55): the CLI's progress handler, made in one in-process call, held that call's stderr; once it
+    closed, a later call's progress lines were lost. `StderrHandler` reads sys.stderr at each record."""
+    import io
+    import logging
+
+    from zsnli.runtime.progress import StderrHandler
+
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    handler = StderrHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    first.close()
+    monkeypatch.setattr(sys, "stderr", second)
+    handler.emit(logging.LogRecord("zsnli.runtime.progress", logging.INFO, __file__, 1, "classify: 3 docs", None, None))
+    assert second.getvalue() == "classify: 3 docs\n"

@@ -57,6 +57,20 @@ def format_line(desc: str, done: int, total: int | None, unit: str | None, elaps
             f"{elapsed_s:.0f} s elapsed")
 
 
+class StderrHandler(logging.StreamHandler):
+    """A log handler writing to whatever ``sys.stderr`` is when a record is emitted, as Python's own last-resort
+    handler does, not to the stream of the moment it was made: a command line or server set up twice in one
+    process (tests, a notebook) whose stderr was swapped in between (and the old one closed) still prints,
+    where a plain ``StreamHandler(sys.stderr)`` failed with "I/O operation on closed file"."""
+
+    def __init__(self, level: int = logging.NOTSET) -> None:
+        logging.Handler.__init__(self, level)  # no stream of its own: `stream` reads sys.stderr
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+
 def emit(text: str) -> None:
     """Write one progress line: an INFO record of this module's logger when logging would show it (a
     handler and the INFO level: the server's and the CLIs' logging), else straight to stderr, so a

@@ -27,6 +27,7 @@ from ..runtime.hub import HubModelError, resolve_hub_model
 from ..runtime.model import ModelConfigError, NliModel, NliRuntime, default_token_budget, label_indices
 from ..runtime.onnx_export import OnnxUnavailableError, ensure_cache_dir, require_onnx
 from ..runtime.precision import fixed_shapes_for, serving_dtype
+from ..runtime.progress import StderrHandler
 from ..runtime.shapes import FixedShapes
 from ..request_scoring import EMBEDDING_SCORING_KEY, RequestScoring, load_embedding_scoring, load_request_scoring
 from ..scoring import ScoringConfigError
@@ -331,6 +332,6 @@ def configure_logging(level: str) -> None:
     root = logging.getLogger("zsnli")
     root.setLevel(5 if level.lower() == "trace" else level.upper())
     if not root.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler()
+        handler = StderrHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
