@@ -31,8 +31,10 @@ N_ROWS = 60
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """One local Ray for the module: 2 actors + read/write/checkpoint-filter tasks."""
-    ray.init(num_cpus=5, num_gpus=0, include_dashboard=False, logging_level="warning")
+    """One local Ray for the module: 2 actors + read/write/checkpoint-filter tasks. Workers' output is not
+    forwarded to this process (``log_to_driver=False``): an actor of one test finishing late printed its
+    "INFO zsnli: stopped" into the next test's stderr, which checks the command's own lines (CI, stop 55)."""
+    ray.init(num_cpus=5, num_gpus=0, include_dashboard=False, logging_level="warning", log_to_driver=False)
     yield
     ray.shutdown()
 
