@@ -223,7 +223,7 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     `LaunchError` under a multi-process launch (in-batch negatives are per process: run it in one),
     `CheckpointMismatch` for a checkpoint to resume from that another schedule, batch size or optimiser
     setting trained (or a ``stop_at_step`` below every checkpoint of the folder),
-    `zsnli.training.run_settings.RunSettingsMismatch` for one started under another objective (`run_settings`),
+    `zsnli.training.run_settings.RunSettingsMismatch` for one started under another objective (`encoder_settings`),
     `zsnli.training.distill.CacheMismatch` for a cache folder of another teacher or setting, and
     `zsnli.training.nli_data.DataError` for unreadable or empty data.
     """

@@ -88,8 +88,8 @@ def trained_embedding(model_dir: str | Path, subdir: str = EMBEDDING_SUBDIR) -> 
 
     That directory then holds the `ENCODER_MANIFEST_NAME` of its ``train.py encoder`` run. Returns
     ``None`` when it does not; else its lineage (base model and weights sha256, the interpolation with the
-    base, the data sources' names, the teacher entry of a margin-MSE run (``teacher``, only then), hyperparameters, steps), ``files`` (sha256 and bytes of every file of
-    the directory, that manifest included) and ``sha256`` (the embedding digest ``calibration.json``
+    base, the data sources' names, the teacher entry of a margin-MSE run (``teacher``, only then),
+    hyperparameters, steps), ``files`` (sha256 and bytes of every file of the directory, that manifest included) and ``sha256`` (the embedding digest ``calibration.json``
     pins). ``subdir``: read that directory of ``model_dir`` instead (a copy staged to replace
     ``embedding``; the table still names ``embedding``). Raises `LineageError` when that manifest lists
     bytes the directory does not hold, ``KeyError`` when it lacks its base, data or figures.
