@@ -55,6 +55,17 @@ def _root_logging_as_it_was():
             root.removeHandler(handler)
     root.setLevel(level)
 
+
+
+@pytest.fixture(autouse=True)
+def _run_folders_in_tmp(tmp_path_factory, monkeypatch):
+    """Every default run folder (``runs/``: the bake-off store and receipt key, the score cache, ``train.py``'s
+    ``runs/<preset>``) is a fresh temporary folder for each test (``ZSNLI_RUNS_DIR``, `zsnli.manifest.runs_path`),
+    in this process and in every process it starts: no test reads what a run (the README's own server, a
+    training run) left in the checkout, nor leaves anything there (issue 57, item 1). A test of the defaults
+    themselves unsets it and works in its own temporary working directory."""
+    monkeypatch.setenv("ZSNLI_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))
+
 _WORDS = (
     "the a an of to in on for with and or but not is are was were be been this that these those "
     "sport sports football match team player goal score win lose game season league "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,7 @@ from conftest import REPO
 
 
 def test_a_skipped_test_is_named_with_its_reason_in_the_summary(tmp_path):
-    """The repository's pytest settings (``-rs``) make the summary list each skip and its reason."""
+    """The repository's pytest settings (``-rfEs``) make the summary list each skip and its reason."""
     (tmp_path / "test_skipper.py").write_text(
         "import pytest\n\n@pytest.mark.skip(reason='needs a thing this machine lacks')\ndef test_x():\n    pass\n")
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-c", str(REPO / "pyproject.toml"),
@@ -65,3 +66,52 @@ def test_the_quick_start_browser_step_updates_first_and_needs_sudo_only_when_not
                          capture_output=True, text=True, timeout=30)
     assert run.returncode == 0, run.stderr
     assert log.read_text().splitlines() == want
+
+
+def test_failures_and_errors_are_listed_in_the_summary_as_well_as_skips(tmp_path):
+    """Issue 57, item 1: the repository's pytest settings (``-rfEs``) name each failed test and each error in the
+    short summary, not only the skips (a failure far up a long run was not in the summary at all)."""
+    (tmp_path / "test_mixed.py").write_text(
+        "import pytest\n\n@pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n\n"
+        "def test_fails():\n    assert 1 == 2, 'the failing one'\n\n"
+        "def test_errors(broken):\n    pass\n\n"
+        "@pytest.mark.skip(reason='a skip')\ndef test_skipped():\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-c", str(REPO / "pyproject.toml"),
+                          "--rootdir", str(tmp_path), "-p", "no:cacheprovider", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    summary = run.stdout[run.stdout.index("short test summary info"):]
+    assert "FAILED test_mixed.py::test_fails" in summary, run.stdout
+    assert "ERROR test_mixed.py::test_errors" in summary, run.stdout
+    assert "SKIPPED [1] " in summary and "a skip" in summary, run.stdout
+
+
+def test_what_a_run_left_in_the_working_directory_is_never_read(tmp_path, monkeypatch, capsys):
+    """Issue 57, item 1: a checkout where the README's server ran a bake-off holds ``runs/bakeoff/
+    receipt-ed25519.pem`` (and its store); training leaves ``runs/<preset>``, selection ``runs/score_cache``.
+    Within the suite every default run folder is a temporary one (conftest's ``ZSNLI_RUNS_DIR``), so a test that
+    checks "no local key" still sees none, and nothing a test writes by default lands in the checkout."""
+    import json
+
+    from zsnli.compare.receipts import Signer, local_public_pem, main, seal
+    from zsnli.compare.service.settings import BakeoffSettings
+    from zsnli.selection import score_cache
+
+    monkeypatch.chdir(tmp_path)  # a checkout the README's own server and a training run have used
+    stray = Signer(tmp_path / "runs" / "bakeoff" / "receipt-ed25519.pem")
+    stray.private_key()
+    (tmp_path / "runs" / "score_cache").mkdir()
+    monkeypatch.delenv("ZSNLI_RECEIPT_KEY", raising=False)
+    monkeypatch.delenv("ZSNLI_BAKEOFF_DB", raising=False)
+    left = (tmp_path / "runs").resolve()
+
+    assert local_public_pem() is None  # the stray key is not "the local key"
+    settings = BakeoffSettings.from_env()
+    for path in (settings.db_path, settings.key_path, score_cache._build_parser().parse_args([]).out):
+        assert not Path(path).resolve().is_relative_to(left), path
+    other = Signer(tmp_path / "elsewhere" / "other.pem")
+    answer = {"id": "bo_" + "a" * 32, "created_at": "2026-12-01T00:00:00.000000Z", "task_description": "t",
+              "labels": {"a": "a", "b": "b"}, "n": 0, "winner": None, "scorecard": []}
+    answer["receipt"] = seal(answer, "e" * 64, {}, other)
+    (tmp_path / "answer.json").write_text(json.dumps(answer))
+    assert main([str(tmp_path / "answer.json")]) == 2  # signed, no local key to check it: not "key id mismatch"
+    assert "--public-key is needed" in capsys.readouterr().err

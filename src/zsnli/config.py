@@ -421,9 +421,9 @@ def check_listen(host: str, port: int) -> None:
 #: ZSNLI_* variables that belong to other tools, not to the server: the benchmark scripts'
 #: ZSNLI_BENCH_*, zsnli-batch's ZSNLI_BATCH_*, ZSNLI_HOST/ZSNLI_PORT that validate.py hands to a --serve-cmd,
 #: the client's and the zsnli command's ZSNLI_URL, and the bake-off service's own settings
-#: (zsnli.compare.service.settings), ZSNLI_BAKEOFF_* and ZSNLI_RECEIPT_KEY.
+#: (zsnli.compare.service.settings), ZSNLI_BAKEOFF_* and ZSNLI_RECEIPT_KEY; ZSNLI_RUNS_DIR: `zsnli.manifest.RUNS_ENV`.
 OTHER_TOOLS_PREFIXES = ("ZSNLI_BENCH_", "ZSNLI_BATCH_", "ZSNLI_HOST", "ZSNLI_PORT", "ZSNLI_URL", "ZSNLI_BAKEOFF_",
-                        "ZSNLI_RECEIPT_KEY")
+                        "ZSNLI_RECEIPT_KEY", "ZSNLI_RUNS_DIR")
 #: The bake-off's prefixes among them: `misspelt_settings` checks these names against the bake-off's own.
 BAKEOFF_PREFIXES = ("ZSNLI_BAKEOFF_", "ZSNLI_RECEIPT_KEY")
 

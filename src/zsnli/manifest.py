@@ -6,7 +6,8 @@ module hashes (`sha256_file`, `sha256_json`, `hash_model_dir`,
 `model_dir_digest`), reads (`load_manifest`) and checks: `verify_model_dir`
 re-hashes a model directory against the manifest's ``files`` table; the
 server refuses to start and `train.py verify` exits non-zero when any entry
-disagrees. `write_json` writes any of the three.
+disagrees. `write_json` writes any of the three. `runs_path` names where a run's outputs go by
+default (``runs/``, or ``ZSNLI_RUNS_DIR``).
 
 Building and writing the documents is training-side code,
 `zsnli.training.manifest_writer`; the server never imports it.
@@ -27,8 +28,20 @@ from typing import Any
 MANIFEST_NAME = "training_manifest.json"
 DATA_SOURCES_NAME = "data_sources.json"
 CALIBRATION_NAME = "calibration.json"
+#: The folder a run's outputs go to by default (the bake-off store and receipt key, the score cache,
+#: ``train.py``'s ``runs/<preset>``): ``runs``, relative to the working directory, unless this variable names
+#: another. The test suite points it at a temporary folder, so no test reads what a run left in the checkout.
+RUNS_ENV = "ZSNLI_RUNS_DIR"
 
 _CHUNK = 1 << 20
+
+
+def runs_path(*parts: str) -> str:
+    """``runs/<parts...>`` as a path string: under ``$ZSNLI_RUNS_DIR`` when set (non-empty; ``~`` expanded),
+    else under ``runs`` relative to the working directory. Read at each call, never cached, so a default
+    follows the environment of the moment (`RUNS_ENV`)."""
+    root = os.environ.get(RUNS_ENV, "").strip()
+    return str(Path(os.path.expanduser(root) if root else "runs", *parts))
 
 
 class ManifestError(RuntimeError):

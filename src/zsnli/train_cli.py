@@ -35,7 +35,7 @@ from .harness.cli import (
     UsageParser, fraction, non_negative_float, non_negative_int, number_type, positive_float, positive_int, usage_error,
     one_line_errors,
 )
-from .manifest import ManifestError, load_manifest
+from .manifest import ManifestError, load_manifest, runs_path
 from .training.cli_checks import (
     CHECKOUT, DEFAULT_ZSC_DIR, DEV_EXAMPLES, ENCODER_OUTPUT_DIR, SHIPPED_MODEL_DIR, UsageError, check_args,
     manifest_dir, repo_default,
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="fine-tune a preset and write the model and the manifests")
     _preset_args(t, None)
-    t.add_argument("--output-dir", help="checkpoints and logs (default runs/<preset>)")
+    t.add_argument("--output-dir", help="checkpoints and logs (default runs/<preset>; runs/ is $ZSNLI_RUNS_DIR when set)")
     t.add_argument("--dry-run", action="store_true", help="print the plan as JSON; load and download nothing")
     t.add_argument("--no-resume", action="store_true")
     t.add_argument("--reset-best", action="store_true",
@@ -322,7 +322,7 @@ def _train(args: argparse.Namespace, preset: Preset) -> int:
         warmup_ratio=args.warmup_ratio,
         freeze_word_embeddings=None if args.word_embeddings is None else args.word_embeddings == "frozen",
     )
-    output_dir = args.output_dir or f"runs/{preset.name}"
+    output_dir = args.output_dir or runs_path(preset.name)
     distill = args.distill
     if distill is not None:
         from dataclasses import replace

@@ -69,12 +69,14 @@ def test_usable_paths_pass_and_nothing_is_created_for_the_defaults(tmp_path, mon
     fresh = {"ZSNLI_BAKEOFF_DB": str(tmp_path / "new" / "b.sqlite3"), "ZSNLI_RECEIPT_KEY": str(tmp_path / "new2" / "k.pem")}
     assert check_paths(_settings(fresh), fresh) == []  # created on first use: the folders can be
     monkeypatch.chdir(tmp_path / "new")
+    monkeypatch.delenv("ZSNLI_RUNS_DIR")  # the defaults themselves: runs/ in the working directory
     assert check_paths(_settings({}), {}) == [] and not (tmp_path / "new" / "runs").exists()
 
 
 def test_an_unusable_default_folder_is_a_warning_not_a_refusal(tmp_path, monkeypatch):
     (tmp_path / "runs").write_text("a file where the default folder would go")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ZSNLI_RUNS_DIR")  # the defaults themselves: runs/ in the working directory
     lines = check_paths(_settings({}), {})
     assert len(lines) == 2 and all("bake-offs will answer 503" in line for line in lines), lines
     assert lines[0].startswith("ZSNLI_BAKEOFF_DB (default runs/bakeoff/bakeoffs.sqlite3)")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import build_bert_nli
-from zsnli.manifest import load_manifest, verify_model_dir
+from zsnli.manifest import load_manifest, runs_path, verify_model_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,14 +72,14 @@ def test_deberta_dry_run_plan():
     hp = plan["hyperparameters"]
     assert (hp["epochs"], hp["batch_size"], hp["max_length"], hp["lr"]) == (2.0, 32, 256, 2e-5)
     assert plan["manifest_skeleton"]["files"] is None
-    assert plan["model_dir"] == "runs/deberta-v3-base/model"
+    assert plan["model_dir"] == runs_path("deberta-v3-base", "model")  # runs/ is the test's ZSNLI_RUNS_DIR
 
 
 def test_minilm_dry_run_defaults_away_from_the_shipped_model():
     """`train.py --preset minilm-cpu` must not replace model/ unless --model-dir model is given."""
     cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "minilm-cpu", "--dry-run"]
     plan = json.loads(subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120, check=True).stdout)
-    assert plan["model_dir"] == "runs/minilm-cpu/model"
+    assert plan["model_dir"] == runs_path("minilm-cpu", "model")
     assert plan["base_model"]["id"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert plan["hyperparameters"]["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     explicit = json.loads(subprocess.run([*cmd, "--model-dir", "model"], capture_output=True, text=True, cwd=ROOT,

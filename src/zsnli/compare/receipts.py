@@ -28,7 +28,7 @@ or where it claims to come from the service (`claims_service`: the service signs
 Receipts of versions 1 and 2 (the service's before this one format) are not vouched for.
 
 The private key is a PKCS#8 PEM file: ``ZSNLI_RECEIPT_KEY`` (`KEY_ENV`) for both front ends (the
-service defaults to `DEFAULT_KEY`; the command lines sign only when ``--receipt-key`` or
+service defaults to `default_key`; the command lines sign only when ``--receipt-key`` or
 ``ZSNLI_RECEIPT_KEY`` names one), created with mode 0600 on first use. ``cryptography`` is imported
 lazily, so the server starts without it (bake-offs then answer 503).
 ``python validate.py verify-receipt FILE [--public-key PEM] [--allow-unsigned]`` runs `main`.
@@ -47,12 +47,18 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from zsnli.manifest import canonical_json
+from zsnli.manifest import canonical_json, runs_path
 
 RECEIPT_VERSION = 3
 KEY_ENV = "ZSNLI_RECEIPT_KEY"
-DEFAULT_KEY = "runs/bakeoff/receipt-ed25519.pem"
-"""The service's key when ``ZSNLI_RECEIPT_KEY`` is unset (relative to its working directory)."""
+
+
+def default_key() -> str:
+    """The service's key when ``ZSNLI_RECEIPT_KEY`` is unset: ``runs/bakeoff/receipt-ed25519.pem``, relative to
+    the working directory, or under ``$ZSNLI_RUNS_DIR`` (`zsnli.manifest.runs_path`, read at each call)."""
+    return runs_path("bakeoff", "receipt-ed25519.pem")
+
+
 #: Top-level report fields whose key order is signed (see the module docstring).
 ORDERED_FIELDS = ("labels",)
 #: Keys of ``report["receipt"]``.
@@ -325,9 +331,9 @@ def signer_for(path: str | Path | None, env: Mapping[str, str] | None = None) ->
 
 
 def local_public_pem(env: Mapping[str, str] | None = None) -> bytes | None:
-    """The public half of the local key (``ZSNLI_RECEIPT_KEY``, else `DEFAULT_KEY`), or None when absent."""
+    """The public half of the local key (``ZSNLI_RECEIPT_KEY``, else `default_key`), or None when absent."""
     env = os.environ if env is None else env
-    path = Path(env.get(KEY_ENV, "").strip() or DEFAULT_KEY)
+    path = Path(env.get(KEY_ENV, "").strip() or default_key())
     return Signer(path).public_pem().encode() if path.is_file() else None
 
 
@@ -389,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     no_key = [line for line in problems if line.startswith(_KEY_NEEDED)]
     if problems and len(no_key) == len(problems):
         print(f"verify-receipt: --public-key is needed (the receipt is signed; no local key at "
-              f"{os.environ.get(KEY_ENV, '').strip() or DEFAULT_KEY})", file=sys.stderr)
+              f"{os.environ.get(KEY_ENV, '').strip() or default_key()})", file=sys.stderr)
         return EXIT_UNREADABLE
     if problems:
         for line in problems:

@@ -42,7 +42,7 @@ from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
 from .memo import memoised
 from .negation import NegationRule
-from .score_cache import (CONTENT_FREE_PREMISE, DEFAULT_CACHE_DIR, DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, CachedSet,
+from .score_cache import (CONTENT_FREE_PREMISE, default_cache_dir, DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, CachedSet,
                           PremiseWindows, PremiseWindowsError, fill_cache, parse_max_rows_for)
 from ..scoring import ScoringConfig
 
@@ -68,7 +68,7 @@ def _parser() -> UsageParser:
     p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--zsc-dev-dir", type=Path, default=Path("../shared/data/zsc-dev"))
     p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"))
-    p.add_argument("--cache", type=Path, default=DEFAULT_CACHE_DIR)
+    p.add_argument("--cache", type=Path, default=default_cache_dir())
     p.add_argument("--model-dir", type=Path, default=Path("model"))
     p.add_argument("--embedding-dir", type=Path, default=None,
                    help="sentence encoder of the cosine term (default: <model-dir>/embedding), e.g. one trained by "

@@ -38,13 +38,19 @@ import numpy as np
 
 from .devsets import DevSet, DevSetError, list_zsc_dev, read_examples, read_zsc_dev, stratified_subsample
 from ..harness.cli import UsageParser, non_negative_int, positive_int, usage_error
-from ..manifest import sha256_file
+from ..manifest import runs_path, sha256_file
 
 logger = logging.getLogger(__name__)
 
 CONTENT_FREE_PREMISE = "N/A"
 """The content-free premise whose scores are cached (the one calibration.json uses)."""
-DEFAULT_CACHE_DIR = Path("runs/score_cache")
+
+
+def default_cache_dir() -> Path:
+    """``runs/score_cache`` (or under ``$ZSNLI_RUNS_DIR``: `zsnli.manifest.runs_path`), the default cache folder."""
+    return Path(runs_path("score_cache"))
+
+
 CACHE_VERSION = 1
 
 
@@ -438,7 +444,8 @@ def _build_parser() -> UsageParser:
                    help="examples-format file (repeatable), e.g. dev/zeroshot_dev.jsonl")
     p.add_argument("--examples-group", action="append", default=[],
                    help="cache group name of each --examples file (default: its stem)")
-    p.add_argument("--out", type=Path, default=DEFAULT_CACHE_DIR, help="cache directory (default runs/score_cache)")
+    p.add_argument("--out", type=Path, default=default_cache_dir(),
+                   help="cache directory (default runs/score_cache, or under $ZSNLI_RUNS_DIR)")
     p.add_argument("--model-dir", type=Path, default=Path("model"), help="NLI model directory (default model/)")
     p.add_argument("--max-rows", type=positive_int, default=DEFAULT_MAX_ROWS, help="rows per dataset, stratified subsample")
     p.add_argument("--max-rows-for", action="append", default=[], metavar="NAME=ROWS", help="per-dataset override")

@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..manifest import ENCODER_MANIFEST_NAME, MANIFEST_NAME, ManifestError, load_manifest
+from ..manifest import ENCODER_MANIFEST_NAME, MANIFEST_NAME, ManifestError, load_manifest, runs_path
 from .data_parallel import LaunchError, launch_from_env, per_device_batch
 from .presets import Preset, get_preset, sentence_encoder
 
@@ -415,7 +415,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         args.distill = check_distill(args, preset)
         _check_batch_split(args.batch_size, preset)
         _check_plateau(args, preset)
-        args.model_dir = args.model_dir or f"runs/{preset.name}/model"
+        args.model_dir = args.model_dir or runs_path(preset.name, "model")
         if Path(args.model_dir).exists() and not Path(args.model_dir).is_dir():
             raise UsageError(f"--model-dir {args.model_dir} is a file; give a directory")
         if not args.dry_run:

@@ -7,7 +7,7 @@ exit 3). So does a path that can never work (`check_paths`: a receipt key that i
 not a readable Ed25519 key, a store that is not a SQLite file, a folder that cannot be
 written), checked before the server listens: otherwise every bake-off would get
 503 + ``Retry-After``, the answer to a transient fault, for a permanent one.
-Imports only the standard library (``sqlite3``), `zsnli.config` and `zsnli.compare.receipts`
+Imports only the standard library (``sqlite3``), `zsnli.config`, `zsnli.manifest` (`runs_path`) and `zsnli.compare.receipts`
 (the key's variable and default, and its reader).
 """
 
@@ -16,14 +16,20 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Mapping
 
-from zsnli.compare.receipts import DEFAULT_KEY, KEY_ENV, ReceiptError, Signer
+from zsnli.compare.receipts import KEY_ENV, ReceiptError, Signer, default_key
 from zsnli.config import SettingsError
+from zsnli.manifest import runs_path
 
-DEFAULT_DB = "runs/bakeoff/bakeoffs.sqlite3"
+
+def default_db() -> str:
+    """The store when ``ZSNLI_BAKEOFF_DB`` is unset: ``runs/bakeoff/bakeoffs.sqlite3``, relative to the working
+    directory, or under ``$ZSNLI_RUNS_DIR`` (`zsnli.manifest.runs_path`, read when the settings are)."""
+    return runs_path("bakeoff", "bakeoffs.sqlite3")
+
 
 #: field -> (environment variable, minimum, maximum); the ranges are the documented ones.
 RANGES: dict[str, tuple[str, float, float]] = {
@@ -44,9 +50,10 @@ class BakeoffSettings:
     """Paths, limits and the time budget of the bake-off service.
 
     db_path: SQLite file of finished bake-offs (``ZSNLI_BAKEOFF_DB``, default ``runs/bakeoff/bakeoffs.sqlite3``
-        relative to the server's working directory; the schema is created on first use).
-    key_path: Ed25519 private key of the receipts (``ZSNLI_RECEIPT_KEY``, PEM/PKCS#8; created with mode
-        0600 on first use when absent).
+        relative to the server's working directory, or under ``$ZSNLI_RUNS_DIR``: `default_db`; the schema is
+        created on first use).
+    key_path: Ed25519 private key of the receipts (``ZSNLI_RECEIPT_KEY``, PEM/PKCS#8, default
+        `zsnli.compare.receipts.default_key`; created with mode 0600 on first use when absent).
     time_budget_s: wall-clock seconds one bake-off may take; arms not finished by then are ``failed``.
     max_examples / max_labels / max_input_chars: request limits (422 beyond them); ``max_input_chars``
         applies to each example's input, each label description and the task description.
@@ -55,8 +62,8 @@ class BakeoffSettings:
         NLI model directories only (never the hub).
     """
 
-    db_path: str = DEFAULT_DB
-    key_path: str = DEFAULT_KEY
+    db_path: str = field(default_factory=default_db)
+    key_path: str = field(default_factory=default_key)
     time_budget_s: float = 120.0
     max_examples: int = 200
     max_labels: int = 20
