@@ -152,8 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="record the figures as 'evaluation' in training_manifest.json (model hashes untouched)")
 
     v = sub.add_parser("verify", help="re-hash the model directory against the manifest")
-    v.add_argument("--model-dir", default=repo_default(SHIPPED_MODEL_DIR))
-    v.add_argument("--manifest", default=None, help="default: training_manifest.json beside --model-dir")
+    v.add_argument("--model-dir", default=repo_default(SHIPPED_MODEL_DIR),
+                   help="a model directory, or a run folder (its model/ is checked)")
+    v.add_argument("--manifest", default=None, help="default: --model-dir's own encoder_manifest.json, else the "
+                                                    "encoder_manifest.json or training_manifest.json beside it")
 
     sub.add_parser("select", add_help=False,  # listed for --help; `main` hands select's argv to its own parser
                    help="choose the served scoring by leave-one-dataset-out on zsc-dev, rewrite calibration.json "

@@ -321,3 +321,29 @@ def test_parts_follow_batch_rows():
         ray.shutdown()
     assert [t.num_rows for t in parts.tables] == [64, 64, 64, 64, 44]
     assert sorted(i for t in parts.tables for i in t["id"].to_pylist()) == list(range(300))
+
+
+BAD_HTTP_SETTINGS = {"ZSNLI_API_KEY": "two words", "ZSNLI_PUBLIC_URL": "ftp://x", "ZSNLI_FORWARDED_ALLOW_IPS": "not-an-ip",
+                     "ZSNLI_READ_TIMEOUT_S": "-1", "ZSNLI_MAX_CONNECTIONS": "0", "ZSNLI_KEEP_ALIVE_S": "-5",
+                     "ZSNLI_MAX_BODY_BYTES": "0", "ZSNLI_MAX_BATCH_ITEMS": "0"}
+
+
+@pytest.mark.parametrize("name, value", sorted(BAD_HTTP_SETTINGS.items()))
+def test_a_server_only_setting_the_job_never_uses_is_not_refused(small_model, tmp_path, monkeypatch, name, value):
+    """Issue 57: an invalid ZSNLI_API_KEY (or any setting only the HTTP server reads) stopped zsnli-batch."""
+    from zsnli.batch.cli import HTTP_ONLY_SETTINGS, parse_job
+    from zsnli.config import Settings, SettingsError
+
+    assert {Settings.env_name(n) for n in HTTP_ONLY_SETTINGS} == set(BAD_HTTP_SETTINGS)
+    with pytest.raises(SettingsError):  # the server refuses the value
+        Settings.from_env({name: value})
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in _rows(4)))
+    monkeypatch.setenv(name, value)
+    job = parse_job([str(source), "--output", str(tmp_path / "out"), "--model-dir", str(small_model),
+                     "--labels-col", "labels"])
+    assert job.settings.model_dir == str(small_model)
+    monkeypatch.setenv("ZSNLI_MAX_LENGTH", "many")  # a setting the job does read is still checked
+    with pytest.raises(UsageError, match="ZSNLI_MAX_LENGTH"):
+        parse_job([str(source), "--output", str(tmp_path / "out"), "--model-dir", str(small_model),
+                   "--labels-col", "labels"])

@@ -504,3 +504,109 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_any_arm_runs(tmp
 
     check_writable(fresh, "--report")
     assert not (tmp_path / "new").exists()  # the check leaves nothing behind
+
+
+# ---- issue 57: checks when the suite loads, kinds of failed arms, rules for labels the data lacks ------------
+
+
+@pytest.mark.parametrize("type_name, params, expected", [
+    ("tfidf_linearsvc", {"calibration": "isotonic"}, "'platt' or 'raw'"),
+    ("tfidf_logreg", {"C": -1.0}, "C > 0"),
+    ("tfidf_logreg", {"C": "big"}, "C = 'big': Input should be a valid number"),
+    ("embedding_knn", {"weights": "far"}, "'uniform' or 'distance'"),
+    ("char_nb", {"alpha": 0}, "alpha > 0"),
+    ("keyword_rules", {"rules": {"billing": "refund"}}, "billing: Input should be a valid list"),
+    ("finetuned_encoder", {"max_fits": 0}, ">= 1"),
+    ("served", {"url": "http://127.0.0.1:9", "concurrency": 0}, "concurrency must be >= 1"),
+])
+def test_a_bad_parameter_value_is_refused_when_the_suite_loads(tmp_path, examples_file, capsys, type_name, params,
+                                                                 expected):
+    """Issue 57: ``calibration = "isotonic"`` loaded, the arm then failed at run time with empty tables (exit 1)."""
+    suite = tmp_path / "suite.toml"
+    values = "".join(f"{k} = {json.dumps(v) if not isinstance(v, dict) else _toml_table(v)}\n" for k, v in params.items())
+    suite.write_text(f"[[arms]]\nname = 'x'\ntype = '{type_name}'\n{values}", encoding="utf-8")
+    with pytest.raises(SuiteError, match=expected.replace("(", r"\(")):
+        load_suite(suite)
+    assert main(["bakeoff", "--suite", str(suite), "--examples", str(examples_file),
+                 "--report", str(tmp_path / "r.json")]) == 2
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("error: ") and "(x)" in out
+    assert not (tmp_path / "r.json").exists()
+
+
+def _toml_table(d: dict) -> str:
+    return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in d.items()) + "}"
+
+
+def test_every_annotated_parameter_of_every_arm_is_checked_against_its_type():
+    """The class of the fault: each registered arm's declared schema holds for each of its parameters."""
+    import inspect
+    import typing
+
+    from zsnli.compare.arms import check_params
+
+    checked = 0
+    for type_name, cls in sorted(ARMS.items()):
+        hints = typing.get_type_hints(cls.__init__)
+        for key in inspect.signature(cls.__init__).parameters:
+            if key in ("self", "name") or hints.get(key) in (None, typing.Any):
+                continue
+            with pytest.raises(ArmError, match=f"parameter {key} = "):
+                check_params(type_name, {key: {"not": object()}})
+            checked += 1
+    assert checked >= 40
+
+
+@register("test_broken_few_shot")
+class BrokenFewShotArm(Arm):
+    """A few-shot arm whose set-up fails (a model that cannot load)."""
+
+    trains = True
+
+    def setup(self):
+        raise ArmError("cannot load")
+
+
+@register("test_fit_crasher")
+class FitCrasherArm(Arm):
+    """A few-shot arm that kills its process in its first fit."""
+
+    trains = True
+
+    def fit(self, texts, labels):
+        import os
+
+        os._exit(4)
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_a_failed_few_shot_arm_is_still_labelled_few_shot(tmp_path, examples_file, capsys, isolate):
+    """Issue 57: an arm that failed before it was built was labelled zero-shot though it is few-shot."""
+    suite = tmp_path / "suite.toml"
+    arms = [("broken", "test_broken_few_shot"), ("majority", "majority")] + ([("crash", "test_fit_crasher")]
+                                                                             if isolate else [])
+    suite.write_text("".join(f"[[arms]]\nname = '{n}'\ntype = '{t}'\n" for n, t in arms), encoding="utf-8")
+    report_path = tmp_path / "report.json"
+    argv = ["bakeoff", "--suite", str(suite), "--examples", str(examples_file), "--report", str(report_path)]
+    assert main(argv + ([] if isolate else ["--in-process"])) == 1
+    board = {r["arm"]: r for r in json.loads(report_path.read_text())["leaderboard"]}
+    assert board["broken"]["error"] and board["broken"]["kind"] == "few-shot"
+    if isolate:
+        assert "died without a result" in board["crash"]["error"] and board["crash"]["kind"] == "few-shot"
+
+
+def test_keyword_rules_for_a_label_the_data_lacks_are_refused_before_any_arm_runs(tmp_path, examples_file, capsys,
+                                                                                  monkeypatch):
+    """Issue 57: ``keyword_rules`` silently ignored rules whose label no example has."""
+    from zsnli.compare import suite_bakeoff
+
+    monkeypatch.setattr(suite_bakeoff, "run_arms", lambda *a, **k: pytest.fail("an arm ran"))
+    suite = tmp_path / "suite.toml"
+    suite.write_text("[[arms]]\nname = 'rules'\ntype = 'keyword_rules'\n"
+                     "rules = {red = ['red'], purple = ['violet'], 'Circle' = ['round']}\n", encoding="utf-8")
+    assert main(["bakeoff", "--suite", str(suite), "--examples", str(examples_file),
+                 "--report", str(tmp_path / "r.json")]) == 2
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "'purple', 'Circle'" in out and "no example has" in out, out
+    rules = build_arm("keyword_rules", "r", {"rules": {"red": ["red"], "circle": ["round"]}})
+    rules.check_labels({"red", "green", "circle"})  # every rule's label is in the data: accepted

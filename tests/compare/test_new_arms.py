@@ -42,7 +42,7 @@ def test_svm_raw_is_the_softmax_of_the_decision_function_and_platt_differs_in_co
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
     assert (p.argmax(1) == expected.argmax(1)).all()
     assert platt.identity()["platt_fits"] == {"out-of-fold, 2 folds": 1}  # every class has >= 2 rows here
-    with pytest.raises(ArmError, match="calibration must be 'platt' or 'raw'"):
+    with pytest.raises(ArmError, match="calibration = 'isotonic': Input should be 'platt' or 'raw'"):
         build_arm("tfidf_linearsvc", "x", {"calibration": "isotonic"})
 
 

@@ -329,3 +329,31 @@ def test_label_subsets_keep_the_target_and_draw_2_to_50_labels_the_same_way_on_e
     assert first == batch_candidates(hyp, sets, [(0, 1, 3), (2, 0, 4)], "label-subsets")
     candidates, targets2, allowed = first
     assert all(allowed[i][t] for i, t in enumerate(targets2)) and all(sum(r) >= 2 for r in allowed)
+
+
+def _fake_run(folder: Path, manifest_name: str) -> Path:
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "config.json").write_text("{}")
+    (folder / manifest_name).write_text(json.dumps({"files": {}}))
+    return folder
+
+
+@pytest.mark.parametrize("given", ["model", "run folder"])
+def test_verify_without_manifest_checks_the_manifest_the_run_wrote(tmp_path, given):
+    """Issue 57: ``train.py verify`` on an encoder run without --manifest pointed at training_manifest.json, not
+    the encoder_manifest.json beside the run's model/; a training run keeps its training_manifest.json."""
+    from zsnli.train_cli import build_parser
+    from zsnli.training.cli_checks import UsageError, check_args
+
+    def manifest_of(run: Path) -> str:
+        args = build_parser().parse_args(["verify", "--model-dir", str(run / "model" if given == "model" else run)])
+        check_args(args)
+        assert Path(args.model_dir).resolve() == (run / "model").resolve()
+        return Path(args.manifest).name
+
+    assert manifest_of(_fake_run(tmp_path / "enc", enc.MANIFEST_NAME)) == "encoder_manifest.json"
+    assert manifest_of(_fake_run(tmp_path / "nli", "training_manifest.json")) == "training_manifest.json"
+    both = _fake_run(tmp_path / "both", "training_manifest.json")
+    (both / enc.MANIFEST_NAME).write_text(json.dumps({"files": {}}))
+    with pytest.raises(UsageError, match="--manifest"):
+        manifest_of(both)

@@ -42,7 +42,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .job import Job, UsageError, is_url
 from .output import OutputLocked, committed_ids, lock_output, output_counts, remove_temporaries
@@ -83,6 +83,19 @@ def build_parser() -> UsageParser:
     return p
 
 
+HTTP_ONLY_SETTINGS = ("api_key", "public_url", "forwarded_allow_ips", "read_timeout_s", "max_connections",
+                      "keep_alive_s", "max_body_bytes", "max_batch_items")
+"""`zsnli.config.Settings` fields that only the HTTP server reads (its key, links, proxies, connections, request
+bodies and arrays): a batch job serves no request, so it never reads them (`batch_env`)."""
+
+
+def batch_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the ``ZSNLI_*`` variables of `HTTP_ONLY_SETTINGS`: a value the server would refuse (an
+    invalid ``ZSNLI_API_KEY``) must not stop a job that never uses it."""
+    drop = {Settings.env_name(name) for name in HTTP_ONLY_SETTINGS}
+    return {k: v for k, v in env.items() if k not in drop}
+
+
 def parse_job(argv: Sequence[str] | None) -> Job:
     """Parse and check the flags and the model (no Ray). Raises ``UsageError`` (one line); a flag the parser
     refuses exits 2 with one line (`zsnli.harness.cli.UsageParser`)."""
@@ -97,7 +110,7 @@ def parse_job(argv: Sequence[str] | None) -> Job:
     try:
         # --model-dir names the model: a ZSNLI_MODEL_ID in the environment does not override it
         overrides = {"model_dir": a.model_dir, "model_id": None, "model_revision": None} if a.model_dir else {}
-        settings = Settings.from_env(**overrides)
+        settings = Settings.from_env(batch_env(os.environ), **overrides)
     except SettingsError as exc:
         raise UsageError(one_line(exc)) from None
     settings = batch_settings(settings, a.cpus_per_actor)

@@ -34,7 +34,7 @@ from collections import Counter
 from contextlib import nullcontext
 from typing import Sequence
 
-from zsnli.compare.arms import build_arm
+from zsnli.compare.arms import ARMS, build_arm
 from zsnli.compare.arms.zero_shot import vmhwm_bytes
 from zsnli.compare.engine import ArmResult, run_plan
 from zsnli.harness.examples import Example
@@ -50,7 +50,7 @@ def run_arm(entry: ArmEntry, examples: Sequence[Example], plan: Plan, warmups: i
             counter=None) -> ArmResult:
     """Run one suite entry over the plan's test rows (see the module docstring); never raises for the arm's
     failures. ``counter`` (a `zsnli.runtime.progress.shared_counter`): advanced by each test row done."""
-    out = ArmResult(entry.name, entry.type, False, "")
+    out = blank_result(entry)
     arm = None
     try:
         arm = build_arm(entry.type, entry.name, entry.params)
@@ -77,6 +77,15 @@ def run_arm(entry: ArmEntry, examples: Sequence[Example], plan: Plan, warmups: i
     return out
 
 
+def blank_result(entry: ArmEntry, error: str | None = None) -> ArmResult:
+    """An `ArmResult` of ``entry`` before (or without) its run: few-shot or zero-shot and the cost as its registered
+    class declares them (``trains``, ``cost``), so an arm that fails, even before it is built, keeps its kind."""
+    cls = ARMS.get(entry.type)
+    trains = bool(getattr(cls, "trains", False))
+    cost = getattr(cls, "cost", "")
+    return ArmResult(entry.name, entry.type, trains, cost if isinstance(cost, str) else "", error=error)
+
+
 def _counting(counter):
     if counter is None:
         return None
@@ -96,7 +105,7 @@ def _child(conn, entry, examples, plan, warmups, counter=None) -> None:
             result.rss_source = "the arm's own process (VmHWM, forked from the harness)"
         conn.send(result)
     except BaseException:  # noqa: BLE001 - tell the parent, whatever happened
-        conn.send(ArmResult(entry.name, entry.type, False, "", error=traceback.format_exc(limit=3)))
+        conn.send(blank_result(entry, traceback.format_exc(limit=3)))
     finally:
         conn.close()
 
@@ -125,7 +134,7 @@ def run_arm_isolated(entry: ArmEntry, examples: Sequence[Example], plan: Plan, w
             proc.kill()
         proc.join()
         parent.close()
-    return ArmResult(entry.name, entry.type, False, "", error=f"{reason} (exit code {proc.exitcode})")
+    return blank_result(entry, f"{reason} (exit code {proc.exitcode})")
 
 
 def run_arms(entries: Sequence[ArmEntry], examples: Sequence[Example], plan: Plan, isolate: bool = True,

@@ -26,8 +26,10 @@ Format (every key but ``[[arms]]`` entries' ``name`` and ``type`` optional)::
 
 The same ``type`` may appear under several names with different parameters.
 Arms whose class takes a ``root`` parameter get the project root unless the
-entry sets one. Parameters are checked against the class when the file is
-loaded, so a typo fails before anything runs.
+entry sets one. Parameters are checked when the file is loaded, so a typo or a bad
+value fails before anything runs: every arm is built (its ``__init__``, which loads
+nothing: models load in ``setup``), after its parameters' names and values were checked
+against the class's declared schema (`zsnli.compare.arms.base.check_params`).
 
 Imports: tomllib (tomli before Python 3.11), `zsnli.compare.arms`, `.protocol`, `.slices`.
 """
@@ -46,7 +48,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from zsnli.compare.arms import ARMS, ArmError, check_params
+from zsnli.compare.arms import ARMS, ArmError, build_arm
 from zsnli.compare.protocol import DEFAULT_FOLDS, DEFAULT_MIN_CLASS_FOR_SPLIT, DEFAULT_TRAIN_FRACTION
 from zsnli.compare.slices import DEFAULT_MIN_SUPPORT
 
@@ -112,10 +114,10 @@ def _arm_entry(raw: Any, number: int, path: str, root: Path) -> ArmEntry:
     cls = ARMS.get(type_name)
     if cls is not None and "root" in inspect.signature(cls.__init__).parameters and "root" not in params:
         params["root"] = str(root)
-    try:
-        check_params(type_name, {"name": name, **params})
-    except ArmError as exc:
-        raise SuiteError(f"{where} ({name}): {exc}") from exc
+    try:  # the declared schema (names, annotated types), then the class's own value checks: nothing is loaded yet
+        build_arm(type_name, name, params)
+    except (ArmError, ValueError, TypeError) as exc:
+        raise SuiteError(f"{where} ({name}): {' '.join(str(exc).split())}") from exc
     return ArmEntry(name, type_name, params)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from zsnli import __version__
 from zsnli.manifest import sha256_file
 from zsnli.metrics import HEADLINE_METRIC
-from zsnli.compare.arms import ARMS
+from zsnli.compare.arms import ARMS, ArmError, build_arm
 from zsnli.compare.bakeoff_analysis import arm_entry, leaderboard, pick_within
 from zsnli.compare.bakeoff_runner import DEFAULT_WARMUPS, class_counts, run_arms
 from zsnli.harness.examples import load_examples
@@ -61,13 +61,25 @@ def _examples_path(suite: Suite, opts: BakeoffOptions) -> str:
     return spec if spec.startswith("hub:") or Path(spec).is_absolute() or opts.examples else str(opts.root / spec)
 
 
+def check_arm_labels(entries, examples) -> None:
+    """Before any arm runs: each arm's parameters against the examples' labels (``Arm.check_labels``: e.g. keyword
+    rules for a label no example has). Raises ``ValueError`` (one line naming the arm) on the first refusal."""
+    labels = {label for e in examples for label in e.labels}
+    for entry in entries:
+        try:
+            build_arm(entry.type, entry.name, entry.params).check_labels(labels)
+        except ArmError as exc:
+            raise ValueError(f"arm {entry.name} ({entry.type}): {' '.join(str(exc).split())}") from None
+
+
 def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, Any]:
     """Run the suite and return the report: plain JSON (`json_ready`), sealed by its ``receipt``
     (`zsnli.compare.receipts.seal`, signed by ``opts.signer`` when given).
 
     Raises ``ExamplesError`` (unreadable examples), ``ProtocolError`` (a
     dataset the protocol cannot split) or ``ValueError`` (no examples given,
-    an unknown ``--only`` arm). A failing arm does not raise: its entry
+    an unknown ``--only`` arm, an arm's parameters naming labels the examples do not have:
+    `check_arm_labels`). A failing arm does not raise: its entry
     carries ``error``.
     """
     examples_spec = _examples_path(suite, opts)
@@ -85,6 +97,7 @@ def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, A
         if unknown:
             raise ValueError(f"--only names arm(s) not in the suite: {', '.join(unknown)}")
         entries = [a for a in entries if a.name in opts.only]
+    check_arm_labels(entries, examples)
     if console is not None:
         console.print(describe(plan), markup=False)
     results = run_arms(entries, examples, plan, opts.isolate, opts.warmups, console)

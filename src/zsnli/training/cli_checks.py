@@ -379,6 +379,23 @@ def manifest_dir(args: argparse.Namespace) -> Path:
     return Path(args.manifest_dir) if args.manifest_dir else Path(args.model_dir).resolve().parent
 
 
+def default_verify_manifest(model_dir: Path) -> Path:
+    """The manifest ``train.py verify`` checks ``model_dir`` against when ``--manifest`` is not given: the one the
+    directory carries (a shipped sentence encoder's `ENCODER_MANIFEST_NAME`), else the one beside it that the run
+    wrote (an encoder run's `ENCODER_MANIFEST_NAME`, a training run's `MANIFEST_NAME`). Raises `UsageError` when
+    both are beside it (say which with ``--manifest``); with neither, the training manifest's path (then refused
+    as missing)."""
+    own = model_dir / ENCODER_MANIFEST_NAME
+    if own.is_file():
+        return own
+    parent = model_dir.resolve().parent
+    found = [parent / name for name in (ENCODER_MANIFEST_NAME, MANIFEST_NAME) if (parent / name).is_file()]
+    if len(found) > 1:
+        raise UsageError(f"--model-dir {model_dir}: both {found[0]} and {found[1]} are beside it; say which to check "
+                         "with --manifest")
+    return found[0] if found else parent / MANIFEST_NAME
+
+
 def check_args(args: argparse.Namespace) -> Preset | None:
     """Check the parsed arguments of any command; returns the preset (None for verify).
 
@@ -402,10 +419,11 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         _check_manifest(manifest_dir(args) / MANIFEST_NAME, "--manifest-dir")
         return None
     if args.command == "verify":
+        inner = Path(args.model_dir) / "model"  # a run folder (train or encoder --output-dir): its model/
+        if not (Path(args.model_dir) / "config.json").is_file() and (inner / "config.json").is_file():
+            args.model_dir = str(inner)
         _check_model_dir(args.model_dir)
-        own = Path(args.model_dir) / ENCODER_MANIFEST_NAME  # a sentence encoder's directory carries its own
-        args.manifest = args.manifest or str(own if own.is_file() else
-                                             Path(args.model_dir).resolve().parent / MANIFEST_NAME)
+        args.manifest = args.manifest or str(default_verify_manifest(Path(args.model_dir)))
         _check_manifest(Path(args.manifest), "--manifest")
         return None
     _check_base_model(args.preset, args.base_model)

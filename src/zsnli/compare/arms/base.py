@@ -19,7 +19,12 @@ trained on a few labelled rows, ... Every arm is a subclass of `Arm`:
 Adding an arm is one class plus one line: decorate it with
 ``@register("my_arm")`` and name ``type = "my_arm"`` in a suite file.
 
-This module imports only the standard library and numpy.
+The parameters an arm takes are its ``__init__``'s keyword arguments; their annotations are its declared
+schema (``calibration: Literal["platt", "raw"]``, ``C: float``), checked by `check_params` (pydantic, strict:
+an integer is a float, nothing else converts), and the value checks its ``__init__`` makes (``C > 0``) run when
+a suite is loaded (`zsnli.compare.suite.load_suite` builds every arm), so a bad value fails before anything runs.
+
+This module imports only the standard library and numpy (pydantic inside `check_params`).
 """
 
 from __future__ import annotations
@@ -88,6 +93,11 @@ class Arm:
         """Called once before the first fit with the number of fits the protocol needs (one per fold); an arm
         whose fits are costly raises ``ArmError`` to refuse, with the reason (default: accept)."""
 
+    def check_labels(self, labels: set[str]) -> None:
+        """Called before a bake-off runs with every candidate label of its examples (the strings the arm will be
+        asked about); an arm whose parameters name labels raises ``ArmError`` for one the data does not have
+        (default: accept)."""
+
     def last_fit_replay(self) -> float | None:
         """After ``fit``: the seconds that fit took when it was trained, if this one replayed it from a cache
         (the bake-off reports those instead of the replay's wall time); None (default) when it trained now."""
@@ -135,10 +145,12 @@ def register(type_name: str) -> Callable[[type[Arm]], type[Arm]]:
 
 
 def check_params(type_name: str, params: dict[str, Any]) -> type[Arm]:
-    """The class registered as ``type_name``, after checking ``params`` against its ``__init__``.
+    """The class registered as ``type_name``, after checking ``params`` against its ``__init__``: the names
+    (`inspect.Signature.bind`) and each value against the parameter's annotation, its declared schema
+    (`param_problem`).
 
-    Raises ``ArmError`` naming the unknown type (and the known ones) or the
-    parameter that the class does not accept / is missing.
+    Raises ``ArmError`` naming the unknown type (and the known ones), the parameter that the class does not
+    accept / is missing, or the parameter whose value breaks its annotation (with what it accepts).
     """
     cls = ARMS.get(type_name)
     if cls is None:
@@ -148,7 +160,35 @@ def check_params(type_name: str, params: dict[str, Any]) -> type[Arm]:
     except TypeError as exc:
         accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "name")]
         raise ArmError(f"arm type {type_name!r}: {exc}; accepted parameters: {', '.join(accepted) or 'none'}") from exc
+    for key, value in params.items():
+        problem = param_problem(cls, key, value)
+        if problem:
+            raise ArmError(f"arm type {type_name!r}: parameter {key} = {value!r}: {problem}")
     return cls
+
+
+def param_problem(cls: type[Arm], key: str, value: Any) -> str | None:
+    """Why ``value`` breaks the annotation of ``cls.__init__``'s parameter ``key`` (pydantic's words, strict mode:
+    an integer passes for a float, a string never for a number), or None when it fits or has no annotation."""
+    import typing
+
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        hint = typing.get_type_hints(cls.__init__).get(key)
+    except (NameError, TypeError):  # an annotation that cannot be evaluated declares nothing checkable
+        return None
+    if hint is None or hint is Any:
+        return None
+    try:
+        TypeAdapter(hint).validate_python(value, strict=True)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        return (f"{where}: " if where else "") + str(first.get("msg", "invalid value"))
+    except Exception:  # noqa: BLE001 - a type pydantic cannot build a schema for declares nothing checkable
+        return None
+    return None
 
 
 def build_arm(type_name: str, name: str, params: dict[str, Any]) -> Arm:

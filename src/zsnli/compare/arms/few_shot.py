@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -210,7 +210,7 @@ class EmbeddingKnnArm(EmbeddingClassifier):
     """Sentence embeddings + k-nearest-neighbours vote (cosine distance; k capped at the training rows)."""
 
     def __init__(self, name: str | None = None, model_dir: str | None = None, n_neighbors: int = 5,
-                 weights: str = "uniform") -> None:
+                 weights: Literal["uniform", "distance"] = "uniform") -> None:
         super().__init__(name, model_dir)
         if n_neighbors < 1 or weights not in ("uniform", "distance"):
             raise ArmError(f"{self.name}: need n_neighbors >= 1 and weights 'uniform' or 'distance'")
@@ -261,7 +261,7 @@ class TfidfLinearSvcArm(FittedClassifier):
     the arg-max may differ a little, and the confidence (ECE) differs.
     """
 
-    def __init__(self, name: str | None = None, C: float = 1.0, calibration: str = "platt", ngram_max: int = 2,
+    def __init__(self, name: str | None = None, C: float = 1.0, calibration: Literal["platt", "raw"] = "platt", ngram_max: int = 2,
                  min_df: int = 1, sublinear_tf: bool = True, max_iter: int = 5000, seed: int = 0) -> None:
         super().__init__(name)
         if C <= 0 or ngram_max < 1 or min_df < 1:

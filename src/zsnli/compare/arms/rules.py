@@ -89,6 +89,15 @@ class KeywordRulesArm(MajorityArm):
         self.rules_: list[tuple[str, str]] = [(label, w) for label, kws in (rules or {}).items() for w in kws]
         self._patterns: list[tuple[str, re.Pattern]] = []
 
+    def check_labels(self, labels: set[str]) -> None:
+        """Refuse (``ArmError``) suite rules for a label that no example has: such a rule could never fire
+        (rules match candidate labels exactly), so it is a typo or rules written for other data."""
+        unknown = [label for label in (self.params["rules"] or {}) if label not in labels]
+        if unknown:
+            shown = ", ".join(sorted(labels)[:20]) + (", ..." if len(labels) > 20 else "")
+            raise ArmError(f"{self.name}: rules name label(s) {', '.join(map(repr, unknown))} that no example has "
+                           f"(rules match a label exactly); the examples' labels: {shown}")
+
     def fit(self, texts: Sequence[str], labels: Sequence[str]) -> None:
         super().fit(texts, labels)
         if self.params["rules"] is None:
