@@ -24,7 +24,7 @@ def signed_answer(signer: Signer) -> dict:
                             {"rank": 2, "arm": "majority", "role": "incumbent", "accuracy": None, "macro_f1": None,
                              "ece": None, "n": 0, "latency_ms_p50": None, "status": "failed", "error": "boom"}]}
     arms = {"served_about": {"model_sha256": "m" * 64, "calibration_sha256": "c" * 64, "code_version": "zsnli 0.1.0"}}
-    answer["receipt"] = seal(answer, "e" * 64, arms, signer)
+    answer["receipt"] = seal(answer, "e" * 64, arms, signer, not_run={"majority": "boom"})
     return answer
 
 
@@ -65,7 +65,7 @@ def test_canonical_payload_is_sorted_and_compact(signer):
 def test_unsigned_receipt_checks_the_hash_only():
     report = cli_report()
     assert report["receipt"]["signature"] is None and report["receipt"]["key_id"] is None
-    assert set(report["receipt"]) == {"version", "sha256", "signature", "key_id", "examples_sha256", "arms"}
+    assert set(report["receipt"]) == {"version", "sha256", "signature", "key_id", "examples_sha256", "arms", "not_run"}
     assert verify(report, allow_unsigned=True) == []
     assert any("not accepted without --allow-unsigned" in p for p in verify(report))  # never valid by default
     report["leaderboard"][0]["macro_f1"] = 0.5
@@ -214,10 +214,11 @@ def test_cli_says_what_it_vouches_for(signer, tmp_path, capsys):
     key.write_text(signer.public_pem())
     assert main([str(good), "--public-key", str(key)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("valid: receipt ") and len(out) == 2
+    assert out[0].startswith("valid: receipt ") and len(out) == 3
     for field in ("labels with their order", "predictions when retained", "winner", "every field of the report",
-                  "calibration"):
+                  "calibration", "arms that did not run", "version"):
         assert field in out[1]
+    assert out[2] == "arms that did not run (1, signed): majority: boom"
 
 
 @pytest.mark.parametrize("content", ["[]", "null", "3", '"text"', "{}", '{"receipt": []}',
@@ -324,3 +325,78 @@ def test_a_non_canonical_spelling_of_the_signature_is_refused(signer):
         changed = copy.deepcopy(answer)
         changed["receipt"]["signature"] = other
         assert any("not canonical base64" in p for p in verify(changed, pem)), other
+
+
+# ---- issue 57: the version is signed as written, numbers have one spelling, the arms that did not run ----------
+
+
+@pytest.mark.parametrize("version", [3.0, True, "3", 4])
+def test_a_version_other_than_the_integer_3_is_refused(signer, version):
+    """Issue 57: a receipt's version was not signed: 3.0 and 3e0 both verified."""
+    answer = signed_answer(signer)
+    pem = signer.public_pem().encode()
+    assert verify(answer, pem) == []
+    answer["receipt"]["version"] = version
+    problems = verify(answer, pem)
+    assert any(f"receipt version {version!r} is not 3" in p for p in problems), problems
+    assert any("sha256 mismatch" in p for p in problems)  # the version is in the signed bytes as written
+
+
+@pytest.mark.parametrize("old, new", [('"version": 3,', '"version": 3e0,'), ('"version": 3,', '"version": 3.0,'),
+                                      ('"macro_f1": 0.6667', '"macro_f1": 6.667e-1'),
+                                      ('"macro_f1": 0.6667', '"macro_f1": 0.66670'), ('"n": 3', '"n": 3E0'),
+                                      ('"n": 3', '"n": -0'), ('"ece": 0.1234', '"ece": NaN')])
+def test_a_number_respelt_in_the_file_is_refused(signer, tmp_path, capsys, old, new):
+    answer = signed_answer(signer)
+    good, forged, key = tmp_path / "good.json", tmp_path / "forged.json", tmp_path / "key.pem"
+    good.write_text(json.dumps(answer))
+    key.write_text(signer.public_pem())
+    assert main([str(good), "--public-key", str(key)]) == 0
+    capsys.readouterr()
+    assert old in good.read_text()
+    forged.write_text(good.read_text().replace(old, new, 1))
+    assert main([str(forged), "--public-key", str(key)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("INVALID: ") and "valid:" not in out, out
+    token = new.split(": ")[1].rstrip(",")
+    if token == "3.0":  # canonical for a float: refused as a version that is not the integer 3 (and its hash)
+        assert "receipt version 3.0 is not 3" in out and "sha256 mismatch" in out
+    else:
+        assert f"INVALID: the number '{token}'" in out
+
+
+def test_the_arms_that_did_not_run_are_signed_in_the_receipt(signer, tmp_path, capsys):
+    answer = signed_answer(signer)
+    pem = signer.public_pem().encode()
+    assert answer["receipt"]["not_run"] == {"majority": "boom"} and verify(answer, pem) == []
+    for forge in (lambda r: r["not_run"].clear(), lambda r: r.pop("not_run"),
+                  lambda r: r["not_run"].update({"served_about": "timed out"})):
+        forged = copy.deepcopy(answer)
+        forge(forged["receipt"])
+        assert any("sha256 mismatch" in p for p in verify(forged, pem))
+    bad = copy.deepcopy(answer)
+    bad["receipt"]["not_run"] = ["majority"]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    (tmp_path / "key.pem").write_text(signer.public_pem())
+    assert main([str(path), "--public-key", str(tmp_path / "key.pem")]) == 2
+    assert "receipt.not_run" in capsys.readouterr().err
+
+
+def test_a_receipt_sealed_before_not_run_existed_verifies_and_says_it_does_not_list_them(signer, tmp_path, capsys):
+    """Receipts written before issue 57 (no not_run key) verify as they did; the command line says what they lack."""
+    answer = signed_answer(signer)
+    del answer["receipt"]
+    receipt = {"version": 3, "examples_sha256": "e" * 64, "arms": {"majority": {"model_sha256": None}}}
+    data = canonical_json(receipt_payload(answer, receipt["examples_sha256"], receipt["arms"]))  # the old payload
+    import hashlib
+
+    receipt["sha256"] = hashlib.sha256(data).hexdigest()
+    receipt["signature"], receipt["key_id"] = signer.sign_bytes(data)
+    answer["receipt"] = receipt
+    assert verify(answer, signer.public_pem().encode()) == []
+    path, key = tmp_path / "old.json", tmp_path / "key.pem"
+    path.write_text(json.dumps(answer))
+    key.write_text(signer.public_pem())
+    assert main([str(path), "--public-key", str(key)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("arms that did not run: not listed")

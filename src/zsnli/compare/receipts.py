@@ -9,11 +9,17 @@ A report is a JSON object; its ``receipt`` (receipt ``version`` 3) is::
      "signature": base64 Ed25519 signature of those bytes, or null (unsigned: no key configured),
      "key_id": first 16 hex of sha256(raw 32-byte public key), or null,
      "examples_sha256": the examples' sha256, "arms": {arm name: identity (model_sha256,
-     calibration_sha256 where the arm has one, code version, parameters)}}
+     calibration_sha256 where the arm has one, code version, parameters)},
+     "not_run": {arm name: why it did not finish} (empty when every arm ran)}
 
-and the payload (`receipt_payload`) is ``{"receipt_version": 3, "report": every field of the report
-but "receipt", "key_order", "examples_sha256", "arms"}``, serialised by `zsnli.manifest.canonical_json`
-(sorted keys, no whitespace, UTF-8). Canonical JSON sorts object keys, so the key order of an object
+and the payload (`receipt_payload`) is ``{"receipt_version": the receipt's version as written, "report":
+every field of the report but "receipt", "key_order", "examples_sha256", "arms", "not_run"}``, serialised
+by `zsnli.manifest.canonical_json` (sorted keys, no whitespace, UTF-8). The version is signed as the
+receipt spells it and must be the JSON integer 3 (`verify`), and `load_report` refuses a number not written
+as canonical JSON writes it (``3e0``, ``3.0E0``, ``-0``: `NonCanonicalNumber`), so one receipt has one
+spelling of every signed number. Receipts sealed before ``not_run`` existed (issue 57) have no such key;
+their payload has none either, so they verify as they did, and `main` says that such a receipt does not
+list the arms that did not run (the report's own failed rows do). Canonical JSON sorts object keys, so the key order of an object
 where it carries meaning (`ORDERED_FIELDS`: the service's ``labels``, whose order is the probabilities'
 order) is signed beside it, in ``key_order``. Every field of the report is covered, so nothing can be added
 beside the signature; `verify` also refuses a receipt key outside `RECEIPT_KEYS`, and `main` a file with
@@ -62,11 +68,12 @@ def default_key() -> str:
 #: Top-level report fields whose key order is signed (see the module docstring).
 ORDERED_FIELDS = ("labels",)
 #: Keys of ``report["receipt"]``.
-RECEIPT_KEYS = frozenset({"version", "sha256", "signature", "key_id", "examples_sha256", "arms"})
+RECEIPT_KEYS = frozenset({"version", "sha256", "signature", "key_id", "examples_sha256", "arms", "not_run"})
 #: What a valid receipt vouches for, as `main` prints it.
 COVERED = ("every field of the report (for a service answer: id, created_at, task_description, labels with their "
            "order, n, scorecard with predictions when retained, winner), the examples' sha256 and each arm's "
-           "identity (model, calibration and code hashes, parameters)")
+           "identity (model, calibration and code hashes, parameters), the arms that did not run and the receipt's "
+           "version")
 
 
 #: Top-level fields of a service answer (`zsnli.compare.service.runner`) that no command-line report has: a
@@ -88,27 +95,39 @@ class NotAReport(ValueError):
     """The input is not a report with a receipt (wrong JSON type or shape); one-line message."""
 
 
-def receipt_payload(report: Mapping[str, Any], examples_sha256: str, arms: Mapping[str, Any]) -> dict[str, Any]:
+_ABSENT = object()
+
+
+def receipt_payload(report: Mapping[str, Any], examples_sha256: str, arms: Mapping[str, Any],
+                    version: Any = RECEIPT_VERSION, not_run: Any = _ABSENT) -> dict[str, Any]:
     """The object that is hashed and signed: ``report`` (its ``receipt`` left out), the key order of its
-    `ORDERED_FIELDS` objects (None for a field that is absent or not an object), ``examples_sha256`` and
-    the arms' identities, under ``receipt_version``."""
+    `ORDERED_FIELDS` objects (None for a field that is absent or not an object), ``examples_sha256``, the
+    arms' identities and, when given, ``not_run`` (arm -> why it did not finish), under ``receipt_version``:
+    ``version`` exactly as the receipt has it (`verify` passes the receipt's own value, so a receipt whose
+    version was respelt, ``3.0``, hashes differently)."""
     body = {k: value for k, value in report.items() if k != "receipt"}
     order = {k: list(body[k]) if isinstance(body.get(k), dict) else None for k in ORDERED_FIELDS}
-    return {"receipt_version": RECEIPT_VERSION, "report": body, "key_order": order,
-            "examples_sha256": examples_sha256, "arms": arms}
+    payload = {"receipt_version": version, "report": body, "key_order": order, "examples_sha256": examples_sha256,
+               "arms": arms}
+    if not_run is not _ABSENT:
+        payload["not_run"] = not_run
+    return payload
 
 
 def seal(report: Mapping[str, Any], examples_sha256: str, arms: Mapping[str, Any],
-         signer: "Signer | None" = None) -> dict[str, Any]:
+         signer: "Signer | None" = None, not_run: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ``receipt`` of ``report`` (module docstring): signed by ``signer``, or unsigned when it is None.
 
-    ``report`` must already be plain JSON (no NaN, numpy scalars or tuples: what a reader of the written
-    file gets back), else the file would not verify. Raises `ReceiptError` when the key is unusable.
+    not_run: arm name -> why it did not finish (failed, timed out, never started), signed in the receipt
+    (empty: every arm ran). ``report`` must already be plain JSON (no NaN, numpy scalars or tuples: what a
+    reader of the written file gets back), else the file would not verify. Raises `ReceiptError` when the
+    key is unusable.
     """
-    data = canonical_json(receipt_payload(report, examples_sha256, arms))
+    not_run = {str(k): str(v) for k, v in (not_run or {}).items()}
+    data = canonical_json(receipt_payload(report, examples_sha256, arms, RECEIPT_VERSION, not_run))
     signature, kid = (None, None) if signer is None else signer.sign_bytes(data)
     return {"version": RECEIPT_VERSION, "sha256": hashlib.sha256(data).hexdigest(), "signature": signature,
-            "key_id": kid, "examples_sha256": examples_sha256, "arms": dict(arms)}
+            "key_id": kid, "examples_sha256": examples_sha256, "arms": dict(arms), "not_run": not_run}
 
 
 def _json_type(value: Any) -> str:
@@ -130,6 +149,9 @@ def _receipt_of(report: Any) -> dict[str, Any]:
             raise NotAReport(f"receipt.{key} is {_json_type(receipt[key])}, not a string or null")
     if not isinstance(receipt.get("examples_sha256"), str) or not isinstance(receipt.get("arms"), dict):
         raise NotAReport("receipt.examples_sha256 (a string) or receipt.arms (an object) is missing")
+    not_run = receipt.get("not_run", {})
+    if not isinstance(not_run, dict) or not all(isinstance(v, str) for v in not_run.values()):
+        raise NotAReport("receipt.not_run is not an object of arm name -> reason strings")
     return receipt
 
 
@@ -248,13 +270,16 @@ def verify(report: Any, public_pem: bytes | None = None, *, allow_unsigned: bool
     """
     receipt = _receipt_of(report)
     problems = []
-    if receipt.get("version") != RECEIPT_VERSION:
-        problems.append(f"receipt version {receipt.get('version', 1)!r} is not {RECEIPT_VERSION}: receipts from "
-                        "before the one receipt format are not vouched for (run the bake-off again)")
+    version = receipt.get("version", 1)
+    if type(version) is not int or version != RECEIPT_VERSION:  # 3.0 and True are not the integer 3
+        problems.append(f"receipt version {version!r} is not {RECEIPT_VERSION}: receipts from before the one receipt "
+                        "format are not vouched for (run the bake-off again), and the version is the JSON integer "
+                        f"{RECEIPT_VERSION}, signed as written")
     extra = sorted(set(receipt) - RECEIPT_KEYS)
     if extra:
         problems.append(f"field(s) outside the receipt format: {', '.join('receipt.' + k for k in extra)}")
-    data = canonical_json(receipt_payload(report, receipt["examples_sha256"], receipt["arms"]))
+    data = canonical_json(receipt_payload(report, receipt["examples_sha256"], receipt["arms"], version,
+                                          receipt.get("not_run", _ABSENT)))
     digest = hashlib.sha256(data).hexdigest()
     if digest != receipt["sha256"]:
         problems.append(f"sha256 mismatch: the report hashes to {digest}, the receipt says {receipt['sha256']}")
@@ -295,6 +320,29 @@ class DuplicateKey(ValueError):
     """A JSON object in the verified file gives a key twice."""
 
 
+class NonCanonicalNumber(ValueError):
+    """A number in the verified file is not spelt as canonical JSON spells its value (``3e0`` for ``3.0``), or is
+    not a JSON number at all (``NaN``, ``Infinity``)."""
+
+
+def _canonical_float(text: str) -> float:
+    value = float(text)
+    if json.dumps(value) != text:
+        raise NonCanonicalNumber(text)
+    return value
+
+
+def _canonical_int(text: str) -> int:
+    value = int(text)
+    if str(value) != text:  # -0
+        raise NonCanonicalNumber(text)
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise NonCanonicalNumber(text)
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj: dict[str, Any] = {}
     for key, value in pairs:
@@ -306,8 +354,12 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def load_report(text: str) -> Any:
     """Parse the verified file. Raises `DuplicateKey` for a key given twice in any object (JSON readers
-    disagree on which value wins, so a receipt cannot vouch for either) and ``ValueError`` for invalid JSON."""
-    return json.loads(text, object_pairs_hook=_no_duplicates)
+    disagree on which value wins, so a receipt cannot vouch for either), `NonCanonicalNumber` for a number not
+    written as canonical JSON (`zsnli.manifest.canonical_json`, Python's ``json``) writes its value (``3e0``,
+    ``1.50``, ``-0``, ``NaN``: the signed bytes hold one spelling, so another one is not what was signed), and
+    ``ValueError`` for invalid JSON."""
+    return json.loads(text, object_pairs_hook=_no_duplicates, parse_float=_canonical_float,
+                      parse_int=_canonical_int, parse_constant=_no_constant)
 
 
 def add_receipt_key_flag(parser) -> None:
@@ -380,6 +432,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"INVALID: key {str(exc)!r} is given more than once in an object of {args.file}: a reader could take "
               "either value, so the receipt vouches for neither")
         return EXIT_INVALID
+    except NonCanonicalNumber as exc:
+        print(f"INVALID: the number {str(exc)!r} in {args.file} is not written as the receipt's canonical JSON writes "
+              "numbers (the signed bytes hold one spelling of each: the file was rewritten or changed)")
+        return EXIT_INVALID
     except NotAReport as exc:
         print(f"verify-receipt: {args.file} is not a bake-off report with a receipt: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -407,4 +463,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"valid: receipt {receipt['sha256']} signed by key {receipt['key_id']} ({_subject(report)})")
     print(f"the receipt covers: {COVERED}")
+    print(not_run_line(receipt))
     return EXIT_VALID
+
+
+def not_run_line(receipt: Mapping[str, Any]) -> str:
+    """What a valid receipt says about the arms that did not finish: each with its reason, that every arm ran,
+    or (a receipt sealed before ``not_run`` existed) that it does not say."""
+    if "not_run" not in receipt:
+        return ("arms that did not run: not listed (a receipt sealed before issue 57 has no not_run; the report's "
+                "failed rows say which arms failed)")
+    not_run = receipt["not_run"]
+    if not not_run:
+        return "arms that did not run: none (every arm of the bake-off finished)"
+    return (f"arms that did not run ({len(not_run)}, signed): "
+            + "; ".join(f"{arm}: {' '.join(str(why).split())}" for arm, why in not_run.items()))
