@@ -78,7 +78,8 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
                    "answers d4 vs each request alone (d1)", "compute ceiling (shipped default", "CPU: "):
         assert needle in proc.stdout, needle
     figure_lines = [x for x in proc.stdout.splitlines() if x.startswith(("ratio", "compute", "  ("))]
-    assert len(figure_lines) == 8 + 2 + 5 and all("[CPU: " in x for x in figure_lines), proc.stdout
+    assert len(figure_lines) == 8 + 2 + 5 and all("CPU: " in x for x in figure_lines), proc.stdout
+    assert all(" load " in x for x in figure_lines if x.startswith("ratio")), proc.stdout  # issue 57
     print(proc.stdout)  # the report, for a reader of -s output
 
 
@@ -308,6 +309,8 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
                         lambda model_dir, docs, max_length=None: [[10] * len(d.labels) for d in docs])
     monkeypatch.setattr(compare, "matmul_rate", lambda *a, **k: {"device": "cpu", "dtype": "float32", "n": 128,
                                                                  "threads": 1, "flops_per_s": 1e9})
+    readings = iter(range(100))
+    monkeypatch.setattr(compare, "load_average", lambda: float(next(readings)))  # the load read around each arm
     out = tmp_path / "report.json"
     code = main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
                          "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "0", "--no-progress",
@@ -329,6 +332,14 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
     assert failed == [f"zsnli.bench: server bad failed, skipped: {variants['bad']['error']}",
                       f"zsnli.bench: server flaky failed, skipped: {variants['flaky']['error']}"]
     assert "server bad failed: ServerError" in captured.out and "ratio (c4-good)/(a)" in captured.out
+    # issue 57: the load beside every ratio, read before and after each of its arms (they run one after another)
+    loads = {a["key"]: a["load1"] for a in r["arms"]}
+    assert loads["a"] == [0.0, 1.0] and all(b > a for a, b in loads.values())
+    ratio_lines = [x for x in captured.out.splitlines() if x.startswith("ratio (")]
+    assert len(ratio_lines) == len(r["ratios"]) == 4
+    good = loads["c4-good"]
+    assert any(f"[c4-good load {good[0]:.2f}-{good[1]:.2f}, a load 0.00-1.00; CPU: " in x for x in ratio_lines)
+    assert all("load " in x and "; CPU: " in x for x in ratio_lines)
 
 
 def test_pipeline_arm_writes_no_bars_when_stderr_is_not_a_terminal(deberta_dir, capfd):

@@ -34,7 +34,8 @@ parameters; the mean pooling is not counted) and, with a content-free
 premise, K more pairs (`pair_token_counts` with ``premise=``).
 
 `cpu_info` names the processor every figure was measured on (model, logical
-CPUs, the vector and matrix extensions that decide fp32 / bf16 / int8 speed).
+CPUs, the vector and matrix extensions that decide fp32 / bf16 / int8 speed), and
+`load_average` / `load_text` the load it ran under.
 """
 
 from __future__ import annotations
@@ -98,6 +99,28 @@ def cpu_tag(info: dict[str, Any]) -> str:
     flags = [f for f in CPU_TAG_FLAGS if f in info["flags"]]
     amx = "" if any(f.startswith("amx") for f in flags) else ", no amx"
     return f"{info['model']} x{info['logical_cpus']}: {' '.join(flags) or 'flags unknown'}{amx}"
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (``os.getloadavg``: runnable processes, averaged by the kernel), or None where
+    the platform has none. Printed beside every speed ratio: on a machine shared with other jobs a ratio of two
+    arms measured at different loads is the loads' ratio as much as the arms'."""
+    import os
+
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def load_text(loads: Sequence[float | None]) -> str:
+    """``"load 1.52-2.10"`` (the lowest and highest of the readings; one number when they agree), or
+    ``"load unknown"``."""
+    known = [x for x in loads if x is not None]
+    if not known:
+        return "load unknown"
+    low, high = min(known), max(known)
+    return f"load {low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"load {low:.2f}-{high:.2f}"
 
 
 def cpu_line(info: dict[str, Any]) -> str:

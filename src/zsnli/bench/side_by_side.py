@@ -41,7 +41,8 @@ arm (a)'s: same argmax count and max |dp|. Then ratios (c@32)/(a) and
 `zsnli.bench.ceiling`): the NLI pairs' for (a)-(c), and the shipped default's
 real token mix (its NLI pairs plus the sentence encoder's texts and labels) for
 (d). The CPU model and flags (`zsnli.bench.ceiling.cpu_info`) head the table
-and every figure line.
+and every figure line; the 1-minute load average is read before and after every arm
+(``load1``) and printed beside every ratio.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ from ..harness.load import run_requests
 from ..harness.server import ServerError, offline_env, start_server
 from ..harness.stats import latency_summary, per_second
 from .ceiling import (LabelTooLong, cascade_token_counts, combined_ceiling, compute_ceiling, cpu_info, cpu_line,
-                      embedding_token_counts, first_use_token_counts, matmul_rate, pair_token_counts, param_counts)
+                      embedding_token_counts, first_use_token_counts, load_average, matmul_rate, pair_token_counts,
+                      param_counts)
 from .resources import RssSampler, hwm_bytes, mib
 from ..request_scoring import RequestScoring
 from ..scoring import read_chosen
@@ -366,11 +368,12 @@ def _pipeline_arms(args: argparse.Namespace, model_dir: Path, examples: Path, n_
     """Arms (a) and the (b) sweep, each in its own process; appends their rows and probabilities.
     Returns the best (b) row (highest docs/s), or None without a sweep."""
     # (a) pipeline, one document at a time
+    load0 = load_average()
     res = run_pipeline_arm(model_dir, examples, n_docs, 1, "doc", args.warmup, args.threads, workdir, progress,
                            getattr(args, "device", "cpu"))
     rows.append(arm_row("(a) pipeline, 1 doc/call", res["docs"], res["pairs"], res["wall_s"],
                         res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key="a", batch_size=1,
-                        mode="doc"))
+                        mode="doc", load1=[load0, load_average()]))
     probs["a"] = res["probabilities"]
 
     # (b) pipeline batch_size sweep
@@ -378,12 +381,13 @@ def _pipeline_arms(args: argparse.Namespace, model_dir: Path, examples: Path, n_
     for mode in args.pipeline_mode:
         for bs in args.batch_sizes:
             key = f"b{bs}" if mode == "stream" else f"b{bs}doc"
+            load0 = load_average()
             res = run_pipeline_arm(model_dir, examples, n_docs, bs, mode, args.warmup, args.threads,
                                    workdir, progress,
                                    getattr(args, "device", "cpu"))
             row = arm_row(f"(b) pipeline, bs={bs} {mode}", res["docs"], res["pairs"], res["wall_s"],
                           res["latencies_s"], res["peak_rss_bytes"], res["hwm_bytes"], key=key, batch_size=bs,
-                          mode=mode)
+                          mode=mode, load1=[load0, load_average()])
             sweep.append(row)
             probs[key] = res["probabilities"]
     best_b = max(sweep, key=lambda r: r["docs_per_s"]) if sweep else None
@@ -435,6 +439,7 @@ def _one_server(args, model_dir: Path, docs: list, progress: bool, log, rows: li
             info.update({"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health})
             for conc in levels:
                 key = {"default": f"c{conc}", "shipped": f"d{conc}", "fast": f"f{conc}"}.get(name, f"c{conc}-{name}")
+                load0 = load_average()
                 with RssSampler(server.pid) as rss:
                     load = run_requests(server.url, docs, concurrency=conc,
                                         warmups=args.warmup if conc == 1 else max(args.warmup, conc),
@@ -447,7 +452,7 @@ def _one_server(args, model_dir: Path, docs: list, progress: bool, log, rows: li
                 rows.append(arm_row(label, len(docs), n_pairs, load.wall_s, load.seconds,
                                     rss.peak_bytes, hwm_bytes(server.pid), key=key, concurrency=conc,
                                     errors=load.error_counts(), retries_503=load.retries_503, variant=name,
-                                    scoring=_scoring_of(args, {**settings, **extra})))
+                                    scoring=_scoring_of(args, {**settings, **extra}), load1=[load0, load_average()]))
                 probs[key] = load.probabilities
             info["exit_code"] = server.stop()
     except server_arm_errors() as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .ceiling import cpu_line, cpu_tag
+from .ceiling import cpu_line, cpu_tag, load_text
 from .side_by_side import (TARGET_DEFAULT_VS_PLAIN_50, TARGET_FAST_VS_DEFAULT, TARGET_MAX_DP_ALONE,
                            TARGET_VS_PIPELINE, TARGET_VS_PLAIN, failed_servers)
 
@@ -33,12 +33,13 @@ def render(report: dict[str, Any], console=None) -> None:
     cpu = cpu_tag(report["cpu"])
     say = lambda text, **kw: console.print(text, markup=False, highlight=False, soft_wrap=True, **kw)  # noqa: E731
     t = Table(title=f"zsnli bench: {report['docs']} docs, {report['pairs']} pairs, {Path(report['model_dir']).name}")
-    for col in ("arm", "docs/s", "pairs/s", "p50 s/doc", "p95 s/doc", "peak RSS MiB", "% ceiling", "ceiling"):
-        t.add_column(col, justify="left" if col in ("arm", "ceiling") else "right")
+    for col in ("arm", "docs/s", "pairs/s", "p50 s/doc", "p95 s/doc", "peak RSS MiB", "% ceiling", "ceiling", "load"):
+        t.add_column(col, justify="left" if col in ("arm", "ceiling", "load") else "right")
     for r in report["arms"]:
         t.add_row(r["arm"], _fmt(r["docs_per_s"], ".2f"), _fmt(r["pairs_per_s"], ".1f"), _fmt(r["p50_s"], ".3f"),
                   _fmt(r["p95_s"], ".3f"), _fmt(r["peak_rss_mib"], ".0f"), _fmt(100 * r["fraction_of_ceiling"], ".1f"),
-                  {"default": "NLI + embedding", "none": "-"}.get(r["ceiling"], "NLI pairs"))
+                  {"default": "NLI + embedding", "none": "-"}.get(r["ceiling"], "NLI pairs"),
+                  load_text(r.get("load1") or ()).removeprefix("load "))
     console.print(t)
     say(f"CPU: {cpu_line(report['cpu'])}")
     if report.get("best_b"):
@@ -49,7 +50,7 @@ def render(report: dict[str, Any], console=None) -> None:
     for k, v in report["ratios"].items():
         target = _target(k)
         say(f"ratio ({k.replace('/', ')/(')}) docs/s: {v:.3f}x" + (f" (target >= {target:g}x: "
-            f"{'met' if v >= target else 'NOT met'})" if target else "") + f" [CPU: {cpu}]")
+            f"{'met' if v >= target else 'NOT met'})" if target else "") + f" [{ratio_load(report, k)}; CPU: {cpu}]")
     _render_quality(report, say)
     for k, a in report["agreement_vs_a"].items():
         say(f"agreement {k} vs (a): same argmax {a['same_argmax']}/{a['docs']}"
@@ -66,6 +67,15 @@ def render(report: dict[str, Any], console=None) -> None:
         say(f"server errors: {errs}", style="red")
     for name, info in failed_servers(report).items():
         say(f"server {name} failed: {info['error']}", style="red")
+
+
+def ratio_load(report: dict[str, Any], ratio_key: str) -> str:
+    """The 1-minute load average while each arm of a ratio ran (``"f32 load 1.50-2.10, d32 load 4.00"``): arms
+    run one after another, so a ratio taken at two loads measures the loads too (issue 57: 0.772x, then 2.812x)."""
+    rows = {r["key"]: r for r in report["arms"]}
+    if report.get("best_b"):
+        rows["b"] = report["best_b"]
+    return ", ".join(f"{key} {load_text((rows.get(key) or {}).get('load1') or ())}" for key in ratio_key.split("/"))
 
 
 def _render_quality(report: dict[str, Any], say) -> None:
