@@ -5,7 +5,8 @@ All variables are prefixed ``ZSNLI_`` (``HOST``/``PORT`` are read by
 raises ``SettingsError`` with a one-line reason on a bad value;
 ``Settings.describe()`` gives the lines printed at startup.
 
-May import: the standard library and `zsnli.manifest` (file names). Imported by
+May import: the standard library, `zsnli.manifest` (file names) and `zsnli.net_settings` (the values that name
+the server on the web: public URL, trusted proxies, allowed hosts and origins; re-exported here). Imported by
 the serving modules (`zsnli.serving.startup`, `zsnli.serving.service`, `zsnli.serving.app`, `zsnli.serve`).
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .manifest import CALIBRATION_NAME, MANIFEST_NAME
+from .net_settings import allowed_hosts, allowed_origins, forwarded_allow_ips, public_url  # noqa: F401 - re-exported
 
 
 class SettingsError(ValueError):
@@ -40,6 +42,10 @@ DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "half")
 #: (`zsnli.runtime.shapes`) when the dtype is bf16/fp16, ``on`` always, ``off`` never; the same
 #: names as `zsnli.runtime.precision.FIXED_SHAPES_MODES` (a test keeps the two lists equal).
 FIXED_SHAPES = ("auto", "on", "off")
+
+#: The shortest ``ZSNLI_API_KEY`` accepted: a guard against a placeholder (``secret``, ``changeme``, one character)
+#: guarding a server unnoticed, not a measure of strength (a key made by ``openssl rand -hex 32`` has 64).
+MIN_API_KEY_CHARS = 16
 
 #: Values of ``ZSNLI_LOG_LEVEL`` (case-insensitive; ``warn`` is read as ``warning``): uvicorn's levels.
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -100,6 +106,10 @@ class Settings:
     from the local hub cache instead of ``model_dir`` (`zsnli.runtime.hub`); ``model_revision`` pins
     its commit (40 hex digits); ``allow_download`` lets the server download it once when
     it is not cached (off by default: no network).
+
+    Browsers: ``allowed_hosts`` (``ZSNLI_ALLOWED_HOSTS``) and ``allowed_origins`` (``ZSNLI_ALLOWED_ORIGINS``) are the
+    ``Host`` names and the web pages besides the server's own that `zsnli.serving.origin_check` lets through
+    (`zsnli.net_settings.allowed_hosts`, `zsnli.net_settings.allowed_origins`; unset: its defaults).
     """
 
     model_dir: str = "./model"
@@ -139,6 +149,8 @@ class Settings:
     keep_alive_s: float = 75.0
     public_url: str | None = None
     forwarded_allow_ips: str | None = None
+    allowed_hosts: str | None = None
+    allowed_origins: str | None = None
     scoring: str = "served"
     api_key: str | None = field(default=None, repr=False)  # never logged: `describe` says only whether it is set
 
@@ -172,10 +184,13 @@ class Settings:
         return s
 
     def __post_init__(self) -> None:
-        if self.public_url is not None:  # checked and normalised however it was given (env or override)
-            object.__setattr__(self, "public_url", public_url(self.public_url))
-        if self.forwarded_allow_ips is not None:
-            object.__setattr__(self, "forwarded_allow_ips", forwarded_allow_ips(self.forwarded_allow_ips))
+        for name, check in (("public_url", public_url), ("forwarded_allow_ips", forwarded_allow_ips),
+                            ("allowed_hosts", allowed_hosts), ("allowed_origins", allowed_origins)):
+            if getattr(self, name) is not None:  # checked and normalised however it was given (env or override)
+                try:
+                    object.__setattr__(self, name, check(getattr(self, name)))
+                except ValueError as exc:
+                    raise SettingsError(str(exc)) from None
         level = str(self.log_level).strip().lower()
         object.__setattr__(self, "log_level", "warning" if level == "warn" else level)
         object.__setattr__(self, "fixed_shapes", str(self.fixed_shapes).strip().lower())
@@ -183,6 +198,9 @@ class Settings:
         if self.api_key is not None and not re.fullmatch(r"[\x21-\x7e]+", self.api_key):  # a Bearer token's octets
             raise SettingsError("ZSNLI_API_KEY must be visible ASCII without spaces (it is sent as 'Authorization: "
                                 "Bearer <key>'), got a value that is not (unset it to turn the key off)")
+        if self.api_key is not None and len(self.api_key) < MIN_API_KEY_CHARS:  # never printed, not even in part
+            raise SettingsError(f"ZSNLI_API_KEY must be at least {MIN_API_KEY_CHARS} characters, got "
+                                f"{len(self.api_key)} (make one with: openssl rand -hex 32)")
 
     def validate(self) -> None:
         """Raise ``SettingsError`` when limits are inconsistent or out of range."""
@@ -272,10 +290,8 @@ def _parse(name: str, default: Any, raw: str) -> Any:
             return False
         raise SettingsError(f"{env} must be a boolean (1/0/true/false), got {raw!r}")
     if name in ("device", "dtype", "manifest_path", "calibration_path", "embedding_dir", "onnx_cache_dir", "model_id",
-                "model_revision", "forwarded_allow_ips"):
-        return text or None
-    if name == "public_url":
-        return public_url(text) if text else None
+                "model_revision", "forwarded_allow_ips", "public_url", "allowed_hosts", "allowed_origins"):
+        return text or None  # the URL and address lists: checked by Settings (zsnli.net_settings)
     if name in ("torch_threads", "token_budget"):
         if not text:
             return None
@@ -294,55 +310,6 @@ def _parse(name: str, default: Any, raw: str) -> Any:
     except ValueError as exc:
         raise SettingsError(f"{env} must be a number, got {raw!r}") from exc
     return text
-
-
-def public_url(raw: str) -> str:
-    """``ZSNLI_PUBLIC_URL`` checked and normalised: an absolute ``http``/``https`` URL with a host, no
-    query, fragment or credentials, ending with ``/`` (``https://zsnli.example.com/``). The bake-off pages
-    build absolute links (the receipt's URLs, the badge Markdown) from it alone, never from a request's
-    ``Host`` header. Raises ``SettingsError`` (one line) otherwise."""
-    from urllib.parse import urlsplit
-
-    why = None
-    try:
-        parts = urlsplit(raw.strip())
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as exc:
-        parts, why = None, str(exc)
-    if parts is not None:
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            why = "needs http:// or https:// and a host"
-        elif parts.query or parts.fragment or "@" in parts.netloc:
-            why = "no query, fragment or user name allowed"
-        elif any(c.isspace() or c in "<>\"'`" for c in raw.strip()):
-            why = "no whitespace, quotes or angle brackets allowed"
-    if why:
-        raise SettingsError(f"ZSNLI_PUBLIC_URL must be the absolute http(s) URL readers reach the server at, e.g. "
-                            f"https://zsnli.example.com/ ({why}), got {raw!r}")
-    text = raw.strip()
-    return text if text.endswith("/") else text + "/"
-
-
-def forwarded_allow_ips(raw: str) -> str | None:
-    """``ZSNLI_FORWARDED_ALLOW_IPS`` checked and normalised: the proxies whose ``X-Forwarded-For`` /
-    ``X-Forwarded-Proto`` are believed (uvicorn's ``forwarded_allow_ips``), a comma-separated list of IP
-    addresses or networks (``10.0.0.0/8``), or ``*`` for any peer (only when nothing but the proxy can reach
-    the server). Returns the list joined by ``,`` (None for an empty value: no proxy is trusted, the default).
-    Raises ``SettingsError`` (one line) for an item that is neither. The headers only ever set the client
-    address and scheme uvicorn records; no answer is built from them (no redirects, links from
-    ``ZSNLI_PUBLIC_URL`` only)."""
-    import ipaddress
-
-    items = [item.strip() for item in raw.split(",") if item.strip()]
-    for item in items:
-        if item == "*":
-            continue
-        try:
-            ipaddress.ip_network(item, strict=False)
-        except ValueError:
-            raise SettingsError(f"ZSNLI_FORWARDED_ALLOW_IPS must be a comma-separated list of proxy IP addresses or "
-                                f"networks (e.g. 10.0.0.1,192.168.0.0/16), or *; got {item!r} in {raw!r}") from None
-    return ",".join(items) or None
 
 
 _HOSTNAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")

@@ -26,6 +26,7 @@ class ErrorType(Enum):
     MALFORMED_REQUEST = ("malformed_request", 400, False)
     BODY_DISCONNECTED = ("disconnected", 400, False)
     UNAUTHORIZED = ("unauthorized", 401, False)
+    FORBIDDEN = ("forbidden", 403, False)
     NOT_FOUND = ("not_found", 404, False)
     METHOD_NOT_ALLOWED = ("method_not_allowed", 405, False)
     REQUEST_TIMEOUT = ("request_timeout", 408, False)

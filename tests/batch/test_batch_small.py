@@ -325,7 +325,8 @@ def test_parts_follow_batch_rows():
 
 BAD_HTTP_SETTINGS = {"ZSNLI_API_KEY": "two words", "ZSNLI_PUBLIC_URL": "ftp://x", "ZSNLI_FORWARDED_ALLOW_IPS": "not-an-ip",
                      "ZSNLI_READ_TIMEOUT_S": "-1", "ZSNLI_MAX_CONNECTIONS": "0", "ZSNLI_KEEP_ALIVE_S": "-5",
-                     "ZSNLI_MAX_BODY_BYTES": "0", "ZSNLI_MAX_BATCH_ITEMS": "0"}
+                     "ZSNLI_MAX_BODY_BYTES": "0", "ZSNLI_MAX_BATCH_ITEMS": "0", "ZSNLI_ALLOWED_HOSTS": "a b",
+                     "ZSNLI_ALLOWED_ORIGINS": "null"}
 
 
 @pytest.mark.parametrize("name, value", sorted(BAD_HTTP_SETTINGS.items()))

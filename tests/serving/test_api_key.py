@@ -155,3 +155,92 @@ def test_a_misspelt_key_is_refused_without_printing_it(name):
 
     (line,) = misspelt_settings({name: KEY})
     assert "ZSNLI_API_KEY" in line and KEY not in line
+
+
+SECRET = "sk-Th1sIsAS3cretOfTheClient"
+
+
+@pytest.mark.parametrize("query", [f"api_key={SECRET}", f"ACCESS_TOKEN={SECRET}", f"a=1&Key={SECRET}&b=2",
+                                   f"token={SECRET}", f"%61pi_key={SECRET}", f"x=1;hf_token={SECRET}",
+                                   f"api-key={SECRET}&api_key={SECRET}", f"password={SECRET}"])
+async def test_a_key_sent_in_the_query_is_never_logged_in_clear(bert_dir, tmp_path, monkeypatch, caplog, query):
+    """Issue 57, item 6: a key sent as ``?api_key=`` (or ``access_token``, ``key``, ``token``, any case) was refused
+    and then written in clear to the access log. Its value is ``REDACTED`` there; the 401 says where a key goes."""
+    app = _served_app(bert_dir, tmp_path, monkeypatch)
+    caplog.set_level(logging.INFO, logger="zsnli.access")
+    async with running_app(app) as client:
+        r = await client.post(f"/classify?{query}", json={"text": "x", "labels": ["a", "b"]})
+        assert r.status_code == 401 and "query string is never read" in r.json()["error"], r.text
+        r = await client.get(f"/health?{query}")  # an open route: answered, logged
+        assert r.status_code == 200
+    access = [rec.getMessage() for rec in caplog.records if rec.name == "zsnli.access"]
+    assert len(access) >= 2 and all("REDACTED" in line for line in access[-2:]), access
+    assert SECRET not in caplog.text and SECRET[:12] not in caplog.text
+
+
+def test_uvicorns_own_access_line_is_redacted_too(bert_dir, caplog):
+    """A bare ``uvicorn server:app`` logs its own access line (``uvicorn.access``): the app puts a filter on it."""
+    from zsnli.serving.app import create_app
+
+    create_app(make_settings(bert_dir), loader=cached_loader)
+    caplog.set_level(logging.INFO, logger="uvicorn.access")
+    logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "GET",
+                                             f"/info?x=1&access_token={SECRET}", "1.1", 401)
+    assert SECRET not in caplog.text and "/info?x=1&access_token=REDACTED" in caplog.text
+
+
+@pytest.mark.parametrize("line", [
+    b"Authorization: Bearer " + SECRET.encode() + b"\x00tail",
+    b"Authorization: Bearer \x00" + SECRET.encode(),
+    b"X-Api-Key: " + SECRET.encode() + b"\x00",
+    b"Authori\x00zation: Bearer " + SECRET.encode(),
+])
+def test_a_header_the_parser_refuses_is_named_never_repeated(served, line):
+    """Issue 57, item 6: a key with a NUL byte got a 400 whose message echoed the whole header line."""
+    import socket
+
+    from http_support import read_response
+
+    with served(api_key=KEY) as srv, socket.create_connection(("127.0.0.1", srv.port), timeout=30) as sock:
+        sock.sendall(b"GET /info HTTP/1.1\r\nHost: test\r\n" + line + b"\r\n\r\n")
+        status, _, body = read_response(sock)
+    assert status == 400 and b"malformed_request" in body, body
+    assert SECRET.encode() not in body and SECRET[:8].encode() not in body and b"Bearer" not in body, body
+
+
+def test_a_request_line_the_parser_refuses_is_not_repeated(served):
+    import socket
+
+    from http_support import read_response
+
+    with served() as srv, socket.create_connection(("127.0.0.1", srv.port), timeout=30) as sock:
+        sock.sendall(f"GET /info?api_key={SECRET} \x01 HTTP/1.1\r\nHost: test\r\n\r\n".encode())
+        status, _, body = read_response(sock)
+    assert status == 400 and SECRET.encode() not in body, body
+
+
+async def test_401s_are_counted_under_the_routes_own_path(bert_dir, tmp_path, monkeypatch):
+    """Issue 57, item 6: 401s were counted as ``path="unmatched"``, as if no route had been asked."""
+    pytest.importorskip("prometheus_client")
+    app = _served_app(bert_dir, tmp_path, monkeypatch)
+    async with running_app(app) as client:
+        await client.post("/classify", json={"text": "x", "labels": ["a", "b"]})
+        await client.get("/v1/bakeoffs/bo_" + "0" * 32)
+        await client.get("/no/such/route")
+        text = (await client.get("/metrics", headers={"Authorization": "Bearer " + KEY})).text
+    assert 'zsnli_requests_total{path="/classify",status="401"} 1.0' in text, text
+    assert 'zsnli_requests_total{path="/v1/bakeoffs/{bakeoff_id}",status="401"} 1.0' in text
+    assert 'zsnli_requests_total{path="unmatched",status="401"} 1.0' in text  # no route: still one label
+
+
+@pytest.mark.parametrize("length", [1, 8, 15])
+def test_a_key_too_short_to_guard_anything_is_refused_at_start(length):
+    from zsnli.config import MIN_API_KEY_CHARS, Settings, SettingsError
+
+    key = "Zq" * 20
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env({"ZSNLI_API_KEY": key[:length]})
+    line = str(err.value)
+    assert line.startswith("ZSNLI_API_KEY must be at least 16 characters") and "\n" not in line
+    assert key[:length] not in line.replace("ZSNLI_API_KEY", "")
+    assert Settings.from_env({"ZSNLI_API_KEY": key[:MIN_API_KEY_CHARS]}).api_key == key[:16]

@@ -42,7 +42,9 @@ def _concrete(path: str) -> str:
 
 def test_a_trailing_slash_on_every_route_is_a_json_404_never_a_redirect(served):
     body = json.dumps({"text": "x", "labels": ["a", "b"]}).encode()
-    with served() as server:
+    with served() as server:  # by default a forged Host over loopback is refused before any route (the rebinding guard)
+        assert _raw(server.port, "POST", "/classify/", FORGED, body)[0] == 403
+    with served(allowed_hosts="*") as server:  # every Host answered: still never a redirect built from it
         app = server.server.config.app
         paths = sorted({_concrete(r.path) for r in app.routes if getattr(r, "methods", None)} - {"/"})
         assert {"/classify", "/v1/zero-shot-classification", "/v1/bakeoff", "/health", "/metrics", "/docs"} <= set(paths)

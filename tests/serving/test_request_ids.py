@@ -70,3 +70,30 @@ async def test_access_line_has_the_id_and_traceparent(app, caplog):
     assert len(mine) == 1 and '"POST /classify HTTP/1.1" 200' in mine[0] and f"traceparent={TRACE}" in mine[0]
     assert any('"GET /nowhere HTTP/1.1" 404' in line and re.search(r"request_id=[0-9a-f]{32}$", line)
                for line in lines)
+
+
+@pytest.mark.parametrize("sent, valid", [
+    (TRACE, True),
+    ("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future-field", True),  # a later version, parsed as 00
+    ("00-00000000000000000000000000000000-00f067aa0ba902b7-01", False),  # all-zero trace id
+    ("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", False),  # all-zero parent id
+    ("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", False),  # version ff is invalid
+    ("00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01", False),  # upper-case hex
+    ("00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", False),  # 31-digit trace id
+    ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b-01", False),  # 15-digit parent id
+    ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1", False),  # 1-digit flags
+    ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", False),  # version 00 ends at the flags
+    ("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x", False),  # a later version goes on with '-' only
+    ("0-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", False),
+])
+async def test_only_a_valid_traceparent_is_logged(app, caplog, sent, valid):
+    """Issue 57, item 8: an invalid W3C traceparent (all-zero ids, version ff, upper case, wrong lengths) was logged
+    as if valid; the spec treats it as absent (a new trace starts)."""
+    from zsnli.serving.request_ids import valid_traceparent
+
+    assert valid_traceparent(sent) is valid
+    caplog.set_level(logging.INFO, logger="zsnli.access")
+    async with running_app(app) as client:
+        await client.get("/health", headers={"X-Request-ID": "trace-me", "traceparent": sent})
+    (line,) = [m for m in (r.getMessage() for r in caplog.records if r.name == "zsnli.access") if "=trace-me" in m]
+    assert (f"traceparent={sent}" in line) is valid and ("traceparent=" in line) is valid, line

@@ -84,9 +84,10 @@ def build_parser() -> UsageParser:
 
 
 HTTP_ONLY_SETTINGS = ("api_key", "public_url", "forwarded_allow_ips", "read_timeout_s", "max_connections",
-                      "keep_alive_s", "max_body_bytes", "max_batch_items")
+                      "keep_alive_s", "max_body_bytes", "max_batch_items", "allowed_hosts", "allowed_origins")
 """`zsnli.config.Settings` fields that only the HTTP server reads (its key, links, proxies, connections, request
-bodies and arrays): a batch job serves no request, so it never reads them (`batch_env`)."""
+bodies and arrays, the hosts and web pages it answers): a batch job serves no request, so it never reads them
+(`batch_env`)."""
 
 
 def batch_env(env: Mapping[str, str]) -> dict[str, str]:

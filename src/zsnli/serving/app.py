@@ -9,8 +9,9 @@ validation (422 with ``errors``), a 404 naming the routes there are (`not_found_
 (`zsnli.serving.http_protocol`), not from here: a bare ``uvicorn server:app`` has neither.
 
 May import: FastAPI/starlette, `zsnli.serving.auth`, `zsnli.config`, `zsnli.errors`, `zsnli.serving.docs_assets`,
-`zsnli.serving.http_request`, `zsnli.serving.http_routes`, `zsnli.serving.request_ids`, `zsnli.serving.request_timing`,
-`zsnli.serving.routes_compat`, `zsnli.serving.routes_zsnli`, `zsnli.serving.service`, `zsnli.serving.startup`. Imported by `zsnli.serve`, server.py.
+`zsnli.serving.http_request`, `zsnli.serving.http_routes`, `zsnli.serving.origin_check`, `zsnli.serving.request_ids`,
+`zsnli.serving.request_timing`, `zsnli.serving.routes_compat`, `zsnli.serving.routes_zsnli`, `zsnli.serving.service`,
+`zsnli.serving.startup`. Imported by `zsnli.serve`, server.py.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from .docs_assets import install_offline_docs
 from ..errors import ApiError, ErrorType, shaped_for
 from .http_request import parse_classify_request, read_json_body, validation_error
 from .http_routes import HeadAsGet, allow_header, allowed_methods
-from .request_ids import RequestIdMiddleware, log_safe
+from .origin_check import add_origin_check
+from .request_ids import RequestIdMiddleware, log_safe, redact_uvicorn_access_log
 from .request_timing import TimingMiddleware
 from .routes_compat import add_compat_routes
 from .routes_zsnli import add_zsnli_routes, array_entry, index_page, route_index
@@ -55,8 +57,9 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     settings: default ``Settings.from_env()``. loader, shutdown_hook: passed to the
     service (see `ZeroShotClassifier`); ignored when ``service`` is given.
     extend: ``f(app, service)`` called last, to add routes. With ``ZSNLI_API_KEY`` set every route, the
-    extensions' included, needs ``Authorization: Bearer <key>`` but `zsnli.serving.auth.OPEN_PATHS`. Every answer carries ``X-Request-ID``
-    and every error body a ``request_id`` (`zsnli.serving.request_ids.RequestIdMiddleware`, outermost);
+    extensions' included, needs ``Authorization: Bearer <key>`` but `zsnli.serving.auth.OPEN_PATHS`. Every route
+    answers only the hosts and web pages `zsnli.serving.origin_check.OriginCheck` lets through (before the key).
+    Every answer carries ``X-Request-ID`` and every error body a ``request_id`` (`zsnli.serving.request_ids.RequestIdMiddleware`, outermost);
     access_log: write its access line with the id (`zsnli.serve` sets it and turns uvicorn's off).
 
     Startup: the service's preflight runs in the lifespan before the socket opens (failure: uvicorn exits
@@ -91,9 +94,11 @@ def create_app(settings: Settings | None = None, *, loader: ModelLoader | None =
     if settings.api_key:  # before every route, the extensions' too: only `zsnli.serving.auth.OPEN_PATHS` are open;
         app.add_middleware(ApiKeyMiddleware, key=settings.api_key)  # inside the extensions' middleware (metrics count 401s)
         add_bearer_scheme(app)  # /docs's Authorize button
+    add_origin_check(app, settings)  # Host and Origin checks (and CORS for listed origins) before the key, inside metrics
     if extend is not None:
         extend(app, service)
     app.add_middleware(RequestIdMiddleware, access_log=access_log)  # last added: outermost
+    redact_uvicorn_access_log()  # a bare uvicorn's access line: no secret of a query in clear
     return app
 
 

@@ -14,10 +14,14 @@ only the paths of `OPEN_PATHS` stay open:
   a browser cannot attach a header to the page load, and Swagger UI's *Authorize* button then sends the key
   with every *Try it out* call (which the key guards as any other call).
 
-The key never reaches a log: the access line (`zsnli.serving.request_ids`) has no headers, the 401's
-message never echoes what was sent, and `zsnli.config.Settings.describe` prints only ``(set)``.
+The key never reaches a log: the access line (`zsnli.serving.request_ids`) has no headers and writes a query's
+``api_key=`` (``access_token``, ``key``, ``token``: `zsnli.serving.request_ids.secret_name`) as ``REDACTED``, the
+401's message never echoes what was sent (it says that a key in the query is never read), a header the HTTP parser
+refuses is named, never repeated (`zsnli.serving.http_protocol.unechoed`), and `zsnli.config.Settings.describe`
+prints only ``(set)``. A key shorter than `zsnli.config.MIN_API_KEY_CHARS` is refused at start.
 
-May import: the standard library, `zsnli.errors` and `zsnli.serving.docs_assets` (its asset prefix).
+May import: the standard library, `zsnli.errors`, `zsnli.serving.docs_assets` (its asset prefix) and
+`zsnli.serving.request_ids` (`secret_name`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 from ..errors import ApiError, ErrorType, shaped_for
 from .docs_assets import ASSET_PREFIX
+from .request_ids import secret_name
 
 #: Paths answered without the key (see the module docstring for why each one).
 OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
@@ -57,6 +62,13 @@ def bearer_token(headers: Any) -> bytes | None:
     return None
 
 
+def query_names_a_key(query: bytes) -> bool:
+    """Whether a request's query string has a parameter that may carry a key (`zsnli.serving.request_ids.secret_name`:
+    ``api_key``, ``access_token``, ``key``, ``token``, any case), so the 401 can say where the key goes."""
+    names = (part.partition(b"=")[0].decode("latin-1") for part in query.replace(b";", b"&").split(b"&"))
+    return any(secret_name(name) for name in names if name)
+
+
 class ApiKeyMiddleware:
     """Pure ASGI middleware: every HTTP request but those of `is_open` needs ``Authorization: Bearer <key>``.
 
@@ -73,6 +85,8 @@ class ApiKeyMiddleware:
         if token is not None and key_matches(token, self.key):
             return await self.app(scope, receive, send)
         why = "no 'Authorization: Bearer <key>' header" if token is None else "the key sent is not this server's"
+        if token is None and query_names_a_key(scope.get("query_string") or b""):
+            why += " (a key in the query string is never read: it would be kept in logs and browser history)"
         error = ApiError(ErrorType.UNAUTHORIZED, f"unauthorized: {why}; send the ZSNLI_API_KEY the server was started "
                          "with as 'Authorization: Bearer <key>' (GET /health needs none)", "authorization")
         body = json.dumps(shaped_for(scope.get("path"), error.body())).encode()

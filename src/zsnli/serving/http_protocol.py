@@ -29,7 +29,8 @@
   without its CRLF, headers over h11's buffer) is answered in the JSON shape
   (400 ``malformed_request``, 431 ``headers_too_large``, 501 ``not_implemented``
   for an unsupported ``Transfer-Encoding``) with ``Connection: close``, not
-  uvicorn's ``text/plain`` 400.
+  uvicorn's ``text/plain`` 400. The message says what h11 could not read and never repeats the request's
+  bytes (`unechoed`: a header line is named by its field, a key with a NUL byte is not echoed).
 * **Declared size**: a chunk whose declared size takes the body past
   ``max_body_bytes`` (``ZSNLI_MAX_BODY_BYTES``) is answered 413
   ``payload_too_large`` at once, with ``Connection: close``, instead of waiting
@@ -56,9 +57,11 @@ May import: uvicorn, h11, `zsnli.errors` and `zsnli.serving.request_ids`.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import logging
+import re
 from http import HTTPStatus
 
 import h11
@@ -128,6 +131,29 @@ def _error_app(error: ApiError, retry_after_s: int):
         await send({"type": "http.response.body", "body": body})
 
     return app
+
+
+_QUOTED_BYTES = re.compile(r""":?\s*(?<!\w)(b(['"])(?:\\.|(?!\2).)*\2)""")
+
+
+def unechoed(message: str) -> str:
+    """h11's parse error ``message`` on one line with no byte of the request in it: h11 quotes the offending
+    header line, header value or request line (``illegal header line: b'Authorization: Bearer ...\\x00'``),
+    which may hold a key (a header, or a query's ``api_key=``). A header line is named by its field name only
+    (``illegal header line (field 'authorization'; its value is not repeated)``); any other quoted bytes are
+    left out."""
+    def name_only(match: re.Match) -> str:
+        try:
+            raw = ast.literal_eval(match.group(1))
+        except (ValueError, SyntaxError):
+            raw = b""
+        field = raw.partition(b":")[0].strip().lower() if isinstance(raw, bytes) and b":" in raw else b""
+        if field and re.fullmatch(rb"[!#$%&'*+.^_`|~0-9a-z-]{1,64}", field):
+            return f" (field {field.decode()!r}; its value is not repeated)"
+        return " (not repeated)"
+
+    text = " ".join(message.split())
+    return _QUOTED_BYTES.sub(name_only, text)
 
 
 class DeadlineH11Protocol(H11Protocol):
@@ -255,7 +281,7 @@ class DeadlineH11Protocol(H11Protocol):
         status = getattr(exc, "error_status_hint", 400)
         kind = {431: ErrorType.HEADERS_TOO_LARGE, 501: ErrorType.NOT_IMPLEMENTED}.get(status,
                                                                                      ErrorType.MALFORMED_REQUEST)
-        reason = " ".join(str(exc).split())[:200] if exc is not None else msg
+        reason = unechoed(str(exc))[:200] if exc is not None else msg
         self._abort(ApiError(kind, f"malformed HTTP request: {reason}"))
 
     def _check_done(self) -> None:

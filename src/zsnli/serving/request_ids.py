@@ -8,7 +8,8 @@
 * every JSON error answer (status >= 400 with an ``error_type``) gets ``"request_id"`` in its body;
 * with ``access_log`` on (`zsnli.serve` turns uvicorn's own access line off and this one on), one line
   per request on the ``zsnli.access`` logger: client, request line, status, milliseconds, ``request_id=``
-  and, when the client sent a valid W3C ``traceparent``, ``traceparent=`` (not echoed: it is passed on,
+  and, when the client sent a valid W3C ``traceparent`` (`valid_traceparent`: an all-zero id, version ``ff``,
+  upper-case hex or a wrong length is treated as absent), ``traceparent=`` (not echoed: it is passed on,
   not answered).
 
 Every value of that line a client controls (client address, method, path, query, version, id,
@@ -16,7 +17,10 @@ traceparent) goes through `log_safe` first, as does every other client-controlle
 the server (`zsnli.serving.app`, the bake-off service): percent-decoded ``%0d%0a`` in a path cannot
 start a forged log line, and ``%1b`` / ``%07`` cannot reach a terminal raw (uvicorn's
 CVE-2020-7694, which its own access logger fixed by quoting the path); the path and query are quoted too
-(`logged_target`), so a ``"`` or ``request_id=`` in them cannot fake a field of the line.
+(`logged_target`), so a ``"`` or ``request_id=`` in them cannot fake a field of the line. The value of a query
+parameter that may carry a secret (``?api_key=``, ``access_token``, ``key``, ``token``, any case: `secret_name`) is
+written `REDACTED`, in this line and in uvicorn's own access line (`RedactedQueryFilter`, for a bare
+``uvicorn server:app``).
 
 `request_id` gives the id a connection-level answer should carry (`zsnli.serving.http_protocol`), and
 `wire_status` the status a request really got when that layer answered it while the app was serving it.
@@ -31,11 +35,11 @@ import re
 import time
 import uuid
 from typing import Any, Iterable
-from urllib.parse import quote
+from urllib.parse import quote, unquote_plus
 
 MAX_ID_CHARS = 128
 _VALID_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_ID_CHARS}}}")
-_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?", re.S)
 
 access_logger = logging.getLogger("zsnli.access")
 
@@ -138,21 +142,79 @@ class RequestIdMiddleware:
         where = log_safe(f"{client[0]}:{client[1]}") if client else "-"
         path = logged_target(scope.get("path", ""), scope.get("query_string") or b"")
         trace = _header(scope.get("headers", ()), b"traceparent")
-        trace = f" traceparent={log_safe(trace)}" if trace and _TRACEPARENT.fullmatch(trace) else ""
+        trace = f" traceparent={log_safe(trace)}" if trace and valid_traceparent(trace) else ""
         access_logger.info('%s - "%s %s HTTP/%s" %d %.1f ms request_id=%s%s', where, log_safe(scope.get("method")),
                            log_safe(path), log_safe(scope.get("http_version", "1.1")), wire_status(scope, status),
                            (time.perf_counter() - t0) * 1000, log_safe(rid), trace)
+
+
+def secret_name(name: str) -> bool:
+    """Whether a query parameter named ``name`` (percent-decoded or not, any letter case) may carry a secret: its
+    name holds ``key``, ``token``, ``secret``, ``password``/``passwd``, ``auth``, ``signature`` or
+    ``credential`` (``api_key``, ``access_token`` of RFC 6750 section 2.3, Google's ``key``, ``hf_token``)."""
+    return bool(_SECRET_NAME.search(unquote_plus(name).lower()))
+
+
+_SECRET_NAME = re.compile(r"key|token|secret|passw(or)?d|auth|signature|credential")
+#: What stands in the log for the value of a `secret_name` parameter.
+REDACTED = "REDACTED"
+
+
+def redacted_query(query: str) -> str:
+    """``query`` (a URL's query, ``a=1&api_key=s3cr3t``) with the value of every parameter of `secret_name`
+    replaced by `REDACTED` (``a=1&api_key=REDACTED``); every other byte as it was. A key sent in the query is
+    refused (the server reads it only from ``Authorization``) and must not reach a log in clear either."""
+    parts = re.split(r"([&;])", query)
+    for i in range(0, len(parts), 2):
+        name, sep, _ = parts[i].partition("=")
+        if sep and secret_name(name):
+            parts[i] = f"{name}={REDACTED}"
+    return "".join(parts)
+
+
+def valid_traceparent(value: str) -> bool:
+    """Whether ``value`` is a valid W3C ``traceparent`` (Trace Context Level 1, section 3.2): ``version-trace_id-
+    parent_id-flags`` in lower-case hex of 2, 32, 16 and 2 digits; version ``ff`` is invalid, an all-zero trace id
+    or parent id is invalid, version ``00`` has nothing after the flags, and a higher version may only continue
+    with ``-`` (section 3.2.4). An invalid one is treated as absent, as the spec asks (a new trace would start):
+    it is not logged."""
+    found = _TRACEPARENT.fullmatch(value)
+    if found is None:
+        return False
+    version, trace_id, parent_id, _, rest = found.groups()
+    return (version != "ff" and trace_id != "0" * 32 and parent_id != "0" * 16
+            and (version != "00" or rest is None))
 
 
 def logged_target(path: str, query: bytes) -> str:
     """The request target as the access line shows it: the (percent-decoded) path percent-encoded again as
     uvicorn's access logger does (``urllib.parse.quote``, only ``/`` kept), and the query with everything but
     its existing escapes and ``/?&%:+,;@`` encoded, so a quote, a space or a ``=`` the client sent cannot close
-    the quoted request or plant a ``request_id=`` field before the real one."""
+    the quoted request or plant a ``request_id=`` field before the real one; the value of a parameter that may
+    carry a secret is `REDACTED` (`redacted_query`)."""
     text = quote(path, safe="/")
     if query:
-        text += "?" + quote(query.decode("latin-1"), safe="/?&%:+,;@", encoding="latin-1")
+        text += "?" + quote(redacted_query(query.decode("latin-1")), safe="/?&%:+,;@", encoding="latin-1")
     return text
+
+
+class RedactedQueryFilter(logging.Filter):
+    """A filter for uvicorn's own access logger (``uvicorn.access``, on under a bare ``uvicorn server:app``): its
+    request target (the third argument of ``'%s - "%s %s HTTP/%s" %d'``) with `redacted_query` applied."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "?" in args[2]:
+            path, _, query = args[2].partition("?")
+            record.args = (*args[:2], f"{path}?{redacted_query(query)}", *args[3:])
+        return True
+
+
+def redact_uvicorn_access_log() -> None:
+    """Put one `RedactedQueryFilter` on the ``uvicorn.access`` logger (idempotent)."""
+    target = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactedQueryFilter) for f in target.filters):
+        target.addFilter(RedactedQueryFilter())
 
 
 def _with_id(body: bytes, rid: str) -> bytes:

@@ -5,8 +5,8 @@ its own ``CollectorRegistry`` (two apps in one process never clash) holding:
 
 * ``zsnli_requests_total{path, status}``, ``zsnli_requests_in_flight``,
   ``zsnli_request_seconds{path}`` (histogram): an ASGI middleware; ``path`` is
-  the matched route's template (``unmatched`` for a 404 on an unknown path,
-  so a scanner cannot grow the label set);
+  the route's template, also for a request refused before routing (`route_label`: a 401, a 403, a 405;
+  ``unmatched`` for a 404 on an unknown path, so a scanner cannot grow the label set);
 * ``zsnli_queue_pairs`` (admitted, not yet answered: what a request is refused
   on), ``zsnli_queue_pending_pairs`` (waiting for a batch),
   ``zsnli_queue_capacity_pairs``: read from the batcher at scrape time;
@@ -139,6 +139,22 @@ def _label_cache_families(cache):
     yield CounterMetricFamily("zsnli_label_cache_misses", "Labels embedded (not kept).", value=read("misses"))
 
 
+def route_label(routes: Any, scope: Any) -> str:
+    """The ``path`` label of a request the router never saw (a 401 of the API key, a 403 of the origin check, a
+    405): the template of the first of ``routes`` whose path it matches (``/v1/bakeoffs/{bakeoff_id}``), whatever
+    its method; ``unmatched`` for a path no route serves (a scanner cannot grow the label set)."""
+    from starlette.routing import Match
+
+    for route in routes:
+        try:
+            match, _ = route.matches(scope)
+        except Exception:  # noqa: BLE001 - a route that cannot judge this scope does not match it
+            continue
+        if match is not Match.NONE and getattr(route, "path", None):
+            return route.path
+    return "unmatched"
+
+
 class RequestMetricsMiddleware:
     """Pure ASGI middleware: count, time and track in-flight HTTP requests (streaming-safe).
 
@@ -146,8 +162,8 @@ class RequestMetricsMiddleware:
     the request itself (`zsnli.serving.request_ids.wire_status`); ``none`` when nothing was sent (the client
     left first)."""
 
-    def __init__(self, app, metrics: ServiceMetrics) -> None:
-        self.app, self.metrics = app, metrics
+    def __init__(self, app, metrics: ServiceMetrics, routes: Any = ()) -> None:
+        self.app, self.metrics, self.routes = app, metrics, routes
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -170,7 +186,7 @@ class RequestMetricsMiddleware:
             raise
         finally:
             m.in_flight.dec()
-            path = getattr(scope.get("route"), "path", None) or "unmatched"
+            path = getattr(scope.get("route"), "path", None) or route_label(self.routes, scope)
             sent = wire_status(scope, status[0] if status else None)
             m.requests.labels(path, str(sent) if sent is not None else "none").inc()
             m.request_seconds.labels(path).observe(time.perf_counter() - t0)
@@ -192,7 +208,7 @@ def metrics_extension(app, service: ZeroShotClassifier) -> None:
     app.state.metrics = metrics
     service.batch_observers.append(metrics.observe_batch)
     app.state.timing_observers.append(metrics.tei.observe_request)
-    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics, routes=app.router.routes)
 
     @app.get("/metrics", include_in_schema=False)
     async def get_metrics() -> Response:

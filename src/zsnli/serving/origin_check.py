@@ -1,0 +1,195 @@
+"""No web page drives the server unless allowed: the ``Host`` check against DNS rebinding and the ``Origin`` check
+on every request that does work, in front of every route (`OriginCheck`, pure ASGI).
+
+A page a user opens can send requests to any address the user's browser reaches, a server on ``localhost``
+included. Two checks keep such a page out (the class of ollama's CVE-2024-28224):
+
+* **Host** (every request, every method; `host_allowed`): DNS rebinding points a name the attacker owns
+  (``evil.example``) at this machine, so the page's requests arrive with ``Host: evil.example``. A request is
+  answered when its host is an IP address; a name no public DNS zone can point here (one with no dot:
+  ``localhost``, this machine's name, a container's or Kubernetes Service's short name; one ending in
+  ``.localhost``, RFC 6761, ``.local``, RFC 6762, the Kubernetes default ``cluster.local`` included, or
+  ``.internal``, reserved by ICANN for private use); the host of ``ZSNLI_PUBLIC_URL``; a name
+  ``ZSNLI_ALLOWED_HOSTS`` lists. Any other name is answered only when ``ZSNLI_ALLOWED_HOSTS`` is unset and the
+  request came in on a non-loopback address: a server reached over the network (bound to ``0.0.0.0`` in a
+  container, behind a Kubernetes Service or an Ingress) is reached by names this process cannot know, and its
+  address is exposed to that network by its own choice; the loopback side of every server, ``0.0.0.0`` included,
+  is where a rebinding page lands, and is checked. Setting ``ZSNLI_ALLOWED_HOSTS`` makes the check hold on every
+  address. Refused: 403 ``forbidden``, field ``host`` (400 ``malformed_request`` for a ``Host`` that is no host).
+* **Origin** (every method but ``GET`` and ``HEAD``, which start no work here; `origin_problem`): a browser names
+  the page behind a request in ``Origin`` (old ones only in ``Referer``). A request without either is no
+  browser's (curl, the Python client, the ``openai`` client, probes) and passes. Otherwise the page must be the
+  server's own (same host and port as the request's ``Host``: its bake-off form, ``/docs``'s *Try it out*) or one
+  ``ZSNLI_ALLOWED_ORIGINS`` lists (``*``: any); ``null`` (a sandboxed frame, a ``file://`` page, a
+  ``no-referrer`` redirect) never is. Refused: 403 ``forbidden``, field ``origin``. An allowed page must then
+  declare its body ``Content-Type: application/json`` (or ``*+json``): a body sent with no type or as
+  ``text/plain`` is what a page may send anywhere without asking first (no CORS preflight), and the body reader
+  reads a typeless body as JSON for curl's sake. Refused: 415 ``unsupported_media_type``, field ``content-type``.
+
+The origins of ``ZSNLI_ALLOWED_ORIGINS`` also get CORS (starlette's ``CORSMiddleware``, inside this check, outside
+the API key: a preflight carries no credentials), so a listed page can read the answers; no other page gets any
+CORS header. Every refusal is an answer of the one error shape (`zsnli.errors`; OpenAI's on ``/v1/embeddings``),
+counted by the metrics middleware around it under the route's own ``path`` label.
+
+May import: the standard library, starlette, `zsnli.errors`, `zsnli.net_settings` and `zsnli.serving.http_body`
+(the JSON media types).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+from typing import Any
+
+from ..errors import ApiError, ErrorType, shaped_for
+from ..net_settings import DEFAULT_PORTS, ip_literal, origin_text, parse_origin, split_host
+from .http_body import JSON_MEDIA_TYPES
+
+#: Methods that start no work on any route here: no Origin check (a page cannot read their answers without CORS).
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+#: Name endings no public DNS zone can point at this machine (RFC 6761, RFC 6762, ICANN's private-use ``.internal``).
+LOCAL_SUFFIXES = (".localhost", ".local", ".internal")
+#: Most characters of a refused value quoted back in the error message.
+SHOWN_CHARS = 200
+#: This machine's name (``socket.gethostname``), lower case: answered as a local name (Debian maps it to 127.0.1.1).
+THIS_HOST = socket.gethostname().lower().rstrip(".")
+
+
+def _header(headers: Any, name: bytes) -> str | None:
+    values = [value.decode("latin-1") for key, value in headers or () if key.lower() == name]
+    return ", ".join(values) if values else None
+
+
+def loopback_connection(scope: Any) -> bool:
+    """Whether the request came in on a loopback address of this machine (the ASGI scope's ``server``: the
+    socket's local address): ``127.0.0.0/8``, ``::1`` or an IPv4-mapped loopback. False for any other address
+    and for a name (an in-process test client's ``testserver``)."""
+    server = scope.get("server")
+    try:
+        address = ipaddress.ip_address(str(server[0]).split("%")[0]) if server else None
+    except ValueError:
+        return False
+    if address is None:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def host_allowed(host: str, listed: tuple[str, ...], strict: bool) -> bool:
+    """Whether a request for ``host`` (as `zsnli.net_settings.split_host` gives it) is answered (module docstring).
+
+    listed: ``ZSNLI_ALLOWED_HOSTS`` items (names, IP addresses, ``.domain`` suffixes, ``*``) and the public URL's
+    host; strict: the check holds for any name (the setting is set, or the request came in over loopback)."""
+    if ip_literal(host) or "." not in host or host.endswith(LOCAL_SUFFIXES) or host == THIS_HOST:
+        return True
+    for item in listed:
+        if item == "*" or item == host or (item.startswith(".") and (host == item[1:] or host.endswith(item))):
+            return True
+    return not strict
+
+
+def _shown(value: str) -> str:
+    return repr(value[:SHOWN_CHARS] + ("..." if len(value) > SHOWN_CHARS else ""))
+
+
+def origin_problem(method: str, headers: Any, host: tuple[str, int | None] | None,
+                   origins: frozenset[str]) -> ApiError | None:
+    """The refusal of a request whose page may not drive the server (module docstring), else None.
+
+    method: the request's; headers: its ASGI header pairs; host: its ``Host`` as `split_host` gives it (None:
+    none sent); origins: ``ZSNLI_ALLOWED_ORIGINS`` as `zsnli.net_settings.allowed_origins` spells them."""
+    if method in SAFE_METHODS:
+        return None
+    sent, name = _header(headers, b"origin"), "Origin"
+    if sent is None:
+        sent, name = _header(headers, b"referer"), "Referer"
+        if sent is None:
+            return None  # no browser's request
+    origin = parse_origin(sent, url=name == "Referer") if sent.strip().lower() != "null" else None
+    if origin is None:
+        return ApiError(ErrorType.FORBIDDEN, f"forbidden: the {name} {_shown(sent)} names no web page this server "
+                        "answers (a null or unreadable origin never is); send the request without it, from a "
+                        "program, or from a page ZSNLI_ALLOWED_ORIGINS lists", name.lower())
+    scheme, origin_host, origin_port = origin
+    same = host is not None and (origin_host, origin_port) == (host[0], host[1] or DEFAULT_PORTS.get(scheme))
+    if not (same or "*" in origins or origin_text(origin) in origins):
+        return ApiError(ErrorType.FORBIDDEN, f"forbidden: a web page at {origin_text(origin)} may not drive this "
+                        f"server ({name} header); only the server's own pages and those of ZSNLI_ALLOWED_ORIGINS may "
+                        "(programs send no Origin and are not affected)", name.lower())
+    if method == "OPTIONS":
+        return None
+    media = (_header(headers, b"content-type") or "").partition(";")[0].strip().lower()
+    if media not in JSON_MEDIA_TYPES and not media.endswith("+json"):
+        return ApiError(ErrorType.UNSUPPORTED_MEDIA_TYPE, "a request from a web page must declare its body "
+                        f"'Content-Type: application/json', got {_shown(media) if media else 'none'} (a page may "
+                        "send a body of no type or text/plain anywhere without asking first)", "content-type")
+    return None
+
+
+class OriginCheck:
+    """Pure ASGI middleware: the ``Host`` and ``Origin`` checks of the module docstring, in front of ``app``.
+
+    allowed_hosts / allowed_origins: the settings as `zsnli.net_settings` normalises them (None: unset);
+    public_url: ``ZSNLI_PUBLIC_URL`` (its host is always answered)."""
+
+    def __init__(self, app: Any, allowed_hosts: str | None, allowed_origins: str | None,
+                 public_url: str | None = None) -> None:
+        self.app = app
+        self.strict = allowed_hosts is not None
+        listed = [item for item in (allowed_hosts or "").split(",") if item]
+        public = parse_origin(public_url, url=True) if public_url else None
+        self.listed = tuple(listed + ([public[1]] if public else []))
+        self.origins = frozenset(item for item in (allowed_origins or "").split(",") if item)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        error = self.refusal(scope)
+        if error is None:
+            return await self.app(scope, receive, send)
+        body = json.dumps(shaped_for(scope.get("path"), error.body())).encode()
+        await send({"type": "http.response.start", "status": error.status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"vary", b"Origin")]})
+        await send({"type": "http.response.body", "body": body})
+
+    def refusal(self, scope: Any) -> ApiError | None:
+        """The error ``scope``'s request is refused with, or None when it may go on."""
+        headers = scope.get("headers") or ()
+        sent = _header(headers, b"host")
+        host = split_host(sent) if sent is not None else None
+        if sent is not None and host is None:
+            return ApiError(ErrorType.MALFORMED_REQUEST, f"malformed Host header {_shown(sent)}: send host[:port]",
+                            "host")
+        if host is not None and not host_allowed(host[0], self.listed, self.strict or loopback_connection(scope)):
+            return ApiError(ErrorType.FORBIDDEN, f"forbidden: this server does not answer for host "
+                            f"{_shown(host[0])} (a DNS rebinding guard: over loopback it answers IP addresses, "
+                            "localhost and local names only); list the name in ZSNLI_ALLOWED_HOSTS to allow it",
+                            "host")
+        return origin_problem(scope.get("method", "GET"), headers, host, self.origins)
+
+
+def _listed_cors():
+    """starlette's ``CORSMiddleware`` comparing origins as `zsnli.net_settings.origin_text` spells them (the same
+    rule as `OriginCheck`: letter case and a default port make no difference)."""
+    from starlette.middleware.cors import CORSMiddleware
+
+    class ListedCors(CORSMiddleware):
+        def is_allowed_origin(self, origin: str) -> bool:
+            parsed = parse_origin(origin)
+            return super().is_allowed_origin(origin_text(parsed) if parsed else origin)
+
+    return ListedCors
+
+
+def add_origin_check(app: Any, settings: Any) -> None:
+    """Add `OriginCheck` to a starlette/FastAPI ``app`` (outermost so far) for ``settings``
+    (`zsnli.config.Settings`), with starlette's ``CORSMiddleware`` inside it for the origins of
+    ``ZSNLI_ALLOWED_ORIGINS`` (any request header, ``X-Request-ID`` and ``Retry-After`` readable; no cookies)."""
+    if settings.allowed_origins:
+        app.add_middleware(_listed_cors(), allow_origins=settings.allowed_origins.split(","),
+                           allow_methods=["*"], allow_headers=["*"],
+                           expose_headers=["X-Request-ID", "Retry-After"], max_age=600)
+    app.add_middleware(OriginCheck, allowed_hosts=settings.allowed_hosts, allowed_origins=settings.allowed_origins,
+                       public_url=settings.public_url)
