@@ -63,6 +63,33 @@ def error_type_for(wire: str, status: int) -> ErrorType:
     raise KeyError(f"no error type {wire!r} with status {status}")
 
 
+#: Most ``errors`` entries one answer lists; the rest are counted in one last entry of type ``truncated``. A body of a
+#: million bad items (``"labels": [1, 1, ...]``) was answered with a million entries, 93 MB for 2 MiB (issue 57).
+MAX_ERROR_ENTRIES = 50
+#: Most characters of any text an error answer quotes back (its message, a field name, an entry's text): a
+#: misspelt key of a megabyte is named by its first `MAX_ERROR_CHARS` characters and its length.
+MAX_ERROR_CHARS = 2000
+
+
+def clipped(text: str | None) -> str | None:
+    """``text`` cut to `MAX_ERROR_CHARS` characters with ``... (N characters)`` after the cut; None stays None."""
+    if text is None or len(text) <= MAX_ERROR_CHARS:
+        return text
+    return f"{text[:MAX_ERROR_CHARS]}... ({len(text)} characters)"
+
+
+def bounded_entries(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At most `MAX_ERROR_ENTRIES` of ``errors`` with their texts `clipped`, and, when there were more, one last
+    entry ``{"field": "body", "error": "N more problems not listed ...", "type": "truncated"}``: an error answer is
+    bounded whatever the request held."""
+    kept = [{k: clipped(v) if isinstance(v, str) else v for k, v in entry.items()}
+            for entry in errors[:MAX_ERROR_ENTRIES]]
+    if len(errors) > MAX_ERROR_ENTRIES:
+        kept.append({"field": "body", "error": f"{len(errors) - MAX_ERROR_ENTRIES} more problems not listed (the first "
+                     f"{MAX_ERROR_ENTRIES} are; fix those and send again)", "type": "truncated"})
+    return kept
+
+
 class ApiError(Exception):
     """An error answered as ``{"error", "field", "error_type"}`` with the status of ``error_type``
     (`openai_shaped` on an OpenAI-compatible route).
@@ -71,11 +98,13 @@ class ApiError(Exception):
     (``labels[3]``, ``body``) or None; errors: for a 422, the per-problem
     entries (default: one built from ``field`` and ``message``); status:
     overrides the type's status (only for errors passed through from the
-    framework, e.g. an HTTP error other than 404/405).
+    framework, e.g. an HTTP error other than 404/405). The answer is bounded whatever the request held:
+    ``message`` and ``field`` are `clipped`, ``errors`` is `bounded_entries`.
     """
 
     def __init__(self, error_type: ErrorType, message: str, field: str | None = None, *,
                  errors: list[dict[str, Any]] | None = None, status: int | None = None) -> None:
+        message, field = clipped(message) or "", clipped(field)
         super().__init__(message)
         self.error_type = error_type
         self.message = message
@@ -83,7 +112,7 @@ class ApiError(Exception):
         self.status = status or error_type.status
         if errors is None and self.status == 422:
             errors = [{"field": field or "body", "error": message, "type": error_type.wire}]
-        self.errors = errors
+        self.errors = bounded_entries(errors) if errors is not None else None
 
     def body(self) -> dict[str, Any]:
         """The JSON body: ``error``, ``field``, ``error_type`` and, for a 422, ``errors``."""

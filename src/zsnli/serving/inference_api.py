@@ -137,6 +137,22 @@ def single_label_scored_alone(n_labels: int, multi_label: bool) -> bool:
     return multi_label or n_labels == 1
 
 
+def check_echo(texts: Sequence[str], labels: Sequence[str], limit: int) -> None:
+    """Refuse a payload whose answer would repeat its labels past ``limit`` bytes (``ZSNLI_MAX_BODY_BYTES``): the
+    pipeline's answer (and the hosted API's list of ``{"label", "score"}``) names every candidate label again for
+    each input, so 64 inputs sent with 128 labels of 300 characters were answered with 68 times the request's
+    bytes (issue 57). With this bound an answer is at most the request (each text once), ``limit`` bytes of
+    labels and one score per pair. One input is never refused by it (its labels are named once).
+    Raises ``ApiError`` 413 ``payload_too_large`` (field ``inputs``)."""
+    if len(texts) < 2:
+        return
+    echoed = len(texts) * sum(len(label.encode("utf-8", "surrogatepass")) for label in labels)
+    if echoed > limit:
+        raise ApiError(ErrorType.PAYLOAD_TOO_LARGE, f"inputs: the answer names the {len(labels)} candidate labels "
+                       f"again for each of the {len(texts)} inputs, {echoed} bytes in all, more than {limit} "
+                       "(ZSNLI_MAX_BODY_BYTES); send fewer inputs per request, or shorter labels", "inputs")
+
+
 def pipeline_answer(sequence: str, labels: Sequence[str], scores: Sequence[float]) -> dict[str, Any]:
     """``{"sequence", "labels", "scores"}`` with the labels sorted by score, highest first (ties keep
     the order sent; duplicate labels stay, each with its score)."""

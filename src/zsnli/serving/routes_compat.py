@@ -98,6 +98,7 @@ async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
         req, _ = parse_classify_request({"text": "", **call.body})
     except ApiError as exc:
         raise _renamed(exc, inference_api.FIELD_NAMES) from None
+    inference_api.check_echo(call.texts, req.labels, settings.max_body_bytes)
     multi = inference_api.single_label_scored_alone(len(req.labels), req.multi_label)
     results = await classify_each(service, request, [(text, req.labels, req.hypothesis_template, multi, req.cascade,
                                                       req.scoring) for text in call.texts])
@@ -154,7 +155,7 @@ async def _embed(service: ZeroShotClassifier, request: Request, *, openai: bool)
 async def _tokenize(service: ZeroShotClassifier, request: Request) -> Any:
     """A TEI ``/tokenize`` body (`zsnli.serving.tei.read_tokenize`): each text's `zsnli.serving.tei.simple_tokens`."""
     payload = await read_json_body(request, service.settings.max_body_bytes)
-    call = tei.read_tokenize(payload, service.settings.max_batch_items)
+    call = tei.read_tokenize(payload, service.settings.max_batch_items, service.settings.max_text_chars)
     return await service.with_tokenizer(
         lambda tokenizer: [tei.simple_tokens(tokenizer, text, call.add_special_tokens) for text in call.texts])
 

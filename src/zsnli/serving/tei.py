@@ -21,7 +21,9 @@ huggingface/text-embeddings-inference):
   default true; ``prompt_name`` only null: the model has no sentence-transformers prompts) and
   `simple_tokens` answers TEI's ``SimpleToken`` list of each text: ``{"id", "text", "special", "start",
   "stop"}``, ``start``/``stop`` UTF-8 byte offsets into the text (as TEI's), null for a special token,
-  whose ``text`` is the token itself; nothing is truncated. The answer is always a list of lists.
+  whose ``text`` is the token itself; nothing is truncated. The answer is always a list of lists. The texts
+  of one request hold at most ``ZSNLI_MAX_TEXT_CHARS`` characters in all (413 beyond: every token is answered
+  as an object of about 70 bytes).
 * `tei_status`: an ``overloaded`` error (the queue is full) is answered 429 on these routes, TEI's status
   for its ``Overloaded`` error (``Retry-After`` kept); every other route answers it 503.
 
@@ -230,13 +232,18 @@ class TokenizeCall:
     add_special_tokens: bool
 
 
-def read_tokenize(payload: Any, max_items: int) -> TokenizeCall:
+def read_tokenize(payload: Any, max_items: int, max_chars: int | None = None) -> TokenizeCall:
     """Check a ``/tokenize`` body and build a `TokenizeCall`.
 
-    payload: the parsed JSON body; max_items: most texts in one request (``ZSNLI_MAX_BATCH_ITEMS``).
+    payload: the parsed JSON body; max_items: most texts in one request (``ZSNLI_MAX_BATCH_ITEMS``); max_chars:
+    most characters of all its texts together (``ZSNLI_MAX_TEXT_CHARS``, what one ``/classify`` reads; None: no
+    limit). The answer lists every token as an object of about 70 bytes, so without that bound a 2 MiB body
+    of one-character tokens was answered with 70 MB (issue 57); with it the answer is at most about
+    ``70 x max_chars`` bytes (1.4 MB at the default 20,000).
     Raises ``ApiError`` 422 naming the field: body not an object, a misspelt key, ``inputs`` missing, not a
     text or a non-empty list of texts (``inputs[i]`` for a non-string item), more than ``max_items`` texts;
-    ``add_special_tokens`` not a boolean; ``prompt_name`` set (the model has no prompts).
+    ``add_special_tokens`` not a boolean; ``prompt_name`` set (the model has no prompts); 413
+    ``payload_too_large`` (field ``inputs``) for texts over ``max_chars`` characters in all.
     """
     if not isinstance(payload, dict):
         raise _invalid("body must be a JSON object with inputs", "body")
@@ -254,17 +261,22 @@ def read_tokenize(payload: Any, max_items: int) -> TokenizeCall:
     if payload.get("prompt_name") is not None:
         raise _invalid("this model has no sentence-transformers prompts: leave prompt_name out", "prompt_name")
     inputs = payload["inputs"]
-    if isinstance(inputs, str):
-        return TokenizeCall([inputs], True, special)
-    if not isinstance(inputs, list) or not inputs:
+    single = isinstance(inputs, str)
+    if not single and (not isinstance(inputs, list) or not inputs):
         raise _invalid("must be a text or a non-empty list of texts", "inputs")
-    if len(inputs) > max_items:
-        raise _invalid(f"too many texts: {len(inputs)} > {max_items} (ZSNLI_MAX_BATCH_ITEMS); split the request",
+    texts = [inputs] if single else list(inputs)
+    if len(texts) > max_items:
+        raise _invalid(f"too many texts: {len(texts)} > {max_items} (ZSNLI_MAX_BATCH_ITEMS); split the request",
                        "inputs")
-    for i, item in enumerate(inputs):
+    for i, item in enumerate(texts):
         if not isinstance(item, str):
             raise _invalid("must be a string", f"inputs[{i}]")
-    return TokenizeCall(list(inputs), False, special)
+    chars = sum(len(text) for text in texts)
+    if max_chars is not None and chars > max_chars:
+        raise ApiError(ErrorType.PAYLOAD_TOO_LARGE, f"inputs: {chars} characters in all, more than {max_chars} "
+                       "(ZSNLI_MAX_TEXT_CHARS, the text one /classify reads): every token is answered as an object, "
+                       "so the answer would outgrow the request; split the text or the request", "inputs")
+    return TokenizeCall(texts, single, special)
 
 
 def simple_tokens(tokenizer, text: str, add_special_tokens: bool = True) -> list[dict[str, Any]]:
