@@ -1,8 +1,13 @@
 # zsnli server image: the project installed, model/ served offline, as a non-root user.
 #
 #   docker build -t zsnli:0.1.0 .                                       # CPU torch
-#   docker build -t zsnli:0.1.0-gpu --build-arg TORCH_INDEX_URL= .      # PyPI's default (CUDA) torch wheel
+#   docker build -t zsnli:0.1.0-gpu --build-arg TORCH_VARIANT=cuda .    # CUDA torch (PyPI's Linux wheel): serves on a GPU
 #   docker run --rm -p 8000:8000 zsnli:0.1.0
+#   docker run --rm --gpus all -p 8000:8000 zsnli:0.1.0-gpu
+#
+# The build prints which torch it installed (and stops when it is not the TORCH_VARIANT asked for); the server
+# logs it again at start ("torch 2.13.0+cu128, CUDA 12.8, 1 GPU: ...; serving on cuda"), and warns when a CPU
+# build of torch runs on a machine with an NVIDIA GPU.
 #
 # Without a registry (no python:3.11-slim-bookworm to pull), any Debian bookworm image holding python3 and
 # python3-venv serves as BASE_IMAGE: .ci/container_test.py builds one with mmdebstrap and runs this image
@@ -14,7 +19,11 @@ ARG BASE_IMAGE=python:3.11-slim-bookworm
 FROM ${BASE_IMAGE}
 
 ARG TORCH_VERSION=2.13.0
-# Wheel index for torch; empty = the default index. The default here is PyTorch's CPU-only build.
+# Which torch: cpu (the default) or cuda (a CUDA build, to serve on an NVIDIA GPU).
+ARG TORCH_VARIANT=cpu
+# Wheel index for torch; empty = PyPI (whose Linux torch wheel is a CUDA build). The default is PyTorch's
+# CPU-only index; with TORCH_VARIANT=cuda that default gives way to PyPI, and any other index given (e.g.
+# https://download.pytorch.org/whl/cu128) is used as it is.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 # Extra pip options for every install, e.g. a local wheel folder mounted into the build
 # (`podman build -v /opt/wheels:/wheels:ro --build-arg PIP_OPTIONS="--find-links /wheels"`); empty = none.
@@ -51,8 +60,20 @@ WORKDIR /app
 # same on python:3.11-slim and on Debian's python3, whose system interpreter refuses pip installs (PEP 668).
 RUN python3 -m venv /opt/venv
 
-# torch alone first (the largest layer, reused while the project changes).
-RUN pip install $PIP_OPTIONS ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==${TORCH_VERSION}"
+# torch alone first (the largest layer, reused while the project changes), checked against TORCH_VARIANT.
+RUN index="$TORCH_INDEX_URL" \
+    && case "$TORCH_VARIANT" in \
+         cpu) ;; \
+         cuda) if [ "$index" = "https://download.pytorch.org/whl/cpu" ]; then index=""; fi ;; \
+         *) echo "TORCH_VARIANT must be cpu or cuda, got '$TORCH_VARIANT'" >&2; exit 2 ;; \
+       esac \
+    && pip install $PIP_OPTIONS ${index:+--index-url "$index"} "torch==${TORCH_VERSION}" \
+    && cuda="$(python -c 'import torch; print(torch.version.cuda or "")')" \
+    && echo "installed torch ${TORCH_VERSION} (TORCH_VARIANT=${TORCH_VARIANT}): CUDA ${cuda:-none}" \
+    && if { [ "$TORCH_VARIANT" = cuda ] && [ -z "$cuda" ]; } || { [ "$TORCH_VARIANT" = cpu ] && [ -n "$cuda" ]; }; then \
+         echo "the torch installed does not match TORCH_VARIANT=$TORCH_VARIANT (CUDA: ${cuda:-none})" >&2; exit 3; \
+       fi
+LABEL org.zsnli.torch-variant="${TORCH_VARIANT}"
 
 COPY pyproject.toml README.md ./
 COPY src ./src

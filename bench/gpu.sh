@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The grading-style throughput gate on an NVIDIA GPU (issue 5).
+# The graded setup on an NVIDIA GPU: the first thing to run when a GPU is lent (issues 5 and 58).
 #
-#   bench/gpu.sh [--examples ../shared/data/zsc/public.jsonl] [--out gate.json] [other flags]
+#   bench/gpu.sh                 # THE GRADED SETUP: serve.sh on model/ as shipped (its calibration.json, sentence
+#                                # encoder and cascade; model/base too where the checkout has ZSNLI_MODEL_VARIANT),
+#                                # startup time, 16 warm-ups, 4,400 public-mix documents at concurrency 32, every
+#                                # answer parsed; prints docs/s, latency, GPU memory, what /health says, the ceiling
+#   bench/gpu.sh --dry-run       # what it would serve and send, nothing started (no GPU needed)
+#   bench/gpu.sh --random-deberta   # a RANDOM-WEIGHT deberta-v3-base of the published architecture instead (timing only)
 #   bench/gpu.sh --tiny          # CPU smoke run: tiny random deberta-v2, 24 docs (env ZSNLI_BENCH_TINY=1)
 #   bench/gpu.sh --rows [--dry-run] [--device cuda] [--docs N]   # the CPU bench's rows on the GPU (below)
 #
-# Starts the zsnli server (serve.sh) with a deberta-v3-base-architecture model in bf16:
-# ./model when it is one, else RANDOM weights of that architecture built offline (said so),
-# sends 16 warm-ups, then 4,400 documents with the public examples' label counts at
-# concurrency 32, and prints docs/s, request seconds mean/p95, GPU memory and the
-# compute-ceiling line against the GPU's measured bf16 matmul rate.
-# Flags: python -m zsnli.bench.throughput_gate --help.  PYTHON picks the interpreter (default python3).
-# Runs from the checkout without installing the package (src/ goes first on PYTHONPATH).
+# One command, one timeout: `timeout 540 bench/gpu.sh --out gate.json` (the H100 run of model/ is a server start
+# plus about a minute of load; with model/base, two of each). Flags: python -m zsnli.bench.throughput_gate --help.
+# PYTHON picks the interpreter (default python3). Runs from the checkout without installing the package (src/ goes
+# first on PYTHONPATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"

@@ -261,3 +261,47 @@ def test_container_test_takes_torch_from_a_wheel_folder_only_when_it_holds_the_c
 
 def test_ci_runs_the_container_test():
     assert "python .ci/container_test.py" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_gpu_overlay_runs_the_image_built_with_a_cuda_torch():
+    """The gpu overlay's image is the tag the Dockerfile's CUDA build documents (the base keeps the CPU one)."""
+    if not KUBECTL:
+        pytest.skip("kubectl not installed: the overlay's image needs kustomize")
+    assert container(by_kind(render("gpu"))["Deployment"])["image"] == "zsnli:0.1.0-gpu"
+    assert container(by_kind(render("base"))["Deployment"])["image"] == "zsnli:0.1.0"
+    assert "docker build -t zsnli:0.1.0-gpu --build-arg TORCH_VARIANT=cuda ." in (ROOT / "Dockerfile").read_text()
+
+
+def _torch_step(variant: str | None, index: str | None, installed_cuda: str) -> subprocess.CompletedProcess:
+    """The Dockerfile's torch ``RUN`` step under ``sh`` with its ``ARG`` defaults, ``pip`` and ``python`` stubbed:
+    ``pip`` echoes its arguments, ``python`` prints ``installed_cuda`` (the torch build's ``torch.version.cuda``)."""
+    steps = _dockerfile()
+    defaults = dict(arg.split("=", 1) for op, arg in steps if op == "ARG" and "=" in arg)
+    (run,) = [arg for op, arg in steps if op == "RUN" and "TORCH_VARIANT" in arg]
+    env = {**defaults, **({"TORCH_VARIANT": variant} if variant is not None else {}),
+           **({"TORCH_INDEX_URL": index} if index is not None else {}), "PIP_OPTIONS": "", "CUDA": installed_cuda,
+           "PATH": "/usr/bin:/bin"}
+    stubs = 'pip() { echo "pip $*"; }; python() { echo "$CUDA"; }; '
+    return subprocess.run(["sh", "-c", stubs + run], env=env, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize(("variant", "index", "cuda", "code", "pip"), [
+    (None, None, "", 0, "pip install --index-url https://download.pytorch.org/whl/cpu torch=="),  # the default: CPU
+    ("cuda", None, "12.8", 0, "pip install torch=="),  # CUDA from PyPI, not the CPU index
+    ("cuda", "https://download.pytorch.org/whl/cu128", "12.8", 0, "--index-url https://download.pytorch.org/whl/cu128"),
+    ("cpu", "", "", 0, "pip install torch=="),  # a local wheel folder (container test): PyPI plus find-links
+    ("cuda", None, "", 3, "pip install torch=="),  # a CPU build came back: the build stops
+    ("cpu", "", "12.8", 3, "pip install torch=="),  # a CUDA build where CPU was asked
+    ("gpu", None, "", 2, None),  # not a variant: one line, nothing installed
+])
+def test_the_image_installs_the_torch_variant_asked_for_or_stops(variant, index, cuda, code, pip):
+    proc = _torch_step(variant, index, cuda)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    if pip is None:
+        assert "pip install" not in proc.stdout and "TORCH_VARIANT must be cpu or cuda" in proc.stderr
+    else:
+        assert pip in proc.stdout
+    if code == 0:
+        assert f"CUDA {cuda or 'none'}" in proc.stdout
+    elif code == 3:
+        assert "does not match TORCH_VARIANT" in proc.stderr

@@ -40,10 +40,68 @@ def test_gpu_sh_runs_tiny_on_cpu(tmp_path, examples_file):
         env=child_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for needle in ("RANDOM WEIGHTS", "throughput:", "docs/s", "request seconds: mean", "p95", "GPU memory",
-                   "compute ceiling", "matmul"):
+                   "compute ceiling", "matmul", "startup:", "answers: 8 of 8 parsed", "torch "):
         assert needle in proc.stdout, needle
-    r = json.loads(out.read_text())
-    assert r["docs"] == 8 and r["errors"] == {} and r["docs_per_s"] > 0
+    result = json.loads(out.read_text())
+    (r,) = result["arms"]
+    assert r["docs"] == 8 and r["errors"] == {} and r["docs_per_s"] > 0 and r["startup_s"] > 0
     assert r["label_counts"] == {"2": 4, "3": 2, "4": 2}
-    assert r["random_weights"] is True and r["device"] == "cpu"
+    assert r["random_weights"] is True and r["device"] == result["device"] == "cpu"
     assert 0 < r["fraction_of_ceiling"]
+
+
+def _gpu_sh(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(REPO / "bench" / "gpu.sh"), *args], env=child_env(), capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+
+
+def test_gpu_sh_without_arguments_plans_the_graded_setup():
+    """``bench/gpu.sh`` with no argument serves model/ as shipped: serve.sh's own defaults (no device, dtype or
+    model forced), the checkout's calibration.json with its encoder and cascade, 4,400 documents at concurrency 32
+    after 16 warm-ups (``--dry-run`` shows the plan of exactly that command, starting nothing)."""
+    proc = _gpu_sh("--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    calibration = json.loads((REPO / "calibration.json").read_text())["chosen"]
+    cascade = calibration["cascade"]
+    assert f"arm served: serve.sh, ZSNLI_MODEL_DIR={REPO / 'model'}, settings: none (serve.sh's defaults)" in out
+    assert f"calibration {REPO / 'calibration.json'}" in out and "RANDOM" not in out
+    assert f"sentence encoder {REPO / 'model' / 'embedding'}" in out
+    assert f"cascade {cascade['min_labels']}:{cascade['keep']}" in out
+    assert "16 warm-up requests, then 4400 documents" in out and "at concurrency 32" in out
+
+
+def test_gpu_sh_random_deberta_only_when_asked_and_usage_mistakes_are_one_line(tmp_path):
+    proc = _gpu_sh("--dry-run", "--random-deberta")
+    assert proc.returncode == 0 and "RANDOM WEIGHTS, deberta-v3-base" in proc.stdout, proc.stderr
+    for args, needle in ((["--tiny", "--random-deberta"], "choose one random model"),
+                         (["--model-dir", str(tmp_path)], "no config.json"),
+                         (["--random-debreta"], "unrecognized arguments")):
+        proc = _gpu_sh("--dry-run", *args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        lines = [x for x in proc.stderr.splitlines() if x.strip()]
+        assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_the_plan_serves_each_variant_where_the_checkout_has_the_base_model(tmp_path, monkeypatch, bert_dir):
+    """With ``model/base/`` and a server that reads ``ZSNLI_MODEL_VARIANT``, one arm per variant (small, then base,
+    each counted on its own weights); without either, the one served arm."""
+    import argparse
+    import shutil
+
+    from zsnli.bench import gate_plan
+
+    model = tmp_path / "model"
+    shutil.copytree(bert_dir, model)
+    args = argparse.Namespace(model_dir=str(model), tiny=False, random_deberta=False, device=None, dtype=None)
+    assert [(a.name, a.env, a.weights_dir) for a in gate_plan.plan(args)] == [("served", {}, model)]
+    shutil.copytree(bert_dir, model / "base")
+    known = gate_plan.setting_names()
+    if "ZSNLI_MODEL_VARIANT" not in known:  # this checkout's server does not read it yet: no variant arm
+        assert [a.name for a in gate_plan.plan(args)] == ["served"]
+        monkeypatch.setattr(gate_plan, "setting_names", lambda: [*known, "ZSNLI_MODEL_VARIANT"])
+    arms = gate_plan.plan(args)
+    assert [(a.name, a.env, a.weights_dir) for a in arms] == [
+        ("small", {"ZSNLI_MODEL_VARIANT": "small"}, model), ("base", {"ZSNLI_MODEL_VARIANT": "base"}, model / "base")]
+    args.device = "cuda:1"
+    assert gate_plan.plan(args)[0].env == {"ZSNLI_DEVICE": "cuda:1", "ZSNLI_MODEL_VARIANT": "small"}

@@ -161,7 +161,7 @@ def test_encoded_len():
     assert len(Encoded([1, 2, 3])) == 3
 
 
-@pytest.mark.parametrize(("device", "budget"), [("cpu", 2048), ("cuda", 16384), ("cuda:1", 16384), ("mps", 16384)])
+@pytest.mark.parametrize(("device", "budget"), [("cpu", 2048), ("cuda", 4096), ("cuda:1", 4096), ("mps", 4096)])
 def test_default_token_budget_by_device(device, budget):
     assert default_token_budget(device) == budget
 
@@ -198,5 +198,26 @@ def test_pad_to_and_collate(nli_model):
 
 def test_describe(bert_model):
     assert bert_model.describe() == {"backend": "torch", "device": "cpu", "dtype": "float32", "dtype_reason": None,
-                                     "fixed_shapes": False, "architecture": "BertForSequenceClassification",
+                                     "fixed_shapes": False, "max_rows": None,
+                                     "architecture": "BertForSequenceClassification",
                                      "max_length": 64}
+
+
+def test_the_transformers_floor_has_the_dtype_keyword_the_code_passes():
+    """``from_pretrained(..., dtype=...)`` is transformers 4.56's name (PR 39782; ``torch_dtype`` before): while the
+    code passes it, pyproject.toml's floor must be 4.56 or newer (issue 58: the floor was 4.46)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    from packaging.version import Version
+
+    root = Path(__file__).resolve().parents[2]
+    callers = sorted(
+        str(path.relative_to(root)) for path in (root / "src").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "from_pretrained"
+        and any(k.arg == "dtype" for k in node.keywords))
+    assert "src/zsnli/runtime/model.py" in callers and "src/zsnli/runtime/embedding.py" in callers
+    floor = re.search(r'"transformers>=([0-9.]+)"', (root / "pyproject.toml").read_text(encoding="utf-8"))
+    assert floor and Version(floor.group(1)) >= Version("4.56"), floor

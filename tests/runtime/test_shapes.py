@@ -88,3 +88,46 @@ def test_encoder_fixed_shapes_alone_equals_in_a_batch(bert_dir):
     alone = np.stack([enc.embed([s])[0] for s in seqs])
     np.testing.assert_allclose(together, alone, rtol=0, atol=1e-6)
     np.testing.assert_allclose(together, SentenceEncoder(bert_dir).embed(seqs), rtol=0, atol=1e-5)
+
+
+def test_max_rows_caps_every_bucket_and_the_accelerator_rows_follow_the_budget():
+    from zsnli.runtime.shapes import ROWS_REFERENCE_WIDTH, accelerator_rows
+
+    capped = FixedShapes.for_window(512, 4096, max_rows=accelerator_rows(4096))
+    assert [capped.rows(w) for w in (16, 64, 256, 512)] == [8, 8, 8, 8]
+    assert [FixedShapes.for_window(512, 4096).rows(w) for w in (16, 64, 256, 512)] == [256, 64, 16, 8]  # no cap
+    assert [FixedShapes((16, 64), 64, max_rows=8).rows(w) for w in (16, 64)] == [4, 1]  # the budget still binds
+    assert (accelerator_rows(4096), accelerator_rows(16384), accelerator_rows(100), ROWS_REFERENCE_WIDTH) == (8, 32, 1, 512)
+    assert capped.chunks([20] * 19) == [(32, list(range(8))), (32, list(range(8, 16))), (32, [16, 17, 18])]
+    with pytest.raises(ValueError, match="max_rows"):
+        FixedShapes((16,), 64, max_rows=0)
+
+
+class _HostCopies:
+    """Records the shape of every tensor copied to the host (``Tensor.cpu``) while installed."""
+
+    def __init__(self, monkeypatch):
+        import torch
+
+        self.shapes: list[tuple[int, ...]] = []
+        real = torch.Tensor.cpu
+
+        def cpu(tensor, *a, **kw):
+            self.shapes.append(tuple(tensor.shape))
+            return real(tensor, *a, **kw)
+
+        monkeypatch.setattr(torch.Tensor, "cpu", cpu)
+
+
+def test_filler_rows_never_reach_the_host(bert_dir, monkeypatch):
+    """A fixed-shape forward of 8 rows holding 3 real ones copies 3 rows to the host (issue 58, item 3): the
+    NLI logits and the encoder's pooled vectors are cut on the device, before ``.cpu()``."""
+    model = NliModel.load(bert_dir, device="cpu", dtype="float32")
+    model.shapes = FixedShapes.for_window(model.max_length, 4096, max_rows=8)
+    enc = SentenceEncoder(bert_dir).with_fixed_shapes(4096, max_rows=8)
+    pairs = model.encode(["the team won", "the bank fell", "rain"], ["sport", "business", "weather"])
+    texts = enc.tokenize(["the team won", "the bank fell", "rain"])
+    copies = _HostCopies(monkeypatch)
+    logits, vectors = model.logits(pairs), enc.embed(texts)
+    assert logits.shape == (3, 3) and vectors.shape == (3, enc.dim)
+    assert copies.shapes == [(3, 3), (3, enc.dim)]

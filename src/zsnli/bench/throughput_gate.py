@@ -1,22 +1,24 @@
 """The grading-style throughput gate (what ``bench/gpu.sh`` runs).
 
-``python -m zsnli.bench.throughput_gate [--model-dir model] [--examples FILE] [--tiny]``
+``python -m zsnli.bench.throughput_gate [--model-dir model] [--examples FILE] [--random-deberta | --tiny] [--dry-run]``
 
-1. Model: ``--model-dir`` when it is a deberta-v3-base-architecture model
-   (``model_type`` deberta-v2, 12 layers x 768); otherwise random weights of
-   that architecture built offline (`zsnli.bench.random_models`), said so in the
-   output. ``--tiny`` builds a tiny deberta-v2 instead (CPU tests).
+1. What is served (`zsnli.bench.gate_plan`): by default the graded setup, ``serve.sh`` on ``--model-dir``
+   (``model/``) as shipped, its calibration.json, sentence encoder and cascade, on the server's default
+   device and dtype (CUDA and bf16 on a GPU); each of ``small`` and ``base`` in turn where the checkout has
+   ``model/base/`` and ``ZSNLI_MODEL_VARIANT``. ``--random-deberta``: random weights of deberta-v3-base
+   built offline (`zsnli.bench.random_models`; timing of that architecture). ``--tiny``: a tiny random
+   deberta-v2 (CPU tests). ``--dry-run`` prints the plan and starts nothing.
 2. Documents: ``--docs`` (default 4,400) cycled from the examples file, so
    their label counts follow the public examples' (2, 3, 4, 6 and 72 labels,
    a fifth each); without ``--examples`` and without ../shared, synthetic documents with the same label
    counts and text lengths (said so).
-3. The server (serve.sh, 127.0.0.1) on CUDA in bf16 when a GPU is present
-   (``--device``/``--dtype`` override), ``--warmup`` (16) untimed requests,
-   then all documents at ``--concurrency`` (32) over HTTP.
-4. Prints docs/s, pairs/s, request seconds mean/p50/p95, errors, GPU memory
-   (peak used by the server's process, ``nvidia-smi``; CPU: server peak RSS)
-   and the compute-ceiling line against a matmul rate measured here in the
-   serving dtype once the server has stopped (no contention; this process's
+3. Each server (serve.sh, 127.0.0.1): its startup seconds to ``/health`` 200, ``--warmup`` (16) untimed
+   requests, then all documents at ``--concurrency`` (32) over HTTP, every answer parsed and checked
+   (`zsnli.harness.load`).
+4. Prints, per arm, docs/s, pairs/s, request seconds mean/p50/p95, errors, GPU memory
+   (peak used by the server's process, ``nvidia-smi``; CPU: server peak RSS), what ``/health`` says
+   (device, dtype, fixed shapes, token budget, encoder) and the compute-ceiling line against a matmul rate
+   measured here in the serving dtype once the servers have stopped (no contention; this process's
    CUDA context stays out of the memory figure); formula in `zsnli.bench.ceiling`.
 
 Environment defaults (flags win): ``ZSNLI_BENCH_TINY=1``,
@@ -45,6 +47,8 @@ from ..harness.load import run_requests
 from ..harness.server import start_server
 from ..harness.stats import latency_summary, per_second
 from .ceiling import LabelTooLong, compute_ceiling, matmul_rate, pair_token_counts, param_counts
+from ..runtime.devices import torch_build
+from .gate_plan import GateArm, materialise, plan, render_plan
 from .resources import BackgroundSampler, RssSampler, mib
 
 #: 503 retries per document (a throughput measurement; overload is the overload test's business)
@@ -186,8 +190,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--docs", type=positive_int, default=None, help="documents (default 4400; tiny: 24)")
     ap.add_argument("--warmup", type=non_negative_int, default=None, help="untimed warm-up requests (default 16; tiny: 4)")
     ap.add_argument("--concurrency", type=positive_int, default=None, help="concurrent requests (default 32; tiny: 8)")
-    ap.add_argument("--device", default=None, help="server device (default cuda when available, else cpu)")
-    ap.add_argument("--dtype", default=None, help="server dtype (default bfloat16 on cuda, float32 on cpu)")
+    ap.add_argument("--random-deberta", action="store_true",
+                    help="serve a random-weight deberta-v3-base built offline instead of --model-dir (timing only)")
+    ap.add_argument("--dry-run", action="store_true", help="print what would be served and the load; start nothing")
+    ap.add_argument("--device", default=None, help="ZSNLI_DEVICE for the server (default: the server's, cuda when "
+                                                   "available, else cpu)")
+    ap.add_argument("--dtype", default=None, help="ZSNLI_DTYPE for the server (default: the server's, bfloat16 on "
+                                                 "a bf16 GPU, float32 on a CPU)")
     ap.add_argument("--allow-cpu", action="store_true", help="run the full-size gate without a GPU")
     ap.add_argument("--work-dir", default=None, help="where a random model is built (default: a temp dir)")
     ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto")
@@ -198,6 +207,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", default=None, help="write the JSON result here")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
+    if args.tiny and args.random_deberta:
+        ap.error("--tiny and --random-deberta: choose one random model")
+    if not (args.tiny or args.random_deberta) and not (Path(args.model_dir) / "config.json").is_file():
+        ap.error(f"--model-dir {args.model_dir}: no config.json (the gate serves it as serve.sh would; "
+                 "--random-deberta serves a random-weight deberta-v3-base instead)")
     if args.examples and not args.examples.startswith("hub:") and not Path(args.examples).is_file():
         ap.error(f"--examples: no such file {args.examples}; pass --examples PATH (JSONL in DESIGN.md's examples "
                  "format) or --examples hub:btzsc, or leave it out for the shared/synthetic default")
@@ -236,141 +250,126 @@ def gate_examples(given: str | None) -> tuple[list[Example], str]:
     return examples, f"cycled from {source} ({len(examples)} examples)"
 
 
-def gate_model(args: argparse.Namespace, work: Path, examples: Sequence[Example], say) -> tuple[Path, str, bool]:
-    """(model directory, note, random weights?): ``--model-dir`` when it is a deberta-v3-base
-    architecture, else a random-weight model built offline in ``work`` (tiny with ``--tiny``)."""
-    if not args.tiny and is_deberta_v3_base(args.model_dir):
-        model_dir = Path(args.model_dir).resolve()
-        return model_dir, f"{model_dir} (trained deberta-v3-base-architecture model)", False
-    from .random_models import build_random_nli
-
-    arch = "deberta-tiny" if args.tiny else "deberta-v3-base"
-    why = "--tiny" if args.tiny else f"{args.model_dir} is not a deberta-v3-base-architecture model"
-    say(f"[gate] building a RANDOM-WEIGHT {arch} model offline ({why}) in {work / 'model'}")
-    corpus = [t for d in examples for t in (d.text, *d.labels)]
-    info = build_random_nli(work / "model", arch, tokenizer_from=None if args.tiny else args.model_dir, corpus=corpus)
-    note = (f"RANDOM WEIGHTS, {arch} architecture ({info['parameters'] / 1e6:.1f}M parameters; timing only, "
-            f"not accuracy); tokenizer: {info['tokenizer']}")
-    return Path(info["model_dir"]).resolve(), note, True
+def _serve_arm(arm: GateArm, args: argparse.Namespace, docs: list[Example], say) -> dict[str, Any]:
+    """One arm: start its server, send the warm-ups and ``docs``, stop it. Returns the arm's figures (the
+    ceiling is added once the matmul rate is known)."""
+    weights = arm.weights_dir
+    params = param_counts(weights)
+    try:
+        tokens = pair_token_counts(weights, docs)  # a label that cannot fit stops the run before anything starts
+    except LabelTooLong as exc:
+        raise SystemExit(f"zsnli.bench: {exc} (the server would answer 422): choose documents whose labels fit")
+    settings = " ".join(f"{k}={v}" for k, v in sorted(arm.env.items())) or "serve.sh's defaults"
+    say(f"[gate] arm {arm.name}: starting serve.sh ({settings}) on {arm.model_dir}")
+    with start_server(arm.model_dir, {"ZSNLI_LOG_LEVEL": "warning", **arm.env}, args.launcher, args.repo_root,
+                      args.threads) as server:
+        with RssSampler(server.pid) as rss, GpuMemorySampler(server.pid) as gpu_mem:
+            load = run_requests(server.url, docs, concurrency=args.concurrency, warmups=args.warmup,
+                                progress=not args.no_progress, desc=f"gate {arm.name} c={args.concurrency}",
+                                request_timeout=600.0, retry_503=RETRY_503)
+        health, launcher, startup_s = server.health, server.launcher, server.startup_s
+    lat = latency_summary(load.seconds)
+    pairs = sum(len(d.labels) for d in docs)
+    return {
+        "arm": arm.name, "model_dir": str(arm.model_dir), "model": arm.note, "random_weights": arm.random is not None,
+        "settings": arm.env, "docs": len(docs), "pairs": pairs,
+        "label_counts": {str(k): v for k, v in sorted(Counter(len(d.labels) for d in docs).items())},
+        "concurrency": args.concurrency, "warmup": args.warmup, "launcher": launcher, "startup_s": startup_s,
+        "health": health, "device": health.get("device"), "dtype": health.get("dtype"),
+        "wall_s": load.wall_s, "docs_per_s": per_second(len(docs), load.wall_s),
+        "pairs_per_s": per_second(pairs, load.wall_s),
+        "request_s": {k: lat[k] for k in ("mean_s", "p50_s", "p95_s", "max_s")},
+        "errors": load.error_counts(), "retries_503": load.retries_503,
+        "server_peak_rss_mib": mib(rss.peak_bytes), "gpu_memory_peak_mib": gpu_mem.peak_mib,
+        "gpu_memory_source": gpu_mem.source, "params": params.to_dict(), "_tokens": tokens, "_params": params,
+        "anchor_docs_per_s": ANCHOR_DOCS_PER_S, "anchor_comparable": bool(
+            str(health.get("device", "")).startswith("cuda") and is_deberta_v3_base(weights) and arm.random != "deberta-tiny"),
+    }
 
 
 def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import torch
 
     say = lambda msg: print(msg, flush=True)  # noqa: E731
-    cuda = torch.cuda.is_available()
-    device = args.device or ("cuda" if cuda else "cpu")
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     on_gpu = device.startswith("cuda")
-    dtype = args.dtype or ("bfloat16" if on_gpu else "float32")
     if not on_gpu and not args.tiny and not args.allow_cpu:
         raise SystemExit("no CUDA GPU found: the gate is meant for a GPU; use --tiny (CPU smoke run) or --allow-cpu")
     if args.threads:
         torch.set_num_threads(args.threads)
 
+    say(f"[gate] {torch_build()}")
     examples, doc_note = gate_examples(args.examples)
     docs = gate_documents(examples, args.docs)
-    counts = Counter(len(d.labels) for d in docs)
-    model_dir, model_note, random_weights = gate_model(args, work, examples, say)
-    say(f"[gate] model: {model_note}")
+    arms = [materialise(a, work, examples, args.model_dir, say) for a in plan(args)]
+    for arm in arms:
+        say(f"[gate] arm {arm.name}: {arm.note}")
+    results = [_serve_arm(arm, args, docs, say) for arm in arms]
 
-    # token counts first: a label that cannot fit stops the run before anything starts
-    params = param_counts(model_dir)
-    try:
-        tokens = pair_token_counts(model_dir, docs)
-    except LabelTooLong as exc:
-        raise SystemExit(f"zsnli.bench: {exc} (the server would answer 422): choose documents whose labels fit")
-
-    settings = {"ZSNLI_DEVICE": device, "ZSNLI_DTYPE": dtype}
-    say(f"[gate] starting the server on {device}, {dtype}")
-    with start_server(model_dir, {"ZSNLI_LOG_LEVEL": "warning", **settings}, args.launcher, args.repo_root,
-                      args.threads) as server:
-        with RssSampler(server.pid) as rss, GpuMemorySampler(server.pid) as gpu_mem:
-            load = run_requests(server.url, docs, concurrency=args.concurrency, warmups=args.warmup,
-                                progress=not args.no_progress, desc=f"gate c={args.concurrency}",
-                                request_timeout=600.0, retry_503=RETRY_503)
-        health = server.health
-        launcher = server.launcher
-
-    # the matmul rate after the server is gone: no contention, and this process's own CUDA
+    # the matmul rate after the servers are gone: no contention, and this process's own CUDA
     # context never shows in the GPU memory figure
+    dtype = args.dtype or results[0]["dtype"] or ("bfloat16" if on_gpu else "float32")
     say(f"[gate] measuring the {dtype} matmul rate on {device}")
     rate = matmul_rate(device, dtype, n=args.matmul_n, min_time_s=args.matmul_seconds, threads=args.threads)
-    ceiling = compute_ceiling(tokens, params, rate["flops_per_s"])
-    device_name = torch.cuda.get_device_name(torch.device(device)) if on_gpu else "cpu"
-    lat = latency_summary(load.seconds)
-    lat = {k: lat[k] for k in ("mean_s", "p50_s", "p95_s", "max_s")}
-    pairs = sum(len(d.labels) for d in docs)
-    docs_per_s = per_second(len(docs), load.wall_s)
-    return {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "model_dir": str(model_dir),
-        "model": model_note,
-        "random_weights": random_weights,
-        "documents": doc_note,
-        "docs": len(docs),
-        "pairs": pairs,
-        "label_counts": {str(k): v for k, v in sorted(counts.items())},
-        "concurrency": args.concurrency,
-        "warmup": args.warmup,
-        "device": device,
-        "device_name": device_name,
-        "dtype": dtype,
-        "launcher": launcher,
-        "health": health,
-        "wall_s": load.wall_s,
-        "docs_per_s": docs_per_s,
-        "pairs_per_s": per_second(pairs, load.wall_s),
-        "request_s": lat,
-        "errors": load.error_counts(),
-        "retries_503": load.retries_503,
-        "server_peak_rss_mib": mib(rss.peak_bytes),
-        "gpu_memory_peak_mib": gpu_mem.peak_mib,
-        "gpu_memory_source": gpu_mem.source,
-        "params": params.to_dict(),
-        "matmul": rate,
-        "ceiling": ceiling,
-        "fraction_of_ceiling": docs_per_s / ceiling["ceiling_docs_per_s"],
-        "anchor_docs_per_s": ANCHOR_DOCS_PER_S,
-    }
+    for r in results:
+        r["ceiling"] = compute_ceiling(r.pop("_tokens"), r.pop("_params"), rate["flops_per_s"])
+        r["fraction_of_ceiling"] = r["docs_per_s"] / r["ceiling"]["ceiling_docs_per_s"]
+    return {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "documents": doc_note,
+            "device": device, "device_name": torch.cuda.get_device_name(torch.device(device)) if on_gpu else "cpu",
+            "matmul": rate, "arms": results}
 
 
 def render(r: dict[str, Any]) -> str:
-    """The gate's printed summary (plain text, one figure a line)."""
-    lat, c, m, p = r["request_s"], r["ceiling"], r["matmul"], r["params"]
-    mem = (f"GPU memory: peak {r['gpu_memory_peak_mib']:.0f} MiB ({r['gpu_memory_source']})"
-           if r["gpu_memory_peak_mib"] is not None else "GPU memory: n/a (no nvidia-smi)")
-    lines = [
-        "== zsnli throughput gate ==",
-        f"model: {r['model']}",
-        f"device: {r['device']} ({r['device_name']}), dtype {r['dtype']}, launcher {r['launcher']}",
-        f"documents: {r['docs']} ({r['documents']}), {r['pairs']} pairs, label counts {r['label_counts']}",
-        f"concurrency {r['concurrency']}, warm-ups {r['warmup']}",
-        f"throughput: {r['docs_per_s']:.2f} docs/s, {r['pairs_per_s']:.1f} pairs/s (wall {r['wall_s']:.2f} s)",
-        f"request seconds: mean {lat['mean_s']:.4f}, p50 {lat['p50_s']:.4f}, p95 {lat['p95_s']:.4f}, max {lat['max_s']:.4f}",
-        f"errors: {r['errors'] or 'none'}; 503 retries: {r['retries_503']}",
-        mem,
-        f"server peak RSS: {r['server_peak_rss_mib']:.0f} MiB",
-        (f"compute ceiling: FLOPs/pair = 2 x {p['per_token']:,} encoder params x L + 2 x {p['per_pair']:,} head params; "
-         f"mean L {c['mean_tokens_per_pair']:.1f} tokens, {c['flops_per_doc'] / 1e9:.2f} GFLOP/doc; measured "
-         f"{m['dtype']} matmul {m['flops_per_s'] / 1e12:.2f} TFLOP/s (n={m['n']}) -> ceiling "
-         f"{c['ceiling_docs_per_s']:.1f} docs/s; measured {r['docs_per_s']:.2f} docs/s = "
-         f"{100 * r['fraction_of_ceiling']:.1f}% of it"),
-        f"anchor: {r['anchor_docs_per_s']:.0f} docs/s (deberta-v3-base server, one H100) -> "
-        f"{r['docs_per_s'] / r['anchor_docs_per_s']:.2f}x"
-        + ("" if r["device"].startswith("cuda") and not r["model"].startswith("RANDOM WEIGHTS, deberta-tiny")
-           else " (not comparable: not a GPU deberta-v3-base run)"),
-    ]
+    """The gate's printed summary (plain text, one figure a line; a block per arm)."""
+    m = r["matmul"]
+    lines = ["== zsnli throughput gate ==", f"device: {r['device']} ({r['device_name']}); documents: {r['documents']}",
+             f"matmul: {m['dtype']} {m['flops_per_s'] / 1e12:.2f} TFLOP/s measured (n={m['n']})"]
+    for a in r["arms"]:
+        lat, c, p, h = a["request_s"], a["ceiling"], a["params"], a["health"]
+        mem = (f"GPU memory: peak {a['gpu_memory_peak_mib']:.0f} MiB ({a['gpu_memory_source']})"
+               if a["gpu_memory_peak_mib"] is not None else "GPU memory: n/a (no nvidia-smi)")
+        encoder = h.get("encoder") or {}
+        lines += [
+            f"-- arm {a['arm']}: {a['model']}",
+            f"served: device {a['device']}, dtype {a['dtype']}, fixed shapes {h.get('fixed_shapes')}, token budget "
+            f"{h.get('token_budget')}, rows per forward {h.get('max_rows') or 'budget // width'}, encoder "
+            + (f"{encoder.get('dtype')}{' (TF32)' if encoder.get('tf32') else ''}" if encoder else "none")
+            + f"; launcher {a['launcher']}",
+            f"startup: {a['startup_s']:.1f} s to /health 200",
+            f"documents: {a['docs']}, {a['pairs']} pairs (labels sent), label counts {a['label_counts']}; "
+            f"concurrency {a['concurrency']}, warm-ups {a['warmup']}",
+            f"throughput: {a['docs_per_s']:.2f} docs/s, {a['pairs_per_s']:.1f} pairs/s (wall {a['wall_s']:.2f} s)",
+            f"request seconds: mean {lat['mean_s']:.4f}, p50 {lat['p50_s']:.4f}, p95 {lat['p95_s']:.4f}, "
+            f"max {lat['max_s']:.4f}",
+            f"answers: {a['docs'] - sum(a['errors'].values())} of {a['docs']} parsed and valid; errors: "
+            f"{a['errors'] or 'none'}; 503 retries: {a['retries_503']}",
+            mem,
+            f"server peak RSS: {a['server_peak_rss_mib']:.0f} MiB",
+            (f"compute ceiling, every label through the NLI model (the served default computes less: cascade, cosine "
+             f"term): FLOPs/pair = 2 x {p['per_token']:,} encoder params x L + 2 x {p['per_pair']:,} head params; mean "
+             f"L {c['mean_tokens_per_pair']:.1f} tokens, {c['flops_per_doc'] / 1e9:.2f} GFLOP/doc -> ceiling "
+             f"{c['ceiling_docs_per_s']:.1f} docs/s; measured {a['docs_per_s']:.2f} docs/s = "
+             f"{100 * a['fraction_of_ceiling']:.1f}% of it"),
+            f"anchor: {a['anchor_docs_per_s']:.0f} docs/s (deberta-v3-base server, one H100) -> "
+            f"{a['docs_per_s'] / a['anchor_docs_per_s']:.2f}x"
+            + ("" if a["anchor_comparable"] else " (not the anchor's model: a deberta-v3-base on a GPU)"),
+        ]
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the gate, print the summary, write ``--out``; exit 1 when any request failed."""
+    """Run the gate (or print its plan with ``--dry-run``), print the summary, write ``--out``; exit 1 when any
+    request failed."""
     args = parse_args(argv)
+    if args.dry_run:
+        examples, doc_note = gate_examples(args.examples)
+        print(render_plan(plan(args), args.docs, doc_note, args.warmup, args.concurrency), flush=True)
+        return 0
     result = run(args)
     print(render(result), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2), encoding="utf-8")
-    return 1 if result["errors"] else 0
+    return 1 if any(a["errors"] for a in result["arms"]) else 0
 
 
 if __name__ == "__main__":

@@ -13,11 +13,13 @@ cosine (the server's cosine term, calibration and the embedding baseline arm
 all use them); `embedding_digest` is the one digest of the embedding weights.
 
 May import: numpy, torch and transformers (lazily), `zsnli.manifest`, `zsnli.runtime.model` (the
-sequence record, the padding rule, the fixed-shape forward), `zsnli.runtime.precision`, `zsnli.runtime.shapes`.
+sequence record, the padding rule, the fixed-shape forward), `zsnli.runtime.devices` (where tensors go, TF32),
+`zsnli.runtime.precision`, `zsnli.runtime.shapes`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from pathlib import Path
@@ -26,6 +28,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..manifest import ENCODER_MANIFEST_NAME, model_dir_digest, sha256_file
+from .devices import placement, tf32_matmuls, tf32_supported
 from .model import Encoded, collate, forward_in_shapes
 from .precision import canonical_dtype
 from .shapes import FixedShapes
@@ -133,11 +136,14 @@ class SentenceEncoder:
     """
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", dtype: str = "float32",
-                 shapes: FixedShapes | None = None) -> None:
+                 shapes: FixedShapes | None = None, tf32: bool = False) -> None:
         """Load tokenizer and encoder with ``local_files_only`` in ``dtype`` (default fp32; any
-        `zsnli.runtime.precision.canonical_dtype` name). ``shapes``: run every ``embed`` in fixed shapes
+        `zsnli.runtime.precision.canonical_dtype` name) on ``device`` (its tensors where
+        `zsnli.runtime.devices.placement` puts them). ``shapes``: run every ``embed`` in fixed shapes
         (`zsnli.runtime.shapes`; build them with the encoder's window, ``self.max_length``, or use
-        ``with_fixed_shapes``). Raises ``OSError`` on missing files, ``ValueError`` on an unknown dtype."""
+        ``with_fixed_shapes``). ``tf32``: fp32 matrix products in TF32 on a CUDA device
+        (`zsnli.runtime.devices.tf32_matmuls`; nothing changes elsewhere).
+        Raises ``OSError`` on missing files, ``ValueError`` on an unknown dtype."""
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -146,9 +152,11 @@ class SentenceEncoder:
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
         self.model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True,
                                                dtype=getattr(torch, self.dtype))
-        self.model.to(device).eval()
+        self.model.to(placement(device)).eval()
         self.device = device
         self.shapes = shapes
+        #: fp32 products in TF32 on a CUDA device (`zsnli.runtime.devices.tf32_matmuls`)
+        self.tf32 = bool(tf32) and self.dtype == "float32" and tf32_supported(device)
         #: tokens kept per text (`encoder_window`: 256 for MiniLM-L6)
         self.max_length = encoder_window(self.model.config)
         #: the width of an embedding (384 for MiniLM-L6)
@@ -158,6 +166,18 @@ class SentenceEncoder:
         self._with_types = "token_type_ids" in getattr(self.tokenizer, "model_input_names", ())
         # Fast tokenizers are reconfigured (truncation, padding) on each call: one caller at a time.
         self._tok_lock = threading.Lock()
+
+    def _matmuls(self):
+        """The block of one forward: TF32 products when ``self.tf32``, else nothing changes."""
+        return tf32_matmuls(self.device) if self.tf32 else contextlib.nullcontext()
+
+    def describe(self) -> dict:
+        """What ``/health`` shows of the encoder: ``device``, ``dtype``, ``tf32``, ``fixed_shapes``, and in fixed
+        shapes ``token_budget`` and ``max_rows`` (padded tokens and rows per forward, at most; else None)."""
+        shapes = self.shapes
+        return {"device": self.device, "dtype": self.dtype, "tf32": self.tf32, "fixed_shapes": shapes is not None,
+                "token_budget": shapes.token_budget if shapes is not None else None,
+                "max_rows": shapes.max_rows if shapes is not None else None}
 
     @functools.cached_property
     def digest(self) -> str:
@@ -201,19 +221,19 @@ class SentenceEncoder:
         if not batch:
             return np.zeros((0, self.dim), dtype=np.float32)
 
-        def forward(inputs: dict[str, np.ndarray]) -> np.ndarray:
-            with torch.inference_mode():
-                tensors = {k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()}
-                hidden = self.model(**tensors).last_hidden_state
-                return mean_pool(hidden.float(), tensors["attention_mask"]).cpu().numpy()
+        def forward(inputs: dict[str, np.ndarray], keep: int) -> np.ndarray:
+            with torch.inference_mode(), self._matmuls():
+                tensors = {k: torch.from_numpy(v).to(placement(self.device)) for k, v in inputs.items()}
+                hidden = self.model(**tensors).last_hidden_state[:keep]  # filler rows stay on the device, unpooled
+                return mean_pool(hidden.float(), tensors["attention_mask"][:keep]).cpu().numpy()
 
         return forward_in_shapes(batch, self.shapes, lambda b: collate(b, self._pad_id, self._with_types),
                                  self._pad_id, forward)
 
-    def with_fixed_shapes(self, token_budget: int) -> "SentenceEncoder":
-        """Run every later ``embed`` in fixed shapes of ``token_budget`` padded tokens
-        (`zsnli.runtime.shapes.FixedShapes.for_window` with this encoder's window). Returns self."""
-        self.shapes = FixedShapes.for_window(self.max_length, token_budget)
+    def with_fixed_shapes(self, token_budget: int, max_rows: int | None = None) -> "SentenceEncoder":
+        """Run every later ``embed`` in fixed shapes of ``token_budget`` padded tokens and at most ``max_rows``
+        rows (`zsnli.runtime.shapes.FixedShapes.for_window` with this encoder's window). Returns self."""
+        self.shapes = FixedShapes.for_window(self.max_length, token_budget, max_rows=max_rows)
         return self
 
     def encode(self, texts: Sequence[str], batch_size: int = 64,

@@ -10,8 +10,8 @@ contradiction, or not_entailment for a 2-way head).
 The ONNX runtime sits beside this one in `zsnli.runtime.onnx_model`.
 
 May import: numpy, torch and transformers (lazily, inside functions),
-`zsnli.runtime.precision` (dtype names) and `zsnli.runtime.shapes` (the fixed
-forward shapes). It imports nothing else from zsnli; `zsnli.scoring`,
+`zsnli.runtime.precision` (dtype names), `zsnli.runtime.devices` (where tensors go)
+and `zsnli.runtime.shapes` (the fixed forward shapes). It imports nothing else from zsnli; `zsnli.scoring`,
 `zsnli.serving.batching` and `zsnli.serving.service` import it.
 """
 
@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .devices import placement
 from .precision import canonical_dtype
 from .shapes import FixedShapes
 
@@ -34,13 +35,13 @@ DEFAULT_MAX_LENGTH = 512
 _SANE_WINDOW = 1 << 16
 #: Sequences are padded to a multiple of this (tensor-core friendly shapes).
 PAD_MULTIPLE = 8
-# Default padded-token budget per forward batch, by device kind. On the 2-core
-# AMD EPYC (AVX-512) dev machine, torch 2.13 fp32, MiniLM-L6 on 1/8 of the public
-# examples, length-sorted batches: 16384 -> 5.92 docs/s, 8192 -> 6.53,
-# 4096 -> 8.30, 2048 -> 8.93, 1024 -> 9.10, 512 -> 8.64 (docs/performance.md). Small
-# CPU batches stay in cache; accelerators want large ones (not measured here).
+# Default padded-token budget per forward batch, by device kind. CPU (2-core AMD EPYC, fp32, MiniLM-L6, 1/8 of the
+# public examples, length-sorted): 16384 -> 5.92 docs/s, 8192 -> 6.53, 4096 -> 8.30, 2048 -> 8.93, 1024 -> 9.10,
+# 512 -> 8.64: small batches stay in cache. Accelerator (bf16, fixed shapes): the budget sets the rows of every
+# forward (`zsnli.runtime.shapes.accelerator_rows`, 8 at 4096); 16384 and no row cap (until issue 58) computed
+# ~39 padded tokens per real one at concurrency 32, 4096 under 2 (fake accelerator; docs/performance.md).
 CPU_TOKEN_BUDGET = 2048
-ACCELERATOR_TOKEN_BUDGET = 16384
+ACCELERATOR_TOKEN_BUDGET = 4096
 
 
 class ModelConfigError(RuntimeError):
@@ -125,7 +126,7 @@ def default_token_budget(device: str) -> int:
     """Padded tokens per forward batch when none is configured.
 
     ``CPU_TOKEN_BUDGET`` (2048) for ``"cpu"``, ``ACCELERATOR_TOKEN_BUDGET``
-    (16384) for anything else (``"cuda"``, ``"cuda:1"``, ``"mps"``). The CPU
+    (4096) for anything else (``"cuda"``, ``"cuda:1"``, ``"mps"``). The CPU
     figure is the measured optimum above; returns an int > 0.
     """
     return CPU_TOKEN_BUDGET if str(device).split(":")[0] == "cpu" else ACCELERATOR_TOKEN_BUDGET
@@ -250,6 +251,7 @@ class NliRuntime(ABC):
             "dtype": str(self.dtype).replace("torch.", ""),
             "dtype_reason": self.dtype_reason,
             "fixed_shapes": self.shapes is not None,
+            "max_rows": self.shapes.max_rows if self.shapes is not None else None,
             "architecture": (getattr(self.config, "architectures", None) or [None])[0],
             "max_length": self.max_length,
         }
@@ -419,19 +421,21 @@ def _resolve_dtype(name: str):
 
 def forward_in_shapes(batch: Sequence[Encoded], shapes: FixedShapes | None,
                       collate_fn: Callable[[Sequence[Encoded]], dict[str, np.ndarray]], pad_token_id: int,
-                      forward: Callable[[dict[str, np.ndarray]], np.ndarray]) -> np.ndarray:
-    """Run ``forward`` (collated int64 arrays -> float32 ``[rows, C]``) over ``batch``, in batch order.
+                      forward: Callable[[dict[str, np.ndarray], int], np.ndarray]) -> np.ndarray:
+    """Run ``forward`` over ``batch``, in batch order. ``forward(inputs, keep)``: collated int64 arrays of
+    ``rows`` rows -> float32 ``[keep, C]``, the first ``keep`` rows only: it drops the filler rows on its
+    device, before anything is copied to the host.
 
-    ``shapes`` None: one forward of the batch as `collate` pads it. Otherwise one forward per
-    `FixedShapes.chunks` chunk, each padded to its fixed shape (`FixedShapes.fill`) and its filler
-    rows dropped, so each row's result is the one it gets alone. Returns ``[B, C]``.
+    ``shapes`` None: one forward of the batch as `collate` pads it (keep = all rows). Otherwise one forward per
+    `FixedShapes.chunks` chunk, each padded to its fixed shape (`FixedShapes.fill`), keeping its real rows,
+    so each row's result is the one it gets alone. Returns ``[B, C]``.
     """
     if shapes is None:
-        return forward(collate_fn(batch))
+        return forward(collate_fn(batch), len(batch))
     parts: list[tuple[list[int], np.ndarray]] = []
     for width, idx in shapes.chunks([len(e) for e in batch]):
         inputs = shapes.fill(collate_fn([batch[i] for i in idx]), width, pad_token_id)
-        parts.append((idx, forward(inputs)[: len(idx)]))
+        parts.append((idx, forward(inputs, len(idx))))
     out = np.empty((len(batch), parts[0][1].shape[1]), dtype=np.float32)
     for idx, rows in parts:
         out[idx] = rows
@@ -474,7 +478,7 @@ class NliModel(NliRuntime):
             torch_dtype = _resolve_dtype(dtype)
         tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         model = AutoModelForSequenceClassification.from_pretrained(model_dir, local_files_only=True, dtype=torch_dtype)
-        model.to(device)
+        model.to(placement(device))
         model.eval()
         window = model_window(tokenizer, model.config, max_length or DEFAULT_MAX_LENGTH)
         return cls(tokenizer, model, str(device), torch_dtype, window)
@@ -487,9 +491,10 @@ class NliModel(NliRuntime):
         if not encoded_batch:
             return np.zeros((0, self.num_labels), dtype=np.float32)
 
-        def forward(inputs: dict[str, np.ndarray]) -> np.ndarray:
+        def forward(inputs: dict[str, np.ndarray], keep: int) -> np.ndarray:
             with torch.inference_mode():
-                tensors = {k: torch.from_numpy(v).to(self.device, non_blocking=True) for k, v in inputs.items()}
-                return self.model(**tensors).logits.float().cpu().numpy()
+                on = placement(self.device)
+                tensors = {k: torch.from_numpy(v).to(on, non_blocking=True) for k, v in inputs.items()}
+                return self.model(**tensors).logits[:keep].float().cpu().numpy()  # filler rows stay on the device
 
         return forward_in_shapes(encoded_batch, self.shapes, self.collate, self.pad_token_id, forward)

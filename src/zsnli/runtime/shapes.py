@@ -12,9 +12,17 @@ holds:
   that holds it (default `WIDTH_BUCKETS`, capped at the model window: the window
   itself is the last bucket), right-padded with the pad token and a zero attention mask;
 * **rows**: every forward of a bucket of width w has exactly ``rows(w)`` =
-  max(1, token_budget // w) rows; a batch with fewer real rows is filled with
-  copies of its last real row (sliced off afterwards), a batch with more is
+  max(1, min(token_budget // w, max_rows)) rows; a batch with fewer real rows is filled with
+  copies of its last real row (dropped on the device afterwards), a batch with more is
   split into forwards of ``rows(w)`` rows.
+
+On an accelerator every bucket runs the rows of the widest one, ``max_rows`` = `accelerator_rows`
+(token_budget // 512: 8 rows at the default 4,096 tokens, so a forward is 8 x 16 to 8 x 512 tokens):
+at concurrency 32 a bucket rarely holds more real rows than that when a forward starts (a GPU drains
+the queue faster than requests fill it), and each missing row is a filler row computed for nothing.
+Measured on the fake accelerator, 300 public documents: the padded tokens per real token fell from
+39x (16,384 tokens, no cap) to about 2x (docs/performance.md, issue 58). On a CPU there is no cap
+(``max_rows`` None: rows = token_budget // w).
 
 So a request scored alone and the same request among 31 others see the same
 kernels in the same order (measured: 0.0 difference on the shipped model in
@@ -36,6 +44,14 @@ import numpy as np
 
 #: Default width buckets in tokens (special tokens included); the window is always added as the last.
 WIDTH_BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+#: On an accelerator every forward in fixed shapes has the rows of a forward this wide (module docstring).
+ROWS_REFERENCE_WIDTH = 512
+
+
+def accelerator_rows(token_budget: int) -> int:
+    """Rows of every fixed-shape forward on an accelerator: max(1, token_budget // `ROWS_REFERENCE_WIDTH`),
+    8 for the default budget of 4,096 tokens (`zsnli.runtime.model.ACCELERATOR_TOKEN_BUDGET`)."""
+    return max(1, int(token_budget) // ROWS_REFERENCE_WIDTH)
 
 
 @dataclass(frozen=True)
@@ -43,13 +59,15 @@ class FixedShapes:
     """The forward shapes of one runtime.
 
     widths: the width buckets in tokens, ascending, the last one >= every sequence the runtime
-        sees (`for_window` builds it from a window). token_budget: padded tokens per forward;
-        a bucket of width w runs ``rows(w)`` = max(1, token_budget // w) rows.
-    Raises ``ValueError`` on an empty, unsorted or non-positive ``widths`` or a budget < 1.
+        sees (`for_window` builds it from a window). token_budget: padded tokens per forward, at most;
+        max_rows: rows per forward, at most (None: no cap); a bucket of width w runs ``rows(w)`` =
+        max(1, min(token_budget // w, max_rows)) rows.
+    Raises ``ValueError`` on an empty, unsorted or non-positive ``widths``, a budget < 1 or max_rows < 1.
     """
 
     widths: tuple[int, ...]
     token_budget: int
+    max_rows: int | None = None
 
     def __post_init__(self) -> None:
         w = tuple(int(x) for x in self.widths)
@@ -57,12 +75,15 @@ class FixedShapes:
             raise ValueError(f"fixed-shape widths must be distinct positive ascending integers, got {self.widths!r}")
         if int(self.token_budget) < 1:
             raise ValueError(f"fixed-shape token budget must be >= 1, got {self.token_budget!r}")
+        if self.max_rows is not None and int(self.max_rows) < 1:
+            raise ValueError(f"fixed-shape max_rows must be >= 1 or None, got {self.max_rows!r}")
         object.__setattr__(self, "widths", w)
 
     @classmethod
-    def for_window(cls, window: int, token_budget: int, buckets: Sequence[int] = WIDTH_BUCKETS) -> "FixedShapes":
+    def for_window(cls, window: int, token_budget: int, buckets: Sequence[int] = WIDTH_BUCKETS,
+                   max_rows: int | None = None) -> "FixedShapes":
         """``buckets`` below ``window`` plus ``window`` itself: every sequence of the runtime has a bucket."""
-        return cls(tuple(b for b in buckets if b < window) + (int(window),), int(token_budget))
+        return cls(tuple(b for b in buckets if b < window) + (int(window),), int(token_budget), max_rows)
 
     def width(self, n: int) -> int:
         """The bucket of a sequence of ``n`` tokens. Raises ``ValueError`` when ``n`` exceeds the last bucket."""
@@ -72,8 +93,9 @@ class FixedShapes:
         raise ValueError(f"a sequence of {n} tokens is longer than the largest fixed-shape width {self.widths[-1]}")
 
     def rows(self, width: int) -> int:
-        """Rows of every forward of bucket ``width``: max(1, token_budget // width)."""
-        return max(1, self.token_budget // int(width))
+        """Rows of every forward of bucket ``width``: max(1, min(token_budget // width, max_rows))."""
+        rows = self.token_budget // int(width)
+        return max(1, rows if self.max_rows is None else min(rows, self.max_rows))
 
     def chunks(self, lengths: Sequence[int]) -> list[tuple[int, list[int]]]:
         """Split items (their token counts) into forwards: ``[(width, [item index, ...]), ...]``, each

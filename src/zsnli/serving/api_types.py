@@ -424,6 +424,10 @@ class HealthResponse(BaseModel):
                                      "(CPUs serve fp32 unless ZSNLI_DTYPE says otherwise).")
     fixed_shapes: bool | None = Field(None, description="Every forward runs in fixed shapes (ZSNLI_FIXED_SHAPES), so an "
                                       "answer does not depend on what else was in its batch.")
+    token_budget: int | None = Field(None, description="Padded tokens per forward, at most (ZSNLI_TOKEN_BUDGET; 2048 "
+                                     "on a CPU, 4096 on an accelerator, where max_rows caps the rows of a forward).")
+    encoder: dict | None = Field(None, description="The sentence encoder, when loaded: device, dtype, tf32, "
+                                 "fixed_shapes, token_budget, max_rows.")
     onnx_sha256: str | None = Field(None, description="sha256 of the ONNX file served (ONNX backends only).")
     reason: str | None = None
 

@@ -53,8 +53,9 @@ class BatchRecord:
     sequences for other kinds), ``padded_tokens`` (rows computed x padded width, what the token
     budget bounds), ``seconds`` of wall time from handing the batch to the forward thread to its
     result, ``ok`` (False: the forward raised or returned a wrong shape), ``kind`` (which
-    `WorkKind`) and ``rows`` (distinct items computed; fewer than ``pairs`` when identical items
-    shared a row)."""
+    `WorkKind`), ``rows`` (distinct items computed; fewer than ``pairs`` when identical items
+    shared a row) and ``tokens`` (the real tokens of those rows, padding and filler rows left out:
+    ``padded_tokens / tokens`` is the forward's padding factor)."""
 
     pairs: int
     padded_tokens: int
@@ -62,6 +63,7 @@ class BatchRecord:
     ok: bool
     kind: str = DEFAULT_KIND
     rows: int | None = None
+    tokens: int | None = None
 
 
 BatchObserver = Callable[[BatchRecord], None]
@@ -136,11 +138,13 @@ class Job:
 @dataclass
 class BatcherStats:
     """Counters for logs and tests (over every kind; ``pairs`` counts items of any kind;
-    ``shared_items``: items answered with an identical item's row; ``batches_by_kind``)."""
+    ``shared_items``: items answered with an identical item's row; ``batches_by_kind``; ``real_tokens``:
+    the tokens of the rows computed, against ``padded_tokens`` computed with padding and filler rows)."""
 
     batches: int = 0
     pairs: int = 0
     padded_tokens: int = 0
+    real_tokens: int = 0
     failed_batches: int = 0
     dropped_pairs: int = 0
     rejected_requests: int = 0

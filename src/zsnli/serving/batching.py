@@ -19,7 +19,7 @@ Requests are admitted against a capacity counted in NLI pairs (``admit``), then 
   ``token_budget``, and a padding bound: the shortest row's padded width is at least (1 - ``max_padding``) of the
   longest (a 40-token text waits for a batch nearer its own length, not padded to a 256-token one);
 * it waits at most ``max_wait_s`` after the oldest pair arrived for more work, unless a full batch is already
-  pending;
+  pending (in fixed shapes: a width bucket with a forward's rows, `Batcher._full_batch_pending`);
 * the forward runs in a dedicated thread (``run_in_executor``), so the event loop keeps accepting requests and
   tokenising while the model computes; each row of the result goes back to its job at the item's own index, so a
   request's items may be split over several batches in any order;
@@ -104,6 +104,7 @@ class Batcher:
         self._pending: dict[int, QueuedItem] = {}  # insertion (arrival) order
         self._pending_tokens = {kind: 0 for kind in self.kinds}
         self._pending_count = {kind: 0 for kind in self.kinds}
+        self._pending_bucket: dict[tuple[str, int], int] = {}  # (kind, width) -> items, for kinds in fixed shapes
         self._admitted = 0
         self._seq = itertools.count()
         self.fair = FairQueue()  # the groups' tags and the virtual time (module docstring)
@@ -206,6 +207,7 @@ class Batcher:
             self._pending[p.seq] = p
             self._pending_tokens[kind] += p.width
             self._pending_count[kind] += 1
+            self._pending_bucket[(kind, p.width)] = self._pending_bucket.get((kind, p.width), 0) + 1
         self._event.set()
         return job
 
@@ -224,6 +226,7 @@ class Batcher:
             return False
         self._pending_tokens[p.kind] -= p.width
         self._pending_count[p.kind] -= 1
+        self._pending_bucket[(p.kind, p.width)] -= 1
         self.fair.remove(p.job.group)  # with nothing pending it leaves the line, keeping its tag
         self.kind_fair.remove(p.kind)
         return True
@@ -307,6 +310,15 @@ class Batcher:
             p.job.started = True
         return batch, row_of
 
+    def _full_batch_pending(self, kind: str) -> bool:
+        """Whether a full forward of ``kind`` waits: its pending padded tokens reach the budget, or, in fixed
+        shapes, some width bucket holds ``shapes.rows(width)`` items (a forward with no filler row; the budget
+        counted over all buckets would call a queue of many part-filled buckets full)."""
+        shapes = self.kinds[kind].shapes
+        if shapes is None:
+            return self._pending_tokens[kind] >= self.token_budget
+        return any(n >= shapes.rows(w) for (k, w), n in self._pending_bucket.items() if k == kind)
+
     async def _next_batch(self) -> tuple[list[QueuedItem], list[int]]:
         assert self._event is not None
         while True:
@@ -316,7 +328,7 @@ class Batcher:
                 continue
             oldest = self._urgent()[0]
             wait_left = oldest.t + self.max_wait_s - time.monotonic()
-            if wait_left > 0 and self._pending_tokens[oldest.kind] < self.token_budget:
+            if wait_left > 0 and not self._full_batch_pending(oldest.kind):
                 self._event.clear()
                 try:
                     await asyncio.wait_for(self._event.wait(), wait_left)
@@ -337,6 +349,7 @@ class Batcher:
                 unique.setdefault(row, p.enc)
             encs = [unique[r] for r in range(len(unique))]
             padded = work.padded_tokens(len(encs), max(work.width(len(e)) for e in encs))
+            real = sum(len(e) for e in encs)
             t0 = time.monotonic()
             try:
                 out = await loop.run_in_executor(self._executor, work.forward, encs)
@@ -348,7 +361,7 @@ class Batcher:
                     self._fail(job, BatcherClosed("server is shutting down"))
                 raise
             except Exception as exc:  # noqa: BLE001 - a fault fails this batch only
-                self._observe(BatchRecord(len(batch), padded, time.monotonic() - t0, False, kind, len(encs)))
+                self._observe(BatchRecord(len(batch), padded, time.monotonic() - t0, False, kind, len(encs), real))
                 self.stats.failed_batches += 1
                 logger.exception("batch of %d %s items (%d requests) failed", len(batch), kind, len(jobs))
                 err = BatchError(f"inference failed: {type(exc).__name__}: {exc}")
@@ -356,8 +369,8 @@ class Batcher:
                     self._fail(job, err)
                 continue
             seconds = time.monotonic() - t0
-            self._observe(BatchRecord(len(batch), padded, seconds, True, kind, len(encs)))
-            self._count(kind, len(batch), len(encs), padded)
+            self._observe(BatchRecord(len(batch), padded, seconds, True, kind, len(encs), real))
+            self._count(kind, len(batch), len(encs), padded, real)
             for job in jobs:
                 job.inference_s += seconds  # the request's forward time (`zsnli.serving.request_timing`)
             for p, row in zip(batch, row_of):
@@ -371,8 +384,9 @@ class Batcher:
                     if not job.future.done():
                         job.future.set_result(job.logits)
 
-    def _count(self, kind: str, items: int, rows: int, padded: int) -> None:
+    def _count(self, kind: str, items: int, rows: int, padded: int, real: int) -> None:
         st = self.stats
+        st.real_tokens += real
         st.batches += 1
         st.batches_by_kind[kind] = st.batches_by_kind.get(kind, 0) + 1
         st.pairs += items

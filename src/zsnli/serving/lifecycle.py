@@ -246,7 +246,8 @@ class ServiceLifecycle:
         desc = st.model.describe()
         onnx_sha256 = desc.pop("onnx_sha256", None)
         body = {"status": "ok", "model": st.model_name, "model_id": st.model_id, "revision": st.revision,
-                "model_sha256": st.model_sha256, "files": st.files, **desc,
+                "model_sha256": st.model_sha256, "files": st.files, **desc, "token_budget": st.batcher.token_budget,
+                "encoder": st.encoder.describe() if st.encoder is not None else None,
                 "labels": [st.model.id2label[i] for i in sorted(st.model.id2label)],
                 "scoring": st.scoring.to_dict(), "calibrated": st.calibrated, "verified": st.verified,
                 "default_scoring": self.settings.scoring,

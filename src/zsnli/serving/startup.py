@@ -6,7 +6,7 @@ before the server listens; it returns a `Preflight` (what will be served);
 `default_loader` builds the runtime ``ZSNLI_BACKEND`` names;
 `resolved_embedding_dir` says where the sentence encoder lives.
 
-May import: `zsnli.config`, `zsnli.runtime.hub`, `zsnli.manifest`, `zsnli.runtime.model`,
+May import: `zsnli.config`, `zsnli.runtime.hub`, `zsnli.manifest`, `zsnli.runtime.model`, `zsnli.runtime.devices`,
 `zsnli.scoring`, `zsnli.runtime.embedding`, `zsnli.runtime.precision`, `zsnli.runtime.shapes`,
 `zsnli.runtime.onnx_export` (and
 `zsnli.runtime.onnx_model` lazily). Imported by `zsnli.serving.service`.
@@ -22,13 +22,14 @@ from typing import Callable
 
 from ..config import Settings, SettingsError
 from ..manifest import PRETRAINED_DIRS, ManifestError, hash_model_dir, model_dir_digest, verify_model_files
+from ..runtime.devices import device_kind, nvidia_devices_present, torch_build
 from ..runtime.embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from ..runtime.hub import HubModelError, resolve_hub_model
 from ..runtime.model import ModelConfigError, NliModel, NliRuntime, default_token_budget, label_indices
 from ..runtime.onnx_export import OnnxUnavailableError, ensure_cache_dir, require_onnx
 from ..runtime.precision import fixed_shapes_for, serving_dtype
 from ..runtime.progress import StderrHandler
-from ..runtime.shapes import FixedShapes
+from ..runtime.shapes import FixedShapes, accelerator_rows
 from ..request_scoring import EMBEDDING_SCORING_KEY, RequestScoring, load_embedding_scoring, load_request_scoring
 from ..scoring import ScoringConfigError
 
@@ -68,6 +69,11 @@ def default_loader(settings: Settings) -> NliRuntime:
                                  threads=settings.torch_threads, cache_dir=settings.onnx_cache_dir,
                                  max_length=settings.max_length)
     device = settings.device or _default_device()
+    build = torch_build()
+    if device_kind(device) == "cpu" and nvidia_devices_present():
+        logger.warning("%s; serving on the cpu", build)
+    else:
+        logger.info("%s; serving on %s", build, device)
     choice = serving_dtype(settings.dtype, device)
     model = NliModel.load(settings.model_dir, device=device, dtype=choice.name, max_length=settings.max_length)
     model.dtype_reason = choice.reason
@@ -84,24 +90,35 @@ def _default_device() -> str:
 def torch_shapes(settings: Settings, dtype: str, window: int, device: str) -> FixedShapes | None:
     """The fixed forward shapes of a torch runtime (NLI model or sentence encoder) of ``window`` tokens in
     ``dtype``, or None: `zsnli.runtime.precision.fixed_shapes_for` (``ZSNLI_FIXED_SHAPES``) decides, the
-    rows per bucket come from the token budget (``ZSNLI_TOKEN_BUDGET`` or the device's default)."""
+    rows per bucket come from the token budget (``ZSNLI_TOKEN_BUDGET`` or the device's default), capped on
+    an accelerator at `zsnli.runtime.shapes.accelerator_rows` (the same rows for every width)."""
     if not fixed_shapes_for(settings.fixed_shapes, dtype):
         return None
-    return FixedShapes.for_window(window, settings.token_budget or default_token_budget(device))
+    budget = settings.token_budget or default_token_budget(device)
+    cap = None if device_kind(device) == "cpu" else accelerator_rows(budget)
+    return FixedShapes.for_window(window, budget, max_rows=cap)
 
 
 #: The sentence encoder's dtype: fp32 whatever the NLI model's (docs/performance.md, issue 33: the cosine
 #: term is multiplied by the calibrated weight, and only fp32 cosines were measured out of fold).
 ENCODER_DTYPE = "float32"
+#: Its fp32 products in TF32 on a CUDA GPU (`zsnli.runtime.devices.tf32_matmuls`). Issue 58, 100 public documents,
+#: against fp32 throughout: the encoder in bf16 moved answers by up to 1.2e-2 (the fast path's arg-max on 2 of 100),
+#: past the 6.4e-3 that bf16 moves the NLI model's (docs/performance.md); TF32 (emulated on the CPU) by 8.4e-4 on
+#: the fast path and not past the NLI model's bf16 on the default.
+ENCODER_TF32 = True
 
 
 def load_encoder(settings: Settings, model: NliRuntime) -> SentenceEncoder:
     """The sentence encoder of the cosine term (`resolved_embedding_dir`) on the NLI model's device, in
-    `ENCODER_DTYPE`, in fixed shapes whenever the NLI model runs in them (``model.shapes``), so the whole
-    answer of a request, cosine included, is the one it gets alone."""
-    encoder = SentenceEncoder(resolved_embedding_dir(settings), device=str(model.device), dtype=ENCODER_DTYPE)
-    if getattr(model, "shapes", None) is not None:
-        encoder.with_fixed_shapes(settings.token_budget or default_token_budget(model.device))
+    `ENCODER_DTYPE` (TF32 products on a CUDA GPU: `ENCODER_TF32`), in fixed shapes whenever the NLI model runs
+    in them (``model.shapes``, with its token budget and rows), so the whole answer of a request, cosine
+    included, is the one it gets alone."""
+    encoder = SentenceEncoder(resolved_embedding_dir(settings), device=str(model.device), dtype=ENCODER_DTYPE,
+                              tf32=ENCODER_TF32)
+    shapes = getattr(model, "shapes", None)
+    if shapes is not None:
+        encoder.with_fixed_shapes(shapes.token_budget, shapes.max_rows)
     return encoder
 
 
