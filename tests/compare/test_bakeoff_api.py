@@ -22,8 +22,9 @@ ISSUE_REQUEST = {"task_description": "Classify support requests as access or bil
                               {"input": "Login still fails", "expected": "access"}],
                  "challenger_model": "tfidf_logreg"}
 
-ANSWER_KEYS = {"id", "created_at", "task_description", "labels", "n", "scorecard", "winner", "receipt"}
-ENTRY_KEYS = {"rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "fit_s", "status", "reliability",
+ANSWER_KEYS = {"id", "created_at", "task_description", "labels", "n", "scorecard", "winner", "arms_run", "verdict",
+               "receipt"}
+ENTRY_KEYS = {"rank", "arm", "role", "kind", "accuracy", "macro_f1", "ece", "n", "latency_ms_p50", "fit_s", "status", "reliability",
               "coverage", "per_class", "confusion", "slices"}
 
 
@@ -60,6 +61,7 @@ async def test_contract_of_the_issue_request(app, bakeoff_env):
             assert sum(b["count"] for b in e["reliability"]) == 3
             # the arm view: fit cost, coverage curve, per-class F1, confusion matrix (gold rows), worst slices
             assert (e["fit_s"] is None) == (e["arm"] in ("served", "served_about", "embedding_similarity"))
+            assert e["kind"] == ("zero-shot" if e["fit_s"] is None else "few-shot")
             assert e["fit_s"] is None or e["fit_s"] > 0
             assert e["coverage"]["coverage"][-1] == 1.0 and e["coverage"]["accuracy"][-1] == e["accuracy"]
             assert [c["label"] for c in e["per_class"]] == e["confusion"]["labels"] == ["access", "billing"]
@@ -69,7 +71,9 @@ async def test_contract_of_the_issue_request(app, bakeoff_env):
             assert isinstance(e["slices"], list)
         keys = [(-e["macro_f1"], e["ece"], e["latency_ms_p50"]) for e in a["scorecard"]]
         assert keys == sorted(keys)
-        assert a["winner"] == a["scorecard"][0]["arm"]
+        assert a["winner"] == a["scorecard"][0]["arm"] and a["verdict"].startswith(f"Winner: {a['winner']} (")
+        assert a["arms_run"] == {"requested": len(INCUMBENTS), "finished": len(INCUMBENTS), "not_finished": {}}
+        assert a["receipt"]["not_run"] == {}
         assert {"sha256", "signature", "key_id"} <= set(a["receipt"])
         pem = (await client.get("/v1/receipts/public-key")).text.encode()
         assert verify(a, pem) == []
@@ -214,7 +218,15 @@ class _SlowLoader:
         return Slow()
 
 
-async def test_time_budget_fails_unfinished_arms_only(bert_dir, bakeoff_env):
+def _estimate_nothing(monkeypatch):
+    """The plan's estimate as 0 s (every arm's coefficients 0): these tests are about the run-time budget."""
+    from zsnli.compare import budget
+
+    monkeypatch.setattr(budget, "COSTS", {kind: budget.Cost() for kind in budget.COSTS})
+
+
+async def test_time_budget_fails_unfinished_arms_only(bert_dir, bakeoff_env, monkeypatch):
+    _estimate_nothing(monkeypatch)
     app = make_bakeoff_app(bert_dir, loader=_SlowLoader(), embedding_dir=str(bert_dir))
     # a 1 s budget for the routes' settings (ZSNLI_BAKEOFF_TIME_BUDGET_S starts at 5 s; the logic is the same)
     object.__setattr__(app.state.bakeoff["settings"], "time_budget_s", 1.0)
@@ -233,6 +245,23 @@ async def test_time_budget_fails_unfinished_arms_only(bert_dir, bakeoff_env):
     from zsnli.compare.service.runner import GRACE_S
 
     assert took < 1.0 + GRACE_S
+    # issue 57: no winner among the arms that finished without saying so, in the answer, its receipt and pages
+    assert a["arms_run"]["requested"] == 4 and a["arms_run"]["finished"] == 2
+    assert a["arms_run"]["not_finished"] == {arm: status[arm]["error"] for arm in ("served_about", "served")}
+    assert a["receipt"]["not_run"] == a["arms_run"]["not_finished"]
+    assert a["verdict"].startswith("Winner among 2 of 4 arms") and f": {a['winner']} (macro-F1 " in a["verdict"]
+    assert a["verdict"].endswith("; 2 did not finish: served_about, served") or \
+        a["verdict"].endswith("; 2 did not finish: served, served_about")
+    assert all(status[arm]["kind"] == "zero-shot" for arm in ("served_about", "served"))
+    async with running_app(app) as client:
+        page = (await client.get(f"/bakeoffs/{a['id']}")).text
+        pem = (await client.get("/v1/receipts/public-key")).text.encode()
+        badge = (await client.get(f"/bakeoffs/{a['id']}/badge.svg")).text
+        listing = (await client.get("/bakeoffs")).text
+        latest = (await client.get("/v1/bakeoffs")).json()["bakeoffs"][0]
+    assert verify(a, pem) == []
+    assert "class='winner partial'" in page and "Winner among 2 of 4 arms" in page and "id='not-finished'" in page
+    assert "2 of 4 arms" in badge and "2 of 4 arms" in listing and latest["arms_run"] == "2 of 4 arms"
 
 
 async def test_registered_local_model_as_challenger(bert_dir, deberta_dir, bakeoff_env, monkeypatch):
@@ -358,6 +387,7 @@ async def test_budget_bounds_the_answer_and_stops_thread_work(bert_dir, bakeoff_
     from zsnli.compare.service.runner import GRACE_S
 
     calls = _slow_tfidf(monkeypatch)
+    _estimate_nothing(monkeypatch)
     app = make_bakeoff_app(bert_dir, loader=_SlowLoader(), embedding_dir=str(bert_dir))
     object.__setattr__(app.state.bakeoff["settings"], "time_budget_s", 1.0)
     body = {**TWELVE, "candidates": ["majority", "tfidf_logreg", "served"]}
@@ -449,3 +479,34 @@ def test_the_service_front_end_uses_the_classifier_through_its_public_methods_on
                 assert isinstance(node.value, ast.Name) and node.value.id == "app", (path.name, node.lineno)
             if isinstance(node, ast.keyword) and node.arg == "status_code":
                 raise AssertionError(f"{path.name}:{node.value.lineno}: an answer built with its own status code")
+
+
+@pytest.mark.parametrize("dear, budget_s, candidates, dropped", [
+    ("nli", 120, ["majority", "served", "served_about", "tfidf_logreg"], "served_about, served"),
+    ("nli", 30, ["served", "char_nb"], "served"),
+    ("tfidf_linearsvc", 60, ["tfidf_linearsvc", "tfidf_linearsvc_raw", "majority", "served"], "tfidf_linearsvc"),
+    ("encoder", 5, ["embedding_logreg", "keyword_rules", "embedding_knn"], "embedding_logreg, embedding_knn"),
+    ("encoder", 5, ["embedding_logreg", "embedding_knn"], None),
+])
+async def test_a_plan_over_its_budget_is_refused_before_any_arm_runs(app, monkeypatch, dear, budget_s, candidates,
+                                                                   dropped):
+    """Issue 57: at the documented maxima 6 of 11 arms failed on the 120 s budget, and the page still named a
+    winner. The plan is now estimated first (zsnli.compare.budget) and refused in a 422 when it is over."""
+    from zsnli.compare import budget
+    from zsnli.compare.service import runner
+
+    monkeypatch.setitem(budget.COSTS, dear, budget.Cost(doc_s=100.0, token_s=100.0))  # this kind is dear
+    monkeypatch.setattr(runner, "run_bakeoff", lambda *a, **k: pytest.fail("an arm ran"))
+    object.__setattr__(app.state.bakeoff["settings"], "time_budget_s", float(budget_s))
+    async with running_app(app) as client:
+        r = await client.post("/v1/bakeoff", json={**ISSUE_REQUEST, "candidates": candidates, "challenger_model": None})
+        assert r.status_code == 422, r.text
+        err = r.json()
+        assert err["field"] == "candidates" and err["error_type"] == "validation"
+        assert f"against a time budget of {budget_s} s (ZSNLI_BAKEOFF_TIME_BUDGET_S)" in err["error"]
+        assert "nothing was run" in err["error"] and len(err["error"].splitlines()) == 1
+        if dropped:
+            assert f"leave out {dropped}, " in err["error"]
+        else:  # every arm needs the dear pass: no subset fits, only fewer examples or a bigger budget
+            assert "leave out" not in err["error"] and budget.SHARED_EMBEDDING in err["error"]
+        assert (await client.get("/v1/bakeoffs")).json()["bakeoffs"] == []  # nothing stored

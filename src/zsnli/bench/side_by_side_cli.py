@@ -149,6 +149,7 @@ OTHER_COMMANDS = """the other benchmark commands (each with its own --help):
   python -m zsnli.bench.speed_rounds      the README's speed check: pipeline vs default in interleaved rounds
   python -m zsnli.bench.cost_profile      where a document's time goes per scoring, in process (issue 50)
   python -m zsnli.bench.bakeoff_priority  /classify p50/p95 alone and while a bake-off runs
+  python -m zsnli.bench.bakeoff_costs     time the bake-off's arms, fit its cost model (zsnli.compare.budget.COSTS)
   python -m zsnli.bench.fair_share        a small client alone and beside one large /classify array (issue 31)
   python -m zsnli.bench.doc_figures       rebuild every model- and calibration-dependent figure of README and docs/
   python -m zsnli.bench.read_routes       read-route p50/p95 idle and while two bake-offs run

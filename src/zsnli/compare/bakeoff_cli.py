@@ -1,7 +1,7 @@
 """Command lines ``validate.py bakeoff`` and ``validate.py gate``.
 
-Exit codes: bakeoff 0 every arm ran, 1 an arm failed, 2 bad usage / unreadable
-suite, examples or receipt key; gate 0 pass, 1 a violation, 2 unreadable report or bad flag.
+Exit codes: bakeoff 0 every arm ran, 1 an arm failed (or did not finish within ``--time-budget-s``), 2 bad
+usage / unreadable suite, examples or receipt key, or a plan estimated over ``--time-budget-s``; gate 0 pass, 1 a violation, 2 unreadable report or bad flag.
 ``validate.py compare`` (`zsnli.compare.cli.compare_main`) prints and writes its report the same way
 (`zsnli.compare.render`, `zsnli.compare.receipts`).
 
@@ -44,6 +44,9 @@ def bakeoff_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-p95-ms", type=positive_float, default=None, help="name the best arm with p95 ms/doc at most this")
     p.add_argument("--max-rss-mb", type=positive_float, default=None, help="name the best arm with peak RSS (MiB) at most this")
     p.add_argument("--only", action="append", default=None, metavar="ARM", help="run only this arm (repeatable)")
+    p.add_argument("--time-budget-s", type=positive_float, default=None,
+                   help="seconds for all the arms: a plan estimated over it is refused before any arm runs (exit 2), "
+                        "an isolated arm still running at it is stopped and the arms after it are not started")
     p.add_argument("--in-process", action="store_true",
                    help="run arms in this process (no fork; peak RSS is then the whole process's)")
     p.add_argument("--report", type=Path, default=None, help="JSON report path (default reports/bakeoff.json)")
@@ -104,7 +107,7 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
     opts = BakeoffOptions(root=args.root, examples=args.examples, max_per_dataset=args.max_per_dataset,
                           protocol=protocol, min_support=args.min_support, targets=args.target_accuracy,
                           max_p95_ms=args.max_p95_ms, max_rss_mb=args.max_rss_mb, isolate=not args.in_process,
-                          only=args.only, signer=signer)
+                          only=args.only, signer=signer, time_budget_s=args.time_budget_s)
     report_path = args.report or Path("reports/bakeoff.json")
     html_path = args.html or report_path.with_suffix(".html")
     try:  # before the arms run: a report that cannot be written would lose their results

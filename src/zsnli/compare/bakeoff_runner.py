@@ -138,17 +138,33 @@ def run_arm_isolated(entry: ArmEntry, examples: Sequence[Example], plan: Plan, w
 
 
 def run_arms(entries: Sequence[ArmEntry], examples: Sequence[Example], plan: Plan, isolate: bool = True,
-             warmups: int = DEFAULT_WARMUPS, console=None) -> list[ArmResult]:
-    """Every entry in turn (isolated in a child process unless ``isolate`` is False)."""
+             warmups: int = DEFAULT_WARMUPS, console=None, budget_s: float | None = None) -> list[ArmResult]:
+    """Every entry in turn (isolated in a child process unless ``isolate`` is False).
+
+    budget_s: seconds for all the arms (``--time-budget-s``) from this call: an isolated arm gets what is left
+    and is stopped at the deadline (``time budget of N s exceeded``); an arm in-process cannot be stopped and
+    is only checked between arms; an arm whose turn comes after the deadline is not started (``not started:
+    ...``). None: no budget."""
     results = []
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     for k, entry in enumerate(entries, 1):
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            results.append(blank_result(entry, f"not started: the time budget of {budget_s:g} s (--time-budget-s) "
+                                               "was spent by the arms before it"))
+            if console is not None:
+                console.print(f"arm {k}/{len(entries)}: {entry.name}: {results[-1].error}", markup=False)
+            continue
         if console is not None:
             console.print(f"arm {k}/{len(entries)}: {entry.name} ({entry.type}) on {len(plan.test_rows)} test rows")
         t0 = time.monotonic()
         counter = shared_counter()
         with watch(lambda: counter.value, len(plan.test_rows), f"arm {entry.name}", "rows") \
                 if console is not None else nullcontext():  # without a console, arms run silently
-            result = (run_arm_isolated if isolate else run_arm)(entry, examples, plan, warmups, counter=counter)
+            result = (run_arm_isolated(entry, examples, plan, warmups, timeout_s=left, counter=counter) if isolate
+                      else run_arm(entry, examples, plan, warmups, counter=counter))
+        if left is not None and result.error and result.error.startswith("no result within"):
+            result.error = f"time budget of {budget_s:g} s exceeded (--time-budget-s): stopped after {left:.0f} s"
         if not isolate and result.peak_rss is None:
             result.peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             result.rss_source = "the whole harness process (not isolated: includes earlier arms)"

@@ -48,7 +48,8 @@ CSS = ("body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px;color
        "summary{cursor:pointer;color:#1a5fb4}.winner{font-size:1.2em;padding:6px 10px;background:#e8f5e9;"
        "border-left:5px solid #2e7d32}.winner.tie{background:#fff8e1;border-left-color:#f9a825}"
        ".diagrams{display:flex;flex-wrap:wrap;gap:12px}.diagram h4{margin:0;font-size:13px}"
-       ".receipt code{word-break:break-all}tr.failed td{color:#999}")
+       ".receipt code{word-break:break-all}tr.failed td{color:#999}"
+       ".winner.partial{background:#fff3e0;border-left-color:#ef6c00}")
 
 #: The ranking table: (header, row key, number format); a column is shown when some row has its key.
 COLUMNS = (("rank", "rank", "d"), ("arm", "arm", ""), ("role", "role", ""), ("kind", "kind", ""), ("type", "type", ""),
@@ -76,8 +77,9 @@ def board(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The report's ranking as rows with the keys of `COLUMNS` (those the report has) plus ``error`` and
     ``reliability`` (bins, see `_bins`), best first. Reads ``scorecard`` (service) or ``leaderboard`` (CLI)."""
     if "scorecard" in report:
-        keep = ("rank", "arm", "role", "accuracy", "macro_f1", "ece", "n", "status", "error")
-        return [{**{k: e.get(k) for k in keep}, **({"fit_s": e["fit_s"]} if "fit_s" in e else {}),
+        keep = ("rank", "arm", "role", "kind", "accuracy", "macro_f1", "ece", "n", "status", "error")
+        return [{**{k: e.get(k) for k in keep if k in e or k != "kind"},  # answers before issue 57 have no kind
+                 **({"fit_s": e["fit_s"]} if "fit_s" in e else {}),
                  "p50_ms": e.get("latency_ms_p50"),
                  "reliability": _bins(e.get("reliability"))} for e in report["scorecard"]]
     arms = {a["name"]: a for a in report.get("arms", [])}
@@ -167,14 +169,26 @@ def few_shot_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str
             "Few-shot arms need more: about 5 examples per label or more.")
 
 
+def not_finished(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of arms that did not finish (failed, stopped by a time budget, never started), in ranking order."""
+    return [r for r in rows if r["status"] != "scored"]
+
+
 def winner_line(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
-    """"Winner: ARM (macro-F1, ECE, p50)" of the first row, "(by a tie-break)" when it tied; or no arm scored."""
+    """The verdict, wherever a winner is named (the page's banner, the terminal, the JSON's ``verdict``):
+    "Winner: ARM (macro-F1, ECE, p50)" of the first row, "(by a tie-break)" when it tied. When some arms did not
+    finish, no winner is named without saying so: "Winner among 5 of 11 arms: ARM (...); 6 did not finish: A, B,
+    ..." (the reasons: `not_finished`). No scored arm: "No arm was scored", with the arms that did not finish."""
+    missing = not_finished(rows)
+    names = ", ".join(str(r["arm"]) for r in missing)
     if not rows or rows[0]["status"] != "scored":
-        return "No arm was scored."
+        return "No arm was scored" + (f": {len(missing)} of {len(rows)} arms did not finish ({names})." if rows else ".")
     w = rows[0]
     tie = " (by a tie-break)" if tie_note(report, rows) else ""
-    return (f"Winner{tie}: {w['arm']} (macro-F1 {fmt(w['macro_f1'])}, ECE {fmt(w['ece'])}, "
+    among = f" among {len(rows) - len(missing)} of {len(rows)} arms" if missing else ""
+    line = (f"Winner{among}{tie}: {w['arm']} (macro-F1 {fmt(w['macro_f1'])}, ECE {fmt(w['ece'])}, "
             f"p50 {fmt(w['p50_ms'], '.1f')} ms)")
+    return line + (f"; {len(missing)} did not finish: {names}" if missing else "")
 
 
 # --------------------------------------------------------------------------- HTML
@@ -252,8 +266,14 @@ def _arm_cell(row: dict[str, Any], key: str, spec: str) -> str:
 
 
 def _summary(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
-    tie, n = tie_note(report, rows), n_examples(report)
-    out = f"<div class='winner{' tie' if tie else ''}' id='winner'>{_e(winner_line(report, rows))}</div>"
+    tie, n, missing = tie_note(report, rows), n_examples(report), not_finished(rows)
+    kind = " partial" if missing else " tie" if tie else ""
+    out = f"<div class='winner{kind}' id='winner'>{_e(winner_line(report, rows))}</div>"
+    if missing:
+        out += ("<p class='note' id='not-finished'>Not a full ranking: these arms did not finish, so the winner is "
+                "the best of the others only.</p><ul class='not-finished'>"
+                + "".join(f"<li>{_u(r['arm'])}: {_e(r.get('error') or 'did not finish')}</li>" for r in missing)
+                + "</ul>")
     if tie:
         out += f"<p class='tie-note' id='tie-note'>{_e(tie)}</p>"
     elif n and n < SMALL_N:
@@ -385,6 +405,8 @@ def print_report(report: dict[str, Any], console) -> None:
         lb.add_row(*(cell(r, key, spec) for _, key, spec in cols))
     console.print(lb)
     console.print(winner_line(report, rows), markup=False, soft_wrap=True)
+    for r in not_finished(rows):
+        console.print(f"  did not finish: {r['arm']}: {r.get('error') or 'no result'}", markup=False, soft_wrap=True)
     tie = tie_note(report, rows)
     if tie:
         console.print(tie, markup=False, soft_wrap=True)

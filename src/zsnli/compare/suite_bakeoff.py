@@ -6,7 +6,9 @@ arms run (`bakeoff_runner`) -> per-arm analysis and leaderboard
 by `regression_gate`).
 
 Imports: the harness modules named above, `zsnli.manifest`, `zsnli.compare.report` (plain JSON),
-`zsnli.compare.receipts`.
+`zsnli.compare.receipts`, `zsnli.compare.budget` (the plan's estimate against ``--time-budget-s``) and
+`zsnli.compare.render` (the verdict's words: ``verdict`` and ``arms_run`` say a partial run where the winner is
+named).
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ from typing import Any
 from zsnli import __version__
 from zsnli.manifest import sha256_file
 from zsnli.metrics import HEADLINE_METRIC
+from zsnli.compare import budget
 from zsnli.compare.arms import ARMS, ArmError, build_arm
 from zsnli.compare.bakeoff_analysis import arm_entry, leaderboard, pick_within
 from zsnli.compare.bakeoff_runner import DEFAULT_WARMUPS, class_counts, run_arms
 from zsnli.harness.examples import load_examples
 from zsnli.compare.protocol import describe, make_plan
 from zsnli.compare.receipts import Signer, seal
+from zsnli.compare.render import board as render_board
+from zsnli.compare.render import winner_line
 from zsnli.compare.report import json_ready
 from zsnli.compare.slices import declared_groups, discovered_groups, read_metadata
 from zsnli.compare.suite import Suite
@@ -38,6 +43,8 @@ class BakeoffOptions:
     """Command-line settings that override or complement the suite file (None: the suite's value).
 
     signer: signs the report's receipt (`zsnli.compare.receipts.signer_for`); None: unsigned (sha256 only).
+    time_budget_s: seconds for all the arms (``--time-budget-s``): the plan's estimate is checked against it
+    before any arm runs (`check_plan`) and the arms are stopped at it (`zsnli.compare.bakeoff_runner.run_arms`).
     """
 
     root: Path = Path(".")
@@ -52,6 +59,7 @@ class BakeoffOptions:
     warmups: int = DEFAULT_WARMUPS
     only: list[str] | None = None
     signer: Signer | None = None
+    time_budget_s: float | None = None
 
 
 def _examples_path(suite: Suite, opts: BakeoffOptions) -> str:
@@ -59,6 +67,27 @@ def _examples_path(suite: Suite, opts: BakeoffOptions) -> str:
     if spec is None:
         raise ValueError("no examples: give --examples or 'examples = ...' in the suite file")
     return spec if spec.startswith("hub:") or Path(spec).is_absolute() or opts.examples else str(opts.root / spec)
+
+
+def estimate(entries, examples, plan) -> budget.Estimate:
+    """The plan's cost before any arm runs (`zsnli.compare.budget`), each arm on its own (a command-line arm
+    embeds the examples itself)."""
+    shape = budget.PlanShape.of(examples, plan)
+    return budget.Estimate({e.name: budget.arm_seconds(e.type, e.params, shape) for e in entries})
+
+
+def check_plan(entries, examples, plan, opts: BakeoffOptions, console=None) -> None:
+    """Say the plan's estimate (`estimate`) and, with ``opts.time_budget_s``, refuse it when it is over: raises
+    ``ValueError`` (one line: the estimate, the costliest arms, what to leave out) before any arm runs."""
+    est = estimate(entries, examples, plan)
+    if console is not None:
+        console.print(f"estimated arm work: ~{est.total_s:.0f} s ({'; '.join(est.lines())}; zsnli.compare.budget's "
+                      "model, measured on the machine docs/bakeoff.md names)", markup=False, soft_wrap=True)
+    if opts.time_budget_s is not None:
+        try:
+            budget.check(est, opts.time_budget_s, "--time-budget-s")
+        except budget.OverBudget as exc:
+            raise ValueError(str(exc)) from None
 
 
 def check_arm_labels(entries, examples) -> None:
@@ -100,7 +129,8 @@ def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, A
     check_arm_labels(entries, examples)
     if console is not None:
         console.print(describe(plan), markup=False)
-    results = run_arms(entries, examples, plan, opts.isolate, opts.warmups, console)
+    check_plan(entries, examples, plan, opts, console)
+    results = run_arms(entries, examples, plan, opts.isolate, opts.warmups, console, opts.time_budget_s)
 
     test_rows = plan.test_rows
     test = [examples[i] for i in test_rows]
@@ -124,7 +154,10 @@ def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, A
         "arms": arms, "leaderboard": board,
         "constraints": pick_within(board, opts.max_p95_ms, opts.max_rss_mb),
     }
+    not_run = {a["name"]: a["error"] for a in arms if a.get("error")}
+    report["arms_run"] = {"requested": len(arms), "finished": len(arms) - len(not_run), "not_finished": not_run}
     report = json_ready(report)
+    report["verdict"] = winner_line(report, render_board(report))
     report["receipt"] = seal(report, example_set.sha256, {a["name"]: a["identity"] for a in report["arms"]},
-                             opts.signer)
+                             opts.signer, not_run)
     return report

@@ -83,7 +83,7 @@ class _Resources:
     """Lazily loaded, shared across bake-offs: the sentence encoder, registered challengers, digests.
 
     service: the app's `zsnli.serving.service.ZeroShotClassifier`, used through its public methods only
-    (``settings``, ``describe``, ``sentence_encoder``, ``classify``, ``check_labels``, ``admitted``).
+    (``settings``, ``describe``, ``health``, ``sentence_encoder``, ``classify``, ``check_labels``, ``admitted``).
     """
 
     def __init__(self, service: Any, bsettings: BakeoffSettings) -> None:
@@ -209,7 +209,8 @@ class _Bakeoffs:
     async def run(self, request: Request) -> Any:
         """``POST /v1/bakeoff`` once admitted: read, validate, run under the concurrency limit, store.
 
-        Raises ``ApiError``: 422 ``validation`` / ``label_too_long``, 503 ``overloaded`` (too many running),
+        Raises ``ApiError``: 422 ``validation`` / ``label_too_long`` (a plan estimated over the time budget
+        too: `check_budget`, before anything runs), 503 ``overloaded`` (too many running),
         ``receipt`` (cannot sign) or ``store`` (cannot store), 499 when the client left (nothing stored).
         """
         bs = self.bsettings
@@ -222,6 +223,7 @@ class _Bakeoffs:
         except engine.protocol.BakeoffInputError as exc:
             raise ApiError(ErrorType.VALIDATION, str(exc), exc.field, errors=exc.problems) from None
         await self.check_labels(task, engine.arms_adapter.NLI_TEMPLATES)
+        self.check_budget(task, engine)
         if self.running["n"] >= bs.max_concurrent:
             raise ApiError(ErrorType.OVERLOADED, f"{self.running['n']} bake-offs are running "
                            "(ZSNLI_BAKEOFF_MAX_CONCURRENT); retry later")
@@ -250,6 +252,23 @@ class _Bakeoffs:
             raise ApiError(ErrorType.STORE, f"the bake-off ran but could not be stored ({type(exc).__name__}: "
                            f"{exc}); retry later (ZSNLI_BAKEOFF_DB={bs.db_path})") from None
         return JSONResponse(answer)
+
+    def check_budget(self, task, engine: SimpleNamespace) -> None:
+        """The plan against ``ZSNLI_BAKEOFF_TIME_BUDGET_S`` before anything runs (`zsnli.compare.budget.check` on
+        `zsnli.compare.service.runner.estimate`, at the served model's window): raises the 422 `ApiError`
+        (field ``candidates``) naming the estimate, the costliest arms and which to leave out."""
+        from zsnli.compare import budget
+
+        status, health = self.service.health()
+        window = int(health.get("max_length") or 0) if status == 200 else 0
+        window = window or min(int(self.service.settings.max_length), budget.NLI_WINDOW)
+        estimate = engine.runner.estimate(task, window, health.get("scoring") if status == 200 else None)
+        try:
+            budget.check(estimate, self.bsettings.time_budget_s, "ZSNLI_BAKEOFF_TIME_BUDGET_S",
+                         keep=[task.challenger] if task.challenger else ())
+        except budget.OverBudget as exc:
+            raise ApiError(ErrorType.VALIDATION, str(exc), "candidates",
+                           errors=[{"field": "candidates", "error": str(exc), "type": "validation"}]) from None
 
     async def check_labels(self, task, templates: dict[str, str]) -> None:
         """``/classify``'s label checks (`zsnli.serving.service.ZeroShotClassifier.check_labels`, the same code) on

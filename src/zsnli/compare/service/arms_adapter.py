@@ -63,6 +63,23 @@ CHALLENGER_TYPE = "pipeline"
 """Registry type of a challenger registered by name (a local NLI model directory)."""
 
 
+def arm_type(name: str) -> tuple[str, dict[str, Any]]:
+    """The registry type and parameters of the arm a request calls ``name``: a served-model arm is ``served``
+    (its template among the parameters), a variant its registry type (`VARIANTS`), an incumbent its own type,
+    and any other name (a registered challenger) `CHALLENGER_TYPE`."""
+    if name in NLI_TEMPLATES:
+        return "served", {"hypothesis_template": NLI_TEMPLATES[name]}
+    if name in VARIANTS:
+        return VARIANTS[name]
+    return (name, {}) if name in REGISTRY_INCUMBENTS else (CHALLENGER_TYPE, {})
+
+
+def arm_kind(name: str) -> str:
+    """``few-shot`` when the arm called ``name`` is fitted on the examples (its registry class ``trains``), else
+    ``zero-shot``: what the scorecard says of it, also when it failed."""
+    return "few-shot" if ARMS[arm_type(name)[0]].trains else "zero-shot"
+
+
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
     """``zsnli <version>+src.<12 hex>``: the package version and the sha256 of its Python sources (sorted paths)."""

@@ -34,9 +34,14 @@ def badge_svg(label: str, message: str, colour: str = "#2e7d32") -> str:
 
 
 def bakeoff_badge(answer: dict) -> str:
-    """The badge of a stored answer: the winner and its macro-F1, or ``no winner`` in grey."""
+    """The badge of a stored answer: the winner and its macro-F1, or ``no winner`` in grey; when some arms did
+    not finish (``arms_run``), in amber with ``(F of R arms)``: never a plain winner of a partial run."""
     winner = answer.get("winner")
     entry = next((e for e in answer.get("scorecard", []) if e.get("arm") == winner), None)
     if winner is None or entry is None:
         return badge_svg("bake-off", "no winner", "#9e9e9e")
+    run = answer.get("arms_run") or {}
+    if run.get("finished", 0) < run.get("requested", 0):
+        return badge_svg("bake-off", f"{winner} F1 {entry['macro_f1']:.2f} ({run['finished']} of {run['requested']} "
+                                     "arms)", "#ef6c00")
     return badge_svg("bake-off", f"{winner} F1 {entry['macro_f1']:.2f}")

@@ -171,12 +171,20 @@ def report_file(answer: dict) -> str:
     return render_html(answer)
 
 
+def _partial(row: dict) -> str:
+    """`` (F of R arms)`` after a listed winner when some arms did not finish (`zsnli.compare.service.store.Store.
+    latest`'s ``arms_run``), else nothing."""
+    run = row.get("arms_run") or ""
+    finished, _, rest = run.partition(" of ")
+    return f" ({escape(run)})" if run and finished != rest.split(" ")[0] else ""
+
+
 def list_page(rows: list[dict]) -> str:
     """The latest bake-offs, newest first."""
     items = "".join(
         f"<tr><td><a href='/bakeoffs/{escape(r['id'])}'>{escape(r['id'])}</a></td><td>{escape(r['created_at'])}</td>"
         f"<td>{html_text(r.get('task_description') or '')}</td><td>{r['n']}</td>"
-        f"<td>{html_text(r['winner'])}</td></tr>" for r in rows)
+        f"<td>{html_text(r['winner'])}{_partial(r)}</td></tr>" for r in rows)
     body = ("<h1>Latest bake-offs</h1><table><thead><tr><th>id</th><th>created</th><th>task</th><th>n</th>"
             f"<th>winner</th></tr></thead><tbody>{items or '<tr><td colspan=5>none yet</td></tr>'}</tbody></table>")
     return _shell("zsnli bake-offs", body)

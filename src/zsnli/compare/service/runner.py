@@ -8,8 +8,13 @@ latency is the wall time of scoring that one document (for arms on sentence embe
 to embed it alone); the served-model arms call ``ZeroShotClassifier.classify`` on the server's loop at
 background priority and are measured under whatever load the server has.
 
-Time budget: the arms get ``time_budget_s`` from the start of `run_bakeoff`; an arm still running at
-the deadline is ``failed`` with that reason and the arms after it are not started. The answer then
+Time budget: before the request is admitted, its plan is estimated (`estimate`, the cost model of
+`zsnli.compare.budget`) and refused (a 422, in ``zsnli.compare.service.api``) when the estimate exceeds the
+budget. At run time the arms get ``time_budget_s`` from the start of `run_bakeoff`; an arm still running at
+the deadline is ``failed`` with that reason and the arms after it are not started (``not started: ...``).
+The answer says so where it names the winner: ``arms_run`` (requested, finished, and each arm that did not
+finish with its reason, also signed in the receipt's ``not_run``) and ``verdict``
+(`zsnli.compare.render.winner_line`: "Winner among 5 of 11 arms: ..."). The answer then
 needs only ranking, signing and storing, so it comes within the budget plus `GRACE_S`. Work in
 threads stops cooperatively: every loop of it (embedding the examples, each fold's fit, each
 document's prediction) checks the bake-off's `CancelToken`, which trips at the deadline and when the
@@ -20,7 +25,7 @@ loop (arm construction, which may load a challenger model, and receipt identitie
 files, run in the worker thread).
 
 Imports `zsnli.compare.engine`, `zsnli.compare.bakeoff_analysis` (the arm view's figures), `zsnli.compare.receipts`,
-`protocol`, `arms_adapter`.
+`zsnli.compare.budget` (the estimate), `zsnli.compare.render` (the verdict's words), `protocol`, `arms_adapter`.
 """
 
 from __future__ import annotations
@@ -37,10 +42,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from zsnli.compare import budget
 from zsnli.compare.bakeoff_analysis import arm_details
 from zsnli.compare.engine import ArmResult, run_plan
+from zsnli.compare.render import board, winner_line
 
-from .arms_adapter import EMBEDDING_ARMS, NLI_TEMPLATES, EmbeddingCache, ServedModel, build_arm, receipt_identity
+from .arms_adapter import (EMBEDDING_ARMS, NLI_TEMPLATES, EmbeddingCache, ServedModel, arm_kind, arm_type, build_arm,
+                           receipt_identity)
 from .protocol import Task, p50_ms, rank, score
 from zsnli.compare.receipts import Signer, seal
 
@@ -156,13 +164,15 @@ def _run_sync(arm, task: Task, cache: EmbeddingCache | None, token: CancelToken
 
 def _entry(name: str, role: str, task: Task, probs=None, seconds=None, error: str | None = None,
            fit_s: float | None = None) -> dict:
-    """One scorecard entry: the figures of `score`, p50 latency, fit seconds (None: zero-shot) and, for the page's
-    arm view, `zsnli.compare.bakeoff_analysis.arm_details` (coverage, per-class F1, confusions, worst slices)."""
+    """One scorecard entry: its kind (`arm_kind`, also for a failed arm), the figures of `score`, p50 latency, fit
+    seconds (None: zero-shot) and, for the page's arm view, `zsnli.compare.bakeoff_analysis.arm_details`
+    (coverage, per-class F1, confusions, worst slices)."""
     if error is not None:
-        return {"arm": name, "role": role, "accuracy": None, "macro_f1": None, "ece": None, "n": 0,
-                "latency_ms_p50": None, "status": "failed", "error": error}
+        return {"arm": name, "role": role, "kind": arm_kind(name), "accuracy": None, "macro_f1": None, "ece": None,
+                "n": 0, "latency_ms_p50": None, "status": "failed", "error": error}
     s = score(probs, task.gold)
-    entry = {"arm": name, "role": role, "accuracy": s["accuracy"], "macro_f1": s["macro_f1"], "ece": s["ece"],
+    entry = {"arm": name, "role": role, "kind": arm_kind(name), "accuracy": s["accuracy"], "macro_f1": s["macro_f1"],
+             "ece": s["ece"],
              "n": s["n"], "latency_ms_p50": p50_ms(seconds), "fit_s": fit_s,
              "status": "scored", "reliability": s["reliability"],
              **arm_details(probs, task.gold, s["predicted"], task.label_names, task.texts)}
@@ -213,6 +223,31 @@ async def _run_arm(name: str, ctx: RunContext, task: Task, cache, token: CancelT
         raise BudgetExceeded() from None
 
 
+def estimate(task: Task, nli_window: int = budget.NLI_WINDOW,
+             scoring: dict[str, Any] | None = None) -> budget.Estimate:
+    """The plan's cost before anything runs (`zsnli.compare.budget`): each requested arm's seconds on the task's
+    folds (`Task.plan`), the embedding arms sharing one pass of the sentence encoder over the examples (as
+    `_embed_all` does). ``nli_window``: the served model's window in tokens; ``scoring``: its served scoring
+    (``describe()["scoring"]``: the label cascade and cosine term of the served-model arms)."""
+    shape = budget.PlanShape.of(task.examples(), task.plan())
+    arms = {}
+    for name in task.arms:
+        type_name, params = arm_type(name)
+        if name in NLI_TEMPLATES:
+            params = {**params, "scoring": scoring}
+        template = params.get("hypothesis_template", "{}")
+        arms[name] = budget.arm_seconds(type_name, params, shape, nli_window=nli_window, shared_encoder=True,
+                                        template_chars=len(template) - 2)
+    users = frozenset(a for a in task.arms if a in EMBEDDING_ARMS)
+    return budget.Estimate(arms, budget.encoder_seconds(shape) if users else 0.0, users)
+
+
+def arms_run(task: Task, entries: list[dict]) -> dict[str, Any]:
+    """``{"requested", "finished", "not_finished": {arm: reason}}`` of a bake-off's scorecard ``entries``."""
+    not_finished = {e["arm"]: e["error"] for e in entries if e["status"] != "scored"}
+    return {"requested": len(task.arms), "finished": len(task.arms) - len(not_finished), "not_finished": not_finished}
+
+
 def _run_order(names: list[str]) -> list[str]:
     """Cheap arms first, so that a budget overrun costs the expensive ones."""
     cost = {"majority": 0, "keyword_rules": 0, "tfidf_logreg": 1, "tfidf_linearsvc": 1, "tfidf_linearsvc_raw": 1,
@@ -247,6 +282,10 @@ async def _run(task: Task, ctx: RunContext, signer: Signer, token: CancelToken) 
         if name in EMBEDDING_ARMS and cache is None:
             entries.append(_entry(name, role, task, error=cache_error))
             continue
+        if token.left() <= 0 and not token.cancelled:
+            entries.append(_entry(name, role, task, error=f"not started: the time budget of {ctx.time_budget_s:g} s "
+                                  "(ZSNLI_BAKEOFF_TIME_BUDGET_S) was spent by the arms before it"))
+            continue
         try:
             probs, seconds, fit_s, identities[name] = await _run_arm(name, ctx, task, cache, token)
             entries.append(_entry(name, role, task, probs, seconds, fit_s=fit_s))
@@ -262,7 +301,9 @@ async def _run(task: Task, ctx: RunContext, signer: Signer, token: CancelToken) 
     winner = ranked[0]["arm"] if ranked and ranked[0]["status"] == "scored" else None
     answer = {"id": "bo_" + uuid.uuid4().hex, "created_at": created_at, "task_description": task.task_description,
               "labels": dict(zip(task.label_names, task.hypotheses)), "n": task.n, "scorecard": ranked,
-              "winner": winner}
+              "winner": winner, "arms_run": arms_run(task, entries)}
+    answer["verdict"] = winner_line(answer, board(answer))
     answer["receipt"] = await asyncio.get_running_loop().run_in_executor(
-        ctx.sign_executor or ctx.executor, seal, answer, task.examples_sha256, identities, signer)
+        ctx.sign_executor or ctx.executor, seal, answer, task.examples_sha256, identities, signer,
+        answer["arms_run"]["not_finished"])
     return answer

@@ -164,14 +164,18 @@ class Store:
         return json.loads(row[0]) if row else None
 
     def latest(self, limit: int = 50) -> list[dict[str, Any]]:
-        """The newest bake-offs: ``[{"id", "created_at", "winner", "n", "task_description"}]``, newest first."""
+        """The newest bake-offs: ``[{"id", "created_at", "winner", "n", "task_description", "arms_run"}]``, newest
+        first; ``arms_run`` is ``"F of R arms"`` (the arms that finished of those requested; None for an answer
+        stored before it was recorded)."""
         conn = self._connect()
         try:
-            rows = conn.execute("SELECT id, created_at, winner, n, json_extract(answer, '$.task_description') "
+            rows = conn.execute("SELECT id, created_at, winner, n, json_extract(answer, '$.task_description'), "
+                                "json_extract(answer, '$.arms_run.finished'), json_extract(answer, '$.arms_run.requested') "
                                 "FROM bakeoffs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,)).fetchall()
         finally:
             conn.close()
-        return [{"id": r[0], "created_at": r[1], "winner": r[2], "n": r[3], "task_description": r[4]} for r in rows]
+        return [{"id": r[0], "created_at": r[1], "winner": r[2], "n": r[3], "task_description": r[4],
+                 "arms_run": f"{r[5]} of {r[6]} arms" if r[6] is not None else None} for r in rows]
 
     def example_rows(self, bakeoff_id: str) -> list[tuple[int, str, str | None, str | None]]:
         """``(idx, sha256, input, expected)`` of a bake-off's examples (input/expected None unless retained)."""
