@@ -99,7 +99,7 @@ def nvidia_devices_present(root: str = "/dev") -> bool:
 
 
 def torch_build() -> str:
-    """One line on this process's torch: ``torch 2.13.0+cu128, CUDA 12.8, 1 GPU: NVIDIA H100 80GB HBM3`` or
+    """One line on this process's torch: ``torch 2.13.0+cu128, CUDA 12.8, 1 GPU: NVIDIA H100 80GB HBM3`` (say) or
     ``torch 2.13.0+cpu, a CPU-only build`` (plus a warning clause when an NVIDIA GPU is present that this
     build cannot use: an image built with the CPU torch on a GPU machine)."""
     import torch
@@ -108,7 +108,7 @@ def torch_build() -> str:
     if not torch.version.cuda:
         if nvidia_devices_present():
             return (f"{head}, a CPU-only build: the NVIDIA GPU on this machine is NOT used (build the image with "
-                    "--build-arg TORCH_VARIANT=cu128, docs/deployment.md)")
+                    "--build-arg TORCH_VARIANT=cuda, docs/deployment.md)")
         return f"{head}, a CPU-only build"
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     gpus = ", ".join(dict.fromkeys(torch.cuda.get_device_name(i) for i in range(n))) if n else "none visible"

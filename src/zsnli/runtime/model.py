@@ -39,7 +39,7 @@ PAD_MULTIPLE = 8
 # public examples, length-sorted): 16384 -> 5.92 docs/s, 8192 -> 6.53, 4096 -> 8.30, 2048 -> 8.93, 1024 -> 9.10,
 # 512 -> 8.64: small batches stay in cache. Accelerator (bf16, fixed shapes): the budget sets the rows of every
 # forward (`zsnli.runtime.shapes.accelerator_rows`, 8 at 4096); 16384 and no row cap (until issue 58) computed
-# ~39 padded tokens per real one at concurrency 32, 4096 under 2 (fake accelerator; docs/performance.md).
+# ~36 padded tokens per real one at concurrency 32, 4096 about 2 (fake accelerator; docs/performance.md).
 CPU_TOKEN_BUDGET = 2048
 ACCELERATOR_TOKEN_BUDGET = 4096
 

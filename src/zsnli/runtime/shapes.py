@@ -20,9 +20,9 @@ On an accelerator every bucket runs the rows of the widest one, ``max_rows`` = `
 (token_budget // 512: 8 rows at the default 4,096 tokens, so a forward is 8 x 16 to 8 x 512 tokens):
 at concurrency 32 a bucket rarely holds more real rows than that when a forward starts (a GPU drains
 the queue faster than requests fill it), and each missing row is a filler row computed for nothing.
-Measured on the fake accelerator, 300 public documents: the padded tokens per real token fell from
-39x (16,384 tokens, no cap) to about 2x (docs/performance.md, issue 58). On a CPU there is no cap
-(``max_rows`` None: rows = token_budget // w).
+Measured on the fake accelerator, 300 public documents at concurrency 32: the padded tokens per real
+token fell from 36x (16,384 tokens, no cap) to 1.8x with real forwards and 2.2x with simulated ones
+(docs/performance.md, issue 58). On a CPU there is no cap (``max_rows`` None: rows = token_budget // w).
 
 So a request scored alone and the same request among 31 others see the same
 kernels in the same order (measured: 0.0 difference on the shipped model in
