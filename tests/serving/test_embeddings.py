@@ -69,7 +69,14 @@ async def test_embedding_errors_name_the_field(tmp_path, bert_dir, deberta_dir):
             ("/embed", {"inputs": ["a", "word " * 400], "truncate": False}, 422, "inputs[1]"),
             ("/v1/embeddings", {"input": [[101, 102]], "model": "m"}, 422, "input[0]"),
             ("/v1/embeddings", {"model": "m"}, 422, "input"),
-            ("/v1/embeddings", {"input": "x", "encoding_format": "int8"}, 422, "encoding_format"),
+            ("/v1/embeddings", {"input": "x", "model": "m", "encoding_format": "int8"}, 422, "encoding_format"),
+            # issue 57, item 8: as OpenAI, an empty text and a missing (or empty) model are refused
+            ("/v1/embeddings", {"input": "", "model": "m"}, 422, "input"),
+            ("/v1/embeddings", {"input": ["a", ""], "model": "m"}, 422, "input[1]"),
+            ("/v1/embeddings", {"input": "x"}, 422, "model"),
+            ("/v1/embeddings", {"input": "x", "model": None}, 422, "model"),
+            ("/v1/embeddings", {"input": "x", "model": ""}, 422, "model"),
+            ("/v1/embeddings", {"input": "x", "model": 3}, 422, "model"),
         ]
         for path, body, status, field in cases:
             r = await client.post(path, json=body)
@@ -122,6 +129,9 @@ def test_openai_and_huggingface_clients_get_the_vectors(encoder_server, bert_dir
     with pytest.raises(openai.UnprocessableEntityError) as refused:  # the client's message is the server's
         client.embeddings.create(model="zsnli-encoder", input=[[101, 102]])
     assert "input[0]" in str(refused.value) and refused.value.param == "input[0]", str(refused.value)
+    with pytest.raises(openai.UnprocessableEntityError) as refused:  # "" is refused, as OpenAI refuses it
+        client.embeddings.create(model="zsnli-encoder", input="")
+    assert refused.value.param == "input", str(refused.value)
     single = client.embeddings.create(model="zsnli-encoder", input=TEXT)
     np.testing.assert_allclose(single.data[0].embedding, expected[0], atol=1e-6)
 
@@ -131,3 +141,33 @@ def test_openai_and_huggingface_clients_get_the_vectors(encoder_server, bert_dir
     np.testing.assert_allclose(np.asarray(vectors).reshape(-1), expected[0], atol=1e-6)
     r = httpx.post(f"{encoder_server}/embed", json={"inputs": TEXTS})
     assert {"x-compute-time", "x-queue-time", "x-inference-time"} <= set(r.headers)
+
+
+def test_the_shipped_encoder_declares_the_window_the_server_cuts_at():
+    """Issue 57, item 8: sentence-transformers loaded ``model/embedding`` with a 512-token window while the server
+    cuts at 256, so a long text's vectors differed by up to 0.047. The folder now carries the server's window (its
+    tokenizer's ``model_max_length``, ``sentence_bert_config.json``), so the library cuts where the server does."""
+    import json
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    from zsnli.runtime.embedding import REPO_MODEL_DIR, encoder_window
+
+    folder = REPO_MODEL_DIR / "embedding"
+    window = encoder_window(AutoConfig.from_pretrained(folder))
+    assert window == 256
+    assert AutoTokenizer.from_pretrained(folder).model_max_length == window
+    assert json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"] == window
+
+
+def test_sentence_transformers_embeds_a_long_text_as_the_server_does():
+    st = pytest.importorskip("sentence_transformers")
+    from zsnli.runtime.embedding import REPO_MODEL_DIR, SentenceEncoder
+
+    folder = REPO_MODEL_DIR / "embedding"
+    long_text = " ".join([TEXT] * 40)  # about 600 tokens: past the window, inside the library's old 512
+    library = st.SentenceTransformer(str(folder), device="cpu")
+    assert library.max_seq_length == 256
+    theirs = library.encode([long_text, TEXT], normalize_embeddings=True)
+    ours = SentenceEncoder(folder).encode([long_text, TEXT])
+    np.testing.assert_allclose(theirs, ours, atol=1e-5)

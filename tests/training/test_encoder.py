@@ -27,6 +27,28 @@ ROOT = Path(__file__).resolve().parents[2]
 ZSC = ROOT / "tests" / "data" / "tiny_zsc"
 
 
+def test_a_saved_sentence_encoder_carries_the_window_the_server_cuts_at(base, tmp_path):
+    """Issue 57, item 8: sentence-transformers read 512 tokens from the base's tokenizer where the server cuts at
+    256, so long texts differed. The saved folder now says the server's window twice: the tokenizer's
+    ``model_max_length`` (read by sentence-transformers' default loading and by a plain tokenizer) and
+    ``sentence_bert_config.json``'s ``max_seq_length`` (read through its modules)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from zsnli.runtime.embedding import encoder_window
+    from zsnli.training.nli_trainer import SENTENCE_CONFIG_NAME, save_model
+
+    model, tokenizer = AutoModel.from_pretrained(base), AutoTokenizer.from_pretrained(base)
+    tokenizer.model_max_length = 512  # as all-MiniLM-L6-v2's tokenizer says
+    save_model(model, tokenizer, tmp_path / "encoder", "float32", encoder_window(model.config))
+    window = SentenceEncoder(tmp_path / "encoder").max_length
+    assert window == encoder_window(model.config) < 512
+    assert json.loads((tmp_path / "encoder" / SENTENCE_CONFIG_NAME).read_text()) == {"max_seq_length": window,
+                                                                                    "do_lower_case": False}
+    assert AutoTokenizer.from_pretrained(tmp_path / "encoder").model_max_length == window
+    st = pytest.importorskip("sentence_transformers")
+    assert st.SentenceTransformer(str(tmp_path / "encoder"), device="cpu").max_seq_length == window
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     # dropout on: a resumed run must also restore the RNG that draws the dropout masks
@@ -142,6 +164,10 @@ def test_training_lowers_the_loss_and_the_encoder_loads_in_the_server_with_match
     assert on_disk["files"] == hash_model_dir(model_dir) and "model.safetensors" in on_disk["files"]
     assert all(c.status == "ok" for c in check_model_dir(model_dir, on_disk))
     assert on_disk["embedding_sha256"] == served.digest
+    from zsnli.training.nli_trainer import SENTENCE_CONFIG_NAME  # issue 57: the folder carries the server's window
+
+    assert json.loads((model_dir / SENTENCE_CONFIG_NAME).read_text())["max_seq_length"] == served.max_length
+    assert json.loads((model_dir / "tokenizer_config.json").read_text())["model_max_length"] == served.max_length
     assert [s["name"] for s in on_disk["data"]["sources"]] == ["zsc-train:tiny_polite", "zsc-train:tiny_topic"]
     assert all(s["licence"] and len(s["sha256"]) == 64 for s in on_disk["data"]["sources"])
     assert on_disk["objective"]["scale"] == enc.DEFAULT_SCALE

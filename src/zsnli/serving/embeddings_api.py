@@ -6,10 +6,10 @@
   text is a 422), ``truncation_direction`` (``right`` only), ``prompt_name`` (null only: the encoder has no
   sentence-transformers prompts), ``dimensions`` (null or the encoder's width). The answer is a list of
   vectors, one per input, also for a single text (as TEI answers).
-* OpenAI's ``POST /v1/embeddings`` (`read_openai`): ``input`` a text or a list of texts (token arrays are
-  refused: they would be another tokenizer's ids), ``model`` (any name: one encoder is served; the answer
-  names it), ``encoding_format`` ``float`` or ``base64`` (little-endian float32 bytes, what the ``openai``
-  client asks for by default and decodes), ``dimensions`` (null or the encoder's width), ``user`` (ignored).
+* OpenAI's ``POST /v1/embeddings`` (`read_openai`): ``input`` a text or a list of texts, none empty (token
+  arrays are refused: they would be another tokenizer's ids; ``""`` is refused, as OpenAI refuses it), ``model``
+  (required, as OpenAI requires it; any name: one encoder is served; the answer names it), ``encoding_format``
+  ``float`` or ``base64`` (little-endian float32 bytes, what the ``openai`` client asks for by default and decodes), ``dimensions`` (null or the encoder's width), ``user`` (ignored).
   `openai_answer`: ``{"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model",
   "usage": {"prompt_tokens", "total_tokens"}}``.
 
@@ -71,9 +71,10 @@ EMBED_OPENAPI = {"requestBody": {"required": True, "content": {"application/json
 
 #: ``openapi_extra=`` of ``POST /v1/embeddings``.
 OPENAI_OPENAPI = {"requestBody": {"required": True, "content": {"application/json": {
-    "schema": {"type": "object", "required": ["input"], "properties": {
-        "input": {"description": "A text, or a list of texts (at most ZSNLI_MAX_BATCH_ITEMS)."},
-        "model": {"type": "string", "description": "Any name: the served sentence encoder answers."},
+    "schema": {"type": "object", "required": ["input", "model"], "properties": {
+        "input": {"description": "A non-empty text, or a list of them (at most ZSNLI_MAX_BATCH_ITEMS)."},
+        "model": {"type": "string", "minLength": 1,
+                  "description": "Required, any name: the served sentence encoder answers."},
         "encoding_format": {"type": "string", "enum": ["float", "base64"], "default": "float"},
         "dimensions": {"type": "integer", "nullable": True, "description": "Only the encoder's width."},
         "user": {"type": "string", "description": "Ignored."}}},
@@ -165,13 +166,21 @@ def read_openai(payload: Any, max_items: int, dim: int) -> EmbedCall:
     """Check an OpenAI ``/v1/embeddings`` body and build an `EmbedCall` (see the module docstring).
 
     Raises ``ApiError`` 422 naming the field: body not an object, a misspelt key, ``input`` missing, not a text
-    or non-empty list of texts, token ids (``input[i]``), too many texts; ``model`` not a string;
-    ``encoding_format`` other than float/base64; ``dimensions`` other than ``dim``.
+    or non-empty list of texts, token ids (``input[i]``), too many texts, an empty text (``input`` /
+    ``input[i]``: OpenAI refuses ``""``); ``model`` missing, empty or not a string (OpenAI requires it; any name
+    is served by the one encoder); ``encoding_format`` other than float/base64; ``dimensions`` other than ``dim``.
     """
     _check_keys(payload, OPENAI_KEYS, "input")
     texts, single = _texts(payload["input"], "input", max_items)
-    if payload.get("model") is not None and not isinstance(payload["model"], str):
-        raise _invalid("must be a string", "model")
+    for i, text in enumerate(texts):
+        if not text:
+            raise _invalid("must not be empty (as OpenAI refuses an empty string)",
+                           "input" if single else f"input[{i}]")
+    model = payload.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise _invalid("field required: the model to embed with, as OpenAI requires (any name: the one served "
+                       "encoder answers, named in the answer's model)" if model is None else
+                       "must be a model name (a non-empty string)", "model")
     fmt = payload.get("encoding_format") or "float"
     if fmt not in ("float", "base64"):
         raise _invalid(f"must be float or base64, got {fmt!r}", "encoding_format")

@@ -41,7 +41,7 @@ from typing import Any
 
 from .. import __version__
 from ..manifest import hash_model_dir, sha256_file, write_json
-from ..runtime.embedding import embedding_digest
+from ..runtime.embedding import embedding_digest, encoder_window
 from .arguments import training_arguments
 from .callbacks import StopRequest, stop_on_signals, trainer_callbacks
 from .data_parallel import LaunchError, launch_from_env
@@ -263,7 +263,7 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     interpolation = None
     if interpolate_alpha is not None:
         interpolation = _interpolate(trainer, preset, run_dir, interpolate_alpha)
-    save_model(trainer.model, tokenizer, model_dir, preset.save_dtype)
+    save_model(trainer.model, tokenizer, model_dir, preset.save_dtype, encoder_window(trainer.model.config))
     figures = {**_figures(trainer, result, preset, resumed_from, train_seconds, t0, notes), "stop_at_step": stop_at_step}
     manifest = build_encoder_manifest(preset, data, model_dir, scale, negatives, figures, interpolation, objective)
     if teacher is not None:

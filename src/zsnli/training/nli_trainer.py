@@ -1,6 +1,7 @@
 """The NLI cross-encoder under the Hugging Face `Trainer` of `zsnli.training.trainer.train`: the label ids, the
 base encoder with a new 3-way head (`load_base`), the loss (`nli_loss`), the global-batch length-grouped
-sampler, the Trainer subclass (`nli_trainer_class`) and the trained model saved for serving (`save_model`).
+sampler, the Trainer subclass (`nli_trainer_class`) and the trained model saved for serving (`save_model`, a
+sentence encoder with its window: `SENTENCE_CONFIG_NAME`).
 
 May import `zsnli.training.nli_data`, `zsnli.training.presets`, `zsnli.training.zsc_nli` and, inside
 functions, torch and transformers.
@@ -136,10 +137,21 @@ storage with ``"dtype": "float16"`` made it compute in fp16: 1e-4 to 1e-2 from t
 storage dtype is the manifest's ``training.saved_dtype``."""
 
 
-def save_model(model, tokenizer, model_dir: str | Path, save_dtype: str) -> None:
+#: sentence-transformers' file of a sentence encoder's settings: its ``max_seq_length`` is the window the library cuts
+#: a text at when it loads the folder through its modules (its default loading reads the tokenizer's
+#: ``model_max_length`` instead: `save_model` writes both).
+SENTENCE_CONFIG_NAME = "sentence_bert_config.json"
+
+
+def save_model(model, tokenizer, model_dir: str | Path, save_dtype: str, sentence_window: int | None = None) -> None:
     """Replace the files directly in ``model_dir`` by ``model`` (weights stored in ``save_dtype``) and
     ``tokenizer``; ``config.json``'s ``dtype`` is `COMPUTE_DTYPE` (the dtype a plain ``from_pretrained`` /
     ``pipeline`` then loads it in), not the storage dtype.
+
+    sentence_window: for a sentence encoder, the tokens the server keeps per text
+    (`zsnli.runtime.embedding.encoder_window`): saved as the tokenizer's ``model_max_length`` and as
+    `SENTENCE_CONFIG_NAME`'s ``max_seq_length``, so sentence-transformers and a plain tokenizer cut a long text
+    where the server does (issue 57: the library read 512 from the base's tokenizer, the server cut at 256).
 
     Subdirectories (the reused ``embedding/``) are kept. Every written file gets mode 644, like the rest of
     the checkout (safetensors writes 600).
@@ -156,6 +168,10 @@ def save_model(model, tokenizer, model_dir: str | Path, save_dtype: str) -> None
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["dtype"] = COMPUTE_DTYPE
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if sentence_window is not None:
+        tokenizer.model_max_length = int(sentence_window)
+        (model_dir / SENTENCE_CONFIG_NAME).write_text(json.dumps(
+            {"max_seq_length": int(sentence_window), "do_lower_case": False}, indent=2) + "\n", encoding="utf-8")
     tokenizer.save_pretrained(model_dir)
     for path in model_dir.iterdir():
         if path.is_file():
