@@ -58,6 +58,8 @@ def test_a_missing_model_dir_is_the_one_line_the_server_prints(tmp_path, given):
     ({"ZSNLI_MAX_BATCH_ITEMS": "abc"}, "ZSNLI_MAX_BATCH_ITEMS must be an integer, got 'abc'"),
     ({"ZSNLI_MAX_BACTH_ITEMS": "8"}, "ZSNLI_MAX_BATCH_ITEMS"),  # misspelt: it would leave the setting at its default
     ({"ZSNLI_MODEL_DIR": "no-model"}, "model directory not found"),
+    # issue 57, item 10: a failed start-up check too, without uvicorn's start lines before it
+    ({"ZSNLI_CALIBRATION_PATH": "/nonexistent/calibration.json"}, "ZSNLI_CALIBRATION_PATH=/nonexistent"),
 ])
 def test_bare_uvicorn_refuses_a_bad_setting_in_one_line_as_server_py_does(tmp_path, setting, needle):
     """``uvicorn server:app`` (docs/deploy.md's bare route) imports server.py: a refused setting was a

@@ -426,10 +426,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return classify(args)
     except (CommandError, ZsnliError) as exc:
-        hint = " (start one with `zsnli serve`, or classify in-process with --model-dir)" \
-            if type(exc).__name__ == "ConnectionFailed" else ""
-        print(f"{PROG}: error: {' '.join(str(exc).split())}{hint}", file=sys.stderr)
+        print(f"{PROG}: error: {' '.join(str(exc).split())}{error_hint(exc)}", file=sys.stderr)
         return 2
+
+
+def error_hint(exc: BaseException) -> str:
+    """What to do, after the error line: start a server when none answered (``ConnectionFailed``); on a 401, set
+    ``ZSNLI_API_KEY`` (the variable this command sends as ``Authorization: Bearer``), or fix it when it is set."""
+    if type(exc).__name__ == "ConnectionFailed":
+        return " (start one with `zsnli serve`, or classify in-process with --model-dir)"
+    if getattr(exc, "status", None) == 401 or "HTTP 401)" in str(exc):
+        if os.environ.get("ZSNLI_API_KEY", "").strip():
+            return " (ZSNLI_API_KEY is set, but is not the key this server was started with: set ZSNLI_API_KEY to it)"
+        return " (the server needs an API key: set ZSNLI_API_KEY to the key it was started with)"
+    return ""
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ from .config import Settings, SettingsError, check_listen, listen_address, missp
 from .harness.cli import UsageParser
 from .serving.http_protocol import json_fallback, protocol_class
 from .serving.service import ZeroShotClassifier
-from .serving.startup import ModelLoader, missing_model_dir, one_line
+from .serving.startup import (STARTUP_ERRORS, ModelLoader, Preflight, configure_logging, missing_model_dir, one_line,
+                              preflight)
 
 
 class _DropStartupFailed(logging.Filter):
@@ -138,12 +139,25 @@ def main(argv: list[str] | None = None) -> int:
         settings, bsettings, path_warnings = checked_settings()
         host, port = listen_address()
         check_listen(host, port)
+        checked = early_preflight(settings)
     except SettingsError as exc:
         print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
         return 3
     for line in path_warnings:  # stderr, last before the server's own log: a default path bake-offs cannot use
         print(f"warning: {line}", file=sys.stderr, flush=True)
-    return serve(settings, host, port, extend=served_extensions(bsettings))
+    return serve(settings, host, port, extend=served_extensions(bsettings), preflighted=checked)
+
+
+def early_preflight(settings: Settings) -> Preflight:
+    """`zsnli.serving.startup.preflight` (model, manifest, calibration, encoder digest) run before uvicorn starts, so a
+    refusal is its one line alone, as a refused setting is (uvicorn's start lines came before it when the lifespan
+    ran it); the service takes the result (``ZeroShotClassifier.preflighted``) instead of running it again.
+    Raises ``SettingsError`` with the refusal's one-line reason."""
+    configure_logging(settings.log_level)
+    try:
+        return preflight(settings)
+    except STARTUP_ERRORS as exc:
+        raise SettingsError(one_line(exc)) from None
 
 
 def checked_settings() -> tuple[Settings, BakeoffSettings, list[str]]:
@@ -169,12 +183,15 @@ def bare_app() -> FastAPI:
     stderr and ``SystemExit(3)`` while uvicorn imports the module, never a traceback."""
     try:
         settings, bsettings, path_warnings = checked_settings()
+        checked = early_preflight(settings)
     except SettingsError as exc:
         print(f"refusing to start: {one_line(exc)}", file=sys.stderr, flush=True)
         raise SystemExit(3) from None
     for line in path_warnings:
         print(f"warning: {line}", file=sys.stderr, flush=True)
-    return create_app(settings, extend=served_extensions(bsettings))
+    app = create_app(settings, extend=served_extensions(bsettings))
+    app.state.classifier.preflighted = checked
+    return app
 
 
 def uvicorn_config(app: Any, settings: Settings, host: str, port: int, **overrides: Any):
@@ -202,7 +219,8 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int, **overrid
 
 
 def serve(settings: Settings, host: str | None = None, port: int | None = None, *,
-          loader: ModelLoader | None = None, extend: Extension | None = None) -> int:
+          loader: ModelLoader | None = None, extend: Extension | None = None,
+          preflighted: Preflight | None = None) -> int:
     """Serve a `ZeroShotClassifier` for ``settings`` under uvicorn in this process; returns the exit code.
 
     0 after a clean stop (SIGTERM/SIGINT: stop accepting, drain in-flight
@@ -213,7 +231,7 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
     calibration, missing model), 1 when loading the model failed.
     Host and port default to ``$HOST`` (0.0.0.0) and ``$PORT`` (8000)
     (`zsnli.config.listen_address`; raises ``SettingsError`` on a bad one).
-    loader, extend: as `create_app`.
+    loader, extend: as `create_app`. preflighted: `early_preflight`'s result (`main` runs it before uvicorn starts).
 
     Connections use `zsnli.serving.http_protocol`: headers and body must arrive within
     ``ZSNLI_READ_TIMEOUT_S`` (else 408 ``request_timeout`` or a close), at most
@@ -234,6 +252,7 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
             server.should_exit = True
 
     service = ZeroShotClassifier(settings, loader, shutdown_hook=stop_server)
+    service.preflighted = preflighted
     app = create_app(service=service, extend=extend, access_log=True)
     config = uvicorn_config(_quiet_startup_refusal(json_fallback(app, settings.retry_after_s)), settings, host, port)
 

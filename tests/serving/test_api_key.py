@@ -128,6 +128,7 @@ def test_the_client_and_the_cli_send_the_key_from_the_same_variable(served, monk
 
     with served(api_key=KEY) as srv:
         url = f"http://127.0.0.1:{srv.port}"
+        capsys.readouterr()  # the server's start-up output (a weights bar when this test loads them) is not the CLI's
         monkeypatch.delenv("ZSNLI_API_KEY", raising=False)
         with Client(url, retries=0) as zs:
             with pytest.raises(BadRequestError) as err:
@@ -136,6 +137,11 @@ def test_the_client_and_the_cli_send_the_key_from_the_same_variable(served, monk
         assert main(["classify", "the match", "--labels", "sport,business", "--url", url]) != 0
         err_text = capsys.readouterr().err
         assert "unauthorized" in err_text and len(err_text.strip().splitlines()) == 1, err_text
+        assert "set ZSNLI_API_KEY" in err_text, err_text  # issue 57, item 10: what to do, in the same line
+        monkeypatch.setenv("ZSNLI_API_KEY", "not-the-key-of-this-server")
+        assert main(["classify", "the match", "--labels", "sport,business", "--url", url]) != 0
+        err_text = capsys.readouterr().err
+        assert "is not the key this server was started with" in err_text and "not-the-key" not in err_text, err_text
         monkeypatch.setenv("ZSNLI_API_KEY", KEY + "\n")  # as a mounted Secret file often ends
         with Client(url) as zs:
             assert len(zs.classify("the match", ["sport", "business"]).probabilities) == 2

@@ -202,6 +202,19 @@ def test_the_scoring_names_agree_and_a_bad_setting_is_one_line():
         Settings.from_env({"ZSNLI_SCORING": "fast"})
 
 
+def test_the_status_table_names_every_scoring_a_request_may_ask_for():
+    """Issue 57, item 10: docs/api.md's 422 row said "`scoring` not `served` or `pipeline`", leaving `embedding` out."""
+    import re
+    from pathlib import Path
+
+    from zsnli.serving.api_types import SCORINGS
+
+    api = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    (row,) = [line for line in api.splitlines() if line.startswith("| 422 | `validation` |")]
+    listed = re.search(r"`scoring` not ([^;|]*)", row).group(1)
+    assert set(re.findall(r"`(\w+)`", listed)) == set(SCORINGS), listed
+
+
 def test_the_client_sends_the_fast_path():
     from zsnli.client.protocol import classify_body
 

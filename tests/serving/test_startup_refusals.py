@@ -139,6 +139,34 @@ def test_the_server_refuses_to_start_with_one_line_exit_3(bert_dir, tmp_path, en
     assert "Traceback" not in out and "Uvicorn running" not in out
 
 
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("env, needle", [
+    ({"ZSNLI_CALIBRATION_PATH": "ABSENT"}, "ZSNLI_CALIBRATION_PATH="),
+    ({"ZSNLI_MANIFEST_PATH": "ABSENT"}, "ZSNLI_MANIFEST_PATH="),
+    ({"ZSNLI_MODEL_DIR": "NO_ENTAILMENT"}, "entailment"),
+])
+def test_a_failed_startup_check_is_its_one_line_alone(bert_dir, tmp_path, env, needle):
+    """Issue 57, item 10: a refusal of the start-up checks (`zsnli.serving.startup.preflight`) came after uvicorn's
+    'Started server process' and 'Waiting for application startup.'; it is now checked before uvicorn starts
+    (`zsnli.serve.early_preflight`), so its one line is all the output, as a refused setting's is."""
+    import json
+    import shutil
+
+    no_entailment = tmp_path / "model"
+    shutil.copytree(bert_dir, no_entailment)
+    config = json.loads((no_entailment / "config.json").read_text())
+    config["id2label"] = {"0": "positive", "1": "neutral", "2": "negative"}
+    config["label2id"] = {v: int(k) for k, v in config["id2label"].items()}
+    (no_entailment / "config.json").write_text(json.dumps(config))
+    places = {"ABSENT": tmp_path / "absent.json", "NO_ENTAILMENT": no_entailment}
+    proc = _server(bert_dir, _free_port(), **{k: str(places[v]) for k, v in env.items()})
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out
+    lines = [line for line in out.splitlines() if line.strip() and "Writing model shards" not in line]
+    assert len(lines) == 1 and lines[0].startswith("refusing to start: ") and needle in lines[0], out
+    assert "Started server process" not in out and "Waiting for application startup" not in out
+
+
 def test_a_store_that_cannot_be_written_at_run_time_is_503_before_any_arm_runs(bert_dir, tmp_path, monkeypatch):
     """A transient store fault keeps its 503 + Retry-After, now before the arms run (each bake-off used to run to
     the end and then fail to store)."""

@@ -35,7 +35,8 @@ from .document import LABEL_KIND, TEXT_KIND, Tokenized
 from .drain import Drain
 from .label_cache import LabelEmbeddings
 from .request_timing import TimedExecutor
-from .startup import STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, default_loader, load_encoder, one_line, preflight
+from .startup import (STARTUP_ERRORS, ModelLoader, Preflight, StartupRefused, configure_logging, default_loader,
+                      load_encoder, one_line, preflight)
 
 logger = logging.getLogger("zsnli")
 
@@ -89,6 +90,9 @@ class ServiceLifecycle:
         self.drain = Drain(settings.drain_timeout_s)
         self._tokenize_pool = TimedExecutor(1, thread_name_prefix="zsnli-tokenize")  # times it per request
         self._loading: asyncio.Task | None = None
+        #: `zsnli.serving.startup.preflight`'s result when it ran before the server started (`zsnli.serve`: a refusal is
+        #: then its one line with nothing of uvicorn's before it); `start` runs it otherwise.
+        self.preflighted: Preflight | None = None
 
     async def start(self) -> None:
         """Log the settings, run `preflight` and start loading in the background.
@@ -108,7 +112,7 @@ class ServiceLifecycle:
 
             torch.set_num_threads(settings.torch_threads)
         try:
-            pre = preflight(settings)
+            pre = self.preflighted or preflight(settings)
         except STARTUP_ERRORS as exc:  # the refusal alone, without the settings lines (issue 48)
             reason = one_line(exc)
             self.state = ServiceState(status="error", reason=reason, exit_code=1)
