@@ -115,3 +115,11 @@ def test_what_a_run_left_in_the_working_directory_is_never_read(tmp_path, monkey
     (tmp_path / "answer.json").write_text(json.dumps(answer))
     assert main([str(tmp_path / "answer.json")]) == 2  # signed, no local key to check it: not "key id mismatch"
     assert "--public-key is needed" in capsys.readouterr().err
+
+
+def test_hypothesis_keeps_no_examples_in_the_checkout():
+    """Issue 57, item 1: hypothesis' example database (``.hypothesis/`` in the working directory) replayed what an
+    earlier run found; the suite's profile keeps none, so a property test reads nothing a run left behind."""
+    hypothesis = pytest.importorskip("hypothesis")
+
+    assert hypothesis.settings().database is None
