@@ -356,9 +356,11 @@ def test_coverage_curve_and_constraint_pick():
     board = [{"arm": "big", "error": None, "macro_f1": 0.5, "p95_ms": 90.0, "peak_rss_mb": 900.0},
              {"arm": "small", "error": None, "macro_f1": 0.3, "p95_ms": 5.0, "peak_rss_mb": 120.0},
              {"arm": "unmeasured", "error": None, "macro_f1": 0.2, "p95_ms": 1.0, "peak_rss_mb": None}]
-    assert pick_within(board, None, None)["best"] == "big"
-    assert pick_within(board, 50.0, None)["best"] == "small"
-    assert pick_within(board, 50.0, 100.0)["best"] is None
+    assert pick_within(board)["best"] == "big"
+    assert pick_within(board, max_p95_ms=50.0)["best"] == "small"
+    assert pick_within(board, max_p95_ms=50.0, max_rss_mb=100.0)["best"] is None
+    board[1]["fit_s"], board[0]["fit_s"] = 3.0, None  # the cost ceiling: fit seconds here, none for zero-shot
+    assert pick_within(board, max_fit_s=1.0)["fitting"] == ["big", "unmeasured"]
 
 
 @pytest.mark.skipif(not (REPO / "serve.sh").exists(), reason="serve.sh not in this checkout")

@@ -254,8 +254,8 @@ def test_an_arm_opens_its_view_ceilings_pick_an_arm_and_a_rerun_takes_the_ticked
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
+    from zsnli.compare.engine import best_within
     from zsnli.compare.render import board
-    from zsnli.compare.render_arms import best_within
 
     browser.get(server + "/bakeoff")
     browser.find_element(By.ID, "task").send_keys("Support requests: access or billing")
@@ -286,31 +286,78 @@ def test_an_arm_opens_its_view_ceilings_pick_an_arm_and_a_rerun_takes_the_ticked
     if shot:
         browser.save_screenshot(shot.replace(".png", "-arm-view.png"))
 
-    # the ceilings name the best-ranked arm inside both, by the renderer's own rule
+    # the ceilings name the best-ranked arm inside them, by the one rule (zsnli.compare.engine.best_within)
     rows = board(answer)
-    assert browser.find_element(By.ID, "ceiling-best").text == best_within(rows, None, None) == answer["winner"]
-    p50s = sorted(r["p50_ms"] for r in rows)
-    for max_p50, max_fit in ((p50s[2], None), (None, 0.0), (p50s[0] / 2, None), (p50s[-1], 1e-9)):
-        for box_id, value in (("max-p50", max_p50), ("max-fit", max_fit)):
+    assert browser.find_element(By.ID, "ceiling-best").text == best_within(rows) == answer["winner"]
+    assert not browser.find_element(By.ID, "max-rss").is_enabled()  # the service measures no arm's memory
+    p95s = sorted(r["p95_ms"] for r in rows)
+    for max_p95, max_fit in ((p95s[2], None), (None, 0.0), (p95s[0] / 2, None), (p95s[-1], 1e-9)):
+        for box_id, value in (("max-p95", max_p95), ("max-fit", max_fit)):
             box = browser.find_element(By.ID, box_id)
             box.clear()
             if value is not None:
                 box.send_keys(repr(value))
-        expected = best_within(rows, max_p50, max_fit)
-        assert browser.find_element(By.ID, "ceiling-best").text == (expected or "no arm fits"), (max_p50, max_fit)
-    browser.find_element(By.ID, "max-p50").clear()
+        expected = best_within(rows, max_p95_ms=max_p95, max_fit_s=max_fit)
+        assert browser.find_element(By.ID, "ceiling-best").text == (expected or "no arm fits"), (max_p95, max_fit)
+    browser.find_element(By.ID, "max-p95").clear()
     browser.find_element(By.ID, "max-fit").clear()
     browser.find_element(By.ID, "max-fit").send_keys("0")
     assert browser.find_element(By.ID, "ceiling-best").text == "served"  # nothing fitted: only the zero-shot arm
+    # an arm ticked off leaves the ranking and the ceilings' pick
+    browser.find_element(By.CSS_SELECTOR, "#arm-toggles input[value='served']").click()
+    assert not browser.find_element(By.CSS_SELECTOR, "#scorecard tr[data-arm='served']").is_displayed()
+    assert browser.find_element(By.ID, "ceiling-best").text == "no arm fits"
+    browser.find_element(By.CSS_SELECTOR, "#arm-toggles input[value='served']").click()
+    assert browser.find_element(By.ID, "ceiling-best").text == "served"
     if shot:
         browser.execute_script("document.getElementById('ceilings').scrollIntoView()")
         browser.save_screenshot(shot.replace(".png", "-ceilings.png"))
 
-    # untick two arms in the bar above the result and run again on the same examples
+    # untick two arms in the result's arm toggles and run again on the same examples
     for name in ("served", "char_nb"):
-        browser.find_element(By.CSS_SELECTOR, f"#rerun input[value='{name}']").click()
+        browser.find_element(By.CSS_SELECTOR, f"#arm-toggles input[value='{name}']").click()
     browser.find_element(By.ID, "rerun-button").click()
     WebDriverWait(browser, 120).until(lambda b: b.find_elements(By.ID, "permalink") and _permalink_id(b) != first)
     again = httpx.get(f"{server}/v1/bakeoffs/{_permalink_id(browser)}").json()
     assert sorted(e["arm"] for e in again["scorecard"]) == sorted(set(VIEW_ARMS) - {"served", "char_nb"})
     assert again["n"] == len(SUPPORT)
+
+
+def test_the_command_lines_html_file_has_the_pages_toggles_and_ceilings(browser, tmp_path):
+    """Issue 57 (9): ``validate.py bakeoff --html`` had neither the arm toggles nor the page's ceilings. The file
+    is the one renderer's (render_html, report.js inlined): open it from disk, tick an arm off, type ceilings."""
+    from selenium.webdriver.common.by import By
+
+    from zsnli.compare.engine import best_within
+    from zsnli.compare.render import board, render_html
+
+    def row(arm, kind, f1, p95, fit, rss, note=""):
+        return {"arm": arm, "kind": kind, "type": arm, "macro_f1": f1, "accuracy": f1, "ece": 0.1, "p50_ms": p95 / 2,
+                "p95_ms": p95, "fit_s": fit, "fit_note": note, "peak_rss_mb": rss, "cost": "free (local)",
+                "error": None, "failed": 0}
+
+    report = {"examples": {"source": "x.jsonl", "sha256": "e" * 64, "n": 40, "datasets": ["a", "b"]},
+              "suite": {"name": "ci", "description": "d"}, "options": {"timing": "one per call"}, "arms": [],
+              "leaderboard": [row("zsnli", "zero-shot", 0.9, 120.0, 3600.0, 900.0, "trained offline (manifest)"),
+                              row("embedding+logreg", "few-shot", 0.8, 30.0, 2.5, 700.0),
+                              row("tfidf", "few-shot", 0.6, 2.0, 0.3, 150.0)],
+              "constraints": {"max_p95_ms": 50.0, "max_fit_s": None, "max_rss_mb": None, "best": "embedding+logreg"},
+              "receipt": {"sha256": "s" * 64, "signature": None, "key_id": None, "examples_sha256": "e" * 64}}
+    path = tmp_path / "report.html"
+    path.write_text(render_html(report), encoding="utf-8")
+    browser.get(path.as_uri())
+    rows = board(report)
+    assert browser.find_element(By.ID, "max-p95").get_attribute("value") == "50.0"  # --max-p95-ms fills the box
+    assert browser.find_element(By.ID, "ceiling-best").text == "embedding+logreg"
+    for p95, fit, rss in ((None, 0.0, None), (None, 1.0, 800.0), (None, None, 100.0), (200.0, 1.0, None)):
+        for box_id, value in (("max-p95", p95), ("max-fit", fit), ("max-rss", rss)):
+            box = browser.find_element(By.ID, box_id)
+            box.clear()
+            if value is not None:
+                box.send_keys(repr(value))
+        expected = best_within(rows, max_p95_ms=p95, max_fit_s=fit, max_rss_mb=rss)
+        assert browser.find_element(By.ID, "ceiling-best").text == (expected or "no arm fits"), (p95, fit, rss)
+    assert browser.find_element(By.ID, "ceiling-best").text == "zsnli"  # trained offline: no fit cost here
+    browser.find_element(By.CSS_SELECTOR, "#arm-toggles input[value='zsnli']").click()
+    assert not browser.find_element(By.CSS_SELECTOR, "#scorecard tr[data-arm='zsnli']").is_displayed()
+    assert browser.find_element(By.ID, "ceiling-best").text == "tfidf"  # embedding+logreg fitted 2.5 s > 1

@@ -91,7 +91,10 @@ def test_report_text_is_escaped():
     answer = service_answer({HOSTILE: (0.9, 0.1, 3.0)}, 3, task=HOSTILE)
     answer["labels"] = {HOSTILE: HOSTILE}
     page = render_html(answer)
-    assert "<script" not in page and "<!--" not in page
+    from zsnli.compare.render_arms import report_script
+
+    # the one script is the report's own (inlined from report.js); nothing of the answer is markup
+    assert page.count("<script") == 1 and f"<script>{report_script()}</script>" in page and "<!--" not in page
     assert "&lt;!--&lt;script&gt;alert(1)&lt;/script&gt; &amp;" in page
 
 
@@ -101,7 +104,8 @@ def test_the_service_pages_serve_the_one_renderer():
     answer = service_answer({"served": (0.9, 0.1, 3.0), "majority": (0.5, 0.2, 0.1)}, 10, task=HOSTILE)
     assert report_file(answer) == render_html(answer)
     page = result_page(answer, None)
-    assert report_html(answer) in page and page.count("<script") == 1  # bakeoff.js only: nothing from the answer
+    assert report_html(answer) in page and page.count("<script") == 2  # report.js, bakeoff.js: nothing from the answer
+    assert "<script src='/bakeoff/static/report.js'></script><script src='/bakeoff/static/bakeoff.js'>" in page
     assert "id='badge-markdown'>[![bake-off](/bakeoffs/bo_" in page
     public = result_page(answer, "https://zsnli.example.com/x/")
     assert "[![bake-off](https://zsnli.example.com/x/bakeoffs/bo_" in public
@@ -166,14 +170,15 @@ def test_each_service_arm_has_a_view_and_the_ceilings_name_the_best_arm_inside_b
     import numpy as np
 
     from zsnli.compare.bakeoff_analysis import arm_details
-    from zsnli.compare.render_arms import best_within
+    from zsnli.compare.engine import best_within
 
     answer = service_answer({"served": (0.9, 0.1, 30.0), "tfidf_linearsvc": (0.8, 0.1, 1.0),
                              "majority": (0.5, 0.2, 0.1)}, 4)
     gold, names = [0, 0, 1, 1], ["access", "billing"]
     probs = np.array([[0.9, 0.1], [0.4, 0.6], [0.2, 0.8], [0.3, 0.7]])
     for e, fit in zip(answer["scorecard"], (None, 2.5, 0.01)):
-        e.update(fit_s=fit, **arm_details(probs, gold, probs.argmax(1), names, ["a b", "c", "d e f", "g"]))
+        e.update(fit_s=fit, latency_ms_p95=2 * e["latency_ms_p50"],
+                 **arm_details(probs, gold, probs.argmax(1), names, ["a b", "c", "d e f", "g"]))
     page = report_html(answer)
     assert re.findall(r"href='#arm-view-(\d)'", page) == ["1", "2", "3"]  # each ranked arm links to its view
     view = re.search(r"<details class='arm-view' id='arm-view-2'>.*?</details>", page, re.S).group(0)
@@ -183,7 +188,82 @@ def test_each_service_arm_has_a_view_and_the_ceilings_name_the_best_arm_inside_b
     assert "Per-class F1" in view and "Worst slices" in view
     rows = board(answer)
     assert re.search(r"id='ceiling-best'>(.*?)</b>", page).group(1) == "<bdi>served</bdi>"
-    assert best_within(rows, 10.0, None) == "tfidf_linearsvc"  # served is over the latency ceiling
-    assert best_within(rows, 10.0, 1.0) == "majority"  # and tf-idf over the cost ceiling
-    assert best_within(rows, None, 0.0) == "served"  # nothing fitted costs nothing
-    assert best_within(rows, 0.01, None) is None
+    assert best_within(rows, max_p95_ms=10.0) == "tfidf_linearsvc"  # served's p95 (60 ms) is over the ceiling
+    assert best_within(rows, max_p95_ms=10.0, max_fit_s=1.0) == "majority"  # and tf-idf over the cost ceiling
+    assert best_within(rows, max_fit_s=0.0) == "served"  # nothing fitted costs nothing
+    assert best_within(rows, max_p95_ms=0.01) is None
+    assert best_within(rows, max_rss_mb=1e9) is None  # a service bake-off measures no arm's memory
+    assert "id='max-rss' data-figure='peak_rss_mb' disabled" in page  # so its box is off, and says why
+
+
+def _cli_report(constraints=None) -> dict:
+    def row(arm, kind, f1, p95, fit, rss, note=""):
+        return {"arm": arm, "kind": kind, "type": arm, "macro_f1": f1, "accuracy": f1, "ece": 0.1, "p50_ms": p95 / 2,
+                "p95_ms": p95, "fit_s": fit, "fit_note": note, "peak_rss_mb": rss, "cost": "free (local)",
+                "error": None, "failed": 0}
+
+    return {"examples": {"source": "x.jsonl", "sha256": "e" * 64, "n": 40, "datasets": ["a", "b"]},
+            "suite": {"name": "ci", "description": "d"}, "options": {"timing": "one per call"}, "arms": [],
+            "leaderboard": [row("zsnli", "zero-shot", 0.9, 120.0, 3600.0, 900.0, "trained offline (manifest)"),
+                            row("embedding+logreg", "few-shot", 0.8, 30.0, 2.5, 700.0),
+                            row("tfidf", "few-shot", 0.6, 2.0, 0.3, 150.0)],
+            "constraints": constraints or {"max_p95_ms": None, "max_fit_s": None, "max_rss_mb": None, "best": "zsnli"},
+            "receipt": {"sha256": "s" * 64, "signature": None, "key_id": None, "examples_sha256": "e" * 64}}
+
+
+def _controls(page: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The ceilings' boxes (id, figure) and the toggles' arms of a rendered report."""
+    boxes = re.findall(r"<input type='number' min='0' step='any' id='([\w-]+)' data-figure='(\w+)'", page)
+    arms = re.findall(r"<input type='checkbox' name='arm-toggle' value='([^']*)' checked>", page)
+    return boxes, arms
+
+
+def test_the_cli_html_and_the_service_page_have_one_set_of_toggles_ceilings_and_script():
+    """Issue 57 (9): arm toggles and ceilings existed only on the service's page, and the CLI's ceilings (p95,
+    memory) were not the page's (p50, fit seconds). One renderer, one set, one script, in both."""
+    from zsnli.compare.render_arms import report_script
+    from zsnli.compare.service.page import result_page, static_asset
+
+    cli = render_html(_cli_report())
+    answer = service_answer({"served": (0.9, 0.1, 3.0), "majority": (0.5, 0.2, 0.1)}, 10)
+    service = result_page(answer, None)
+    cli_boxes, cli_arms = _controls(cli)
+    service_boxes, service_arms = _controls(service)
+    assert cli_boxes == service_boxes == [("max-p95", "p95_ms"), ("max-fit", "fit_s"), ("max-rss", "peak_rss_mb")]
+    assert cli_arms == ["zsnli", "embedding+logreg", "tfidf"] and service_arms == ["served", "majority"]
+    assert f"<script>{report_script()}</script>" in cli  # the file works on its own
+    assert static_asset("report.js") == (report_script().encode(), "text/javascript; charset=utf-8")
+    for page in (cli, service):
+        assert "id='arm-toggles'" in page and "id='ceiling-best'" in page
+        assert re.search(r"<tr class='scored' data-arm='[^']+' data-rank='1' data-ceiling-p95-ms='[^']*' "
+                         r"data-ceiling-fit-s='[^']*' data-ceiling-peak-rss-mb='[^']*'>", page)
+    # the service measures no arm's memory: its box is off; the CLI's is on
+    assert "id='max-rss' data-figure='peak_rss_mb' disabled" in service and "data-figure='peak_rss_mb'>" in cli
+
+
+@pytest.mark.parametrize("limits, best", [({"max_p95_ms": 50.0}, "embedding+logreg"),
+                                          ({"max_fit_s": 1.0}, "zsnli"),  # trained offline: no fit cost here
+                                          ({"max_p95_ms": 50.0, "max_fit_s": 1.0}, "tfidf"),
+                                          ({"max_rss_mb": 100.0}, None)])
+def test_the_cli_flags_fill_the_reports_ceilings_and_pick_by_the_one_rule(limits, best, capsys):
+    """--max-p95-ms / --max-fit-s / --max-rss-mb are the page's ceilings: the report's constraints (pick_within),
+    the HTML's boxes and pick, and the terminal line agree."""
+    from rich.console import Console
+
+    from zsnli.compare.bakeoff_analysis import pick_within
+    from zsnli.compare.render import print_report
+
+    report = _cli_report()
+    report["constraints"] = pick_within(report["leaderboard"], **limits)
+    assert report["constraints"]["best"] == best
+    page = render_html(report)
+    for name, box in (("max_p95_ms", "max-p95"), ("max_fit_s", "max-fit"), ("max_rss_mb", "max-rss")):
+        value = re.search(rf"id='{box}' data-figure='\w+'( value='([^']*)')?", page).group(2)
+        assert value == (repr(limits[name]) if name in limits else None), name
+    assert re.search(r"id='ceiling-best'>(.*?)</b>", page).group(1) == (f"<bdi>{best}</bdi>" if best else "no arm fits")
+    report["protocol"] = {"description": "d"}
+    report["arms"] = []
+    report["options"]["min_support"] = 10
+    print_report(report, Console(width=200, force_terminal=False))
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("best within ")]
+    assert line and line[0].endswith(f": {best or 'no arm fits'}")

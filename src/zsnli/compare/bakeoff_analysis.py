@@ -24,7 +24,7 @@ import numpy as np
 
 from zsnli.metrics import reliability_bins
 from zsnli.compare.bakeoff_runner import MiB, fit_column
-from zsnli.compare.engine import ArmResult, latency, rank_key
+from zsnli.compare.engine import ArmResult, latency, rank_key, within_ceilings
 from zsnli.harness.examples import Example, dataset_classes
 from zsnli.compare.scorecards import score_examples
 from zsnli.compare.slices import findings, score_slices
@@ -189,18 +189,14 @@ def leaderboard(arms: Sequence[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: rank_key(r["arm"], r["macro_f1"], r["ece"], r["p50_ms"], r["error"] is not None))
 
 
-def pick_within(board: Sequence[dict], max_p95_ms: float | None, max_rss_mb: float | None) -> dict[str, Any]:
-    """The best-ranked arm whose p95 ms/doc and peak RSS fit both limits (a limit of None always fits).
-
-    An arm whose figure was not measured does not fit a limit on it.
-    """
-    def fits(value, limit):
-        return limit is None or (value is not None and value <= limit)
-
-    ok = [r for r in board if r["error"] is None and r["macro_f1"] is not None
-          and fits(r["p95_ms"], max_p95_ms) and fits(r["peak_rss_mb"], max_rss_mb)]
-    return {"max_p95_ms": max_p95_ms, "max_rss_mb": max_rss_mb, "best": ok[0]["arm"] if ok else None,
-            "fitting": [r["arm"] for r in ok]}
+def pick_within(board: Sequence[dict], max_p95_ms: float | None = None, max_fit_s: float | None = None,
+                max_rss_mb: float | None = None) -> dict[str, Any]:
+    """The report's ``constraints``: the limits given and the best-ranked arm inside every one of them, by the one
+    rule of the ceilings (`zsnli.compare.engine.within_ceilings`: p95 ms/doc, fit seconds on these examples, peak
+    RSS; a limit of None always fits, an arm whose figure was not measured does not fit a limit on it)."""
+    limits = {"max_p95_ms": max_p95_ms, "max_fit_s": max_fit_s, "max_rss_mb": max_rss_mb}
+    ok = within_ceilings(board, **limits)
+    return {**limits, "best": ok[0] if ok else None, "fitting": ok}
 
 
 SERVICE_MIN_SUPPORT = 5

@@ -41,8 +41,13 @@ def bakeoff_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-support", type=positive_int, default=None, help="smallest slice (default 10)")
     p.add_argument("--target-accuracy", type=accuracy_target, action="append", default=None,
                    help="escalation target accuracy (repeatable; default 0.9)")
-    p.add_argument("--max-p95-ms", type=positive_float, default=None, help="name the best arm with p95 ms/doc at most this")
-    p.add_argument("--max-rss-mb", type=positive_float, default=None, help="name the best arm with peak RSS (MiB) at most this")
+    p.add_argument("--max-p95-ms", type=positive_float, default=None,
+                   help="p95 latency ceiling: name the best arm with p95 ms/doc at most this (the report's ceilings)")
+    p.add_argument("--max-fit-s", type=non_negative_float, default=None,
+                   help="cost ceiling: the best arm with at most this many fit seconds on these examples (0: nothing "
+                        "fitted here: zero-shot or trained offline)")
+    p.add_argument("--max-rss-mb", type=positive_float, default=None,
+                   help="memory ceiling: the best arm with peak RSS (MiB) at most this")
     p.add_argument("--only", action="append", default=None, metavar="ARM", help="run only this arm (repeatable)")
     p.add_argument("--time-budget-s", type=positive_float, default=None,
                    help="seconds for all the arms: a plan estimated over it is refused before any arm runs (exit 2), "
@@ -106,8 +111,8 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
         return 2
     opts = BakeoffOptions(root=args.root, examples=args.examples, max_per_dataset=args.max_per_dataset,
                           protocol=protocol, min_support=args.min_support, targets=args.target_accuracy,
-                          max_p95_ms=args.max_p95_ms, max_rss_mb=args.max_rss_mb, isolate=not args.in_process,
-                          only=args.only, signer=signer, time_budget_s=args.time_budget_s)
+                          max_p95_ms=args.max_p95_ms, max_fit_s=args.max_fit_s, max_rss_mb=args.max_rss_mb,
+                          isolate=not args.in_process, only=args.only, signer=signer, time_budget_s=args.time_budget_s)
     report_path = args.report or Path("reports/bakeoff.json")
     html_path = args.html or report_path.with_suffix(".html")
     try:  # before the arms run: a report that cannot be written would lose their results

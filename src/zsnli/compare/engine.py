@@ -54,6 +54,48 @@ def rank_key(name: str, macro_f1: float | None, ece: float | None, p50_ms: float
     return (0, -num(macro_f1, 0.0), num(ece, math.inf), num(p50_ms, math.inf), name)
 
 
+CEILINGS = (("max_p95_ms", "p95_ms", "p95 latency ceiling (ms per example)"),
+            ("max_fit_s", "fit_s", "cost ceiling (fit seconds on these examples)"),
+            ("max_rss_mb", "peak_rss_mb", "memory ceiling (peak RSS MiB)"))
+"""The one set of ceilings of every bake-off report, command line and service: ``(limit name, the row's figure,
+label)``. ``validate.py bakeoff --max-p95-ms / --max-fit-s / --max-rss-mb`` set them, and the report's form
+(`zsnli.compare.render_arms.ceilings`, the same in the CLI's HTML and the service's page) takes them as you type."""
+
+
+def ceiling_figure(row: dict[str, Any], figure: str) -> float | None:
+    """The figure of a leaderboard row that a ceiling bounds: the row's own, except the cost: fit seconds spent on
+    these examples, so 0 for an arm that fits nothing here (zero-shot, ``fit_s`` None, or trained offline: its
+    ``fit_note`` says so). None: not measured (a set ceiling on it is not met)."""
+    if figure == "fit_s":
+        if row.get("kind") == "zero-shot" or row.get("fit_s") is None or "offline" in str(row.get("fit_note") or ""):
+            return 0.0
+    value = row.get(figure)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def within_ceilings(rows: Sequence[dict[str, Any]], **limits: float | None) -> list[str]:
+    """The arms of ``rows`` (best first) that were scored and whose figures fit every ceiling in ``limits``
+    (`CEILINGS`' limit names; None: no ceiling), in their order: the one rule of every report (``bakeoff.js``'s
+    ``report.js`` applies it in the page). Raises ``TypeError`` on an unknown limit name."""
+    known = {name: figure for name, figure, _ in CEILINGS}
+    unknown = sorted(set(limits) - set(known))
+    if unknown:
+        raise TypeError(f"unknown ceiling(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    out = []
+    for r in rows:
+        scored = r.get("status", "failed" if r.get("error") else "scored") == "scored" and r.get("macro_f1") is not None
+        if scored and all(limit is None or ((v := ceiling_figure(r, known[name])) is not None and v <= limit)
+                          for name, limit in limits.items()):
+            out.append(r["arm"])
+    return out
+
+
+def best_within(rows: Sequence[dict[str, Any]], **limits: float | None) -> str | None:
+    """The best-ranked arm inside every ceiling (`within_ceilings`), or None when no arm fits."""
+    inside = within_ceilings(rows, **limits)
+    return inside[0] if inside else None
+
+
 @dataclass
 class ArmResult:
     """What one arm produced: probabilities per test row (None = that document failed), timings, identity.

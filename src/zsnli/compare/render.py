@@ -18,8 +18,10 @@ User text (labels, arm, dataset and slice names, the task) is escaped with its b
 displays as "access".
 
 Each scored arm's name in the ranking links to its view (`zsnli.compare.render_arms`: reliability, coverage,
-per-class F1, confusions, worst slices); a service answer also gets the ceilings form (best arm inside a
-latency and a cost ceiling).
+per-class F1, confusions, worst slices). Both shapes get the same arm toggles and the same ceilings form (the
+one set of `zsnli.compare.engine.CEILINGS`: p95 latency, fit seconds, peak RSS; the CLI's flags fill it) and the
+one script (``report.js``, inlined by `render_html`, served to the service's pages): the CLI's HTML file and the
+service's page differ only in the page's links, form and re-run button.
 
 Imports: `zsnli.compare.render_arms` (the arm views; matplotlib through it), `zsnli.compare.engine` (rank rounding),
 `zsnli.compare.arms` (which arms are fitted), `zsnli.compare.protocol` (the service's leave-one-out bound),
@@ -32,9 +34,10 @@ import math
 from typing import Any, Sequence
 
 from zsnli.compare.arms import ARMS
-from zsnli.compare.engine import RANK_DECIMALS, ranking_rule
+from zsnli.compare.engine import CEILINGS, RANK_DECIMALS, ceiling_figure, ranking_rule
 from zsnli.compare.protocol import SERVICE_PROTOCOL
-from zsnli.compare.render_arms import ceilings, cli_arm, coverage_png, fmt, img, service_arms, SQUARE, unit_square_svg
+from zsnli.compare.render_arms import (CEILING_IDS, SQUARE, ceilings, cli_arm, coverage_png, fmt, img, report_script,
+                                       service_arms, toggles, unit_square_svg)
 from zsnli.compare.render_arms import table as _table
 from zsnli.serving.text import html_attr, html_text
 
@@ -80,6 +83,7 @@ def board(report: dict[str, Any]) -> list[dict[str, Any]]:
         keep = ("rank", "arm", "role", "kind", "accuracy", "macro_f1", "ece", "n", "status", "error")
         return [{**{k: e.get(k) for k in keep if k in e or k != "kind"},  # answers before issue 57 have no kind
                  **({"fit_s": e["fit_s"]} if "fit_s" in e else {}),
+                 **({"p95_ms": e["latency_ms_p95"]} if "latency_ms_p95" in e else {}),
                  "p50_ms": e.get("latency_ms_p50"),
                  "reliability": _bins(e.get("reliability"))} for e in report["scorecard"]]
     arms = {a["name"]: a for a in report.get("arms", [])}
@@ -235,8 +239,7 @@ def reliability_svg(arm: str, bins: Sequence[dict[str, Any]]) -> str:
 def _ranking(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     cols = columns(rows)
     head = "".join(f"<th class='{'l' if key in TEXT_COLUMNS else ''}'>{_e(h)}</th>" for h, key, _ in cols)
-    body = "".join(f"<tr class='{r['status']}' data-arm='{_e(r['arm'])}' data-rank='{r['rank']}' "
-                   f"data-p50='{_num(r.get('p50_ms'))}' data-fit='{_num(r.get('fit_s') or 0.0)}'>"
+    body = "".join(f"<tr class='{r['status']}' data-arm='{_e(r['arm'])}' data-rank='{r['rank']}'{_ceiling_data(r)}>"
                    + "".join(f"<td class='{'l' if key in TEXT_COLUMNS else ''}'>{_arm_cell(r, key, spec)}</td>"
                              for _, key, spec in cols) + "</tr>" for r in rows)
     out = (f"<h2>Ranking</h2><table id='scorecard'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -244,11 +247,14 @@ def _ranking(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     note = few_shot_note(report, rows)
     if note:
         out += f"<p class='note' id='few-shot-note'>{_u(note)}</p>"
-    c = report.get("constraints") or {}
-    if c.get("max_p95_ms") is not None or c.get("max_rss_mb") is not None:
-        out += (f"<p>Best arm with p95 &le; {fmt(c['max_p95_ms'], 'g')} ms/doc and peak RSS &le; "
-                f"{fmt(c['max_rss_mb'], 'g')} MiB: <b>{_e(c['best'] or 'no arm fits')}</b></p>")
     return out
+
+
+def _ceiling_data(row: dict[str, Any]) -> str:
+    """The row's figures under the ceilings (`zsnli.compare.engine.ceiling_figure`) as ``data-ceiling-*`` attributes
+    (``report.js`` reads them; empty: not measured)."""
+    return "".join(f" data-ceiling-{figure.replace('_', '-')}='{_num(ceiling_figure(row, figure))}'"
+                   for _, figure, _ in CEILINGS)
 
 
 def _num(x: Any) -> str:
@@ -365,13 +371,17 @@ def _escalation(report: dict) -> str:
 
 
 def report_html(report: dict[str, Any]) -> str:
-    """The report as an HTML fragment (``<div class='report'>``): header, winner, ranking, reliability
-    diagrams, the CLI report's protocol / escalation / per-arm sections, receipt. Every text from the report
-    is escaped. Raises ``KeyError`` on a report without the fields of either shape (module docstring)."""
+    """The report as an HTML fragment (``<div class='report'>``): header, winner, arm toggles, ranking, ceilings,
+    reliability diagrams, the service answer's arm views or the CLI report's protocol / escalation / per-arm
+    sections, receipt: the same toggles and ceilings for both shapes (`zsnli.compare.render_arms`). Every text
+    from the report is escaped. Raises ``KeyError`` on a report without the fields of either shape (module
+    docstring)."""
     rows = board(report)
-    parts = [_header(report), _summary(report, rows), _ranking(report, rows), _diagrams(rows)]
+    limits = {k: v for k, v in (report.get("constraints") or {}).items() if k in CEILING_IDS}
+    parts = [_header(report), _summary(report, rows), toggles(rows), _ranking(report, rows), ceilings(rows, limits),
+             _diagrams(rows)]
     if "scorecard" in report:
-        parts += [service_arms(rows, report["scorecard"], reliability_svg), ceilings(rows)]
+        parts.append(service_arms(rows, report["scorecard"], reliability_svg))
     if "protocol" in report:
         by_name = {r["arm"]: r for r in rows}
         parts += [_protocol(report), _escalation(report)] + [
@@ -382,10 +392,11 @@ def report_html(report: dict[str, Any]) -> str:
 
 
 def render_html(report: dict[str, Any]) -> str:
-    """The report as one self-contained HTML page (`report_html`; PNG figures inlined as data URIs)."""
+    """The report as one self-contained HTML page (`report_html`; PNG figures inlined as data URIs; the report's
+    script, `zsnli.compare.render_arms.report_script`, inlined: toggles and ceilings work from the file)."""
     title = report["id"] if "id" in report else f"suite {report['suite']['name']}"
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>zsnli bake-off: {_e(title)}</title>"
-            f"<style>{CSS}</style></head><body>{report_html(report)}</body></html>")
+            f"<style>{CSS}</style></head><body>{report_html(report)}<script>{report_script()}</script></body></html>")
 
 
 # --------------------------------------------------------------------------- terminal
@@ -421,8 +432,9 @@ def _print_cli_sections(report: dict[str, Any], console) -> None:
     from rich.table import Table
 
     c = report["constraints"]
-    if c["max_p95_ms"] is not None or c["max_rss_mb"] is not None:
-        console.print(f"best within p95 <= {c['max_p95_ms']} ms and RSS <= {c['max_rss_mb']} MiB: "
+    given = [(label, c[name]) for name, _, label in CEILINGS if c.get(name) is not None]
+    if given:
+        console.print(f"best within {', '.join(f'{label} <= {v:g}' for label, v in given)}: "
                       f"{c['best'] or 'no arm fits'}", markup=False, soft_wrap=True)
     esc = Table(title="Escalation: lowest confidence threshold whose kept documents reach the target accuracy")
     for col in ("arm", "target", "threshold", "% kept", "% to a person", "kept acc."):

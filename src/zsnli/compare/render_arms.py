@@ -4,13 +4,15 @@ Each arm of the ranking links to its view (``#arm-view-<rank>``, a ``<details>``
 ``validate.py bakeoff`` its identity, coverage-vs-accuracy curve (PNG), reliability diagram, per-class F1
 (weakest first), top confusions and worst slices (`cli_arm`); for an answer of ``POST /v1/bakeoff``, the
 same from the answer's ``arm_details`` fields with the curve as inline SVG and a full confusion matrix (at
-most `zsnli.compare.service.settings` labels, 20 by default) (`service_arms`). `ceilings` is the form of
-the service's result: a p50 latency ceiling and a cost ceiling (fit seconds) and the best-ranked arm inside
-both (computed here for the page as served, and again by ``bakeoff.js`` as the ceilings change).
+most `zsnli.compare.service.settings` labels, 20 by default) (`service_arms`). Every report, command line and
+service alike, has the arm toggles (`toggles`) and the ceilings form (`ceilings`: the one set of
+`zsnli.compare.engine.CEILINGS`, p95 latency, fit seconds and peak RSS, and the best-ranked ticked arm inside
+them, computed here as rendered and again by ``report.js`` (`report_script`) as boxes are ticked or typed in).
 
 User text goes through `zsnli.serving.text` (escaped, bidirectional controls shown, isolated in ``<bdi>``).
 
-Imports: matplotlib (Agg, only for the CLI's coverage PNGs), `zsnli.serving.text`.
+Imports: matplotlib (Agg, only for the CLI's coverage PNGs), `zsnli.serving.text`, `zsnli.compare.engine` (the
+ceilings' rule).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import io
 import math
 from typing import Any, Callable, Sequence
 
+from zsnli.compare.engine import CEILINGS, best_within, ceiling_figure
 from zsnli.serving.text import html_attr as _e
 from zsnli.serving.text import html_text as _u
 
@@ -216,26 +219,51 @@ def service_arms(rows: Sequence[dict[str, Any]], entries: Sequence[dict[str, Any
     return ("<h2>Arms</h2><p class='note'>Click an arm in the ranking (or below) to open its view.</p>" + "".join(out))
 
 
-def best_within(rows: Sequence[dict[str, Any]], max_p50_ms: float | None, max_fit_s: float | None) -> str | None:
-    """The best-ranked scored arm whose p50 ms per document and fit seconds fit both ceilings (None: no ceiling);
-    an arm with nothing fitted (``fit_s`` None: zero-shot) costs 0 s. None when no arm fits. ``bakeoff.js``
-    applies the same rule in the page."""
-    for r in rows:
-        if r["status"] != "scored" or r.get("macro_f1") is None:
-            continue
-        p50, fit = r.get("p50_ms"), r.get("fit_s") or 0.0
-        if (max_p50_ms is None or (p50 is not None and p50 <= max_p50_ms)) and (max_fit_s is None or fit <= max_fit_s):
-            return r["arm"]
-    return None
+def ceilings(rows: Sequence[dict[str, Any]], limits: dict[str, float | None] | None = None) -> str:
+    """The ceilings form of every report, command line and service alike: one number box per ceiling of
+    `zsnli.compare.engine.CEILINGS` (p95 latency, fit seconds on these examples, peak RSS), filled with
+    ``limits`` (the command line's ``--max-p95-ms`` / ``--max-fit-s`` / ``--max-rss-mb``; empty: no limit), and
+    the best-ranked arm inside all of them (`zsnli.compare.engine.best_within`; with no ceiling, the winner).
+    A ceiling on a figure no arm of the report has (peak RSS in a service bake-off, whose arms share the
+    server's process) is shown disabled, with the reason. ``report.js`` recomputes the pick as you type and
+    as arms are ticked on or off (`toggles`)."""
+    limits = {k: v for k, v in (limits or {}).items() if v is not None}
+    best = best_within(rows, **limits)
+    boxes = []
+    for name, figure, label in CEILINGS:
+        measured = any(ceiling_figure(r, figure) is not None for r in rows if r["status"] == "scored")
+        value = f" value='{limits[name]!r}'" if name in limits else ""
+        why = "" if measured else " disabled title='not measured in this bake-off'"
+        boxes.append(f"<label>{_e(label)} <input type='number' min='0' step='any' id='{CEILING_IDS[name]}' "
+                     f"data-figure='{figure}'{value}{why}></label>"
+                     + ("" if measured else " <small>(not measured here: the service's arms share the server's "
+                                            "process)</small>"))
+    return ("<h2>Ceilings</h2><div class='ceilings' id='ceilings'>" + " ".join(boxes)
+            + f"<p>Best arm within them: <b id='ceiling-best'>{_u(best) if best else 'no arm fits'}</b></p>"
+            "<p class='note'>Latency is the p95 milliseconds to score one example; cost the seconds spent fitting the "
+            "arm on these examples over all folds (0 for an arm that fits nothing here: zero-shot, or trained "
+            "offline); memory the arm's peak RSS. An empty ceiling is no limit. The best arm is the first ticked arm "
+            "in the ranking inside every ceiling (the command line's --max-p95-ms, --max-fit-s and --max-rss-mb are "
+            "the same ceilings).</p></div>")
 
 
-def ceilings(rows: Sequence[dict[str, Any]]) -> str:
-    """The ceilings form: a p50 latency ceiling (ms per example) and a cost ceiling (fit seconds, the training
-    cost measured in this bake-off), and the best arm inside both (`best_within`; with no ceiling, the winner)."""
-    best = best_within(rows, None, None)
-    return ("<h2>Ceilings</h2><div class='ceilings' id='ceilings'>"
-            "<label>p50 latency ceiling (ms per example) <input type='number' min='0' step='any' id='max-p50'></label> "
-            "<label>cost ceiling (fit seconds) <input type='number' min='0' step='any' id='max-fit'></label>"
-            f"<p>Best arm within both: <b id='ceiling-best'>{_u(best) if best else 'no arm fits'}</b></p>"
-            "<p class='note'>Cost is the CPU time to fit the arm on your examples over all folds (0 for a zero-shot "
-            "arm); an empty ceiling is no limit. The best arm is the first in the ranking that fits both.</p></div>")
+CEILING_IDS = {"max_p95_ms": "max-p95", "max_fit_s": "max-fit", "max_rss_mb": "max-rss"}
+"""The ceilings form's box of each limit of `zsnli.compare.engine.CEILINGS` (``report.js`` reads them)."""
+
+
+def toggles(rows: Sequence[dict[str, Any]]) -> str:
+    """The arm toggles of every report: a ticked box per arm of the ranking; unticking one hides its row and leaves
+    it out of the ceilings' pick (``report.js``). On the service's page ``bakeoff.js`` adds "Re-run bake-off",
+    which runs the bake-off again on the same examples with the ticked arms."""
+    boxes = "".join(f"<label class='arm'><input type='checkbox' name='arm-toggle' value='{_e(r['arm'])}' checked> "
+                    f"{_u(r['arm'])}</label>" for r in rows)
+    return (f"<fieldset class='arm-toggles' id='arm-toggles'><legend>Arms: tick on or off</legend>{boxes}"
+            "</fieldset>")
+
+
+def report_script() -> str:
+    """``report.js``, the one script of the report (arm views, toggles, ceilings): inlined by
+    `zsnli.compare.render.render_html`, served to the service's pages as ``/bakeoff/static/report.js``."""
+    from importlib import resources
+
+    return resources.files("zsnli.compare").joinpath("report.js").read_text(encoding="utf-8")

@@ -54,6 +54,7 @@ class BakeoffOptions:
     min_support: int | None = None
     targets: list[float] | None = None
     max_p95_ms: float | None = None
+    max_fit_s: float | None = None
     max_rss_mb: float | None = None
     isolate: bool = True
     warmups: int = DEFAULT_WARMUPS
@@ -152,7 +153,7 @@ def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, A
                     "max_per_dataset": opts.max_per_dataset,
                     "timing": TIMING},
         "arms": arms, "leaderboard": board,
-        "constraints": pick_within(board, opts.max_p95_ms, opts.max_rss_mb),
+        "constraints": pick_within(board, opts.max_p95_ms, opts.max_fit_s, opts.max_rss_mb),
     }
     not_run = {a["name"]: a["error"] for a in arms if a.get("error")}
     report["arms_run"] = {"requested": len(arms), "finished": len(arms) - len(not_run), "not_finished": not_run}

@@ -1,9 +1,10 @@
 """The bake-off web pages: the form (``/bakeoff``), the latest list (``/bakeoffs``) and a result page.
 
 Pages are small HTML shells. A result is rendered on the server by the one report renderer
-(`zsnli.compare.render.report_html`, the same function behind the HTML file of ``validate.py bakeoff``),
-plus this page's links (permalink, JSON, report file, badge, how to verify the receipt). ``static/bakeoff.js``
-only reads the form, posts it, shows progress and errors, then shows the stored result page's ``#result``.
+(`zsnli.compare.render.report_html`, the same function behind the HTML file of ``validate.py bakeoff``, with
+its arm toggles, ceilings and script, ``report.js``), plus this page's links (permalink, JSON, report file,
+badge, how to verify the receipt). ``static/bakeoff.js`` only reads the form, posts it, shows progress and
+errors, then shows the stored result page's ``#result`` and adds "Re-run bake-off" to its arm toggles.
 Everything is served by the app (``/bakeoff/static/...``): no external CDN. User text (tasks, labels, arm names)
 is shown with its bidirectional controls visible and isolated (`zsnli.serving.text.html_text`). Imports the
 standard library, `zsnli.compare.render`, `zsnli.serving.text`, `protocol` and `settings`.
@@ -16,18 +17,24 @@ from importlib import resources
 from typing import Sequence
 
 from zsnli.compare.render import render_html, report_html
+from zsnli.compare.render_arms import report_script
 from zsnli.serving.text import html_attr, html_text
 
 from .protocol import LOO_MAX_N, MAX_FOLDS, RANKING_RULE
 from .settings import BakeoffSettings
 
-STATIC = {"bakeoff.js": "text/javascript; charset=utf-8", "bakeoff.css": "text/css; charset=utf-8"}
+STATIC = {"bakeoff.js": "text/javascript; charset=utf-8", "bakeoff.css": "text/css; charset=utf-8",
+          "report.js": "text/javascript; charset=utf-8"}
 
 
 def static_asset(name: str) -> tuple[bytes, str] | None:
-    """``(bytes, media type)`` of a packaged asset, or None for any other name."""
+    """``(bytes, media type)`` of a packaged asset, or None for any other name. ``report.js`` is the report's own
+    script (`zsnli.compare.render_arms.report_script`: arm views, toggles, ceilings), the one the command line's
+    HTML file inlines."""
     if name not in STATIC:
         return None
+    if name == "report.js":
+        return report_script().encode("utf-8"), STATIC[name]
     return resources.files(__package__).joinpath("static", name).read_bytes(), STATIC[name]
 
 
@@ -36,7 +43,8 @@ def _shell(title: str, body: str) -> str:
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
             f"<title>{escape(title)}</title><link rel='stylesheet' href='/bakeoff/static/bakeoff.css'></head>"
             f"<body><header><a href='/bakeoff'>New bake-off</a> · <a href='/bakeoffs'>Latest bake-offs</a></header>"
-            f"<main>{body}</main><script src='/bakeoff/static/bakeoff.js'></script></body></html>")
+            f"<main>{body}</main><script src='/bakeoff/static/report.js'></script>"
+            "<script src='/bakeoff/static/bakeoff.js'></script></body></html>")
 
 
 PROTOCOL_NOTE = (f"Zero-shot arms score every example as it is. Few-shot arms are never fitted on the example "

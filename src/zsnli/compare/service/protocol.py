@@ -300,6 +300,12 @@ def p50_ms(latencies_s: Sequence[float]) -> float:
     return round(float(np.median(np.asarray(latencies_s, dtype=np.float64))) * 1000.0, 2)
 
 
+def p95_ms(latencies_s: Sequence[float]) -> float:
+    """95th percentile of per-document latencies given in seconds, in milliseconds (2 decimals; numpy's linear
+    interpolation): the figure the report's latency ceiling bounds."""
+    return round(float(np.percentile(np.asarray(latencies_s, dtype=np.float64), 95)) * 1000.0, 2)
+
+
 def rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Order scorecard entries by `RANKING_RULE`, failed arms last (in their given order); sets ``rank`` 1..m.
 

@@ -49,7 +49,7 @@ from zsnli.compare.render import board, winner_line
 
 from .arms_adapter import (EMBEDDING_ARMS, NLI_TEMPLATES, EmbeddingCache, ServedModel, arm_kind, arm_type, build_arm,
                            receipt_identity)
-from .protocol import Task, p50_ms, rank, score
+from .protocol import Task, p50_ms, p95_ms, rank, score
 from zsnli.compare.receipts import Signer, seal
 
 
@@ -173,7 +173,7 @@ def _entry(name: str, role: str, task: Task, probs=None, seconds=None, error: st
     s = score(probs, task.gold)
     entry = {"arm": name, "role": role, "kind": arm_kind(name), "accuracy": s["accuracy"], "macro_f1": s["macro_f1"],
              "ece": s["ece"],
-             "n": s["n"], "latency_ms_p50": p50_ms(seconds), "fit_s": fit_s,
+             "n": s["n"], "latency_ms_p50": p50_ms(seconds), "latency_ms_p95": p95_ms(seconds), "fit_s": fit_s,
              "status": "scored", "reliability": s["reliability"],
              **arm_details(probs, task.gold, s["predicted"], task.label_names, task.texts)}
     if task.retain:

@@ -1,7 +1,7 @@
 // Bake-off form: parse the examples, POST /v1/bakeoff, show progress and errors, then the stored result
-// page's report (rendered on the server) with a bar to tick arms on or off and run again. On a result:
-// an arm's name opens its view, and the ceilings name the best arm inside both. Served by the app; no
-// external code.
+// page's report (rendered on the server) with "Re-run bake-off" added to its arm toggles: it runs the bake-off
+// again on the same examples with the ticked arms. The report's own behaviour (arm views, toggles, ceilings)
+// is report.js's, the script the command line's HTML file inlines. Served by the app; no external code.
 "use strict";
 
 // ---------------------------------------------------------------- input parsing
@@ -67,64 +67,27 @@ async function showResult(answer, container) {
   if (!resp.ok) throw new Error(`the result page answered ${resp.status}`);
   const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
   container.replaceChildren(...doc.getElementById("result").childNodes);
-  rerunBar(container);
+  rerunButton(container);
 }
 
-// ---------------------------------------------------------------- arm views, ceilings, re-run
+// ---------------------------------------------------------------- re-run
 
-// An arm's name in the ranking opens its view (a <details>) and scrolls to it.
-function openArmView(event) {
-  const link = event.target.closest("a.arm-link");
-  if (!link) return;
-  const view = document.getElementById(link.getAttribute("href").slice(1));
-  if (!view) return;
-  event.preventDefault();
-  view.open = true;
-  view.scrollIntoView({ block: "start" });
-}
-
-// The first arm of the ranking whose p50 and fit seconds fit both ceilings (an empty ceiling: no limit);
-// the rule of zsnli.compare.render_arms.best_within.
-function applyCeilings(root) {
-  const out = root.querySelector("#ceiling-best");
-  if (!out) return;
-  const limit = (id) => { const v = root.querySelector(id).value; return v === "" ? Infinity : Number(v); };
-  const maxP50 = limit("#max-p50"), maxFit = limit("#max-fit");
-  const best = [...root.querySelectorAll("#scorecard tbody tr.scored")].find((tr) => {
-    const p50 = tr.dataset.p50 === "" ? Infinity : Number(tr.dataset.p50);
-    return p50 <= maxP50 && Number(tr.dataset.fit || 0) <= maxFit;
-  });
-  out.textContent = best ? best.dataset.arm : "no arm fits";
-}
-
-// Above a result: the form's arm boxes, ticked as the form's, and a button that runs the bake-off again
-// with the same examples and the ticked arms.
-function rerunBar(container) {
-  const form = document.getElementById("bakeoff-form");
-  if (!form) return;
-  const bar = document.createElement("fieldset");
-  bar.id = "rerun"; bar.className = "rerun";
-  const legend = document.createElement("legend");
-  legend.textContent = "Arms: tick on or off, then run again on the same examples";
-  bar.append(legend);
-  form.querySelectorAll("input[name=arm]").forEach((box) => {
-    const label = document.createElement("label"), tick = document.createElement("input");
-    tick.type = "checkbox"; tick.value = box.value; tick.checked = box.checked; tick.name = "rerun-arm";
-    tick.addEventListener("change", () => { box.checked = tick.checked; });
-    label.className = "arm"; label.append(tick, " " + box.value);
-    bar.append(label);
-  });
+// In the report's arm toggles (zsnli.compare.render_arms.toggles): a button that ticks the form's arm boxes as
+// the toggles are (an arm the result does not have stays unticked) and runs the bake-off again.
+function rerunButton(container) {
+  const form = document.getElementById("bakeoff-form"), bar = container.querySelector("#arm-toggles");
+  if (!form || !bar) return;
   const button = document.createElement("button");
   button.type = "button"; button.id = "rerun-button"; button.textContent = "Re-run bake-off";
-  button.addEventListener("click", () => form.requestSubmit());
+  button.addEventListener("click", () => {
+    const ticked = new Set([...bar.querySelectorAll("input[name=arm-toggle]:checked")].map((box) => box.value));
+    form.querySelectorAll("input[name=arm]").forEach((box) => { box.checked = ticked.has(box.value); });
+    const challenger = document.getElementById("challenger");
+    if (challenger && challenger.value && !ticked.has(challenger.value)) challenger.value = "";
+    form.requestSubmit();
+  });
   bar.append(button);
-  container.prepend(bar);
 }
-
-document.addEventListener("click", openArmView);
-document.addEventListener("input", (event) => {
-  if (event.target.closest("#ceilings")) applyCeilings(document);
-});
 
 // ---------------------------------------------------------------- form
 
