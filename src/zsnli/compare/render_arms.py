@@ -225,7 +225,7 @@ def ceilings(rows: Sequence[dict[str, Any]], limits: dict[str, float | None] | N
     ``limits`` (the command line's ``--max-p95-ms`` / ``--max-fit-s`` / ``--max-rss-mb``; empty: no limit), and
     the best-ranked arm inside all of them (`zsnli.compare.engine.best_within`; with no ceiling, the winner).
     A ceiling on a figure no arm of the report has (peak RSS in a service bake-off, whose arms share the
-    server's process) is shown disabled, with the reason. ``report.js`` recomputes the pick as you type and
+    server's process; p95 latency in an answer stored before issue 57) is shown disabled, with the reason. ``report.js`` recomputes the pick as you type and
     as arms are ticked on or off (`toggles`)."""
     limits = {k: v for k, v in (limits or {}).items() if v is not None}
     best = best_within(rows, **limits)
@@ -236,8 +236,9 @@ def ceilings(rows: Sequence[dict[str, Any]], limits: dict[str, float | None] | N
         why = "" if measured else " disabled title='not measured in this bake-off'"
         boxes.append(f"<label>{_e(label)} <input type='number' min='0' step='any' id='{CEILING_IDS[name]}' "
                      f"data-figure='{figure}'{value}{why}></label>"
-                     + ("" if measured else " <small>(not measured here: the service's arms share the server's "
-                                            "process)</small>"))
+                     + ("" if measured else " <small>(not measured in this bake-off"
+                                            + (": its arms share the server's process" if figure == "peak_rss_mb"
+                                               else "") + ")</small>"))
     return ("<h2>Ceilings</h2><div class='ceilings' id='ceilings'>" + " ".join(boxes)
             + f"<p>Best arm within them: <b id='ceiling-best'>{_u(best) if best else 'no arm fits'}</b></p>"
             "<p class='note'>Latency is the p95 milliseconds to score one example; cost the seconds spent fitting the "
