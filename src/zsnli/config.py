@@ -52,6 +52,9 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 #: Values of ``ZSNLI_SCORING`` (case-insensitive), the scoring of a request that names none: the names of
 #: `zsnli.request_scoring.SCORINGS` (a test keeps the two lists equal; this module imports no numpy).
 SCORING_NAMES = ("served", "pipeline", "embedding")
+#: ``ZSNLI_MODEL_VARIANT``: ``small`` serves ``model_dir``, ``base`` its ``base/`` folder, ``auto`` base on CUDA
+#: where the folder exists, else small (`zsnli.serving.startup.resolve_variant`).
+MODEL_VARIANTS = ("auto", "small", "base")
 
 #: The valid range, inclusive, of every numeric setting: field -> (low, high). `Settings.validate`
 #: checks it (before the server listens) and docs/configuration.md's table repeats it.
@@ -107,12 +110,16 @@ class Settings:
     its commit (40 hex digits); ``allow_download`` lets the server download it once when
     it is not cached (off by default: no network).
 
+    Variants: ``model_variant`` (``ZSNLI_MODEL_VARIANT``) picks the small model in ``model_dir`` or the base-size one
+    in ``<model_dir>/base`` (`zsnli.serving.startup.resolve_variant`).
+
     Browsers: ``allowed_hosts`` (``ZSNLI_ALLOWED_HOSTS``) and ``allowed_origins`` (``ZSNLI_ALLOWED_ORIGINS``) are the
     ``Host`` names and the web pages besides the server's own that `zsnli.serving.origin_check` lets through
     (`zsnli.net_settings.allowed_hosts`, `zsnli.net_settings.allowed_origins`; unset: its defaults).
     """
 
     model_dir: str = "./model"
+    model_variant: str = "auto"
     model_id: str | None = None
     model_revision: str | None = None
     allow_download: bool = False
@@ -195,6 +202,7 @@ class Settings:
         object.__setattr__(self, "log_level", "warning" if level == "warn" else level)
         object.__setattr__(self, "fixed_shapes", str(self.fixed_shapes).strip().lower())
         object.__setattr__(self, "scoring", str(self.scoring).strip().lower())
+        object.__setattr__(self, "model_variant", str(self.model_variant).strip().lower())
         if self.api_key is not None and not re.fullmatch(r"[\x21-\x7e]+", self.api_key):  # a Bearer token's octets
             raise SettingsError("ZSNLI_API_KEY must be visible ASCII without spaces (it is sent as 'Authorization: "
                                 "Bearer <key>'), got a value that is not (unset it to turn the key off)")
@@ -214,7 +222,8 @@ class Settings:
         self._validate_hub()
         if self.dtype is not None and self.dtype.lower().removeprefix("torch.") not in DTYPES:
             raise SettingsError(f"ZSNLI_DTYPE must be one of {', '.join(DTYPES)} (or unset), got {self.dtype!r}")
-        for name, choices in (("fixed_shapes", FIXED_SHAPES), ("scoring", SCORING_NAMES), ("backend", BACKENDS)):
+        for name, choices in (("fixed_shapes", FIXED_SHAPES), ("scoring", SCORING_NAMES), ("backend", BACKENDS),
+                              ("model_variant", MODEL_VARIANTS)):
             if getattr(self, name) not in choices:
                 raise SettingsError(f"{self.env_name(name)} must be one of {', '.join(choices)}, "
                                     f"got {getattr(self, name)!r}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ from typing import Any
 MANIFEST_NAME = "training_manifest.json"
 DATA_SOURCES_NAME = "data_sources.json"
 CALIBRATION_NAME = "calibration.json"
+METADATA_NAMES = (MANIFEST_NAME, CALIBRATION_NAME, DATA_SOURCES_NAME)
+"""What a model folder may carry about itself, never one of its model files (`hash_model_dir` leaves them out)."""
 #: The folder a run's outputs go to by default (the bake-off store and receipt key, the score cache,
 #: ``train.py``'s ``runs/<preset>``): ``runs``, relative to the working directory, unless this variable names
 #: another. The test suite points it at a temporary folder, so no test reads what a run left in the checkout.
@@ -78,12 +80,24 @@ PRETRAINED_DIRS = (EMBEDDING_SUBDIR,)
 ``pretrained_artifacts``), apart from the cross-encoder's ``files``."""
 
 
-def hash_model_dir(model_dir: str | Path, exclude: tuple[str, ...] = PRETRAINED_DIRS) -> dict[str, dict[str, Any]]:
+BASE_VARIANT_SUBDIR = "base"
+"""Subdirectory of the model directory holding the optional base-size cross-encoder (``ZSNLI_MODEL_VARIANT=base``):
+a whole model folder of its own, with its own ``training_manifest.json`` and ``calibration.json`` inside, pinned by
+the top-level manifest's ``variants`` table (`variant_pin`)."""
+
+VARIANT_DIRS = (BASE_VARIANT_SUBDIR,)
+"""Model subdirectories that are other models (variants), never files of the served one."""
+
+
+def hash_model_dir(model_dir: str | Path,
+                   exclude: tuple[str, ...] = PRETRAINED_DIRS + VARIANT_DIRS) -> dict[str, dict[str, Any]]:
     """Hash every regular file directly or recursively under ``model_dir``.
 
     Returns ``{relative_posix_path: {"sha256": hex, "bytes": int}}`` sorted by
     path; files under a top-level subdirectory named in ``exclude`` (e.g. the
-    reused pretrained artifacts of `PRETRAINED_DIRS`) are left out. Raises
+    reused pretrained artifacts of `PRETRAINED_DIRS`, and the other models of `VARIANT_DIRS`) are left out, and so
+    are the metadata files of `METADATA_NAMES` at its top (a folder that carries its own manifest and calibration,
+    as ``model/base`` does, cannot list the manifest's own digest in it). Raises
     ``ManifestError`` if the directory does not exist.
     """
     root = Path(model_dir)
@@ -92,7 +106,7 @@ def hash_model_dir(model_dir: str | Path, exclude: tuple[str, ...] = PRETRAINED_
     table: dict[str, dict[str, Any]] = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root)
-        if rel.parts[0] in exclude:
+        if rel.parts[0] in exclude or rel.as_posix() in METADATA_NAMES:
             continue
         table[rel.as_posix()] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     return table
@@ -210,6 +224,62 @@ def verify_model_dir(model_dir: str | Path, manifest_path: str | Path) -> str:
     message is one line naming the first failing files (`verify_model_files`).
     """
     return verify_model_files(model_dir, manifest_path)[0]
+
+
+# --------------------------------------------------------------------------- model variants (model/base)
+
+def variant_pin(model_root: str | Path, variant: str = BASE_VARIANT_SUBDIR) -> dict[str, Any]:
+    """The top-level manifest's ``variants[variant]`` entry for ``<model_root>/<variant>``: ``dir``, the sha256 of
+    its own ``training_manifest.json`` (which hashes every file of it) and its directory digest
+    (`model_dir_digest`). Raises ``ManifestError`` when the folder or its manifest is missing."""
+    folder = Path(model_root) / variant
+    own = folder / MANIFEST_NAME
+    if not own.is_file():
+        raise ManifestError(f"{folder} has no {MANIFEST_NAME}: a variant folder carries its own manifest")
+    return {"dir": variant, "training_manifest_sha256": sha256_file(own),
+            "model_sha256": model_dir_digest(hash_model_dir(folder))}
+
+
+def check_variant_pin(model_root: str | Path, manifest: dict[str, Any], variant: str = BASE_VARIANT_SUBDIR) -> None:
+    """Raise ``ManifestError`` (one line) unless the top-level ``manifest`` pins ``<model_root>/<variant>``: its
+    ``variants[variant]`` entry exists and names the sha256 of that folder's own ``training_manifest.json``.
+    The folder's files are then checked against its own manifest like any model directory's."""
+    entry = (manifest.get("variants") or {}).get(variant)
+    if not isinstance(entry, dict) or not isinstance(entry.get("training_manifest_sha256"), str):
+        raise ManifestError(f"the training manifest declares no '{variant}' variant (its 'variants' table), so "
+                            f"{Path(model_root) / variant} is not a declared model")
+    own = Path(model_root) / entry.get("dir", variant) / MANIFEST_NAME
+    if not own.is_file():
+        raise ManifestError(f"{own} is missing: the training manifest declares the '{variant}' variant")
+    found = sha256_file(own)
+    if found != entry["training_manifest_sha256"]:
+        raise ManifestError(f"{own} has sha256 {found[:12]}, the training manifest pins "
+                            f"{entry['training_manifest_sha256'][:12]} for the '{variant}' variant")
+
+
+def check_variants(model_root: str | Path, manifest: dict[str, Any]) -> list[FileCheck]:
+    """`check_model_dir` for the variant folders (``base/``) of ``model_root``: each declared one's own
+    ``training_manifest.json`` against the top-level ``manifest``'s pin (``base/training_manifest.json``: ok,
+    mismatch or missing), then every file of the folder against that manifest (names ``base/<file>``); a
+    variant folder holding a model that no ``variants`` entry declares is reported ``unlisted``."""
+    root = Path(model_root)
+    declared = manifest.get("variants") or {}
+    checks: list[FileCheck] = []
+    for name in VARIANT_DIRS:
+        folder = root / name
+        entry = declared.get(name)
+        if not isinstance(entry, dict):
+            if (folder / "config.json").is_file():
+                checks.append(FileCheck(f"{name}/", "unlisted", None, None))
+            continue
+        own = folder / MANIFEST_NAME
+        have = sha256_file(own) if own.is_file() else None
+        want = entry.get("training_manifest_sha256")
+        checks += _check_table({MANIFEST_NAME: {"sha256": want}}, {MANIFEST_NAME: {"sha256": have}} if have else {},
+                               f"{name}/")
+        if have is not None and have == want:
+            checks += [replace(c, name=f"{name}/{c.name}") for c in check_model_dir(folder, load_manifest(own))]
+    return checks
 
 
 # --------------------------------------------------------------------------- writing and hold-out digest

@@ -292,14 +292,17 @@ def _install_encoder(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """Re-hash ``--model-dir`` against ``--manifest``: a training manifest (`zsnli.manifest.check_model_dir`), or a
+    """Re-hash ``--model-dir`` against ``--manifest``: a training manifest (`zsnli.manifest.check_model_dir`, and the
+    variant folders it declares, `zsnli.manifest.check_variants`), or a
     sentence encoder's own ``encoder_manifest.json`` (`zsnli.manifest.check_encoder_dir`: the manifest file itself
     is not one of the files it lists). Exit 1 when a file differs."""
-    from .manifest import check_encoder_dir, check_model_dir, is_encoder_manifest
+    from .manifest import check_encoder_dir, check_model_dir, check_variants, is_encoder_manifest
 
     manifest = load_manifest(args.manifest)
     encoder = is_encoder_manifest(manifest)
     checks = (check_encoder_dir if encoder else check_model_dir)(args.model_dir, manifest)
+    if not encoder:  # model/base: its own manifest against the pin, then its files against that manifest
+        checks += check_variants(args.model_dir, manifest)
     if manifest.get("teacher"):  # the teacher and its cache are not shipped: "absent" here is no failure
         from .training.distill import check_teacher
 

@@ -145,7 +145,8 @@ async def test_info_has_text_embeddings_inferences_fields(bert_dir, make_app, tm
     async with running_app(app) as client:
         info = (await client.get("/info")).json()
         health = (await client.get("/health")).json()
-    assert set(info) == tei_fields
+    assert set(info) == tei_fields | {"variant"}  # TEI's fields, and which of zsnli's models is served
+    assert info["variant"] == health["variant"] == "small"
     assert info["model_id"] == health["model"] and info["model_sha"] is None and info["model_dtype"] == "float32"
     id2label = {str(i): name for i, name in enumerate(health["labels"])}
     assert info["model_type"] == {"classifier": {"id2label": id2label, "label2id": {v: int(k) for k, v in id2label.items()}}}

@@ -408,6 +408,7 @@ class HealthResponse(BaseModel):
     model_config = ConfigDict(extra="allow")
     status: str
     model: str | None = Field(None, description="The hub id (ZSNLI_MODEL_ID), else the model directory's name.")
+    variant: str | None = Field(None, description="small (model/) or base (model/base), as ZSNLI_MODEL_VARIANT resolved.")
     model_id: str | None = Field(None, description="Hub models only: the hub id served (ZSNLI_MODEL_ID).")
     revision: str | None = Field(None, description="Hub models only: the commit served (ZSNLI_MODEL_REVISION).")
     model_sha256: str | None = Field(None, description="Digest of the model's file table (training_manifest.json's "
@@ -420,8 +421,7 @@ class HealthResponse(BaseModel):
     device: str | None = None
     dtype: str | None = Field(None, description="float32, bfloat16 or float16 (torch), float32 or int8-dynamic (ONNX).")
     dtype_reason: str | None = Field(None, description="Why this dtype (torch): `ZSNLI_DTYPE=...` when set, else the "
-                                     "device's native bf16 or its absence, e.g. `cpu has avx512_bf16; bf16 in fixed shapes is no faster` "
-                                     "(CPUs serve fp32 unless ZSNLI_DTYPE says otherwise).")
+                                     "device's native bf16 or its absence (CPUs serve fp32 unless ZSNLI_DTYPE says so).")
     fixed_shapes: bool | None = Field(None, description="Every forward runs in fixed shapes (ZSNLI_FIXED_SHAPES), so an "
                                       "answer does not depend on what else was in its batch.")
     token_budget: int | None = Field(None, description="Padded tokens per forward, at most (ZSNLI_TOKEN_BUDGET; 2048 "

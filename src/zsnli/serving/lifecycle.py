@@ -58,6 +58,7 @@ class ServiceState:
     batcher: Batcher | None = None
     model_name: str | None = None
     model_sha256: str | None = None
+    variant: str = "small"  # ZSNLI_MODEL_VARIANT as resolved: small (model_dir) or base (model_dir/base)
     model_id: str | None = None  # hub id (ZSNLI_MODEL_ID), None for a local directory
     revision: str | None = None  # hub commit served
     files: dict[str, str] = field(default_factory=dict)  # {relative path: sha256} of every served model file
@@ -124,7 +125,7 @@ class ServiceLifecycle:
         self.settings = pre.settings  # a hub model's snapshot folder is its model_dir from here on
         st = self.state
         st.verified, st.model_id, st.revision, st.files = pre.verified, pre.model_id, pre.revision, pre.files
-        st.embedding_scoring = pre.embedding_scoring
+        st.embedding_scoring, st.variant = pre.embedding_scoring, pre.variant
         self._loading = asyncio.create_task(self._load(pre.model_sha256, pre.scoring, pre.calibrated, t0),
                                             name="zsnli-load")
 
@@ -225,11 +226,11 @@ class ServiceLifecycle:
 
     def describe(self) -> dict[str, Any]:
         """The served model as code outside the request path may see it (the bake-off's receipts):
-        ``status`` (loading | ok | error), ``model`` (name), ``model_sha256``, ``scoring``
+        ``status`` (loading | ok | error), ``model`` (name), ``variant`` (small | base), ``model_sha256``, ``scoring``
         (`zsnli.request_scoring.RequestScoring.to_dict`: the pooled config's fields, ``groups``, ``calibrator``,
         ``cascade``) and ``calibrated``; `health` adds what ``GET /health`` shows."""
         st = self.state
-        return {"status": st.status, "model": st.model_name, "model_sha256": st.model_sha256,
+        return {"status": st.status, "model": st.model_name, "variant": st.variant, "model_sha256": st.model_sha256,
                 "scoring": st.scoring.to_dict(), "calibrated": st.calibrated}
 
     def sentence_encoder(self) -> SentenceEncoder | None:
@@ -249,7 +250,8 @@ class ServiceLifecycle:
             return 503, body
         desc = st.model.describe()
         onnx_sha256 = desc.pop("onnx_sha256", None)
-        body = {"status": "ok", "model": st.model_name, "model_id": st.model_id, "revision": st.revision,
+        body = {"status": "ok", "model": st.model_name, "variant": st.variant, "model_id": st.model_id,
+                "revision": st.revision,
                 "model_sha256": st.model_sha256, "files": st.files, **desc, "token_budget": st.batcher.token_budget,
                 "encoder": st.encoder.describe() if st.encoder is not None else None,
                 "labels": [st.model.id2label[i] for i in sorted(st.model.id2label)],

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import Settings, SettingsError
-from ..manifest import PRETRAINED_DIRS, ManifestError, hash_model_dir, model_dir_digest, verify_model_files
+from ..manifest import (BASE_VARIANT_SUBDIR, EMBEDDING_SUBDIR, PRETRAINED_DIRS, ManifestError, check_variant_pin,
+                        hash_model_dir, load_manifest, model_dir_digest, verify_model_files)
 from ..runtime.devices import device_kind, nvidia_devices_present, torch_build
 from ..runtime.embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from ..runtime.hub import HubModelError, resolve_hub_model
@@ -174,6 +175,7 @@ class Preflight:
     (``embedding/...`` included). model_id, revision: the hub id and commit, None for a
     local directory. verified: every file matched a training manifest. embedding_scoring: the
     ``scoring: "embedding"`` of calibration.json (`zsnli.request_scoring.load_embedding_scoring`), None without one.
+    variant: ``small`` or ``base`` (`resolve_variant`).
     """
 
     settings: Settings
@@ -185,6 +187,7 @@ class Preflight:
     model_id: str | None = None
     revision: str | None = None
     embedding_scoring: RequestScoring | None = None
+    variant: str = "small"
 
 
 def _hash_all(model_dir: Path) -> tuple[str, dict[str, str]]:
@@ -230,6 +233,38 @@ def _resolve_model(settings: Settings) -> tuple[Settings, str | None, str | None
     return replace(settings, model_dir=str(hub.path)), hub.model_id, hub.revision
 
 
+def resolve_variant(settings: Settings) -> tuple[Settings, str]:
+    """``(settings to serve with, variant)`` for ``ZSNLI_MODEL_VARIANT``: ``small`` serves ``model_dir`` as it is;
+    ``base`` serves ``<model_dir>/base`` (`zsnli.manifest.BASE_VARIANT_SUBDIR`: a whole model folder with its own
+    training_manifest.json and calibration.json, pinned by the top-level manifest's ``variants`` table, checked
+    here unless ``skip_manifest_check``), its sentence encoder still ``<model_dir>/embedding``; ``auto`` is
+    ``base`` on a CUDA device (``ZSNLI_DEVICE``, else the default device) where that folder holds a model, else
+    ``small``: the base-size model pays on a GPU, the small one on a CPU (issue 56). A hub model
+    (``ZSNLI_MODEL_ID``) is ``small``. Raises ``SettingsError`` / ``ManifestError`` with a one-line reason."""
+    root = Path(settings.model_dir)
+    folder = root / BASE_VARIANT_SUBDIR
+    present = (folder / "config.json").is_file()
+    if settings.model_id or settings.model_variant == "small":
+        if settings.model_id and settings.model_variant == "base":
+            raise SettingsError("ZSNLI_MODEL_VARIANT=base serves <ZSNLI_MODEL_DIR>/base, not a hub model: "
+                                "unset ZSNLI_MODEL_ID or ZSNLI_MODEL_VARIANT")
+        return settings, "small"
+    if settings.model_variant == "auto":
+        device = settings.device or _default_device()
+        if not (present and device_kind(device) == "cuda"):
+            return settings, "small"
+    elif not present:
+        raise SettingsError(f"ZSNLI_MODEL_VARIANT=base: no base model in {folder} (no config.json there); "
+                            "set ZSNLI_MODEL_VARIANT=small or auto")
+    top = settings.resolved_manifest_path()
+    if not settings.skip_manifest_check and top.is_file():
+        check_variant_pin(root, load_manifest(top))
+    encoder = settings.embedding_dir or (str(root / EMBEDDING_SUBDIR) if (root / EMBEDDING_SUBDIR).is_dir() else None)
+    logger.info("ZSNLI_MODEL_VARIANT=%s: serving the base model in %s", settings.model_variant, folder)
+    # ZSNLI_MANIFEST_PATH names the top-level manifest (the pin above); the base's files are checked against its own.
+    return replace(settings, model_dir=str(folder), embedding_dir=encoder, manifest_path=None), "base"
+
+
 def preflight(settings: Settings) -> Preflight:
     """The fast startup checks, before the server listens: refuse early and loudly.
 
@@ -256,6 +291,7 @@ def preflight(settings: Settings) -> Preflight:
         ensure_cache_dir(settings.onnx_cache_dir)
     check_device(settings.device)
     settings, model_id, revision = _resolve_model(settings)
+    settings, variant = resolve_variant(settings)
     model_dir = Path(settings.model_dir)
     _check_model_config(model_dir)
     if settings.manifest_path and not settings.skip_manifest_check and not settings.resolved_manifest_path().is_file():
@@ -277,7 +313,7 @@ def preflight(settings: Settings) -> Preflight:
         if found != fitted.embedding_sha256:
             raise ManifestError(f"embedding model {embedding_dir} has digest {found[:12]}, "
                                 f"calibration was fitted with {str(fitted.embedding_sha256)[:12]}")
-    return Preflight(settings, digest, scoring, calibrated, verified, files, model_id, revision, fast)
+    return Preflight(settings, digest, scoring, calibrated, verified, files, model_id, revision, fast, variant)
 
 
 def _fitted_for(calibration_path: Path) -> str | None:

@@ -174,7 +174,8 @@ def info_body(health: Mapping[str, Any], *, version: str, token_budget: int, max
     tokens per forward (TEI's ``max_batch_tokens``). max_client_batch_size: ``ZSNLI_MAX_BATCH_ITEMS``.
     max_concurrent_requests: ``ZSNLI_MAX_CONNECTIONS``. ``max_batch_requests`` is null (a batch is bounded by
     tokens only), ``tokenization_workers`` 1 (one tokeniser thread), ``auto_truncate`` true (the premise
-    is always cut to the window), ``sha`` and ``docker_label`` null.
+    is always cut to the window), ``sha`` and ``docker_label`` null; ``variant`` (not TEI's) says which model
+    ``ZSNLI_MODEL_VARIANT`` serves, ``small`` or ``base``.
     """
     id2label = {str(i): name for i, name in enumerate(health["labels"])}
     return {
@@ -192,6 +193,7 @@ def info_body(health: Mapping[str, Any], *, version: str, token_budget: int, max
         "version": version,
         "sha": None,
         "docker_label": None,
+        "variant": health.get("variant"),  # zsnli's own: small or base (ZSNLI_MODEL_VARIANT)
     }
 
 

@@ -1,0 +1,164 @@
+"""ZSNLI_MODEL_VARIANT (issue 56): the small model in model/, the base-size one in model/base with its own
+manifest and calibration, pinned by the top-level manifest; /health and /info say which one is served, and
+train.py verify covers model/base."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import CONTENT_FREE_CALIBRATION, running_app, write_calibration
+
+BASE_CALIBRATION = dict(rule="entailment", temperature=2.5, k_exponent=0.0)
+
+
+@pytest.fixture
+def layout(tmp_path, bert_dir, deberta_dir):
+    """``tmp/model`` (bert, the small model) holding ``base/`` (deberta, its own manifest and calibration);
+    the top-level training_manifest.json hashes the small model and pins the base's manifest."""
+    from zsnli.manifest import hash_model_dir, model_dir_digest, variant_pin
+
+    model = tmp_path / "model"
+    shutil.copytree(bert_dir, model)
+    base = model / "base"
+    shutil.copytree(deberta_dir, base)
+    (base / "training_manifest.json").write_text(json.dumps({"files": hash_model_dir(base)}))
+    write_calibration(base / "calibration.json", **BASE_CALIBRATION)
+    calibration = json.loads((base / "calibration.json").read_text())
+    calibration["model_sha256"] = model_dir_digest(hash_model_dir(base))
+    (base / "calibration.json").write_text(json.dumps(calibration))
+    top = {"files": hash_model_dir(model), "variants": {"base": variant_pin(model)}}
+    (tmp_path / "training_manifest.json").write_text(json.dumps(top))
+    write_calibration(tmp_path / "calibration.json", **CONTENT_FREE_CALIBRATION)
+    return model
+
+
+def _settings(model, **kw):
+    from conftest import make_settings
+
+    return make_settings(model, **kw)
+
+
+def test_the_small_models_files_leave_the_base_folder_and_metadata_out(layout):
+    from zsnli.manifest import hash_model_dir
+
+    assert not any(name.startswith("base/") for name in hash_model_dir(layout))
+    assert "training_manifest.json" not in hash_model_dir(layout / "base")
+    assert "calibration.json" not in hash_model_dir(layout / "base")
+    assert "config.json" in hash_model_dir(layout / "base")
+
+
+@pytest.mark.parametrize("variant, device, expected", [
+    ("small", None, "small"), ("small", "cuda", "small"), ("auto", None, "small"), ("auto", "cpu", "small"),
+    ("auto", "cuda", "base"), ("auto", "cuda:1", "base"), ("base", None, "base"), ("base", "cpu", "base"),
+    ("BASE", None, "base"),
+])
+def test_the_variant_resolves_to_the_small_or_the_base_folder(layout, variant, device, expected, monkeypatch):
+    import torch
+
+    from zsnli.config import Settings
+    from zsnli.serving.startup import resolve_variant
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the default device here is the CPU
+    settings, served = resolve_variant(Settings(model_dir=str(layout), model_variant=variant, device=device))
+    assert served == expected
+    assert settings.model_dir == str(layout / "base" if expected == "base" else layout)
+    if expected == "base":  # the sentence encoder stays the top model folder's, the manifest is the base's own
+        assert settings.manifest_path is None
+        assert settings.resolved_manifest_path() == layout / "base" / "training_manifest.json"
+        assert settings.resolved_calibration_path() == layout / "base" / "calibration.json"
+
+
+def test_auto_serves_the_small_model_on_cuda_when_there_is_no_base_folder(tmp_path, bert_dir):
+    from zsnli.config import Settings
+    from zsnli.serving.startup import resolve_variant
+
+    shutil.copytree(bert_dir, tmp_path / "model")
+    settings, served = resolve_variant(Settings(model_dir=str(tmp_path / "model"), device="cuda"))
+    assert served == "small" and settings.model_dir == str(tmp_path / "model")
+
+
+def test_the_base_model_is_verified_and_scored_with_its_own_files(layout):
+    from zsnli.manifest import hash_model_dir, model_dir_digest
+    from zsnli.serving.startup import preflight
+
+    pre = preflight(_settings(layout, model_variant="base"))
+    assert pre.variant == "base" and pre.verified and pre.calibrated
+    assert pre.model_sha256 == model_dir_digest(hash_model_dir(layout / "base"))
+    assert pre.scoring.default.temperature == BASE_CALIBRATION["temperature"]
+    small = preflight(_settings(layout, model_variant="small"))
+    assert small.variant == "small" and small.verified
+    assert small.scoring.default.temperature == CONTENT_FREE_CALIBRATION["temperature"]
+    assert not any(name.startswith("base/") for name in small.files)
+
+
+def test_a_base_folder_that_the_manifest_does_not_pin_is_refused(layout):
+    from zsnli.manifest import ManifestError
+    from zsnli.serving.startup import preflight
+
+    own = layout / "base" / "training_manifest.json"
+    own.write_text(own.read_text() + " ")
+    with pytest.raises(ManifestError, match="pins"):
+        preflight(_settings(layout, model_variant="base"))
+    top = layout.parent / "training_manifest.json"
+    undeclared = json.loads(top.read_text())
+    del undeclared["variants"]
+    top.write_text(json.dumps(undeclared))
+    with pytest.raises(ManifestError, match="declares no 'base' variant"):
+        preflight(_settings(layout, model_variant="base"))
+    assert preflight(_settings(layout, model_variant="small")).verified  # the small model is untouched
+
+
+def test_a_changed_base_weight_is_refused_at_start(layout):
+    from zsnli.manifest import ManifestError
+    from zsnli.serving.startup import preflight
+
+    weights = next(p for p in (layout / "base").iterdir() if p.suffix == ".safetensors")
+    weights.write_bytes(weights.read_bytes() + b"\0")
+    with pytest.raises(ManifestError):
+        preflight(_settings(layout, model_variant="base"))
+
+
+def test_asking_for_a_base_model_that_is_not_there_is_one_line(tmp_path, bert_dir):
+    from zsnli.config import Settings, SettingsError
+    from zsnli.serving.startup import resolve_variant
+
+    shutil.copytree(bert_dir, tmp_path / "model")
+    with pytest.raises(SettingsError, match=r"ZSNLI_MODEL_VARIANT=base: no base model in .*base") as err:
+        resolve_variant(Settings(model_dir=str(tmp_path / "model"), model_variant="base"))
+    assert "\n" not in str(err.value)
+    with pytest.raises(SettingsError, match="ZSNLI_MODEL_VARIANT must be one of auto, small, base"):
+        Settings.from_env({"ZSNLI_MODEL_VARIANT": "large"})
+    with pytest.raises(SettingsError, match="not a hub model"):
+        resolve_variant(Settings(model_id="org/name", model_variant="base"))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("variant", ["small", "base"])
+async def test_health_and_info_say_which_model_is_served(layout, make_app, variant):
+    app = make_app(layout, model_variant=variant)
+    async with running_app(app) as client:
+        health = (await client.get("/health")).json()
+        info = (await client.get("/info")).json()
+        answer = await client.post("/classify", json={"text": "the match ended two all", "labels": ["sport", "food"]})
+    assert health["variant"] == info["variant"] == variant
+    assert health["model"] == ("base" if variant == "base" else "model")
+    assert answer.status_code == 200 and abs(sum(answer.json()["probabilities"]) - 1) < 1e-6
+
+
+def test_train_verify_covers_the_base_folder(layout, capsys):
+    from zsnli.train_cli import main
+
+    manifest = str(layout.parent / "training_manifest.json")
+    assert main(["verify", "--model-dir", str(layout), "--manifest", manifest]) == 0
+    out = capsys.readouterr().out
+    assert "OK        base/training_manifest.json" in out and "OK        base/config.json" in out
+    weights = next(p for p in (layout / "base").iterdir() if p.suffix == ".safetensors")
+    weights.write_bytes(weights.read_bytes() + b"\0")
+    assert main(["verify", "--model-dir", str(layout), "--manifest", manifest]) == 1
+    assert f"MISMATCH  base/{weights.name}" in capsys.readouterr().out
+    shutil.rmtree(layout / "base")
+    assert main(["verify", "--model-dir", str(layout), "--manifest", manifest]) == 1
+    assert "MISSING   base/training_manifest.json" in capsys.readouterr().out
