@@ -29,7 +29,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
 
-from ..harness.cli import UsageParser, positive_float, positive_int, usage_error
+from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, ExamplesError, load_examples
 from .cost_profile import even_sample
 from .fake_cuda import fake_cuda
@@ -159,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="padded tokens per forward (repeatable; default: the accelerator's default)")
     p.add_argument("--forward", choices=("real", "simulated"), default="real")
     p.add_argument("--forward-ms", type=positive_float, default=2.0, help="simulated: ms per forward")
-    p.add_argument("--ms-per-ktoken", type=float, default=0.07, help="simulated: ms per thousand padded tokens")
+    p.add_argument("--ms-per-ktoken", type=non_negative_float, default=0.07, help="simulated: ms per thousand padded tokens")
     p.add_argument("--uncapped", action="store_true",
                    help="rows per forward = token budget // width, no cap (the accelerator's shapes before issue 58)")
     p.add_argument("--scoring", choices=("served", "embedding", "pipeline"), default="served")

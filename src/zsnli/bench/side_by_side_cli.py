@@ -156,6 +156,7 @@ OTHER_COMMANDS = """the other benchmark commands (each with its own --help):
   python -m zsnli.bench.training_speed    training pairs/s, fp32 vs bf16, against the compute ceiling
   python -m zsnli.bench.batch_invariance  alone vs batched max |dp| and pairs/s: fp32, bf16, bf16 in fixed shapes
   python -m zsnli.bench.random_models     a random-weight model of a given architecture, built offline
+  python -m zsnli.bench.accelerator_padding  padded against real tokens of the accelerator's forwards (fake GPU)
   python -m zsnli.bench.pipeline_arm      one pipeline arm in its own process (run by this benchmark)"""
 """The epilog of ``python -m zsnli.bench --help``: every other ``python -m zsnli.bench.*`` command."""
 
