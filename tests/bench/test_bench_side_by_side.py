@@ -190,7 +190,8 @@ def _compare_args(examples_file, *extra):
 @pytest.mark.parametrize("variant, needle", [
     ("x:ZSNLI_BACKEND=onnx", "ZSNLI_BACKEND must be one of"),
     ("x:ZSNLI_BACKEN=onnx-int8", "unknown setting ZSNLI_BACKEN (did you mean ZSNLI_BACKEND?)"),
-    ("x:ZSNLI_FOO=1", "unknown setting ZSNLI_FOO (known: ZSNLI_ALLOW_DOWNLOAD, ZSNLI_API_KEY, ZSNLI_BACKEND, "),
+    ("x:ZSNLI_FOO=1", "unknown setting ZSNLI_FOO (known: ZSNLI_ALLOWED_HOSTS, ZSNLI_ALLOWED_ORIGINS, ZSNLI_ALLOW_DOWNLOAD, "
+                      "ZSNLI_API_KEY, ZSNLI_BACKEND, "),
     ("x:ZSNLI_TOKEN_BUDGET=lots", "ZSNLI_TOKEN_BUDGET must be an integer"),
     ("x:ZSNLI_MAX_LABELS=0", "ZSNLI_MAX_LABELS must be in [1, 4096]"),
     ("x:ZSNLI_BACKEND=onnx-int8,ZSNLI_DTYPE=bfloat16", "fixes the precision"),
