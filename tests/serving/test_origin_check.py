@@ -11,7 +11,7 @@ from conftest import cached_loader, make_settings, running_app
 
 from zsnli.config import Settings, SettingsError
 from zsnli.net_settings import allowed_hosts, allowed_origins, parse_origin, split_host
-from zsnli.serving.origin_check import THIS_HOST, host_allowed
+from zsnli.serving.origin_check import OWN_NAMES, THIS_HOST, host_allowed
 
 pytestmark = pytest.mark.anyio
 
@@ -79,22 +79,22 @@ def test_the_settings_are_normalised_and_a_bad_item_is_one_line():
         assert str(err.value).startswith(name) and "\n" not in str(err.value), err.value
 
 
-@pytest.mark.parametrize("host, strict, want", [
-    ("127.0.0.1", True, True), ("::1", True, True), ("192.168.1.20", True, True), ("localhost", True, True),
-    ("app.localhost", True, True), ("zsnli", True, True), ("zsnli.ns.svc.cluster.local", True, True),
-    ("host.docker.internal", True, True), (THIS_HOST, True, True),
-    ("evil.example", True, False), ("127.0.0.1.evil.example", True, False), ("localhost.evil.example", True, False),
-    ("evil.example", False, True),
+@pytest.mark.parametrize("host, want", [
+    ("127.0.0.1", True), ("::1", True), ("192.168.1.20", True), ("localhost", True),
+    ("app.localhost", True), ("zsnli", True), ("zsnli.ns.svc.cluster.local", True), ("zsnli.ns.svc", True),
+    ("host.docker.internal", True), (THIS_HOST, True), *[(name, True) for name in OWN_NAMES],
+    ("evil.example", False), ("127.0.0.1.evil.example", False), ("localhost.evil.example", False),
+    ("evil.com", False), ("svc.evil.com", False),
 ])
-def test_the_default_host_rule(host, strict, want):
-    assert host_allowed(host, (), strict) is want
+def test_the_default_host_rule(host, want):
+    assert host_allowed(host, ()) is want
 
 
 def test_listed_hosts_and_domains():
     listed = ("zsnli.example.com", ".corp.example")
-    assert host_allowed("zsnli.example.com", listed, True) and host_allowed("corp.example", listed, True)
-    assert host_allowed("a.b.corp.example", listed, True) and not host_allowed("evilcorp.example", listed, True)
-    assert not host_allowed("www.zsnli.example.com", listed, True) and host_allowed("any.example", ("*",), True)
+    assert host_allowed("zsnli.example.com", listed) and host_allowed("corp.example", listed)
+    assert host_allowed("a.b.corp.example", listed) and not host_allowed("evilcorp.example", listed)
+    assert not host_allowed("www.zsnli.example.com", listed) and host_allowed("any.example", ("*",))
 
 
 @pytest.mark.parametrize("headers", [
@@ -167,9 +167,36 @@ async def test_the_allowed_hosts_setting_opens_a_name_and_makes_the_check_hold_o
             for host, want in (("zsnli.example.com", 200), ("pub.example", 200), ("10.1.2.3:8000", 200),
                                ("other.example", 403)):
                 assert (await client.get("/info", headers={"Host": host})).status_code == want, (host, client.base_url)
-    default = _app(bert_dir)  # unset: a request that came in on a network address (a Service, an Ingress) passes
+
+
+async def test_dns_rebinding_is_refused_on_a_network_address_too(bert_dir):
+    """Bound to 0.0.0.0 (the README's default) a rebinding page reaches the LAN address with Host and Origin
+    equal: refused unless the name is listed or is ZSNLI_PUBLIC_URL's host; addresses and cluster names pass."""
+    default = _app(bert_dir)
+    rebinding = {"Host": "evil.com:8124", "Origin": "http://evil.com:8124"}
     async with running_app(default), _client(default, "http://10.1.2.3:8000") as network:
-        assert (await network.post("/classify", json=BODY, headers={"Host": "zsnli.example.com"})).status_code == 200
+        r = await network.post("/classify", json=BODY, headers=rebinding)
+        assert r.status_code == 403 and r.json()["field"] == "host", r.text
+        assert "ZSNLI_PUBLIC_URL" in r.json()["error"] and "ZSNLI_ALLOWED_HOSTS" in r.json()["error"]
+        for host in ("10.1.2.3:8000", "zsnli.default.svc", "zsnli.default.svc.cluster.local", "zsnli"):
+            assert (await network.post("/classify", json=BODY, headers={"Host": host})).status_code == 200, host
+    public = _app(bert_dir, public_url="https://zsnli.example.com/")
+    async with running_app(public), _client(public, "http://10.1.2.3:8000") as network:
+        r = await network.post("/classify", json=BODY, headers={"Host": "zsnli.example.com"})
+        assert r.status_code == 200, r.text
+
+
+async def test_the_public_urls_origin_is_the_servers_own_behind_a_proxy_that_rewrites_host(bert_dir):
+    """nginx's default sends Host: 127.0.0.1:8130 while the page is at ZSNLI_PUBLIC_URL: its Origin passes; any
+    other page (another scheme or port of that name too) is still refused."""
+    app = _app(bert_dir, public_url="https://zsnli.example.com/")
+    proxied = {"Host": "127.0.0.1:8130"}
+    async with running_app(app), _client(app) as client:
+        for origin, want in (("https://zsnli.example.com", 200), ("https://ZSNLI.example.com:443", 200),
+                             ("http://zsnli.example.com", 403), ("https://zsnli.example.com:8443", 403),
+                             ("https://evil.example", 403)):
+            r = await client.post("/classify", json=BODY, headers={**proxied, "Origin": origin})
+            assert r.status_code == want, (origin, r.text)
 
 
 async def test_listed_origins_get_cors_and_others_none(bert_dir):

@@ -4,22 +4,21 @@ on every request that does work, in front of every route (`OriginCheck`, pure AS
 A page a user opens can send requests to any address the user's browser reaches, a server on ``localhost``
 included. Two checks keep such a page out (the class of ollama's CVE-2024-28224):
 
-* **Host** (every request, every method; `host_allowed`): DNS rebinding points a name the attacker owns
-  (``evil.example``) at this machine, so the page's requests arrive with ``Host: evil.example``. A request is
-  answered when its host is an IP address; a name no public DNS zone can point here (one with no dot:
-  ``localhost``, this machine's name, a container's or Kubernetes Service's short name; one ending in
-  ``.localhost``, RFC 6761, ``.local``, RFC 6762, the Kubernetes default ``cluster.local`` included, or
-  ``.internal``, reserved by ICANN for private use); the host of ``ZSNLI_PUBLIC_URL``; a name
-  ``ZSNLI_ALLOWED_HOSTS`` lists. Any other name is answered only when ``ZSNLI_ALLOWED_HOSTS`` is unset and the
-  request came in on a non-loopback address: a server reached over the network (bound to ``0.0.0.0`` in a
-  container, behind a Kubernetes Service or an Ingress) is reached by names this process cannot know, and its
-  address is exposed to that network by its own choice; the loopback side of every server, ``0.0.0.0`` included,
-  is where a rebinding page lands, and is checked. Setting ``ZSNLI_ALLOWED_HOSTS`` makes the check hold on every
-  address. Refused: 403 ``forbidden``, field ``host`` (400 ``malformed_request`` for a ``Host`` that is no host).
+* **Host** (every request, every method, on every address; `host_allowed`): DNS rebinding points a name the
+  attacker owns (``evil.example``) at this machine, so the page's requests arrive with ``Host: evil.example``, on
+  loopback or on the machine's network address alike. A request is answered when its host is an IP address; a
+  name no public DNS zone can point here (one with no dot: ``localhost``, a container's or Kubernetes Service's
+  short name; one ending in ``.localhost``, RFC 6761, ``.local``, RFC 6762, the Kubernetes default
+  ``cluster.local`` included, ``.internal``, reserved by ICANN for private use, or ``.svc``, a Kubernetes
+  Service's ``name.namespace.svc``); this machine's own names (``socket.gethostname``, ``socket.getfqdn``); the
+  host of ``ZSNLI_PUBLIC_URL``; a name ``ZSNLI_ALLOWED_HOSTS`` lists. Any other dotted name is refused: a server
+  behind an Ingress or a proxy with a public name sets ``ZSNLI_PUBLIC_URL`` or ``ZSNLI_ALLOWED_HOSTS``. Refused:
+  403 ``forbidden``, field ``host`` (400 ``malformed_request`` for a ``Host`` that is no host).
 * **Origin** (every method but ``GET`` and ``HEAD``, which start no work here; `origin_problem`): a browser names
   the page behind a request in ``Origin`` (old ones only in ``Referer``). A request without either is no
   browser's (curl, the Python client, the ``openai`` client, probes) and passes. Otherwise the page must be the
-  server's own (same host and port as the request's ``Host``: its bake-off form, ``/docs``'s *Try it out*) or one
+  server's own (same host and port as the request's ``Host``: its bake-off form, ``/docs``'s *Try it out*; or
+  the origin of ``ZSNLI_PUBLIC_URL``, the page a proxy that rewrites ``Host`` serves) or one
   ``ZSNLI_ALLOWED_ORIGINS`` lists (``*``: any); ``null`` (a sandboxed frame, a ``file://`` page, a
   ``no-referrer`` redirect) never is. Refused: 403 ``forbidden``, field ``origin``. An allowed page must then
   declare its body ``Content-Type: application/json`` (or ``*+json``): a body sent with no type or as
@@ -37,7 +36,6 @@ May import: the standard library, starlette, `zsnli.errors`, `zsnli.net_settings
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import socket
 from typing import Any
@@ -49,11 +47,13 @@ from .http_body import JSON_MEDIA_TYPES
 #: Methods that start no work on any route here: no Origin check (a page cannot read their answers without CORS).
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 #: Name endings no public DNS zone can point at this machine (RFC 6761, RFC 6762, ICANN's private-use ``.internal``).
-LOCAL_SUFFIXES = (".localhost", ".local", ".internal")
+LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".svc")
 #: Most characters of a refused value quoted back in the error message.
 SHOWN_CHARS = 200
 #: This machine's name (``socket.gethostname``), lower case: answered as a local name (Debian maps it to 127.0.1.1).
 THIS_HOST = socket.gethostname().lower().rstrip(".")
+#: This machine's own names: its name and its fully qualified name (``socket.getfqdn``, read once at import).
+OWN_NAMES = frozenset({THIS_HOST, socket.getfqdn().lower().rstrip(".")} - {""})
 
 
 def _header(headers: Any, name: bytes) -> str | None:
@@ -61,32 +61,16 @@ def _header(headers: Any, name: bytes) -> str | None:
     return ", ".join(values) if values else None
 
 
-def loopback_connection(scope: Any) -> bool:
-    """Whether the request came in on a loopback address of this machine (the ASGI scope's ``server``: the
-    socket's local address): ``127.0.0.0/8``, ``::1`` or an IPv4-mapped loopback. False for any other address
-    and for a name (an in-process test client's ``testserver``)."""
-    server = scope.get("server")
-    try:
-        address = ipaddress.ip_address(str(server[0]).split("%")[0]) if server else None
-    except ValueError:
-        return False
-    if address is None:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
-
-
-def host_allowed(host: str, listed: tuple[str, ...], strict: bool) -> bool:
-    """Whether a request for ``host`` (as `zsnli.net_settings.split_host` gives it) is answered (module docstring).
+def host_allowed(host: str, listed: tuple[str, ...]) -> bool:
+    """Whether a request for ``host`` (as `zsnli.net_settings.split_host` gives it) is answered (module docstring),
+    whatever address it came in on.
 
     listed: ``ZSNLI_ALLOWED_HOSTS`` items (names, IP addresses, ``.domain`` suffixes, ``*``) and the public URL's
-    host; strict: the check holds for any name (the setting is set, or the request came in over loopback)."""
-    if ip_literal(host) or "." not in host or host.endswith(LOCAL_SUFFIXES) or host == THIS_HOST:
+    host."""
+    if ip_literal(host) or "." not in host or host.endswith(LOCAL_SUFFIXES) or host in OWN_NAMES:
         return True
-    for item in listed:
-        if item == "*" or item == host or (item.startswith(".") and (host == item[1:] or host.endswith(item))):
-            return True
-    return not strict
+    return any(item == "*" or item == host or (item.startswith(".") and (host == item[1:] or host.endswith(item)))
+               for item in listed)
 
 
 def _shown(value: str) -> str:
@@ -94,7 +78,7 @@ def _shown(value: str) -> str:
 
 
 def origin_problem(method: str, headers: Any, host: tuple[str, int | None] | None,
-                   origins: frozenset[str]) -> ApiError | None:
+                   origins: frozenset[str], own: str | None = None) -> ApiError | None:
     """The refusal of a request whose page may not drive the server (module docstring), else None.
 
     method: the request's; headers: its ASGI header pairs; host: its ``Host`` as `split_host` gives it (None:
@@ -113,7 +97,7 @@ def origin_problem(method: str, headers: Any, host: tuple[str, int | None] | Non
                         "program, or from a page ZSNLI_ALLOWED_ORIGINS lists", name.lower())
     scheme, origin_host, origin_port = origin
     same = host is not None and (origin_host, origin_port) == (host[0], host[1] or DEFAULT_PORTS.get(scheme))
-    if not (same or "*" in origins or origin_text(origin) in origins):
+    if not (same or "*" in origins or origin_text(origin) in origins or origin_text(origin) == own):
         return ApiError(ErrorType.FORBIDDEN, f"forbidden: a web page at {origin_text(origin)} may not drive this "
                         f"server ({name} header); only the server's own pages and those of ZSNLI_ALLOWED_ORIGINS may "
                         "(programs send no Origin and are not affected)", name.lower())
@@ -136,11 +120,11 @@ class OriginCheck:
     def __init__(self, app: Any, allowed_hosts: str | None, allowed_origins: str | None,
                  public_url: str | None = None) -> None:
         self.app = app
-        self.strict = allowed_hosts is not None
         listed = [item for item in (allowed_hosts or "").split(",") if item]
         public = parse_origin(public_url, url=True) if public_url else None
         self.listed = tuple(listed + ([public[1]] if public else []))
         self.origins = frozenset(item for item in (allowed_origins or "").split(",") if item)
+        self.own = origin_text(public) if public else None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -162,12 +146,13 @@ class OriginCheck:
         if sent is not None and host is None:
             return ApiError(ErrorType.MALFORMED_REQUEST, f"malformed Host header {_shown(sent)}: send host[:port]",
                             "host")
-        if host is not None and not host_allowed(host[0], self.listed, self.strict or loopback_connection(scope)):
+        if host is not None and not host_allowed(host[0], self.listed):
             return ApiError(ErrorType.FORBIDDEN, f"forbidden: this server does not answer for host "
-                            f"{_shown(host[0])} (a DNS rebinding guard: over loopback it answers IP addresses, "
-                            "localhost and local names only); list the name in ZSNLI_ALLOWED_HOSTS to allow it",
+                            f"{_shown(host[0])} (a DNS rebinding guard: it answers IP addresses, localhost, local "
+                            "names and its own only); behind an Ingress or a proxy with a public name, set "
+                            "ZSNLI_PUBLIC_URL or list the name in ZSNLI_ALLOWED_HOSTS",
                             "host")
-        return origin_problem(scope.get("method", "GET"), headers, host, self.origins)
+        return origin_problem(scope.get("method", "GET"), headers, host, self.origins, self.own)
 
 
 def _listed_cors():
