@@ -25,7 +25,8 @@ async def test_links_come_from_zsnli_public_url_never_from_host(bert_dir, bakeof
     from bakeoff_support import make_bakeoff_app
     from conftest import running_app
 
-    app = make_bakeoff_app(bert_dir, public_url=public)
+    # the name listed, so the Host check (DNS rebinding, zsnli.serving.origin_check) lets the forged Host through
+    app = make_bakeoff_app(bert_dir, public_url=public, allowed_hosts="evil.example")
     forged = {"Host": "evil.example", "X-Forwarded-Host": "evil.example", "Forwarded": "host=evil.example"}
     async with running_app(app) as client:
         answer = (await client.post("/v1/bakeoff", json=MAJORITY_ONLY, headers=forged)).json()
