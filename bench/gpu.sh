@@ -36,6 +36,10 @@ shift
 device=cuda examples=../shared/data/zsc/public.jsonl docs="" out="" dry=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
+        --device|--examples|--docs|--out)
+            if [[ $# -lt 2 || "$2" == --* ]]; then
+                echo "bench/gpu.sh --rows: $1 needs a value" >&2; exit 2
+            fi ;;&
         --device) device="$2"; shift 2 ;;
         --examples) examples="$2"; shift 2 ;;
         --docs) docs="$2"; shift 2 ;;
@@ -47,6 +51,9 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -f "$examples" ]] || { echo "bench/gpu.sh --rows: --examples $examples: not found" >&2; exit 2; }
 [[ -f calibration.json ]] || { echo "bench/gpu.sh --rows: no calibration.json in $PWD" >&2; exit 2; }
+if [[ -n "$out" ]]; then  # before the run (and with --dry-run): a report that cannot be written loses the run
+    "$PY" -c 'import sys; from zsnli.harness.cli import output_file_problem as p; m = p(sys.argv[1]); sys.exit(f"bench/gpu.sh --rows: --out {m}" if m else 0)' "$out" || exit 2
+fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 "$PY" - "$tmp/exact.json" <<'PYEOF'

@@ -7,6 +7,8 @@ import json
 import subprocess
 from collections import Counter
 
+import pytest
+
 from bench_support import REPO, child_env, examples_file  # noqa: F401
 from zsnli.bench.throughput_gate import PUBLIC_PROFILE, gate_documents, is_deberta_v3_base, synthetic_examples
 
@@ -105,3 +107,57 @@ def test_the_plan_serves_each_variant_where_the_checkout_has_the_base_model(tmp_
         ("small", {"ZSNLI_MODEL_VARIANT": "small"}, model), ("base", {"ZSNLI_MODEL_VARIANT": "base"}, model / "base")]
     args.device = "cuda:1"
     assert gate_plan.plan(args)[0].env == {"ZSNLI_DEVICE": "cuda:1", "ZSNLI_MODEL_VARIANT": "small"}
+
+
+@pytest.mark.parametrize("args", [("--rows", "--docs"), ("--rows", "--docs", "--dry-run"), ("--rows", "--out"),
+                                  ("--rows", "--device"), ("--rows", "--examples")])
+def test_gpu_sh_rows_flag_missing_its_value_is_one_line(args):
+    """A ``--rows`` flag without its value names the flag in one line (exit 2), not bash's unbound variable."""
+    proc = _gpu_sh(*args)
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    flag = next(a for a in args if a not in ("--rows", "--dry-run"))
+    assert proc.returncode == 2 and len(lines) == 1 and f"{flag} needs a value" in lines[0], proc.stderr
+    assert "unbound" not in proc.stderr
+
+
+@pytest.mark.parametrize("lead", [("--dry-run",), ("--rows", "--dry-run")])
+def test_gpu_sh_out_that_cannot_be_written_is_refused_before_the_run(tmp_path, lead):
+    """``--out`` is checked before anything runs (with ``--dry-run`` too): one line naming it, exit 2."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    proc = _gpu_sh(*lead, "--out", str(blocker / "dir" / "x.json"))
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "--out" in lines[0] and "cannot be written" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_every_report_flag_of_the_benches_and_validate_is_checked_at_parse_time():
+    """Every file-output flag (``--out``/``--json``/``--report``/``--html``) of `zsnli.bench` and `zsnli.compare`
+    parses with `zsnli.harness.cli.output_file`, so an unwritable path is refused before the run (the random
+    model builder's ``--out`` is a folder, not a report)."""
+    import re
+
+    pattern = re.compile(r'add_argument\("--(out|json|report|html)"[^\n]*')
+    found = []
+    for path in sorted((REPO / "src" / "zsnli").glob("[bc]*/*.py")):
+        if path.parent.name not in ("bench", "compare") or path.name == "random_models.py":
+            continue
+        for m in pattern.finditer(path.read_text(encoding="utf-8")):
+            found.append((path.name, m.group(0)))
+    assert len(found) >= 14
+    assert [f for f in found if "type=output_file" not in f[1]] == []
+
+
+def test_output_file_refuses_one_line_and_leaves_nothing_behind(tmp_path):
+    import argparse
+
+    from zsnli.harness.cli import output_file
+
+    blocker = tmp_path / "f"
+    blocker.write_text("x")
+    with pytest.raises(argparse.ArgumentTypeError, match="cannot be written"):
+        output_file(str(blocker / "x.json"))
+    with pytest.raises(argparse.ArgumentTypeError, match="is a directory"):
+        output_file(str(tmp_path))
+    assert output_file(str(tmp_path / "new" / "r.json")) == tmp_path / "new" / "r.json"
+    assert not (tmp_path / "new").exists()

@@ -498,9 +498,12 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_any_arm_runs(tmp
     for flag, path, expected in (("--report", tmp_path, "is a directory"),
                                  ("--report", blocked / "r.json", "cannot be written"),
                                  ("--html", tmp_path, "is a directory")):
-        assert main(["bakeoff", "--suite", str(suite), "--examples", str(examples_file), flag, str(path)]) == 2
-        out = capsys.readouterr().out
-        assert out.count("\n") == 1 and flag in out and expected in out and "arm m" not in out, out
+        with pytest.raises(SystemExit) as exited:  # refused while the flags parse (zsnli.harness.cli.output_file)
+            main(["bakeoff", "--suite", str(suite), "--examples", str(examples_file), flag, str(path)])
+        captured = capsys.readouterr()
+        out = captured.out + captured.err
+        assert exited.value.code == 2 and out.count("\n") == 1 and flag in out and expected in out, out
+        assert "arm m" not in out
     fresh = tmp_path / "new" / "deeper" / "r.json"
     from zsnli.compare.bakeoff_cli import check_writable
 

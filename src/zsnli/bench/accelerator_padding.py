@@ -29,7 +29,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
 
-from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error
+from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error, output_file
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, ExamplesError, load_examples
 from .cost_profile import even_sample
 from .fake_cuda import fake_cuda
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="rows per forward = token budget // width, no cap (the accelerator's shapes before issue 58)")
     p.add_argument("--scoring", choices=("served", "embedding", "pipeline"), default="served")
     p.add_argument("--threads", type=positive_int, default=None)
-    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--out", type=output_file, default=None)
     args = p.parse_args(argv)
     if not (Path(args.model_dir) / "config.json").is_file():
         return usage_error(PROG, f"--model-dir {args.model_dir}: no config.json")
@@ -191,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"fake accelerator, {how}; load average {load:.2f}")
     print("\n".join(render(results, len(docs))))
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({str(k): v for k, v in results.items()}, indent=2), encoding="utf-8")
     return 0
 

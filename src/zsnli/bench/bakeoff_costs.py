@@ -30,7 +30,7 @@ from ..compare import budget
 from ..compare.arms import build_arm
 from ..compare.engine import ArmResult, run_plan
 from ..compare.protocol import SERVICE_PROTOCOL, make_plan
-from ..harness.cli import UsageParser
+from ..harness.cli import UsageParser, output_file
 from ..harness.examples import Example
 from .ceiling import cpu_info, cpu_line, load_average, load_text
 
@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small shapes only (a check of the command, seconds)")
     ap.add_argument("--parts", default="fitted,nli,encoder",
                     help="what to measure, comma-separated: fitted (the scikit-learn arms), nli, encoder")
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", type=output_file, default=None)
     args = ap.parse_args(argv)
     parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     if parts - {"fitted", "nli", "encoder"} or not parts:
@@ -204,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("}")
     print(f"[costs] measured on {cpu_line(cpu)}; {load_text(loads)} (before and after)")
     if args.out:
-        Path(args.out).write_text(json.dumps({"cpu": cpu, "load1": loads, "fitted": fitted, "nli": nli,
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"cpu": cpu, "load1": loads, "fitted": fitted, "nli": nli,
                                               "encoder": enc, "coefficients": coef}, indent=1), encoding="utf-8")
     return 0
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int
+from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int, output_file
 from ..harness.examples import DEFAULT_EXAMPLES, DEV_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
@@ -100,7 +100,7 @@ def _parser() -> UsageParser:
                    help="seconds of unmeasured /classify load first (default 30; 0: none)")
     p.add_argument("--priority", type=non_negative_int, nargs="+", default=[1, 0],
                    help="bake-off batcher priorities to try (default 1 0)")
-    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--json", type=output_file, default=None)
     return p
 
 

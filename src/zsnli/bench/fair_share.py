@@ -36,7 +36,7 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int
+from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int, output_file
 from ..harness.examples import DEFAULT_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
@@ -149,7 +149,7 @@ def _parser() -> UsageParser:
     p.add_argument("--loop-s", type=number_type(float, 0.0), default=0.0,
                    help="seconds the array clients loop (default 0: the array is posted once)")
     p.add_argument("--seed", type=non_negative_int, default=0)
-    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--json", type=output_file, default=None)
     return p
 
 

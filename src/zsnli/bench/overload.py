@@ -36,7 +36,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int
+from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int, output_file
 from ..runtime.progress import waiting
 from ..harness.load import NOT_ANSWERED, run_requests_async
 from ..harness.server import ServerError, ServerProcess, wait_for_url
@@ -221,7 +221,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ready-timeout", type=positive_float, default=300.0)
     ap.add_argument("--after", type=non_negative_int, default=5, help="sequential requests after the burst")
     ap.add_argument("--seed", type=non_negative_int, default=0)
-    ap.add_argument("--json", help="also write the report here")
+    ap.add_argument("--json", type=output_file, help="also write the report here")
     args = ap.parse_args(argv)
     if args.requests > 100_000:
         ap.error(f"argument --requests: must be at most 100000, got {args.requests}")

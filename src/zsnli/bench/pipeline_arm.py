@@ -29,7 +29,7 @@ import time
 from itertools import groupby
 from typing import Any, Sequence
 
-from ..harness.cli import UsageParser, non_negative_int, positive_int
+from ..harness.cli import UsageParser, non_negative_int, positive_int, output_file
 from ..harness.examples import Example, load_examples
 from .resources import RssSampler, hwm_bytes
 
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", type=output_file, required=True)
     args = ap.parse_args(argv)
 
     import torch
@@ -140,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "torch_threads": torch.get_num_threads(),
         "transformers_version": __import__("transformers").__version__,
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(result, handle)
     return 0

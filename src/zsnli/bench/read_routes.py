@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import UsageParser, positive_float, positive_int
+from ..harness.cli import UsageParser, positive_float, positive_int, output_file
 from ..harness.examples import DEV_EXAMPLES, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
@@ -122,7 +122,7 @@ def _parser() -> UsageParser:
     p.add_argument("--seconds", type=positive_float, default=10.0, help="length of the idle phase (default 10)")
     p.add_argument("--time-budget", type=positive_float, default=120.0,
                    help="ZSNLI_BAKEOFF_TIME_BUDGET_S of the server (default 120)")
-    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--json", type=output_file, default=None)
     return p
 
 

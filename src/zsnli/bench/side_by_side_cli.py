@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..config import closest_setting, setting_names
-from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int
+from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int, output_file
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, first_existing
 from .side_by_side import failed_servers, run, server_base_settings, shipped_embedding_dir
 from .side_by_side_table import render
@@ -179,7 +179,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                          f"the team's shared data is mounted, else the repository's {DEV_EXAMPLES}; relative to the "
                          "current directory)")
     ap.add_argument("--docs", type=positive_int, default=None, help="first N documents (default all)")
-    ap.add_argument("--out", default=None, help="write the JSON report here")
+    ap.add_argument("--out", type=output_file, default=None, help="write the JSON report here")
     ap.add_argument("--batch-sizes", type=_batch_sizes, default="8,32,64",
                     help="pipeline batch_size sweep for (b), or none to leave (b) out (default: %(default)s)")
     ap.add_argument("--pipeline-mode", default="stream",

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..harness.cli import UsageParser, positive_int
+from ..harness.cli import UsageParser, positive_int, output_file
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, ExamplesError, first_existing, load_examples
 from ..runtime.progress import Reporter, emit, waiting
 from .ceiling import load_average, load_text
@@ -205,7 +205,7 @@ def parse_args(argv: Sequence[str] | None) -> Any:
                          "against the shipped default; needs calibration.json's embedding_scoring")
     ap.add_argument("--threads", type=positive_int, default=None)
     ap.add_argument("--repo-root", default=str(Path(__file__).resolve().parents[3]))
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", type=output_file, default=None)
     args = ap.parse_args(argv)
     args.examples = args.examples or str(first_existing(SHARED_PUBLIC_EXAMPLES, DEV_EXAMPLES))
     if not (Path(args.model_dir) / "config.json").is_file():
@@ -265,7 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep = report(rows, cpu, args, args.pair)
     print(render(rep, cpu_line(cpu)))
     if args.out:
-        Path(args.out).write_text(json.dumps(rep, indent=1), encoding="utf-8")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(rep, indent=1), encoding="utf-8")
     return 0
 
 

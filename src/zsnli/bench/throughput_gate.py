@@ -41,7 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int
+from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int, output_file
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.load import run_requests
 from ..harness.server import start_server
@@ -49,6 +49,7 @@ from ..harness.stats import latency_summary, per_second
 from .ceiling import LabelTooLong, compute_ceiling, matmul_rate, pair_token_counts, param_counts
 from ..runtime.devices import torch_build
 from .gate_plan import GateArm, materialise, plan, render_plan
+from .reports import write_report
 from .resources import BackgroundSampler, RssSampler, mib
 
 #: 503 retries per document (a throughput measurement; overload is the overload test's business)
@@ -204,7 +205,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=positive_int, default=None)
     ap.add_argument("--matmul-n", type=positive_int, default=None)
     ap.add_argument("--matmul-seconds", type=positive_float, default=2.0)
-    ap.add_argument("--out", default=None, help="write the JSON result here")
+    ap.add_argument("--out", type=output_file, default=None, help="write the JSON result here")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     if args.tiny and args.random_deberta:
@@ -367,8 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     result = run(args)
     print(render(result), flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    write_report(args.out, result)  # --out was checked before the run (`zsnli.harness.cli.output_file`)
     return 1 if any(a["errors"] for a in result["arms"]) else 0
 
 

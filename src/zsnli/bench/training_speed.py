@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zsnli.bench.ceiling import matmul_rate, pair_flops, param_counts
-from zsnli.harness.cli import UsageParser, non_negative_int, positive_int
+from zsnli.harness.cli import UsageParser, non_negative_int, positive_int, output_file
 
 
 def cpu_description() -> dict[str, Any]:
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precisions", type=lambda s: s.split(","), default=["fp32", "bf16"], help="fp32,bf16")
     p.add_argument("--threads", type=positive_int, default=None)
     p.add_argument("--seed", type=non_negative_int, default=0)
-    p.add_argument("--json", type=Path, help="write the report here")
+    p.add_argument("--json", type=output_file, help="write the report here")
     return p
 
 
@@ -196,6 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("; ".join([*(f"{b}: out of range or unknown" for b in bad), *(f"{m}: not found" for m in missing)]))
     report = run(args)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1), encoding="utf-8")
     return 0
 

@@ -18,7 +18,7 @@ from zsnli.compare.protocol import PROTOCOLS
 from zsnli.compare.receipts import add_receipt_key_flag
 from zsnli.harness.cli import (
     UsageParser, accuracy_target, non_negative_float, non_negative_int, number_type, open_fraction, positive_float,
-    positive_int,
+    output_file, output_file_problem, positive_int,
 )
 from zsnli.compare.regression_gate import DEFAULT_MAX_ECE_RISE, DEFAULT_MAX_F1_DROP, DEFAULT_MAX_SLICE_DROP
 
@@ -54,8 +54,8 @@ def bakeoff_parser() -> argparse.ArgumentParser:
                         "an isolated arm still running at it is stopped and the arms after it are not started")
     p.add_argument("--in-process", action="store_true",
                    help="run arms in this process (no fork; peak RSS is then the whole process's)")
-    p.add_argument("--report", type=Path, default=None, help="JSON report path (default reports/bakeoff.json)")
-    p.add_argument("--html", type=Path, default=None, help="HTML report path (default: next to --report)")
+    p.add_argument("--report", type=output_file, default=None, help="JSON report path (default reports/bakeoff.json)")
+    p.add_argument("--html", type=output_file, default=None, help="HTML report path (default: next to --report)")
     add_receipt_key_flag(p)
     return p
 
@@ -73,22 +73,11 @@ def gate_parser() -> argparse.ArgumentParser:
 
 
 def check_writable(path: Path, flag: str) -> None:
-    """Raise ``ValueError`` (one line naming ``flag``) unless a file can be written at ``path``: not a directory,
-    its folder creatable and writable. Tried by opening it for appending, which leaves an existing file as it
-    is; a file this check created is removed again (and so are the folders it made)."""
-    if path.is_dir():
-        raise ValueError(f"{flag} {path}: is a directory; give a file path")
-    existed, made = path.exists(), [p for p in reversed(path.parents) if not p.exists()]
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        raise ValueError(f"{flag} {path}: cannot be written ({exc.strerror or exc})") from None
-    if not existed:
-        path.unlink()
-        for folder in reversed(made):
-            folder.rmdir()
+    """Raise ``ValueError`` (one line naming ``flag``) unless a file can be written at ``path``
+    (`zsnli.harness.cli.output_file_problem`: not a directory, its folder creatable and writable)."""
+    problem = output_file_problem(path)
+    if problem:
+        raise ValueError(f"{flag} {problem}")
 
 
 def bakeoff_main(argv: Sequence[str], console) -> int:

@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from zsnli.harness.cli import (
     UsageParser, accuracy_target, non_negative_float, non_negative_int, one_line_errors, positive_float, positive_int,
-    url_problem,
+    output_file, url_problem,
 )
 from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
@@ -46,7 +46,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--serve-cmd", default=DEFAULT_SERVE_CMD,
                    help="command that starts a server; gets ZSNLI_HOST/ZSNLI_PORT/ZSNLI_MODEL_DIR in its "
                         "environment, {port} and {host} are substituted (default: 'bash serve.sh')")
-    p.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    p.add_argument("--report", type=output_file, default=None, help="write the JSON report here")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of arg-max tie-breaks and of --docs resampling")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -92,7 +92,7 @@ def compare_parser() -> argparse.ArgumentParser:
                    help=f"escalation target accuracy (repeatable; default {DEFAULT_TARGET_ACCURACY})")
     p.add_argument("--min-slice-n", type=positive_int, default=DEFAULT_MIN_SLICE_N,
                    help=f"smallest slice reported among the worst slices (default {DEFAULT_MIN_SLICE_N})")
-    p.add_argument("--html", type=Path, default=None,
+    p.add_argument("--html", type=output_file, default=None,
                    help="write the HTML report here (default: next to --report, else reports/compare.html)")
     add_receipt_key_flag(p)
     return p

@@ -29,6 +29,7 @@ import functools
 import logging
 import math
 import sys
+from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 USAGE_EXIT = 2
@@ -159,3 +160,38 @@ accuracy_target = number_type(float, 0, 1, low_open=True)
 
 port_number = number_type(int, 0, 65535)
 """argparse type: a TCP port, 0 (any free one) to 65535."""
+
+
+def output_file_problem(path: str | Path) -> str | None:
+    """Why a file cannot be written at ``path`` (one line, no flag name), or None when it can: not a directory,
+    its folder creatable and writable. Tried by creating the folders and opening the file for appending, which
+    leaves an existing file as it is; a file (and folders) this check made are removed again, so the writer
+    must make the folders itself (`zsnli.bench.reports.write_report` does)."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path}: is a directory; give a file path"
+    existed, made = path.exists(), [p for p in reversed(path.parents) if not p.exists()]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        return f"{path}: cannot be written ({exc.strerror or exc})"
+    if not existed:
+        path.unlink()
+        for folder in reversed(made):
+            folder.rmdir()
+    return None
+
+
+def output_file(text: str) -> Path:
+    """argparse type for an output file flag (``--out``, ``--json``, ``--report``, ``--html``): the path, checked
+    with `output_file_problem` before the command's run starts; a path that cannot be written raises
+    ``argparse.ArgumentTypeError``, which `UsageParser` prints as one line naming the flag (exit 2)."""
+    problem = output_file_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return Path(text)
+
+
+output_file.__name__ = "output file"
