@@ -162,3 +162,36 @@ def test_train_verify_covers_the_base_folder(layout, capsys):
     shutil.rmtree(layout / "base")
     assert main(["verify", "--model-dir", str(layout), "--manifest", manifest]) == 1
     assert "MISSING   base/training_manifest.json" in capsys.readouterr().out
+
+
+def test_the_base_model_is_never_scored_with_the_small_models_calibration(layout):
+    # A base folder without its own calibration.json found the small model's beside it by the default lookup
+    # (model/calibration.json) and served with it, calibrated: true.
+    from zsnli.scoring import ScoringConfigError
+    from zsnli.serving.startup import preflight
+
+    write_calibration(layout / "calibration.json", **CONTENT_FREE_CALIBRATION)  # the small model's, inside model/
+    (layout / "base" / "calibration.json").unlink()
+    with pytest.raises(ScoringConfigError, match=r"base has no calibration.json"):
+        preflight(_settings(layout, model_variant="base"))
+    explicit = write_calibration(layout.parent / "base-calibration.json", **BASE_CALIBRATION)
+    pre = preflight(_settings(layout, model_variant="base", calibration_path=str(explicit)))
+    assert pre.calibrated and pre.scoring.default.temperature == BASE_CALIBRATION["temperature"]
+
+
+def test_train_verify_finds_the_manifest_a_variant_folder_carries(layout, capsys):
+    from zsnli.train_cli import main
+
+    assert main(["verify", "--model-dir", str(layout / "base")]) == 0
+    assert f"files match {layout / 'base' / 'training_manifest.json'}" in capsys.readouterr().out
+
+
+def test_an_in_process_refusal_is_one_line(layout, capsys, monkeypatch):
+    # `zsnli classify --model-dir` printed the service's "ERROR ... refusing to start" log line above its own.
+    from zsnli.cli import main
+
+    shutil.rmtree(layout / "base")
+    monkeypatch.setenv("ZSNLI_MODEL_VARIANT", "base")
+    assert main(["classify", "a text", "--labels", "a,b", "--model-dir", str(layout)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("zsnli: error: cannot serve --model-dir") and "no base model" in err

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from ..config import Settings
 from .service import ZeroShotClassifier
-from .startup import ModelLoader
+from .startup import STARTUP_ERRORS, ModelLoader, StartupRefused, configure_logging, one_line, preflight
 
 
 class OfflineClassifier:
@@ -37,6 +37,11 @@ class OfflineClassifier:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def __enter__(self) -> "OfflineClassifier":
+        configure_logging(self.service.settings.log_level)
+        try:  # the checks first, as `zsnli.serve` runs them: a refusal is raised once, never also logged
+            self.service.preflighted = preflight(self.service.settings)
+        except STARTUP_ERRORS as exc:
+            raise StartupRefused(one_line(exc)) from None
         self._thread.start()
         try:
             self._call(self.service.start())

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import Settings, SettingsError
-from ..manifest import (BASE_VARIANT_SUBDIR, EMBEDDING_SUBDIR, PRETRAINED_DIRS, ManifestError, check_variant_pin,
-                        hash_model_dir, load_manifest, model_dir_digest, verify_model_files)
+from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, EMBEDDING_SUBDIR, PRETRAINED_DIRS, ManifestError,
+                        check_variant_pin, hash_model_dir, load_manifest, model_dir_digest, verify_model_files)
 from ..runtime.devices import device_kind, nvidia_devices_present, torch_build
 from ..runtime.embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from ..runtime.hub import HubModelError, resolve_hub_model
@@ -240,7 +240,9 @@ def resolve_variant(settings: Settings) -> tuple[Settings, str]:
     here unless ``skip_manifest_check``), its sentence encoder still ``<model_dir>/embedding``; ``auto`` is
     ``base`` on a CUDA device (``ZSNLI_DEVICE``, else the default device) where that folder holds a model, else
     ``small``: the base-size model pays on a GPU, the small one on a CPU (issue 56). A hub model
-    (``ZSNLI_MODEL_ID``) is ``small``. Raises ``SettingsError`` / ``ManifestError`` with a one-line reason."""
+    (``ZSNLI_MODEL_ID``) is ``small``. The base model is scored with its own calibration.json (or
+    ``ZSNLI_CALIBRATION_PATH``), never the small model's. Raises ``SettingsError``, ``ManifestError`` or
+    ``ScoringConfigError`` with a one-line reason."""
     root = Path(settings.model_dir)
     folder = root / BASE_VARIANT_SUBDIR
     present = (folder / "config.json").is_file()
@@ -259,10 +261,16 @@ def resolve_variant(settings: Settings) -> tuple[Settings, str]:
     top = settings.resolved_manifest_path()
     if not settings.skip_manifest_check and top.is_file():
         check_variant_pin(root, load_manifest(top))
+    calibration = settings.calibration_path or str(folder / CALIBRATION_NAME)
+    if not Path(calibration).is_file():  # never the small model's (found beside the folder by the default lookup)
+        raise ScoringConfigError(f"ZSNLI_MODEL_VARIANT={settings.model_variant}: {folder} has no {CALIBRATION_NAME}; "
+                                 "the base model is served with its own (train.py select writes it), or set "
+                                 "ZSNLI_MODEL_VARIANT=small")
     encoder = settings.embedding_dir or (str(root / EMBEDDING_SUBDIR) if (root / EMBEDDING_SUBDIR).is_dir() else None)
     logger.info("ZSNLI_MODEL_VARIANT=%s: serving the base model in %s", settings.model_variant, folder)
     # ZSNLI_MANIFEST_PATH names the top-level manifest (the pin above); the base's files are checked against its own.
-    return replace(settings, model_dir=str(folder), embedding_dir=encoder, manifest_path=None), "base"
+    return replace(settings, model_dir=str(folder), embedding_dir=encoder, manifest_path=None,
+                   calibration_path=calibration), "base"
 
 
 def preflight(settings: Settings) -> Preflight:

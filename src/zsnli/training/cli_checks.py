@@ -104,7 +104,8 @@ def _check_manifest(path: Path, flag: str) -> dict[str, Any]:
     try:
         return load_manifest(path)
     except ManifestError as exc:
-        raise UsageError(f"{flag}: {exc}; give the directory holding the model's {MANIFEST_NAME}") from None
+        raise UsageError(f"{flag}: {exc}; give the path of the model's {MANIFEST_NAME} (or "
+                         f"{ENCODER_MANIFEST_NAME})") from None
 
 
 def _check_out(out: str | None) -> None:
@@ -381,13 +382,14 @@ def manifest_dir(args: argparse.Namespace) -> Path:
 
 def default_verify_manifest(model_dir: Path) -> Path:
     """The manifest ``train.py verify`` checks ``model_dir`` against when ``--manifest`` is not given: the one the
-    directory carries (a shipped sentence encoder's `ENCODER_MANIFEST_NAME`), else the one beside it that the run
+    directory carries (a shipped sentence encoder's `ENCODER_MANIFEST_NAME`, the base variant's `MANIFEST_NAME` in
+    ``model/base``), else the one beside it that the run
     wrote (an encoder run's `ENCODER_MANIFEST_NAME`, a training run's `MANIFEST_NAME`). Raises `UsageError` when
     both are beside it (say which with ``--manifest``); with neither, the training manifest's path (then refused
     as missing)."""
-    own = model_dir / ENCODER_MANIFEST_NAME
-    if own.is_file():
-        return own
+    for own in (model_dir / ENCODER_MANIFEST_NAME, model_dir / MANIFEST_NAME):  # model/base carries its own
+        if own.is_file():
+            return own
     parent = model_dir.resolve().parent
     found = [parent / name for name in (ENCODER_MANIFEST_NAME, MANIFEST_NAME) if (parent / name).is_file()]
     if len(found) > 1:
