@@ -80,3 +80,33 @@ def test_compare_arm_names():
     assert _named("mine=http://h:1", "url") == ("mine", "http://h:1")
     assert _named("runs/x/model", "model_dir") == ("model", "runs/x/model")
     assert _named("big=runs/x/model", "model_dir") == ("big", "runs/x/model")
+
+
+@pytest.mark.parametrize("flag", ["--time-budget-s", "--max-fit-s", "--max-p95-ms"])
+@pytest.mark.parametrize("value", ["3e6", "1e9", "1e308", "inf"])
+def test_bakeoff_seconds_flags_have_an_upper_bound(flag, value, capsys):
+    """``--time-budget-s 3e6`` crashed in the arm's wait (``OverflowError: timeout is too large``): every
+    seconds-valued flag of ``validate.py bakeoff`` is at most a week (`zsnli.harness.cli.MAX_WAIT_S`), one line
+    naming it, exit 2; a week itself is accepted."""
+    from zsnli.compare.bakeoff_cli import bakeoff_parser
+    from zsnli.harness.cli import MAX_WAIT_S
+
+    if flag.endswith("-ms"):  # the same durations in milliseconds
+        value = str(float(value) * 1000)
+    with pytest.raises(SystemExit) as exited:
+        bakeoff_parser().parse_args(["--suite", "s.toml", flag, value])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and flag in err and "Traceback" not in err, err
+    week = MAX_WAIT_S * (1000 if flag.endswith("-ms") else 1)
+    assert getattr(bakeoff_parser().parse_args(["--suite", "s.toml", flag, str(week)]), flag[2:].replace("-", "_")) == week
+
+
+@pytest.mark.parametrize("flag", ["--startup-timeout", "--max-seconds"])
+def test_compare_seconds_flags_have_an_upper_bound(flag, capsys):
+    """The same bound on ``validate.py compare``'s seconds: a server-start wait of 1e9 s overflowed likewise."""
+    from zsnli.compare.cli import compare_parser
+
+    with pytest.raises(SystemExit) as exited:
+        compare_parser().parse_args([flag, "1e9"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and flag in err, err

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int, output_file
+from ..harness.cli import positive_seconds, UsageParser, non_negative_int, positive_float, positive_int, output_file
 from ..harness.examples import DEFAULT_EXAMPLES, DEV_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
@@ -95,7 +95,7 @@ def _parser() -> UsageParser:
     p.add_argument("--model-dir", default="./model")
     p.add_argument("--dataset", default="news_topic", help=f"dataset of {DEV_EXAMPLES} for the bake-off")
     p.add_argument("--clients", type=positive_int, default=2, help="closed-loop /classify clients (default 2)")
-    p.add_argument("--seconds", type=positive_float, default=20.0, help="length of the /classify-alone phase")
+    p.add_argument("--seconds", type=positive_seconds, default=20.0, help="length of the /classify-alone phase")
     p.add_argument("--warmup-s", type=non_negative_int, default=30,
                    help="seconds of unmeasured /classify load first (default 30; 0: none)")
     p.add_argument("--priority", type=non_negative_int, nargs="+", default=[1, 0],

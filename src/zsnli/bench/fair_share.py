@@ -36,7 +36,7 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int, output_file
+from ..harness.cli import positive_seconds, UsageParser, non_negative_int, number_type, positive_float, positive_int, output_file
 from ..harness.examples import DEFAULT_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
@@ -140,8 +140,8 @@ def _parser() -> UsageParser:
     p.add_argument("--labels", type=positive_int, default=256, help="labels of each array document (default 256)")
     p.add_argument("--text-chars", type=positive_int, default=200,
                    help="characters of each array document (default 200, about 40 tokens)")
-    p.add_argument("--alone-s", type=positive_float, default=20.0, help="length of the small-client-alone phase")
-    p.add_argument("--array-timeout", type=positive_float, default=1800.0,
+    p.add_argument("--alone-s", type=positive_seconds, default=20.0, help="length of the small-client-alone phase")
+    p.add_argument("--array-timeout", type=positive_seconds, default=1800.0,
                    help="seconds the array may take (default 1800; past it the report says so)")
     p.add_argument("--multi-label", action="store_true", help="the array's documents are multi_label")
     p.add_argument("--array-clients", type=positive_int, default=1,

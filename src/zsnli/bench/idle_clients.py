@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..harness.cli import UsageParser, positive_float, positive_int, output_file
+from ..harness.cli import positive_seconds, UsageParser, positive_float, positive_int, output_file
 from ..harness.server import ServerError, ServerProcess, wait_for_url
 from ..harness.stats import percentile
 from .reports import write_report
@@ -122,7 +122,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--probes", type=positive_int, default=20, help="fresh clients per count (default 20)")
     ap.add_argument("--max-connections", type=positive_int, default=512,
                     help="ZSNLI_MAX_CONNECTIONS of the spawned server (default 512)")
-    ap.add_argument("--timeout", type=positive_float, default=30.0, help="seconds per request (default 30)")
+    ap.add_argument("--timeout", type=positive_seconds, default=30.0, help="seconds per request (default 30)")
     ap.add_argument("--json", type=output_file, help="write the rows here")
     args = ap.parse_args(argv)
     if args.model_dir and not Path(args.model_dir).is_dir():

@@ -36,7 +36,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int, output_file
+from ..harness.cli import positive_seconds, UsageParser, non_negative_int, positive_float, positive_int, output_file
 from ..runtime.progress import waiting
 from ..harness.load import NOT_ANSWERED, run_requests_async
 from ..harness.server import ServerError, ServerProcess, wait_for_url
@@ -216,9 +216,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--labels", type=positive_int, default=50, help="labels per request")
     ap.add_argument("--text-chars", type=positive_int, default=None,
                     help="every text exactly this many characters, >= 1 (default: 5-400 random words)")
-    ap.add_argument("--timeout", type=positive_float, default=120.0, help="per-request client timeout, s")
-    ap.add_argument("--max-seconds", type=positive_float, default=600.0, help="bound on the whole burst, s")
-    ap.add_argument("--ready-timeout", type=positive_float, default=300.0)
+    ap.add_argument("--timeout", type=positive_seconds, default=120.0, help="per-request client timeout, s")
+    ap.add_argument("--max-seconds", type=positive_seconds, default=600.0, help="bound on the whole burst, s")
+    ap.add_argument("--ready-timeout", type=positive_seconds, default=300.0)
     ap.add_argument("--after", type=non_negative_int, default=5, help="sequential requests after the burst")
     ap.add_argument("--seed", type=non_negative_int, default=0)
     ap.add_argument("--json", type=output_file, help="also write the report here")

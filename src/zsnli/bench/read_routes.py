@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import UsageParser, positive_float, positive_int, output_file
+from ..harness.cli import positive_seconds, UsageParser, positive_float, positive_int, output_file
 from ..harness.examples import DEV_EXAMPLES, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile
@@ -119,7 +119,7 @@ def _parser() -> UsageParser:
                    help="arms of the bake-offs (default: all seven)")
     p.add_argument("--bakeoffs", type=positive_int, default=2, help="bake-offs running at once (default 2)")
     p.add_argument("--readers", type=positive_int, default=2, help="closed-loop readers (default 2)")
-    p.add_argument("--seconds", type=positive_float, default=10.0, help="length of the idle phase (default 10)")
+    p.add_argument("--seconds", type=positive_seconds, default=10.0, help="length of the idle phase (default 10)")
     p.add_argument("--time-budget", type=positive_float, default=120.0,
                    help="ZSNLI_BAKEOFF_TIME_BUDGET_S of the server (default 120)")
     p.add_argument("--json", type=output_file, default=None)

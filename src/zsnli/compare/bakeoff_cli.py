@@ -17,6 +17,7 @@ from typing import Sequence
 from zsnli.compare.protocol import PROTOCOLS
 from zsnli.compare.receipts import add_receipt_key_flag
 from zsnli.harness.cli import (
+    non_negative_seconds, positive_ms, positive_seconds,
     UsageParser, accuracy_target, non_negative_float, non_negative_int, number_type, open_fraction, positive_float,
     output_file, output_file_problem, positive_int,
 )
@@ -41,15 +42,15 @@ def bakeoff_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-support", type=positive_int, default=None, help="smallest slice (default 10)")
     p.add_argument("--target-accuracy", type=accuracy_target, action="append", default=None,
                    help="escalation target accuracy (repeatable; default 0.9)")
-    p.add_argument("--max-p95-ms", type=positive_float, default=None,
+    p.add_argument("--max-p95-ms", type=positive_ms, default=None,
                    help="p95 latency ceiling: name the best arm with p95 ms/doc at most this (the report's ceilings)")
-    p.add_argument("--max-fit-s", type=non_negative_float, default=None,
+    p.add_argument("--max-fit-s", type=non_negative_seconds, default=None,
                    help="cost ceiling: the best arm with at most this many fit seconds on these examples (0: nothing "
                         "fitted here: zero-shot or trained offline)")
     p.add_argument("--max-rss-mb", type=positive_float, default=None,
                    help="memory ceiling: the best arm with peak RSS (MiB) at most this")
     p.add_argument("--only", action="append", default=None, metavar="ARM", help="run only this arm (repeatable)")
-    p.add_argument("--time-budget-s", type=positive_float, default=None,
+    p.add_argument("--time-budget-s", type=positive_seconds, default=None,
                    help="seconds for all the arms: a plan estimated over it is refused before any arm runs (exit 2), "
                         "an isolated arm still running at it is stopped and the arms after it are not started")
     p.add_argument("--in-process", action="store_true",

@@ -19,6 +19,7 @@ from typing import Sequence
 from rich.markup import escape
 
 from zsnli.harness.cli import (
+    non_negative_seconds, positive_seconds,
     UsageParser, accuracy_target, non_negative_float, non_negative_int, one_line_errors, positive_float, positive_int,
     output_file, url_problem,
 )
@@ -41,7 +42,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--examples", default=None, help=EXAMPLES_HELP)
     p.add_argument("--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY, help="documents in flight (default 32)")
     p.add_argument("--warmups", type=non_negative_int, default=DEFAULT_WARMUPS, help="untimed warm-up requests (default 16)")
-    p.add_argument("--startup-timeout", type=positive_float, default=DEFAULT_STARTUP_TIMEOUT_S,
+    p.add_argument("--startup-timeout", type=positive_seconds, default=DEFAULT_STARTUP_TIMEOUT_S,
                    help="seconds to wait for /health 200 (default 300)")
     p.add_argument("--serve-cmd", default=DEFAULT_SERVE_CMD,
                    help="command that starts a server; gets ZSNLI_HOST/ZSNLI_PORT/ZSNLI_MODEL_DIR in its "
@@ -64,7 +65,7 @@ def selfcheck_parser() -> argparse.ArgumentParser:
     p.add_argument("--docs", type=positive_int, default=None,
                    help="throughput documents (default: all examples); more than the examples resamples them, each "
                         "reuse rotated by whole words")
-    p.add_argument("--max-seconds", type=non_negative_float, default=DEFAULT_MAX_SECONDS,
+    p.add_argument("--max-seconds", type=non_negative_seconds, default=DEFAULT_MAX_SECONDS,
                    help="time limit of the throughput gate in seconds (default 600; 0 = none)")
     return p
 

@@ -161,6 +161,20 @@ accuracy_target = number_type(float, 0, 1, low_open=True)
 port_number = number_type(int, 0, 65535)
 """argparse type: a TCP port, 0 (any free one) to 65535."""
 
+MAX_WAIT_S = 7 * 24 * 3600
+"""The largest seconds-valued flag (a time budget, a timeout, a phase length): one week. Waits with a timeout
+(``select``/``poll``, ``multiprocessing`` pipes) hold it as a C int of milliseconds, which overflows past
+2**31 ms (about 24.8 days: ``OverflowError: timeout is too large``); a week is above any run of these commands."""
+
+positive_seconds = number_type(float, 0, MAX_WAIT_S, low_open=True)
+"""argparse type: seconds in (0, `MAX_WAIT_S`] (time budgets, timeouts, phase lengths)."""
+
+non_negative_seconds = number_type(float, 0, MAX_WAIT_S)
+"""argparse type: seconds in [0, `MAX_WAIT_S`] (0 meaning none, e.g. a fit-time ceiling)."""
+
+positive_ms = number_type(float, 0, MAX_WAIT_S * 1000, low_open=True)
+"""argparse type: milliseconds in (0, `MAX_WAIT_S` x 1000] (a latency ceiling)."""
+
 
 def output_file_problem(path: str | Path) -> str | None:
     """Why a file cannot be written at ``path`` (one line, no flag name), or None when it can: not a directory,
