@@ -250,3 +250,57 @@ def test_a_key_too_short_to_guard_anything_is_refused_at_start(length):
     assert line.startswith("ZSNLI_API_KEY must be at least 16 characters") and "\n" not in line
     assert key[:length] not in line.replace("ZSNLI_API_KEY", "")
     assert Settings.from_env({"ZSNLI_API_KEY": key[:MIN_API_KEY_CHARS]}).api_key == key[:16]
+
+
+async def test_uvicorns_trace_lines_show_no_secret(bert_dir, tmp_path, monkeypatch, caplog):
+    """At ZSNLI_LOG_LEVEL=trace uvicorn logs every scope (``ASGI [2] Started scope={... 'query_string': b'...'}``,
+    headers included) on ``uvicorn.asgi``: the query's secret values and the key-carrying headers are REDACTED."""
+    import httpx
+    from uvicorn.logging import TRACE_LOG_LEVEL
+    from uvicorn.middleware.message_logger import MessageLoggerMiddleware
+
+    app = _served_app(bert_dir, tmp_path, monkeypatch)
+    caplog.set_level(TRACE_LOG_LEVEL)
+    caplog.set_level(TRACE_LOG_LEVEL, logger="uvicorn.asgi")
+    asgi_logger = logging.getLogger("uvicorn.asgi")  # uvicorn's logging config may stop propagation at "uvicorn"
+    monkeypatch.setattr(asgi_logger, "handlers", [*asgi_logger.handlers, caplog.handler])
+    traced = httpx.AsyncClient(transport=httpx.ASGITransport(app=MessageLoggerMiddleware(app)),
+                               base_url="http://127.0.0.1:8000", timeout=60)
+    async with running_app(app), traced as client:
+        r = await client.get(f"/health?a=1&api_key={SECRET}", headers={"Authorization": f"Bearer {SECRET}x",
+                                                                       "Cookie": f"session={SECRET}"})
+        assert r.status_code == 200
+    server_lines = [rec.getMessage() for rec in caplog.records if not rec.name.startswith(("httpx", "httpcore"))]
+    started = [line for line in server_lines if "Started scope=" in line]
+    assert started and "a=1&api_key=REDACTED" in started[-1], started
+    assert not [line for line in server_lines if SECRET[:12] in line]
+
+
+@pytest.mark.parametrize("name", ["pwd", "pass", "PassPhrase", "jwt", "sig", "signature", "bearer", "sessionid",
+                                  "session", "k", "K", "", "%6Bey", "client_secret", "cookie"])
+async def test_every_secret_looking_query_name_is_redacted(bert_dir, tmp_path, monkeypatch, caplog, name):
+    """A fresh-user test: ``pwd``, ``jwt``, ``sig``, ``session``, ``k``, ``?=VALUE`` and others were logged in
+    clear; harmless names keep their values."""
+    app = _served_app(bert_dir, tmp_path, monkeypatch)
+    caplog.set_level(logging.INFO, logger="zsnli.access")
+    async with running_app(app) as client:
+        assert (await client.get(f"/health?case=valid&{name}={SECRET}")).status_code == 200
+    (line,) = [rec.getMessage() for rec in caplog.records if rec.name == "zsnli.access" and "case=" in rec.getMessage()]
+    assert f"?case=valid&{name}=REDACTED " in line and SECRET[:12] not in caplog.text, line
+
+
+def test_both_access_lines_write_a_query_the_same_readable_way(bert_dir, caplog):
+    """Under serve.sh (our zsnli.access line) a query's ``=`` was written ``%3D`` while a bare uvicorn wrote ``=``;
+    both now write ``=``, and only a planted field name (``request_id=``) gets ``%3D``."""
+    from zsnli.serving.app import create_app
+    from zsnli.serving.request_ids import logged_target
+
+    create_app(make_settings(bert_dir), loader=cached_loader)
+    caplog.set_level(logging.INFO, logger="uvicorn.access")
+    for query, want in (("case=valid", "/health?case=valid"), ("a=1&b=x%20y", "/health?a=1&b=x%20y"),
+                        ('q="a b"&request_id=forged', "/health?q=%22a%20b%22&request_id%3Dforged")):
+        assert logged_target("/health", query.encode()) == want
+        caplog.clear()
+        logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "GET",
+                                                 f"/health?{query}", "1.1", 200)
+        assert f'"GET {want} HTTP/1.1" 200' in caplog.text, (query, caplog.text)

@@ -97,3 +97,19 @@ async def test_only_a_valid_traceparent_is_logged(app, caplog, sent, valid):
         await client.get("/health", headers={"X-Request-ID": "trace-me", "traceparent": sent})
     (line,) = [m for m in (r.getMessage() for r in caplog.records if r.name == "zsnli.access") if "=trace-me" in m]
     assert (f"traceparent={sent}" in line) is valid and ("traceparent=" in line) is valid, line
+
+
+async def test_two_traceparent_headers_are_treated_as_absent(app, caplog):
+    """W3C Trace Context (section 3.2) treats a request with two ``traceparent`` headers as having an invalid one:
+    the first was logged as valid; now neither is."""
+    other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    caplog.set_level(logging.INFO, logger="zsnli.access")
+    async with running_app(app) as client:
+        for rid, headers in (("two", [("traceparent", TRACE), ("traceparent", other)]),
+                             ("same-twice", [("traceparent", TRACE), ("traceparent", TRACE)]),
+                             ("one", [("traceparent", TRACE)])):
+            await client.get("/health", headers=[("X-Request-ID", rid), *headers])
+    lines = {m.split("request_id=")[1].split()[0]: m for m in (r.getMessage() for r in caplog.records
+                                                               if r.name == "zsnli.access")}
+    assert "traceparent=" not in lines["two"] and "traceparent=" not in lines["same-twice"], lines
+    assert f"traceparent={TRACE}" in lines["one"]

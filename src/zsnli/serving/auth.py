@@ -15,7 +15,8 @@ only the paths of `OPEN_PATHS` stay open:
   with every *Try it out* call (which the key guards as any other call).
 
 The key never reaches a log: the access line (`zsnli.serving.request_ids`) has no headers and writes a query's
-``api_key=`` (``access_token``, ``key``, ``token``: `zsnli.serving.request_ids.secret_name`) as ``REDACTED``, the
+``api_key=`` (``access_token``, ``key``, ``token``, ``pwd``, ...: `zsnli.serving.request_ids.secret_name`) as ``REDACTED``
+(uvicorn's trace lines too, their key-carrying headers included), the
 401's message never echoes what was sent (it says that a key in the query is never read), a header the HTTP parser
 refuses is named, never repeated (`zsnli.serving.http_protocol.unechoed`), and `zsnli.config.Settings.describe`
 prints only ``(set)``. A key shorter than `zsnli.config.MIN_API_KEY_CHARS` is refused at start.

@@ -9,8 +9,8 @@
 * with ``access_log`` on (`zsnli.serve` turns uvicorn's own access line off and this one on), one line
   per request on the ``zsnli.access`` logger: client, request line, status, milliseconds, ``request_id=``
   and, when the client sent a valid W3C ``traceparent`` (`valid_traceparent`: an all-zero id, version ``ff``,
-  upper-case hex or a wrong length is treated as absent), ``traceparent=`` (not echoed: it is passed on,
-  not answered).
+  upper-case hex, a wrong length or a second ``traceparent`` header is treated as absent), ``traceparent=``
+  (not echoed: it is passed on, not answered).
 
 Every value of that line a client controls (client address, method, path, query, version, id,
 traceparent) goes through `log_safe` first, as does every other client-controlled value logged by
@@ -18,9 +18,10 @@ the server (`zsnli.serving.app`, the bake-off service): percent-decoded ``%0d%0a
 start a forged log line, and ``%1b`` / ``%07`` cannot reach a terminal raw (uvicorn's
 CVE-2020-7694, which its own access logger fixed by quoting the path); the path and query are quoted too
 (`logged_target`), so a ``"`` or ``request_id=`` in them cannot fake a field of the line. The value of a query
-parameter that may carry a secret (``?api_key=``, ``access_token``, ``key``, ``token``, any case: `secret_name`) is
-written `REDACTED`, in this line and in uvicorn's own access line (`RedactedQueryFilter`, for a bare
-``uvicorn server:app``).
+parameter that may carry a secret (``?api_key=``, ``access_token``, ``key``, ``token``, ``pwd``, ``jwt``, ``sig``,
+``session``, ``k``, an empty name and more, any case: `secret_name`) is written `REDACTED`, in this line, in
+uvicorn's own access line (`RedactedQueryFilter`, for a bare ``uvicorn server:app``; the query spelt the same way,
+`logged_query`) and in uvicorn's trace lines (`RedactedScopeFilter`: the query and the key-carrying headers).
 
 `request_id` gives the id a connection-level answer should carry (`zsnli.serving.http_protocol`), and
 `wire_status` the status a request really got when that layer answered it while the app was serving it.
@@ -141,7 +142,8 @@ class RequestIdMiddleware:
         client = scope.get("client")
         where = log_safe(f"{client[0]}:{client[1]}") if client else "-"
         path = logged_target(scope.get("path", ""), scope.get("query_string") or b"")
-        trace = _header(scope.get("headers", ()), b"traceparent")
+        traces = [v for k, v in scope.get("headers", ()) if k.lower() == b"traceparent"]
+        trace = traces[0].decode("latin-1") if len(traces) == 1 else None  # two or more: invalid (W3C 3.2)
         trace = f" traceparent={log_safe(trace)}" if trace and valid_traceparent(trace) else ""
         access_logger.info('%s - "%s %s HTTP/%s" %d %.1f ms request_id=%s%s', where, log_safe(scope.get("method")),
                            log_safe(path), log_safe(scope.get("http_version", "1.1")), wire_status(scope, status),
@@ -150,12 +152,17 @@ class RequestIdMiddleware:
 
 def secret_name(name: str) -> bool:
     """Whether a query parameter named ``name`` (percent-decoded or not, any letter case) may carry a secret: its
-    name holds ``key``, ``token``, ``secret``, ``password``/``passwd``, ``auth``, ``signature`` or
-    ``credential`` (``api_key``, ``access_token`` of RFC 6750 section 2.3, Google's ``key``, ``hf_token``)."""
-    return bool(_SECRET_NAME.search(unquote_plus(name).lower()))
+    name holds ``key``, ``token``, ``secret``, ``pass`` (``password``, ``passwd``, ``passphrase``), ``pwd``,
+    ``auth``, ``sig`` (``sig``, ``signature``), ``jwt``, ``bearer``, ``session``, ``cred`` or ``cookie`` (``api_key``,
+    ``access_token`` of RFC 6750 section 2.3, Google's ``key``, ``hf_token``, ``sessionid``), or it is ``k`` or
+    empty (``?=value``). A harmless name that holds one of these (``passage``, ``design``) is redacted too: a
+    value hidden in vain costs less than a secret in clear."""
+    decoded = unquote_plus(name).strip().lower()
+    return decoded in _SECRET_NAMES or bool(_SECRET_NAME.search(decoded))
 
 
-_SECRET_NAME = re.compile(r"key|token|secret|passw(or)?d|auth|signature|credential")
+_SECRET_NAME = re.compile(r"key|token|secret|pass|pwd|auth|sig|jwt|bearer|session|cred|cookie")
+_SECRET_NAMES = frozenset({"", "k"})
 #: What stands in the log for the value of a `secret_name` parameter.
 REDACTED = "REDACTED"
 
@@ -186,35 +193,75 @@ def valid_traceparent(value: str) -> bool:
             and (version != "00" or rest is None))
 
 
+def logged_query(query: str) -> str:
+    """A query as both access lines show it (ours and a bare uvicorn's): `redacted_query`, then everything but
+    its existing escapes and ``/?&%:+,;@=`` percent-encoded, so a quote or a space the client sent cannot close the
+    quoted request; the ``=`` of a name that is a field of the line (``request_id=``, ``traceparent=``) is
+    written ``%3D``, so the query cannot plant such a field before the real one."""
+    text = quote(redacted_query(query), safe="/?&%:+,;@=", encoding="latin-1")
+    return _FIELD_NAME.sub(lambda found: found.group(1) + "%3D", text)
+
+
+_FIELD_NAME = re.compile(r"(request_id|traceparent)=", re.I)
+
+
 def logged_target(path: str, query: bytes) -> str:
     """The request target as the access line shows it: the (percent-decoded) path percent-encoded again as
-    uvicorn's access logger does (``urllib.parse.quote``, only ``/`` kept), and the query with everything but
-    its existing escapes and ``/?&%:+,;@`` encoded, so a quote, a space or a ``=`` the client sent cannot close
-    the quoted request or plant a ``request_id=`` field before the real one; the value of a parameter that may
-    carry a secret is `REDACTED` (`redacted_query`)."""
+    uvicorn's access logger does (``urllib.parse.quote``, only ``/`` kept), then ``?`` and `logged_query`."""
     text = quote(path, safe="/")
     if query:
-        text += "?" + quote(redacted_query(query.decode("latin-1")), safe="/?&%:+,;@", encoding="latin-1")
+        text += "?" + logged_query(query.decode("latin-1"))
     return text
 
 
 class RedactedQueryFilter(logging.Filter):
     """A filter for uvicorn's own access logger (``uvicorn.access``, on under a bare ``uvicorn server:app``): its
-    request target (the third argument of ``'%s - "%s %s HTTP/%s" %d'``) with `redacted_query` applied."""
+    request target (the third argument of ``'%s - "%s %s HTTP/%s" %d'``) with `logged_query` applied."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "?" in args[2]:
             path, _, query = args[2].partition("?")
-            record.args = (*args[:2], f"{path}?{redacted_query(query)}", *args[3:])
+            record.args = (*args[:2], f"{path}?{logged_query(query)}", *args[3:])
+        return True
+
+
+#: Request headers whose values a trace line never shows (uvicorn's ``Started scope=`` line lists all headers).
+SECRET_HEADERS = frozenset({b"authorization", b"proxy-authorization", b"cookie", b"x-api-key", b"api-key"})
+
+
+def redacted_scope(value: Any) -> Any:
+    """An ASGI scope (or message) dict as a trace line may show it: a copy with `redacted_query` applied to its
+    ``query_string`` and the values of `SECRET_HEADERS` replaced by `REDACTED`; anything else as it is."""
+    if not isinstance(value, dict):
+        return value
+    shown = dict(value)
+    if isinstance(shown.get("query_string"), (bytes, bytearray)):
+        shown["query_string"] = redacted_query(bytes(shown["query_string"]).decode("latin-1")).encode("latin-1")
+    if isinstance(shown.get("headers"), (list, tuple)):
+        shown["headers"] = [(k, REDACTED.encode()) if isinstance(k, bytes) and k.lower() in SECRET_HEADERS else (k, v)
+                            for k, v in shown["headers"]]
+    return shown
+
+
+class RedactedScopeFilter(logging.Filter):
+    """A filter for uvicorn's trace loggers (``uvicorn.asgi``, ``uvicorn.error``; on at ``ZSNLI_LOG_LEVEL=trace``):
+    every dict argument (``ASGI [2] Started scope={...}``, a message) through `redacted_scope`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(arg, dict) for arg in record.args):
+            record.args = tuple(redacted_scope(arg) for arg in record.args)
         return True
 
 
 def redact_uvicorn_access_log() -> None:
-    """Put one `RedactedQueryFilter` on the ``uvicorn.access`` logger (idempotent)."""
-    target = logging.getLogger("uvicorn.access")
-    if not any(isinstance(f, RedactedQueryFilter) for f in target.filters):
-        target.addFilter(RedactedQueryFilter())
+    """Put one `RedactedQueryFilter` on the ``uvicorn.access`` logger and one `RedactedScopeFilter` on
+    ``uvicorn.asgi`` and ``uvicorn.error`` (idempotent)."""
+    for name, kind in (("uvicorn.access", RedactedQueryFilter), ("uvicorn.asgi", RedactedScopeFilter),
+                       ("uvicorn.error", RedactedScopeFilter)):
+        target = logging.getLogger(name)
+        if not any(isinstance(f, kind) for f in target.filters):
+            target.addFilter(kind())
 
 
 def _with_id(body: bytes, rid: str) -> bytes:
