@@ -199,3 +199,59 @@ def test_a_store_that_cannot_be_written_at_run_time_is_503_before_any_arm_runs(b
     r = asyncio.run(run())
     assert r.status_code == 503 and "Retry-After" in r.headers, r.text
     assert r.json()["error_type"] == "store" and "nothing was run" in r.json()["error"]
+
+
+@pytest.mark.parametrize("runs", ["UNDER_A_FILE", "/proc/nope"])
+def test_an_unusable_runs_dir_is_refused_when_the_server_would_write_under_it(tmp_path, monkeypatch, runs):
+    """``ZSNLI_RUNS_DIR=/proc/nope`` started the server, then every bake-off answered 503 and ``/bakeoffs`` 500: the
+    store and receipt key defaults under a ``ZSNLI_RUNS_DIR`` that is set are probed at start like explicit paths
+    (one line naming ``ZSNLI_RUNS_DIR``); with the store and the key set elsewhere it is not needed."""
+    (tmp_path / "afile").write_text("x")
+    runs = str(tmp_path / "afile" / "runs") if runs == "UNDER_A_FILE" else runs
+    monkeypatch.setenv("ZSNLI_RUNS_DIR", runs)
+    env = {"ZSNLI_RUNS_DIR": runs}
+    with pytest.raises(SettingsError) as err:
+        check_paths(_settings(env), env)
+    line = str(err.value)
+    assert line.startswith(f"ZSNLI_RUNS_DIR={runs}: ") and "cannot be written" in line and "\n" not in line, line
+    elsewhere = {**env, "ZSNLI_BAKEOFF_DB": str(tmp_path / "b.sqlite3"), "ZSNLI_RECEIPT_KEY": str(tmp_path / "k.pem")}
+    assert check_paths(_settings(elsewhere), elsewhere) == []
+    monkeypatch.setenv("ZSNLI_RUNS_DIR", str(tmp_path / "runs"))
+    assert check_paths(_settings({"ZSNLI_RUNS_DIR": str(tmp_path / "runs")}), {"ZSNLI_RUNS_DIR": str(tmp_path / "runs")}) == []
+
+
+@pytest.mark.parametrize("error", [OSError(30, "Read-only file system"), sqlite3.OperationalError("unable to open")])
+def test_no_route_answers_500_when_the_store_cannot_be_read(bert_dir, tmp_path, monkeypatch, error):
+    """Every route that reads the store answers 503 ``store`` naming ``ZSNLI_BAKEOFF_DB`` (was: 500 and a traceback),
+    and the public-key route 503 ``receipt`` on a key file it cannot create or read."""
+    import asyncio
+
+    from bakeoff_support import make_bakeoff_app
+    from conftest import running_app
+
+    from zsnli.compare.receipts import Signer
+    from zsnli.compare.service.store import Store
+
+    monkeypatch.setenv("ZSNLI_BAKEOFF_DB", str(tmp_path / "b.sqlite3"))
+    monkeypatch.setenv("ZSNLI_RECEIPT_KEY", str(tmp_path / "k.pem"))
+
+    def broken(*_a, **_k):
+        raise error
+
+    monkeypatch.setattr(Store, "_connect", broken)
+    def no_key(*_a, **_k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Signer, "private_key", no_key)
+    some_id = "bo_" + "a" * 32
+
+    async def run():
+        async with running_app(make_bakeoff_app(bert_dir)) as client:
+            return [await client.get(path) for path in ("/v1/bakeoffs", "/bakeoffs", f"/v1/bakeoffs/{some_id}",
+                                                        f"/bakeoffs/{some_id}", f"/bakeoffs/{some_id}/badge.svg",
+                                                        f"/bakeoffs/{some_id}/report.html", "/v1/receipts/public-key")]
+
+    answers = asyncio.run(run())
+    assert [r.status_code for r in answers] == [503] * 7, [(r.status_code, r.text[:200]) for r in answers]
+    assert all(r.json()["error_type"] == "store" and "ZSNLI_BAKEOFF_DB" in r.json()["error"] for r in answers[:6])
+    assert answers[6].json()["error_type"] == "receipt"

@@ -199,9 +199,21 @@ class _Bakeoffs:
         """``fn(*args)`` on the io threads (store, key): never queued behind arm work."""
         return await asyncio.get_running_loop().run_in_executor(self.res.io, fn, *args)
 
+    async def read_store(self, fn, *args):
+        """``fn(*args)`` on the io threads, for a route that reads the store: a store that cannot be opened
+        (``sqlite3.Error``, ``OSError``: an unusable ``ZSNLI_BAKEOFF_DB`` or ``ZSNLI_RUNS_DIR`` folder) raises the
+        503 ``store`` `ApiError` naming it, never a 500."""
+        try:
+            return await self.in_thread(fn, *args)
+        except (sqlite3.Error, OSError) as exc:
+            logger.error("bake-off store %s cannot be read: %s", log_safe(self.bsettings.db_path), log_safe(exc))
+            raise ApiError(ErrorType.STORE, f"the bake-off store cannot be read ({type(exc).__name__}: {exc}); "
+                           f"retry later (ZSNLI_BAKEOFF_DB={self.bsettings.db_path})") from None
+
     async def get(self, bakeoff_id: str) -> dict:
-        """The stored answer; raises the 404 `ApiError` for an unknown or malformed id."""
-        answer = await self.in_thread(self.store.get, bakeoff_id) if ID_RE.match(bakeoff_id) else None
+        """The stored answer; raises the 404 `ApiError` for an unknown or malformed id, the 503 ``store`` one
+        for a store that cannot be read (`read_store`)."""
+        answer = await self.read_store(self.store.get, bakeoff_id) if ID_RE.match(bakeoff_id) else None
         if answer is None:
             raise _not_found(bakeoff_id)
         return answer
@@ -327,7 +339,7 @@ def _add_api_routes(app: FastAPI, bo: _Bakeoffs) -> None:
     @app.get("/v1/bakeoffs", tags=["bake-off"])
     async def list_bakeoffs() -> Any:
         """The latest 50 bake-offs, newest first."""
-        return {"bakeoffs": await bo.in_thread(bo.store.latest, 50)}
+        return {"bakeoffs": await bo.read_store(bo.store.latest, 50)}
 
     @app.get("/v1/bakeoffs/{bakeoff_id}", tags=["bake-off"])
     async def get_bakeoff(bakeoff_id: str) -> Any:
@@ -339,7 +351,7 @@ def _add_api_routes(app: FastAPI, bo: _Bakeoffs) -> None:
         """The Ed25519 public key of the receipts (PEM); its key id is in the ``X-Key-Id`` header."""
         try:
             pem, kid = await bo.in_thread(lambda: (bo.signer.public_pem(), bo.signer.key_id()))
-        except ReceiptError as exc:
+        except (ReceiptError, OSError) as exc:
             raise ApiError(ErrorType.RECEIPT, str(exc)) from None
         return PlainTextResponse(pem, media_type="application/x-pem-file", headers={"X-Key-Id": kid})
 
@@ -365,7 +377,7 @@ def _add_page_routes(app: FastAPI, bo: _Bakeoffs) -> None:
     @app.get("/bakeoffs", include_in_schema=False)
     async def list_page() -> Any:
         """The latest bake-offs (a page)."""
-        return HTMLResponse((await asyncio.to_thread(_engine)).page.list_page(await bo.in_thread(bo.store.latest, 50)))
+        return HTMLResponse((await asyncio.to_thread(_engine)).page.list_page(await bo.read_store(bo.store.latest, 50)))
 
     @app.get("/bakeoffs/{bakeoff_id}", include_in_schema=False)
     async def result_page(bakeoff_id: str) -> Any:

@@ -22,7 +22,7 @@ from typing import Mapping
 
 from zsnli.compare.receipts import KEY_ENV, ReceiptError, Signer, default_key
 from zsnli.config import SettingsError
-from zsnli.manifest import runs_path
+from zsnli.manifest import RUNS_ENV, runs_path
 
 
 def default_db() -> str:
@@ -177,7 +177,8 @@ def check_paths(bsettings: BakeoffSettings, env: Mapping[str, str] | None = None
     an existing store that is a directory or not a SQLite database, an existing key that is a
     directory or not a readable Ed25519 key, and, for a variable that is set (``env``, default
     ``os.environ``), a folder that cannot be written (probed by creating it and a temporary file, as first use
-    would). For a default path only looked at (nothing created): an unwritable folder is a warning line, since
+    would); so is a default path under a ``ZSNLI_RUNS_DIR`` that is set (the error names ``ZSNLI_RUNS_DIR``).
+    For a default path only looked at (nothing created): an unwritable folder is a warning line, since
     bake-offs may never be used (``/classify`` works without them).
     """
     env = os.environ if env is None else env
@@ -189,13 +190,18 @@ def check_paths(bsettings: BakeoffSettings, env: Mapping[str, str] | None = None
             raise SettingsError(f"ZSNLI_BAKEOFF_MODELS: challenger {name!r} at {model_dir} {problem}: its arm could "
                                 "never run; point it at a local NLI model directory")
     out = []
+    runs_dir = env.get(RUNS_ENV, "").strip()
     for var, path, check in (("ZSNLI_BAKEOFF_DB", bsettings.db_path, _db_problem),
                              (KEY_ENV, bsettings.key_path, _key_problem)):
         explicit = bool(env.get(var, "").strip())
-        problem = check(Path(path), explicit)
+        under_runs = not explicit and bool(runs_dir)  # the default, under a ZSNLI_RUNS_DIR that was set: probed
+        problem = check(Path(path), explicit or under_runs)
         if problem is None:
             continue
         line = f"{var}={path} {problem}" if explicit else f"{var} (default {path}) {problem}"
+        if under_runs:
+            raise SettingsError(f"{RUNS_ENV}={runs_dir}: {line}: bake-offs could never run; point {RUNS_ENV} at a "
+                                f"folder the server can create and write (or set {var})")
         existing = Path(path).exists()
         if explicit or existing:
             raise SettingsError(f"{line}: bake-offs could never run; point {var} at a usable path")
