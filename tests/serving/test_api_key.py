@@ -212,6 +212,19 @@ def test_a_header_the_parser_refuses_is_named_never_repeated(served, line):
         status, _, body = read_response(sock)
     assert status == 400 and b"malformed_request" in body, body
     assert SECRET.encode() not in body and SECRET[:8].encode() not in body and b"Bearer" not in body, body
+    assert b"bytearray" not in body and b"b'" not in body, body  # h11's bytearray(b'...') wrapper left out whole
+    if line.startswith(b"Authorization:"):
+        assert b"illegal header line (field 'authorization'; its value is not repeated)" in body, body
+
+
+def test_h11s_bytearray_wrapper_is_left_out_with_the_bytes():
+    """The 400 for a NUL byte read ``illegal header line: bytearray( (field 'authorization'; ...))``."""
+    from zsnli.serving.http_protocol import unechoed
+
+    for raw in ("bytearray(b'Authorization: Bearer x\\x00y')", "b'Authorization: Bearer x\\x00y'"):
+        assert unechoed(f"illegal header line: {raw}") == \
+            "illegal header line (field 'authorization'; its value is not repeated)", raw
+    assert unechoed("illegal request line: bytearray(b'GET /?k=1 HTTP/1.1')") == "illegal request line (not repeated)"
 
 
 def test_a_request_line_the_parser_refuses_is_not_repeated(served):
