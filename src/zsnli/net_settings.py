@@ -95,7 +95,8 @@ def allowed_hosts(raw: str) -> str | None:
     addresses, ``.example.com`` (or ``*.example.com``) for a domain and every name under it, or ``*`` for any
     host; no ports. Returns the items in lower case without trailing dots, joined by ``,`` (None for an empty
     value: the default rule of `zsnli.serving.origin_check.host_allowed`). Raises ``ValueError`` (one line)
-    for an item that is none of these."""
+    for an item that is none of these, and for a domain of one label (``.com``: every name under a top-level
+    domain)."""
     items = []
     for item in (part.strip().lower() for part in raw.split(",")):
         if not item:
@@ -104,6 +105,9 @@ def allowed_hosts(raw: str) -> str | None:
         name = (domain if domain is not None else item).rstrip(".") if item != "*" else "*"
         name = name[1:-1] if name.startswith("[") and name.endswith("]") else name
         found = split_host(f"[{name}]" if ":" in name else name) if name != "*" else ("*", None)
+        if domain is not None and found is not None and "." not in found[0] and not ip_literal(found[0]):
+            raise ValueError(f"ZSNLI_ALLOWED_HOSTS: {item!r} would allow every name under a top-level domain; list "
+                             f"the names or a domain of your own (.example.com); got {item!r} in {raw!r}")
         if found is None or found[1] is not None or (domain is not None and ip_literal(found[0])):
             raise ValueError(f"ZSNLI_ALLOWED_HOSTS must be a comma-separated list of host names or IP addresses "
                              f"without a port (.example.com for a domain and the names under it, * for any); got "
@@ -117,18 +121,23 @@ def allowed_origins(raw: str) -> str | None:
     6454; ``https://app.example.com``, ``http://localhost:3000``), or ``*`` for any page on the web. Returns them
     spelt as `origin_text` (lower case, default ports left out), joined by ``,`` (None for an empty value: only
     the server's own pages). Raises ``ValueError`` (one line) for an item that is no origin, ``null`` included
-    (the opaque origin of sandboxed frames and ``file://`` pages, which any page can take on)."""
+    (the opaque origin of sandboxed frames and ``file://`` pages, which any page can take on), one whose scheme is
+    not ``http``/``https`` or whose port is 0, and for a value of commas only."""
     items = []
     for item in (part.strip() for part in raw.split(",")):
         if not item:
             continue
         origin = None if item.lower() == "null" else ("*" if item == "*" else parse_origin(item))
+        if origin != "*" and origin is not None and (origin[0] not in ("http", "https") or origin[2] == 0):
+            origin = None  # a page a browser serves is http(s) on a port 1-65535
         if origin is None:
             why = " (null is the origin any sandboxed page can take on)" if item.lower() == "null" else ""
             raise ValueError(f"ZSNLI_ALLOWED_ORIGINS must be a comma-separated list of origins such as "
                              f"https://app.example.com or http://localhost:3000 (scheme, host and port; no path), or "
                              f"*{why}; got {item!r} in {raw!r}")
         items.append(origin if origin == "*" else origin_text(origin))
+    if not items and raw.strip():
+        raise ValueError(f"ZSNLI_ALLOWED_ORIGINS must name at least one origin (or be unset), got {raw!r}")
     return ",".join(dict.fromkeys(items)) or None
 
 

@@ -122,6 +122,16 @@ def test_a_key_that_cannot_be_sent_is_refused_in_one_line(raw):
     assert "ZSNLI_API_KEY" in str(err.value) and "\n" not in str(err.value) and (not raw or raw not in str(err.value))
 
 
+@pytest.mark.parametrize("raw", ["", "   "])
+def test_an_empty_key_is_called_empty(raw):
+    """An empty ZSNLI_API_KEY was refused as 'must be visible ASCII without spaces'; it now says it is empty."""
+    from zsnli.config import Settings, SettingsError
+
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env({"ZSNLI_API_KEY": raw})
+    assert str(err.value).startswith("ZSNLI_API_KEY is set but empty") and "unset it" in str(err.value), err.value
+
+
 def test_the_client_and_the_cli_send_the_key_from_the_same_variable(served, monkeypatch, capsys):
     from zsnli.cli import main
     from zsnli.client import BadRequestError, Client, InvalidArgument

@@ -72,7 +72,12 @@ def test_the_settings_are_normalised_and_a_bad_item_is_one_line():
     assert Settings.from_env({"ZSNLI_ALLOWED_HOSTS": "a.example"}).allowed_hosts == "a.example"
     for env in ({"ZSNLI_ALLOWED_ORIGINS": "null"}, {"ZSNLI_ALLOWED_ORIGINS": "app.example"},
                 {"ZSNLI_ALLOWED_ORIGINS": "http://app.example/page"}, {"ZSNLI_ALLOWED_HOSTS": "zsnli.example:8000"},
-                {"ZSNLI_ALLOWED_HOSTS": "http://zsnli.example"}, {"ZSNLI_ALLOWED_HOSTS": "a b"}):
+                {"ZSNLI_ALLOWED_HOSTS": "http://zsnli.example"}, {"ZSNLI_ALLOWED_HOSTS": "a b"},
+                # a fresh-user test: a top-level domain, port 0, a scheme no page has, a value of commas only
+                {"ZSNLI_ALLOWED_HOSTS": ".com"}, {"ZSNLI_ALLOWED_HOSTS": "*.com"},
+                {"ZSNLI_ALLOWED_HOSTS": "a.example,.lab"}, {"ZSNLI_ALLOWED_ORIGINS": "http://x.com:0"},
+                {"ZSNLI_ALLOWED_ORIGINS": "ftp://x.com"}, {"ZSNLI_ALLOWED_ORIGINS": "javascript://x.com"},
+                {"ZSNLI_ALLOWED_ORIGINS": ",,"}, {"ZSNLI_ALLOWED_ORIGINS": " , "}):
         with pytest.raises(SettingsError) as err:
             Settings.from_env(env)
         (name,) = env
