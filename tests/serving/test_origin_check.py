@@ -218,6 +218,12 @@ async def test_listed_origins_get_cors_and_others_none(bert_dir):
         assert "access-control-allow-origin" not in r.headers
         r = await client.post("/classify", json=BODY, headers={"Origin": "http://localhost:3001"})
         assert r.status_code == 403
+        for path in ("/health", "/info"):  # a GET from an unlisted page: answered, with no CORS header at all
+            r = await client.get(path, headers={"Origin": "http://localhost:3001"})
+            assert r.status_code == 200 and not [k for k in r.headers if k.startswith("access-control-")], r.headers
+            assert "origin" in r.headers.get("vary", "").lower()
+        r = await client.get("/health", headers={"Origin": "http://localhost:3000"})
+        assert "x-request-id" in r.headers["access-control-expose-headers"].lower()
 
 
 async def test_any_origin_when_listed_as_a_star(bert_dir):

@@ -157,13 +157,25 @@ class OriginCheck:
 
 def _listed_cors():
     """starlette's ``CORSMiddleware`` comparing origins as `zsnli.net_settings.origin_text` spells them (the same
-    rule as `OriginCheck`: letter case and a default port make no difference)."""
+    rule as `OriginCheck`: letter case and a default port make no difference), and giving an unlisted page no CORS
+    header at all (starlette adds ``Access-Control-Expose-Headers`` to any answer that had an ``Origin``): only
+    ``Vary: Origin``."""
+    from starlette.datastructures import MutableHeaders
     from starlette.middleware.cors import CORSMiddleware
 
     class ListedCors(CORSMiddleware):
         def is_allowed_origin(self, origin: str) -> bool:
             parsed = parse_origin(origin)
             return super().is_allowed_origin(origin_text(parsed) if parsed else origin)
+
+        async def send(self, message: Any, send: Any, request_headers: Any) -> None:
+            origin = request_headers.get("origin")
+            if message["type"] != "http.response.start" or origin is None or self.is_allowed_origin(origin):
+                return await super().send(message, send, request_headers)
+            message.setdefault("headers", [])
+            headers = MutableHeaders(scope=message)
+            headers["Vary"] = ", ".join([*headers.getlist("Vary"), "Origin"])
+            await send(message)
 
     return ListedCors
 
