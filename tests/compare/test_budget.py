@@ -153,3 +153,35 @@ def test_the_command_line_stops_an_arm_at_its_budget_and_names_no_plain_winner(t
     assert "estimated arm work: ~" in out and "sleepy: no estimate" in out
     html = report_path.with_suffix(".html").read_text()
     assert "class='winner partial'" in html and "Winner among 1 of 3 arms" in html
+
+
+# The tester's texts: 6 examples of 500 characters that tokenize into ever more tokens; the served arm took 2.7 s,
+# 5.5 s, 9.3 s and 9.5 s on them, and the estimate (characters / 4) said 7.9 s for each.
+TOKEN_DENSE = {"word_": ("word_" * 100)[:500], "cjk": "数据分析报告" * 84, "a!": "a!" * 250, "ab_": ("ab_" * 167)[:500]}
+
+
+def _served_task(text: str):
+    body = {"task_description": "t", "candidates": ["served"],
+            "examples": [{"input": text[:500], "expected": f"label{i % 2}"} for i in range(6)]}
+    return validate_request(body, incumbents=list(INCUMBENTS), challengers=[], max_examples=500, max_labels=50,
+                            max_input_chars=20000)
+
+
+def test_the_estimate_counts_tokens_not_characters():
+    """Equal characters, more tokens, a larger estimate: ``budget.token_bound`` counts every character of a
+    punctuation-dense or CJK word as a token (characters / 4 underestimated them: a CJK plan passed the check and
+    overran); plain prose stays near its real token count."""
+    assert {len(t[:500]) for t in TOKEN_DENSE.values()} == {500}
+    assert {budget.token_bound(text[:500]) for text in TOKEN_DENSE.values()} == {500}
+    prose = ("The order arrived late and the refund has not been paid. " * 9)[:500]
+    assert 100 < budget.token_bound(prose) < 500 / 3  # about 1.2 tokens a word, a sentence end its length
+    # the same 500 characters with ever more punctuation-dense words: ever more tokens, ever larger estimates
+    mixes = [prose[: 500 - 100 * k] + "a!" * (50 * k) for k in range(6)]
+    tokens = [budget.token_bound(m) for m in mixes]
+    secs = [estimate(_served_task(m)).total_s for m in mixes]
+    assert all(len(m) == 500 for m in mixes) and tokens == sorted(tokens) and len(set(tokens)) == 6, tokens
+    assert secs == sorted(secs) and len(set(secs)) == 6, secs
+    dense = {name: estimate(_served_task(text)).total_s for name, text in TOKEN_DENSE.items()}
+    as_characters = budget.PlanShape(6, 0, 0, 2, 500, 6)  # the old count: characters / CHARS_PER_TOKEN
+    old = budget.arm_seconds("served", {}, as_characters)
+    assert all(s > old for s in dense.values()) and all(s > secs[0] for s in dense.values()), (dense, old)

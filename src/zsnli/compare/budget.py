@@ -7,7 +7,8 @@ characters per text and per label description) with the coefficients of its kind
 
 * ``nli``: the cross-encoder arms (``served``, ``pipeline``): per example one forward of its (text, label) pairs,
   each pair cut to the model's window: ``n x (doc_s + pairs x pair_token_s x min(window, text tokens + label
-  tokens + 3))``, tokens taken as characters / `CHARS_PER_TOKEN`; pairs = K, or what the served scoring's label
+  tokens + 3))``, tokens counted by `token_bound` (not characters: text that splits into many tokens, CJK or
+  punctuation-dense, costs up to one token per character); pairs = K, or what the served scoring's label
   cascade keeps (`nli_pairs`), and a served scoring with a cosine term adds one sentence-encoder pass per text;
 * ``encoder``: the sentence encoder, per text ``doc_s + token_s x min(encoder window, tokens + 2)``: the
   embedding arms embed every example (the service embeds them once for all of them: ``shared_encoder``, the
@@ -28,6 +29,7 @@ Imports the standard library only.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -38,6 +40,25 @@ NLI_WINDOW = 512
 """The served model's window when the caller does not know it (``ZSNLI_MAX_LENGTH``'s default)."""
 ENCODER_WINDOW = 256
 """The sentence encoder's window (all-MiniLM-L6-v2's 256 tokens)."""
+
+_WORDS = re.compile(r"\S+")
+
+
+def token_bound(text: str) -> float:
+    """A conservative count of the subword tokens of ``text`` for the served tokenizers (WordPiece,
+    SentencePiece), never fewer than they give on the bake-off tryout's texts: a whitespace-separated word of ASCII
+    letters and digits alone counts ``max(1, length / CHARS_PER_TOKEN)`` tokens; every character of any other
+    word (one holding punctuation, ``_``, CJK or other non-ASCII characters) one token, since tokenizers cut
+    text outside their vocabulary into pieces down to single characters. English prose counts about 1.2 tokens
+    a word, a sentence's last word about its length; ``word_word_...``, ``a!a!...``, ``ab_ab_...`` and CJK text
+    one token per character, where characters / 4 counted a quarter of that (the tryout's fault: a CJK plan
+    passed the budget check and overran). An upper bound to refuse on, not a tokenizer: it counts
+    ``word_`` text about twice as long as it runs."""
+    total = 0.0
+    for word in _WORDS.findall(text):
+        total += max(1.0, len(word) / CHARS_PER_TOKEN) if word.isascii() and word.isalnum() else len(word)
+    return total
+
 
 SHARED_EMBEDDING = "(embedding the examples)"
 """The estimate's line for the service's one pass of the sentence encoder over every example, shared by its
@@ -87,7 +108,8 @@ ENCODER_TYPES = ("embedding_logreg", "embedding_knn", "embedding_similarity", "f
 class PlanShape:
     """What an arm's cost depends on: ``n`` examples scored, ``fits`` (one per fold), ``train_chars`` (mean
     characters of a fit's training rows, summed over them), ``labels`` (mean candidate labels per example),
-    ``chars`` / ``label_chars`` (mean characters of an example text / of a label description)."""
+    ``chars`` / ``label_chars`` (mean characters of an example text / of a label description), ``tokens`` /
+    ``label_tokens`` (their mean `token_bound`; None: characters / `CHARS_PER_TOKEN`)."""
 
     n: int
     fits: int
@@ -95,6 +117,18 @@ class PlanShape:
     labels: float
     chars: float
     label_chars: float
+    tokens: float | None = None
+    label_tokens: float | None = None
+
+    @property
+    def text_tokens(self) -> float:
+        """Mean tokens of an example text (`token_bound`)."""
+        return self.chars / CHARS_PER_TOKEN if self.tokens is None else self.tokens
+
+    @property
+    def label_text_tokens(self) -> float:
+        """Mean tokens of a label description (`token_bound`)."""
+        return self.label_chars / CHARS_PER_TOKEN if self.label_tokens is None else self.label_tokens
 
     @classmethod
     def of(cls, examples: Sequence[Any], plan: Any) -> "PlanShape":
@@ -108,7 +142,9 @@ class PlanShape:
                    train_chars=sum(len(examples[i].text) for f in fitted for i in f.train) / max(1, len(fitted)),
                    labels=sum(len(examples[i].labels) for i in rows) / n,
                    chars=sum(len(examples[i].text) for i in rows) / n,
-                   label_chars=sum(len(x) for x in labels) / max(1, len(labels)))
+                   label_chars=sum(len(x) for x in labels) / max(1, len(labels)),
+                   tokens=sum(token_bound(examples[i].text) for i in rows) / n,
+                   label_tokens=sum(token_bound(x) for x in labels) / max(1, len(labels)))
 
 
 def _tokens(chars: float) -> float:
@@ -131,8 +167,8 @@ def encoder_seconds(shape: PlanShape, encoder_window: int = ENCODER_WINDOW) -> f
     """One pass of the sentence encoder over every example text, one text per call (as the bake-offs time it),
     plus the label descriptions once."""
     c = COSTS["encoder"]
-    per_text = c.doc_s + c.token_s * min(encoder_window, _tokens(shape.chars) + 2)
-    per_label = c.doc_s + c.token_s * min(encoder_window, _tokens(shape.label_chars) + 2)
+    per_text = c.doc_s + c.token_s * min(encoder_window, shape.text_tokens + 2)
+    per_label = c.doc_s + c.token_s * min(encoder_window, shape.label_text_tokens + 2)
     return shape.n * per_text + math.ceil(shape.labels) * per_label
 
 
@@ -151,7 +187,7 @@ def arm_seconds(type_name: str, params: Mapping[str, Any], shape: PlanShape, *, 
     c = COSTS[kind]
     if kind == "nli":
         scoring = params.get("scoring")
-        pair = min(nli_window, _tokens(shape.chars) + _tokens(shape.label_chars + template_chars) + 3)
+        pair = min(nli_window, shape.text_tokens + shape.label_text_tokens + _tokens(template_chars) + 3)
         seconds = c.setup_s + shape.n * (c.doc_s + nli_pairs(shape.labels, scoring) * c.pair_token_s * pair)
         if (scoring or {}).get("embedding_weight"):  # the cosine term: the server embeds each text too
             seconds += encoder_seconds(shape, encoder_window)
