@@ -255,3 +255,15 @@ def test_no_route_answers_500_when_the_store_cannot_be_read(bert_dir, tmp_path, 
     assert [r.status_code for r in answers] == [503] * 7, [(r.status_code, r.text[:200]) for r in answers]
     assert all(r.json()["error_type"] == "store" and "ZSNLI_BAKEOFF_DB" in r.json()["error"] for r in answers[:6])
     assert answers[6].json()["error_type"] == "receipt"
+
+
+@pytest.mark.timeout(150)
+def test_the_server_refuses_an_unusable_runs_dir_with_one_line_exit_3(bert_dir, monkeypatch):
+    """The tryout: ``ZSNLI_RUNS_DIR=/proc/nope server.py`` started; now it is refused like ``ZSNLI_BAKEOFF_DB=/proc/x.db``."""
+    monkeypatch.delenv("ZSNLI_BAKEOFF_DB", raising=False)
+    monkeypatch.delenv("ZSNLI_RECEIPT_KEY", raising=False)
+    proc = _server(bert_dir, _free_port(), ZSNLI_RUNS_DIR="/proc/nope")
+    out, _ = proc.communicate(timeout=120)
+    lines = [line for line in out.splitlines() if line.strip() and "Writing model shards" not in line]
+    assert proc.returncode == 3 and len(lines) == 1, out
+    assert lines[0].startswith("refusing to start: ZSNLI_RUNS_DIR=/proc/nope: ") and "Traceback" not in out, out
