@@ -161,3 +161,20 @@ def test_output_file_refuses_one_line_and_leaves_nothing_behind(tmp_path):
         output_file(str(tmp_path))
     assert output_file(str(tmp_path / "new" / "r.json")) == tmp_path / "new" / "r.json"
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("module, flag", [("overload", "--timeout"), ("overload", "--max-seconds"),
+                                          ("overload", "--ready-timeout"), ("idle_clients", "--timeout"),
+                                          ("read_routes", "--seconds"), ("fair_share", "--alone-s"),
+                                          ("fair_share", "--array-timeout"), ("bakeoff_priority", "--seconds")])
+def test_the_benches_seconds_flags_have_an_upper_bound(module, flag, capsys):
+    """A wait of 1e9 s overflows the millisecond timeouts of select/poll (``OverflowError``): every seconds flag of
+    the benches is at most `zsnli.harness.cli.MAX_WAIT_S`, one line naming it, exit 2, before anything starts."""
+    import importlib
+
+    mod = importlib.import_module(f"zsnli.bench.{module}")
+    parse = getattr(mod, "parse_args", None) or (lambda argv: mod._parser().parse_args(argv))
+    with pytest.raises(SystemExit) as exited:
+        parse([flag, "1e9"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and flag in err and "604800" in err, err
