@@ -204,8 +204,8 @@ class Settings:
         object.__setattr__(self, "scoring", str(self.scoring).strip().lower())
         object.__setattr__(self, "model_variant", str(self.model_variant).strip().lower())
         if self.api_key is not None and not self.api_key.strip():
-            raise SettingsError("ZSNLI_API_KEY is set but empty: set a key of at least "
-                                f"{MIN_API_KEY_CHARS} characters (openssl rand -hex 32), or unset it to turn the key off")
+            raise SettingsError(f"ZSNLI_API_KEY is set but empty: set a key of at least {MIN_API_KEY_CHARS} "
+                                "characters (openssl rand -hex 32), or unset it to turn the key off")
         if self.api_key is not None and not re.fullmatch(r"[\x21-\x7e]+", self.api_key):  # a Bearer token's octets
             raise SettingsError("ZSNLI_API_KEY must be visible ASCII without spaces (it is sent as 'Authorization: "
                                 "Bearer <key>'), got a value that is not (unset it to turn the key off)")

@@ -133,7 +133,7 @@ async def test_programs_and_the_servers_own_pages_pass(bert_dir):
     async with running_app(app), _client(app) as client:
         assert (await client.post("/classify", json=BODY)).status_code == 200
         assert (await client.post("/classify", content=b'{"text": "x", "labels": ["a", "b"]}')).status_code == 200
-        for own in ("http://127.0.0.1:8000", "HTTP://127.0.0.1:8000", "https://127.0.0.1:8000"):
+        for own in ("http://127.0.0.1:8000", "HTTP://127.0.0.1:8000"):  # https: another scheme, refused (below)
             r = await client.post("/classify", json=BODY, headers={"Origin": own})
             assert r.status_code == 200, (own, r.text)
         r = await client.post("/classify", json=BODY, headers={"Referer": "http://127.0.0.1:8000/docs"})
@@ -189,6 +189,18 @@ async def test_dns_rebinding_is_refused_on_a_network_address_too(bert_dir):
     async with running_app(public), _client(public, "http://10.1.2.3:8000") as network:
         r = await network.post("/classify", json=BODY, headers={"Host": "zsnli.example.com"})
         assert r.status_code == 200, r.text
+
+
+async def test_a_page_of_the_servers_host_with_another_scheme_is_not_its_own(bert_dir):
+    """Origin ws:// or https:// with the server's host and port counted as same-origin for an http server; the
+    scheme is compared too (https is the server's own only where the request came as https: a trusted proxy)."""
+    app = _app(bert_dir)
+    async with running_app(app), _client(app) as http, _client(app, "https://127.0.0.1:8000") as https:
+        for client, origin, want in ((http, "http://127.0.0.1:8000", 200), (http, "ws://127.0.0.1:8000", 403),
+                                     (http, "https://127.0.0.1:8000", 403), (https, "https://127.0.0.1:8000", 200),
+                                     (https, "http://127.0.0.1:8000", 403)):
+            r = await client.post("/classify", json=BODY, headers={"Origin": origin})
+            assert r.status_code == want, (client.base_url, origin, r.text)
 
 
 async def test_the_public_urls_origin_is_the_servers_own_behind_a_proxy_that_rewrites_host(bert_dir):

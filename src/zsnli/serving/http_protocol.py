@@ -140,9 +140,9 @@ _QUOTED_BYTES = re.compile(r""":?\s*(?P<wrap>bytearray\()?(?<!\w)(?P<raw>b(?P<q>
 def unechoed(message: str) -> str:
     """h11's parse error ``message`` on one line with no byte of the request in it: h11 quotes the offending
     header line, header value or request line (``illegal header line: b'Authorization: Bearer ...\\x00'``, or
-    in ``bytearray(b'...')``), which may hold a key (a header, or a query's ``api_key=``). A header line is named by its field name only
-    (``illegal header line (field 'authorization'; its value is not repeated)``); any other quoted bytes are
-    left out."""
+    in ``bytearray(b'...')``), which may hold a key (a header, or a query's ``api_key=``). A header line is named
+    by its field name only (``illegal header line (field 'authorization'; its value is not repeated)``); any
+    other quoted bytes are left out."""
     def name_only(match: re.Match) -> str:
         try:
             raw = ast.literal_eval(match.group("raw"))

@@ -17,8 +17,8 @@ included. Two checks keep such a page out (the class of ollama's CVE-2024-28224)
 * **Origin** (every method but ``GET`` and ``HEAD``, which start no work here; `origin_problem`): a browser names
   the page behind a request in ``Origin`` (old ones only in ``Referer``). A request without either is no
   browser's (curl, the Python client, the ``openai`` client, probes) and passes. Otherwise the page must be the
-  server's own (same host and port as the request's ``Host``: its bake-off form, ``/docs``'s *Try it out*; or
-  the origin of ``ZSNLI_PUBLIC_URL``, the page a proxy that rewrites ``Host`` serves) or one
+  server's own (same scheme as the request, host and port as its ``Host``: its bake-off form, ``/docs``'s
+  *Try it out*; or the origin of ``ZSNLI_PUBLIC_URL``, the page a proxy that rewrites ``Host`` serves) or one
   ``ZSNLI_ALLOWED_ORIGINS`` lists (``*``: any); ``null`` (a sandboxed frame, a ``file://`` page, a
   ``no-referrer`` redirect) never is. Refused: 403 ``forbidden``, field ``origin``. An allowed page must then
   declare its body ``Content-Type: application/json`` (or ``*+json``): a body sent with no type or as
@@ -78,11 +78,14 @@ def _shown(value: str) -> str:
 
 
 def origin_problem(method: str, headers: Any, host: tuple[str, int | None] | None,
-                   origins: frozenset[str], own: str | None = None) -> ApiError | None:
+                   origins: frozenset[str], own: str | None = None, scheme: str = "http") -> ApiError | None:
     """The refusal of a request whose page may not drive the server (module docstring), else None.
 
     method: the request's; headers: its ASGI header pairs; host: its ``Host`` as `split_host` gives it (None:
-    none sent); origins: ``ZSNLI_ALLOWED_ORIGINS`` as `zsnli.net_settings.allowed_origins` spells them."""
+    none sent); origins: ``ZSNLI_ALLOWED_ORIGINS`` as `zsnli.net_settings.allowed_origins` spells them; own: the
+    origin of ``ZSNLI_PUBLIC_URL`` as `origin_text` spells it (None: unset), the server's own too; scheme: the
+    request's (the ASGI scope's: ``http`` on a plain socket, ``https`` only behind a proxy
+    ``ZSNLI_FORWARDED_ALLOW_IPS`` trusts), which a page of the request's own host must share."""
     if method in SAFE_METHODS:
         return None
     sent, name = _header(headers, b"origin"), "Origin"
@@ -95,8 +98,7 @@ def origin_problem(method: str, headers: Any, host: tuple[str, int | None] | Non
         return ApiError(ErrorType.FORBIDDEN, f"forbidden: the {name} {_shown(sent)} names no web page this server "
                         "answers (a null or unreadable origin never is); send the request without it, from a "
                         "program, or from a page ZSNLI_ALLOWED_ORIGINS lists", name.lower())
-    scheme, origin_host, origin_port = origin
-    same = host is not None and (origin_host, origin_port) == (host[0], host[1] or DEFAULT_PORTS.get(scheme))
+    same = host is not None and origin == (scheme, host[0], host[1] or DEFAULT_PORTS.get(scheme))
     if not (same or "*" in origins or origin_text(origin) in origins or origin_text(origin) == own):
         return ApiError(ErrorType.FORBIDDEN, f"forbidden: a web page at {origin_text(origin)} may not drive this "
                         f"server ({name} header); only the server's own pages and those of ZSNLI_ALLOWED_ORIGINS may "
@@ -152,7 +154,8 @@ class OriginCheck:
                             "names and its own only); behind an Ingress or a proxy with a public name, set "
                             "ZSNLI_PUBLIC_URL or list the name in ZSNLI_ALLOWED_HOSTS",
                             "host")
-        return origin_problem(scope.get("method", "GET"), headers, host, self.origins, self.own)
+        return origin_problem(scope.get("method", "GET"), headers, host, self.origins, self.own,
+                              str(scope.get("scheme") or "http").lower())
 
 
 def _listed_cors():
