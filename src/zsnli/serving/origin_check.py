@@ -10,7 +10,7 @@ included. Two checks keep such a page out (the class of ollama's CVE-2024-28224)
   name no public DNS zone can point here (one with no dot: ``localhost``, a container's or Kubernetes Service's
   short name; one ending in ``.localhost``, RFC 6761, ``.local``, RFC 6762, the Kubernetes default
   ``cluster.local`` included, ``.internal``, reserved by ICANN for private use, or ``.svc``, a Kubernetes
-  Service's ``name.namespace.svc``); this machine's own names (``socket.gethostname``, ``socket.getfqdn``); the
+  Service's ``name.namespace.svc``); this machine's own name (``socket.gethostname``); the
   host of ``ZSNLI_PUBLIC_URL``; a name ``ZSNLI_ALLOWED_HOSTS`` lists. Any other dotted name is refused: a server
   behind an Ingress or a proxy with a public name sets ``ZSNLI_PUBLIC_URL`` or ``ZSNLI_ALLOWED_HOSTS``. Refused:
   403 ``forbidden``, field ``host`` (400 ``malformed_request`` for a ``Host`` that is no host).
@@ -52,8 +52,9 @@ LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".svc")
 SHOWN_CHARS = 200
 #: This machine's name (``socket.gethostname``), lower case: answered as a local name (Debian maps it to 127.0.1.1).
 THIS_HOST = socket.gethostname().lower().rstrip(".")
-#: This machine's own names: its name and its fully qualified name (``socket.getfqdn``, read once at import).
-OWN_NAMES = frozenset({THIS_HOST, socket.getfqdn().lower().rstrip(".")} - {""})
+#: This machine's own names: its name only. Not ``socket.getfqdn``: a reverse DNS lookup at import can wait
+#: for a resolver's timeout on a machine without a reachable DNS server, and the server's start-up is timed.
+OWN_NAMES = frozenset({THIS_HOST} - {""})
 
 
 def _header(headers: Any, name: bytes) -> str | None:
