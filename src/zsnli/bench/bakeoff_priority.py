@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import positive_seconds, UsageParser, non_negative_int, positive_float, positive_int, output_file
+from ..harness.cli import positive_seconds, UsageParser, non_negative_int, positive_int, output_file
 from ..harness.examples import DEFAULT_EXAMPLES, DEV_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess
 from ..harness.stats import percentile

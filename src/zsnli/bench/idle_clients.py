@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..harness.cli import positive_seconds, UsageParser, positive_float, positive_int, output_file
+from ..harness.cli import positive_seconds, UsageParser, positive_int, output_file
 from ..harness.server import ServerError, ServerProcess, wait_for_url
 from ..harness.stats import percentile
 from .reports import write_report

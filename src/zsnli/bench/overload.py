@@ -36,7 +36,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from ..harness.cli import positive_seconds, UsageParser, non_negative_int, positive_float, positive_int, output_file
+from ..harness.cli import positive_seconds, UsageParser, non_negative_int, positive_int, output_file
 from ..runtime.progress import waiting
 from ..harness.load import NOT_ANSWERED, run_requests_async
 from ..harness.server import ServerError, ServerProcess, wait_for_url

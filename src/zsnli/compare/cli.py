@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from zsnli.harness.cli import (
     non_negative_seconds, positive_seconds,
-    UsageParser, accuracy_target, non_negative_float, non_negative_int, one_line_errors, positive_float, positive_int,
+    UsageParser, accuracy_target, non_negative_int, one_line_errors, positive_float, positive_int,
     output_file, url_problem,
 )
 from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
