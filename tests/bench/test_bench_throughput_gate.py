@@ -125,7 +125,9 @@ def test_gpu_sh_out_that_cannot_be_written_is_refused_before_the_run(tmp_path, l
     """``--out`` is checked before anything runs (with ``--dry-run`` too): one line naming it, exit 2."""
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    proc = _gpu_sh(*lead, "--out", str(blocker / "dir" / "x.json"))
+    examples = tmp_path / "examples.jsonl"  # --rows checks its examples too: a file of this test's, not ../shared
+    examples.write_text('{"text": "a", "labels": ["x", "y"], "gold": "x"}\n')
+    proc = _gpu_sh(*lead, "--examples", str(examples), "--out", str(blocker / "dir" / "x.json"))
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "--out" in lines[0] and "cannot be written" in lines[0] and "Traceback" not in proc.stderr

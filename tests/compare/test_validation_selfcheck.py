@@ -315,7 +315,7 @@ def test_validate_py_imports_the_checkout_without_install(tmp_path):
     (["--url", "127.0.0.1:8000"], "--url: '127.0.0.1:8000' lacks a scheme: write http://127.0.0.1:8000"),
     (["--examples", "{tmp}/missing.jsonl"], "--examples: no such file"),
     (["--root", "{tmp}/nowhere"], "--root: no such directory"),
-    (["--max-seconds", "-1"], "--max-seconds: expected a number >= 0"),
+    (["--max-seconds", "-1"], "--max-seconds: expected a number in [0, 604800], got -1"),
     (["--warmups", "x"], "--warmups: expected an integer >= 0"),
 ])
 def test_selfcheck_usage_mistakes_are_one_line_exit_2(project, tmp_path, capsys, args, needle):
