@@ -19,7 +19,7 @@ characters per text and per label description) with the coefficients of its kind
 
 An arm type without coefficients (registered by a suite's ``imports``) has no estimate and is named as such; the
 check then counts only the arms it knows. The coefficients were measured by ``python -m zsnli.bench.bakeoff_costs``
-on the machine and load docs/bakeoff.md names (a 2-core Xeon shared with a training run); a faster or quieter
+on the machine and load docs/bakeoff.md names (a 2-core AMD EPYC shared with a training run); a faster or quieter
 machine does the work sooner, so the check refuses only plans that would overrun there, and an arm that still
 overruns at run time is reported as not finished, never hidden (`zsnli.compare.render.winner_line`).
 
