@@ -30,8 +30,8 @@ from types import SimpleNamespace
 from typing import Any, Sequence
 
 from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error, output_file
-from ..harness.examples import SHARED_PUBLIC_EXAMPLES, ExamplesError, load_examples
-from .cost_profile import even_sample
+from ..harness.examples import SHARED_PUBLIC_EXAMPLES
+from .cost_profile import sampled_documents
 from .fake_cuda import fake_cuda
 
 PROG = "python -m zsnli.bench.accelerator_padding"
@@ -166,14 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=positive_int, default=None)
     p.add_argument("--out", type=output_file, default=None)
     args = p.parse_args(argv)
-    if not (Path(args.model_dir) / "config.json").is_file():
-        return usage_error(PROG, f"--model-dir {args.model_dir}: no config.json")
     try:
-        loaded = load_examples(str(args.examples)).examples
-    except ExamplesError as exc:
+        docs = sampled_documents(args.model_dir, args.examples, args.docs)
+    except ValueError as exc:
         return usage_error(PROG, str(exc))
-    docs = even_sample([{"text": e.text, "labels": list(e.labels), "dataset": e.dataset} for e in loaded if e.text],
-                       args.docs)
     docs = [{"text": d["text"], "labels": d["labels"], "scoring": args.scoring} for d in docs]
     from ..config import Settings
 

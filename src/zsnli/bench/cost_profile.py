@@ -166,14 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="scorings to profile (repeatable; default pipeline, served, embedding)")
     p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
     args = p.parse_args(argv)
-    if not (Path(args.model_dir) / "config.json").is_file():
-        return usage_error(PROG, f"--model-dir {args.model_dir}: no config.json")
     try:
-        loaded = load_examples(str(args.examples)).examples
-    except ExamplesError as exc:
+        docs = sampled_documents(args.model_dir, args.examples, args.docs)
+    except ValueError as exc:
         return usage_error(PROG, str(exc))
-    docs = even_sample([{"text": e.text, "labels": list(e.labels), "dataset": e.dataset} for e in loaded if e.text],
-                       args.docs)
     from ..config import Settings
 
     settings = Settings(model_dir=args.model_dir, device="cpu", dtype="float32", torch_threads=args.threads,
@@ -183,6 +179,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(docs)} documents ({args.examples}), concurrency {args.concurrency}, fp32")
     print("\n".join(render(result, cpu_tag(cpu_info()))))
     return 0
+
+
+def sampled_documents(model_dir: str, examples: Path, n: int) -> list[dict]:
+    """The documents a profile of ``model_dir`` runs: `even_sample` of the examples file's non-empty texts,
+    ``{"text", "labels", "dataset"}`` each. Raises ``ValueError`` (one line, for the usage error) when
+    ``model_dir`` has no config.json or the examples cannot be read."""
+    if not (Path(model_dir) / "config.json").is_file():
+        raise ValueError(f"--model-dir {model_dir}: no config.json")
+    try:
+        loaded = load_examples(str(examples)).examples
+    except ExamplesError as exc:
+        raise ValueError(str(exc)) from None
+    return even_sample([{"text": e.text, "labels": list(e.labels), "dataset": e.dataset} for e in loaded if e.text], n)
 
 
 def even_sample(docs: list[dict], n: int) -> list[dict]:
