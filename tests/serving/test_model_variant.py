@@ -195,3 +195,20 @@ def test_an_in_process_refusal_is_one_line(layout, capsys, monkeypatch):
     assert main(["classify", "a text", "--labels", "a,b", "--model-dir", str(layout)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("zsnli: error: cannot serve --model-dir") and "no base model" in err
+
+
+def test_select_and_the_server_take_the_same_sentence_encoder_for_the_base_folder(layout, bert_dir):
+    # train.py select --model-dir <root>/base took the checkout's model/embedding (default_embedding_dir found no
+    # base/embedding), while the server took <root>/embedding: the base's calibration pinned another encoder.
+    from zsnli.config import Settings
+    from zsnli.runtime.embedding import REPO_MODEL_DIR, default_embedding_dir
+    from zsnli.serving.startup import resolve_variant, resolved_embedding_dir
+
+    shutil.copytree(bert_dir, layout / "embedding")
+    served, variant = resolve_variant(Settings(model_dir=str(layout), model_variant="base"))
+    assert variant == "base"
+    assert resolved_embedding_dir(served) == default_embedding_dir(layout / "base") == layout / "embedding"
+    assert default_embedding_dir(layout) == layout / "embedding"  # the small model: its own, as before
+    assert default_embedding_dir(layout.parent / "elsewhere") == REPO_MODEL_DIR / "embedding"
+    explicit = resolve_variant(Settings(model_dir=str(layout), model_variant="base", embedding_dir=str(bert_dir)))[0]
+    assert resolved_embedding_dir(explicit) == bert_dir  # ZSNLI_EMBEDDING_DIR still wins

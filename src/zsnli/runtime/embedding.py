@@ -43,18 +43,27 @@ REPO_MODEL_DIR = Path(__file__).resolve().parents[3] / "model"
 
 
 def default_embedding_dir(model_dir: str | Path | None = None) -> Path:
-    """The served sentence encoder's directory: ``<model_dir>/embedding`` if it exists, else the checkout's.
+    """The served sentence encoder's directory: ``<model_dir>/embedding`` if it exists; for a variant folder
+    (``<root>/base``, `zsnli.manifest.VARIANT_DIRS`) the encoder of the model directory holding it,
+    ``<root>/embedding``, if that exists; else the checkout's.
 
+    The one rule for the server (`zsnli.serving.startup.resolved_embedding_dir`, also for
+    ``ZSNLI_MODEL_VARIANT=base``) and for ``train.py select`` / ``calibrate`` (their default
+    ``--embedding-dir``), so a base model's calibration pins the encoder it is served with.
     The checkout's is ``model/embedding``: all-MiniLM-L6-v2 fine-tuned here (issue 42), hashed in
     ``training_manifest.json`` under ``embedding`` (a reused encoder would be under
     ``pretrained_artifacts.embedding``). Whichever directory is used, the server checks its digest
     against ``calibration.json`` before listening. The published all-MiniLM-L6-v2 is
     `pretrained_encoder_dir`.
     """
-    from ..manifest import EMBEDDING_SUBDIR
+    from ..manifest import EMBEDDING_SUBDIR, VARIANT_DIRS
 
-    if model_dir is not None and (Path(model_dir) / EMBEDDING_SUBDIR).is_dir():
-        return Path(model_dir) / EMBEDDING_SUBDIR
+    if model_dir is not None:
+        own, root = Path(model_dir) / EMBEDDING_SUBDIR, Path(model_dir).parent / EMBEDDING_SUBDIR
+        if own.is_dir():
+            return own
+        if Path(model_dir).name in VARIANT_DIRS and root.is_dir():
+            return root
     return REPO_MODEL_DIR / EMBEDDING_SUBDIR
 
 

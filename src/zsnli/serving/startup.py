@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import Settings, SettingsError
-from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, EMBEDDING_SUBDIR, PRETRAINED_DIRS, ManifestError,
+from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, PRETRAINED_DIRS, ManifestError,
                         check_variant_pin, hash_model_dir, load_manifest, model_dir_digest, verify_model_files)
 from ..runtime.devices import device_kind, nvidia_devices_present, torch_build
 from ..runtime.embedding import SentenceEncoder, default_embedding_dir, embedding_digest
@@ -124,7 +124,9 @@ def load_encoder(settings: Settings, model: NliRuntime) -> SentenceEncoder:
 
 
 def resolved_embedding_dir(settings: Settings) -> Path:
-    """The sentence-embedding model directory: ``ZSNLI_EMBEDDING_DIR``, else ``<model dir>/embedding``."""
+    """The sentence-embedding model directory: ``ZSNLI_EMBEDDING_DIR``, else
+    `zsnli.runtime.embedding.default_embedding_dir` of the served model directory (``<model dir>/embedding``; for
+    the base variant, ``<ZSNLI_MODEL_DIR>/embedding``: the same rule as ``train.py select``'s default)."""
     if settings.embedding_dir:
         return Path(settings.embedding_dir)
     return default_embedding_dir(settings.model_dir)
@@ -237,12 +239,12 @@ def resolve_variant(settings: Settings) -> tuple[Settings, str]:
     """``(settings to serve with, variant)`` for ``ZSNLI_MODEL_VARIANT``: ``small`` serves ``model_dir`` as it is;
     ``base`` serves ``<model_dir>/base`` (`zsnli.manifest.BASE_VARIANT_SUBDIR`: a whole model folder with its own
     training_manifest.json and calibration.json, pinned by the top-level manifest's ``variants`` table, checked
-    here unless ``skip_manifest_check``), its sentence encoder still ``<model_dir>/embedding``; ``auto`` is
-    ``base`` on a CUDA device (``ZSNLI_DEVICE``, else the default device) where that folder holds a model, else
-    ``small``: the base-size model pays on a GPU, the small one on a CPU (issue 56). A hub model
-    (``ZSNLI_MODEL_ID``) is ``small``. The base model is scored with its own calibration.json (or
-    ``ZSNLI_CALIBRATION_PATH``), never the small model's. Raises ``SettingsError``, ``ManifestError`` or
-    ``ScoringConfigError`` with a one-line reason."""
+    here unless ``skip_manifest_check``), its sentence encoder still ``<model_dir>/embedding``
+    (`zsnli.runtime.embedding.default_embedding_dir`); ``auto`` is ``base`` on a CUDA device (``ZSNLI_DEVICE``,
+    else the default device) where that folder holds a model, else ``small``: the base-size model pays on a GPU,
+    the small one on a CPU (issue 56). A hub model (``ZSNLI_MODEL_ID``) is ``small``. The base model is scored
+    with its own calibration.json (or ``ZSNLI_CALIBRATION_PATH``), never the small model's. Raises
+    ``SettingsError``, ``ManifestError`` or ``ScoringConfigError`` with a one-line reason."""
     root = Path(settings.model_dir)
     folder = root / BASE_VARIANT_SUBDIR
     present = (folder / "config.json").is_file()
@@ -266,11 +268,10 @@ def resolve_variant(settings: Settings) -> tuple[Settings, str]:
         raise ScoringConfigError(f"ZSNLI_MODEL_VARIANT={settings.model_variant}: {folder} has no {CALIBRATION_NAME}; "
                                  "the base model is served with its own (train.py select writes it), or set "
                                  "ZSNLI_MODEL_VARIANT=small")
-    encoder = settings.embedding_dir or (str(root / EMBEDDING_SUBDIR) if (root / EMBEDDING_SUBDIR).is_dir() else None)
     logger.info("ZSNLI_MODEL_VARIANT=%s: serving the base model in %s", settings.model_variant, folder)
     # ZSNLI_MANIFEST_PATH names the top-level manifest (the pin above); the base's files are checked against its own.
-    return replace(settings, model_dir=str(folder), embedding_dir=encoder, manifest_path=None,
-                   calibration_path=calibration), "base"
+    # The encoder: ZSNLI_EMBEDDING_DIR, else <root>/embedding by the one rule select uses (default_embedding_dir).
+    return replace(settings, model_dir=str(folder), manifest_path=None, calibration_path=calibration), "base"
 
 
 def preflight(settings: Settings) -> Preflight:
