@@ -1,7 +1,8 @@
 """The ``train.py`` command line: parse, check every argument, then run one command.
 
 Commands: ``train`` (the default), ``calibrate``, ``evaluate``, ``verify``, ``encoder``
-(`zsnli.training.encoder`: fine-tune the cosine term's sentence encoder on zsc-train), and
+(`zsnli.training.encoder`: fine-tune the cosine term's sentence encoder on zsc-train), ``install-encoder``,
+``install-base`` (`zsnli.training.base_install`: a finished run as ``model/base``), and
 ``select`` (`zsnli.selection.cli`: the leave-one-dataset-out choice of the
 served scoring, which replaces ``chosen`` in ``calibration.json``).
 Every user mistake (an unknown value, a missing file or directory, a preset
@@ -15,7 +16,8 @@ mistake found once the work starts: one line, exit 2.
 The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.presets`, `zsnli.manifest`,
 `zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
 paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` (the
-parser) at module level, and `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
+parser), `zsnli.training.base_install` (``install-base``; no torch at import) at module level, and
+`zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
 `zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
 `zsnli.training.arguments` (the teacher's bf16 decision) and `zsnli.training.distill` (``verify``'s
 check of a teacher) inside ``train``, ``encoder`` and ``verify``; the run-folder errors
@@ -40,11 +42,12 @@ from .training.cli_checks import (
     CHECKOUT, DEFAULT_ZSC_DIR, DEV_EXAMPLES, ENCODER_OUTPUT_DIR, SHIPPED_MODEL_DIR, UsageError, check_args,
     manifest_dir, repo_default,
 )
+from .training.base_install import add_parser as add_install_base_parser, run_command as install_base_command
 from .training.data_parallel import LaunchError, launch_from_env
 from .training.nli_data import DataError
 from .training.presets import DEFAULT_DATA_DIR, PRESETS, Preset
 
-COMMANDS = ("train", "calibrate", "evaluate", "verify", "encoder", "install-encoder")
+COMMANDS = ("train", "calibrate", "evaluate", "verify", "encoder", "install-encoder", "install-base")
 
 USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify, select the served scoring.
 
@@ -62,6 +65,10 @@ USAGE = """Build the served model: fine-tune, calibrate, evaluate, verify, selec
   python train.py select --embedding-dir DIR --out /tmp/cal.json   # choose the scoring with that encoder
   python train.py install-encoder RUN                 # ship RUN's encoder as model/embedding (manifests too),
                                                       #   then re-choose the scoring: python train.py select
+  python train.py install-base RUN_MODEL_DIR          # ship a finished train run as model/base (bf16, pinned in
+                                                      #   training_manifest.json), then choose its own scoring:
+  python train.py select --model-dir model/base --out model/base/calibration.json \
+      --data-sources model/base/data_sources.json --kinds ../shared/data/zsc-dev/benchmark_kinds.json
 
 Data: minilm-cpu reads the NLI files under --data-dir (default ../shared/data/nli; JSONL or
 JSONL.gz rows {"premise", "hypothesis", "label"}); deberta-v3-base reads SNLI, MultiNLI and ANLI
@@ -93,9 +100,9 @@ def _plateau_args(t: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``train.py`` parser: one sub-command each for train, calibrate, evaluate, verify, encoder and
-    install-encoder; ``select``
-    is listed here but parsed by its own parser (`zsnli.selection.cli`, see `main`)."""
+    """The ``train.py`` parser: one sub-command each for train, calibrate, evaluate, verify, encoder,
+    install-encoder and install-base; ``select`` is listed here but parsed by its own parser
+    (`zsnli.selection.cli`, see `main`)."""
     parser = UsageParser(prog="train.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -134,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _encoder_parser(sub)
     _install_encoder_parser(sub)
+    add_install_base_parser(sub, repo_default(SHIPPED_MODEL_DIR))
 
     c = sub.add_parser("calibrate", help="fit scoring rule and temperature on held-out NLI choice tasks")
     _preset_args(c, repo_default(SHIPPED_MODEL_DIR))
@@ -476,7 +484,8 @@ def main(argv: list[str]) -> int:
         if args.command == "verify":
             return _verify(args)
         return {"train": _train, "calibrate": _calibrate, "evaluate": _evaluate,
-                "encoder": _encoder, "install-encoder": lambda a, _: _install_encoder(a)}[args.command](args, preset)
+                "encoder": _encoder, "install-encoder": lambda a, _: _install_encoder(a),
+                "install-base": lambda a, _: install_base_command(a, manifest_dir(a))}[args.command](args, preset)
     except (UsageError, LaunchError, *_run_folder_mistakes()) as exc:
         return usage_error(f"train.py {args.command}", str(exc))
     except (DataError, ManifestError) as exc:

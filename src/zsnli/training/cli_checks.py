@@ -408,6 +408,8 @@ def check_args(args: argparse.Namespace) -> Preset | None:
     _launch()
     if args.command == "encoder":
         return _check_encoder(args)
+    if args.command == "install-base":  # zsnli.training.base_install checks the run before it converts anything
+        return None
     if args.command == "install-encoder":
         run = Path(args.run_dir).expanduser()
         if not run.is_dir():

@@ -26,7 +26,7 @@ margin-mse`` (`zsnli.training.encoder`): its (text, hypothesis) pairs go through
 
 May import `zsnli.manifest`, `zsnli.training.nli_trainer`,
 `zsnli.training.zsc_nli`, `zsnli.training.nli_data` and, inside functions, `zsnli.runtime.progress`,
-`zsnli.training.manifest_writer` (the base's weights digest), numpy, torch and transformers.
+`zsnli.training.manifest_writer` (the base's weights digest and licence), numpy, torch and transformers.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import random
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -418,13 +417,11 @@ def uncovered_exclusions(teacher_exclude: Sequence[str], student_exclude: Sequen
 
 
 def _base_licence(base: str) -> str:
-    """The ``license:`` of a local base directory's model card front matter, else a pointer to the card."""
-    card = Path(base).expanduser() / "README.md"
-    if card.is_file():
-        found = re.search(r"^license:\s*(\S+)", card.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
-        if found:
-            return f"{found.group(1)} (model card of the base)"
-    return "see the base model's card"
+    """The licence a local base directory's model card names (`zsnli.training.manifest_writer.card_licence`),
+    else a pointer to the card."""
+    from .manifest_writer import card_licence
+
+    return card_licence(base) or "see the base model's card"
 
 
 def checkpoint_steps(teacher_dir: str | Path) -> int | None:

@@ -81,23 +81,26 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
     return table
 
 
-def staging_dirs(model_dir: Path) -> tuple[Path, Path]:
-    """``(staged, old)``: where the new ``embedding`` is built and where the old one waits during the swap,
-    both beside ``model_dir`` (same filesystem, so the renames are atomic), never inside the checked tree."""
+def staging_dirs(model_dir: Path, sub: str = EMBEDDING_SUBDIR) -> tuple[Path, Path]:
+    """``(staged, old)``: where the new ``<model_dir>/<sub>`` (``embedding``, or ``base`` for
+    `zsnli.training.base_install`) is built and where the old one waits during the swap, both beside
+    ``model_dir`` (``.model.<sub>.staged`` / ``.old``: same filesystem, so the renames are atomic), never inside
+    the checked tree."""
     model_dir = Path(model_dir).resolve()
-    stem = model_dir.parent / f".{model_dir.name}.{EMBEDDING_SUBDIR}"
+    stem = model_dir.parent / f".{model_dir.name}.{sub}"
     return Path(f"{stem}.staged"), Path(f"{stem}.old")
 
 
-def recover(model_dir: Path) -> None:
-    """Clear what a killed install left: its staged copy (and the in-tree ``.embedding.new`` of installs
-    before issue 48); an old ``embedding`` set aside is removed when the new one is in place, or renamed back
-    when the kill came between the two renames (the model directory is then as before that install)."""
-    staged, old = staging_dirs(model_dir)
+def recover(model_dir: Path, sub: str = EMBEDDING_SUBDIR) -> None:
+    """Clear what a killed install of ``<model_dir>/<sub>`` left: its staged copy (and the in-tree
+    ``.embedding.new`` of installs before issue 48); an old ``sub`` set aside is removed when the new one is in
+    place, or renamed back when the kill came between the two renames (the model directory is then as before
+    that install)."""
+    staged, old = staging_dirs(model_dir, sub)
     shutil.rmtree(staged, ignore_errors=True)
-    shutil.rmtree(Path(model_dir) / f".{EMBEDDING_SUBDIR}.new", ignore_errors=True)
+    shutil.rmtree(Path(model_dir) / f".{sub}.new", ignore_errors=True)
     if old.exists():
-        target = Path(model_dir) / EMBEDDING_SUBDIR
+        target = Path(model_dir) / sub
         if target.exists():
             shutil.rmtree(old, ignore_errors=True)
         else:

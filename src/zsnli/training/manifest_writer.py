@@ -8,7 +8,8 @@
   ``embedding`` (`trained_embedding`) when that encoder was trained here, and ``teacher`` when the run
   distilled a teacher (`zsnli.training.distill.teacher_entry`, handed in);
 * ``data_sources.json`` (`data_sources_doc`, `declare_sources`,
-  `calibration_sources`): every source with its licence and role.
+  `calibration_sources`): every source with its licence and role;
+* a base model's licence from its card (`card_licence`).
 
 Hashing, reading and verification are `zsnli.manifest` (the part the server
 uses). May import `zsnli.manifest`, the standard library and, inside
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import platform
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +145,17 @@ def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
         if (path / name).is_file():
             return sha256_file(path / name)
     return None
+
+
+def card_licence(base: str) -> str | None:
+    """The licence a local base model directory's card names: ``<licence> (model card of the base)`` from the
+    ``license:`` line of ``README.md``'s front matter (the Hugging Face model card field), or None when ``base``
+    is not a local directory, has no card, or the card names none (a hub id: the caller must say it)."""
+    card = Path(base).expanduser() / "README.md"
+    if not card.is_file():
+        return None
+    found = re.search(r"^license:\s*(\S+)", card.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
+    return f"{found.group(1)} (model card of the base)" if found else None
 
 
 class LineageError(ValueError):

@@ -1,0 +1,343 @@
+"""Ship a finished ``train.py train`` run as the base-size variant ``model/base`` (``train.py install-base``).
+
+The run's ``--model-dir`` (RUN) holds the weights, config and tokenizer; its ``training_manifest.json`` and
+``data_sources.json`` lie in RUN or beside it (``train.py train`` writes them beside its ``--model-dir`` unless
+``--manifest-dir`` says otherwise). `check_run` refuses, each in one line (`zsnli.training.cli_checks.UsageError`,
+exit 2): a folder with no such manifest (a Trainer ``checkpoint-N`` folder has none), files that are not the
+manifest's, an ``id2label`` other than the 3-way head ``train.py train`` writes (`NLI_ID2LABEL`), recorded data
+through which zsc-dev or benchmark text could have reached the model (`leaked_text`), and a base model whose
+licence is not known (its card, `zsnli.training.manifest_writer.card_licence`, or ``--base-licence``).
+
+`install_base` builds ``<model dir>/base`` in a staging folder beside the model directory
+(`zsnli.training.encoder_install.staging_dirs`): the tokenizer and every other listed file copied,
+``config.json`` with dtype bfloat16, ``model.safetensors`` cast to bfloat16 (`convert_weights`: about 220 MB for
+a 110M model), its own ``training_manifest.json`` (`base_manifest`), the run's ``data_sources.json`` and, when
+given, ``calibration.json``. Two renames put it in place (an existing ``base/`` only with ``force``; a killed
+install is cleared or rolled back by the next, `zsnli.training.encoder_install.recover`), then the top-level
+``training_manifest.json`` gets ``variants.base`` (`zsnli.manifest.variant_pin`), every other key unchanged.
+Without a calibration the base is not served yet: `select_command` is the command that chooses its scoring.
+
+May import `zsnli.manifest`, `zsnli.training.cli_checks` (the error, the checkout), `zsnli.training.encoder_install`
+(staging), `zsnli.training.manifest_writer` (the card's licence), `zsnli.training.nli_data` (the labels), and
+torch and safetensors inside `convert_weights`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, ManifestError,
+                        check_model_dir, hash_model_dir, load_manifest, model_dir_digest, sha256_file, variant_pin,
+                        write_json)
+from .cli_checks import CHECKOUT, UsageError
+from .encoder_install import recover, staging_dirs
+from .manifest_writer import TRAINED_EMBEDDING_KEY, card_licence
+from .nli_data import LABELS
+
+WEIGHTS_NAME = "model.safetensors"
+"""The weight file a ``train.py train`` model directory holds (`zsnli.training.nli_trainer.save_model`)."""
+
+BASE_DTYPE = "bfloat16"
+"""The stored dtype of the installed base: bf16, what it is served in on a GPU (issue 56)."""
+
+NLI_ID2LABEL = {str(i): name for i, name in enumerate(LABELS)}
+"""The head ``train.py train`` writes and the served scoring was chosen for: 0 entailment, 1 neutral, 2 contradiction."""
+
+PROTECTED_DIRS = ("zsc-dev", "zsc")
+"""Folder names of the texts no installed model may have seen: the choosing set and the benchmark's examples."""
+
+RUN_HINT = "give the --model-dir of a finished train.py train run"
+
+
+@dataclass(frozen=True)
+class Run:
+    """A checked ``train.py train`` run: its model directory, its manifest (and where it is), its
+    ``data_sources.json`` and the base model's licence (text)."""
+
+    model_dir: Path
+    manifest: dict[str, Any]
+    manifest_path: Path
+    sources: Path
+    licence: str
+
+
+def run_manifest_path(run_dir: Path) -> Path:
+    """``training_manifest.json`` in ``run_dir``, else beside it (where ``train.py train`` writes it). Raises
+    `UsageError` when ``run_dir`` is not a directory or neither exists (a Trainer checkpoint folder is named)."""
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: no such directory; {RUN_HINT}")
+    for path in (run_dir / MANIFEST_NAME, run_dir.parent / MANIFEST_NAME):
+        if path.is_file():
+            return path
+    what = "a Trainer checkpoint folder" if (run_dir / "trainer_state.json").is_file() else "not a finished run"
+    raise UsageError(f"{run_dir}: no {MANIFEST_NAME} in or beside it ({what}); Trainer checkpoint folders are not "
+                     "installable: finish or stop the run (--time-budget-s saves the model) so it writes its "
+                     "--model-dir and manifests")
+
+
+def check_head(model_dir: Path) -> None:
+    """Raise `UsageError` unless ``model_dir/config.json``'s ``id2label`` is `NLI_ID2LABEL` (names compared
+    case-insensitively)."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+        found = {str(k): str(v).lower() for k, v in (config.get("id2label") or {}).items()}
+    except (OSError, ValueError, AttributeError) as exc:
+        raise UsageError(f"{model_dir}/config.json: unreadable ({' '.join(str(exc).split())})") from None
+    if found != NLI_ID2LABEL:
+        raise UsageError(f"{model_dir}: config.json id2label is {found}, not the 3-way NLI head {NLI_ID2LABEL} that "
+                         "train.py train writes and the served scoring expects")
+
+
+def _runs_recorded(manifest: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]], list[str]]]:
+    """``(who, sources, exclusions)`` of the run, of each run it continued from, and of the teacher it distilled."""
+    hp = manifest.get("hyperparameters") or {}
+    out = [("the run", (manifest.get("data") or {}).get("sources") or [], hp.get("zsc_exclude") or [])]
+    chain = manifest.get("continued_from")
+    while isinstance(chain, dict):
+        out.append((f"the run it continued from (model {str(chain.get('model_sha256'))[:12]})",
+                    chain.get("data_sources") or [], (chain.get("hyperparameters") or {}).get("zsc_exclude") or []))
+        chain = chain.get("continued_from")
+    teacher = manifest.get("teacher")
+    if isinstance(teacher, dict):
+        out.append(("its teacher", teacher.get("data_sources") or [], teacher.get("excluded_texts_from") or []))
+    return out
+
+
+def _covers(excluded: Path, item: Path) -> bool:
+    """An exclusion covers ``item``: the same path, a folder holding it, or a file with the same bytes."""
+    return (item == excluded or item.is_relative_to(excluded)
+            or (item.is_file() and excluded.is_file() and sha256_file(item) == sha256_file(excluded)))
+
+
+def leaked_text(manifest: dict[str, Any]) -> str | None:
+    """Why zsc-dev or benchmark text could have reached the model ``manifest`` describes, or None.
+
+    For the run, each run it continued from and its teacher: a data source whose path lies under a folder
+    named in `PROTECTED_DIRS`, or classification sets (``kind: "zsc"``) mixed in without excluding the zsc-dev
+    folder and ``zsc/public.jsonl`` beside their folder and beside the checkout (``../shared/data``) where those
+    exist (``train.py train``'s default ``--zsc-exclude``; a folder excluded covers what it holds)."""
+    shared = (CHECKOUT.parent / "shared" / "data").resolve()
+    for who, sources, exclusions in _runs_recorded(manifest):
+        paths = [(s, Path(str(s["path"])).expanduser()) for s in sources if isinstance(s, dict) and s.get("path")]
+        for source, path in paths:
+            if set(PROTECTED_DIRS) & (set(path.parts) | set(path.resolve().parts)):
+                return f"{who} trained on {source.get('name')} ({path}), under a zsc-dev or benchmark folder"
+        roots = {path.resolve().parent.parent for s, path in paths if s.get("kind") == "zsc"}
+        excluded = [Path(str(e)).expanduser().resolve() for e in exclusions]
+        for root in sorted(roots | ({shared} if roots else set())):
+            for item in (root / "zsc-dev", root / "zsc" / "public.jsonl"):
+                if item.exists() and not any(_covers(e, item) for e in excluded):
+                    return (f"{who} mixed in classification sets without excluding {item} (its --zsc-exclude), so "
+                            "its text could have reached the model")
+    return None
+
+
+def check_run(run_dir: str | Path, base_licence: str | None = None) -> Run:
+    """Check a ``train.py train`` model directory before anything is written; returns the `Run`.
+
+    Raises `UsageError` (one line) for a missing manifest (`run_manifest_path`), files that differ from it (each
+    re-hashed, `zsnli.manifest.check_model_dir`), no `WEIGHTS_NAME`, no ``data_sources.json`` beside the manifest,
+    another head (`check_head`), leaked text (`leaked_text`), or no licence: ``base_licence`` when given, else the
+    card of a local base folder (`zsnli.training.manifest_writer.card_licence` of ``base_model.id``)."""
+    run_dir = Path(run_dir).expanduser()
+    path = run_manifest_path(run_dir)
+    try:
+        manifest = load_manifest(path)
+    except ManifestError as exc:
+        raise UsageError(str(exc)) from None
+    bad = [c for c in check_model_dir(run_dir, manifest) if c.status != "ok"]
+    if bad:
+        how = {"mismatch": "differs from what", "missing": "is missing but listed in", "unlisted": "is not listed in"}
+        raise UsageError(f"{run_dir}: {bad[0].name} {how.get(bad[0].status, bad[0].status)} {path} "
+                         f"({len(bad)} file(s) differ); install the exact files a run wrote")
+    if WEIGHTS_NAME not in manifest["files"]:
+        raise UsageError(f"{run_dir}: no {WEIGHTS_NAME} in {path}'s files; {RUN_HINT}")
+    if not (path.parent / DATA_SOURCES_NAME).is_file():
+        raise UsageError(f"{path.parent}: no {DATA_SOURCES_NAME} beside {MANIFEST_NAME}; {RUN_HINT}")
+    check_head(run_dir)
+    leak = leaked_text(manifest)
+    if leak:
+        raise UsageError(f"{path}: {leak}; such a model is not installable")
+    base = manifest.get("base_model") if isinstance(manifest.get("base_model"), dict) else {}
+    licence = base_licence or (card_licence(str(base["id"])) if base.get("id") else None)
+    if not licence:
+        raise UsageError(f"{path}: the base model {base.get('id')!r} is not a local folder whose card (README.md) "
+                         "names a licence; give it with --base-licence TEXT")
+    return Run(run_dir, manifest, path, path.parent / DATA_SOURCES_NAME, licence)
+
+
+def convert_weights(src: Path, dst: Path) -> list[str]:
+    """Write ``src`` (safetensors) to ``dst`` with every floating-point tensor cast to `BASE_DTYPE` (torch's
+    round-to-nearest-even) and the others as they are, metadata ``format: pt`` (what transformers loads), mode 644.
+    Returns the floating-point dtypes ``src`` held (e.g. ``["float32"]``). Memory: the source plus the copy."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(src))
+    found = sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values() if t.is_floating_point()})
+    save_file({k: t.to(getattr(torch, BASE_DTYPE)) if t.is_floating_point() else t for k, t in tensors.items()},
+              str(dst), metadata={"format": "pt"})
+    os.chmod(dst, 0o644)
+    return found
+
+
+def base_manifest(run: Run, folder: Path, source_dtypes: list[str]) -> dict[str, Any]:
+    """The installed folder's own ``training_manifest.json``: the run's, with ``files`` and ``model_sha256``
+    hashed again over ``folder``, the base model's ``licence``, ``converted`` (from which weights, to which
+    dtype), and no encoder tables (``pretrained_artifacts`` empty, no ``embedding``: the base is served with
+    ``<model dir>/embedding``, hashed by the top-level manifest)."""
+    files = hash_model_dir(folder)
+    doc = {k: v for k, v in run.manifest.items() if k != TRAINED_EMBEDDING_KEY}
+    doc["base_model"] = {**(run.manifest.get("base_model") or {}), "licence": run.licence}
+    doc.update(files=files, model_sha256=model_dir_digest(files), pretrained_artifacts={})
+    doc["converted"] = {
+        "by": "train.py install-base",
+        "from": {"dir": str(run.model_dir.resolve()), "manifest": str(run.manifest_path.resolve()),
+                 "model_sha256": run.manifest.get("model_sha256"),
+                 "weights_sha256": run.manifest["files"][WEIGHTS_NAME]["sha256"], "dtype": ", ".join(source_dtypes)},
+        "dtype": BASE_DTYPE,
+        "weights_sha256": files[WEIGHTS_NAME]["sha256"],
+        "rule": f"every floating-point tensor cast to {BASE_DTYPE} (round to nearest even); config.json dtype "
+                f"{BASE_DTYPE}; every other file copied",
+    }
+    return doc
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    os.chmod(dst, 0o644)
+
+
+def read_calibration(path: Path) -> dict[str, Any]:
+    """The calibration document at ``path`` (an object with ``chosen``); `UsageError` when it is not one."""
+    if not Path(path).is_file():
+        raise UsageError(f"--calibration {path}: no such file")
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--calibration {path}: not readable JSON ({' '.join(str(exc).split())})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("chosen"), dict):
+        raise UsageError(f"--calibration {path}: no 'chosen' scoring (train.py select writes one)")
+    return doc
+
+
+def _check_fitted_for(path: Path, digest: str) -> None:
+    """Raise `UsageError` when the calibration at ``path`` records a ``model_sha256`` other than ``digest``."""
+    recorded = read_calibration(path).get("model_sha256")
+    if isinstance(recorded, str) and recorded != digest:
+        raise UsageError(f"--calibration {path} was fitted for model {recorded[:12]}, not this base ({digest[:12]}, "
+                         "in bfloat16): install without it and run the train.py select the install prints")
+
+
+def _build(run: Run, staged: Path, calibration: Path | None) -> dict[str, Any]:
+    """Write the whole base folder into ``staged``; returns its manifest."""
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    for name in run.manifest["files"]:
+        if name not in (WEIGHTS_NAME, "config.json"):
+            _copy(run.model_dir / name, staged / name)
+    config = json.loads((run.model_dir / "config.json").read_text(encoding="utf-8"))
+    config.update(dtype=BASE_DTYPE, torch_dtype=BASE_DTYPE)  # transformers 5 reads dtype, earlier torch_dtype
+    (staged / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.chmod(staged / "config.json", 0o644)
+    manifest = base_manifest(run, staged, convert_weights(run.model_dir / WEIGHTS_NAME, staged / WEIGHTS_NAME))
+    if calibration is not None:
+        _check_fitted_for(calibration, manifest["model_sha256"])
+        _copy(calibration, staged / CALIBRATION_NAME)
+    write_json(staged / MANIFEST_NAME, manifest)
+    _copy(run.sources, staged / DATA_SOURCES_NAME)
+    return manifest
+
+
+def _top_manifest(path: Path) -> dict[str, Any]:
+    """The top-level manifest that pins the variants; `UsageError` when it is missing or unreadable."""
+    try:
+        return load_manifest(path)
+    except ManifestError as exc:
+        raise UsageError(f"{exc}: the top-level {MANIFEST_NAME} pins model/base (give --manifest-dir)") from None
+
+
+def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str | Path,
+                 calibration: str | Path | None = None, base_licence: str | None = None,
+                 force: bool = False) -> dict[str, Any]:
+    """Install the run ``run_dir`` as ``<model_dir>/base`` and pin it in ``<manifest_dir>/training_manifest.json``.
+
+    Returns the base folder's own manifest. Raises `UsageError` (one line, nothing changed) for a missing
+    ``model_dir`` or top-level manifest, an existing ``base/`` without ``force``, a missing ``calibration`` file or
+    one fitted for another model, and every refusal of `check_run`. The folder is staged beside ``model_dir`` and
+    removed on any failure, so no half folder is left."""
+    model_dir, top_path = Path(model_dir), Path(manifest_dir) / MANIFEST_NAME
+    if not model_dir.is_dir():
+        raise UsageError(f"--model-dir {model_dir}: no such directory (the served model directory that gets base/)")
+    _top_manifest(top_path)
+    recover(model_dir, BASE_VARIANT_SUBDIR)
+    target = model_dir / BASE_VARIANT_SUBDIR
+    if target.exists() and not force:
+        raise UsageError(f"{target} exists; --force replaces it")
+    if calibration is not None:
+        read_calibration(Path(calibration))
+    run = check_run(run_dir, base_licence)
+    staged, old = staging_dirs(model_dir, BASE_VARIANT_SUBDIR)
+    try:
+        manifest = _build(run, staged, None if calibration is None else Path(calibration))
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    if target.exists():
+        target.rename(old)
+    staged.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    top = _top_manifest(top_path)
+    top["variants"] = {**(top.get("variants") if isinstance(top.get("variants"), dict) else {}),
+                       BASE_VARIANT_SUBDIR: variant_pin(model_dir)}
+    write_json(top_path, top)
+    return manifest
+
+
+def select_command(base: str | Path) -> str:
+    """The ``train.py select`` that chooses the base's scoring, both ways of holding out, into its own
+    ``calibration.json`` and ``data_sources.json`` (its encoder: `zsnli.runtime.embedding.default_embedding_dir`,
+    the one the server uses)."""
+    return (f"python train.py select --model-dir {base} --out {Path(base) / CALIBRATION_NAME} --data-sources "
+            f"{Path(base) / DATA_SOURCES_NAME} --kinds ../shared/data/zsc-dev/benchmark_kinds.json")
+
+
+def add_parser(sub: Any, model_dir_default: str) -> None:
+    """The ``install-base`` sub-command of ``train.py`` (``sub``: the parser's sub-parsers)."""
+    i = sub.add_parser("install-base", help="ship a finished train.py train run as model/base (bfloat16), pinned in "
+                                            "training_manifest.json's variants",
+                       description="Check RUN_MODEL_DIR against its manifest, write MODEL_DIR/base (bfloat16 weights, "
+                                   "its own training_manifest.json and data_sources.json) and pin it in the top-level "
+                                   "training_manifest.json; then choose its scoring (train.py select, printed).")
+    i.add_argument("run_dir", metavar="RUN_MODEL_DIR",
+                   help="the --model-dir of a finished train.py train run, its training_manifest.json and "
+                        "data_sources.json in it or beside it (not a Trainer checkpoint-N folder)")
+    i.add_argument("--model-dir", default=model_dir_default,
+                   help="the served model directory that gets base/ (default %(default)s)")
+    i.add_argument("--manifest-dir", default=None, help="the top-level manifest's folder (default: the parent of "
+                                                        "--model-dir)")
+    i.add_argument("--calibration", metavar="PATH", help="copied as base/calibration.json (default: none; the "
+                                                         "command prints the train.py select that writes it)")
+    i.add_argument("--base-licence", metavar="TEXT", help="the base model's licence (default: from its model card, "
+                                                          "when the run's base is a local folder)")
+    i.add_argument("--force", action="store_true", help="replace an existing base/")
+
+
+def run_command(args: argparse.Namespace, manifest_dir: Path) -> int:
+    """``train.py install-base``: install, print what was installed and the next command; returns 0."""
+    manifest = install_base(args.run_dir, args.model_dir, manifest_dir, args.calibration, args.base_licence,
+                            args.force)
+    base = Path(args.model_dir) / BASE_VARIANT_SUBDIR
+    print(f"{base}: installed in {BASE_DTYPE} (model_sha256 {manifest['model_sha256']}), pinned in "
+          f"{manifest_dir / MANIFEST_NAME} variants.{BASE_VARIANT_SUBDIR}")
+    if args.calibration is None:
+        print(f"{base} has no {CALIBRATION_NAME}: ZSNLI_MODEL_VARIANT=base refuses to start until it has one; "
+              f"choose its scoring with: {select_command(base)}")
+    return 0

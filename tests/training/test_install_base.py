@@ -1,0 +1,277 @@
+"""``train.py install-base`` (zsnli.training.base_install): a finished ``train.py train`` run becomes ``model/base``
+(bfloat16 weights, its own re-hashed manifest, its data sources), pinned by the top-level manifest's ``variants``,
+verified by ``train.py verify`` and served with ``ZSNLI_MODEL_VARIANT=base``; every refusal is one line, exit 2,
+and leaves no half folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import TINY_NLI_DATA, running_app, verified_model_copy, write_calibration
+from zsnli.manifest import hash_model_dir, model_dir_digest, sha256_file, variant_pin, write_json
+from zsnli.train_cli import main
+from zsnli.training.cli_checks import CHECKOUT
+from zsnli.training.manifest_writer import build_manifest, write_manifests
+from zsnli.training.presets import get_preset
+from zsnli.training.zsc_nli import zsc_sources
+
+ZSC = Path(__file__).resolve().parents[1] / "data" / "tiny_zsc"
+SHARED = CHECKOUT.parent / "shared" / "data"  # what train.py train excludes by default, where it exists
+BASE_CALIBRATION = dict(rule="entailment", temperature=2.5, k_exponent=0.0)
+
+
+def _write_run(tmp: Path, model_src: Path, exclude: list[str]) -> Path:
+    """A finished tiny ``train.py train`` run as it lies on disk: ``run/model`` (the weights of ``model_src``)
+    with ``run/training_manifest.json`` and ``run/data_sources.json`` beside it (`build_manifest`,
+    `write_manifests`), trained from a local base whose card says apache-2.0, with classification sets from
+    ``data/zsc-train`` mixed in and ``exclude`` as its ``--zsc-exclude``."""
+    base = tmp / "pretrained"
+    shutil.copytree(model_src, base)
+    (base / "README.md").write_text("---\nlanguage: en\nlicense: apache-2.0\n---\n# a base\n")
+    shutil.copytree(ZSC, tmp / "data" / "zsc-train")
+    preset = get_preset("tiny", str(TINY_NLI_DATA), str(base)).with_overrides(
+        zsc_sources=zsc_sources(tmp / "data" / "zsc-train"), zsc_ratio=1.0, zsc_exclude=tuple(exclude))
+    model = tmp / "run" / "model"
+    shutil.copytree(model_src, model)
+    data = SimpleNamespace(counts={}, holdout=[])
+    write_manifests(build_manifest(preset, data, model, {"steps": 4}), preset, data, tmp / "run")
+    return model
+
+
+@pytest.fixture
+def layout(tmp_path, bert_dir, deberta_dir):
+    """``run``: a finished run (bert); ``model``: the shipped small model (deberta) with its top-level manifest
+    and calibration beside it; zsc-dev and the benchmark's examples beside the run's classification sets."""
+    (tmp_path / "data" / "zsc-dev").mkdir(parents=True)
+    (tmp_path / "data" / "zsc-dev" / "banking.jsonl").write_text('{"text": "a dev text"}\n')
+    (tmp_path / "data" / "zsc").mkdir()
+    (tmp_path / "data" / "zsc" / "public.jsonl").write_text('{"text": "a benchmark text"}\n')
+    exclude = [str(tmp_path / "data" / "zsc-dev"), str(tmp_path / "data" / "zsc" / "public.jsonl"),
+               str(SHARED / "zsc-dev"), str(SHARED / "zsc" / "public.jsonl")]
+    run = _write_run(tmp_path, bert_dir, exclude)
+    model = verified_model_copy(deberta_dir, tmp_path / "ship")
+    calibration = write_calibration(tmp_path / "base-calibration.json", **BASE_CALIBRATION)
+    return SimpleNamespace(run=run, model=model, top=tmp_path / "ship" / "training_manifest.json",
+                           calibration=calibration, tmp=tmp_path)
+
+
+def _install(layout, *extra: str) -> int:
+    return main(["install-base", str(layout.run), "--model-dir", str(layout.model), *extra])
+
+
+def _rewrite_run_manifest(layout, change) -> None:
+    """Apply ``change(manifest)`` to the run's manifest, its files table hashed again (only the change differs)."""
+    path = layout.run.parent / "training_manifest.json"
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    manifest["files"] = hash_model_dir(layout.run)
+    write_json(path, manifest)
+
+
+def _tensor_dtypes(path: Path) -> set[str]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as handle:
+        return {str(handle.get_tensor(k).dtype) for k in handle.keys()}
+
+
+def test_install_writes_a_bf16_folder_with_its_own_rehashed_manifest_and_pins_it(layout, capsys):
+    run_manifest = json.loads((layout.run.parent / "training_manifest.json").read_text())
+    top_before = json.loads(layout.top.read_text())
+    assert _install(layout, "--calibration", str(layout.calibration)) == 0
+    base = layout.model / "base"
+    assert "pinned in" in capsys.readouterr().out
+    assert _tensor_dtypes(layout.run / "model.safetensors") == {"torch.float32"}
+    assert _tensor_dtypes(base / "model.safetensors") == {"torch.bfloat16"}
+    config = json.loads((base / "config.json").read_text())
+    assert config["dtype"] == config["torch_dtype"] == "bfloat16"
+    assert config["id2label"] == json.loads((layout.run / "config.json").read_text())["id2label"]
+    assert (base / "tokenizer.json").read_bytes() == (layout.run / "tokenizer.json").read_bytes()
+
+    own = json.loads((base / "training_manifest.json").read_text())
+    assert own["files"] == hash_model_dir(base) and set(own["files"]) == set(run_manifest["files"])
+    assert own["model_sha256"] == model_dir_digest(hash_model_dir(base)) != run_manifest["model_sha256"]
+    assert own["converted"]["dtype"] == "bfloat16" and own["converted"]["from"]["dtype"] == "float32"
+    assert own["converted"]["from"]["weights_sha256"] == run_manifest["files"]["model.safetensors"]["sha256"]
+    assert own["converted"]["weights_sha256"] == sha256_file(base / "model.safetensors")
+    assert own["base_model"]["licence"] == "apache-2.0 (model card of the base)"
+    assert own["data"] == run_manifest["data"] and own["hyperparameters"] == run_manifest["hyperparameters"]
+    assert (base / "data_sources.json").read_bytes() == (layout.run.parent / "data_sources.json").read_bytes()
+    assert (base / "calibration.json").read_bytes() == layout.calibration.read_bytes()
+
+    top = json.loads(layout.top.read_text())
+    assert top["variants"] == {"base": variant_pin(layout.model)}
+    assert {k: v for k, v in top.items() if k != "variants"} == top_before
+    assert layout.top.read_text() == json.dumps(top, indent=2) + "\n"
+    assert not list(layout.model.parent.glob(".model.base.*"))  # the staging folder is gone
+    assert main(["verify", "--model-dir", str(layout.model)]) == 0
+    assert "OK        base/model.safetensors" in capsys.readouterr().out
+
+
+@pytest.mark.anyio
+async def test_the_installed_base_is_served_with_variant_base(layout, make_app):
+    assert _install(layout, "--calibration", str(layout.calibration)) == 0
+    own = json.loads((layout.model / "base" / "training_manifest.json").read_text())
+    async with running_app(make_app(layout.model, model_variant="base")) as client:
+        health = (await client.get("/health")).json()
+        answer = await client.post("/classify", json={"text": "the match ended two all", "labels": ["sport", "food"]})
+    assert health["variant"] == "base" and health["model_sha256"] == own["model_sha256"]
+    assert answer.status_code == 200 and abs(sum(answer.json()["probabilities"]) - 1) < 1e-6
+
+
+def test_without_a_calibration_it_prints_the_select_command(layout, capsys):
+    from zsnli.scoring import ScoringConfigError
+    from zsnli.serving.startup import preflight
+
+    from conftest import make_settings
+
+    assert _install(layout) == 0
+    base = layout.model / "base"
+    out = capsys.readouterr().out
+    assert (f"python train.py select --model-dir {base} --out {base / 'calibration.json'} --data-sources "
+            f"{base / 'data_sources.json'} --kinds ../shared/data/zsc-dev/benchmark_kinds.json") in out
+    with pytest.raises(ScoringConfigError, match="base has no calibration.json"):
+        preflight(make_settings(layout.model, model_variant="base"))
+
+
+def test_a_run_with_its_manifests_inside_its_model_dir_installs_too(layout):
+    for name in ("training_manifest.json", "data_sources.json"):
+        (layout.run.parent / name).rename(layout.run / name)
+    assert _install(layout) == 0
+    assert json.loads((layout.model / "base" / "training_manifest.json").read_text())["base_model"]["licence"]
+
+
+def test_the_licence_comes_from_the_option_when_the_base_is_a_hub_id(layout, capsys):
+    _rewrite_run_manifest(layout, lambda m: m["base_model"].update(id="org/some-base"))
+    assert _install(layout) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'org/some-base'" in err and "--base-licence" in err
+    assert not (layout.model / "base").exists()
+    assert _install(layout, "--base-licence", "MIT (the hub card of org/some-base)") == 0
+    own = json.loads((layout.model / "base" / "training_manifest.json").read_text())["base_model"]
+    assert own["id"] == "org/some-base" and own["licence"] == "MIT (the hub card of org/some-base)"
+
+
+def _checkpoint(layout):
+    checkpoint = layout.tmp / "out" / "checkpoint-1305"
+    shutil.copytree(layout.run, checkpoint)
+    (checkpoint / "trainer_state.json").write_text('{"global_step": 1305}')
+    layout.run = checkpoint
+    return "a Trainer checkpoint folder"
+
+
+def _missing(layout):
+    layout.run = layout.tmp / "nowhere"
+    return "no such directory"
+
+
+def _changed_file(layout):
+    (layout.run / "tokenizer.json").write_text((layout.run / "tokenizer.json").read_text() + " ")
+    return "tokenizer.json differs from what"
+
+
+def _no_sources_doc(layout):
+    (layout.run.parent / "data_sources.json").unlink()
+    return "no data_sources.json"
+
+
+def _other_head(layout):
+    config = json.loads((layout.run / "config.json").read_text())
+    config["id2label"] = {"0": "contradiction", "1": "entailment", "2": "neutral"}
+    (layout.run / "config.json").write_text(json.dumps(config))
+    _rewrite_run_manifest(layout, lambda m: None)
+    return "not the 3-way NLI head"
+
+
+def _trained_on_zsc_dev(layout):
+    dev = str(layout.tmp / "data" / "zsc-dev" / "banking.jsonl")
+    _rewrite_run_manifest(layout, lambda m: m["data"]["sources"].append(
+        {"name": "dev-copy", "kind": "local", "role": "train", "path": dev}))
+    return "trained on dev-copy"
+
+
+def _zsc_dev_not_excluded(layout):
+    _rewrite_run_manifest(layout, lambda m: m["hyperparameters"].update(zsc_exclude=[
+        str(layout.tmp / "data" / "zsc" / "public.jsonl"), str(SHARED / "zsc-dev"), str(SHARED / "zsc" / "public.jsonl")]))
+    return f"without excluding {layout.tmp / 'data' / 'zsc-dev'}"
+
+
+def _benchmark_not_excluded(layout):
+    _rewrite_run_manifest(layout, lambda m: m["hyperparameters"].update(zsc_exclude=[]))
+    return "without excluding"
+
+
+def _teacher_saw_the_benchmark(layout):
+    public = str(layout.tmp / "data" / "zsc" / "public.jsonl")
+    _rewrite_run_manifest(layout, lambda m: m.update(teacher={
+        "data_sources": [{"name": "zsc-public", "kind": "local", "path": public}], "excluded_texts_from": []}))
+    return "its teacher trained on zsc-public"
+
+
+def _existing_base(layout):
+    (layout.model / "base").mkdir()
+    (layout.model / "base" / "config.json").write_text("{}")
+    return "exists; --force replaces it"
+
+
+def _calibration_of_another_model(layout):
+    doc = json.loads(layout.calibration.read_text())
+    layout.calibration.write_text(json.dumps({**doc, "model_sha256": "f" * 64}))
+    return "was fitted for model ffffffffffff"
+
+
+@pytest.mark.parametrize("make_fault", [
+    _checkpoint, _missing, _changed_file, _no_sources_doc, _other_head, _trained_on_zsc_dev, _zsc_dev_not_excluded,
+    _benchmark_not_excluded, _teacher_saw_the_benchmark, _existing_base, _calibration_of_another_model,
+])
+def test_each_refusal_is_one_line_exit_2_and_changes_nothing(layout, make_fault, capsys):
+    needle = make_fault(layout)
+    top_before = layout.top.read_bytes()
+    base_before = sorted(p.name for p in (layout.model / "base").iterdir()) if (layout.model / "base").exists() else None
+    assert _install(layout, "--calibration", str(layout.calibration)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("train.py install-base: error: ") and needle in err, err
+    assert "Traceback" not in err
+    assert layout.top.read_bytes() == top_before
+    after = sorted(p.name for p in (layout.model / "base").iterdir()) if (layout.model / "base").exists() else None
+    assert after == base_before and not list(layout.model.parent.glob(".model.base.*"))
+
+
+def test_a_failure_while_writing_leaves_no_half_folder_and_keeps_the_old_base(layout, monkeypatch, capsys):
+    from zsnli.training import base_install
+
+    assert _install(layout, "--calibration", str(layout.calibration)) == 0
+    shipped = {p.name: p.read_bytes() for p in (layout.model / "base").iterdir()}
+    top = layout.top.read_bytes()
+
+    def full_disk(src, dst):
+        dst.write_bytes(b"half a file")
+        raise OSError(28, "No space left on device", str(dst))
+
+    monkeypatch.setattr(base_install, "convert_weights", full_disk)
+    assert _install(layout, "--force") == 1
+    assert capsys.readouterr().err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in (layout.model / "base").iterdir()} == shipped
+    assert layout.top.read_bytes() == top and not list(layout.model.parent.glob(".model.base.*"))
+    shutil.rmtree(layout.model / "base")
+    assert _install(layout) == 1 and not (layout.model / "base").exists()
+
+
+def test_force_replaces_the_base_and_its_pin(layout, bert_dir):
+    assert _install(layout, "--calibration", str(layout.calibration)) == 0
+    first = json.loads(layout.top.read_text())["variants"]["base"]
+    config = json.loads((layout.run / "config.json").read_text())
+    config["note"] = "a later run"
+    (layout.run / "config.json").write_text(json.dumps(config))
+    _rewrite_run_manifest(layout, lambda m: None)
+    assert _install(layout, "--force") == 0
+    second = json.loads(layout.top.read_text())["variants"]["base"]
+    assert second == variant_pin(layout.model) and second["model_sha256"] != first["model_sha256"]
+    assert not (layout.model / "base" / "calibration.json").exists()  # the old base's scoring is not kept
+    assert json.loads((layout.model / "base" / "config.json").read_text())["note"] == "a later run"
+    assert main(["verify", "--model-dir", str(layout.model)]) == 0
