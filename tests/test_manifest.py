@@ -55,3 +55,50 @@ def test_verify_takes_an_encoder_directory_with_its_own_manifest(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "train.py"), "verify", "--model-dir", str(enc)],
                          capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 1 and "MISMATCH  model.safetensors" in bad.stdout
+
+
+# --------------------------------------------------------------------------- write_json: atomic
+
+_WRITE_UNDER_A_FILE_SIZE_LIMIT = """
+import errno, resource, sys
+from zsnli.manifest import write_json
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try:
+    write_json(sys.argv[1], {"files": {f"f{i}": {"sha256": "0" * 64} for i in range(1000)}})
+except OSError as exc:
+    print("cut short" if exc.errno == errno.EFBIG else exc)
+"""
+
+
+def test_a_write_cut_short_leaves_the_old_manifest_whole(tmp_path):
+    # write_json truncated the file and wrote it in place: a process stopped mid-write (here the file-size limit
+    # stops the write at 4 KiB, as a full disk would) left a truncated training_manifest.json.
+    import json
+
+    from zsnli.manifest import write_json
+
+    path = tmp_path / "training_manifest.json"
+    write_json(path, {"files": {}, "old": True})
+    before = path.read_bytes()
+    out = subprocess.run([sys.executable, "-c", _WRITE_UNDER_A_FILE_SIZE_LIMIT, str(path)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.startswith("cut short"), out.stdout + out.stderr  # EFBIG: the write was stopped
+    assert path.read_bytes() == before and json.loads(before)["old"] is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["training_manifest.json"]  # no temporary file left
+
+
+def test_a_failed_serialisation_leaves_the_old_file_and_no_temporary(tmp_path):
+    import json
+
+    from zsnli.manifest import write_json
+
+    path = tmp_path / "calibration.json"
+    write_json(path, {"chosen": {"rule": "entailment"}}, mode=0o600)
+    before = path.read_bytes()
+    with pytest.raises(TypeError):
+        write_json(path, {"chosen": {"rule": "entailment"}, "later": object()})
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["calibration.json"]
+    write_json(path, {"new": 1})
+    assert path.read_text() == json.dumps({"new": 1}, indent=2) + "\n" and (path.stat().st_mode & 0o777) == 0o644
+    write_json(path, {"new": 2}, mode=0o600)
+    assert (path.stat().st_mode & 0o777) == 0o600 and json.loads(path.read_text()) == {"new": 2}

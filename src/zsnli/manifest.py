@@ -6,8 +6,9 @@ module hashes (`sha256_file`, `sha256_json`, `hash_model_dir`,
 `model_dir_digest`), reads (`load_manifest`) and checks: `verify_model_dir`
 re-hashes a model directory against the manifest's ``files`` table; the
 server refuses to start and `train.py verify` exits non-zero when any entry
-disagrees. `write_json` writes any of the three. `runs_path` names where a run's outputs go by
-default (``runs/``, or ``ZSNLI_RUNS_DIR``).
+disagrees. A variant folder (``model/base``, `variant_of`) is served only as its top-level manifest pins it
+(`check_variant_pin`, `pin_checks`). `write_json` writes any of the three, atomically. `runs_path` names where a
+run's outputs go by default (``runs/``, or ``ZSNLI_RUNS_DIR``).
 
 Building and writing the documents is training-side code,
 `zsnli.training.manifest_writer`; the server never imports it.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -228,6 +230,37 @@ def verify_model_dir(model_dir: str | Path, manifest_path: str | Path) -> str:
 
 # --------------------------------------------------------------------------- model variants (model/base)
 
+def beside_model(model_dir: str | Path, name: str) -> Path:
+    """Where a local model directory's ``name`` document (`MANIFEST_NAME`, `CALIBRATION_NAME`) is looked up by
+    default: ``<model_dir>/<name>`` when it exists, else the file of that name in ``model_dir``'s parent (the
+    checkout's top level for ``./model``). The path may not exist (`zsnli.config.Settings.resolved_manifest_path`)."""
+    inside = Path(model_dir) / name
+    return inside if inside.exists() else Path(model_dir).resolve().parent / name
+
+
+def variant_of(model_dir: str | Path) -> tuple[Path, str] | None:
+    """``(model root, variant name)`` when ``model_dir`` IS a variant folder (``model/base``), else None: its folder
+    name is one of `VARIANT_DIRS` and its parent holds a model (``config.json``) or its parent's top-level manifest
+    (`beside_model`) lists that name in ``variants``. Tried as written (made absolute) and with symlinks resolved.
+    The one rule every entry point (server, offline classifier, ``train.py verify``) uses to decide that the pin
+    (`check_variant_pin`) applies. Never raises (an unreadable parent manifest lists nothing)."""
+    for folder in dict.fromkeys((Path(os.path.abspath(model_dir)), Path(model_dir).resolve())):
+        root = folder.parent
+        if folder.name in VARIANT_DIRS and ((root / "config.json").is_file() or folder.name in _declared(root)):
+            return root, folder.name
+    return None
+
+
+def _declared(model_root: Path) -> dict[str, Any]:
+    """The ``variants`` table of ``model_root``'s top-level manifest; {} when it has none or cannot be read."""
+    try:
+        manifest = json.loads(beside_model(model_root, MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    variants = manifest.get("variants") if isinstance(manifest, dict) else None
+    return variants if isinstance(variants, dict) else {}
+
+
 def variant_pin(model_root: str | Path, variant: str = BASE_VARIANT_SUBDIR) -> dict[str, Any]:
     """The top-level manifest's ``variants[variant]`` entry for ``<model_root>/<variant>``: ``dir``, the sha256 of
     its own ``training_manifest.json`` (which hashes every file of it) and its directory digest
@@ -240,31 +273,75 @@ def variant_pin(model_root: str | Path, variant: str = BASE_VARIANT_SUBDIR) -> d
             "model_sha256": model_dir_digest(hash_model_dir(folder))}
 
 
+#: The name of the pin's ``model_sha256`` check (`pin_checks`), after ``<variant>/ ``.
+PIN_MODEL_FIELD = "(model_sha256)"
+
+
+def pin_checks(model_root: str | Path, entry: dict[str, Any], variant: str = BASE_VARIANT_SUBDIR) -> list[FileCheck]:
+    """Every field the pin ``entry`` (a ``variants[variant]`` of `variant_pin`) records, against
+    ``<model_root>/<variant>``, in this one place: ``dir`` (when recorded) must be ``variant``
+    (check ``<variant>/ (dir)``); ``training_manifest_sha256`` the sha256 of the folder's own manifest
+    (``<variant>/training_manifest.json``: ok, mismatch or missing); ``model_sha256`` the digest
+    (`model_dir_digest`) of the file table that manifest lists (``<variant>/ (model_sha256)``, checked once the
+    manifest is the pinned one; `check_model_dir` then holds the files to that table). A digest the pin does not
+    record is a mismatch. Raises ``ManifestError`` when the pinned manifest has no ``files`` table."""
+    own = Path(model_root) / variant / MANIFEST_NAME
+    checks = []
+    if entry.get("dir", variant) != variant:
+        checks.append(FileCheck(f"{variant}/ (dir)", "mismatch", str(entry.get("dir")), variant))
+    want = entry.get("training_manifest_sha256")
+    have = sha256_file(own) if own.is_file() else None
+    checks.append(FileCheck(f"{variant}/{MANIFEST_NAME}", _status(want, have), want, have))
+    if checks[-1].status == "ok":
+        want, have = entry.get("model_sha256"), model_dir_digest(load_manifest(own)["files"])
+        checks.append(FileCheck(f"{variant}/ {PIN_MODEL_FIELD}", _status(want, have), want, have))
+    return checks
+
+
+def _status(want: Any, have: str | None) -> str:
+    """ok / missing / mismatch of one pinned digest (``want``, as recorded) against the one found (``have``)."""
+    if have is None:
+        return "missing"
+    return "ok" if isinstance(want, str) and want == have else "mismatch"
+
+
 def check_variant_pin(model_root: str | Path, manifest: dict[str, Any], variant: str = BASE_VARIANT_SUBDIR) -> None:
     """Raise ``ManifestError`` (one line) unless the top-level ``manifest`` pins ``<model_root>/<variant>``: its
-    ``variants[variant]`` entry exists and names the sha256 of that folder's own ``training_manifest.json``.
-    The folder's files are then checked against its own manifest like any model directory's."""
+    ``variants[variant]`` entry exists and every field it records holds (`pin_checks`: the folder's own
+    ``training_manifest.json`` and the directory digest it lists). The folder's files are then checked against its
+    own manifest like any model directory's."""
     entry = (manifest.get("variants") or {}).get(variant)
-    if not isinstance(entry, dict) or not isinstance(entry.get("training_manifest_sha256"), str):
+    if not isinstance(entry, dict):
         raise ManifestError(f"the training manifest declares no '{variant}' variant (its 'variants' table), so "
                             f"{Path(model_root) / variant} is not a declared model")
-    own = Path(model_root) / entry.get("dir", variant) / MANIFEST_NAME
-    if not own.is_file():
-        raise ManifestError(f"{own} is missing: the training manifest declares the '{variant}' variant")
-    found = sha256_file(own)
-    if found != entry["training_manifest_sha256"]:
-        raise ManifestError(f"{own} has sha256 {found[:12]}, the training manifest pins "
-                            f"{entry['training_manifest_sha256'][:12]} for the '{variant}' variant")
+    for check in pin_checks(model_root, entry, variant):
+        if check.status != "ok":
+            raise ManifestError(_pin_refusal(Path(model_root), check, variant))
+
+
+def _pin_refusal(model_root: Path, check: FileCheck, variant: str) -> str:
+    """The one line saying which field of the ``variant`` pin does not hold (`pin_checks`'s ``check``)."""
+    pinned = f"pins {str(check.expected)[:12] if check.expected else 'nothing'} for the '{variant}' variant"
+    folder = model_root / variant
+    if check.name.endswith(PIN_MODEL_FIELD):
+        return (f"{folder}: its {MANIFEST_NAME} lists files of digest {str(check.actual)[:12]}, the training manifest "
+                f"{pinned.replace('pins', 'pins model_sha256', 1)}")
+    if check.name.endswith("(dir)"):
+        return f"the training manifest's '{variant}' variant names dir {check.expected!r}, not {variant!r}"
+    found = "is missing" if check.actual is None else f"has sha256 {check.actual[:12]}"
+    return f"{model_root / check.name} {found}, the training manifest {pinned}"
 
 
 def check_variants(model_root: str | Path, manifest: dict[str, Any]) -> list[FileCheck]:
-    """`check_model_dir` for the variant folders (``base/``) of ``model_root``: each declared one's own
-    ``training_manifest.json`` against the top-level ``manifest``'s pin (``base/training_manifest.json``: ok,
-    mismatch or missing), then every file of the folder against that manifest (names ``base/<file>``); a
-    variant folder holding a model that no ``variants`` entry declares is reported ``unlisted``."""
+    """`check_model_dir` for the variants of ``model_root`` (``train.py verify``): when ``model_root`` is itself a
+    variant folder (``model/base``), its own pin (`variant_dir_checks`); for each variant folder (``base/``) the
+    ``manifest`` declares, its pin (`pin_checks`: ``base/training_manifest.json`` and ``base/ (model_sha256)``: ok,
+    mismatch or missing), then every file of the folder against its own manifest (names ``base/<file>``); a variant
+    folder holding a model that no ``variants`` entry declares is reported ``unlisted``. Raises ``ManifestError``
+    as `pin_checks`."""
     root = Path(model_root)
     declared = manifest.get("variants") or {}
-    checks: list[FileCheck] = []
+    checks: list[FileCheck] = variant_dir_checks(root)
     for name in VARIANT_DIRS:
         folder = root / name
         entry = declared.get(name)
@@ -272,24 +349,69 @@ def check_variants(model_root: str | Path, manifest: dict[str, Any]) -> list[Fil
             if (folder / "config.json").is_file():
                 checks.append(FileCheck(f"{name}/", "unlisted", None, None))
             continue
-        own = folder / MANIFEST_NAME
-        have = sha256_file(own) if own.is_file() else None
-        want = entry.get("training_manifest_sha256")
-        checks += _check_table({MANIFEST_NAME: {"sha256": want}}, {MANIFEST_NAME: {"sha256": have}} if have else {},
-                               f"{name}/")
-        if have is not None and have == want:
-            checks += [replace(c, name=f"{name}/{c.name}") for c in check_model_dir(folder, load_manifest(own))]
+        pins = pin_checks(root, entry, name)
+        checks += pins
+        if pins[-1].status == "ok":
+            own = load_manifest(folder / MANIFEST_NAME)
+            checks += [replace(c, name=f"{name}/{c.name}") for c in check_model_dir(folder, own)]
     return checks
+
+
+def variant_dir_checks(model_dir: str | Path) -> list[FileCheck]:
+    """The pin of ``model_dir`` itself when it is a variant folder (`variant_of`): `pin_checks` against its parent's
+    top-level manifest (`beside_model`), a ``missing`` check naming that manifest (or its ``variants.<name>`` entry)
+    when there is none; [] for any other directory. For ``train.py verify --model-dir model/base``.
+    Raises ``ManifestError`` when the top-level manifest is unreadable."""
+    found = variant_of(model_dir)
+    if found is None:
+        return []
+    root, name = found
+    top = beside_model(root, MANIFEST_NAME)
+    if not top.is_file():
+        return [FileCheck(str(top), "missing", None, None)]
+    entry = (load_manifest(top).get("variants") or {}).get(name)
+    if not isinstance(entry, dict):
+        return [FileCheck(f"{top} variants.{name}", "missing", None, None)]
+    return pin_checks(root, entry, name)
 
 
 # --------------------------------------------------------------------------- writing and hold-out digest
 
 
 def write_json(path: str | Path, obj: Any, mode: int = 0o644) -> None:
-    """Write ``obj`` as indented JSON plus a newline, file mode ``mode`` (644: like every shipped file)."""
+    """Write ``obj`` as indented JSON plus a newline, file mode ``mode`` (644: like every shipped file), atomically:
+    into a temporary file in the same folder, flushed to disk (fsync), then renamed over ``path`` (`os.replace`), so
+    a reader, or a process killed mid-write, sees the old file or the new one, never a part. The temporary file is
+    removed when anything fails. Raises what serialising (``TypeError``, ``ValueError``) or writing (``OSError``)
+    raises, ``path`` untouched."""
     path = Path(path)
-    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
-    os.chmod(path, mode)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(obj, handle, indent=2)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Flush a folder's entries (the rename) to disk where the platform allows opening a folder."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def holdout_digest(rows: list[dict[str, str]]) -> str:
