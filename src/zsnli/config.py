@@ -5,9 +5,10 @@ All variables are prefixed ``ZSNLI_`` (``HOST``/``PORT`` are read by
 raises ``SettingsError`` with a one-line reason on a bad value;
 ``Settings.describe()`` gives the lines printed at startup.
 
-May import: the standard library, `zsnli.manifest` (file names) and `zsnli.net_settings` (the values that name
-the server on the web: public URL, trusted proxies, allowed hosts and origins; re-exported here). Imported by
-the serving modules (`zsnli.serving.startup`, `zsnli.serving.service`, `zsnli.serving.app`, `zsnli.serve`).
+May import: the standard library, `zsnli.manifest` (file names, `zsnli.manifest.beside_model`) and
+`zsnli.net_settings` (the values that name the server on the web: public URL, trusted proxies, allowed hosts and
+origins; re-exported here). Imported by the serving modules (`zsnli.serving.startup`, `zsnli.serving.service`,
+`zsnli.serving.app`, `zsnli.serve`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .manifest import CALIBRATION_NAME, MANIFEST_NAME
+from .manifest import CALIBRATION_NAME, MANIFEST_NAME, beside_model
 from .net_settings import allowed_hosts, allowed_origins, forwarded_allow_ips, public_url  # noqa: F401 - re-exported
 
 
@@ -55,6 +56,9 @@ SCORING_NAMES = ("served", "pipeline", "embedding")
 #: ``ZSNLI_MODEL_VARIANT``: ``small`` serves ``model_dir``, ``base`` its ``base/`` folder, ``auto`` base on CUDA
 #: where the folder exists, else small (`zsnli.serving.startup.resolve_variant`).
 MODEL_VARIANTS = ("auto", "small", "base")
+#: The refusal of ``ZSNLI_MODEL_VARIANT=base`` with ``ZSNLI_MODEL_ID`` (checked before the hub cache is looked at).
+HUB_BASE_REFUSAL = ("ZSNLI_MODEL_VARIANT=base serves <ZSNLI_MODEL_DIR>/base, not a hub model: unset ZSNLI_MODEL_ID "
+                    "or ZSNLI_MODEL_VARIANT")
 
 #: The valid range, inclusive, of every numeric setting: field -> (low, high). `Settings.validate`
 #: checks it (before the server listens) and docs/configuration.md's table repeats it.
@@ -111,7 +115,8 @@ class Settings:
     it is not cached (off by default: no network).
 
     Variants: ``model_variant`` (``ZSNLI_MODEL_VARIANT``) picks the small model in ``model_dir`` or the base-size one
-    in ``<model_dir>/base`` (`zsnli.serving.startup.resolve_variant`).
+    in ``<model_dir>/base`` (`zsnli.serving.startup.resolve_variant`; a ``model_dir`` that is itself such a folder
+    is that variant, `zsnli.manifest.variant_of`); ``base`` with ``model_id`` is refused (`HUB_BASE_REFUSAL`).
 
     Browsers: ``allowed_hosts`` (``ZSNLI_ALLOWED_HOSTS``) and ``allowed_origins`` (``ZSNLI_ALLOWED_ORIGINS``) are the
     ``Host`` names and the web pages besides the server's own that `zsnli.serving.origin_check` lets through
@@ -248,6 +253,8 @@ class Settings:
                                     f"unset ZSNLI_DTYPE, got {self.dtype!r}")
 
     def _validate_hub(self) -> None:
+        if self.model_id and self.model_variant == "base":
+            raise SettingsError(HUB_BASE_REFUSAL)
         if self.model_revision is not None:
             if not self.model_id:
                 raise SettingsError("ZSNLI_MODEL_REVISION is set without ZSNLI_MODEL_ID (it pins a hub model's commit)")
@@ -262,10 +269,9 @@ class Settings:
     def _beside_model(self, explicit: str | None, name: str) -> Path:
         if explicit:
             return Path(explicit)
-        inside = Path(self.model_dir) / name
-        if inside.exists() or self.model_id:  # a hub snapshot's parent is the cache's snapshots/ folder
-            return inside
-        return Path(self.model_dir).resolve().parent / name
+        if self.model_id:  # a hub snapshot's parent is the cache's snapshots/ folder
+            return Path(self.model_dir) / name
+        return beside_model(self.model_dir, name)
 
     def resolved_manifest_path(self) -> Path:
         """The training manifest to verify against (may not exist): ``manifest_path``, else the model

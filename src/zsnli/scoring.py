@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -138,6 +139,25 @@ def read_chosen(path: str | Path) -> dict[str, Any] | None:
     if not isinstance(data, dict) or not isinstance(data.get("chosen"), dict):
         raise ScoringConfigError(f"calibration file has no 'chosen' object: {p}")
     return data["chosen"]
+
+
+def fitted_model_sha256(path: str | Path) -> str | None:
+    """The ``model_sha256`` calibration.json at ``path`` records: the digest of the model its scoring was chosen for
+    (`zsnli.manifest.model_dir_digest`), None when it records none (absent or null) or the file does not exist.
+    Raises ``ScoringConfigError`` (one line) when the file is unreadable or the value is not 64 lowercase hex digits."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        with open(p, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ScoringConfigError(f"calibration file unreadable: {p}: {' '.join(str(exc).split())}") from exc
+    recorded = data.get("model_sha256") if isinstance(data, dict) else None
+    if recorded is not None and not (isinstance(recorded, str) and re.fullmatch(r"[0-9a-f]{64}", recorded)):
+        raise ScoringConfigError(f"calibration file {p}: model_sha256 must be a sha256 (64 hex digits) or null, "
+                                 f"got {str(recorded)[:80]!r}")
+    return recorded
 
 
 def load_scoring_config(path: str | Path) -> tuple[ScoringConfig, bool]:

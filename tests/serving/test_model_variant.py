@@ -35,6 +35,15 @@ def layout(tmp_path, bert_dir, deberta_dir):
     return model
 
 
+def _record_model(calibration, model_dir, digest: str | None = "actual"):
+    """Set calibration.json's ``model_sha256`` to ``model_dir``'s digest (``digest`` "actual"), or to ``digest``."""
+    from zsnli.manifest import hash_model_dir, model_dir_digest
+
+    doc = json.loads(calibration.read_text())
+    doc["model_sha256"] = model_dir_digest(hash_model_dir(model_dir)) if digest == "actual" else digest
+    calibration.write_text(json.dumps(doc))
+
+
 def _settings(model, **kw):
     from conftest import make_settings
 
@@ -175,6 +184,7 @@ def test_the_base_model_is_never_scored_with_the_small_models_calibration(layout
     with pytest.raises(ScoringConfigError, match=r"base has no calibration.json"):
         preflight(_settings(layout, model_variant="base"))
     explicit = write_calibration(layout.parent / "base-calibration.json", **BASE_CALIBRATION)
+    _record_model(explicit, layout / "base")
     pre = preflight(_settings(layout, model_variant="base", calibration_path=str(explicit)))
     assert pre.calibrated and pre.scoring.default.temperature == BASE_CALIBRATION["temperature"]
 
@@ -212,3 +222,155 @@ def test_select_and_the_server_take_the_same_sentence_encoder_for_the_base_folde
     assert default_embedding_dir(layout.parent / "elsewhere") == REPO_MODEL_DIR / "embedding"
     explicit = resolve_variant(Settings(model_dir=str(layout), model_variant="base", embedding_dir=str(bert_dir)))[0]
     assert resolved_embedding_dir(explicit) == bert_dir  # ZSNLI_EMBEDDING_DIR still wins
+
+
+# --------------------------------------------------------------------------- the pin, wherever the base is asked for
+
+def _refusal(settings):
+    """The one-line reason preflight refuses ``settings`` with (the test fails when it serves)."""
+    from zsnli.serving.startup import STARTUP_ERRORS, preflight
+
+    with pytest.raises(STARTUP_ERRORS) as err:
+        preflight(settings)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_the_base_is_never_served_without_a_top_level_manifest_that_pins_it(layout):
+    # The tester: with training_manifest.json gone, ZSNLI_MODEL_VARIANT=base served verified: true (resolve_variant
+    # skipped the pin when the top manifest was not a file, then cleared manifest_path, and the base's own matched).
+    from zsnli.serving.startup import preflight
+
+    (layout.parent / "training_manifest.json").unlink()
+    reason = _refusal(_settings(layout, model_variant="base"))
+    assert f"no training manifest at {layout.parent / 'training_manifest.json'} pins the base model" in reason
+    assert "unpinned" in reason
+    small = preflight(_settings(layout, model_variant="small"))  # the small model: served unverified, as before
+    assert small.variant == "small" and not small.verified
+
+
+@pytest.mark.parametrize("variant", ["small", "base"])
+@pytest.mark.parametrize("where, state", [("/nonexistent/training_manifest.json", "does not exist"),
+                                          ("a folder", "is not a file")])
+def test_a_manifest_path_that_is_not_a_file_is_refused_for_every_variant(layout, variant, where, state):
+    # ZSNLI_MANIFEST_PATH=/nonexistent (or a folder) served the base: the pin was skipped for a path not a file.
+    where = str(layout.parent) if where == "a folder" else where
+    reason = _refusal(_settings(layout, model_variant=variant, manifest_path=where))
+    assert reason.startswith(f"ZSNLI_MANIFEST_PATH={where} {state}: refusing to serve unverified")
+
+
+@pytest.mark.parametrize("variant", ["small", "base"])
+def test_skipping_the_manifest_check_serves_every_variant_unverified(layout, variant, caplog):
+    from zsnli.serving.startup import preflight
+
+    (layout.parent / "training_manifest.json").unlink()
+    with caplog.at_level("WARNING", logger="zsnli"):
+        pre = preflight(_settings(layout, model_variant=variant, skip_manifest_check=True,
+                                  manifest_path="/nonexistent"))
+    assert pre.variant == variant and not pre.verified and "SKIPPED" in caplog.text
+
+
+@pytest.mark.parametrize("field, value", [("model_sha256", "0" * 64), ("model_sha256", None),
+                                          ("training_manifest_sha256", "0" * 64), ("dir", "other")])
+def test_every_field_of_the_pin_is_checked(layout, capsys, field, value):
+    # variants.base.model_sha256 = 000... served, and train.py verify said OK: only the manifest's sha256 was read.
+    from zsnli.train_cli import main
+
+    top = layout.parent / "training_manifest.json"
+    doc = json.loads(top.read_text())
+    doc["variants"]["base"][field] = value
+    top.write_text(json.dumps(doc))
+    reason = _refusal(_settings(layout, model_variant="base"))
+    assert "the training manifest" in reason and ("pins" in reason or "names dir" in reason)
+    for model_dir in (layout, layout / "base"):
+        capsys.readouterr()
+        assert main(["verify", "--model-dir", str(model_dir)]) == 1
+        assert "MISMATCH  base/" in capsys.readouterr().out
+
+
+@pytest.mark.anyio
+async def test_a_model_dir_that_is_a_variant_folder_is_that_variant(layout, make_app):
+    # ZSNLI_MODEL_DIR=model/base bypassed the pin and /health said variant small.
+    from zsnli.manifest import variant_of
+    from zsnli.serving.startup import preflight
+
+    assert variant_of(layout / "base") == (layout, "base") and variant_of(layout) is None
+    assert variant_of(f"{layout}/base/.") == (layout, "base")
+    for variant in ("auto", "base"):
+        pre = preflight(_settings(layout / "base", model_variant=variant))
+        assert pre.variant == "base" and pre.verified and pre.calibrated
+    async with running_app(make_app(layout / "base")) as client:
+        health = (await client.get("/health")).json()
+    assert health["variant"] == "base" and health["model"] == "base"
+    assert "is the 'base' variant of" in _refusal(_settings(layout / "base", model_variant="small"))
+    top = layout.parent / "training_manifest.json"
+    doc = json.loads(top.read_text())
+    doc["variants"]["base"]["model_sha256"] = "0" * 64
+    top.write_text(json.dumps(doc))
+    assert "pins model_sha256 000000000000" in _refusal(_settings(layout / "base"))
+    top.unlink()
+    assert "pins the base model" in _refusal(_settings(layout / "base"))
+
+
+def test_the_command_line_classifier_and_verify_hold_a_variant_folder_to_its_pin(layout, capsys, monkeypatch):
+    from zsnli.cli import main as zsnli_main
+    from zsnli.train_cli import main as train_main
+
+    monkeypatch.delenv("ZSNLI_MODEL_VARIANT", raising=False)
+    base = layout / "base"
+    assert train_main(["verify", "--model-dir", str(base)]) == 0
+    assert "OK        base/ (model_sha256)" in capsys.readouterr().out
+    (layout.parent / "training_manifest.json").unlink()
+    assert zsnli_main(["classify", "a text", "--labels", "a,b", "--model-dir", str(base)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pins the base model" in err
+    assert train_main(["verify", "--model-dir", str(base)]) == 1
+    assert f"MISSING   {layout.parent / 'training_manifest.json'}" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- the calibration a variant is served with
+
+@pytest.mark.parametrize("how", ["copied into base/", "ZSNLI_CALIBRATION_PATH"])
+def test_the_base_is_refused_a_calibration_that_records_no_model(layout, how):
+    # The small model's calibration (model_sha256 null) copied into model/base, or named by ZSNLI_CALIBRATION_PATH,
+    # served the base with the small model's scoring, calibrated: true.
+    small = layout.parent / "calibration.json"
+
+    def serve_base_with_the_small_calibration():
+        if how == "ZSNLI_CALIBRATION_PATH":
+            return _refusal(_settings(layout, model_variant="base", calibration_path=str(small)))
+        shutil.copyfile(small, layout / "base" / "calibration.json")
+        return _refusal(_settings(layout, model_variant="base"))
+
+    reason = serve_base_with_the_small_calibration()
+    assert "records no model_sha256" in reason
+    assert f"train.py select --model-dir {layout / 'base'} --out {layout / 'base' / 'calibration.json'}" in reason
+    _record_model(small, layout)  # fitted for the small model: refused as another model's
+    assert "was fitted for model" in serve_base_with_the_small_calibration()
+
+
+def test_the_small_model_serves_an_unpinned_calibration_and_says_so(layout, caplog):
+    from zsnli.serving.startup import preflight
+
+    with caplog.at_level("WARNING", logger="zsnli"):
+        pre = preflight(_settings(layout, model_variant="small"))
+    assert pre.calibrated and "records no model_sha256" in caplog.text and "unpinned" in caplog.text
+    _record_model(layout.parent / "calibration.json", layout)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="zsnli"):
+        assert preflight(_settings(layout, model_variant="small")).calibrated
+    assert "unpinned" not in caplog.text
+    _record_model(layout.parent / "calibration.json", layout, "not a digest")
+    assert "model_sha256 must be a sha256" in _refusal(_settings(layout, model_variant="small"))
+
+
+def test_base_with_a_hub_id_is_refused_before_the_hub_cache_is_read(tmp_path, monkeypatch):
+    # ZSNLI_MODEL_VARIANT=base ZSNLI_MODEL_ID=foo/bar got the hub-cache error, not "not with ZSNLI_MODEL_ID".
+    from zsnli.config import Settings, SettingsError
+    from zsnli.serving.startup import preflight
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(SettingsError, match="not a hub model: unset ZSNLI_MODEL_ID or ZSNLI_MODEL_VARIANT"):
+        Settings.from_env({"ZSNLI_MODEL_VARIANT": "base", "ZSNLI_MODEL_ID": "foo/bar"})
+    with pytest.raises(SettingsError, match="not a hub model"):
+        preflight(Settings(model_id="foo/bar", model_variant="base"))

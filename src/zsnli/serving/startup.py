@@ -1,8 +1,9 @@
 """Start-up checks and the model loader: what runs before the service admits a request.
 
-`preflight` is the fast refusal (a hub model found in the cache, model directory,
-config, ONNX packages, training manifest, calibration, embedding digest) run
-before the server listens; it returns a `Preflight` (what will be served);
+`preflight` is the fast refusal (explicit paths, the variant and its pin, a hub model found in the cache, model
+directory, config, ONNX packages, training manifest, calibration, embedding digest) run
+before the server listens; it returns a `Preflight` (what will be served); `resolve_variant` and `serve_variant`
+decide which model folder is served (the base only as the top-level manifest pins it);
 `default_loader` builds the runtime ``ZSNLI_BACKEND`` names;
 `resolved_embedding_dir` says where the sentence encoder lives.
 
@@ -20,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from ..config import Settings, SettingsError
-from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, PRETRAINED_DIRS, ManifestError,
-                        check_variant_pin, hash_model_dir, load_manifest, model_dir_digest, verify_model_files)
+from ..config import HUB_BASE_REFUSAL, Settings, SettingsError
+from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, PRETRAINED_DIRS, ManifestError, check_variant_pin,
+                        hash_model_dir, load_manifest, model_dir_digest, variant_of, verify_model_files)
 from ..runtime.devices import device_kind, nvidia_devices_present, torch_build
 from ..runtime.embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from ..runtime.hub import HubModelError, resolve_hub_model
@@ -32,7 +33,7 @@ from ..runtime.precision import fixed_shapes_for, serving_dtype
 from ..runtime.progress import StderrHandler
 from ..runtime.shapes import FixedShapes, accelerator_rows
 from ..request_scoring import EMBEDDING_SCORING_KEY, RequestScoring, load_embedding_scoring, load_request_scoring
-from ..scoring import ScoringConfigError
+from ..scoring import ScoringConfigError, fitted_model_sha256
 
 logger = logging.getLogger("zsnli")
 
@@ -238,21 +239,28 @@ def _resolve_model(settings: Settings) -> tuple[Settings, str | None, str | None
 def resolve_variant(settings: Settings) -> tuple[Settings, str]:
     """``(settings to serve with, variant)`` for ``ZSNLI_MODEL_VARIANT``: ``small`` serves ``model_dir`` as it is;
     ``base`` serves ``<model_dir>/base`` (`zsnli.manifest.BASE_VARIANT_SUBDIR`: a whole model folder with its own
-    training_manifest.json and calibration.json, pinned by the top-level manifest's ``variants`` table, checked
-    here unless ``skip_manifest_check``), its sentence encoder still ``<model_dir>/embedding``
-    (`zsnli.runtime.embedding.default_embedding_dir`); ``auto`` is ``base`` on a CUDA device (``ZSNLI_DEVICE``,
-    else the default device) where that folder holds a model, else ``small``: the base-size model pays on a GPU,
-    the small one on a CPU (issue 56). A hub model (``ZSNLI_MODEL_ID``) is ``small``. The base model is scored
-    with its own calibration.json (or ``ZSNLI_CALIBRATION_PATH``), never the small model's. Raises
-    ``SettingsError``, ``ManifestError`` or ``ScoringConfigError`` with a one-line reason."""
-    root = Path(settings.model_dir)
-    folder = root / BASE_VARIANT_SUBDIR
-    present = (folder / "config.json").is_file()
-    if settings.model_id or settings.model_variant == "small":
-        if settings.model_id and settings.model_variant == "base":
-            raise SettingsError("ZSNLI_MODEL_VARIANT=base serves <ZSNLI_MODEL_DIR>/base, not a hub model: "
-                                "unset ZSNLI_MODEL_ID or ZSNLI_MODEL_VARIANT")
+    training_manifest.json and calibration.json, pinned by the top-level manifest's ``variants`` table:
+    `serve_variant`); ``auto`` is ``base`` on a CUDA device (``ZSNLI_DEVICE``, else the default device) where that
+    folder holds a model, else ``small``: the base-size model pays on a GPU, the small one on a CPU (issue 56).
+    A ``model_dir`` that IS a variant folder (`zsnli.manifest.variant_of`: ``ZSNLI_MODEL_DIR=model/base``) is that
+    variant, served as ``base`` is, and refused with ``small``. A hub model (``ZSNLI_MODEL_ID``) is ``small``.
+    Raises ``SettingsError``, ``ManifestError`` or ``ScoringConfigError`` with a one-line reason."""
+    if settings.model_id:
+        if settings.model_variant == "base":
+            raise SettingsError(HUB_BASE_REFUSAL)
         return settings, "small"
+    found = variant_of(settings.model_dir)
+    if found is not None:
+        root, name = found
+        if settings.model_variant == "small":
+            raise SettingsError(f"model directory {settings.model_dir} is the '{name}' variant of {root}, and "
+                                f"ZSNLI_MODEL_VARIANT=small: serve {root} for the small model, or set "
+                                f"ZSNLI_MODEL_VARIANT={name} or auto")
+        return serve_variant(replace(settings, model_dir=str(root)), name)
+    if settings.model_variant == "small":
+        return settings, "small"
+    folder = Path(settings.model_dir) / BASE_VARIANT_SUBDIR
+    present = (folder / "config.json").is_file()
     if settings.model_variant == "auto":
         device = settings.device or _default_device()
         if not (present and device_kind(device) == "cuda"):
@@ -260,31 +268,73 @@ def resolve_variant(settings: Settings) -> tuple[Settings, str]:
     elif not present:
         raise SettingsError(f"ZSNLI_MODEL_VARIANT=base: no base model in {folder} (no config.json there); "
                             "set ZSNLI_MODEL_VARIANT=small or auto")
-    top = settings.resolved_manifest_path()
-    if not settings.skip_manifest_check and top.is_file():
-        check_variant_pin(root, load_manifest(top))
+    return serve_variant(settings, BASE_VARIANT_SUBDIR)
+
+
+def serve_variant(settings: Settings, name: str) -> tuple[Settings, str]:
+    """``(settings serving <model_dir>/<name>, name)`` once the top-level manifest (``ZSNLI_MANIFEST_PATH``, else the
+    default lookup of ``model_dir``) pins that folder (`zsnli.manifest.check_variant_pin`: every field of its
+    ``variants`` entry); with ``skip_manifest_check`` the pin is not read (development only: served unverified, as
+    the small model is). Its calibration is its own ``calibration.json`` (or ``ZSNLI_CALIBRATION_PATH``), never the
+    small model's; its sentence encoder still ``<model_dir>/embedding``
+    (`zsnli.runtime.embedding.default_embedding_dir`). Raises ``ManifestError`` (no readable top-level manifest,
+    no pin, a pin that does not hold) or ``ScoringConfigError`` (no calibration), one line each."""
+    root = Path(settings.model_dir)
+    folder = root / name
+    if settings.skip_manifest_check:
+        logger.warning("the %s model's pin is not checked (ZSNLI_SKIP_MANIFEST_CHECK): development only", name)
+    else:
+        top = settings.resolved_manifest_path()
+        if not top.is_file():
+            raise ManifestError(missing_manifest(settings, f"pins the {name} model {folder} (its 'variants' table): "
+                                                           "refusing to serve it unpinned (train.py install-base "
+                                                           "writes the pin)"))
+        check_variant_pin(root, load_manifest(top), name)
     calibration = settings.calibration_path or str(folder / CALIBRATION_NAME)
-    if not Path(calibration).is_file():  # never the small model's (found beside the folder by the default lookup)
-        raise ScoringConfigError(f"ZSNLI_MODEL_VARIANT={settings.model_variant}: {folder} has no {CALIBRATION_NAME}; "
-                                 "the base model is served with its own (train.py select writes it), or set "
-                                 "ZSNLI_MODEL_VARIANT=small")
-    logger.info("ZSNLI_MODEL_VARIANT=%s: serving the base model in %s", settings.model_variant, folder)
-    # ZSNLI_MANIFEST_PATH names the top-level manifest (the pin above); the base's files are checked against its own.
-    # The encoder: ZSNLI_EMBEDDING_DIR, else <root>/embedding by the one rule select uses (default_embedding_dir).
-    return replace(settings, model_dir=str(folder), manifest_path=None, calibration_path=calibration), "base"
+    if not settings.calibration_path and not Path(calibration).is_file():  # never the small model's beside it
+        raise ScoringConfigError(f"{folder} has no {CALIBRATION_NAME}: the {name} model is served with its own "
+                                 "(train.py select writes it), or set ZSNLI_MODEL_VARIANT=small")
+    logger.info("serving the %s model in %s (ZSNLI_MODEL_VARIANT=%s)", name, folder, settings.model_variant)
+    # ZSNLI_MANIFEST_PATH names the top-level manifest (the pin above); the folder's files are checked against its own.
+    return replace(settings, model_dir=str(folder), manifest_path=None, calibration_path=calibration), name
+
+
+def missing_manifest(settings: Settings, what: str = "") -> str:
+    """The one line refusing a training manifest that is not a file: ``ZSNLI_MANIFEST_PATH=...`` when it is set
+    (``does not exist`` / ``is not a file``), else the default lookup's path followed by ``what``."""
+    path = settings.resolved_manifest_path()
+    if settings.manifest_path:
+        state = "is not a file" if path.exists() else "does not exist"
+        return (f"ZSNLI_MANIFEST_PATH={settings.manifest_path} {state}: refusing to serve unverified "
+                "(unset it to use the default lookup)")
+    return f"no training manifest at {path} {what}".strip()
+
+
+def check_explicit_paths(settings: Settings) -> None:
+    """Refuse an explicitly set ``ZSNLI_MANIFEST_PATH`` (unless ``skip_manifest_check``) or
+    ``ZSNLI_CALIBRATION_PATH`` that is not a file, whichever variant is served; only the default lookup falls back.
+    Raises ``ManifestError`` or ``ScoringConfigError`` (one line)."""
+    if settings.manifest_path and not settings.skip_manifest_check and not settings.resolved_manifest_path().is_file():
+        raise ManifestError(missing_manifest(settings))
+    if settings.calibration_path and not Path(settings.calibration_path).is_file():
+        raise ScoringConfigError(f"ZSNLI_CALIBRATION_PATH={settings.calibration_path} does not exist: "
+                                 "refusing to serve uncalibrated (unset it to use the default lookup)")
 
 
 def preflight(settings: Settings) -> Preflight:
     """The fast startup checks, before the server listens: refuse early and loudly.
 
-    With ``ZSNLI_MODEL_ID`` set, finds its snapshot in the hub cache first
+    Refuses an explicit ``ZSNLI_MANIFEST_PATH`` / ``ZSNLI_CALIBRATION_PATH`` that is not a file
+    (`check_explicit_paths`), then resolves the variant (`resolve_variant`: the base only as pinned, and never with a
+    hub id, checked before the cache is read). With ``ZSNLI_MODEL_ID`` set, finds its snapshot in the hub cache
     (`zsnli.runtime.hub.resolve_hub_model`: downloaded only with ``ZSNLI_ALLOW_DOWNLOAD=1``).
     Checks the model directory and its config.json (an entailment label and its
     alternative, contradiction or not_entailment, in ``id2label``), that onnxruntime and onnx are
     installed and the ONNX cache directory is writable for an ONNX backend, verifies every file against the
     training manifest when one exists (unless ``skip_manifest_check``), and
     reads calibration.json (`_load_scoring`: one whose ``model_sha256`` names another
-    model is refused when named explicitly, skipped with a warning when found by default).
+    model is refused when named explicitly, skipped with a warning when found by default; one recording none is
+    refused for the base, served with an "unpinned" warning for the small model).
     An explicitly set ``ZSNLI_MANIFEST_PATH`` or ``ZSNLI_CALIBRATION_PATH`` that does not exist is a refusal; only the
     default lookup falls back (unverified / uncalibrated, with a warning). A hub
     model has no calibration of its own unless its snapshot holds one: it is
@@ -292,25 +342,20 @@ def preflight(settings: Settings) -> Preflight:
     Reads the embedding scoring beside it (``embedding_scoring``; ``ZSNLI_SCORING=embedding`` without one is a
     refusal) and checks the sentence encoder's digest against every scoring that uses it.
     Returns a `Preflight`.
-    Raises ``HubModelError``, ``ManifestError``, ``ModelConfigError``, ``ScoringConfigError`` or
+    Raises ``HubModelError``, ``ManifestError``, ``ModelConfigError``, ``ScoringConfigError``, ``SettingsError`` or
     ``OnnxUnavailableError`` with a one-line reason.
     """
     if settings.backend.startswith("onnx-"):
         require_onnx()
         ensure_cache_dir(settings.onnx_cache_dir)
     check_device(settings.device)
+    check_explicit_paths(settings)
+    settings, variant = resolve_variant(settings)  # before the hub cache: base with a hub id is refused first
     settings, model_id, revision = _resolve_model(settings)
-    settings, variant = resolve_variant(settings)
     model_dir = Path(settings.model_dir)
     _check_model_config(model_dir)
-    if settings.manifest_path and not settings.skip_manifest_check and not settings.resolved_manifest_path().is_file():
-        raise ManifestError(f"ZSNLI_MANIFEST_PATH={settings.manifest_path} does not exist: "
-                            "refusing to serve unverified (unset it to use the default lookup)")
-    if settings.calibration_path and not Path(settings.calibration_path).is_file():
-        raise ScoringConfigError(f"ZSNLI_CALIBRATION_PATH={settings.calibration_path} does not exist: "
-                                 "refusing to serve uncalibrated (unset it to use the default lookup)")
     digest, files, verified = _model_files(settings, model_dir)
-    scoring, calibrated = _load_scoring(settings, digest)
+    scoring, calibrated = _load_scoring(settings, digest, variant)
     fast = load_embedding_scoring(settings.resolved_calibration_path()) if calibrated else None
     if settings.scoring == "embedding" and fast is None:
         raise ScoringConfigError(f"ZSNLI_SCORING=embedding needs calibration.json's {EMBEDDING_SCORING_KEY!r} "
@@ -325,28 +370,13 @@ def preflight(settings: Settings) -> Preflight:
     return Preflight(settings, digest, scoring, calibrated, verified, files, model_id, revision, fast, variant)
 
 
-def _fitted_for(calibration_path: Path) -> str | None:
-    """The ``model_sha256`` a calibration.json records (None when it records none)."""
-    try:
-        recorded = json.loads(calibration_path.read_text(encoding="utf-8")).get("model_sha256")
-    except (OSError, ValueError, AttributeError):
-        return None  # load_scoring_config has read it already; a file without the key is accepted
-    return recorded if isinstance(recorded, str) else None
-
-
-def _load_scoring(settings: Settings, digest: str) -> tuple[RequestScoring, bool]:
-    """``(scoring, calibrated)`` from calibration.json. One fitted for another model (its ``model_sha256``)
-    is refused when ``ZSNLI_CALIBRATION_PATH`` names it, and skipped with a warning when only the default
-    lookup found it (e.g. the checkout's calibration.json beside another model directory)."""
+def _load_scoring(settings: Settings, digest: str, variant: str = "small") -> tuple[RequestScoring, bool]:
+    """``(scoring, calibrated)`` from calibration.json, once `_fitted_here` accepts it for the served model
+    (``digest``, ``variant``); one fitted for another model and found only by the default lookup is skipped with a
+    warning (uncalibrated). Raises ``ScoringConfigError`` as `_fitted_here` and the calibration reader do."""
     calibration_path = settings.resolved_calibration_path()
     scoring, calibrated = load_request_scoring(calibration_path)
-    recorded = _fitted_for(calibration_path) if calibrated else None
-    if recorded is not None and recorded != digest:
-        why = (f"{calibration_path} was fitted for model {recorded[:12]}, not the served model {digest[:12]}")
-        if settings.calibration_path:
-            raise ScoringConfigError(f"{why}: point ZSNLI_CALIBRATION_PATH at this model's calibration, "
-                                     "or unset it for the default scoring")
-        logger.warning("%s: not used", why)
+    if calibrated and not _fitted_here(settings, calibration_path, digest, variant):
         scoring, calibrated = RequestScoring(), False
     if calibrated:
         logger.info("scoring from %s: %s", calibration_path, scoring.to_dict())
@@ -358,6 +388,34 @@ def _load_scoring(settings: Settings, digest: str) -> tuple[RequestScoring, bool
         logger.warning("uncalibrated: scoring with the entailment logit and T = 1 (the zero-shot pipeline's "
                        "scoring; no calibration.json for this model at %s)", calibration_path)
     return scoring, calibrated
+
+
+def _fitted_here(settings: Settings, path: Path, digest: str, variant: str) -> bool:
+    """Whether the calibration at ``path`` may score the served model, by the ``model_sha256`` it records
+    (`zsnli.scoring.fitted_model_sha256`): the served ``digest`` -> True; none -> refused for a variant (``base``:
+    it must be pinned to its model; the message names the ``train.py select`` that records it), True with a
+    warning (unpinned) for the small model; another digest -> refused when ``ZSNLI_CALIBRATION_PATH`` (or the
+    variant's own calibration) names it, False with a warning when only the default lookup found it.
+    Raises ``ScoringConfigError`` (one line)."""
+    recorded = fitted_model_sha256(path)
+    if recorded is None:
+        if variant != "small":
+            raise ScoringConfigError(
+                f"{path} records no model_sha256, so nothing says it was fitted for the {variant} model "
+                f"{digest[:12]}: run the train.py select --model-dir {settings.model_dir} --out "
+                f"{Path(settings.model_dir) / CALIBRATION_NAME} ... that records "
+                "it (train.py install-base prints the whole command)")
+        logger.warning("%s records no model_sha256: its scoring is not pinned to the served model %s (unpinned; "
+                       "the next train.py select records it)", path, digest[:12])
+        return True
+    if recorded == digest:
+        return True
+    why = f"{path} was fitted for model {recorded[:12]}, not the served model {digest[:12]}"
+    if settings.calibration_path:
+        raise ScoringConfigError(f"{why}: point ZSNLI_CALIBRATION_PATH at this model's calibration, "
+                                 "or unset it for the default scoring")
+    logger.warning("%s: not used", why)
+    return False
 
 
 def check_device(device: str | None) -> None:
