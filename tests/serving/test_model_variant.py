@@ -346,7 +346,8 @@ def test_the_base_is_refused_a_calibration_that_records_no_model(layout, how):
     assert "records no model_sha256" in reason
     assert f"train.py select --model-dir {layout / 'base'} --out {layout / 'base' / 'calibration.json'}" in reason
     _record_model(small, layout)  # fitted for the small model: refused as another model's
-    assert "was fitted for model" in serve_base_with_the_small_calibration()
+    reason = serve_base_with_the_small_calibration()
+    assert "was fitted for model" in reason and f"train.py select --model-dir {layout / 'base'}" in reason
 
 
 def test_the_small_model_serves_an_unpinned_calibration_and_says_so(layout, caplog):

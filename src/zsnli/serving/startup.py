@@ -394,23 +394,25 @@ def _fitted_here(settings: Settings, path: Path, digest: str, variant: str) -> b
     """Whether the calibration at ``path`` may score the served model, by the ``model_sha256`` it records
     (`zsnli.scoring.fitted_model_sha256`): the served ``digest`` -> True; none -> refused for a variant (``base``:
     it must be pinned to its model; the message names the ``train.py select`` that records it), True with a
-    warning (unpinned) for the small model; another digest -> refused when ``ZSNLI_CALIBRATION_PATH`` (or the
-    variant's own calibration) names it, False with a warning when only the default lookup found it.
+    warning (unpinned) for the small model; another digest -> refused for a variant (naming the same command) or
+    when ``ZSNLI_CALIBRATION_PATH`` names it, False with a warning when only the default lookup found it.
     Raises ``ScoringConfigError`` (one line)."""
     recorded = fitted_model_sha256(path)
+    select = (f"run the train.py select --model-dir {settings.model_dir} --out "
+              f"{Path(settings.model_dir) / CALIBRATION_NAME} ... that records it (train.py install-base prints the "
+              "whole command)")
     if recorded is None:
         if variant != "small":
-            raise ScoringConfigError(
-                f"{path} records no model_sha256, so nothing says it was fitted for the {variant} model "
-                f"{digest[:12]}: run the train.py select --model-dir {settings.model_dir} --out "
-                f"{Path(settings.model_dir) / CALIBRATION_NAME} ... that records "
-                "it (train.py install-base prints the whole command)")
+            raise ScoringConfigError(f"{path} records no model_sha256, so nothing says it was fitted for the "
+                                     f"{variant} model {digest[:12]}: {select}")
         logger.warning("%s records no model_sha256: its scoring is not pinned to the served model %s (unpinned; "
                        "the next train.py select records it)", path, digest[:12])
         return True
     if recorded == digest:
         return True
     why = f"{path} was fitted for model {recorded[:12]}, not the served model {digest[:12]}"
+    if variant != "small":
+        raise ScoringConfigError(f"{why}: the {variant} model is served with its own calibration: {select}")
     if settings.calibration_path:
         raise ScoringConfigError(f"{why}: point ZSNLI_CALIBRATION_PATH at this model's calibration, "
                                  "or unset it for the default scoring")
