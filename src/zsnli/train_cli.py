@@ -16,7 +16,8 @@ mistake found once the work starts: one line, exit 2.
 The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.presets`, `zsnli.manifest`,
 `zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
 paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` (the
-parser), `zsnli.training.base_install` (``install-base``; no torch at import) at module level, and
+parser), `zsnli.training.base_install` (``install-base``) and `zsnli.selection.targets` (``calibrate``'s
+defaults in a variant folder), neither importing torch, at module level, and
 `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
 `zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
 `zsnli.training.arguments` (the teacher's bf16 decision) and `zsnli.training.distill` (``verify``'s
@@ -42,6 +43,7 @@ from .training.cli_checks import (
     CHECKOUT, DEFAULT_ZSC_DIR, DEV_EXAMPLES, ENCODER_OUTPUT_DIR, SHIPPED_MODEL_DIR, UsageError, check_args,
     manifest_dir, repo_default,
 )
+from .selection.targets import calibrate_defaults
 from .training.base_install import add_parser as add_install_base_parser, run_command as install_base_command
 from .training.data_parallel import LaunchError, launch_from_env
 from .training.nli_data import DataError
@@ -87,7 +89,8 @@ def _preset_args(p: argparse.ArgumentParser, model_dir: str | None) -> None:
     p.add_argument("--model-dir", default=model_dir,
                    help="model directory (default: %(default)s)" if model_dir else
                         "where the trained model goes (default: runs/<preset>/model; 'model' replaces the shipped one)")
-    p.add_argument("--manifest-dir", default=None, help="where the manifests are (default: parent of --model-dir)")
+    p.add_argument("--manifest-dir", default=None, help="where the manifests are (default: parent of --model-dir; "
+                                                        "calibrate: --model-dir when it holds its own, e.g. model/base)")
 
 
 def _plateau_args(t: argparse.ArgumentParser) -> None:
@@ -145,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("calibrate", help="fit scoring rule and temperature on held-out NLI choice tasks")
     _preset_args(c, repo_default(SHIPPED_MODEL_DIR))
-    c.add_argument("--out", default=None, help="calibration.json path (default: beside the manifest)")
+    c.add_argument("--out", default=None, help="calibration.json path (default: beside the manifest: inside a "
+                                               "variant folder such as model/base; refused in another model's)")
     c.add_argument("--dev-examples", default=repo_default(DEV_EXAMPLES),
                    help="team-written zero-shot dev set (JSONL, examples format) for the rule choice "
                         "(default: %(default)s)")
@@ -471,7 +475,7 @@ def main(argv: list[str]) -> int:
         argv = ["train", *argv]
     args = build_parser().parse_args(argv)
     try:
-        preset = check_args(args)
+        preset = check_args(calibrate_defaults(args))
     except UsageError as exc:
         return usage_error(f"train.py {args.command}", str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

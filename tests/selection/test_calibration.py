@@ -128,6 +128,34 @@ def test_calibration_refuses_another_holdout(tiny_run, tmp_path):
     assert not (tmp_path / "c.json").exists()
 
 
+def test_calibrate_on_a_variant_folder_writes_into_it_and_records_its_model(tiny_run, tmp_path, bert_dir, capsys):
+    """``train.py calibrate --model-dir model/base``: the base's own manifest (inside it, as verify finds it) and its
+    own calibration.json with its model_sha256; the small model's calibration.json beside model/ is refused."""
+    import shutil
+
+    from zsnli.manifest import hash_model_dir, model_dir_digest, write_json
+    from zsnli.train_cli import main
+
+    ship, base = tmp_path / "ship", tmp_path / "ship" / "model" / "base"
+    shutil.copytree(bert_dir, ship / "model")
+    shutil.copytree(tiny_run["base"], ship / "model" / "embedding")
+    files = hash_model_dir(ship / "model")
+    write_json(ship / "training_manifest.json", {"files": files, "model_sha256": model_dir_digest(files)})
+    shutil.copytree(tiny_run["out"] / "model", base)
+    for name in ("training_manifest.json", "data_sources.json"):
+        shutil.copyfile(tiny_run["out"] / name, base / name)
+    argv = ["calibrate", "--preset", "tiny", "--data-dir", str(tiny_run["data"]), "--base-model",
+            str(tiny_run["base"]), "--model-dir", str(base), "--no-dev-examples", "--tasks", "10"]
+    capsys.readouterr()
+    assert main(argv + ["--out", str(ship / "calibration.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--out {ship / 'calibration.json'} belongs to another model" in err[0], err
+    assert main(argv) == 0
+    doc = json.loads((base / "calibration.json").read_text())
+    assert doc["model_sha256"] == model_dir_digest(hash_model_dir(base))
+    assert not (ship / "calibration.json").exists() and not (ship / "data_sources.json").exists()
+
+
 def test_embeddings_with_progress_equal_one_encode_call(bert_dir):
     """`zsnli.runtime.progress.encode_texts` (what the pair cache embeds with) reports each batch of
     `SentenceEncoder.encode` and returns its vectors, bit for bit."""

@@ -201,7 +201,10 @@ def test_cli_kinds_writes_the_grouped_choice(tmp_path, tiny_model_dir):
     assert rc == 0
     doc = json.loads(out.read_text())
     scoring, ok = load_request_scoring(out)
-    assert ok and scoring.to_dict() == doc["chosen"] and doc["model_sha256"] == "m" * 64
+    from zsnli.manifest import hash_model_dir, model_dir_digest
+
+    assert ok and scoring.to_dict() == doc["chosen"]
+    assert doc["model_sha256"] == model_dir_digest(hash_model_dir(tiny_model_dir))  # --model-dir's, not the old file's
     block = doc["selection"]["kind_weighted"]
     assert block["weights"] == {"offish": 0.25, "spamish": 0.25, "topic": 0.5}
     assert set(block["arms"]) == {s.label for s in G.SPECS} and block["chosen_arm"] == doc["selection"]["chosen_candidate"]

@@ -8,7 +8,6 @@ import shutil
 import numpy as np
 import pytest
 
-from zsnli import metrics
 from zsnli.selection import search as sel
 from zsnli.selection import cli as selection_cli
 from zsnli.selection.negation import NegationRule
@@ -198,7 +197,10 @@ def test_cli_writes_calibration_and_sources(tmp_path, tiny_model_dir, monkeypatc
     assert rc == 0
     doc = json.loads(out.read_text())
     config, ok = load_scoring_config(out)
-    assert ok and config.to_dict() == doc["chosen"] and doc["model_sha256"] == "m" * 64
+    from zsnli.manifest import hash_model_dir, model_dir_digest, sha256_file
+
+    assert ok and config.to_dict() == doc["chosen"]
+    assert doc["model_sha256"] == model_dir_digest(hash_model_dir(tiny_model_dir))  # --model-dir's, not the old file's
     assert doc["superseded"]["chosen"] == {"rule": "entailment", "temperature": 2.0} and "candidates" not in doc
     table = doc["selection"]["out_of_fold"]
     assert set(table) == {"zsc-dev/offish", "zsc-dev/spamish", "zsc-dev/topic", "dev/d"}
@@ -210,6 +212,8 @@ def test_cli_writes_calibration_and_sources(tmp_path, tiny_model_dir, monkeypatc
     entries = [s for s in json.loads(sources.read_text())["sources"] if s["role"] == "selection"]
     assert [e["name"] for e in entries] == ["zsc-dev:offish", "zsc-dev:spamish", "zsc-dev:topic"]
     assert entries[0]["licence"] == "CC BY 4.0" and len(entries[0]["sha256"]) == 64
+    assert entries[0]["path"] == str((data / "offish.jsonl").resolve())  # the --zsc-dev-dir read, wherever it is
+    assert entries[0]["sha256"] == sha256_file(data / "offish.jsonl")
     assert selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
                                "--model-dir", str(tiny_model_dir), "--out", str(out),
                                "--data-sources", str(sources)]) == 0
@@ -307,3 +311,73 @@ def test_superseded_is_the_replaced_choice_unless_the_rerun_chose_the_same():
     assert superseded_block(old, {"temperature": 1.5})["chosen"] == {"temperature": 1.0}
     assert superseded_block(old, {"temperature": 1.0}) == old["superseded"]  # a rerun keeps the earlier record
     assert superseded_block({"chosen": {"temperature": 3.0}})["chosen"] == {"temperature": 3.0}  # an older format
+
+
+def _zsc_and_examples(tmp_path):
+    from test_devsets_negation import write_zsc
+
+    data = tmp_path / "zsc"
+    data.mkdir()
+    write_zsc(data, "spamish", n=24, classes=("not spam", "spam"))
+    write_zsc(data, "topic", n=24, classes=("sport", "music", "food"), counts=[8, 8, 8],
+              hyps=["This text is about sport.", "This text is about music.", "This text is about food."])
+    ex = tmp_path / "ex.jsonl"
+    ex.write_text("\n".join(json.dumps({"id": i, "dataset": "d", "text": f"the game {i}", "labels": ["sport", "business"],
+                                        "label": i % 2}) for i in range(8)))
+    return data, ex
+
+
+@pytest.fixture
+def shipped_with_base(tmp_path, bert_dir, deberta_dir):
+    """``ship/model`` (the small model, its manifest, calibration and data sources beside it) holding ``base/`` (a
+    variant folder with its own manifest and data sources) and ``embedding/``."""
+    from zsnli.manifest import hash_model_dir, model_dir_digest, write_json
+
+    ship = tmp_path / "ship"
+    shutil.copytree(bert_dir, ship / "model")
+    shutil.copytree(bert_dir, ship / "model" / "embedding")
+    shutil.copytree(deberta_dir, ship / "model" / "base")
+    for folder in (ship, ship / "model" / "base"):
+        model = ship / "model" if folder == ship else folder
+        files = hash_model_dir(model)
+        write_json(folder / "training_manifest.json", {"files": files, "model_sha256": model_dir_digest(files)})
+        write_json(folder / "data_sources.json", {"sources": [{"name": "its-own", "role": "train"}]})
+    write_json(ship / "calibration.json", {"chosen": {"rule": "entailment", "temperature": 1.5},
+                                           "model_sha256": json.loads((ship / "training_manifest.json").read_text())[
+                                               "model_sha256"]})
+    return ship
+
+
+def test_select_on_a_variant_folder_writes_into_it_and_records_its_model(tmp_path, shipped_with_base, monkeypatch,
+                                                                        capsys):
+    """``--model-dir model/base`` alone: its own calibration.json and data_sources.json, never the small model's."""
+    from zsnli.manifest import hash_model_dir, model_dir_digest
+
+    ship, base = shipped_with_base, shipped_with_base / "model" / "base"
+    small = {n: (ship / n).read_bytes() for n in ("calibration.json", "data_sources.json")}
+    data, ex = _zsc_and_examples(tmp_path)
+    monkeypatch.setattr(sel, "candidates", lambda: [sel.Candidate("entailment", False, 0.0, "global")])
+    monkeypatch.chdir(ship)  # where the old defaults (./calibration.json) pointed: the small model's
+    argv = ["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
+            "--model-dir", "model/base"]
+    assert selection_cli.main(argv) == 0
+    assert {n: (ship / n).read_bytes() for n in small} == small
+    doc = json.loads((base / "calibration.json").read_text())
+    assert doc["model_sha256"] == model_dir_digest(hash_model_dir(base))
+    names = [s["name"] for s in json.loads((base / "data_sources.json").read_text())["sources"]]
+    assert names == ["its-own", "zsc-dev:spamish", "zsc-dev:topic"]
+    for flag, path in (("--out", "calibration.json"), ("--data-sources", "data_sources.json")):
+        capsys.readouterr()
+        assert selection_cli.main(argv + [flag, path]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{flag} {path} belongs to another model" in err[0], err
+    assert {n: (ship / n).read_bytes() for n in small} == small
+
+
+def test_recorded_paths_are_relative_to_the_checkout_in_it_and_beside_it():
+    from zsnli.selection.targets import recorded_path
+    from zsnli.training.cli_checks import CHECKOUT
+
+    assert recorded_path(CHECKOUT.parent / "shared" / "data" / "zsc-dev" / "a.jsonl") == "../shared/data/zsc-dev/a.jsonl"
+    assert recorded_path(CHECKOUT / "tests" / "data" / "a.jsonl") == "tests/data/a.jsonl"
+    assert recorded_path("/elsewhere/zsc-dev/a.jsonl") == "/elsewhere/zsc-dev/a.jsonl"

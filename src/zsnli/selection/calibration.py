@@ -39,7 +39,8 @@ and `split_tasks` -> `score_pairs` (the slow part, with progress) ->
 
 May import numpy, `zsnli.metrics`, `zsnli.training.nli_data`, `zsnli.training.presets`,
 `zsnli.manifest`, `zsnli.scoring` (rules and config), `zsnli.selection.search` / `devsets` /
-`score_cache` (the fitter, grid, example reader, content-free constant, the one pair cache) and,
+`score_cache` / `targets` (the fitter, grid, example reader, content-free constant, the one pair cache, the
+model's digest and whose folder an output is in) and,
 inside functions, `zsnli.runtime.embedding` and `zsnli.runtime.model` (torch).
 """
 
@@ -65,6 +66,7 @@ from ..scoring import ScoringConfig, label_probabilities
 from .devsets import DevSet, read_example_rows
 from .score_cache import CONTENT_FREE_PREMISE, CachedSet, score_in_memory
 from . import search
+from .targets import check_owned, model_sha256
 from .search import Candidate, Packed, fit_temperature, nll_and_grad, row_temperatures, softmax_rows
 
 log = logging.getLogger(__name__)
@@ -370,13 +372,18 @@ def calibrate(
     ``embedding_weights`` lists the w tried (``(0.0,)`` turns the term off).
     ``out``: where to write (default ``calibration.json`` in ``manifest_dir``,
     which also declares the dev set and the embedding weights in
-    ``data_sources.json``). Returns the written document.
+    ``data_sources.json``). The document records ``model_dir``'s own digest
+    (`zsnli.selection.targets.model_sha256`). Returns the written document.
+    Raises `zsnli.selection.targets.TargetError` (before any scoring) when ``manifest_dir`` or ``out`` lies in
+    a folder whose manifest records another model.
     """
     from ..runtime.model import NliModel
 
     t_start = time.time()
     manifest_dir = Path(manifest_dir)
     manifest = load_manifest(manifest_dir / MANIFEST_NAME)
+    digest_of_model = model_sha256(model_dir)
+    check_owned(model_dir, digest_of_model, {"--manifest-dir": manifest_dir, **({"--out": Path(out)} if out else {})})
     dev_rows = read_dev_examples(dev_examples) if dev_examples else []
     holdout, digest = rebuild_holdout(preset, manifest)
     tasks = build_choice_tasks(holdout, n_tasks, preset.seed)
@@ -388,11 +395,12 @@ def calibrate(
                   for e in fit_candidate(cand, scores, tasks, halves, dev_rows, emb_digest)]
     chosen, decided_by = choose(candidates, use_dev=bool(dev_rows))
     doc = calibration_document(
-        chosen, decided_by, candidates, manifest,
+        chosen, decided_by, candidates,
         method={"tasks": tasks, "halves": halves, "holdout_rows": len(holdout), "holdout_sha256": digest,
                 "embedding_weights": embedding_weights, "emb_digest": emb_digest,
                 "encoder_dir": encoder.model_dir if encoder else None, "dev_examples": dev_examples,
-                "dev_documents": len(dev_rows), "seconds": round(time.time() - t_start, 1)},
+                "dev_documents": len(dev_rows), "seconds": round(time.time() - t_start, 1),
+                "model_sha256": digest_of_model},
     )
     write_calibration(doc, Path(out) if out else manifest_dir / CALIBRATION_NAME)
     if out is None:
@@ -403,12 +411,13 @@ def calibrate(
 
 
 def calibration_document(chosen: dict[str, Any], decided_by: str, candidates: list[dict[str, Any]],
-                         manifest: dict[str, Any], method: dict[str, Any]) -> dict[str, Any]:
+                         method: dict[str, Any]) -> dict[str, Any]:
     """The ``calibration.json`` document: the chosen config, why, its figures, the method and every candidate.
 
     ``method`` carries the run's facts: ``tasks``, ``halves`` (`split_tasks`),
     ``holdout_rows``, ``holdout_sha256``, ``embedding_weights``,
-    ``emb_digest``, ``encoder_dir``, ``dev_examples``, ``dev_documents``, ``seconds``.
+    ``emb_digest``, ``encoder_dir``, ``dev_examples``, ``dev_documents``, ``seconds``, ``model_sha256`` (the
+    calibrated model's digest, `zsnli.selection.targets.model_sha256`, hashed from its files).
     """
     tasks, (fit_idx, sel_idx) = method["tasks"], method["halves"]
     ks = np.array([len(t.hypotheses) for t in tasks])
@@ -416,7 +425,7 @@ def calibration_document(chosen: dict[str, Any], decided_by: str, candidates: li
         "chosen": chosen["config"],
         "decided_by": decided_by,
         "chosen_figures": {k: v for k, v in chosen.items() if k != "config"},
-        "model_sha256": manifest.get("model_sha256"),
+        "model_sha256": method["model_sha256"],
         "method": {
             "tasks": "synthetic K-way choice tasks from the calibration hold-out (train-role rows never trained on): "
                      "one premise, one entailed hypothesis, the premise's own neutral/contradiction hypotheses, "

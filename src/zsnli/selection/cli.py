@@ -5,11 +5,14 @@ score cache for whatever is missing (`zsnli.selection.score_cache`, the shipped 
 runs `zsnli.selection.search`, and writes:
 
 * ``calibration.json``: ``chosen`` (the selected `ScoringConfig`, fitted on all
-  dev datasets; the key the server reads), ``model_sha256`` (kept),
+  dev datasets; the key the server reads), ``model_sha256`` (of ``--model-dir``, `zsnli.selection.targets`),
   ``selection`` (method, out-of-fold per-dataset table, which dev files with
   which sha256 decided what, the targets), ``superseded`` (the previous choice) and, with ``--kinds``,
   ``embedding_scoring`` (the fast path's T(K), `zsnli.selection.grouped_doc.embedding_row`);
-* ``data_sources.json``: one ``role: "selection"`` entry per zsc-dev set used.
+* ``data_sources.json``: one ``role: "selection"`` entry per zsc-dev set used (the path it was read from).
+
+Both default to the model's own folder (`zsnli.selection.targets.select_targets`: inside a variant folder such as
+``model/base``, else beside the model directory's manifest); a path in another model's folder is refused.
 
 ``--negation`` adds the negation-pair experiment (`zsnli.selection.search.negation_leave_one_out`):
 ``selection.negation_pairs`` (out-of-fold figures of the statement/negation rule) and a top-level
@@ -19,7 +22,8 @@ it, and it never changes ``chosen``.
 ``--report-public`` adds figures on the public examples (REPORTING ONLY: they
 are computed after the choice and never passed to it).
 
-Imports: ``zsnli.selection.search``, ``zsnli.selection.score_cache``, ``zsnli.selection.devsets``, ``zsnli.manifest``, ``zsnli.runtime.embedding``,
+Imports: ``zsnli.selection.search``, ``zsnli.selection.score_cache``, ``zsnli.selection.devsets``,
+``zsnli.selection.targets``, ``zsnli.manifest``, ``zsnli.runtime.embedding``,
 ``zsnli.harness.cli`` (the parser).
 """
 
@@ -41,6 +45,7 @@ from ..harness.cli import UsageParser, one_line_errors, positive_int, usage_erro
 from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
 from .memo import memoised
+from .targets import recorded_path, select_targets
 from .negation import NegationRule
 from .score_cache import (CONTENT_FREE_PREMISE, default_cache_dir, DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, CachedSet,
                           PremiseWindows, PremiseWindowsError, fill_cache, parse_max_rows_for)
@@ -73,8 +78,10 @@ def _parser() -> UsageParser:
     p.add_argument("--embedding-dir", type=Path, default=None,
                    help="sentence encoder of the cosine term (default: <model-dir>/embedding), e.g. one trained by "
                         "`train.py encoder`; its digest goes into the chosen scoring's embedding_sha256")
-    p.add_argument("--out", type=Path, default=Path("calibration.json"))
-    p.add_argument("--data-sources", type=Path, default=Path("data_sources.json"))
+    p.add_argument("--out", type=Path, default=None,
+                   help="calibration.json to write (default: the model's own: inside a variant folder such as "
+                        "model/base, else beside --model-dir's training_manifest.json; refused in another model's)")
+    p.add_argument("--data-sources", type=Path, default=None, help="data_sources.json to update (default: as --out)")
     p.add_argument("--report-public", type=Path, default=None,
                    help="examples file reported after the choice (e.g. ../shared/data/zsc/public.jsonl); never chosen on")
     p.add_argument("--compare-with", type=Path, default=None, metavar="CALIBRATION",
@@ -116,6 +123,7 @@ def _check_args(args) -> None:
         read_kinds(args.kinds)  # one line naming the file when it is unreadable
     if args.compare_with is not None:
         _compared_run(args.compare_with)
+    args.out, args.data_sources, args.model_sha256 = select_targets(args.model_dir, args.out, args.data_sources)
 
 
 def load_dev(args) -> tuple[dict[str, CachedSet], dict[str, Any]]:
@@ -252,13 +260,15 @@ def compared_with(path: Path, decided_by: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_data_sources(path: Path, zsc: dict[str, Any], sets: dict[str, CachedSet]) -> None:
-    """Replace the ``role: selection`` entries of data_sources.json with one per zsc-dev set used."""
+    """Replace the ``role: selection`` entries of data_sources.json with one per zsc-dev set used, named by the
+    path it was read from (`zsnli.selection.targets.recorded_path`) with the sha256 of its rows and labels."""
     doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"sources": []}
     kept = [s for s in doc.get("sources", []) if s.get("role") != SELECTION_ROLE]
     for name, ds in zsc.items():
         files = {Path(p).name: d for p, d in ds.files.items()}
+        rows = next(p for p in ds.files if Path(p).name == f"{name}.jsonl")
         kept.append({"name": f"zsc-dev:{name}", "kind": "local", "role": SELECTION_ROLE,
-                     "licence": ds.source.get("licence", "not stated"), "path": f"../shared/data/zsc-dev/{name}.jsonl",
+                     "licence": ds.source.get("licence", "not stated"), "path": recorded_path(rows),
                      "sha256": files[f"{name}.jsonl"], "labels_sha256": files[f"{name}.labels.json"],
                      "origin": ds.source.get("repo"), "rows": {"read": len(ds), "used": len(sets[f"zsc-dev/{name}"])}})
     doc["sources"] = kept
@@ -289,7 +299,7 @@ def run(args) -> dict[str, Any]:
     chosen = cands[final].config(*grid.full_temps[final], digest)
     rows = oof_table(sets, grid, oof, digest)
     old = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
-    doc = {"chosen": chosen.to_dict(), "model_sha256": old.get("model_sha256"),
+    doc = {"chosen": chosen.to_dict(), "model_sha256": args.model_sha256,
            "selection": selection_block(sets, grid, oof, final, rows),
            "superseded": superseded_block(old, chosen.to_dict())}
     if args.negation:
@@ -361,7 +371,7 @@ def run_kind_weighted(args, sets: dict[str, CachedSet], zsc: dict[str, Any], dig
     if args.compare_with is not None:
         selection["kind_weighted"] = {**selection["kind_weighted"],
                                       "compared_with": compared_with(args.compare_with, selection["decided_by"])}
-    doc = {"chosen": final.to_dict(), "model_sha256": old.get("model_sha256"), "selection": selection,
+    doc = {"chosen": final.to_dict(), "model_sha256": args.model_sha256, "selection": selection,
            "superseded": superseded_block(old, final.to_dict()), "embedding_scoring": built["embedding_scoring"]}
     if args.report_public is not None:
         row = built["embedding_scoring"]
