@@ -64,6 +64,18 @@ def _install(layout, *extra: str) -> int:
     return main(["install-base", str(layout.run), "--model-dir", str(layout.model), *extra])
 
 
+def _fitted_calibration(layout) -> Path:
+    """``layout.calibration`` recording the model_sha256 the installed base will have (the run installed once into a
+    scratch copy of the shipped folder, which is then removed): what `train.py select` on the base writes."""
+    scratch = layout.tmp / "scratch"
+    shutil.copytree(layout.model.parent, scratch)
+    assert main(["install-base", str(layout.run), "--model-dir", str(scratch / "model")]) == 0
+    digest = json.loads((scratch / "model" / "base" / "training_manifest.json").read_text())["model_sha256"]
+    shutil.rmtree(scratch)
+    layout.calibration.write_text(json.dumps({"chosen": BASE_CALIBRATION, "model_sha256": digest}))
+    return layout.calibration
+
+
 def _rewrite_run_manifest(layout, change) -> None:
     """Apply ``change(manifest)`` to the run's manifest, its files table hashed again (only the change differs)."""
     path = layout.run.parent / "training_manifest.json"
@@ -83,6 +95,7 @@ def _tensor_dtypes(path: Path) -> set[str]:
 def test_install_writes_a_bf16_folder_with_its_own_rehashed_manifest_and_pins_it(layout, capsys):
     run_manifest = json.loads((layout.run.parent / "training_manifest.json").read_text())
     top_before = json.loads(layout.top.read_text())
+    _fitted_calibration(layout)
     assert _install(layout, "--calibration", str(layout.calibration)) == 0
     base = layout.model / "base"
     assert "pinned in" in capsys.readouterr().out
@@ -115,7 +128,7 @@ def test_install_writes_a_bf16_folder_with_its_own_rehashed_manifest_and_pins_it
 
 @pytest.mark.anyio
 async def test_the_installed_base_is_served_with_variant_base(layout, make_app):
-    assert _install(layout, "--calibration", str(layout.calibration)) == 0
+    assert _install(layout, "--calibration", str(_fitted_calibration(layout))) == 0
     own = json.loads((layout.model / "base" / "training_manifest.json").read_text())
     async with running_app(make_app(layout.model, model_variant="base")) as client:
         health = (await client.get("/health")).json()
@@ -172,7 +185,32 @@ def _missing(layout):
 
 def _changed_file(layout):
     (layout.run / "tokenizer.json").write_text((layout.run / "tokenizer.json").read_text() + " ")
-    return "tokenizer.json differs from what"
+    return f"tokenizer.json differs from what {layout.run.parent / 'training_manifest.json'} lists (1 file(s) differ)"
+
+
+def _missing_file(layout):
+    (layout.run / "tokenizer.json").unlink()
+    return f"tokenizer.json is listed in {layout.run.parent / 'training_manifest.json'} but missing"
+
+
+def _unlisted_file(layout):
+    (layout.run / "notes.txt").write_text("an extra file")
+    return f"notes.txt is not listed in {layout.run.parent / 'training_manifest.json'}"
+
+
+def _the_run_folder_not_its_model(layout):
+    layout.run = layout.run.parent
+    return f"holds no config.json or model.safetensors but a model/ folder: give {layout.run / 'model'}"
+
+
+def _corrupt_sources_doc(layout):
+    (layout.run.parent / "data_sources.json").write_text("{")
+    return "data_sources.json: not readable JSON"
+
+
+def _sources_doc_without_a_list(layout):
+    (layout.run.parent / "data_sources.json").write_text('{"sources": {"nli": "x"}}')
+    return "not a data sources document"
 
 
 def _no_sources_doc(layout):
@@ -213,6 +251,37 @@ def _teacher_saw_the_benchmark(layout):
     return "its teacher trained on zsc-public"
 
 
+def _copy_of_the_served_zsc_dev(layout):
+    copy = layout.tmp / "elsewhere" / "bank.jsonl"
+    copy.parent.mkdir()
+    shutil.copyfile(layout.tmp / "data" / "zsc-dev" / "banking.jsonl", copy)
+    _rewrite_run_manifest(layout, lambda m: m["data"]["sources"].append(
+        {"name": "bank", "kind": "local", "role": "train", "path": str(copy)}))
+    return f"trained on bank ({copy}), which has the bytes of {(layout.tmp / 'data' / 'zsc-dev' / 'banking.jsonl').resolve()}"
+
+
+def _a_folder_holding_zsc_dev(layout):
+    _rewrite_run_manifest(layout, lambda m: m["data"]["sources"].append(
+        {"name": "everything", "kind": "local", "role": "train", "path": str(layout.tmp / "data")}))
+    return "which holds"
+
+
+def _the_served_model(layout):
+    layout.run = layout.model
+    return "is the served model directory"
+
+
+def _a_copy_of_the_small_model(layout):
+    shutil.rmtree(layout.model)  # the shipped small model is now the run's weights: its copy is no base
+    shutil.copytree(layout.run, layout.model)
+    write_json(layout.top, {"files": hash_model_dir(layout.model)})
+    return f"holds the served small model of {layout.model}"
+
+
+def _calibration_recording_no_model(layout):
+    return "records no model_sha256"
+
+
 def _existing_base(layout):
     (layout.model / "base").mkdir()
     (layout.model / "base" / "config.json").write_text("{}")
@@ -226,8 +295,11 @@ def _calibration_of_another_model(layout):
 
 
 @pytest.mark.parametrize("make_fault", [
-    _checkpoint, _missing, _changed_file, _no_sources_doc, _other_head, _trained_on_zsc_dev, _zsc_dev_not_excluded,
-    _benchmark_not_excluded, _teacher_saw_the_benchmark, _existing_base, _calibration_of_another_model,
+    _checkpoint, _missing, _changed_file, _missing_file, _unlisted_file, _the_run_folder_not_its_model,
+    _no_sources_doc, _corrupt_sources_doc, _sources_doc_without_a_list, _other_head, _trained_on_zsc_dev,
+    _copy_of_the_served_zsc_dev, _a_folder_holding_zsc_dev, _zsc_dev_not_excluded, _benchmark_not_excluded,
+    _teacher_saw_the_benchmark, _the_served_model, _a_copy_of_the_small_model, _existing_base,
+    _calibration_of_another_model, _calibration_recording_no_model,
 ])
 def test_each_refusal_is_one_line_exit_2_and_changes_nothing(layout, make_fault, capsys):
     needle = make_fault(layout)
@@ -245,7 +317,7 @@ def test_each_refusal_is_one_line_exit_2_and_changes_nothing(layout, make_fault,
 def test_a_failure_while_writing_leaves_no_half_folder_and_keeps_the_old_base(layout, monkeypatch, capsys):
     from zsnli.training import base_install
 
-    assert _install(layout, "--calibration", str(layout.calibration)) == 0
+    assert _install(layout, "--calibration", str(_fitted_calibration(layout))) == 0
     shipped = {p.name: p.read_bytes() for p in (layout.model / "base").iterdir()}
     top = layout.top.read_bytes()
 
@@ -263,15 +335,113 @@ def test_a_failure_while_writing_leaves_no_half_folder_and_keeps_the_old_base(la
 
 
 def test_force_replaces_the_base_and_its_pin(layout, bert_dir):
-    assert _install(layout, "--calibration", str(layout.calibration)) == 0
+    assert _install(layout, "--calibration", str(_fitted_calibration(layout))) == 0
     first = json.loads(layout.top.read_text())["variants"]["base"]
-    config = json.loads((layout.run / "config.json").read_text())
-    config["note"] = "a later run"
-    (layout.run / "config.json").write_text(json.dumps(config))
-    _rewrite_run_manifest(layout, lambda m: None)
+    _change_the_run(layout)
     assert _install(layout, "--force") == 0
     second = json.loads(layout.top.read_text())["variants"]["base"]
     assert second == variant_pin(layout.model) and second["model_sha256"] != first["model_sha256"]
     assert not (layout.model / "base" / "calibration.json").exists()  # the old base's scoring is not kept
     assert json.loads((layout.model / "base" / "config.json").read_text())["note"] == "a later run"
+    assert main(["verify", "--model-dir", str(layout.model)]) == 0
+
+
+@pytest.mark.parametrize("make_fault", [_missing, _checkpoint, "a file"])
+def test_the_run_is_checked_before_the_existing_base(layout, make_fault, capsys):
+    """A wrong RUN is named as such even when model/base exists and --force is not given."""
+    _existing_base(layout)
+    if make_fault == "a file":
+        layout.run = layout.run / "config.json"
+        needle = "a file, not a directory"
+    else:
+        needle = make_fault(layout)
+    assert _install(layout) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "exists" not in err, err
+
+
+def test_a_source_in_a_folder_merely_named_zsc_installs(layout):
+    """Only the zsc-dev folder and the benchmark file the check knows about are protected, not a folder's name."""
+    mine = layout.tmp / "x" / "zsc" / "mydata" / "pairs.jsonl"
+    mine.parent.mkdir(parents=True)
+    mine.write_text('{"premise": "a", "hypothesis": "b", "label": "entailment"}\n')
+    _rewrite_run_manifest(layout, lambda m: m["data"]["sources"].append(
+        {"name": "mine", "kind": "local", "role": "train", "path": str(mine)}))
+    assert _install(layout) == 0
+
+
+def test_the_base_manifest_pins_no_variants_and_the_base_is_not_installed_over_itself(layout, capsys):
+    _rewrite_run_manifest(layout, lambda m: m.update(variants={"base": {"dir": "base"}}))
+    assert _install(layout) == 0
+    assert "variants" not in json.loads((layout.model / "base" / "training_manifest.json").read_text())
+    before = {p.name: p.read_bytes() for p in (layout.model / "base").iterdir()}
+    capsys.readouterr()
+    assert main(["install-base", str(layout.model / "base"), "--model-dir", str(layout.model), "--force"]) == 2
+    assert "lies inside the served model directory" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in (layout.model / "base").iterdir()} == before
+
+
+def _change_the_run(layout) -> None:
+    config = json.loads((layout.run / "config.json").read_text())
+    config["note"] = "a later run"
+    (layout.run / "config.json").write_text(json.dumps(config))
+    _rewrite_run_manifest(layout, lambda m: None)
+
+
+def _stop_at_the_pin(layout, monkeypatch, error: BaseException, kill: bool) -> None:
+    """The top-level manifest write fails with ``error``; with ``kill``, nothing of the install runs after it (no
+    rollback in process), as when the process is killed there."""
+    from zsnli.training import base_install
+
+    def write(path, obj, *rest):
+        if Path(path) == layout.top:
+            raise error
+        return write_json(path, obj, *rest)
+
+    monkeypatch.setattr(base_install, "write_json", write)
+    if kill:
+        monkeypatch.setattr(base_install, "_roll_back", lambda *a: None, raising=False)
+
+
+def test_a_kill_before_the_pin_leaves_the_old_base_restorable_and_the_next_run_restores_it(layout, monkeypatch,
+                                                                                           capsys):
+    assert _install(layout) == 0
+    shipped = {p.name: p.read_bytes() for p in (layout.model / "base").iterdir()}
+    top = layout.top.read_bytes()
+    _change_the_run(layout)
+    _stop_at_the_pin(layout, monkeypatch, KeyboardInterrupt(), kill=True)
+    with pytest.raises(KeyboardInterrupt):
+        _install(layout, "--force")
+    assert layout.top.read_bytes() == top
+    aside = layout.model.parent / ".model.base.old"
+    assert {p.name: p.read_bytes() for p in aside.iterdir()} == shipped  # the old base waits beside model/
+    monkeypatch.undo()
+    assert _install(layout) == 2 and "exists" in capsys.readouterr().err  # the next run rolled back first
+    assert {p.name: p.read_bytes() for p in (layout.model / "base").iterdir()} == shipped
+    assert not list(layout.model.parent.glob(".model.base.*"))
+    assert main(["verify", "--model-dir", str(layout.model)]) == 0
+
+
+def test_a_first_install_killed_before_the_pin_is_cleared_by_the_next_run(layout, monkeypatch):
+    _stop_at_the_pin(layout, monkeypatch, KeyboardInterrupt(), kill=True)
+    with pytest.raises(KeyboardInterrupt):
+        _install(layout)
+    assert (layout.model / "base").exists() and "variants" not in json.loads(layout.top.read_text())
+    monkeypatch.undo()
+    assert _install(layout) == 0  # the unpinned base was cleared, so no --force is needed
+    assert not list(layout.model.parent.glob(".model.base.*"))
+    assert main(["verify", "--model-dir", str(layout.model)]) == 0
+
+
+def test_a_failed_pin_write_restores_the_old_base_at_once(layout, monkeypatch, capsys):
+    assert _install(layout) == 0
+    shipped = {p.name: p.read_bytes() for p in (layout.model / "base").iterdir()}
+    top = layout.top.read_bytes()
+    _change_the_run(layout)
+    _stop_at_the_pin(layout, monkeypatch, OSError(28, "No space left on device", str(layout.top)), kill=False)
+    assert _install(layout, "--force") == 1
+    assert capsys.readouterr().err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in (layout.model / "base").iterdir()} == shipped
+    assert layout.top.read_bytes() == top and not list(layout.model.parent.glob(".model.base.*"))
+    monkeypatch.undo()
     assert main(["verify", "--model-dir", str(layout.model)]) == 0

@@ -3,18 +3,24 @@
 The run's ``--model-dir`` (RUN) holds the weights, config and tokenizer; its ``training_manifest.json`` and
 ``data_sources.json`` lie in RUN or beside it (``train.py train`` writes them beside its ``--model-dir`` unless
 ``--manifest-dir`` says otherwise). `check_run` refuses, each in one line (`zsnli.training.cli_checks.UsageError`,
-exit 2): a folder with no such manifest (a Trainer ``checkpoint-N`` folder has none), files that are not the
-manifest's, an ``id2label`` other than the 3-way head ``train.py train`` writes (`NLI_ID2LABEL`), recorded data
-through which zsc-dev or benchmark text could have reached the model (`leaked_text`), and a base model whose
-licence is not known (its card, `zsnli.training.manifest_writer.card_licence`, or ``--base-licence``).
+exit 2): a folder with no such manifest (a Trainer ``checkpoint-N`` folder has none; a run folder whose
+``model/`` holds the model is named as such), files that are not the manifest's, a ``data_sources.json`` that is
+not a sources document, an ``id2label`` other than the 3-way head ``train.py train`` writes (`NLI_ID2LABEL`),
+recorded data through which zsc-dev or benchmark text could have reached the model (`leaked_text`), and a base
+model whose licence is not known (its card, `zsnli.training.manifest_writer.card_licence`, or ``--base-licence``).
+`install_base` also refuses the served model itself (`refuse_served`): the model directory, anything inside it, or
+a copy of the small model.
 
 `install_base` builds ``<model dir>/base`` in a staging folder beside the model directory
 (`zsnli.training.encoder_install.staging_dirs`): the tokenizer and every other listed file copied,
 ``config.json`` with dtype bfloat16, ``model.safetensors`` cast to bfloat16 (`convert_weights`: about 220 MB for
 a 110M model), its own ``training_manifest.json`` (`base_manifest`), the run's ``data_sources.json`` and, when
-given, ``calibration.json``. Two renames put it in place (an existing ``base/`` only with ``force``; a killed
-install is cleared or rolled back by the next, `zsnli.training.encoder_install.recover`), then the top-level
-``training_manifest.json`` gets ``variants.base`` (`zsnli.manifest.variant_pin`), every other key unchanged.
+given, ``calibration.json``. Then `swap_in`: the old ``base/`` is set aside (an existing one is replaced only
+with ``force``), the staged folder renamed into place, the top-level ``training_manifest.json`` given
+``variants.base`` (`zsnli.manifest.variant_pin`, every other key unchanged, `zsnli.manifest.write_json`), and only
+then the old base deleted: until the pin is written the old base can be restored, and a killed install is rolled
+back by the next (`zsnli.training.encoder_install.recover`: a ``base/`` the top-level manifest does not pin is
+replaced by the one set aside, or cleared when there was none).
 Without a calibration the base is not served yet: `select_command` is the command that chooses its scoring.
 
 May import `zsnli.manifest`, `zsnli.training.cli_checks` (the error, the checkout), `zsnli.training.encoder_install`
@@ -33,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, ManifestError,
-                        check_model_dir, hash_model_dir, load_manifest, model_dir_digest, sha256_file, variant_pin,
-                        write_json)
+                        check_model_dir, check_variant_pin, hash_model_dir, load_manifest, model_dir_digest,
+                        sha256_file, variant_pin, write_json)
 from .cli_checks import CHECKOUT, UsageError
-from .encoder_install import recover, staging_dirs
+from .encoder_install import recover, set_aside, staging_dirs
 from .manifest_writer import TRAINED_EMBEDDING_KEY, card_licence
 from .nli_data import LABELS
 
@@ -49,8 +55,13 @@ BASE_DTYPE = "bfloat16"
 NLI_ID2LABEL = {str(i): name for i, name in enumerate(LABELS)}
 """The head ``train.py train`` writes and the served scoring was chosen for: 0 entailment, 1 neutral, 2 contradiction."""
 
-PROTECTED_DIRS = ("zsc-dev", "zsc")
-"""Folder names of the texts no installed model may have seen: the choosing set and the benchmark's examples."""
+PROTECTED = ("zsc-dev", "zsc/public.jsonl")
+"""The texts no installed model may have seen, beside the data folder that holds zsc-train (and beside the checkout,
+`SHARED_DATA`): the choosing set and the benchmark's examples."""
+
+SHARED_DATA = CHECKOUT.parent / "shared" / "data"
+"""The team's data folder beside the checkout (``../shared/data``), whose zsc-dev and benchmark are protected
+wherever they exist."""
 
 RUN_HINT = "give the --model-dir of a finished train.py train run"
 
@@ -69,9 +80,15 @@ class Run:
 
 def run_manifest_path(run_dir: Path) -> Path:
     """``training_manifest.json`` in ``run_dir``, else beside it (where ``train.py train`` writes it). Raises
-    `UsageError` when ``run_dir`` is not a directory or neither exists (a Trainer checkpoint folder is named)."""
+    `UsageError` when ``run_dir`` is not a directory, holds no model but a ``model/`` folder (a run's
+    ``--output-dir`` or its parent: give the model folder), or neither manifest exists (a Trainer checkpoint folder is
+    named)."""
     if not run_dir.is_dir():
-        raise UsageError(f"{run_dir}: no such directory; {RUN_HINT}")
+        raise UsageError(f"{run_dir}: {'a file, not a directory' if run_dir.exists() else 'no such directory'}; "
+                         f"{RUN_HINT}")
+    if not any((run_dir / n).is_file() for n in ("config.json", WEIGHTS_NAME)) and (run_dir / "model").is_dir():
+        raise UsageError(f"{run_dir}: holds no config.json or {WEIGHTS_NAME} but a model/ folder: give "
+                         f"{run_dir / 'model'} (the run's --model-dir)")
     for path in (run_dir / MANIFEST_NAME, run_dir.parent / MANIFEST_NAME):
         if path.is_file():
             return path
@@ -115,22 +132,64 @@ def _covers(excluded: Path, item: Path) -> bool:
             or (item.is_file() and excluded.is_file() and sha256_file(item) == sha256_file(excluded)))
 
 
+def _paths(sources: list[Any]) -> list[tuple[dict[str, Any], Path]]:
+    """``(entry, path)`` of each recorded source that names a path (hub sets name none)."""
+    return [(s, Path(str(s["path"])).expanduser()) for s in sources if isinstance(s, dict) and s.get("path")]
+
+
+def _zsc_roots(sources: list[Any]) -> set[Path]:
+    """The data folders holding the classification sets (``kind: "zsc"``) of ``sources``: ``<root>/zsc-train``."""
+    return {path.resolve().parent.parent for s, path in _paths(sources) if s.get("kind") == "zsc"}
+
+
+def protected_items(manifest: dict[str, Any]) -> list[Path]:
+    """The zsc-dev folders and benchmark files (`PROTECTED`) the leak check knows about, resolved: beside the folder
+    of every classification set the run, a run it continued from or its teacher recorded, and in `SHARED_DATA`;
+    only those that exist."""
+    roots = {SHARED_DATA.resolve()}
+    for _, sources, _ in _runs_recorded(manifest):
+        roots |= _zsc_roots(sources)
+    return [root / rel for root in sorted(roots) for rel in PROTECTED if (root / rel).exists()]
+
+
+def _digests(items: list[Path]) -> dict[str, Path]:
+    """``{sha256: file}`` of every file of ``items`` (a protected folder's files, or the file itself)."""
+    files = [f for item in items for f in ([item] if item.is_file() else sorted(item.rglob("*")))]
+    return {sha256_file(f): f for f in files if f.is_file()}
+
+
+def _protected_source(source: dict[str, Any], path: Path, items: list[Path], digests: dict[str, Path]) -> str | None:
+    """How ``source`` (read from ``path``) reaches a protected item: it is one, lies in one or holds one, or has the
+    bytes of a protected file (its recorded ``sha256``, else the file hashed when its size is that of a protected
+    file); None when it does not."""
+    path = path.resolve()
+    for item in items:
+        if path == item or path.is_relative_to(item) or item.is_relative_to(path):
+            return f"{'is' if path == item else 'lies in' if path.is_relative_to(item) else 'holds'} {item}"
+    digest = source.get("sha256") if isinstance(source.get("sha256"), str) else None
+    if digest is None and path.is_file() and path.stat().st_size in {f.stat().st_size for f in digests.values()}:
+        digest = sha256_file(path)
+    return f"has the bytes of {digests[digest]}" if digest in digests else None
+
+
 def leaked_text(manifest: dict[str, Any]) -> str | None:
     """Why zsc-dev or benchmark text could have reached the model ``manifest`` describes, or None.
 
-    For the run, each run it continued from and its teacher: a data source whose path lies under a folder
-    named in `PROTECTED_DIRS`, or classification sets (``kind: "zsc"``) mixed in without excluding the zsc-dev
-    folder and ``zsc/public.jsonl`` beside their folder and beside the checkout (``../shared/data``) where those
-    exist (``train.py train``'s default ``--zsc-exclude``; a folder excluded covers what it holds)."""
-    shared = (CHECKOUT.parent / "shared" / "data").resolve()
+    For the run, each run it continued from and its teacher: a data source that is, lies under or holds one of
+    `protected_items` (the same resolved path, or a file with the same bytes), or classification sets
+    (``kind: "zsc"``) mixed in without excluding the zsc-dev folder and ``zsc/public.jsonl`` beside their folder and
+    beside the checkout (``../shared/data``) where those exist (``train.py train``'s default ``--zsc-exclude``; a
+    folder excluded covers what it holds). A folder merely named ``zsc`` elsewhere is no reason."""
+    items = protected_items(manifest)
+    digests = _digests(items)
     for who, sources, exclusions in _runs_recorded(manifest):
-        paths = [(s, Path(str(s["path"])).expanduser()) for s in sources if isinstance(s, dict) and s.get("path")]
-        for source, path in paths:
-            if set(PROTECTED_DIRS) & (set(path.parts) | set(path.resolve().parts)):
-                return f"{who} trained on {source.get('name')} ({path}), under a zsc-dev or benchmark folder"
-        roots = {path.resolve().parent.parent for s, path in paths if s.get("kind") == "zsc"}
+        for source, path in _paths(sources):
+            how = _protected_source(source, path, items, digests)
+            if how is not None:
+                return f"{who} trained on {source.get('name')} ({path}), which {how}"
+        roots = _zsc_roots(sources)
         excluded = [Path(str(e)).expanduser().resolve() for e in exclusions]
-        for root in sorted(roots | ({shared} if roots else set())):
+        for root in sorted(roots | ({SHARED_DATA.resolve()} if roots else set())):
             for item in (root / "zsc-dev", root / "zsc" / "public.jsonl"):
                 if item.exists() and not any(_covers(e, item) for e in excluded):
                     return (f"{who} mixed in classification sets without excluding {item} (its --zsc-exclude), so "
@@ -138,13 +197,36 @@ def leaked_text(manifest: dict[str, Any]) -> str | None:
     return None
 
 
+FILE_STATUS = {"mismatch": "{name} differs from what {manifest} lists", "missing": "{name} is listed in {manifest} "
+               "but missing", "unlisted": "{name} is not listed in {manifest}"}
+"""How a run's file disagrees with its manifest (`zsnli.manifest.FileCheck` status), as the refusal says it."""
+
+
+def read_sources(path: Path) -> dict[str, Any]:
+    """The run's ``data_sources.json`` at ``path``: an object whose ``sources`` is a list of objects, as ``train.py
+    train`` writes it (`zsnli.training.manifest_writer.write_manifests`). Raises `UsageError` when it is missing,
+    not JSON or not such an object (it is copied into the base as the record of its data)."""
+    if not path.is_file():
+        raise UsageError(f"{path.parent}: no {DATA_SOURCES_NAME} beside {MANIFEST_NAME}; {RUN_HINT}")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not readable JSON ({' '.join(str(exc).split())}); {RUN_HINT}") from None
+    sources = doc.get("sources") if isinstance(doc, dict) else None
+    if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):
+        raise UsageError(f"{path}: not a data sources document (an object whose 'sources' is a list of objects, as "
+                         "train.py train writes it)")
+    return doc
+
+
 def check_run(run_dir: str | Path, base_licence: str | None = None) -> Run:
     """Check a ``train.py train`` model directory before anything is written; returns the `Run`.
 
     Raises `UsageError` (one line) for a missing manifest (`run_manifest_path`), files that differ from it (each
-    re-hashed, `zsnli.manifest.check_model_dir`), no `WEIGHTS_NAME`, no ``data_sources.json`` beside the manifest,
-    another head (`check_head`), leaked text (`leaked_text`), or no licence: ``base_licence`` when given, else the
-    card of a local base folder (`zsnli.training.manifest_writer.card_licence` of ``base_model.id``)."""
+    re-hashed, `zsnli.manifest.check_model_dir`; `FILE_STATUS` says how), no `WEIGHTS_NAME`, no readable
+    ``data_sources.json`` beside the manifest (`read_sources`), another head (`check_head`), leaked text
+    (`leaked_text`), or no licence: ``base_licence`` when given, else the card of a local base folder
+    (`zsnli.training.manifest_writer.card_licence` of ``base_model.id``)."""
     run_dir = Path(run_dir).expanduser()
     path = run_manifest_path(run_dir)
     try:
@@ -153,13 +235,12 @@ def check_run(run_dir: str | Path, base_licence: str | None = None) -> Run:
         raise UsageError(str(exc)) from None
     bad = [c for c in check_model_dir(run_dir, manifest) if c.status != "ok"]
     if bad:
-        how = {"mismatch": "differs from what", "missing": "is missing but listed in", "unlisted": "is not listed in"}
-        raise UsageError(f"{run_dir}: {bad[0].name} {how.get(bad[0].status, bad[0].status)} {path} "
-                         f"({len(bad)} file(s) differ); install the exact files a run wrote")
+        how = FILE_STATUS.get(bad[0].status, "{name} is " + bad[0].status + " against {manifest}")
+        raise UsageError(f"{run_dir}: {how.format(name=bad[0].name, manifest=path)} ({len(bad)} file(s) differ); "
+                         "install the exact files a run wrote")
     if WEIGHTS_NAME not in manifest["files"]:
         raise UsageError(f"{run_dir}: no {WEIGHTS_NAME} in {path}'s files; {RUN_HINT}")
-    if not (path.parent / DATA_SOURCES_NAME).is_file():
-        raise UsageError(f"{path.parent}: no {DATA_SOURCES_NAME} beside {MANIFEST_NAME}; {RUN_HINT}")
+    read_sources(path.parent / DATA_SOURCES_NAME)
     check_head(run_dir)
     leak = leaked_text(manifest)
     if leak:
@@ -190,10 +271,10 @@ def convert_weights(src: Path, dst: Path) -> list[str]:
 def base_manifest(run: Run, folder: Path, source_dtypes: list[str]) -> dict[str, Any]:
     """The installed folder's own ``training_manifest.json``: the run's, with ``files`` and ``model_sha256``
     hashed again over ``folder``, the base model's ``licence``, ``converted`` (from which weights, to which
-    dtype), and no encoder tables (``pretrained_artifacts`` empty, no ``embedding``: the base is served with
-    ``<model dir>/embedding``, hashed by the top-level manifest)."""
+    dtype), no encoder tables (``pretrained_artifacts`` empty, no ``embedding``: the base is served with
+    ``<model dir>/embedding``, hashed by the top-level manifest) and no ``variants`` (a model folder pins none)."""
     files = hash_model_dir(folder)
-    doc = {k: v for k, v in run.manifest.items() if k != TRAINED_EMBEDDING_KEY}
+    doc = {k: v for k, v in run.manifest.items() if k not in (TRAINED_EMBEDDING_KEY, "variants")}
     doc["base_model"] = {**(run.manifest.get("base_model") or {}), "licence": run.licence}
     doc.update(files=files, model_sha256=model_dir_digest(files), pretrained_artifacts={})
     doc["converted"] = {
@@ -229,11 +310,13 @@ def read_calibration(path: Path) -> dict[str, Any]:
 
 
 def _check_fitted_for(path: Path, digest: str) -> None:
-    """Raise `UsageError` when the calibration at ``path`` records a ``model_sha256`` other than ``digest``."""
+    """Raise `UsageError` unless the calibration at ``path`` records ``digest`` as its ``model_sha256`` (the server
+    serves the base only with a calibration that names it)."""
     recorded = read_calibration(path).get("model_sha256")
-    if isinstance(recorded, str) and recorded != digest:
-        raise UsageError(f"--calibration {path} was fitted for model {recorded[:12]}, not this base ({digest[:12]}, "
-                         "in bfloat16): install without it and run the train.py select the install prints")
+    if recorded != digest:
+        what = f"was fitted for model {recorded[:12]}" if isinstance(recorded, str) else "records no model_sha256"
+        raise UsageError(f"--calibration {path} {what}, not this base ({digest[:12]}, in bfloat16): install without "
+                         "it and run the train.py select the install prints")
 
 
 def _build(run: Run, staged: Path, calibration: Path | None) -> dict[str, Any]:
@@ -264,40 +347,95 @@ def _top_manifest(path: Path) -> dict[str, Any]:
         raise UsageError(f"{exc}: the top-level {MANIFEST_NAME} pins model/base (give --manifest-dir)") from None
 
 
+def refuse_served(run_dir: str | Path, model_dir: Path) -> None:
+    """Raise `UsageError` when ``run_dir`` is the served model directory ``model_dir`` or lies inside it (its
+    ``base/`` among others): the small model is no base, and a base is not installed over itself."""
+    run, served = Path(run_dir).expanduser().resolve(), model_dir.resolve()
+    if run == served or run.is_relative_to(served):
+        what = "is the served model directory" if run == served else f"lies inside the served model directory {served}"
+        raise UsageError(f"{run_dir} {what}: install-base takes a finished train.py train run's --model-dir, "
+                         "not the shipped model or its base/")
+
+
+def refuse_small_model(run: Run, model_dir: Path) -> None:
+    """Raise `UsageError` when ``run``'s model files are those of the served small model in ``model_dir`` (the same
+    `zsnli.manifest.model_dir_digest`): a copy of the small model is no base."""
+    digest = model_dir_digest(run.manifest["files"])
+    if digest == model_dir_digest(hash_model_dir(model_dir)):
+        raise UsageError(f"{run.model_dir} holds the served small model of {model_dir} (model {digest[:12]}): the "
+                         "base is another, larger model; give the --model-dir of its train.py train run")
+
+
+def _pinned(model_dir: Path, top_path: Path) -> bool:
+    """Whether the top-level manifest pins the ``base/`` now in ``model_dir`` (`zsnli.manifest.check_variant_pin`)."""
+    try:
+        check_variant_pin(model_dir, load_manifest(top_path))
+    except ManifestError:
+        return False
+    return True
+
+
+def _pin(model_dir: Path, top_path: Path) -> None:
+    """Write ``variants.base`` (`zsnli.manifest.variant_pin` of ``model_dir/base``) into the top-level manifest."""
+    top = _top_manifest(top_path)
+    top["variants"] = {**(top.get("variants") if isinstance(top.get("variants"), dict) else {}),
+                       BASE_VARIANT_SUBDIR: variant_pin(model_dir)}
+    write_json(top_path, top)
+
+
+def _roll_back(model_dir: Path, top_path: Path) -> None:
+    """Undo an install that stopped between its first rename and its pin (`recover`: the old base back)."""
+    recover(model_dir, BASE_VARIANT_SUBDIR, committed=lambda: _pinned(model_dir, top_path))
+
+
+def swap_in(staged: Path, model_dir: Path, top_path: Path) -> None:
+    """Put the built ``staged`` folder in place as ``model_dir/base`` and pin it.
+
+    Order: the old ``base/`` set aside (`zsnli.training.encoder_install.set_aside`), ``staged`` renamed into place,
+    the pin written (`_pin`), the old base deleted. Until the pin is written the old base is recoverable; an
+    exception on the way rolls back at once, and a kill is rolled back by the next install (`recover`)."""
+    target, old = model_dir / BASE_VARIANT_SUBDIR, staging_dirs(model_dir, BASE_VARIANT_SUBDIR)[1]
+    try:
+        set_aside(target, old)
+        staged.rename(target)
+        _pin(model_dir, top_path)
+    except BaseException:
+        _roll_back(model_dir, top_path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str | Path,
                  calibration: str | Path | None = None, base_licence: str | None = None,
                  force: bool = False) -> dict[str, Any]:
     """Install the run ``run_dir`` as ``<model_dir>/base`` and pin it in ``<manifest_dir>/training_manifest.json``.
 
     Returns the base folder's own manifest. Raises `UsageError` (one line, nothing changed) for a missing
-    ``model_dir`` or top-level manifest, an existing ``base/`` without ``force``, a missing ``calibration`` file or
-    one fitted for another model, and every refusal of `check_run`. The folder is staged beside ``model_dir`` and
-    removed on any failure, so no half folder is left."""
+    ``model_dir`` or top-level manifest, a run that is the served model (`refuse_served`, `refuse_small_model`),
+    every refusal of `check_run` (checked before the target, so a wrong run is named as such), an existing
+    ``base/`` without ``force``, and a missing ``calibration`` file or one not recording this base's
+    ``model_sha256``. The folder is staged beside ``model_dir`` and removed on any failure, so no half folder is
+    left (`swap_in`)."""
     model_dir, top_path = Path(model_dir), Path(manifest_dir) / MANIFEST_NAME
     if not model_dir.is_dir():
         raise UsageError(f"--model-dir {model_dir}: no such directory (the served model directory that gets base/)")
     _top_manifest(top_path)
-    recover(model_dir, BASE_VARIANT_SUBDIR)
+    refuse_served(run_dir, model_dir)
+    run = check_run(run_dir, base_licence)
+    refuse_small_model(run, model_dir)
+    _roll_back(model_dir, top_path)  # what a killed install left
     target = model_dir / BASE_VARIANT_SUBDIR
     if target.exists() and not force:
         raise UsageError(f"{target} exists; --force replaces it")
     if calibration is not None:
         read_calibration(Path(calibration))
-    run = check_run(run_dir, base_licence)
-    staged, old = staging_dirs(model_dir, BASE_VARIANT_SUBDIR)
+    staged = staging_dirs(model_dir, BASE_VARIANT_SUBDIR)[0]
     try:
         manifest = _build(run, staged, None if calibration is None else Path(calibration))
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    if target.exists():
-        target.rename(old)
-    staged.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-    top = _top_manifest(top_path)
-    top["variants"] = {**(top.get("variants") if isinstance(top.get("variants"), dict) else {}),
-                       BASE_VARIANT_SUBDIR: variant_pin(model_dir)}
-    write_json(top_path, top)
+    swap_in(staged, model_dir, top_path)
     return manifest
 
 

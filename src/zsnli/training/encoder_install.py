@@ -27,7 +27,7 @@ import os
 import shutil
 import stat
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Callable
 
 from ..manifest import EMBEDDING_SUBDIR, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest, sha256_file
 from .manifest_writer import (
@@ -85,26 +85,49 @@ def staging_dirs(model_dir: Path, sub: str = EMBEDDING_SUBDIR) -> tuple[Path, Pa
     """``(staged, old)``: where the new ``<model_dir>/<sub>`` (``embedding``, or ``base`` for
     `zsnli.training.base_install`) is built and where the old one waits during the swap, both beside
     ``model_dir`` (``.model.<sub>.staged`` / ``.old``: same filesystem, so the renames are atomic), never inside
-    the checked tree."""
+    the checked tree (both ignored by git: ``.gitignore``)."""
     model_dir = Path(model_dir).resolve()
     stem = model_dir.parent / f".{model_dir.name}.{sub}"
     return Path(f"{stem}.staged"), Path(f"{stem}.old")
 
 
-def recover(model_dir: Path, sub: str = EMBEDDING_SUBDIR) -> None:
+NO_PREVIOUS = ".none"
+"""The file `set_aside` leaves in the aside folder when there was no ``sub`` before the install (so `recover`
+clears a new one the install did not commit instead of restoring nothing)."""
+
+
+def set_aside(target: Path, old: Path) -> None:
+    """Rename ``target`` to ``old`` (one rename: same filesystem); with no ``target``, create ``old`` holding only
+    `NO_PREVIOUS`. Either way ``old`` then tells `recover` what to restore."""
+    if target.exists():
+        target.rename(old)
+    else:
+        old.mkdir(parents=True)
+        (old / NO_PREVIOUS).touch()
+
+
+def recover(model_dir: Path, sub: str = EMBEDDING_SUBDIR, committed: Callable[[], bool] | None = None) -> None:
     """Clear what a killed install of ``<model_dir>/<sub>`` left: its staged copy (and the in-tree
-    ``.embedding.new`` of installs before issue 48); an old ``sub`` set aside is removed when the new one is in
-    place, or renamed back when the kill came between the two renames (the model directory is then as before
-    that install)."""
+    ``.embedding.new`` of installs before issue 48), then the old ``sub`` set aside (`staging_dirs`), if any.
+
+    That old one is deleted when the new ``sub`` is in place and ``committed()`` says it was committed (its
+    manifest written; None: being in place is enough, as for ``install-encoder``). Otherwise (the kill came before
+    that point) the new ``sub`` is removed and the old one renamed back, or none left when there was none before
+    (`NO_PREVIOUS`): the model directory is as before that install."""
     staged, old = staging_dirs(model_dir, sub)
     shutil.rmtree(staged, ignore_errors=True)
     shutil.rmtree(Path(model_dir) / f".{sub}.new", ignore_errors=True)
-    if old.exists():
-        target = Path(model_dir) / sub
-        if target.exists():
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            old.rename(target)
+    if not old.exists():
+        return
+    target = Path(model_dir) / sub
+    if target.exists() and (committed is None or committed()):
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    shutil.rmtree(target, ignore_errors=True)
+    if (old / NO_PREVIOUS).is_file():
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        old.rename(target)
 
 
 def _refuse_links(root: Path) -> None:
