@@ -13,7 +13,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..harness.cli import UsageParser
+from ..harness.cli import UsageParser, one_line_errors, usage_error
+
+PROG = "python -m zsnli.bench.random_models"
 
 #: id2label of the models built here (MNLI order).
 NLI_ID2LABEL = {0: "entailment", 1: "neutral", 2: "contradiction"}
@@ -75,18 +77,54 @@ def train_unigram_tokenizer(texts: Iterable[str], vocab_size: int = 8000, window
                                    model_input_names=["input_ids", "attention_mask"])
 
 
+class TokenizerError(ValueError):
+    """A named ``--tokenizer-from`` folder whose tokenizer cannot be used (the message says why, in one line)."""
+
+
+def tokenizer_from_dir(path: str | Path, window: int = 512) -> Any:
+    """The fast tokenizer saved in the model folder ``path`` (``local_files_only``), set to emit no token type ids
+    and to the new model's ``window``. Raises `TokenizerError` when ``path`` is no folder, holds no tokenizer
+    files, cannot be loaded, or is not a fast tokenizer."""
+    from transformers import AutoTokenizer
+
+    folder = Path(path)
+    if not folder.is_dir():
+        raise TokenizerError(f"--tokenizer-from {path}: no such directory")
+    if not any((folder / n).is_file() for n in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spm.model")):
+        raise TokenizerError(f"--tokenizer-from {path}: no tokenizer files (tokenizer.json, tokenizer_config.json)")
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - transformers raises many kinds; one line names it
+        raise TokenizerError(f"--tokenizer-from {path}: its tokenizer does not load ({' '.join(str(exc).split())[:200]})") \
+            from None
+    if not getattr(tok, "is_fast", False):
+        raise TokenizerError(f"--tokenizer-from {path}: {type(tok).__name__} is not a fast tokenizer")
+    tok.model_input_names = ["input_ids", "attention_mask"]
+    tok.model_max_length = window  # the new model's window, not the donor model's
+    return tok
+
+
+def _donor_note(path: str | Path, tok: Any) -> str:
+    return (f"the tokenizer of {path} ({type(tok).__name__}, {len(tok)} tokens), NOT deberta-v3's 128k SentencePiece "
+            "vocabulary: token counts differ somewhat")
+
+
 def find_tokenizer(tokenizer_from: str | Path | None, corpus: Sequence[str], vocab_limit: int,
-                   window: int = 512) -> tuple[Any, str]:
+                   window: int = 512, required: bool = False) -> tuple[Any, str]:
     """The tokenizer for a random-weight model, and a sentence saying which one it is.
 
-    Tried in order: a deberta-v3 tokenizer already in the local Hugging Face
-    cache (``local_files_only``, no network); the tokenizer in
-    ``tokenizer_from`` (e.g. ./model) when its vocabulary fits ``vocab_limit``;
-    a Unigram tokenizer trained now on ``corpus``. The returned tokenizer
-    emits no token type ids (DeBERTa-v3 has none).
+    With ``required`` (a ``--tokenizer-from`` the user named): the tokenizer in ``tokenizer_from``, whatever its
+    size (`build_random_nli` widens the embedding table to it), or `TokenizerError`. Otherwise tried in order: a
+    deberta-v3 tokenizer already in the local Hugging Face cache (``local_files_only``, no network); the
+    tokenizer in ``tokenizer_from`` (e.g. ./model) when it loads and its vocabulary fits ``vocab_limit``; a
+    Unigram tokenizer trained now on ``corpus`` (on a built-in word list when ``corpus`` is empty). The
+    returned tokenizer emits no token type ids (DeBERTa-v3 has none).
     """
     from transformers import AutoTokenizer
 
+    if required and tokenizer_from is not None:
+        tok = tokenizer_from_dir(tokenizer_from, window)
+        return tok, _donor_note(tokenizer_from, tok)
     for hub_id in DEBERTA_V3_TOKENIZER_IDS:
         try:
             tok = AutoTokenizer.from_pretrained(hub_id, local_files_only=True)
@@ -95,28 +133,28 @@ def find_tokenizer(tokenizer_from: str | Path | None, corpus: Sequence[str], voc
         if getattr(tok, "is_fast", False) and len(tok) <= vocab_limit:
             tok.model_max_length = window
             return tok, f"the real {hub_id} tokenizer (local Hugging Face cache)"
-    if tokenizer_from and (Path(tokenizer_from) / "config.json").exists():
+    if tokenizer_from:
         try:
-            tok = AutoTokenizer.from_pretrained(str(tokenizer_from), local_files_only=True)
-            if getattr(tok, "is_fast", False) and len(tok) <= vocab_limit:
-                tok.model_input_names = ["input_ids", "attention_mask"]
-                tok.model_max_length = window  # the new model's window, not the donor model's
-                return tok, (f"the tokenizer of {tokenizer_from} ({type(tok).__name__}, {len(tok)} tokens), "
-                             "NOT deberta-v3's 128k SentencePiece vocabulary: token counts differ somewhat")
-        except Exception:  # noqa: BLE001 - unusable: fall through to training one
-            pass
+            tok = tokenizer_from_dir(tokenizer_from, window)
+            if len(tok) <= vocab_limit:
+                return tok, _donor_note(tokenizer_from, tok)
+        except TokenizerError:
+            pass  # unusable: fall through to training one
     tok = train_unigram_tokenizer(corpus, vocab_size=min(8000, vocab_limit), window=window)
-    return tok, (f"a Unigram tokenizer trained offline on the benchmark texts ({len(tok)} tokens), NOT deberta-v3's "
+    source = "the benchmark texts" if corpus else "a built-in list of about 100 words (no --examples given)"
+    return tok, (f"a Unigram tokenizer trained offline on {source} ({len(tok)} tokens), NOT deberta-v3's "
                  "128k SentencePiece vocabulary: token counts differ somewhat")
 
 
 def build_random_nli(out_dir: str | Path, arch: str = "deberta-v3-base", tokenizer_from: str | Path | None = None,
-                     corpus: Sequence[str] = (), seed: int = 0) -> dict[str, Any]:
+                     corpus: Sequence[str] = (), seed: int = 0, tokenizer_required: bool = False) -> dict[str, Any]:
     """Write a randomly initialised ``arch`` NLI model plus a tokenizer to ``out_dir`` (offline).
 
     arch: ``"deberta-v3-base"`` (184M parameters, 12 x 768) or ``"deberta-tiny"``.
     The config keeps ``vocab_size`` of the architecture (embedding table of
-    the real size) whatever tokenizer is used. Saved in float32 safetensors.
+    the real size), widened to the tokenizer's when that is larger (a named
+    ``tokenizer_from`` with ``tokenizer_required``: `find_tokenizer`, which raises
+    `TokenizerError` when it cannot be used). Saved in float32 safetensors.
     Returns ``{"model_dir", "arch", "tokenizer", "parameters", "random_weights": True}``
     and writes the same as ``bench_model.json`` in ``out_dir``.
     """
@@ -127,8 +165,10 @@ def build_random_nli(out_dir: str | Path, arch: str = "deberta-v3-base", tokeniz
         raise ValueError(f"unknown arch {arch!r}; expected one of {sorted(ARCHS)}")
     spec = dict(ARCHS[arch])
     out = Path(out_dir)
+    tok, tok_note = find_tokenizer(tokenizer_from, corpus, spec["vocab_size"], spec["max_position_embeddings"],
+                                   required=tokenizer_required)
+    spec["vocab_size"] = max(spec["vocab_size"], len(tok))
     out.mkdir(parents=True, exist_ok=True)
-    tok, tok_note = find_tokenizer(tokenizer_from, corpus, spec["vocab_size"], spec["max_position_embeddings"])
     tok.save_pretrained(out)
     spec["pad_token_id"] = int(tok.pad_token_id if tok.pad_token_id is not None else 0)
     cfg = DebertaV2Config(**spec, id2label=dict(NLI_ID2LABEL), label2id={v: k for k, v in NLI_ID2LABEL.items()})
@@ -141,22 +181,40 @@ def build_random_nli(out_dir: str | Path, arch: str = "deberta-v3-base", tokeniz
     return info
 
 
+def _corpus(examples: str | None) -> list[str]:
+    """The texts and labels of the examples file ``examples`` (none without one). Raises ``ValueError`` (one line)
+    for a missing file or one not in the examples format (`zsnli.harness.examples.load_examples`)."""
+    if not examples:
+        return []
+    from ..harness.examples import ExamplesError, load_examples
+
+    if not Path(examples).is_file():
+        raise ValueError(f"--examples {examples}: no such file")
+    try:
+        return [t for d in load_examples(examples).examples for t in (d.text, *d.labels)]
+    except ExamplesError as exc:
+        raise ValueError(f"--examples {examples}: not an examples file ({exc}); give a JSONL of "
+                         '{"id", "text", "labels"} rows such as ../shared/data/zsc/public.jsonl') from None
+
+
+@one_line_errors(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: build a random model (see module docstring); prints the info JSON."""
-    ap = UsageParser(prog="python -m zsnli.bench.random_models", description=__doc__.splitlines()[0])
+    """CLI: build a random model (see module docstring); prints the info JSON. A missing or unusable
+    ``--examples`` or ``--tokenizer-from`` is one line, exit 2."""
+    ap = UsageParser(prog=PROG, description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--arch", choices=sorted(ARCHS), default="deberta-v3-base")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--tokenizer-from", default=None)
-    ap.add_argument("--examples", default=None, help="JSONL whose texts and labels train a fallback tokenizer")
+    ap.add_argument("--tokenizer-from", default=None, metavar="MODEL_DIR",
+                    help="use this model folder's tokenizer (e.g. model); refused in one line when it cannot be "
+                         "used (default: a cached deberta-v3 tokenizer, else one trained on --examples)")
+    ap.add_argument("--examples", default=None, help="examples JSONL whose texts and labels train a fallback tokenizer")
     args = ap.parse_args(argv)
-    corpus: list[str] = []
-    if args.examples and Path(args.examples).is_file():
-        from ..harness.examples import load_examples
-
-        for d in load_examples(args.examples).examples:
-            corpus.append(d.text)
-            corpus.extend(d.labels)
-    print(json.dumps(build_random_nli(args.out, args.arch, args.tokenizer_from, corpus), indent=2))
+    try:
+        corpus = _corpus(args.examples)
+        info = build_random_nli(args.out, args.arch, args.tokenizer_from, corpus, tokenizer_required=True)
+    except ValueError as exc:
+        return usage_error(PROG, str(exc))
+    print(json.dumps(info, indent=2))
     return 0
 
 
