@@ -226,3 +226,128 @@ def test_install_copies_only_listed_regular_files_inside_the_run(tiny_run, tmp_p
     done = subprocess.run([sys.executable, str(ROOT / "train.py"), "install-encoder", str(run), "--model-dir",
                            str(out / "model")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def _stop_at_the_write(path: Path, monkeypatch, error: BaseException, kill: bool) -> None:
+    """Replacing ``path`` (the last step of an atomic JSON write) fails with ``error``; with ``kill``, nothing of the
+    install runs after it (no rollback in process), as when the process is killed there."""
+    import os
+
+    from zsnli.training import encoder_install
+
+    real = os.replace
+
+    def replace(src, dst, *rest, **kw):
+        if Path(dst) == path:
+            raise error
+        return real(src, dst, *rest, **kw)
+
+    monkeypatch.setattr(os, "replace", replace)
+    if kill:
+        monkeypatch.setattr(encoder_install, "_roll_back", lambda *a: None, raising=False)
+
+
+def _refused_next_run(run: Path, out: Path) -> None:
+    """A next install of a run whose files differ from its manifest: refused, after it recovered what a kill left."""
+    config = run / "model" / "config.json"
+    good = config.read_bytes()
+    config.write_text("{}")
+    with pytest.raises(ManifestError, match="config.json differs"):
+        install_encoder(run, out / "model", out)
+    config.write_bytes(good)
+
+
+def _state(out: Path) -> tuple[dict, bytes, bytes]:
+    return (hash_model_dir(out / "model" / "embedding"), (out / "training_manifest.json").read_bytes(),
+            (out / "data_sources.json").read_bytes())
+
+
+def _served_ok(out: Path) -> bool:
+    from zsnli.train_cli import main
+
+    clean = not list(out.glob(".model.embedding.*"))
+    return clean and main(["verify", "--model-dir", str(out / "model"), "--manifest",
+                           str(out / "training_manifest.json")]) == 0
+
+
+def test_a_kill_before_the_manifest_write_leaves_the_old_encoder_restorable_and_the_next_run_restores_it(
+        tiny_run, tmp_path, monkeypatch):
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    before = _state(out)
+    _stop_at_the_write(out / "training_manifest.json", monkeypatch, KeyboardInterrupt(), kill=True)
+    with pytest.raises(KeyboardInterrupt):
+        install_encoder(run, out / "model", out)
+    aside = out / ".model.embedding.old"
+    assert aside.is_dir() and hash_model_dir(aside) == before[0]  # the old encoder waits beside model/
+    assert _state(out)[1:] == before[1:]
+    monkeypatch.undo()
+    _refused_next_run(run, out)
+    assert _state(out) == before and _served_ok(out)
+
+
+def test_a_first_install_killed_before_the_manifest_write_is_cleared_by_the_next_run(tiny_run, tmp_path,
+                                                                                     monkeypatch):
+    out = tmp_path / "out"
+    shutil.copytree(tiny_run["out"], out)
+    assert not (out / "model" / "embedding").exists() and _served_ok(out)
+    manifest = (out / "training_manifest.json").read_bytes()
+    run = _trained_run(tmp_path, build_bert_nli(tmp_path / "encoder_base", dropout=0.0))
+    _stop_at_the_write(out / "training_manifest.json", monkeypatch, KeyboardInterrupt(), kill=True)
+    with pytest.raises(KeyboardInterrupt):
+        install_encoder(run, out / "model", out)
+    assert (out / "model" / "embedding").is_dir() and (out / "training_manifest.json").read_bytes() == manifest
+    monkeypatch.undo()
+    _refused_next_run(run, out)  # the unlisted encoder was cleared even though this run is refused
+    assert not (out / "model" / "embedding").exists() and _served_ok(out)
+    install_encoder(run, out / "model", out)
+    assert _served_ok(out)
+
+
+def test_a_failed_manifest_write_restores_the_old_encoder_at_once(tiny_run, tmp_path, monkeypatch, capsys):
+    from zsnli.train_cli import main
+
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    before = _state(out)
+    full = OSError(28, "No space left on device", str(out / "training_manifest.json"))
+    _stop_at_the_write(out / "training_manifest.json", monkeypatch, full, kill=False)
+    capsys.readouterr()  # what training printed
+    assert main(["install-encoder", str(run), "--model-dir", str(out / "model")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err
+    assert _state(out) == before
+    monkeypatch.undo()
+    assert _served_ok(out)
+
+
+def test_a_kill_after_the_manifest_write_is_finished_by_the_next_run(tiny_run, tmp_path, monkeypatch):
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    _stop_at_the_write(out / "data_sources.json", monkeypatch, KeyboardInterrupt(), kill=True)
+    with pytest.raises(KeyboardInterrupt):
+        install_encoder(run, out / "model", out)
+    monkeypatch.undo()
+    _refused_next_run(run, out)  # the new encoder stays (its manifest was written) and its sets are declared
+    names = [s["name"] for s in json.loads((out / "data_sources.json").read_text())["sources"]]
+    assert [n for n in names if n.startswith("sentence-encoder:")] == [
+        "sentence-encoder:zsc-train:tiny_polite", "sentence-encoder:zsc-train:tiny_topic"]
+    assert hash_model_dir(out / "model" / "embedding") == hash_model_dir(run / "model") | {
+        ENCODER_MANIFEST_NAME: hash_model_dir(out / "model" / "embedding")[ENCODER_MANIFEST_NAME]}
+    assert _served_ok(out)
+
+
+@pytest.mark.parametrize("text", ["not json", "[]", '{"sources": {"a": 1}}'])
+def test_a_data_sources_json_that_is_no_sources_document_is_refused_before_anything_changes(tiny_run, tmp_path,
+                                                                                          text):
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    (out / "data_sources.json").write_text(text)
+    before = _state(out)
+    with pytest.raises(ManifestError, match="data_sources.json: not a data sources document"):
+        install_encoder(run, out / "model", out)
+    assert _state(out) == before and not list(out.glob(".model.embedding.*"))

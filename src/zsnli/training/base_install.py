@@ -42,7 +42,7 @@ from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, DATA_SOURCES_NAME
                         check_model_dir, check_variant_pin, hash_model_dir, load_manifest, model_dir_digest,
                         sha256_file, variant_pin, write_json)
 from .cli_checks import CHECKOUT, UsageError
-from .encoder_install import recover, set_aside, staging_dirs
+from .encoder_install import recover, staging_dirs, swap_and_commit
 from .manifest_writer import TRAINED_EMBEDDING_KEY, card_licence
 from .nli_data import LABELS
 
@@ -391,18 +391,12 @@ def _roll_back(model_dir: Path, top_path: Path) -> None:
 def swap_in(staged: Path, model_dir: Path, top_path: Path) -> None:
     """Put the built ``staged`` folder in place as ``model_dir/base`` and pin it.
 
-    Order: the old ``base/`` set aside (`zsnli.training.encoder_install.set_aside`), ``staged`` renamed into place,
-    the pin written (`_pin`), the old base deleted. Until the pin is written the old base is recoverable; an
-    exception on the way rolls back at once, and a kill is rolled back by the next install (`recover`)."""
-    target, old = model_dir / BASE_VARIANT_SUBDIR, staging_dirs(model_dir, BASE_VARIANT_SUBDIR)[1]
-    try:
-        set_aside(target, old)
-        staged.rename(target)
-        _pin(model_dir, top_path)
-    except BaseException:
-        _roll_back(model_dir, top_path)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    Order (`zsnli.training.encoder_install.swap_and_commit`, shared with ``install-encoder``): the old ``base/`` set
+    aside, ``staged`` renamed into place, the pin written (`_pin`), the old base deleted. Until the pin is written
+    the old base is recoverable; an exception on the way rolls back at once, and a kill is rolled back by the next
+    install (`recover`). Raises what writing the pin raises (``OSError``), the old base back in place."""
+    swap_and_commit(staged, model_dir, BASE_VARIANT_SUBDIR, commit=lambda: _pin(model_dir, top_path),
+                    roll_back=lambda: _roll_back(model_dir, top_path))
 
 
 def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str | Path,

@@ -14,8 +14,13 @@ each hashed again once copied; a listed name that is absolute, holds ``..`` or r
 link, and any symbolic link in the run's ``model/``, is refused (as pip's wheel installer and
 huggingface_hub refuse paths that escape their tree). The new directory is staged beside the model
 directory, never inside it (`staging_dirs`), so a killed install leaves nothing the server, ``train.py
-verify`` or a rerun finds in the model directory; the swap is two renames, and a rerun first clears or
-rolls back what a killed one left (`recover`). ``training_manifest.json`` is replaced atomically.
+verify`` or a rerun finds in the model directory. Then `swap_and_commit` (the order ``install-base`` uses
+too): the old ``embedding/`` set aside, the staged one renamed into place, ``training_manifest.json`` written
+(`zsnli.manifest.write_json`: atomic) and ``data_sources.json`` declared, and only then the old encoder
+deleted. A failure before the manifest is written puts the old encoder back at once; a killed install is
+finished or rolled back by the next (`_roll_back`: the manifest written means the new encoder stays and its
+sets are declared again, else the old encoder returns). ``data_sources.json`` must parse before anything
+changes, since it is rewritten after the manifest.
 
 May import `zsnli.manifest` and `zsnli.training.manifest_writer`; no torch.
 """
@@ -29,7 +34,8 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from ..manifest import EMBEDDING_SUBDIR, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest, sha256_file
+from ..manifest import (DATA_SOURCES_NAME, EMBEDDING_SUBDIR, MANIFEST_NAME, ManifestError, check_model_dir,
+                        hash_model_dir, load_manifest, sha256_file, write_json)
 from .manifest_writer import (
     ENCODER_MANIFEST_NAME, TEACHER_KEY, TRAINED_EMBEDDING_KEY, LineageError, declare_sources, teacher_sources,
     trained_embedding,
@@ -46,10 +52,12 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
     ``manifest_dir`` holds ``training_manifest.json`` (whose ``files`` must match ``model_dir``) and
     ``data_sources.json``. Returns the manifest's new ``embedding`` table. Raises `ManifestError` (one
     line) for a missing or unreadable manifest, a run or model directory whose files differ from its
-    manifest, or a run manifest without its data or base; nothing is changed then.
+    manifest, a run manifest without its data or base, or a ``data_sources.json`` that is not a sources
+    document; nothing is changed then. Raises what writing raises (``OSError``) once the swap began, the old
+    encoder back in place unless the manifest was written (`swap_and_commit`).
     """
     run_dir, model_dir, manifest_dir = Path(run_dir), Path(model_dir), Path(manifest_dir)
-    recover(model_dir)
+    _roll_back(model_dir, manifest_dir)  # what a killed install left
     run = load_manifest(run_dir / ENCODER_MANIFEST_NAME)
     _refuse_links(run_dir / "model")
     listed = run.get("files") if isinstance(run.get("files"), dict) else {}
@@ -58,9 +66,10 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
     _require_match(run_dir / "model", run, ENCODER_MANIFEST_NAME)
     manifest = load_manifest(manifest_dir / MANIFEST_NAME)
     _require_match(model_dir, manifest, MANIFEST_NAME, only_outside=EMBEDDING_SUBDIR)
-    staged, old = staging_dirs(model_dir)
+    _check_sources_file(manifest_dir / DATA_SOURCES_NAME)
+    staged = staging_dirs(model_dir)[0]
     try:
-        sources = [_source_entry(s) for s in run["data"]["sources"]] + _teacher_entries(run.get(TEACHER_KEY))
+        sources = _encoder_sources(run)
         _copy_listed(run_dir, run, staged)
         table = trained_embedding(staged.parent, subdir=staged.name)
     except (KeyError, TypeError, AttributeError, LineageError) as exc:
@@ -69,16 +78,74 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    target = model_dir / EMBEDDING_SUBDIR
-    if target.exists():
-        target.rename(old)
-    staged.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
     manifest.get("pretrained_artifacts", {}).pop(EMBEDDING_SUBDIR, None)
     manifest[TRAINED_EMBEDDING_KEY] = table
-    _replace_json(manifest_dir / MANIFEST_NAME, manifest)
-    declare_sources(manifest_dir, sources, replace_prefix=ENCODER_SOURCE_PREFIX)
+    swap_and_commit(staged, model_dir, EMBEDDING_SUBDIR, commit=lambda: _commit(manifest_dir, manifest, sources),
+                    roll_back=lambda: _roll_back(model_dir, manifest_dir))
     return table
+
+
+def swap_and_commit(staged: Path, model_dir: Path, sub: str, commit: Callable[[], None],
+                    roll_back: Callable[[], None]) -> None:
+    """Put the built ``staged`` folder in place as ``model_dir/sub`` and commit it: the order of ``install-encoder``
+    and ``install-base`` (`zsnli.training.base_install.swap_in`).
+
+    The old ``sub`` set aside (`set_aside`), ``staged`` renamed into place, ``commit()`` (the manifest writes: the
+    install counts as done once its manifest is written), then the old one deleted. Any exception on the way
+    calls ``roll_back()`` (a `recover` that keeps the new ``sub`` only when the manifest was written) and is
+    raised again; a killed install is left to the next one's ``roll_back``. Raises what ``commit`` raises."""
+    target, old = Path(model_dir) / sub, staging_dirs(model_dir, sub)[1]
+    try:
+        set_aside(target, old)
+        staged.rename(target)
+        commit()
+    except BaseException:
+        roll_back()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _commit(manifest_dir: Path, manifest: dict[str, Any], sources: list[dict[str, Any]]) -> None:
+    """Write ``training_manifest.json`` (the commit point), then declare the encoder's ``sources``."""
+    write_json(manifest_dir / MANIFEST_NAME, manifest)
+    declare_sources(manifest_dir, sources, replace_prefix=ENCODER_SOURCE_PREFIX)
+
+
+def _committed(model_dir: Path, manifest_dir: Path) -> bool:
+    """Whether ``training_manifest.json``'s ``embedding`` table lists exactly the files now in
+    ``model_dir/embedding`` (the install that put them there wrote its manifest); False when it is unreadable."""
+    target = model_dir / EMBEDDING_SUBDIR
+    try:
+        table = load_manifest(manifest_dir / MANIFEST_NAME).get(TRAINED_EMBEDDING_KEY)
+        return isinstance(table, dict) and target.is_dir() and table.get("files") == hash_model_dir(target)
+    except ManifestError:
+        return False
+
+
+def _roll_back(model_dir: Path, manifest_dir: Path) -> None:
+    """Finish or undo an install stopped between its first rename and its end (`recover`): with the manifest
+    written (`_committed`) the new encoder stays and its sets are declared again (its own `ENCODER_MANIFEST_NAME`
+    names them; declaring twice changes nothing), else the old encoder (or none) is put back. Raises what
+    reading or writing ``data_sources.json`` raises in the first case."""
+    done = staging_dirs(model_dir)[1].exists() and _committed(model_dir, manifest_dir)
+    if done:
+        installed = load_manifest(model_dir / EMBEDDING_SUBDIR / ENCODER_MANIFEST_NAME)
+        declare_sources(manifest_dir, _encoder_sources(installed), replace_prefix=ENCODER_SOURCE_PREFIX)
+    recover(model_dir, committed=lambda: done)
+
+
+def _check_sources_file(path: Path) -> None:
+    """Raise `ManifestError` unless ``data_sources.json`` at ``path`` is absent or an object whose ``sources`` is a
+    list of objects (`zsnli.training.manifest_writer.declare_sources` rewrites it after the manifest is written, so it
+    is read before anything changes)."""
+    if not path.exists():
+        return
+    try:
+        sources = json.loads(path.read_text(encoding="utf-8")).get("sources", [])
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ManifestError(f"{path}: not a data sources document ({' '.join(str(exc).split())})") from None
+    if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):
+        raise ManifestError(f"{path}: not a data sources document ('sources' is not a list of objects)")
 
 
 def staging_dirs(model_dir: Path, sub: str = EMBEDDING_SUBDIR) -> tuple[Path, Path]:
@@ -111,9 +178,9 @@ def recover(model_dir: Path, sub: str = EMBEDDING_SUBDIR, committed: Callable[[]
     ``.embedding.new`` of installs before issue 48), then the old ``sub`` set aside (`staging_dirs`), if any.
 
     That old one is deleted when the new ``sub`` is in place and ``committed()`` says it was committed (its
-    manifest written; None: being in place is enough, as for ``install-encoder``). Otherwise (the kill came before
-    that point) the new ``sub`` is removed and the old one renamed back, or none left when there was none before
-    (`NO_PREVIOUS`): the model directory is as before that install."""
+    manifest written, `_committed` for ``install-encoder``; None: being in place is enough). Otherwise (the kill
+    came before that point) the new ``sub`` is removed and the old one renamed back, or none left when there was
+    none before (`NO_PREVIOUS`): the model directory is as before that install."""
     staged, old = staging_dirs(model_dir, sub)
     shutil.rmtree(staged, ignore_errors=True)
     shutil.rmtree(Path(model_dir) / f".{sub}.new", ignore_errors=True)
@@ -169,14 +236,6 @@ def _copy_listed(run_dir: Path, run: dict[str, Any], staged: Path) -> None:
     shutil.copyfile(run_dir / ENCODER_MANIFEST_NAME, staged / ENCODER_MANIFEST_NAME, follow_symlinks=False)
 
 
-def _replace_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as `zsnli.manifest.write_json` does, atomically: a temporary file beside it, then a rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def _require_match(directory: Path, manifest: dict[str, Any], name: str, only_outside: str | None = None) -> None:
     """Raise `ManifestError` naming the first file of ``directory`` that is not as ``manifest`` lists it
     (files under ``only_outside/`` left out: the directory about to be replaced)."""
@@ -195,6 +254,12 @@ def _teacher_entries(teacher: dict[str, Any] | None) -> list[dict[str, Any]]:
     `ENCODER_SOURCE_PREFIX` so that a later install replaces them with its own; empty without a teacher."""
     return [{**entry, "name": ENCODER_SOURCE_PREFIX + entry["name"],
              "model": f"model/{EMBEDDING_SUBDIR} (the sentence encoder)"} for entry in teacher_sources(teacher)]
+
+
+def _encoder_sources(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``data_sources.json`` entries of an encoder run's manifest ``run``: its training sets and its teacher's.
+    Raises ``KeyError`` / ``TypeError`` for a manifest without ``data.sources``."""
+    return [_source_entry(s) for s in run["data"]["sources"]] + _teacher_entries(run.get(TEACHER_KEY))
 
 
 def _source_entry(source: dict[str, Any]) -> dict[str, Any]:
