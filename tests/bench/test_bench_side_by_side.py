@@ -304,10 +304,13 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
     monkeypatch.setattr(compare, "run_pipeline_arm", fake_pipeline_arm)
     monkeypatch.setattr(compare, "start_server", fake_start)
     monkeypatch.setattr(compare, "run_requests", fake_load)
-    monkeypatch.setattr(compare, "param_counts", lambda model_dir: ParamCounts(per_token=1000, per_pair=10,
-                                                                               embedding=5))
-    monkeypatch.setattr(compare, "pair_token_counts",
+    from zsnli.bench import arm_ceiling  # each arm's ceiling: no model here, so its counts are faked too
+
+    monkeypatch.setattr(arm_ceiling, "param_counts", lambda model_dir: ParamCounts(per_token=1000, per_pair=10,
+                                                                                   embedding=5))
+    monkeypatch.setattr(arm_ceiling, "pair_token_counts",
                         lambda model_dir, docs, max_length=None: [[10] * len(d.labels) for d in docs])
+    monkeypatch.setattr(arm_ceiling, "model_dir_window", lambda model_dir, cap=512: cap)
     monkeypatch.setattr(compare, "matmul_rate", lambda *a, **k: {"device": "cpu", "dtype": "float32", "n": 128,
                                                                  "threads": 1, "flops_per_s": 1e9})
     readings = iter(range(100))

@@ -18,7 +18,8 @@ Entry points (``python -m zsnli.bench --help`` lists them all, `zsnli.bench.side
   pairs/s against the compute ceiling.
 
 Their pieces: `zsnli.bench.ceiling` (matmul rate, parameter counts, FLOPs,
-the compute ceiling), `zsnli.bench.resources` (RSS sampling),
+the compute ceiling), `zsnli.bench.arm_ceiling` (each server arm's ceiling, from the model(s) it serves),
+`zsnli.bench.resources` (RSS sampling),
 `zsnli.bench.random_models` (random-weight models built offline, also a command), `zsnli.bench.reports` (the JSON report writer) and
 `zsnli.bench.pipeline_arm` (one pipeline arm in its own process, run by the side-by-side bench). Servers,
 HTTP load, examples and latency statistics come from `zsnli.harness`.

@@ -40,9 +40,10 @@ arm (a)'s: same argmax count and max |dp|. Then ratios (c@32)/(a) and
 (c@32)/(b), (d@32)/(c@32) and (d@32)/(a), and the compute ceilings (see
 `zsnli.bench.ceiling`): the NLI pairs' for (a)-(c), and the shipped default's
 real token mix (its NLI pairs plus the sentence encoder's texts and labels) for
-(d). The CPU model and flags (`zsnli.bench.ceiling.cpu_info`) head the table
-and every figure line; the 1-minute load average is read before and after every arm
-(``load1``) and printed beside every ratio.
+(d); every server arm, a variant included, is measured against the ceiling of the model(s) it serves
+(`zsnli.bench.arm_ceiling`: its own model, window, calibration and encoder), each line naming that model.
+The CPU model and flags (`zsnli.bench.ceiling.cpu_info`) head the table and every figure line; the 1-minute
+load average is read before and after every arm (``load1``) and printed beside every ratio.
 """
 
 from __future__ import annotations
@@ -62,12 +63,9 @@ from ..harness.examples import ExamplesError, load_examples, write_examples
 from ..harness.load import run_requests
 from ..harness.server import ServerError, offline_env, start_server
 from ..harness.stats import latency_summary, per_second
-from .ceiling import (LabelTooLong, cascade_token_counts, combined_ceiling, compute_ceiling, cpu_info, cpu_line,
-                      embedding_token_counts, first_use_token_counts, load_average, matmul_rate, pair_token_counts,
-                      param_counts)
+from .arm_ceiling import ArmWork, apply_ceilings, arm_ceilings, arm_work, pipeline_work, work_ceiling
+from .ceiling import LabelTooLong, cpu_info, cpu_line, load_average, matmul_rate
 from .resources import RssSampler, hwm_bytes, mib
-from ..request_scoring import RequestScoring
-from ..scoring import read_chosen
 
 #: the server's log level in every server arm (its output goes to a log file)
 SERVER_LOG_LEVEL = "warning"
@@ -209,33 +207,24 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         + (f" ({skipped_empty} empty-text documents left out: the pipeline refuses them)" if skipped_empty else ""))
     if args.shipped is None:
         log(f"[bench] {args.calibration_note}: no shipped-default arm (d); pass --calibration PATH")
-    params = param_counts(model_dir)
-    try:
-        tokens = pair_token_counts(model_dir, docs, args.max_length)
-    except LabelTooLong as exc:
-        raise SystemExit(f"zsnli.bench: {exc} (the server would answer 422): choose documents whose labels fit")
     log(f"[bench] measuring fp32 matmul rate (n={args.matmul_n or 1024})")
     rate = matmul_rate("cpu", "float32", n=args.matmul_n, min_time_s=args.matmul_seconds, threads=args.threads)
-    ceiling = compute_ceiling(tokens, params, rate["flops_per_s"])
-    ceilings = {"nli": ceiling["ceiling_docs_per_s"]}
-    default_ceiling = None
-    if args.shipped is not None:
-        default_ceiling = shipped_ceiling(args, model_dir, docs, params, rate["flops_per_s"])
-        ceilings["default"] = default_ceiling["ceiling_docs_per_s"]
+    pipeline = pipeline_work(model_dir, args.max_length)
+    try:  # the pipeline arms' ceiling, and the check that every label fits the window
+        pipeline_entry = work_ceiling(pipeline, docs, rate["flops_per_s"], strict=True)
+    except LabelTooLong as exc:
+        raise SystemExit(f"zsnli.bench: {exc} (the server would answer 422): choose documents whose labels fit")
 
     rows: list[dict[str, Any]] = []
     probs: dict[str, list] = {}
     best_b = _pipeline_arms(args, model_dir, examples, len(docs), workdir, progress, rows, probs)
-    server_info = _server_arms(args, model_dir, docs, workdir, progress, log, rows, probs)
-
-    for r in rows:
-        if r.get("scoring") == "embedding":  # no NLI pair: neither ceiling counts its work
-            r["ceiling"], r["fraction_of_ceiling"], r["achieved_flops_per_s"] = "none", float("nan"), float("nan")
-            continue
-        r["ceiling"] = "default" if r.get("scoring") == "shipped" else "nli"
-        r["fraction_of_ceiling"] = r["docs_per_s"] / ceilings[r["ceiling"]]
-        work = default_ceiling if r["ceiling"] == "default" else ceiling
-        r["achieved_flops_per_s"] = work["total_flops"] / r["wall_s"] if r["wall_s"] > 0 else float("nan")
+    plan = server_plan(args, workdir)
+    server_info = _server_arms(args, model_dir, docs, plan, progress, log, rows, probs)
+    # each server arm against the ceiling of the model(s) it served (`zsnli.bench.arm_ceiling`)
+    ceilings, of_arm = arm_ceilings(arm_works(args, model_dir, plan), docs, rate["flops_per_s"],
+                                    {pipeline: pipeline_entry})
+    apply_ceilings(rows, ceilings, of_arm)
+    shipped = ceilings.get(of_arm.get("shipped")) if args.shipped is not None else None
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpu": cpu,
@@ -253,10 +242,11 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "agreement_vs_a": {r["key"]: agreement(probs["a"], probs[r["key"]]) for r in rows
                            if r["key"] != "a" and r.get("scoring", "pipeline") == "pipeline"},
         "agreement_batched_vs_alone": batched_vs_alone(probs, args.concurrency),
-        "params": params.to_dict(),
+        "params": pipeline_entry["params"],
         "matmul": rate,
-        "ceiling": ceiling,
-        "default_ceiling": default_ceiling,
+        "ceiling": pipeline_entry["ceiling"],
+        "default_ceiling": (shipped or {}).get("ceiling"),
+        "ceilings": ceilings,
         "ceiling_formula": "FLOPs(pair) = 2 * P_enc * L + 2 * P_head (Kaplan et al. 2020, arXiv:2001.08361, "
                            "C_forward ~ 2N per token; attention-context term dropped; L = real unpadded tokens)",
         "server": server_info,
@@ -289,31 +279,6 @@ def recorded_quality(calibration: Path) -> dict[str, dict[str, float | None]]:
         out["fast"] = {"lodo": fast["leave_one_dataset_out"]["weighted_normalised"],
                        "loko": fast["leave_one_kind_out"]["weighted_normalised"]}
     return out
-
-
-def shipped_ceiling(args: argparse.Namespace, model_dir: Path, docs: list, params, rate: float) -> dict[str, Any]:
-    """The compute ceiling of the least work the shipped default does (`zsnli.bench.ceiling.combined_ceiling`):
-    its NLI pairs (each distinct label once; under the calibration's label cascade only the kept pairs,
-    `cascade_token_counts`), the content-free pairs when the calibration has a content-free premise, and
-    the sentence encoder's text and distinct labels when it has a cosine term, each label embedded once
-    in the run (`first_use_token_counts`: the server keeps label embeddings). An arm that does more (the
-    label cache off) shows a lower fraction of this ceiling."""
-    path, scoring = args.shipped
-    chosen = read_chosen(path)
-    served = RequestScoring.from_chosen(chosen) if chosen is not None else None
-    nli = pair_token_counts(model_dir, docs, args.max_length, distinct=True)
-    if served is not None and served.cascade is not None:  # the server's rule, document by document
-        pruned = [served.pruning(list(d.labels)) is not None for d in docs]
-        nli = cascade_token_counts(nli, served.cascade.min_labels, served.cascade.keep, pruned)
-    parts = {"nli": (nli, params)}
-    if scoring.content_free_premise is not None:
-        parts["content_free"] = (pair_token_counts(model_dir, docs, args.max_length,
-                                                   premise=scoring.content_free_premise, distinct=True), params)
-    if scoring.embedding_weight != 0:
-        emb_dir = shipped_embedding_dir(args)
-        parts["embedding"] = (first_use_token_counts(embedding_token_counts(emb_dir, docs), docs),
-                              param_counts(emb_dir))
-    return combined_ceiling(parts, rate)
 
 
 def shipped_embedding_dir(args: argparse.Namespace) -> Path:
@@ -397,15 +362,14 @@ def _pipeline_arms(args: argparse.Namespace, model_dir: Path, examples: Path, n_
     return best_b
 
 
-def _server_arms(args: argparse.Namespace, model_dir: Path, docs: list, workdir: Path, progress: bool, log,
-                 rows: list[dict[str, Any]], probs: dict[str, list]) -> dict[str, Any]:
-    """Arms (c): the server with the pipeline's semantics at every concurrency, then (d) the shipped
-    default at every concurrency, then each variant at the top one; appends rows and probabilities.
-    A server that fails is recorded (``error``) and skipped. Returns the server info."""
+def server_plan(args: argparse.Namespace, workdir: Path) -> list[tuple[str, dict[str, str], dict[str, str],
+                                                                         list[int]]]:
+    """The server arms of a run, in order: ``(name, the variant's own settings, the arm's base settings,
+    concurrencies)``: ``default`` (c) with the pipeline-semantics calibration (written into ``workdir``),
+    ``shipped`` (d) and ``fast`` (f) with the shipped calibration, then each ``--variant`` at the top concurrency."""
     calib = workdir / PIPELINE_CALIBRATION_NAME
     calib.write_text(json.dumps(PIPELINE_SEMANTICS), encoding="utf-8")
     plain = {"ZSNLI_CALIBRATION_PATH": str(calib), **server_base_settings(args)}
-    servers: dict[str, Any] = {}
     plan = [("default", {}, plain, args.concurrency)]
     if args.shipped is not None:
         shipped = {**server_base_settings(args), "ZSNLI_CALIBRATION_PATH": str(args.shipped[0])}
@@ -414,7 +378,31 @@ def _server_arms(args: argparse.Namespace, model_dir: Path, docs: list, workdir:
         plan.append(("shipped", {}, shipped, args.concurrency))
         if getattr(args, "fast_path", False):
             plan.append(("fast", {"ZSNLI_SCORING": "embedding"}, shipped, args.concurrency))
-    plan += [(name, extra, plain, [max(args.concurrency)]) for name, extra in args.variant]
+    return plan + [(name, extra, plain, [max(args.concurrency)]) for name, extra in args.variant]
+
+
+def server_env(model_dir: Path, settings: dict[str, str]) -> dict[str, str]:
+    """The environment a server arm's process gets (`zsnli.harness.server.ServerProcess`): this process's, then
+    ``ZSNLI_MODEL_DIR`` (absolute), then ``settings`` (an arm's own ``ZSNLI_MODEL_DIR`` wins)."""
+    return {**os.environ, "ZSNLI_MODEL_DIR": str(Path(model_dir).resolve()), **settings}
+
+
+def arm_works(args: argparse.Namespace, model_dir: Path, plan: list) -> dict[str | None, ArmWork]:
+    """What each arm's ceiling counts (`zsnli.bench.arm_ceiling.arm_work`): None -> the pipeline arms' (``model_dir``),
+    then each server arm of ``plan`` (`server_plan`) by name, from the environment its server gets (`server_env`),
+    so a variant serving another model, window, calibration or encoder is measured against its own."""
+    works: dict[str | None, ArmWork] = {None: pipeline_work(model_dir, args.max_length)}
+    for name, extra, settings, _ in plan:
+        works[name] = arm_work(server_env(model_dir, {**settings, **extra}), args.max_length)
+    return works
+
+
+def _server_arms(args: argparse.Namespace, model_dir: Path, docs: list, plan: list, progress: bool, log,
+                 rows: list[dict[str, Any]], probs: dict[str, list]) -> dict[str, Any]:
+    """Run each arm of ``plan`` (`server_plan`): (c) at every concurrency, (d) and (f) at every concurrency, each
+    variant at the top one; appends rows and probabilities. A server that fails is recorded (``error``) and
+    skipped. Returns the server info."""
+    servers: dict[str, Any] = {}
     for name, extra, settings, levels in plan:
         servers[name] = _one_server(args, model_dir, docs, progress, log, rows, probs, name, extra, settings, levels)
     server_info = servers.pop("default")

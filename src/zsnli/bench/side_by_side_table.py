@@ -38,7 +38,7 @@ def render(report: dict[str, Any], console=None) -> None:
     for r in report["arms"]:
         t.add_row(r["arm"], _fmt(r["docs_per_s"], ".2f"), _fmt(r["pairs_per_s"], ".1f"), _fmt(r["p50_s"], ".3f"),
                   _fmt(r["p95_s"], ".3f"), _fmt(r["peak_rss_mib"], ".0f"), _fmt(100 * r["fraction_of_ceiling"], ".1f"),
-                  {"default": "NLI + embedding", "none": "-"}.get(r["ceiling"], "NLI pairs"),
+                  ceiling_column(report, r),
                   load_text(r.get("load1") or ()).removeprefix("load "))
     console.print(t)
     say(f"CPU: {cpu_line(report['cpu'])}")
@@ -103,20 +103,60 @@ def _target(ratio_key: str) -> float | None:
     return None
 
 
+def ceiling_column(report: dict[str, Any], row: dict[str, Any]) -> str:
+    """The table's ``ceiling`` cell of a row: what its ceiling counts (``NLI pairs``, ``NLI + embedding``, ``NLI
+    pairs (calibrated)``), ``-`` without one, ``unknown`` when it could not be counted; followed by the model's
+    folder name when it is not ``--model-dir``'s."""
+    entry = (report.get("ceilings") or {}).get(row.get("ceiling_id"))
+    if entry is None or row["ceiling"] == "none":
+        return "-"
+    if entry.get("ceiling") is None:
+        return "unknown"
+    parts = entry["ceiling"].get("parts") or {}
+    what = ("NLI + embedding" if "embedding" in parts else "NLI pairs (calibrated)") if parts else "NLI pairs"
+    other = entry["model_dir"] and entry["model_dir"] != report["model_dir"]
+    return f"{what}, {Path(entry['model']).name}" if other else what
+
+
+def ceiling_name(report: dict[str, Any], entry: dict[str, Any]) -> str:
+    """How a line names a ceiling: ``NLI pairs of MODEL``, ``shipped default of MODEL`` (the shipped calibration),
+    else ``served scoring of CALIBRATION on MODEL``; ``with encoder DIR`` when it counts a sentence encoder."""
+    if entry["kind"] == "nli" or entry.get("calibration") is None:
+        text = f"NLI pairs of {entry['model']}"
+    elif entry["calibration"] == report.get("shipped_calibration"):
+        text = f"shipped default of {entry['model']}"
+    else:
+        text = f"served scoring of {entry['calibration']} on {entry['model']}"
+    return text + (f" with encoder {entry['embedding_dir']}" if entry.get("embedding_dir") else "")
+
+
 def _render_ceilings(report: dict[str, Any], say, cpu: str) -> None:
-    c, m, p = report["ceiling"], report["matmul"], report["params"]
-    say(f"compute ceiling (NLI pairs): FLOPs/pair = 2 x {p['per_token']:,} (encoder params) x L + 2 x "
-        f"{p['per_pair']:,} (head); mean L = {c['mean_tokens_per_pair']:.1f} tokens -> "
-        f"{c['flops_per_doc'] / 1e9:.3f} GFLOP/doc; matmul {m['dtype']} {m['flops_per_s'] / 1e9:.1f} GFLOP/s "
-        f"(n={m['n']}, threads={m['threads']}) -> ceiling {c['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
-    d = report.get("default_ceiling")
-    if d:
-        parts = "; ".join(f"{name} {v['sequences']:,} sequences, {v['tokens']:,} tokens, {100 * v['share']:.0f}% of "
-                          f"the FLOPs" for name, v in d["parts"].items())
-        say(f"compute ceiling (shipped default, the least work it does: {parts}) -> {d['flops_per_doc'] / 1e9:.3f} "
-            f"GFLOP/doc -> ceiling {d['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
+    """One line per ceiling (each names its model: FLOPs per pair from its parameters, its tokens, its window), then
+    one per server arm: its docs/s as a fraction of its own ceiling, or why it has none."""
+    m, entries = report["matmul"], report.get("ceilings") or {}
+    for entry in entries.values():
+        c, p = entry["ceiling"], entry["params"]
+        if c is None:
+            say(f"compute ceiling of {entry['model']}: not computed: {entry['error']} [CPU: {cpu}]")
+        elif "parts" not in c:
+            say(f"compute ceiling ({ceiling_name(report, entry)}, window {entry['window']}): FLOPs/pair = 2 x "
+                f"{p['per_token']:,} (encoder params) x L + 2 x {p['per_pair']:,} (head); mean L = "
+                f"{c['mean_tokens_per_pair']:.1f} tokens -> {c['flops_per_doc'] / 1e9:.3f} GFLOP/doc; matmul "
+                f"{m['dtype']} {m['flops_per_s'] / 1e9:.1f} GFLOP/s (n={m['n']}, threads={m['threads']}) -> ceiling "
+                f"{c['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
+        else:
+            parts = "; ".join(f"{name} {v['sequences']:,} sequences, {v['tokens']:,} tokens, {100 * v['share']:.0f}% "
+                              f"of the FLOPs" for name, v in c["parts"].items())
+            say(f"compute ceiling ({ceiling_name(report, entry)}, window {entry['window']}, {p['per_token']:,} "
+                f"encoder params; the least work it does: {parts}) -> {c['flops_per_doc'] / 1e9:.3f} GFLOP/doc -> "
+                f"ceiling {c['ceiling_docs_per_s']:.2f} docs/s [CPU: {cpu}]")
     for r in report["arms"]:
-        if r["key"][0] in "cd" and r["ceiling"] != "none":
-            say(f"  {r['arm']}: {r['docs_per_s']:.2f} docs/s = {100 * r['fraction_of_ceiling']:.1f}% of the "
-                f"{'shipped default' if r['ceiling'] == 'default' else 'NLI'} ceiling "
-                f"({r['achieved_flops_per_s'] / 1e9:.1f} useful GFLOP/s) [CPU: {cpu}]")
+        entry = entries.get(r.get("ceiling_id"))
+        if r["key"][0] not in "cd" or entry is None:
+            continue
+        if entry["ceiling"] is None:
+            say(f"  {r['arm']}: {r['docs_per_s']:.2f} docs/s; no compute ceiling: {entry['error']} [CPU: {cpu}]")
+            continue
+        say(f"  {r['arm']}: {r['docs_per_s']:.2f} docs/s = {100 * r['fraction_of_ceiling']:.1f}% of the ceiling of "
+            f"the {ceiling_name(report, entry)} ({r['achieved_flops_per_s'] / 1e9:.1f} useful GFLOP/s) "
+            f"[CPU: {cpu}]")
