@@ -128,13 +128,12 @@ def test_calibration_refuses_another_holdout(tiny_run, tmp_path):
     assert not (tmp_path / "c.json").exists()
 
 
-def test_calibrate_on_a_variant_folder_writes_into_it_and_records_its_model(tiny_run, tmp_path, bert_dir, capsys):
-    """``train.py calibrate --model-dir model/base``: the base's own manifest (inside it, as verify finds it) and its
-    own calibration.json with its model_sha256; the small model's calibration.json beside model/ is refused."""
+def _ship_with_base(tiny_run, tmp_path, bert_dir):
+    """``ship/model`` (a small model, its manifest beside it, ``embedding/``) holding ``base/``: the tiny run's model
+    with its own manifest and data sources. Returns ``(ship, base, argv of train.py calibrate --model-dir base)``."""
     import shutil
 
     from zsnli.manifest import hash_model_dir, model_dir_digest, write_json
-    from zsnli.train_cli import main
 
     ship, base = tmp_path / "ship", tmp_path / "ship" / "model" / "base"
     shutil.copytree(bert_dir, ship / "model")
@@ -146,6 +145,16 @@ def test_calibrate_on_a_variant_folder_writes_into_it_and_records_its_model(tiny
         shutil.copyfile(tiny_run["out"] / name, base / name)
     argv = ["calibrate", "--preset", "tiny", "--data-dir", str(tiny_run["data"]), "--base-model",
             str(tiny_run["base"]), "--model-dir", str(base), "--no-dev-examples", "--tasks", "10"]
+    return ship, base, argv
+
+
+def test_calibrate_on_a_variant_folder_writes_into_it_and_records_its_model(tiny_run, tmp_path, bert_dir, capsys):
+    """``train.py calibrate --model-dir model/base``: the base's own manifest (inside it, as verify finds it) and its
+    own calibration.json with its model_sha256; the small model's calibration.json beside model/ is refused."""
+    from zsnli.manifest import hash_model_dir, model_dir_digest
+    from zsnli.train_cli import main
+
+    ship, base, argv = _ship_with_base(tiny_run, tmp_path, bert_dir)
     capsys.readouterr()
     assert main(argv + ["--out", str(ship / "calibration.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -197,3 +206,17 @@ def test_pair_cache_scores_equal_the_served_formula(bert_dir, rule, content_free
         want = combined_scores(rule_scores(premise), rule_scores(calibration.CONTENT_FREE_PREMISE) if content_free
                                else None, hyp_emb @ doc, w)
         np.testing.assert_allclose(row, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("where", ["model/calibration.json", "model/embedding/calibration.json"])
+def test_calibrate_refuses_a_path_another_models_server_would_read(tiny_run, tmp_path, bert_dir, capsys, where):
+    # The tester: calibrate --model-dir model/base --out model/calibration.json exited 0 (no manifest inside model/),
+    # and the small model's server then read the base's calibration first and served uncalibrated.
+    from zsnli.train_cli import main
+
+    ship, base, argv = _ship_with_base(tiny_run, tmp_path, bert_dir)
+    capsys.readouterr()
+    assert main(argv + ["--out", str(ship / where)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--out {ship / where} belongs to another model" in err[0], err
+    assert not (ship / where).exists()

@@ -381,3 +381,42 @@ def test_recorded_paths_are_relative_to_the_checkout_in_it_and_beside_it():
     assert recorded_path(CHECKOUT.parent / "shared" / "data" / "zsc-dev" / "a.jsonl") == "../shared/data/zsc-dev/a.jsonl"
     assert recorded_path(CHECKOUT / "tests" / "data" / "a.jsonl") == "tests/data/a.jsonl"
     assert recorded_path("/elsewhere/zsc-dev/a.jsonl") == "/elsewhere/zsc-dev/a.jsonl"
+
+
+@pytest.mark.parametrize("model_dir, flag, path", [
+    ("model/base", "--out", "model/calibration.json"),  # beside the small model: its server reads model/ first
+    ("model/base", "--data-sources", "model/data_sources.json"),
+    ("model/base", "--out", "model/embedding/calibration.json"),  # the sentence encoder's folder
+    ("model", "--out", "model/base/calibration.json"),  # the base's own folder, for the small model
+    ("model", "--out", "model/embedding/calibration.json"),
+    ("model/base", "--out", "notes/calibration.json"),  # no manifest inside: the small model's beside it governs
+])
+def test_select_refuses_a_path_another_models_server_would_read(tmp_path, shipped_with_base, monkeypatch, capsys,
+                                                                 model_dir, flag, path):
+    # The tester: select --model-dir model/base --out model/calibration.json exited 0; the small server then found
+    # the base's calibration in model/ first, skipped it (another model_sha256) and served uncalibrated.
+    ship = shipped_with_base
+    (ship / "notes").mkdir()
+    data, ex = _zsc_and_examples(tmp_path)
+    monkeypatch.setattr(sel, "candidates", lambda: [sel.Candidate("entailment", False, 0.0, "global")])
+    monkeypatch.chdir(ship)
+    before = sorted(p for p in ship.rglob("*") if p.is_file())
+    argv = ["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
+            "--model-dir", model_dir, flag, path]
+    assert selection_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{flag} {path} belongs to another model" in err[0], err
+    assert sorted(p for p in ship.rglob("*") if p.is_file()) == before
+
+
+def test_select_writes_where_only_its_own_server_reads(tmp_path, shipped_with_base, monkeypatch):
+    # The rule refuses only other models' folders: the small model's own model/calibration.json (read first by its
+    # server) and a folder governed by no manifest are written.
+    ship = shipped_with_base
+    data, ex = _zsc_and_examples(tmp_path)
+    monkeypatch.setattr(sel, "candidates", lambda: [sel.Candidate("entailment", False, 0.0, "global")])
+    monkeypatch.chdir(ship)
+    common = ["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c")]
+    assert selection_cli.main(common + ["--model-dir", "model", "--out", "model/calibration.json",
+                                        "--data-sources", str(tmp_path / "ds.json")]) == 0
+    assert (ship / "model" / "calibration.json").is_file() and (tmp_path / "ds.json").is_file()

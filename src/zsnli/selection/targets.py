@@ -9,9 +9,11 @@ documents lie beside it (the parent folder, where ``train.py train`` writes its 
 
 * `select_targets`: ``train.py select``'s ``--out`` and ``--data-sources`` default to the files in the model's
   own folder (`model_home`; the current directory when it has none);
-* `check_owned`: an output (or ``train.py calibrate``'s ``--manifest-dir``) in a folder whose
-  ``training_manifest.json`` records another model's ``model_sha256`` is refused in one line (`TargetError`):
-  it would replace the scoring or the data sources of that other model;
+* `check_owned`: an output (or ``train.py calibrate``'s ``--manifest-dir``) is refused in one line
+  (`TargetError`) when the server of ANOTHER model would read it as that model's calibration or data sources:
+  its folder holds a model (``config.json``: another NLI model, a variant folder, the sentence encoder in
+  ``model/embedding``) other than ``--model-dir``, or the manifest that governs the folder (inside it, else
+  beside it: `zsnli.manifest.beside_model`, the server's lookup) describes another ``model_sha256``;
 * `recorded_path`: how a data file the selection read is named in ``data_sources.json``.
 
 May import `zsnli.manifest` and `zsnli.training.cli_checks` (the error class and the checkout); no torch.
@@ -24,7 +26,8 @@ import json
 import os
 from pathlib import Path
 
-from ..manifest import CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, hash_model_dir, model_dir_digest
+from ..manifest import (CALIBRATION_NAME, DATA_SOURCES_NAME, ENCODER_MANIFEST_NAME, MANIFEST_NAME, beside_model,
+                        hash_model_dir, model_dir_digest)
 from ..training.cli_checks import CHECKOUT, UsageError
 
 
@@ -57,30 +60,51 @@ def model_home(model_dir: str | Path) -> Path | None:
     return parent if (parent / MANIFEST_NAME).is_file() else None
 
 
-def _recorded_model(folder: Path) -> str | None:
-    """The ``model_sha256`` the ``training_manifest.json`` in ``folder`` records (None without one)."""
+def _described_model(manifest: Path) -> str | None:
+    """The ``model_sha256`` the training manifest ``manifest`` describes: its ``model_sha256``, else the digest of
+    its ``files`` table (`zsnli.manifest.model_dir_digest`); None without a readable manifest or either field."""
     try:
-        recorded = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8")).get("model_sha256")
-    except (OSError, ValueError, AttributeError):
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
-    return recorded if isinstance(recorded, str) else None
+    if not isinstance(doc, dict):
+        return None
+    if isinstance(doc.get("model_sha256"), str):
+        return doc["model_sha256"]
+    files = doc.get("files")
+    return model_dir_digest(files) if isinstance(files, dict) and files else None
+
+
+def other_model(folder: str | Path, model_dir: str | Path, digest: str) -> str | None:
+    """Why a calibration or data sources document in ``folder`` would be another model's, or None when it would be
+    ``model_dir``'s (``digest``: its `model_sha256`) or no model's. A server reads a model's documents inside its
+    model directory, else beside it (`zsnli.manifest.beside_model`), so ``folder`` is another model's when it
+    holds a model (``config.json``) and is not ``model_dir``, or when the training manifest governing it (its own
+    ``training_manifest.json``, else its parent's) describes a ``model_sha256`` other than ``digest``."""
+    folder = Path(folder).resolve()
+    if (folder / "config.json").is_file() and folder != Path(model_dir).resolve():
+        kind = "a sentence encoder" if (folder / ENCODER_MANIFEST_NAME).is_file() else "a model directory"
+        return f"{folder} is {kind} (config.json) other than --model-dir {model_dir}"
+    manifest = beside_model(folder, MANIFEST_NAME)
+    described = _described_model(manifest)
+    if described is not None and described != digest:
+        return f"{manifest} describes model {described[:12]}, --model-dir {model_dir} is {digest[:12]}"
+    return None
 
 
 def check_owned(model_dir: str | Path, digest: str, targets: dict[str, Path]) -> None:
-    """Refuse to write ``model_dir``'s scoring into another model's folder.
+    """Refuse to write ``model_dir``'s scoring where another model's server would read it (`other_model`): the one
+    rule of ``train.py select`` (``--out``, ``--data-sources``) and ``train.py calibrate`` (``--out``,
+    ``--manifest-dir``).
 
-    ``targets``: ``{flag: path}``, each a file to be written (``--out``, ``--data-sources``) or, for a flag
-    ending in ``-dir``, the folder itself (``--manifest-dir``). Raises `TargetError` (one line naming the flag)
-    when that folder's ``training_manifest.json`` records a ``model_sha256`` other than ``digest``
-    (`model_sha256` of ``model_dir``); a folder without a manifest, or one recording none, is accepted."""
+    ``targets``: ``{flag: path}``, each a file to be written or, for a flag ending in ``-dir``, the folder itself.
+    Raises `TargetError` (one line naming the flag and why) for the first path in another model's folder."""
     for flag, path in targets.items():
-        folder = (Path(path) if flag.endswith("-dir") else Path(path).parent).resolve()
-        recorded = _recorded_model(folder)
-        if recorded is not None and recorded != digest:
-            raise TargetError(
-                f"{flag} {path} belongs to another model: {folder / MANIFEST_NAME} records model {recorded[:12]}, "
-                f"--model-dir {model_dir} is {digest[:12]}; write into {_home_text(model_dir)} (the default) or "
-                "a folder of no other model")
+        folder = Path(path) if flag.endswith("-dir") else Path(path).parent
+        why = other_model(folder, model_dir, digest)
+        if why is not None:
+            raise TargetError(f"{flag} {path} belongs to another model: {why}; write into {_home_text(model_dir)} "
+                              "(the default) or a folder of no other model")
 
 
 def _home_text(model_dir: str | Path) -> str:
