@@ -261,6 +261,11 @@ def _declared(model_root: Path) -> dict[str, Any]:
     return variants if isinstance(variants, dict) else {}
 
 
+#: The fields of a pin, in the order `variant_pin` writes them (it writes exactly these), each required by
+#: `pin_checks`: a pin without one is a mismatch, never a field left unchecked.
+PIN_FIELDS = ("dir", "training_manifest_sha256", "model_sha256")
+
+
 def variant_pin(model_root: str | Path, variant: str = BASE_VARIANT_SUBDIR) -> dict[str, Any]:
     """The top-level manifest's ``variants[variant]`` entry for ``<model_root>/<variant>``: ``dir``, the sha256 of
     its own ``training_manifest.json`` (which hashes every file of it) and its directory digest
@@ -269,31 +274,37 @@ def variant_pin(model_root: str | Path, variant: str = BASE_VARIANT_SUBDIR) -> d
     own = folder / MANIFEST_NAME
     if not own.is_file():
         raise ManifestError(f"{folder} has no {MANIFEST_NAME}: a variant folder carries its own manifest")
-    return {"dir": variant, "training_manifest_sha256": sha256_file(own),
-            "model_sha256": model_dir_digest(hash_model_dir(folder))}
+    return dict(zip(PIN_FIELDS, (variant, sha256_file(own), model_dir_digest(hash_model_dir(folder))), strict=True))
 
 
 #: The name of the pin's ``model_sha256`` check (`pin_checks`), after ``<variant>/ ``.
 PIN_MODEL_FIELD = "(model_sha256)"
 
+#: ``FileCheck.actual`` of a pin field the entry does not hold (`pin_checks`).
+PIN_FIELD_ABSENT = "(absent from the pin)"
+
 
 def pin_checks(model_root: str | Path, entry: dict[str, Any], variant: str = BASE_VARIANT_SUBDIR) -> list[FileCheck]:
     """Every field the pin ``entry`` (a ``variants[variant]`` of `variant_pin`) records, against
-    ``<model_root>/<variant>``, in this one place: ``dir`` (when recorded) must be ``variant``
+    ``<model_root>/<variant>``, in this one place. Each of `PIN_FIELDS` is required: one the entry lacks is a
+    mismatch named ``<variant>/ (<field>)`` (actual `PIN_FIELD_ABSENT`). ``dir`` must be ``variant``
     (check ``<variant>/ (dir)``); ``training_manifest_sha256`` the sha256 of the folder's own manifest
     (``<variant>/training_manifest.json``: ok, mismatch or missing); ``model_sha256`` the digest
     (`model_dir_digest`) of the file table that manifest lists (``<variant>/ (model_sha256)``, checked once the
-    manifest is the pinned one; `check_model_dir` then holds the files to that table). A digest the pin does not
-    record is a mismatch. Raises ``ManifestError`` when the pinned manifest has no ``files`` table."""
+    manifest is the pinned one; `check_model_dir` then holds the files to that table). A digest that is not a
+    string is a mismatch. Raises ``ManifestError`` when the pinned manifest has no ``files`` table."""
     own = Path(model_root) / variant / MANIFEST_NAME
-    checks = []
-    if entry.get("dir", variant) != variant:
-        checks.append(FileCheck(f"{variant}/ (dir)", "mismatch", str(entry.get("dir")), variant))
-    want = entry.get("training_manifest_sha256")
+    checks = [FileCheck(f"{variant}/ ({field})", "mismatch", None, PIN_FIELD_ABSENT)
+              for field in PIN_FIELDS if field not in entry]
+    if "dir" in entry and entry["dir"] != variant:
+        checks.append(FileCheck(f"{variant}/ (dir)", "mismatch", str(entry["dir"]), variant))
+    if "training_manifest_sha256" not in entry:
+        return checks
+    want = entry["training_manifest_sha256"]
     have = sha256_file(own) if own.is_file() else None
     checks.append(FileCheck(f"{variant}/{MANIFEST_NAME}", _status(want, have), want, have))
-    if checks[-1].status == "ok":
-        want, have = entry.get("model_sha256"), model_dir_digest(load_manifest(own)["files"])
+    if checks[-1].status == "ok" and "model_sha256" in entry:
+        want, have = entry["model_sha256"], model_dir_digest(load_manifest(own)["files"])
         checks.append(FileCheck(f"{variant}/ {PIN_MODEL_FIELD}", _status(want, have), want, have))
     return checks
 
@@ -323,6 +334,10 @@ def _pin_refusal(model_root: Path, check: FileCheck, variant: str) -> str:
     """The one line saying which field of the ``variant`` pin does not hold (`pin_checks`'s ``check``)."""
     pinned = f"pins {str(check.expected)[:12] if check.expected else 'nothing'} for the '{variant}' variant"
     folder = model_root / variant
+    if check.actual == PIN_FIELD_ABSENT:
+        field = check.name.rsplit("(", 1)[-1].rstrip(")")
+        return (f"the training manifest's '{variant}' variant has no {field!r} (a pin records "
+                f"{', '.join(PIN_FIELDS)}), so {folder} is not pinned")
     if check.name.endswith(PIN_MODEL_FIELD):
         return (f"{folder}: its {MANIFEST_NAME} lists files of digest {str(check.actual)[:12]}, the training manifest "
                 f"{pinned.replace('pins', 'pins model_sha256', 1)}")

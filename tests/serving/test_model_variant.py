@@ -288,6 +288,26 @@ def test_every_field_of_the_pin_is_checked(layout, capsys, field, value):
         assert "MISMATCH  base/" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("field", ["dir", "training_manifest_sha256", "model_sha256"])
+def test_every_field_the_pin_writes_is_required(layout, capsys, field):
+    # The tester: with `del variants.base.dir` the base was served verified and train.py verify passed: a field
+    # variant_pin writes was checked only when present.
+    from zsnli.manifest import PIN_FIELDS, variant_pin
+    from zsnli.train_cli import main
+
+    assert tuple(variant_pin(layout)) == PIN_FIELDS  # what is written is what is required
+    top = layout.parent / "training_manifest.json"
+    doc = json.loads(top.read_text())
+    del doc["variants"]["base"][field]
+    top.write_text(json.dumps(doc))
+    reason = _refusal(_settings(layout, model_variant="base"))
+    assert f"the training manifest's 'base' variant has no {field!r}" in reason and "is not pinned" in reason
+    for model_dir in (layout, layout / "base"):
+        capsys.readouterr()
+        assert main(["verify", "--model-dir", str(model_dir)]) == 1
+        assert f"MISMATCH  base/ ({field})" in capsys.readouterr().out
+
+
 @pytest.mark.anyio
 async def test_a_model_dir_that_is_a_variant_folder_is_that_variant(layout, make_app):
     # ZSNLI_MODEL_DIR=model/base bypassed the pin and /health said variant small.
