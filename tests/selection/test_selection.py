@@ -420,3 +420,82 @@ def test_select_writes_where_only_its_own_server_reads(tmp_path, shipped_with_ba
     assert selection_cli.main(common + ["--model-dir", "model", "--out", "model/calibration.json",
                                         "--data-sources", str(tmp_path / "ds.json")]) == 0
     assert (ship / "model" / "calibration.json").is_file() and (tmp_path / "ds.json").is_file()
+
+
+def _two_kinds(tmp_path):
+    """``mydev/`` with a ``news`` (topic) and a ``reviews`` (sentiment) set, its kinds file, and a team dev file."""
+    from test_devsets_negation import write_zsc
+
+    data = tmp_path / "mydev"
+    data.mkdir()
+    write_zsc(data, "news", n=8, classes=("sport", "business"), counts=[4, 4])
+    write_zsc(data, "reviews", n=8, classes=("negative", "positive"), counts=[4, 4])
+    kinds = {"benchmark": {"b1": {"kind": "topic"}, "b2": {"kind": "sentiment"}},
+             "zsc_dev": {"news": "topic", "reviews": "sentiment"}}
+    ex = tmp_path / "ex.jsonl"
+    ex.write_text(json.dumps({"id": 1, "dataset": "d", "text": "t", "labels": ["a", "b"], "label": 0}) + "\n")
+    return data, kinds, ex
+
+
+def _no_kind(data, kinds):
+    del kinds["zsc_dev"]["reviews"]
+
+
+@pytest.mark.parametrize("mistake, needle", [
+    (_no_kind, "no task kind for the zsc-dev set(s) reviews"),
+    (lambda data, kinds: (data / "reviews.labels.json").unlink(), "reviews.jsonl has no reviews.labels.json"),
+    (lambda data, kinds: (data / "news.jsonl").unlink(), "news.labels.json has no news.jsonl"),
+    (lambda data, kinds: kinds["zsc_dev"].update(reviews="topic"), "every zsc-dev set is of kind 'topic'"),
+    (lambda data, kinds: [(data / f"reviews{s}").unlink() for s in (".jsonl", ".labels.json")],
+     "holds one set (news)"),
+    (lambda data, kinds: kinds["benchmark"].update(b3={"labels": 3}), "benchmark dataset 'b3' needs a \"kind\""),
+    (lambda data, kinds: kinds["zsc_dev"].update(news=["topic"]), "zsc_dev set 'news': its kind must be"),
+    (lambda data, kinds: (data / "news.jsonl").write_text('{"text": "x", "label_index": 7}\n'), "news.jsonl:1"),
+])
+def test_select_checks_the_zsc_dev_folder_and_kinds_before_any_scoring(tmp_path, tiny_model_dir, monkeypatch, capsys,
+                                                                      mistake, needle):
+    # The tester: a set missing from the kinds file, or one without its .labels.json, gave a traceback (exit 1)
+    # after every set had been scored.
+    data, kinds, ex = _two_kinds(tmp_path)
+    mistake(data, kinds)
+    (tmp_path / "kinds.json").write_text(json.dumps(kinds))
+
+    def scored(*args, **kwargs):
+        raise AssertionError("scored before the data was checked")
+
+    monkeypatch.setattr(selection_cli, "fill_cache", scored)
+    argv = ["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
+            "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "cal.json"),
+            "--data-sources", str(tmp_path / "ds.json"), "--kinds", str(tmp_path / "kinds.json")]
+    assert selection_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and "Traceback" not in err[0], err
+    assert not (tmp_path / "cal.json").exists()
+
+
+def test_a_missing_default_zsc_dev_folder_points_to_the_docs(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no ../shared/data/zsc-dev beside it
+    assert selection_cli.main(["--model-dir", str(tiny_model_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--zsc-dev-dir ../shared/data/zsc-dev: not found" in err[0], err
+    assert "docs/training.md, \"Choosing a scoring without the team's data\"" in err[0]
+    from zsnli.training.cli_checks import CHECKOUT
+
+    assert "**Choosing a scoring without the team's data.**" in (CHECKOUT / "docs" / "training.md").read_text()
+
+
+def test_a_well_formed_zsc_dev_folder_and_kinds_file_reach_the_scoring(tmp_path, tiny_model_dir, monkeypatch):
+    data, kinds, ex = _two_kinds(tmp_path)
+    (tmp_path / "kinds.json").write_text(json.dumps(kinds))
+    reached = []
+
+    def scored(jobs, *args, **kwargs):
+        reached.append(sorted(f"{group}/{ds.name}" for group, ds in jobs))
+        raise KeyboardInterrupt  # stop here: the checks passed
+
+    monkeypatch.setattr(selection_cli, "fill_cache", scored)
+    with pytest.raises(KeyboardInterrupt):
+        selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
+                            "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "cal.json"),
+                            "--data-sources", str(tmp_path / "ds.json"), "--kinds", str(tmp_path / "kinds.json")])
+    assert reached == [["dev/d", "zsc-dev/news", "zsc-dev/reviews"]]

@@ -60,6 +60,8 @@ PUBLIC_MAX_ROWS = 1_000_000
 
 
 PROG = "train.py select"
+ZSC_DEV_DEFAULT = Path("../shared/data/zsc-dev")
+"""``--zsc-dev-dir``'s default: the team's zsc-dev suite beside the checkout."""
 
 
 def _premise_windows(text: str) -> PremiseWindows:
@@ -71,7 +73,8 @@ def _premise_windows(text: str) -> PremiseWindows:
 
 def _parser() -> UsageParser:
     p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--zsc-dev-dir", type=Path, default=Path("../shared/data/zsc-dev"))
+    p.add_argument("--zsc-dev-dir", type=Path, default=ZSC_DEV_DEFAULT,
+                   help="zsc-dev folder: <name>.jsonl + <name>.labels.json per set (default %(default)s; docs/training.md)")
     p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"))
     p.add_argument("--cache", type=Path, default=default_cache_dir())
     p.add_argument("--model-dir", type=Path, default=Path("model"))
@@ -108,8 +111,10 @@ def _parser() -> UsageParser:
 
 def _check_args(args) -> None:
     if not args.zsc_dev_dir.is_dir():
-        raise ValueError(f"--zsc-dev-dir {args.zsc_dev_dir}: not found (the zsc-dev suite is read from "
-                         "../shared/data/zsc-dev next to the checkout)")
+        raise ValueError(f"--zsc-dev-dir {args.zsc_dev_dir}: not found" + (
+            " (the team's zsc-dev suite, read from ../shared/data/zsc-dev beside the checkout); without it, give "
+            "--zsc-dev-dir DIR of your own: docs/training.md, \"Choosing a scoring without the team's data\""
+            if args.zsc_dev_dir == ZSC_DEV_DEFAULT else ""))
     if not args.dev_examples.is_file():
         raise ValueError(f"--dev-examples {args.dev_examples}: not found (expected dev/zeroshot_dev.jsonl)")
     if not (args.model_dir / "config.json").is_file():
@@ -119,17 +124,30 @@ def _check_args(args) -> None:
         raise ValueError(f"--embedding-dir {args.embedding_dir}: no config.json (a sentence encoder directory is expected)")
     if args.report_public is not None and not args.report_public.is_file():
         raise ValueError(f"--report-public {args.report_public}: not found")
-    if args.kinds is not None:
-        read_kinds(args.kinds)  # one line naming the file when it is unreadable
     if args.compare_with is not None:
         _compared_run(args.compare_with)
     args.out, args.data_sources, args.model_sha256 = select_targets(args.model_dir, args.out, args.data_sources)
+    _check_dev_data(args)
+
+
+def _check_dev_data(args) -> None:
+    """Read the zsc-dev sets (``args.zsc``), the team dev set (``args.dev_sets``) and the kinds file, and check them
+    before any scoring: each set whole (`list_zsc_dev`, `read_zsc_dev`), a kind for every set and something to fit
+    on in every fold (`zsnli.selection.grouped.check_kinds`; without ``--kinds``, 2 sets in all). Raises
+    ``ValueError`` (one line) on the first mistake."""
+    args.zsc = {n: read_zsc_dev(args.zsc_dev_dir, n) for n in list_zsc_dev(args.zsc_dev_dir)}
+    args.dev_sets = read_examples(args.dev_examples)
+    if args.kinds is not None:
+        grouped.check_kinds(read_kinds(args.kinds), list(args.zsc), args.kinds)
+    elif len(args.zsc) + len(args.dev_sets) < 2:
+        raise ValueError("one dev set in all: leaving it out leaves nothing to choose on; give at least 2 sets")
 
 
 def load_dev(args) -> tuple[dict[str, CachedSet], dict[str, Any]]:
-    """Cached zsc-dev + team dev sets keyed ``group/name``, and the zsc-dev `DevSet`s (for provenance)."""
-    zsc = {n: read_zsc_dev(args.zsc_dev_dir, n) for n in list_zsc_dev(args.zsc_dev_dir)}
-    jobs = [("zsc-dev", ds) for ds in zsc.values()] + [("dev", ds) for ds in read_examples(args.dev_examples).values()]
+    """Cached zsc-dev + team dev sets keyed ``group/name`` (read by `_check_dev_data`), and the zsc-dev `DevSet`s
+    (for provenance)."""
+    zsc = args.zsc
+    jobs = [("zsc-dev", ds) for ds in zsc.values()] + [("dev", ds) for ds in args.dev_sets.values()]
     return fill_cache(jobs, args.cache, args.model_dir, max_rows=args.max_rows, max_rows_for=args.max_rows_for,
                       threads=args.threads, embedding_dir=args.embedding_dir, windows=args.premise_windows), zsc
 

@@ -93,16 +93,24 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 def list_zsc_dev(directory: str | Path) -> list[str]:
     """Names of the zsc-dev sets in ``directory`` (each ``<name>.jsonl`` with a ``<name>.labels.json``), sorted.
 
-    Raises ``DevSetError`` when the directory does not exist or holds no set.
-    """
+    Raises ``DevSetError`` (one line naming the file) when the directory does not exist or holds no set, and when a
+    ``<name>.jsonl`` has no ``<name>.labels.json`` beside it or a labels file no rows: a set is never left out
+    silently."""
     root = Path(directory)
     if not root.is_dir():
         raise DevSetError(f"zsc-dev directory not found: {root}")
-    names = sorted(p.name[: -len(".labels.json")] for p in root.glob("*.labels.json")
-                   if (root / (p.name[: -len(".labels.json")] + ".jsonl")).is_file())
-    if not names:
+    rows = {p.name[: -len(".jsonl")] for p in root.glob("*.jsonl") if p.is_file()}
+    labels = {p.name[: -len(".labels.json")] for p in root.glob("*.labels.json") if p.is_file()}
+    unlabelled, rowless = sorted(rows - labels), sorted(labels - rows)
+    if unlabelled:
+        raise DevSetError(f"{root / (unlabelled[0] + '.jsonl')} has no {unlabelled[0]}.labels.json beside it (its "
+                          "classes and one hypothesis per class); add it, or move the file out of the zsc-dev folder")
+    if rowless:
+        raise DevSetError(f"{root / (rowless[0] + '.labels.json')} has no {rowless[0]}.jsonl beside it (the set's "
+                          "rows); add them, or move the file out of the zsc-dev folder")
+    if not rows:
         raise DevSetError(f"no <name>.jsonl + <name>.labels.json pairs in {root}")
-    return names
+    return sorted(rows)
 
 
 def read_zsc_dev(directory: str | Path, name: str) -> DevSet:

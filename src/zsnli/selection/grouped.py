@@ -52,16 +52,41 @@ MIN_GROUP_SETS = 2
 
 
 def read_kinds(path: str | Path) -> dict[str, Any]:
-    """``benchmark_kinds.json``: ``{"benchmark": {name: {"kind", "labels"}}, "zsc_dev": {name: kind}}``.
+    """``benchmark_kinds.json``: ``{"benchmark": {name: {"kind": str, ...}}, "zsc_dev": {name: kind}}``; only each
+    benchmark dataset's ``kind`` is read (its ``labels`` count, and any other key, is not).
 
-    Raises ``ValueError`` (one line) when the file is unreadable or lacks either object."""
+    Raises ``ValueError`` (one line naming the file and entry) when the file is unreadable, lacks either object, a
+    benchmark entry has no ``kind`` string or a zsc_dev kind is not a string."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read the task kinds file {path}: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmark"), dict) or not isinstance(doc.get("zsc_dev"), dict):
         raise ValueError(f"{path}: expected 'benchmark' and 'zsc_dev' objects")
+    for name, entry in doc["benchmark"].items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("kind"), str) or not entry["kind"]:
+            raise ValueError(f'{path}: benchmark dataset {name!r} needs a "kind" string, e.g. {{"kind": "topic"}}')
+    for name, kind in doc["zsc_dev"].items():
+        if not isinstance(kind, str) or not kind:
+            raise ValueError(f"{path}: zsc_dev set {name!r}: its kind must be a non-empty string, not {kind!r}")
     return doc
+
+
+def check_kinds(kinds: Mapping[str, Any], names: Sequence[str], path: str | Path) -> None:
+    """Before any scoring: every zsc-dev set in ``names`` has a kind in ``kinds`` (`read_kinds` of ``path``), and
+    both ways of holding out leave something to fit on (at least 2 sets: `dataset_folds`; at least 2 kinds among
+    them: `kind_folds`). Raises ``ValueError`` (one line naming the sets, the kind or the file)."""
+    missing = [n for n in names if n not in kinds["zsc_dev"]]
+    if missing:
+        raise ValueError(f"{path}: no task kind for the zsc-dev set(s) {', '.join(missing)}: its \"zsc_dev\" "
+                         'object needs "<set>": "<kind>" for every set of the zsc-dev folder')
+    if len(names) < 2:
+        raise ValueError(f"the zsc-dev folder holds one set ({', '.join(names)}): leaving it out leaves nothing "
+                         "to choose on; give at least 2 sets")
+    present = sorted({kinds["zsc_dev"][n] for n in names})
+    if len(present) < 2:
+        raise ValueError(f"{path}: every zsc-dev set is of kind {present[0]!r}: leaving one kind out holds out every "
+                         "set; give sets of at least 2 kinds")
 
 
 def kind_weights(names: Sequence[str], kinds: Mapping[str, Any]) -> dict[str, float]:
