@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_random_model_uses_a_given_tokenizer_offline(tmp_path, bert_dir):
     from zsnli.bench.random_models import build_random_nli
@@ -69,3 +71,99 @@ def test_the_help_says_the_whole_first_paragraph(capsys):
         main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "when no trained model of the wanted architecture is at hand." in out
+
+
+def test_an_out_that_holds_a_model_is_refused_unless_forced(tmp_path, bert_dir, capsys):
+    # The tester: --out model (the shipped model) was overwritten with random weights, exit 0.
+    import json
+    import shutil
+
+    from zsnli.bench.random_models import main
+
+    held = tmp_path / "held"
+    shutil.copytree(bert_dir, held)
+    before = {p.name: p.read_bytes() for p in held.iterdir() if p.is_file()}
+    assert main(["--arch", "deberta-tiny", "--out", str(held)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--out {held} already holds" in err and "--force" in err, err
+    assert {p.name: p.read_bytes() for p in held.iterdir() if p.is_file()} == before
+    (tmp_path / "empty").mkdir()
+    for fresh in (tmp_path / "empty", tmp_path / "new"):  # an empty or new folder needs no --force
+        assert main(["--arch", "deberta-tiny", "--out", str(fresh)]) == 0
+        assert (fresh / "config.json").is_file()
+    capsys.readouterr()
+    assert main(["--arch", "deberta-tiny", "--out", str(held), "--force"]) == 0
+    assert json.loads((held / "config.json").read_text())["model_type"] == "deberta-v2"
+
+
+def test_the_served_model_folder_is_refused_unless_forced(tmp_path, bert_dir, capsys, monkeypatch):
+    import shutil
+
+    from zsnli.bench.random_models import check_out, main
+    from zsnli.runtime.embedding import REPO_MODEL_DIR
+
+    for inside in (REPO_MODEL_DIR, REPO_MODEL_DIR / "base"):  # checked only: nothing is written there
+        with pytest.raises(ValueError, match="is in the served model's folder"):
+            check_out(inside)
+    served = tmp_path / "served"
+    monkeypatch.setenv("ZSNLI_MODEL_DIR", str(served))
+    for out in (served, served / "base"):  # not there yet, or empty: still the served model's
+        assert main(["--arch", "deberta-tiny", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is in the served model's folder" in err, err
+        assert not out.exists()
+    shutil.copytree(bert_dir, served)
+    assert main(["--arch", "deberta-tiny", "--out", str(served), "--force"]) == 0
+
+
+def test_a_file_as_out_is_said_to_be_a_file(tmp_path, capsys):
+    from zsnli.bench.random_models import main
+
+    out = tmp_path / "m.json"
+    out.write_text("{}")
+    for extra in ([], ["--force"]):
+        assert main(["--arch", "deberta-tiny", "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--out {out} is a file, not a folder" in err, err
+    assert out.read_text() == "{}"
+
+
+def test_the_examples_hint_names_every_required_field_and_the_note_names_the_file(tmp_path, capsys, monkeypatch):
+    import json
+
+    from zsnli.bench import random_models
+    from zsnli.harness.examples import load_examples
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "text": "a", "labels": ["x", "y"]}\n')  # what the old hint asked for
+    assert random_models.main(["--arch", "deberta-tiny", "--out", str(tmp_path / "m"), "--examples", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert '{"id", "dataset", "text", "labels", "label"}' in err and "../shared" not in err, err
+    good = tmp_path / "mine.jsonl"
+    good.write_text(json.dumps({"id": 1, "dataset": "d", "text": "a b c", "labels": ["x", "y"], "label": 0}) + "\n")
+    load_examples(good)  # the hint's fields are what the loader accepts
+    monkeypatch.setattr(random_models, "DEBERTA_V3_TOKENIZER_IDS", ())  # no cached deberta-v3: the trained one
+    assert random_models.main(["--arch", "deberta-tiny", "--out", str(tmp_path / "m"), "--examples", str(good)]) == 0
+    note = json.loads(capsys.readouterr().out)["tokenizer"]
+    assert f"trained offline on the texts and labels of {good}" in note and "benchmark" not in note
+
+
+def test_the_help_documents_arch_and_out(capsys):
+    from zsnli.bench.random_models import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "deberta-v3-base (the default" in out and "184M parameters" in out and "deberta-tiny" in out
+    assert "--out DIR the folder the model is written into" in out and "--force" in out
+
+
+def test_the_184m_of_the_help_is_the_default_architectures_count():
+    import torch
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification
+
+    from zsnli.bench.random_models import ARCHS, NLI_ID2LABEL
+
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        model = DebertaV2ForSequenceClassification(DebertaV2Config(**ARCHS["deberta-v3-base"], id2label=NLI_ID2LABEL))
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6) == 184

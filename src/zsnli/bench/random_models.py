@@ -5,11 +5,17 @@ Throughput does not depend on the weights, only on the architecture, the
 dtype and the token counts, so a randomly initialised deberta-v3-base is a
 faithful stand-in for timing (never for accuracy). ``python -m
 zsnli.bench.random_models --arch deberta-v3-base --out DIR [--tokenizer-from DIR]``.
+
+``--out`` must be a new or empty folder (`check_out`): a file is refused, and an existing folder that holds files,
+or the served model's folder (the checkout's ``model/``, ``./model``, ``$ZSNLI_MODEL_DIR``) and anything in it, is
+refused unless ``--force``. May import ``zsnli.harness`` (the parser, the examples reader) and
+``zsnli.runtime.embedding`` (where the checkout's model lies).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -110,15 +116,16 @@ def _donor_note(path: str | Path, tok: Any) -> str:
 
 
 def find_tokenizer(tokenizer_from: str | Path | None, corpus: Sequence[str], vocab_limit: int,
-                   window: int = 512, required: bool = False) -> tuple[Any, str]:
+                   window: int = 512, required: bool = False,
+                   corpus_name: str = "the examples' texts and labels") -> tuple[Any, str]:
     """The tokenizer for a random-weight model, and a sentence saying which one it is.
 
     With ``required`` (a ``--tokenizer-from`` the user named): the tokenizer in ``tokenizer_from``, whatever its
     size (`build_random_nli` widens the embedding table to it), or `TokenizerError`. Otherwise tried in order: a
     deberta-v3 tokenizer already in the local Hugging Face cache (``local_files_only``, no network); the
     tokenizer in ``tokenizer_from`` (e.g. ./model) when it loads and its vocabulary fits ``vocab_limit``; a
-    Unigram tokenizer trained now on ``corpus`` (on a built-in word list when ``corpus`` is empty). The
-    returned tokenizer emits no token type ids (DeBERTa-v3 has none).
+    Unigram tokenizer trained now on ``corpus`` (on a built-in word list when ``corpus`` is empty), named
+    ``corpus_name`` in the sentence. The returned tokenizer emits no token type ids (DeBERTa-v3 has none).
     """
     from transformers import AutoTokenizer
 
@@ -141,20 +148,22 @@ def find_tokenizer(tokenizer_from: str | Path | None, corpus: Sequence[str], voc
         except TokenizerError:
             pass  # unusable: fall through to training one
     tok = train_unigram_tokenizer(corpus, vocab_size=min(8000, vocab_limit), window=window)
-    source = "the benchmark texts" if corpus else "a built-in list of about 100 words (no --examples given)"
+    source = corpus_name if corpus else "a built-in list of about 100 words (no --examples given)"
     return tok, (f"a Unigram tokenizer trained offline on {source} ({len(tok)} tokens), NOT deberta-v3's "
                  "128k SentencePiece vocabulary: token counts differ somewhat")
 
 
 def build_random_nli(out_dir: str | Path, arch: str = "deberta-v3-base", tokenizer_from: str | Path | None = None,
-                     corpus: Sequence[str] = (), seed: int = 0, tokenizer_required: bool = False) -> dict[str, Any]:
+                     corpus: Sequence[str] = (), seed: int = 0, tokenizer_required: bool = False,
+                     corpus_name: str = "the examples' texts and labels") -> dict[str, Any]:
     """Write a randomly initialised ``arch`` NLI model plus a tokenizer to ``out_dir`` (offline).
 
     arch: ``"deberta-v3-base"`` (184M parameters, 12 x 768) or ``"deberta-tiny"``.
     The config keeps ``vocab_size`` of the architecture (embedding table of
     the real size), widened to the tokenizer's when that is larger (a named
     ``tokenizer_from`` with ``tokenizer_required``: `find_tokenizer`, which raises
-    `TokenizerError` when it cannot be used). Saved in float32 safetensors.
+    `TokenizerError` when it cannot be used; ``corpus_name`` says what ``corpus`` is). Saved in float32
+    safetensors. Writes into ``out_dir`` whatever it holds (the command checks it first: `check_out`).
     Returns ``{"model_dir", "arch", "tokenizer", "parameters", "random_weights": True}``
     and writes the same as ``bench_model.json`` in ``out_dir``.
     """
@@ -166,7 +175,7 @@ def build_random_nli(out_dir: str | Path, arch: str = "deberta-v3-base", tokeniz
     spec = dict(ARCHS[arch])
     out = Path(out_dir)
     tok, tok_note = find_tokenizer(tokenizer_from, corpus, spec["vocab_size"], spec["max_position_embeddings"],
-                                   required=tokenizer_required)
+                                   required=tokenizer_required, corpus_name=corpus_name)
     spec["vocab_size"] = max(spec["vocab_size"], len(tok))
     out.mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(out)
@@ -194,24 +203,67 @@ def _corpus(examples: str | None) -> list[str]:
         return [t for d in load_examples(examples).examples for t in (d.text, *d.labels)]
     except ExamplesError as exc:
         raise ValueError(f"--examples {examples}: not an examples file ({exc}); give a JSONL of "
-                         '{"id", "text", "labels"} rows such as ../shared/data/zsc/public.jsonl') from None
+                         '{"id", "dataset", "text", "labels", "label"} rows, all five required (the examples '
+                         "format, DESIGN.md section 9)") from None
+
+
+def served_model_dirs() -> list[Path]:
+    """The folders a server here serves by default, resolved: the checkout's ``model/``, ``./model`` (the
+    ``ZSNLI_MODEL_DIR`` default, `zsnli.config.Settings`) and ``$ZSNLI_MODEL_DIR`` when set."""
+    from ..runtime.embedding import REPO_MODEL_DIR
+
+    found = [REPO_MODEL_DIR, Path("model"), *([Path(os.environ["ZSNLI_MODEL_DIR"])] if os.environ.get("ZSNLI_MODEL_DIR")
+                                              else [])]
+    return list(dict.fromkeys(p.resolve() for p in found))
+
+
+def check_out(out: str | Path, force: bool = False) -> None:
+    """Refuse an ``--out`` the random model must not be written into (``ValueError``, one line): a file (always);
+    without ``force``, the served model's folder or any folder in it (`served_model_dirs`: random weights would
+    replace the model a server reads), and an existing folder that holds anything. A new or empty folder passes."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder: give a folder for the model (created when missing)")
+    if force:
+        return
+    served = next((d for d in served_model_dirs() if path.resolve().is_relative_to(d)), None)
+    if served is not None:
+        raise ValueError(f"--out {out} is in the served model's folder {served}: random weights would replace the "
+                         "model a server reads; give another folder, or --force")
+    if path.is_dir() and any(path.iterdir()):
+        held = sorted(p.name for p in path.iterdir())
+        raise ValueError(f"--out {out} already holds {len(held)} file(s) or folder(s) ({', '.join(held[:3])}"
+                         f"{', ...' if len(held) > 3 else ''}): give a new or empty folder, or --force to write over "
+                         "them")
 
 
 @one_line_errors(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: build a random model (see module docstring); prints the info JSON. A missing or unusable
-    ``--examples`` or ``--tokenizer-from`` is one line, exit 2."""
+    """CLI: build a random model (see module docstring); prints the info JSON. An ``--out`` refused by `check_out`,
+    a missing or unusable ``--examples`` or ``--tokenizer-from`` is one line, exit 2."""
     ap = UsageParser(prog=PROG, description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--arch", choices=sorted(ARCHS), default="deberta-v3-base")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--arch", choices=sorted(ARCHS), default="deberta-v3-base",
+                    help="the architecture: deberta-v3-base (the default: microsoft/deberta-v3-base's published "
+                         "config, 184M parameters, 12 layers x 768, a 3-way NLI head) or deberta-tiny (2 layers x "
+                         "32, for CPU tests)")
+    ap.add_argument("--out", required=True, metavar="DIR",
+                    help="the folder the model is written into (config.json, model.safetensors, the tokenizer, "
+                         "bench_model.json); created when missing. A file is refused; an existing folder that "
+                         "holds anything, and the served model's folder (model/), are refused unless --force")
+    ap.add_argument("--force", action="store_true",
+                    help="write into a non-empty --out anyway: files of the same names are replaced, others kept")
     ap.add_argument("--tokenizer-from", default=None, metavar="MODEL_DIR",
                     help="use this model folder's tokenizer (e.g. model); refused in one line when it cannot be "
                          "used (default: a cached deberta-v3 tokenizer, else one trained on --examples)")
-    ap.add_argument("--examples", default=None, help="examples JSONL whose texts and labels train a fallback tokenizer")
+    ap.add_argument("--examples", default=None, metavar="FILE",
+                    help="an examples JSONL ({\"id\", \"dataset\", \"text\", \"labels\", \"label\"} rows) whose "
+                         "texts and labels train the fallback tokenizer")
     args = ap.parse_args(argv)
     try:
+        check_out(args.out, args.force)
         corpus = _corpus(args.examples)
-        info = build_random_nli(args.out, args.arch, args.tokenizer_from, corpus, tokenizer_required=True)
+        info = build_random_nli(args.out, args.arch, args.tokenizer_from, corpus, tokenizer_required=True,
+                                corpus_name=f"the texts and labels of {args.examples}")
     except ValueError as exc:
         return usage_error(PROG, str(exc))
     print(json.dumps(info, indent=2))
