@@ -3,9 +3,10 @@
 Two on-disk formats are read into one in-memory form, `DevSet`:
 
 * the zsc-dev format (``../shared/data/zsc-dev``): ``<name>.jsonl`` with one
-  ``{"text", "label", "label_index"}`` object a line and ``<name>.labels.json``
-  with ``classes``, ``hypotheses`` (one per class, same order), ``task_kind``
-  and a ``source`` block (licence, repository...);
+  ``{"text", "label_index"}`` object a line (``label`` optional: when given, the
+  class at ``label_index``) and ``<name>.labels.json`` with ``classes`` and
+  ``hypotheses`` (one per class, same order), and optionally ``task_kind`` and a
+  ``source`` block (licence, repository...);
 * the examples format (``dev/zeroshot_dev.jsonl``, ``../shared/data/zsc/public.jsonl``,
   see DESIGN.md): ``{"id", "dataset", "text", "labels": [hypotheses], "label": gold index}``,
   grouped into one `DevSet` per ``dataset`` value.
