@@ -71,8 +71,10 @@ def _described_model(manifest: Path) -> str | None:
         return None
     if isinstance(doc.get("model_sha256"), str):
         return doc["model_sha256"]
-    files = doc.get("files")
-    return model_dir_digest(files) if isinstance(files, dict) and files else None
+    try:
+        return model_dir_digest(doc["files"]) if doc.get("files") else None
+    except (AttributeError, KeyError, TypeError):  # no file table of {name: {"sha256"}}: it describes none
+        return None
 
 
 def other_model(folder: str | Path, model_dir: str | Path, digest: str) -> str | None:
