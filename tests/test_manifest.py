@@ -102,3 +102,30 @@ def test_a_failed_serialisation_leaves_the_old_file_and_no_temporary(tmp_path):
     assert path.read_text() == json.dumps({"new": 1}, indent=2) + "\n" and (path.stat().st_mode & 0o777) == 0o644
     write_json(path, {"new": 2}, mode=0o600)
     assert (path.stat().st_mode & 0o777) == 0o600 and json.loads(path.read_text()) == {"new": 2}
+
+
+_KILLED_AT_THE_RENAME = """
+import os, sys
+from zsnli.manifest import write_json
+os.replace = lambda *a, **k: os._exit(137)  # the process dies after the temporary is written, before the rename
+write_json(sys.argv[1], {"new": True})
+"""
+
+
+def test_a_killed_write_leaves_a_temporary_of_the_fixed_pattern_that_git_ignores_and_recovery_finds(tmp_path):
+    """A write killed before its rename leaves its temporary file; its name has one fixed pattern
+    (``.<name>.<random>.zsnli-write.tmp``), which .gitignore covers and `stale_writes` lists, so an install's
+    recovery removes it (before, ``.<name>.<random>.tmp`` stayed in the checkout)."""
+    from zsnli.manifest import WRITE_TEMP_SUFFIX, stale_writes, write_json
+
+    path = tmp_path / "training_manifest.json"
+    write_json(path, {"old": True})
+    done = subprocess.run([sys.executable, "-c", _KILLED_AT_THE_RENAME, str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 137, done.stderr
+    left = [p for p in tmp_path.iterdir() if p != path]
+    assert len(left) == 1 and left[0].name.startswith(".training_manifest.json.")
+    assert left[0].name.endswith(WRITE_TEMP_SUFFIX) and stale_writes(path) == left
+    assert stale_writes(tmp_path / "data_sources.json") == []  # another document's temporaries are not its own
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", left[0].name], cwd=ROOT)
+    assert ignored.returncode == 0, f"{left[0].name} is not ignored by .gitignore"

@@ -18,6 +18,7 @@ May import the standard library only.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -393,18 +394,29 @@ def variant_dir_checks(model_dir: str | Path) -> list[FileCheck]:
 # --------------------------------------------------------------------------- writing and hold-out digest
 
 
+WRITE_TEMP_SUFFIX = ".zsnli-write.tmp"
+"""How the temporary file of an atomic write (`write_bytes`) ends: ``.<name>.<random>.zsnli-write.tmp`` beside the
+document, one pattern for every document (ignored by git: ``.gitignore``; `stale_writes` finds those a kill left)."""
+
+
 def write_json(path: str | Path, obj: Any, mode: int = 0o644) -> None:
-    """Write ``obj`` as indented JSON plus a newline, file mode ``mode`` (644: like every shipped file), atomically:
-    into a temporary file in the same folder, flushed to disk (fsync), then renamed over ``path`` (`os.replace`), so
-    a reader, or a process killed mid-write, sees the old file or the new one, never a part. The temporary file is
-    removed when anything fails. Raises what serialising (``TypeError``, ``ValueError``) or writing (``OSError``)
-    raises, ``path`` untouched."""
+    """Write ``obj`` as indented JSON plus a newline, file mode ``mode`` (644: like every shipped file), atomically
+    (`write_bytes`). Raises what serialising (``TypeError``, ``ValueError``: before any file is made) or writing
+    (``OSError``) raises, ``path`` untouched."""
+    write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode("utf-8"), mode)
+
+
+def write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` atomically: into a temporary file in the same folder (named with
+    `WRITE_TEMP_SUFFIX`), flushed to disk (fsync), then renamed over ``path`` (`os.replace`), so a reader, or a
+    process killed mid-write, sees the old file or the new one, never a part. The temporary file is removed when
+    anything fails (a kill leaves it: `stale_writes`). Raises what writing raises (``OSError``), ``path``
+    untouched."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=WRITE_TEMP_SUFFIX, dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(obj, handle, indent=2)
-            handle.write("\n")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
@@ -413,6 +425,40 @@ def write_json(path: str | Path, obj: Any, mode: int = 0o644) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+def stale_writes(path: str | Path) -> list[Path]:
+    """The temporary files of writes of ``path`` (`write_bytes`) that a killed process left beside it, sorted."""
+    path = Path(path)
+    return sorted(path.parent.glob(f".{glob.escape(path.name)}.*{WRITE_TEMP_SUFFIX}"))
+
+
+INSTALL_COMMANDS = {EMBEDDING_SUBDIR: "install-encoder", BASE_VARIANT_SUBDIR: "install-base"}
+"""The ``train.py`` command that installs each subfolder of a model directory (`install_aside`)."""
+
+
+def install_aside(model_dir: str | Path, sub: str) -> tuple[Path, Path]:
+    """``(staged, old)``: where an install of ``<model_dir>/<sub>`` (`INSTALL_COMMANDS`) builds the new folder and
+    where the old one waits during the swap, both beside the model directory (``.<model dir name>.<sub>.staged`` /
+    ``.old``: same filesystem, so the renames are atomic), never inside it."""
+    model_dir = Path(model_dir).resolve()
+    stem = model_dir.parent / f".{model_dir.name}.{sub}"
+    return Path(f"{stem}.staged"), Path(f"{stem}.old")
+
+
+def interrupted_installs(model_dir: str | Path) -> list[str]:
+    """One line per install of a subfolder of ``model_dir`` (or, for ``model/embedding`` or ``model/base`` itself,
+    of its model directory) that a kill left unfinished (`install_aside`: the staged or the old folder still there),
+    naming the command whose next run finishes or rolls it back; [] when there is none."""
+    found = []
+    roots = [Path(model_dir)] + ([Path(model_dir).parent] if Path(model_dir).name in INSTALL_COMMANDS else [])
+    for root in roots:
+        for sub, command in INSTALL_COMMANDS.items():
+            left = [p.name for p in install_aside(root, sub)[::-1] if p.exists()]
+            if left:
+                found.append(f"an install of {root / sub} was interrupted ({' / '.join(left)} beside it): rerun "
+                             f"train.py {command} to finish or roll it back")
+    return found
 
 
 def _fsync_dir(folder: Path) -> None:
