@@ -16,7 +16,7 @@ mistake found once the work starts: one line, exit 2.
 The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.presets`, `zsnli.manifest`,
 `zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
 paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` (the
-parser), `zsnli.training.base_install` (``install-base``) and `zsnli.selection.targets` (``calibrate``'s
+parser), `zsnli.training.base_install` and `zsnli.training.encoder_install` (the installs) and `zsnli.selection.targets` (``calibrate``'s
 defaults in a variant folder), neither importing torch, at module level, and
 `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
 `zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
@@ -45,6 +45,7 @@ from .training.cli_checks import (
 )
 from .selection.targets import calibrate_defaults
 from .training.base_install import add_parser as add_install_base_parser, run_command as install_base_command
+from .training.encoder_install import install_checks, run_command as install_encoder_command
 from .training.data_parallel import LaunchError, launch_from_env
 from .training.nli_data import DataError
 from .training.presets import DEFAULT_DATA_DIR, PRESETS, Preset
@@ -294,20 +295,12 @@ def _encoder_parser(sub) -> None:
 # --------------------------------------------------------------------------- commands
 
 
-def _install_encoder(args: argparse.Namespace) -> int:
-    from .training.encoder_install import install_encoder
-
-    table = install_encoder(args.run_dir, args.model_dir, manifest_dir(args))
-    print(f"{Path(args.model_dir) / 'embedding'} is now {table['id']} (embedding sha256 {table['sha256']}); "
-          "calibration.json pins the old encoder: re-choose the scoring with python train.py select")
-    return 0
-
-
 def _verify(args: argparse.Namespace) -> int:
     """Re-hash ``--model-dir`` against ``--manifest``: a training manifest (`zsnli.manifest.check_model_dir`, and the
     variant folders it declares, `zsnli.manifest.check_variants`), or a
     sentence encoder's own ``encoder_manifest.json`` (`zsnli.manifest.check_encoder_dir`: the manifest file itself
-    is not one of the files it lists). Exit 1 when a file differs."""
+    is not one of the files it lists), plus an install a kill left unfinished or data sources that disagree with the
+    installed encoder (`zsnli.training.encoder_install.install_checks`). Exit 1 when a file differs."""
     from .manifest import check_encoder_dir, check_model_dir, check_variants, is_encoder_manifest
 
     manifest = load_manifest(args.manifest)
@@ -319,6 +312,7 @@ def _verify(args: argparse.Namespace) -> int:
         from .training.distill import check_teacher
 
         checks += check_teacher(manifest["teacher"])
+    checks += install_checks(args.model_dir, args.manifest)
     for check in checks:
         print(f"{check.status.upper():9s} {check.name}")
     bad = [c for c in checks if c.status not in ("ok", "absent")]
@@ -488,7 +482,7 @@ def main(argv: list[str]) -> int:
         if args.command == "verify":
             return _verify(args)
         return {"train": _train, "calibrate": _calibrate, "evaluate": _evaluate,
-                "encoder": _encoder, "install-encoder": lambda a, _: _install_encoder(a),
+                "encoder": _encoder, "install-encoder": lambda a, _: install_encoder_command(a, manifest_dir(a)),
                 "install-base": lambda a, _: install_base_command(a, manifest_dir(a))}[args.command](args, preset)
     except (UsageError, LaunchError, *_run_folder_mistakes()) as exc:
         return usage_error(f"train.py {args.command}", str(exc))

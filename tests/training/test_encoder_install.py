@@ -5,6 +5,7 @@ encoder's training sets are declared in data_sources.json."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -272,6 +273,10 @@ def _served_ok(out: Path) -> bool:
 
 def test_a_kill_before_the_manifest_write_leaves_the_old_encoder_restorable_and_the_next_run_restores_it(
         tiny_run, tmp_path, monkeypatch):
+    """Killed at the manifest write: data_sources.json already declares the new sets (it is written first), and the
+    old encoder and the old data_sources.json wait beside model/; the next run, though refused, puts both back."""
+    from zsnli.training.encoder_install import SOURCES_BEFORE
+
     base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
     out = _shipped_copy(tiny_run, tmp_path, base)
     run = _trained_run(tmp_path, base)
@@ -280,8 +285,9 @@ def test_a_kill_before_the_manifest_write_leaves_the_old_encoder_restorable_and_
     with pytest.raises(KeyboardInterrupt):
         install_encoder(run, out / "model", out)
     aside = out / ".model.embedding.old"
-    assert aside.is_dir() and hash_model_dir(aside) == before[0]  # the old encoder waits beside model/
-    assert _state(out)[1:] == before[1:]
+    assert aside.is_dir() and {k: v for k, v in hash_model_dir(aside).items() if k != SOURCES_BEFORE} == before[0]
+    assert (aside / SOURCES_BEFORE).read_bytes() == before[2] != (out / "data_sources.json").read_bytes()
+    assert _state(out)[1] == before[1]  # not committed: the manifest is the old one
     monkeypatch.undo()
     _refused_next_run(run, out)
     assert _state(out) == before and _served_ok(out)
@@ -323,31 +329,182 @@ def test_a_failed_manifest_write_restores_the_old_encoder_at_once(tiny_run, tmp_
     assert _served_ok(out)
 
 
-def test_a_kill_after_the_manifest_write_is_finished_by_the_next_run(tiny_run, tmp_path, monkeypatch):
+def _encoder_names(out: Path) -> list[str]:
+    names = [s["name"] for s in json.loads((out / "data_sources.json").read_text())["sources"]]
+    return [n for n in names if n.startswith("sentence-encoder:")]
+
+
+def test_a_kill_at_the_data_sources_write_is_rolled_back_by_the_next_run(tiny_run, tmp_path, monkeypatch):
+    """data_sources.json is written before the manifest: a kill there is before the commit, so the old encoder and
+    its sources come back (before, the manifest was written first and the next run kept a half-declared install)."""
     base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
     out = _shipped_copy(tiny_run, tmp_path, base)
     run = _trained_run(tmp_path, base)
+    before = _state(out)
     _stop_at_the_write(out / "data_sources.json", monkeypatch, KeyboardInterrupt(), kill=True)
     with pytest.raises(KeyboardInterrupt):
         install_encoder(run, out / "model", out)
+    assert _state(out)[1:] == before[1:]
     monkeypatch.undo()
-    _refused_next_run(run, out)  # the new encoder stays (its manifest was written) and its sets are declared
-    names = [s["name"] for s in json.loads((out / "data_sources.json").read_text())["sources"]]
-    assert [n for n in names if n.startswith("sentence-encoder:")] == [
-        "sentence-encoder:zsc-train:tiny_polite", "sentence-encoder:zsc-train:tiny_topic"]
+    _refused_next_run(run, out)
+    assert _state(out) == before and _served_ok(out)
+
+
+def _kill_after_the_commit(out: Path, run: Path, monkeypatch) -> None:
+    """An install killed after its manifest write, before the old encoder is deleted."""
+    from zsnli.training import encoder_install
+
+    real = shutil.rmtree
+
+    def dying_rmtree(path, *a, **k):
+        if Path(path) == out / ".model.embedding.old":
+            raise KeyboardInterrupt
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(encoder_install.shutil, "rmtree", dying_rmtree)
+    with pytest.raises(KeyboardInterrupt):
+        install_encoder(run, out / "model", out)
+    monkeypatch.undo()
+
+
+def test_a_kill_after_the_manifest_write_leaves_both_documents_committed_and_the_next_run_finishes(
+        tiny_run, tmp_path, monkeypatch, capsys):
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    _kill_after_the_commit(out, run, monkeypatch)
+    # the commit covered both documents: the manifest pins the new encoder and data_sources.json declares its sets
+    assert _encoder_names(out) == ["sentence-encoder:zsc-train:tiny_polite", "sentence-encoder:zsc-train:tiny_topic"]
+    capsys.readouterr()
+    from zsnli.train_cli import main
+
+    assert main(["verify", "--model-dir", str(out / "model"), "--manifest", str(out / "training_manifest.json")]) == 1
+    printed = capsys.readouterr().out
+    assert "OK        data_sources.json (sentence-encoder:* entries)" in printed
+    assert (f"INTERRUPTED an install of {out / 'model' / 'embedding'} was interrupted (.model.embedding.old beside "
+            "it): rerun train.py install-encoder to finish or roll it back") in printed
+    _refused_next_run(run, out)  # the new encoder stays (its manifest was written)
     assert hash_model_dir(out / "model" / "embedding") == hash_model_dir(run / "model") | {
         ENCODER_MANIFEST_NAME: hash_model_dir(out / "model" / "embedding")[ENCODER_MANIFEST_NAME]}
     assert _served_ok(out)
 
 
-@pytest.mark.parametrize("text", ["not json", "[]", '{"sources": {"a": 1}}'])
+def test_data_sources_that_lag_behind_a_committed_encoder_fail_verify_and_are_declared_by_the_next_run(
+        tiny_run, tmp_path, monkeypatch, capsys):
+    """What an install that wrote the manifest before data_sources.json left when killed between the two: verify
+    fails on it (it passed), and the next install, even a refused one, declares the installed encoder's sets."""
+    from zsnli.train_cli import main
+
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    sources_before = (out / "data_sources.json").read_bytes()
+    _kill_after_the_commit(out, run, monkeypatch)
+    (out / "data_sources.json").write_bytes(sources_before)  # the old run's sets, as that order left them
+    capsys.readouterr()
+    assert main(["verify", "--model-dir", str(out / "model"), "--manifest", str(out / "training_manifest.json")]) == 1
+    assert "MISMATCH  data_sources.json (sentence-encoder:* entries)" in capsys.readouterr().out
+    _refused_next_run(run, out)
+    assert _encoder_names(out) == ["sentence-encoder:zsc-train:tiny_polite", "sentence-encoder:zsc-train:tiny_topic"]
+    assert _served_ok(out)
+    shutil.rmtree(out / ".model.embedding.old", ignore_errors=True)
+    (out / "data_sources.json").write_bytes(sources_before)  # no leftover at all: verify still says it
+    assert main(["verify", "--model-dir", str(out / "model"), "--manifest", str(out / "training_manifest.json")]) == 1
+
+
+@pytest.mark.parametrize("text,why", [("not json", "not readable JSON"), ("[]", "not a data sources document (a JSON list"),
+                                      ('{"sources": {"a": 1}}', "not a data sources document (its 'sources' is not a list")])
 def test_a_data_sources_json_that_is_no_sources_document_is_refused_before_anything_changes(tiny_run, tmp_path,
-                                                                                          text):
+                                                                                          text, why, capsys):
+    from zsnli.train_cli import main
+    from zsnli.training.cli_checks import UsageError
+
     base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
     out = _shipped_copy(tiny_run, tmp_path, base)
     run = _trained_run(tmp_path, base)
     (out / "data_sources.json").write_text(text)
     before = _state(out)
-    with pytest.raises(ManifestError, match="data_sources.json: not a data sources document"):
+    with pytest.raises(UsageError, match="data_sources.json: " + re.escape(why)):
         install_encoder(run, out / "model", out)
     assert _state(out) == before and not list(out.glob(".model.embedding.*"))
+    capsys.readouterr()
+    assert main(["install-encoder", str(run), "--model-dir", str(out / "model")]) == 2  # a sentence, exit 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and why in err and "attribute" not in err, err
+    assert _state(out) == before
+
+
+def _killed_between_the_renames(out: Path) -> Path:
+    """model/embedding set aside as an install does before it renames the new one in (then the process is gone)."""
+    old = out / ".model.embedding.old"
+    (out / "model" / "embedding").rename(old)
+    return old
+
+
+def test_the_server_and_verify_name_an_interrupted_install(tiny_run, tmp_path, capsys):
+    """The small model's refusal for a missing embedding/ said only "embedding/config.json (missing)"."""
+    from conftest import make_settings
+    from zsnli.serving.startup import preflight
+    from zsnli.train_cli import main
+
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    _killed_between_the_renames(out)
+    line = (f"an install of {out / 'model' / 'embedding'} was interrupted (.model.embedding.old beside it): rerun "
+            "train.py install-encoder to finish or roll it back")
+    with pytest.raises(ManifestError) as refused:
+        preflight(make_settings(out / "model"))
+    assert "embedding/config.json (missing)" in str(refused.value) and line in str(refused.value)
+    assert "\n" not in str(refused.value)
+    capsys.readouterr()
+    assert main(["verify", "--model-dir", str(out / "model")]) == 1
+    assert f"INTERRUPTED {line}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("give", ["a path that is not there", "the run's model/ folder", "a model dir that is not there"])
+def test_a_refused_install_encoder_first_rolls_back_a_killed_one(tiny_run, tmp_path, capsys, give):
+    from zsnli.train_cli import main
+
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    before = _state(out)
+    old = _killed_between_the_renames(out)
+    stale = [out / ".training_manifest.json.k1l2m3n4.zsnli-write.tmp", out / ".data_sources.json.a1b2c3d4.zsnli-write.tmp"]
+    other = out / ".calibration.json.a1b2c3d4.zsnli-write.tmp"  # not a document install-encoder writes
+    for path in stale + [other]:
+        path.write_text("{half")
+    argv = {"a path that is not there": [str(tmp_path / "nowhere")],
+            "the run's model/ folder": [str(run / "model")],
+            "a model dir that is not there": [str(run), "--manifest-dir", str(out), "--model-dir", str(tmp_path / "none")]}[give]
+    if give != "a model dir that is not there":
+        argv += ["--model-dir", str(out / "model")]
+    capsys.readouterr()
+    assert main(["install-encoder", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1, captured.err
+    if give == "the run's model/ folder":
+        assert f"is the model/ folder of the encoder run {run}: give {run}" in captured.err
+    if give == "a model dir that is not there":  # --model-dir does not exist: nothing is recovered
+        assert old.is_dir() and all(p.exists() for p in stale)
+        return
+    assert "rolled back an interrupted install" in captured.out
+    assert not old.exists() and _state(out) == before and _served_ok(out)
+    assert not any(p.exists() for p in stale) and other.exists()
+
+
+@pytest.mark.parametrize("where", ["missing", "empty"])
+def test_a_manifest_dir_given_without_a_manifest_is_named_as_given(tiny_run, tmp_path, capsys, where):
+    from zsnli.train_cli import main
+
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    given = tmp_path / "manifests"
+    if where == "empty":
+        given.mkdir()
+    capsys.readouterr()
+    assert main(["install-encoder", str(run), "--model-dir", str(out / "model"), "--manifest-dir", str(given)]) == 2
+    err = capsys.readouterr().err
+    what = "no such directory" if where == "missing" else "no training_manifest.json in it"
+    assert f"--manifest-dir {given}: {what}" in err and "give --manifest-dir" not in err, err

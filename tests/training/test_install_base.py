@@ -278,6 +278,39 @@ def _a_copy_of_the_small_model(layout):
     return f"holds the served small model of {layout.model}"
 
 
+def _output_folder(layout):
+    """The run's --output-dir (checkpoint folders, trainer files) beside its --model-dir, its manifest beside both."""
+    out = layout.run.parent / "out"
+    shutil.copytree(layout.run, out / "checkpoint-2")
+    (out / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')
+    (out / "run_settings.json").write_text("{}")
+    model, layout.run = layout.run, out
+    return f"a train run's --output-dir (checkpoints and logs), not its model; the model its training_manifest.json " \
+           f"describes is {model}: give {model}"
+
+
+def _output_folder_of_a_model_elsewhere(layout):
+    _output_folder(layout)
+    (layout.run.parent / "model").rename(layout.tmp / "model-elsewhere")
+    return "this is a run's output folder, give its --model-dir"
+
+
+def _the_folder_holding_the_served_model(layout):
+    layout.run = layout.model.parent  # install-base . from the checkout
+    return "its model/ is the served model directory, not a run"
+
+
+def _a_copy_of_the_installed_base(layout):
+    assert _install(layout) == 0
+    original = str(layout.run.resolve())
+    shutil.copytree(layout.model / "base", layout.tmp / "copy-of-model-base")
+    layout.run = layout.tmp / "copy-of-model-base"
+    shutil.rmtree(layout.model / "base")
+    write_json(layout.top, {k: v for k, v in json.loads(layout.top.read_text()).items() if k != "variants"})
+    return f"is an installed base (its training_manifest.json records converted by train.py install-base from " \
+           f"{original}): install the run itself: give {original}"
+
+
 def _calibration_recording_no_model(layout):
     return "records no model_sha256"
 
@@ -299,7 +332,8 @@ def _calibration_of_another_model(layout):
     _no_sources_doc, _corrupt_sources_doc, _sources_doc_without_a_list, _other_head, _trained_on_zsc_dev,
     _copy_of_the_served_zsc_dev, _a_folder_holding_zsc_dev, _zsc_dev_not_excluded, _benchmark_not_excluded,
     _teacher_saw_the_benchmark, _the_served_model, _a_copy_of_the_small_model, _existing_base,
-    _calibration_of_another_model, _calibration_recording_no_model,
+    _calibration_of_another_model, _calibration_recording_no_model, _output_folder, _output_folder_of_a_model_elsewhere,
+    _the_folder_holding_the_served_model, _a_copy_of_the_installed_base,
 ])
 def test_each_refusal_is_one_line_exit_2_and_changes_nothing(layout, make_fault, capsys):
     needle = make_fault(layout)
@@ -308,7 +342,7 @@ def test_each_refusal_is_one_line_exit_2_and_changes_nothing(layout, make_fault,
     assert _install(layout, "--calibration", str(layout.calibration)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("train.py install-base: error: ") and needle in err, err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and f"give {layout.model}" not in err  # never the served model
     assert layout.top.read_bytes() == top_before
     after = sorted(p.name for p in (layout.model / "base").iterdir()) if (layout.model / "base").exists() else None
     assert after == base_before and not list(layout.model.parent.glob(".model.base.*"))
@@ -334,7 +368,7 @@ def test_a_failure_while_writing_leaves_no_half_folder_and_keeps_the_old_base(la
     assert _install(layout) == 1 and not (layout.model / "base").exists()
 
 
-def test_force_replaces_the_base_and_its_pin(layout, bert_dir):
+def test_force_replaces_the_base_and_its_pin(layout, bert_dir, capsys):
     assert _install(layout, "--calibration", str(_fitted_calibration(layout))) == 0
     first = json.loads(layout.top.read_text())["variants"]["base"]
     _change_the_run(layout)
@@ -342,6 +376,8 @@ def test_force_replaces_the_base_and_its_pin(layout, bert_dir):
     second = json.loads(layout.top.read_text())["variants"]["base"]
     assert second == variant_pin(layout.model) and second["model_sha256"] != first["model_sha256"]
     assert not (layout.model / "base" / "calibration.json").exists()  # the old base's scoring is not kept
+    assert (f"{layout.model / 'base'}: the old base's calibration.json was dropped: it was fitted for another model "
+            f"(the old base, {first['model_sha256'][:12]})") in capsys.readouterr().out
     assert json.loads((layout.model / "base" / "config.json").read_text())["note"] == "a later run"
     assert main(["verify", "--model-dir", str(layout.model)]) == 0
 
@@ -445,3 +481,91 @@ def test_a_failed_pin_write_restores_the_old_base_at_once(layout, monkeypatch, c
     assert layout.top.read_bytes() == top and not list(layout.model.parent.glob(".model.base.*"))
     monkeypatch.undo()
     assert main(["verify", "--model-dir", str(layout.model)]) == 0
+
+
+def test_force_with_the_same_run_keeps_the_calibration_and_data_sources_fitted_for_it(layout, capsys):
+    """install-base RUN --force of the same run deleted base/calibration.json (fitted for the same model_sha256) and
+    the zsc-dev entries select had added to base/data_sources.json."""
+    assert _install(layout, "--calibration", str(_fitted_calibration(layout))) == 0
+    base = layout.model / "base"
+    sources = json.loads((base / "data_sources.json").read_text())
+    sources["sources"].append({"name": "zsc-dev:banking", "role": "calibration: choice of scoring"})
+    write_json(base / "data_sources.json", sources)
+    kept = {name: (base / name).read_bytes() for name in ("calibration.json", "data_sources.json")}
+    capsys.readouterr()
+    assert _install(layout, "--force") == 0
+    out = capsys.readouterr().out
+    assert {name: (base / name).read_bytes() for name in kept} == kept
+    assert "kept its calibration.json and data_sources.json (fitted for this model)" in out
+    assert "has no calibration.json" not in out
+    assert main(["verify", "--model-dir", str(layout.model)]) == 0
+
+
+@pytest.mark.parametrize("value,needle", [(" ", "--base-licence ' ' is blank"), ("", "--base-licence '' is empty")])
+def test_a_blank_base_licence_is_refused_as_such(layout, capsys, value, needle):
+    assert _install(layout, "--base-licence", value) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err
+    assert not (layout.model / "base").exists()
+
+
+def test_a_calibration_directory_and_a_manifest_dir_without_a_manifest_are_named_as_given(layout, capsys):
+    assert _install(layout, "--calibration", str(layout.tmp)) == 2
+    assert f"--calibration {layout.tmp}: a directory, not a file" in capsys.readouterr().err
+    empty = layout.tmp / "manifests"
+    empty.mkdir()
+    assert _install(layout, "--manifest-dir", str(empty)) == 2
+    err = capsys.readouterr().err
+    assert f"--manifest-dir {empty}: no training_manifest.json in it" in err and "give --manifest-dir" not in err
+
+
+def _set_aside(layout) -> Path:
+    """An installed base set aside as the swap does before it renames the new one in (then the process is gone)."""
+    assert _install(layout) == 0
+    old = layout.model.parent / ".model.base.old"
+    (layout.model / "base").rename(old)
+    return old
+
+
+@pytest.mark.parametrize("make_fault", [_missing, _checkpoint, _the_served_model, "no licence"])
+def test_a_refused_install_base_first_rolls_back_a_killed_one(layout, capsys, make_fault):
+    old = _set_aside(layout)
+    shipped = {p.name: p.read_bytes() for p in old.iterdir()}
+    stale = layout.top.parent / ".training_manifest.json.a1b2c3d4.zsnli-write.tmp"
+    stale.write_text("{half")
+    if make_fault == "no licence":
+        _rewrite_run_manifest(layout, lambda m: m["base_model"].update(id="org/some-base"))
+    else:
+        make_fault(layout)
+    capsys.readouterr()
+    assert _install(layout) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1
+    assert "rolled back an interrupted install" in captured.out
+    assert {p.name: p.read_bytes() for p in (layout.model / "base").iterdir()} == shipped
+    assert not old.exists() and not stale.exists()
+    assert main(["verify", "--model-dir", str(layout.model)]) == 0
+
+
+def test_the_server_and_verify_name_an_interrupted_base_install(layout, capsys):
+    from conftest import make_settings
+    from zsnli.config import SettingsError
+    from zsnli.serving.startup import preflight
+
+    _set_aside(layout)
+    line = (f"an install of {layout.model / 'base'} was interrupted (.model.base.old beside it): rerun train.py "
+            "install-base to finish or roll it back")
+    with pytest.raises(SettingsError, match="no base model in") as refused:
+        preflight(make_settings(layout.model, model_variant="base"))
+    assert line in str(refused.value)
+    capsys.readouterr()
+    assert main(["verify", "--model-dir", str(layout.model)]) == 1
+    assert f"INTERRUPTED {line}" in capsys.readouterr().out
+
+
+def test_install_base_dot_in_the_checkout_never_suggests_the_served_model(layout, capsys, monkeypatch):
+    monkeypatch.chdir(layout.model.parent)
+    assert main(["install-base", ".", "--model-dir", "model"]) == 2
+    err = capsys.readouterr().err
+    assert "its model/ is the served model directory, not a run" in err and "give model" not in err, err
+    assert "give ./model" not in err

@@ -23,7 +23,8 @@ from typing import Callable
 
 from ..config import HUB_BASE_REFUSAL, Settings, SettingsError
 from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, PRETRAINED_DIRS, ManifestError, check_variant_pin,
-                        hash_model_dir, load_manifest, model_dir_digest, variant_of, verify_model_files)
+                        hash_model_dir, interrupted_installs, load_manifest, model_dir_digest, variant_of,
+                        verify_model_files)
 from ..runtime.devices import device_kind, nvidia_devices_present, torch_build
 from ..runtime.embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from ..runtime.hub import HubModelError, resolve_hub_model
@@ -343,13 +344,27 @@ def preflight(settings: Settings) -> Preflight:
     refusal) and checks the sentence encoder's digest against every scoring that uses it.
     Returns a `Preflight`.
     Raises ``HubModelError``, ``ManifestError``, ``ModelConfigError``, ``ScoringConfigError``, ``SettingsError`` or
-    ``OnnxUnavailableError`` with a one-line reason.
+    ``OnnxUnavailableError`` with a one-line reason; a refusal of the model, its files, scoring or encoder also
+    names an install a kill left unfinished beside the local model directory (`zsnli.manifest.interrupted_installs`:
+    ``model/embedding`` or ``model/base`` missing or not yet committed, and the command that finishes it).
     """
     if settings.backend.startswith("onnx-"):
         require_onnx()
         ensure_cache_dir(settings.onnx_cache_dir)
     check_device(settings.device)
     check_explicit_paths(settings)
+    try:
+        return _checked_model(settings)
+    except (ManifestError, ModelConfigError, ScoringConfigError, SettingsError) as exc:
+        named = [] if settings.model_id else interrupted_installs(settings.model_dir)
+        if not named:
+            raise
+        raise type(exc)(f"{exc}; {'; '.join(named)}") from exc
+
+
+def _checked_model(settings: Settings) -> Preflight:
+    """`preflight` from the variant on: the model to serve, its files, its scoring and its encoder. Raises as
+    `preflight` does."""
     settings, variant = resolve_variant(settings)  # before the hub cache: base with a hub id is refused first
     settings, model_id, revision = _resolve_model(settings)
     model_dir = Path(settings.model_dir)

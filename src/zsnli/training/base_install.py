@@ -1,21 +1,22 @@
 """Ship a finished ``train.py train`` run as the base-size variant ``model/base`` (``train.py install-base``).
 
 The run's ``--model-dir`` (RUN) holds the weights, config and tokenizer; its ``training_manifest.json`` and
-``data_sources.json`` lie in RUN or beside it (``train.py train`` writes them beside its ``--model-dir`` unless
-``--manifest-dir`` says otherwise). `check_run` refuses, each in one line (`zsnli.training.cli_checks.UsageError`,
-exit 2): a folder with no such manifest (a Trainer ``checkpoint-N`` folder has none; a run folder whose
-``model/`` holds the model is named as such), files that are not the manifest's, a ``data_sources.json`` that is
-not a sources document, an ``id2label`` other than the 3-way head ``train.py train`` writes (`NLI_ID2LABEL`),
-recorded data through which zsc-dev or benchmark text could have reached the model (`leaked_text`), and a base
-model whose licence is not known (its card, `zsnli.training.manifest_writer.card_licence`, or ``--base-licence``).
-`install_base` also refuses the served model itself (`refuse_served`): the model directory, anything inside it, or
-a copy of the small model.
+``data_sources.json`` lie in RUN or beside it. Before anything else, what a killed install left is finished or
+rolled back (`_roll_back`). `check_run` refuses, each in one line (`zsnli.training.cli_checks.UsageError`, exit 2):
+a folder with no model (`not_a_model_dir` names the folder meant: RUN/model, or the folder the manifest beside a
+run's ``--output-dir`` describes, never the served model), no manifest (a Trainer ``checkpoint-N`` folder), an
+installed base (`refuse_installed`), files that are not the manifest's, a ``data_sources.json`` that is not a
+sources document, an ``id2label`` other than the 3-way head (`NLI_ID2LABEL`), recorded data through which zsc-dev
+or benchmark text could have reached the model (`zsnli.training.leak_check.leaked_text`), and a base model whose
+licence is not known (its card, `zsnli.training.manifest_writer.card_licence`, or ``--base-licence``).
+`install_base` also refuses the served model itself (`refuse_served`, `refuse_small_model`).
 
 `install_base` builds ``<model dir>/base`` in a staging folder beside the model directory
 (`zsnli.training.encoder_install.staging_dirs`): the tokenizer and every other listed file copied,
 ``config.json`` with dtype bfloat16, ``model.safetensors`` cast to bfloat16 (`convert_weights`: about 220 MB for
 a 110M model), its own ``training_manifest.json`` (`base_manifest`), the run's ``data_sources.json`` and, when
-given, ``calibration.json``. Then `swap_in`: the old ``base/`` is set aside (an existing one is replaced only
+given, ``calibration.json``; replacing a base of the same model without one keeps the old base's calibration and
+data sources (`keep_fitted`). Then `swap_in`: the old ``base/`` is set aside (an existing one is replaced only
 with ``force``), the staged folder renamed into place, the top-level ``training_manifest.json`` given
 ``variants.base`` (`zsnli.manifest.variant_pin`, every other key unchanged, `zsnli.manifest.write_json`), and only
 then the old base deleted: until the pin is written the old base can be restored, and a killed install is rolled
@@ -23,9 +24,9 @@ back by the next (`zsnli.training.encoder_install.recover`: a ``base/`` the top-
 replaced by the one set aside, or cleared when there was none).
 Without a calibration the base is not served yet: `select_command` is the command that chooses its scoring.
 
-May import `zsnli.manifest`, `zsnli.training.cli_checks` (the error, the checkout), `zsnli.training.encoder_install`
-(staging), `zsnli.training.manifest_writer` (the card's licence), `zsnli.training.nli_data` (the labels), and
-torch and safetensors inside `convert_weights`.
+May import `zsnli.manifest`, `zsnli.training.cli_checks` (the error), `zsnli.training.encoder_install` (staging,
+recovery, the top-level manifest), `zsnli.training.leak_check`, `zsnli.training.manifest_writer` (the card's
+licence), `zsnli.training.nli_data` (the labels), and torch and safetensors inside `convert_weights`.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ from typing import Any
 
 from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, ManifestError,
                         check_model_dir, check_variant_pin, hash_model_dir, load_manifest, model_dir_digest,
-                        sha256_file, variant_pin, write_json)
-from .cli_checks import CHECKOUT, UsageError
-from .encoder_install import recover, staging_dirs, swap_and_commit
+                        stale_writes, variant_pin, write_json)
+from .cli_checks import UsageError
+from .encoder_install import describes, recover, staging_dirs, swap_and_commit, top_manifest
+from .leak_check import leaked_text
 from .manifest_writer import TRAINED_EMBEDDING_KEY, card_licence
 from .nli_data import LABELS
 
@@ -54,14 +56,6 @@ BASE_DTYPE = "bfloat16"
 
 NLI_ID2LABEL = {str(i): name for i, name in enumerate(LABELS)}
 """The head ``train.py train`` writes and the served scoring was chosen for: 0 entailment, 1 neutral, 2 contradiction."""
-
-PROTECTED = ("zsc-dev", "zsc/public.jsonl")
-"""The texts no installed model may have seen, beside the data folder that holds zsc-train (and beside the checkout,
-`SHARED_DATA`): the choosing set and the benchmark's examples."""
-
-SHARED_DATA = CHECKOUT.parent / "shared" / "data"
-"""The team's data folder beside the checkout (``../shared/data``), whose zsc-dev and benchmark are protected
-wherever they exist."""
 
 RUN_HINT = "give the --model-dir of a finished train.py train run"
 
@@ -78,17 +72,16 @@ class Run:
     licence: str
 
 
-def run_manifest_path(run_dir: Path) -> Path:
+def run_manifest_path(run_dir: Path, served: Path | None = None) -> Path:
     """``training_manifest.json`` in ``run_dir``, else beside it (where ``train.py train`` writes it). Raises
-    `UsageError` when ``run_dir`` is not a directory, holds no model but a ``model/`` folder (a run's
-    ``--output-dir`` or its parent: give the model folder), or neither manifest exists (a Trainer checkpoint folder is
+    `UsageError` when ``run_dir`` is not a directory, holds no model (`not_a_model_dir`: the folder meant is named,
+    never the served model directory ``served``), or neither manifest exists (a Trainer checkpoint folder is
     named)."""
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: {'a file, not a directory' if run_dir.exists() else 'no such directory'}; "
                          f"{RUN_HINT}")
-    if not any((run_dir / n).is_file() for n in ("config.json", WEIGHTS_NAME)) and (run_dir / "model").is_dir():
-        raise UsageError(f"{run_dir}: holds no config.json or {WEIGHTS_NAME} but a model/ folder: give "
-                         f"{run_dir / 'model'} (the run's --model-dir)")
+    if not any((run_dir / n).is_file() for n in ("config.json", WEIGHTS_NAME)):
+        raise UsageError(not_a_model_dir(run_dir, served))
     for path in (run_dir / MANIFEST_NAME, run_dir.parent / MANIFEST_NAME):
         if path.is_file():
             return path
@@ -96,6 +89,47 @@ def run_manifest_path(run_dir: Path) -> Path:
     raise UsageError(f"{run_dir}: no {MANIFEST_NAME} in or beside it ({what}); Trainer checkpoint folders are not "
                      "installable: finish or stop the run (--time-budget-s saves the model) so it writes its "
                      "--model-dir and manifests")
+
+
+OUTPUT_FILES = ("trainer_state.json", "run_settings.json", "holdout.jsonl")
+"""Files a ``train.py train --output-dir`` holds beside its ``checkpoint-N`` folders (never a model directory)."""
+
+
+def _outside(folder: Path, served: Path | None) -> bool:
+    """Whether ``folder`` is neither the served model directory ``served`` nor inside it."""
+    return served is None or not folder.resolve().is_relative_to(served.resolve())
+
+
+def described_dirs(run_dir: Path) -> list[Path]:
+    """The folders beside ``run_dir`` (or in it) whose files are those that a ``training_manifest.json`` in or beside
+    ``run_dir`` lists (`zsnli.training.encoder_install.describes`: names compared, nothing hashed), sorted."""
+    found = []
+    for manifest in (run_dir / MANIFEST_NAME, run_dir.parent / MANIFEST_NAME):
+        if manifest.is_file():
+            found += [d for d in sorted(manifest.parent.iterdir()) if d.is_dir() and d != run_dir
+                      and not d.name.startswith(".") and describes(d, manifest)]
+    return found
+
+
+def not_a_model_dir(run_dir: Path, served: Path | None = None) -> str:
+    """The one-line refusal of a RUN that holds no ``config.json`` or `WEIGHTS_NAME`, pointing at the model folder
+    meant: its ``model/`` subfolder (the run's ``--output-dir`` or the folder of its manifests), else a folder the
+    manifest beside it describes (`described_dirs`), for a run's ``--output-dir`` (``checkpoint-N`` folders,
+    `OUTPUT_FILES`) or any other folder; never the served model directory ``served`` (the checkout's ``model/``)."""
+    head = f"{run_dir}: holds no config.json or {WEIGHTS_NAME}"
+    inner = run_dir / "model"
+    if inner.is_dir():
+        if _outside(inner, served):
+            return f"{head} but a model/ folder: give {inner} (the run's --model-dir)"
+        return f"{head}; its model/ is the served model directory, not a run: {RUN_HINT}"
+    output = any(run_dir.glob("checkpoint-*")) or any((run_dir / n).is_file() for n in OUTPUT_FILES)
+    what = "a train run's --output-dir (checkpoints and logs), not its model" if output else "not a model directory"
+    found = [d for d in described_dirs(run_dir) if _outside(d, served)]
+    if found:
+        return f"{head}: {what}; the model its {MANIFEST_NAME} describes is {found[0]}: give {found[0]}"
+    if output:
+        return f"{head}: this is a run's output folder, give its --model-dir (where the run wrote config.json)"
+    return f"{head}: {what}; {RUN_HINT}"
 
 
 def check_head(model_dir: Path) -> None:
@@ -109,92 +143,6 @@ def check_head(model_dir: Path) -> None:
     if found != NLI_ID2LABEL:
         raise UsageError(f"{model_dir}: config.json id2label is {found}, not the 3-way NLI head {NLI_ID2LABEL} that "
                          "train.py train writes and the served scoring expects")
-
-
-def _runs_recorded(manifest: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]], list[str]]]:
-    """``(who, sources, exclusions)`` of the run, of each run it continued from, and of the teacher it distilled."""
-    hp = manifest.get("hyperparameters") or {}
-    out = [("the run", (manifest.get("data") or {}).get("sources") or [], hp.get("zsc_exclude") or [])]
-    chain = manifest.get("continued_from")
-    while isinstance(chain, dict):
-        out.append((f"the run it continued from (model {str(chain.get('model_sha256'))[:12]})",
-                    chain.get("data_sources") or [], (chain.get("hyperparameters") or {}).get("zsc_exclude") or []))
-        chain = chain.get("continued_from")
-    teacher = manifest.get("teacher")
-    if isinstance(teacher, dict):
-        out.append(("its teacher", teacher.get("data_sources") or [], teacher.get("excluded_texts_from") or []))
-    return out
-
-
-def _covers(excluded: Path, item: Path) -> bool:
-    """An exclusion covers ``item``: the same path, a folder holding it, or a file with the same bytes."""
-    return (item == excluded or item.is_relative_to(excluded)
-            or (item.is_file() and excluded.is_file() and sha256_file(item) == sha256_file(excluded)))
-
-
-def _paths(sources: list[Any]) -> list[tuple[dict[str, Any], Path]]:
-    """``(entry, path)`` of each recorded source that names a path (hub sets name none)."""
-    return [(s, Path(str(s["path"])).expanduser()) for s in sources if isinstance(s, dict) and s.get("path")]
-
-
-def _zsc_roots(sources: list[Any]) -> set[Path]:
-    """The data folders holding the classification sets (``kind: "zsc"``) of ``sources``: ``<root>/zsc-train``."""
-    return {path.resolve().parent.parent for s, path in _paths(sources) if s.get("kind") == "zsc"}
-
-
-def protected_items(manifest: dict[str, Any]) -> list[Path]:
-    """The zsc-dev folders and benchmark files (`PROTECTED`) the leak check knows about, resolved: beside the folder
-    of every classification set the run, a run it continued from or its teacher recorded, and in `SHARED_DATA`;
-    only those that exist."""
-    roots = {SHARED_DATA.resolve()}
-    for _, sources, _ in _runs_recorded(manifest):
-        roots |= _zsc_roots(sources)
-    return [root / rel for root in sorted(roots) for rel in PROTECTED if (root / rel).exists()]
-
-
-def _digests(items: list[Path]) -> dict[str, Path]:
-    """``{sha256: file}`` of every file of ``items`` (a protected folder's files, or the file itself)."""
-    files = [f for item in items for f in ([item] if item.is_file() else sorted(item.rglob("*")))]
-    return {sha256_file(f): f for f in files if f.is_file()}
-
-
-def _protected_source(source: dict[str, Any], path: Path, items: list[Path], digests: dict[str, Path]) -> str | None:
-    """How ``source`` (read from ``path``) reaches a protected item: it is one, lies in one or holds one, or has the
-    bytes of a protected file (its recorded ``sha256``, else the file hashed when its size is that of a protected
-    file); None when it does not."""
-    path = path.resolve()
-    for item in items:
-        if path == item or path.is_relative_to(item) or item.is_relative_to(path):
-            return f"{'is' if path == item else 'lies in' if path.is_relative_to(item) else 'holds'} {item}"
-    digest = source.get("sha256") if isinstance(source.get("sha256"), str) else None
-    if digest is None and path.is_file() and path.stat().st_size in {f.stat().st_size for f in digests.values()}:
-        digest = sha256_file(path)
-    return f"has the bytes of {digests[digest]}" if digest in digests else None
-
-
-def leaked_text(manifest: dict[str, Any]) -> str | None:
-    """Why zsc-dev or benchmark text could have reached the model ``manifest`` describes, or None.
-
-    For the run, each run it continued from and its teacher: a data source that is, lies under or holds one of
-    `protected_items` (the same resolved path, or a file with the same bytes), or classification sets
-    (``kind: "zsc"``) mixed in without excluding the zsc-dev folder and ``zsc/public.jsonl`` beside their folder and
-    beside the checkout (``../shared/data``) where those exist (``train.py train``'s default ``--zsc-exclude``; a
-    folder excluded covers what it holds). A folder merely named ``zsc`` elsewhere is no reason."""
-    items = protected_items(manifest)
-    digests = _digests(items)
-    for who, sources, exclusions in _runs_recorded(manifest):
-        for source, path in _paths(sources):
-            how = _protected_source(source, path, items, digests)
-            if how is not None:
-                return f"{who} trained on {source.get('name')} ({path}), which {how}"
-        roots = _zsc_roots(sources)
-        excluded = [Path(str(e)).expanduser().resolve() for e in exclusions]
-        for root in sorted(roots | ({SHARED_DATA.resolve()} if roots else set())):
-            for item in (root / "zsc-dev", root / "zsc" / "public.jsonl"):
-                if item.exists() and not any(_covers(e, item) for e in excluded):
-                    return (f"{who} mixed in classification sets without excluding {item} (its --zsc-exclude), so "
-                            "its text could have reached the model")
-    return None
 
 
 FILE_STATUS = {"mismatch": "{name} differs from what {manifest} lists", "missing": "{name} is listed in {manifest} "
@@ -219,20 +167,22 @@ def read_sources(path: Path) -> dict[str, Any]:
     return doc
 
 
-def check_run(run_dir: str | Path, base_licence: str | None = None) -> Run:
+def check_run(run_dir: str | Path, base_licence: str | None = None, served: Path | None = None) -> Run:
     """Check a ``train.py train`` model directory before anything is written; returns the `Run`.
 
     Raises `UsageError` (one line) for a missing manifest (`run_manifest_path`), files that differ from it (each
     re-hashed, `zsnli.manifest.check_model_dir`; `FILE_STATUS` says how), no `WEIGHTS_NAME`, no readable
     ``data_sources.json`` beside the manifest (`read_sources`), another head (`check_head`), leaked text
     (`leaked_text`), or no licence: ``base_licence`` when given, else the card of a local base folder
-    (`zsnli.training.manifest_writer.card_licence` of ``base_model.id``)."""
+    (`zsnli.training.manifest_writer.card_licence` of ``base_model.id``); and an installed base (`refuse_installed`).
+    ``served``: the served model directory, never suggested as the folder meant (`not_a_model_dir`)."""
     run_dir = Path(run_dir).expanduser()
-    path = run_manifest_path(run_dir)
+    path = run_manifest_path(run_dir, served)
     try:
         manifest = load_manifest(path)
     except ManifestError as exc:
         raise UsageError(str(exc)) from None
+    refuse_installed(run_dir, manifest)
     bad = [c for c in check_model_dir(run_dir, manifest) if c.status != "ok"]
     if bad:
         how = FILE_STATUS.get(bad[0].status, "{name} is " + bad[0].status + " against {manifest}")
@@ -251,6 +201,19 @@ def check_run(run_dir: str | Path, base_licence: str | None = None) -> Run:
         raise UsageError(f"{path}: the base model {base.get('id')!r} is not a local folder whose card (README.md) "
                          "names a licence; give it with --base-licence TEXT")
     return Run(run_dir, manifest, path, path.parent / DATA_SOURCES_NAME, licence)
+
+
+def refuse_installed(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """Raise `UsageError` when ``manifest`` (RUN's) is that of an installed base (it records ``converted``, as
+    `base_manifest` writes it): a copy of ``model/base`` installed again would lose its run's lineage; the original
+    run recorded in ``converted.from`` is named."""
+    converted = manifest.get("converted")
+    if isinstance(converted, dict):
+        origin = converted.get("from") if isinstance(converted.get("from"), dict) else {}
+        run = origin.get("dir") or "the run it was converted from"
+        raise UsageError(f"{run_dir} is an installed base (its {MANIFEST_NAME} records converted by "
+                         f"{converted.get('by', 'train.py install-base')} from {run}): install the run itself: "
+                         f"give {run}")
 
 
 def convert_weights(src: Path, dst: Path) -> list[str]:
@@ -298,6 +261,9 @@ def _copy(src: Path, dst: Path) -> None:
 
 def read_calibration(path: Path) -> dict[str, Any]:
     """The calibration document at ``path`` (an object with ``chosen``); `UsageError` when it is not one."""
+    if Path(path).is_dir():
+        raise UsageError(f"--calibration {path}: a directory, not a file; give the calibration.json train.py select "
+                         "wrote for this base")
     if not Path(path).is_file():
         raise UsageError(f"--calibration {path}: no such file")
     try:
@@ -339,12 +305,41 @@ def _build(run: Run, staged: Path, calibration: Path | None) -> dict[str, Any]:
     return manifest
 
 
-def _top_manifest(path: Path) -> dict[str, Any]:
-    """The top-level manifest that pins the variants; `UsageError` when it is missing or unreadable."""
+def _recorded_model(calibration: Path) -> str | None:
+    """The ``model_sha256`` a calibration document records; None when it records none or cannot be read."""
     try:
-        return load_manifest(path)
-    except ManifestError as exc:
-        raise UsageError(f"{exc}: the top-level {MANIFEST_NAME} pins model/base (give --manifest-dir)") from None
+        recorded = json.loads(calibration.read_text(encoding="utf-8")).get("model_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return recorded if isinstance(recorded, str) else None
+
+
+def keep_fitted(old: Path, staged: Path, digest: str) -> str | None:
+    """What becomes of the scoring of the base ``old`` that the base built in ``staged`` (``model_sha256``
+    ``digest``) replaces, when no ``--calibration`` is given; returns the line that says it (None: ``old`` had no
+    calibration and is another model). The same model (its manifest's ``model_sha256`` is ``digest``): its
+    ``data_sources.json`` (the run's, plus the zsc-dev sets ``train.py select`` chose on) and its
+    ``calibration.json``, when that records ``digest``, are copied into ``staged``. Another model: its calibration is
+    dropped, being fitted for that model."""
+    try:
+        before = load_manifest(old / MANIFEST_NAME).get("model_sha256")
+    except ManifestError:
+        before = None
+    calibration = old / CALIBRATION_NAME
+    if before != digest:
+        return (f"the old base's {CALIBRATION_NAME} was dropped: it was fitted for another model (the old base, "
+                f"{str(before)[:12]}), not this one ({digest[:12]})") if calibration.is_file() else None
+    if (old / DATA_SOURCES_NAME).is_file():
+        _copy(old / DATA_SOURCES_NAME, staged / DATA_SOURCES_NAME)
+    if not calibration.is_file():
+        return f"the same model as the old base ({digest[:12]}): kept its {DATA_SOURCES_NAME} (it had no calibration)"
+    recorded = _recorded_model(calibration)
+    if recorded != digest:
+        return (f"the same model as the old base ({digest[:12]}): kept its {DATA_SOURCES_NAME}; its {CALIBRATION_NAME} "
+                f"was dropped: it was fitted for another model ({str(recorded)[:12]})")
+    _copy(calibration, staged / CALIBRATION_NAME)
+    return (f"the same model as the old base ({digest[:12]}): kept its {CALIBRATION_NAME} and {DATA_SOURCES_NAME} "
+            "(fitted for this model)")
 
 
 def refuse_served(run_dir: str | Path, model_dir: Path) -> None:
@@ -377,15 +372,23 @@ def _pinned(model_dir: Path, top_path: Path) -> bool:
 
 def _pin(model_dir: Path, top_path: Path) -> None:
     """Write ``variants.base`` (`zsnli.manifest.variant_pin` of ``model_dir/base``) into the top-level manifest."""
-    top = _top_manifest(top_path)
+    top = load_manifest(top_path)
     top["variants"] = {**(top.get("variants") if isinstance(top.get("variants"), dict) else {}),
                        BASE_VARIANT_SUBDIR: variant_pin(model_dir)}
     write_json(top_path, top)
 
 
-def _roll_back(model_dir: Path, top_path: Path) -> None:
-    """Undo an install that stopped between its first rename and its pin (`recover`: the old base back)."""
-    recover(model_dir, BASE_VARIANT_SUBDIR, committed=lambda: _pinned(model_dir, top_path))
+def _roll_back(model_dir: Path, top_path: Path) -> str | None:
+    """Finish or undo an install that stopped between its first rename and its end (`recover`: a ``base/`` the
+    top-level manifest pins stays, else the old base is put back); returns what was done, None when nothing was
+    left. The temporary files of killed writes of the top-level manifest are removed. Does nothing while that
+    manifest is missing or not ``model_dir``'s (`zsnli.training.encoder_install.describes`): it alone says whether
+    the install was committed."""
+    if not model_dir.is_dir() or not describes(model_dir, top_path):
+        return None
+    for left in stale_writes(top_path):
+        left.unlink(missing_ok=True)
+    return recover(model_dir, BASE_VARIANT_SUBDIR, committed=lambda: _pinned(model_dir, top_path))
 
 
 def swap_in(staged: Path, model_dir: Path, top_path: Path) -> None:
@@ -401,23 +404,29 @@ def swap_in(staged: Path, model_dir: Path, top_path: Path) -> None:
 
 def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str | Path,
                  calibration: str | Path | None = None, base_licence: str | None = None,
-                 force: bool = False) -> dict[str, Any]:
+                 force: bool = False, manifest_given: bool = True) -> tuple[dict[str, Any], str | None]:
     """Install the run ``run_dir`` as ``<model_dir>/base`` and pin it in ``<manifest_dir>/training_manifest.json``.
 
-    Returns the base folder's own manifest. Raises `UsageError` (one line, nothing changed) for a missing
-    ``model_dir`` or top-level manifest, a run that is the served model (`refuse_served`, `refuse_small_model`),
-    every refusal of `check_run` (checked before the target, so a wrong run is named as such), an existing
-    ``base/`` without ``force``, and a missing ``calibration`` file or one not recording this base's
-    ``model_sha256``. The folder is staged beside ``model_dir`` and removed on any failure, so no half folder is
-    left (`swap_in`)."""
-    model_dir, top_path = Path(model_dir), Path(manifest_dir) / MANIFEST_NAME
+    First finishes or rolls back what a killed install left (`_roll_back`), whatever else is wrong. Returns the base
+    folder's own manifest and what became of the old base's calibration (`keep_fitted`; None without one).
+    Raises `UsageError` (one line, nothing changed) for a missing ``model_dir``, a blank ``base_licence``, a missing
+    or unreadable top-level manifest (``manifest_given``: ``--manifest-dir`` named it), a run that is the served model
+    (`refuse_served`, `refuse_small_model`), every refusal of `check_run` (checked before the target, so a wrong run
+    is named as such), an existing ``base/`` without ``force``, and a ``calibration`` that is no file or does not
+    record this base's ``model_sha256``. The folder is staged beside ``model_dir`` and removed on any failure, so no
+    half folder is left (`swap_in`)."""
+    model_dir, manifest_dir = Path(model_dir), Path(manifest_dir)
+    top_path = manifest_dir / MANIFEST_NAME
     if not model_dir.is_dir():
         raise UsageError(f"--model-dir {model_dir}: no such directory (the served model directory that gets base/)")
-    _top_manifest(top_path)
-    refuse_served(run_dir, model_dir)
-    run = check_run(run_dir, base_licence)
-    refuse_small_model(run, model_dir)
     _roll_back(model_dir, top_path)  # what a killed install left
+    if base_licence is not None and not base_licence.strip():
+        raise UsageError(f"--base-licence {base_licence!r} is {'empty' if not base_licence else 'blank'}: give the "
+                         "base model's licence text, or leave the option out to read it from the base's model card")
+    top_manifest(manifest_dir, manifest_given, f"pins {BASE_VARIANT_SUBDIR}/")
+    refuse_served(run_dir, model_dir)
+    run = check_run(run_dir, base_licence, served=model_dir)
+    refuse_small_model(run, model_dir)
     target = model_dir / BASE_VARIANT_SUBDIR
     if target.exists() and not force:
         raise UsageError(f"{target} exists; --force replaces it")
@@ -426,11 +435,13 @@ def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str |
     staged = staging_dirs(model_dir, BASE_VARIANT_SUBDIR)[0]
     try:
         manifest = _build(run, staged, None if calibration is None else Path(calibration))
+        replaces = calibration is None and target.exists()
+        kept = keep_fitted(target, staged, manifest["model_sha256"]) if replaces else None
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
     swap_in(staged, model_dir, top_path)
-    return manifest
+    return manifest, kept
 
 
 def select_command(base: str | Path) -> str:
@@ -463,13 +474,20 @@ def add_parser(sub: Any, model_dir_default: str) -> None:
 
 
 def run_command(args: argparse.Namespace, manifest_dir: Path) -> int:
-    """``train.py install-base``: install, print what was installed and the next command; returns 0."""
-    manifest = install_base(args.run_dir, args.model_dir, manifest_dir, args.calibration, args.base_licence,
-                            args.force)
+    """``train.py install-base``: first finish or roll back what a killed install left (as long as ``--model-dir``
+    exists), then install; print what was installed, what became of the old base's calibration, and the next
+    command when the base has none; returns 0."""
+    note = _roll_back(Path(args.model_dir), manifest_dir / MANIFEST_NAME)
+    if note:
+        print(note)
+    manifest, kept = install_base(args.run_dir, args.model_dir, manifest_dir, args.calibration, args.base_licence,
+                                  args.force, manifest_given=args.manifest_dir is not None)
     base = Path(args.model_dir) / BASE_VARIANT_SUBDIR
     print(f"{base}: installed in {BASE_DTYPE} (model_sha256 {manifest['model_sha256']}), pinned in "
           f"{manifest_dir / MANIFEST_NAME} variants.{BASE_VARIANT_SUBDIR}")
-    if args.calibration is None:
+    if kept:
+        print(f"{base}: {kept}")
+    if not (base / CALIBRATION_NAME).is_file():
         print(f"{base} has no {CALIBRATION_NAME}: ZSNLI_MODEL_VARIANT=base refuses to start until it has one; "
               f"choose its scoring with: {select_command(base)}")
     return 0

@@ -15,14 +15,17 @@ link, and any symbolic link in the run's ``model/``, is refused (as pip's wheel 
 huggingface_hub refuse paths that escape their tree). The new directory is staged beside the model
 directory, never inside it (`staging_dirs`), so a killed install leaves nothing the server, ``train.py
 verify`` or a rerun finds in the model directory. Then `swap_and_commit` (the order ``install-base`` uses
-too): the old ``embedding/`` set aside, the staged one renamed into place, ``training_manifest.json`` written
-(`zsnli.manifest.write_json`: atomic) and ``data_sources.json`` declared, and only then the old encoder
-deleted. A failure before the manifest is written puts the old encoder back at once; a killed install is
-finished or rolled back by the next (`_roll_back`: the manifest written means the new encoder stays and its
-sets are declared again, else the old encoder returns). ``data_sources.json`` must parse before anything
-changes, since it is rewritten after the manifest.
+too): the old ``embedding/`` set aside, the staged one renamed into place, and `_commit`: the old
+``data_sources.json`` kept in the folder set aside, the new sets declared, then ``training_manifest.json`` written
+(`zsnli.manifest.write_json`: atomic), the commit point that covers both documents; only then the old encoder
+deleted. A failure before the manifest is written puts the old encoder and data sources back at once. Every
+``train.py install-encoder`` (`run_command`) first finishes or rolls back what a killed install left
+(`_roll_back`), before it checks its arguments: the manifest written means the new encoder stays, else the old
+encoder and ``data_sources.json`` return. ``data_sources.json`` must be a sources document before anything changes.
+`install_checks` is what ``train.py verify`` adds: an install a kill left unfinished, and data sources that do not
+declare the installed encoder's sets (`sources_check`).
 
-May import `zsnli.manifest` and `zsnli.training.manifest_writer`; no torch.
+May import `zsnli.manifest`, `zsnli.training.cli_checks` (the error) and `zsnli.training.manifest_writer`; no torch.
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from ..manifest import (DATA_SOURCES_NAME, EMBEDDING_SUBDIR, MANIFEST_NAME, ManifestError, check_model_dir,
-                        hash_model_dir, load_manifest, sha256_file, write_json)
+from ..manifest import (DATA_SOURCES_NAME, EMBEDDING_SUBDIR, MANIFEST_NAME, METADATA_NAMES,
+                        PRETRAINED_DIRS, VARIANT_DIRS, FileCheck, ManifestError, check_model_dir, hash_model_dir,
+                        install_aside, interrupted_installs, load_manifest, sha256_file, stale_writes, write_bytes,
+                        write_json)
+from .cli_checks import UsageError
 from .manifest_writer import (
     ENCODER_MANIFEST_NAME, TEACHER_KEY, TRAINED_EMBEDDING_KEY, LineageError, declare_sources, teacher_sources,
     trained_embedding,
@@ -52,8 +58,9 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
     ``manifest_dir`` holds ``training_manifest.json`` (whose ``files`` must match ``model_dir``) and
     ``data_sources.json``. Returns the manifest's new ``embedding`` table. Raises `ManifestError` (one
     line) for a missing or unreadable manifest, a run or model directory whose files differ from its
-    manifest, a run manifest without its data or base, or a ``data_sources.json`` that is not a sources
-    document; nothing is changed then. Raises what writing raises (``OSError``) once the swap began, the old
+    manifest, or a run manifest without its data or base, and `UsageError` for a ``data_sources.json`` that is not
+    a sources document; nothing is changed then (but what a killed install left is first finished or rolled back,
+    `_roll_back`). Raises what writing raises (``OSError``) once the swap began, the old
     encoder back in place unless the manifest was written (`swap_and_commit`).
     """
     run_dir, model_dir, manifest_dir = Path(run_dir), Path(model_dir), Path(manifest_dir)
@@ -80,9 +87,75 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
         raise
     manifest.get("pretrained_artifacts", {}).pop(EMBEDDING_SUBDIR, None)
     manifest[TRAINED_EMBEDDING_KEY] = table
-    swap_and_commit(staged, model_dir, EMBEDDING_SUBDIR, commit=lambda: _commit(manifest_dir, manifest, sources),
+    aside = staging_dirs(model_dir)[1]
+    swap_and_commit(staged, model_dir, EMBEDDING_SUBDIR,
+                    commit=lambda: _commit(manifest_dir, manifest, sources, aside),
                     roll_back=lambda: _roll_back(model_dir, manifest_dir))
     return table
+
+
+RUN_HINT = "give the --output-dir of a finished train.py encoder run"
+
+
+def check_run_folder(run_dir: str | Path) -> Path:
+    """The encoder run folder ``run_dir`` (expanded), once it holds ``model/config.json`` and
+    `ENCODER_MANIFEST_NAME`. Raises `UsageError` (one line): a missing path or a file, the run's own ``model/``
+    folder (its parent holds the manifest: give the parent), a folder without those files."""
+    run = Path(run_dir).expanduser()
+    if not run.is_dir():
+        raise UsageError(f"{run_dir}: {'a file, not a directory' if run.exists() else 'no such directory'}; {RUN_HINT}")
+    if not (run / "model").is_dir() and (run.parent / ENCODER_MANIFEST_NAME).is_file():
+        raise UsageError(f"{run_dir} is the model/ folder of the encoder run {run.parent}: give {run.parent} (its "
+                         f"--output-dir, which holds model/ and {ENCODER_MANIFEST_NAME})")
+    for need in (run / "model" / "config.json", run / ENCODER_MANIFEST_NAME):
+        if not need.is_file():
+            raise UsageError(f"{run_dir}: no {need.relative_to(run)}; {RUN_HINT}")
+    return run
+
+
+def top_manifest(manifest_dir: Path, given: bool, role: str) -> dict[str, Any]:
+    """The top-level ``training_manifest.json`` in ``manifest_dir`` (``given``: named by ``--manifest-dir``, else
+    the default beside ``--model-dir``; ``role``: what it does for this install, e.g. ``pins model/base``). Raises
+    `UsageError` naming the path given and what is wrong with it (no such folder, no manifest in it, unreadable)."""
+    path = manifest_dir / MANIFEST_NAME
+    try:
+        return load_manifest(path)
+    except ManifestError as exc:
+        if not given:
+            raise UsageError(f"{exc} (the top-level {MANIFEST_NAME} beside --model-dir {role}); give --manifest-dir "
+                             "DIR when it lies elsewhere") from None
+        what = ("no such directory" if not manifest_dir.is_dir() else f"no {MANIFEST_NAME} in it" if not path.exists()
+                else str(exc))
+        raise UsageError(f"--manifest-dir {manifest_dir}: {what} (the top-level {MANIFEST_NAME}, which "
+                         f"{role})") from None
+
+
+def check_model_folder(model_dir: Path, sub: str) -> None:
+    """Raise `UsageError` unless ``model_dir`` (``--model-dir``, whose ``sub`` is replaced) is a model directory."""
+    if not model_dir.is_dir():
+        raise UsageError(f"--model-dir {model_dir}: {'a file' if model_dir.exists() else 'no such directory'}; give "
+                         f"the served model directory whose {sub}/ is replaced")
+    if not (model_dir / "config.json").is_file():
+        raise UsageError(f"--model-dir {model_dir}: not a model directory (no config.json); give the served model "
+                         f"directory whose {sub}/ is replaced")
+
+
+def run_command(args: Any, manifest_dir: Path) -> int:
+    """``train.py install-encoder``: first finish or roll back what a killed install left (`_roll_back`, whatever is
+    wrong with the arguments, as long as ``--model-dir`` exists), then check the run, the model directory, the
+    top-level manifest and ``data_sources.json`` (one line each, `UsageError`), install and print; returns 0."""
+    model_dir = Path(args.model_dir)
+    note = _roll_back(model_dir, manifest_dir)
+    if note:
+        print(note)
+    run = check_run_folder(args.run_dir)
+    check_model_folder(model_dir, EMBEDDING_SUBDIR)
+    top_manifest(manifest_dir, args.manifest_dir is not None, f"lists {EMBEDDING_SUBDIR}/")
+    _check_sources_file(manifest_dir / DATA_SOURCES_NAME)
+    table = install_encoder(run, model_dir, manifest_dir)
+    print(f"{model_dir / EMBEDDING_SUBDIR} is now {table['id']} (embedding sha256 {table['sha256']}); "
+          "calibration.json pins the old encoder: re-choose the scoring with python train.py select")
+    return 0
 
 
 def swap_and_commit(staged: Path, model_dir: Path, sub: str, commit: Callable[[], None],
@@ -105,10 +178,34 @@ def swap_and_commit(staged: Path, model_dir: Path, sub: str, commit: Callable[[]
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _commit(manifest_dir: Path, manifest: dict[str, Any], sources: list[dict[str, Any]]) -> None:
-    """Write ``training_manifest.json`` (the commit point), then declare the encoder's ``sources``."""
-    write_json(manifest_dir / MANIFEST_NAME, manifest)
+SOURCES_BEFORE = ".data_sources.before.json"
+"""The copy of ``data_sources.json`` as it was before an install, kept in the old folder set aside (`_commit`) until
+the manifest is written; `SOURCES_NONE` there instead when there was none."""
+SOURCES_NONE = ".data_sources.none"
+
+
+def _commit(manifest_dir: Path, manifest: dict[str, Any], sources: list[dict[str, Any]], aside: Path) -> None:
+    """Commit an encoder whose folder is in place: the old ``data_sources.json`` kept in ``aside`` (`SOURCES_BEFORE`,
+    atomically), the encoder's ``sources`` declared in it, then ``training_manifest.json`` written: the commit point,
+    after which both documents are the new encoder's. Until then `_roll_back` restores the old data sources too."""
+    path = manifest_dir / DATA_SOURCES_NAME
+    if path.is_file():
+        write_bytes(aside / SOURCES_BEFORE, path.read_bytes())
+    else:
+        (aside / SOURCES_NONE).touch()
     declare_sources(manifest_dir, sources, replace_prefix=ENCODER_SOURCE_PREFIX)
+    write_json(manifest_dir / MANIFEST_NAME, manifest)
+
+
+def _restore_sources(aside: Path, manifest_dir: Path) -> None:
+    """Put ``data_sources.json`` back as `_commit` found it (its copy in ``aside``, or no file), then drop the copy."""
+    before, none, path = aside / SOURCES_BEFORE, aside / SOURCES_NONE, manifest_dir / DATA_SOURCES_NAME
+    if before.is_file():
+        write_bytes(path, before.read_bytes())
+        before.unlink()
+    elif none.exists():
+        path.unlink(missing_ok=True)
+        none.unlink()
 
 
 def _committed(model_dir: Path, manifest_dir: Path) -> bool:
@@ -122,30 +219,89 @@ def _committed(model_dir: Path, manifest_dir: Path) -> bool:
         return False
 
 
-def _roll_back(model_dir: Path, manifest_dir: Path) -> None:
-    """Finish or undo an install stopped between its first rename and its end (`recover`): with the manifest
-    written (`_committed`) the new encoder stays and its sets are declared again (its own `ENCODER_MANIFEST_NAME`
-    names them; declaring twice changes nothing), else the old encoder (or none) is put back. Raises what
-    reading or writing ``data_sources.json`` raises in the first case."""
-    done = staging_dirs(model_dir)[1].exists() and _committed(model_dir, manifest_dir)
-    if done:
-        installed = load_manifest(model_dir / EMBEDDING_SUBDIR / ENCODER_MANIFEST_NAME)
-        declare_sources(manifest_dir, _encoder_sources(installed), replace_prefix=ENCODER_SOURCE_PREFIX)
-    recover(model_dir, committed=lambda: done)
+def describes(model_dir: Path, manifest_path: Path) -> bool:
+    """Whether the manifest at ``manifest_path`` is readable and lists exactly the names of ``model_dir``'s own files
+    (its subfolders `PRETRAINED_DIRS` / `VARIANT_DIRS`, metadata and hidden entries such as the ``.embedding.new`` of
+    old installs left out; names only, nothing hashed): the manifest of this model directory, which alone tells
+    whether a killed install was committed."""
+    try:
+        listed = set(load_manifest(manifest_path)["files"])
+    except ManifestError:
+        return False
+    root = Path(model_dir)
+    names = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    skip = PRETRAINED_DIRS + VARIANT_DIRS
+    return listed == {n for n in names if n.split("/")[0] not in skip and not n.startswith(".")
+                      and n not in METADATA_NAMES}
+
+
+def _roll_back(model_dir: Path, manifest_dir: Path) -> str | None:
+    """Finish or undo an install of ``model_dir/embedding`` stopped between its first rename and its end (`recover`);
+    returns what was done (one line), None when nothing was left. With the manifest written (`_committed`) the new
+    encoder stays (and its sets are declared again where ``data_sources.json`` lacks them, as an install before
+    `_commit`'s order could leave it), else the old encoder (or none) and the old ``data_sources.json`` are put back.
+    The temporary files of killed writes of both documents are removed. Does nothing while ``manifest_dir``'s
+    manifest is missing or not this model directory's (`describes`): it alone says whether the install was
+    committed."""
+    if not model_dir.is_dir() or not describes(model_dir, manifest_dir / MANIFEST_NAME):
+        return None
+    for doc in (MANIFEST_NAME, DATA_SOURCES_NAME):
+        for left in stale_writes(manifest_dir / doc):
+            left.unlink(missing_ok=True)
+    aside = staging_dirs(model_dir)[1]
+    done = aside.exists() and _committed(model_dir, manifest_dir)
+    if done and sources_check(model_dir, manifest_dir).status != "ok":
+        try:
+            installed = load_manifest(model_dir / EMBEDDING_SUBDIR / ENCODER_MANIFEST_NAME)
+            declare_sources(manifest_dir, _encoder_sources(installed), replace_prefix=ENCODER_SOURCE_PREFIX)
+        except (ManifestError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # no sets named, or a data_sources.json that is no sources document: the install refuses it
+    elif aside.exists() and not done:
+        _restore_sources(aside, manifest_dir)
+    return recover(model_dir, committed=lambda: done)
+
+
+def sources_check(model_dir: Path, manifest_dir: Path) -> FileCheck:
+    """``data_sources.json``'s `ENCODER_SOURCE_PREFIX` entries against those of the encoder installed in
+    ``model_dir/embedding`` (its `ENCODER_MANIFEST_NAME`): ``ok``, ``mismatch`` (another encoder's sets, or none),
+    ``absent`` when there is nothing to compare (no installed encoder manifest naming its data, or no sources
+    document). Never raises."""
+    name = f"{DATA_SOURCES_NAME} ({ENCODER_SOURCE_PREFIX}* entries)"
+    try:
+        want = _encoder_sources(load_manifest(model_dir / EMBEDDING_SUBDIR / ENCODER_MANIFEST_NAME))
+        doc = json.loads((manifest_dir / DATA_SOURCES_NAME).read_text(encoding="utf-8"))
+        have = [e for e in doc["sources"] if str(e.get("name", "")).startswith(ENCODER_SOURCE_PREFIX)]
+    except (ManifestError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        return FileCheck(name, "absent", None, None)
+    return FileCheck(name, "ok" if have == want else "mismatch", None, None)
+
+
+def install_checks(model_dir: str | Path, manifest_path: str | Path) -> list[FileCheck]:
+    """What ``train.py verify`` adds for installs: one ``interrupted`` check per install a kill left unfinished
+    (`zsnli.manifest.interrupted_installs`, its line the name), and for a training manifest whose model directory
+    holds an installed encoder, whether ``data_sources.json`` beside the manifest declares that encoder's sets
+    (`sources_check`; ``mismatch`` when the two documents disagree)."""
+    checks = [FileCheck(line, "interrupted", None, None) for line in interrupted_installs(model_dir)]
+    sources = sources_check(Path(model_dir), Path(manifest_path).parent)
+    return checks + ([sources] if sources.status != "absent" else [])
 
 
 def _check_sources_file(path: Path) -> None:
-    """Raise `ManifestError` unless ``data_sources.json`` at ``path`` is absent or an object whose ``sources`` is a
-    list of objects (`zsnli.training.manifest_writer.declare_sources` rewrites it after the manifest is written, so it
-    is read before anything changes)."""
+    """Raise `UsageError` (one sentence) unless ``data_sources.json`` at ``path`` is absent or an object whose
+    ``sources`` is a list of objects (`zsnli.training.manifest_writer.declare_sources` rewrites it during the swap, so
+    it is read before anything changes)."""
     if not path.exists():
         return
     try:
-        sources = json.loads(path.read_text(encoding="utf-8")).get("sources", [])
-    except (OSError, ValueError, AttributeError) as exc:
-        raise ManifestError(f"{path}: not a data sources document ({' '.join(str(exc).split())})") from None
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not readable JSON ({' '.join(str(exc).split())}); it must be a data sources "
+                         "document (restore it) before an encoder is installed") from None
+    sources = doc.get("sources", []) if isinstance(doc, dict) else None
     if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):
-        raise ManifestError(f"{path}: not a data sources document ('sources' is not a list of objects)")
+        what = (f"a JSON {type(doc).__name__}, not an object whose 'sources' is a list of objects"
+                if not isinstance(doc, dict) else "its 'sources' is not a list of objects")
+        raise UsageError(f"{path}: not a data sources document ({what}); restore it before an encoder is installed")
 
 
 def staging_dirs(model_dir: Path, sub: str = EMBEDDING_SUBDIR) -> tuple[Path, Path]:
@@ -153,9 +309,7 @@ def staging_dirs(model_dir: Path, sub: str = EMBEDDING_SUBDIR) -> tuple[Path, Pa
     `zsnli.training.base_install`) is built and where the old one waits during the swap, both beside
     ``model_dir`` (``.model.<sub>.staged`` / ``.old``: same filesystem, so the renames are atomic), never inside
     the checked tree (both ignored by git: ``.gitignore``)."""
-    model_dir = Path(model_dir).resolve()
-    stem = model_dir.parent / f".{model_dir.name}.{sub}"
-    return Path(f"{stem}.staged"), Path(f"{stem}.old")
+    return install_aside(model_dir, sub)
 
 
 NO_PREVIOUS = ".none"
@@ -173,28 +327,31 @@ def set_aside(target: Path, old: Path) -> None:
         (old / NO_PREVIOUS).touch()
 
 
-def recover(model_dir: Path, sub: str = EMBEDDING_SUBDIR, committed: Callable[[], bool] | None = None) -> None:
+def recover(model_dir: Path, sub: str = EMBEDDING_SUBDIR, committed: Callable[[], bool] | None = None) -> str | None:
     """Clear what a killed install of ``<model_dir>/<sub>`` left: its staged copy (and the in-tree
     ``.embedding.new`` of installs before issue 48), then the old ``sub`` set aside (`staging_dirs`), if any.
+    Returns what was done, one line naming ``<model_dir>/<sub>`` (None when nothing was left).
 
     That old one is deleted when the new ``sub`` is in place and ``committed()`` says it was committed (its
     manifest written, `_committed` for ``install-encoder``; None: being in place is enough). Otherwise (the kill
     came before that point) the new ``sub`` is removed and the old one renamed back, or none left when there was
     none before (`NO_PREVIOUS`): the model directory is as before that install."""
     staged, old = staging_dirs(model_dir, sub)
+    target = Path(model_dir) / sub
+    note = f"{target}: removed {staged.name}, the copy a killed install left" if staged.exists() else None
     shutil.rmtree(staged, ignore_errors=True)
     shutil.rmtree(Path(model_dir) / f".{sub}.new", ignore_errors=True)
     if not old.exists():
-        return
-    target = Path(model_dir) / sub
+        return note
     if target.exists() and (committed is None or committed()):
         shutil.rmtree(old, ignore_errors=True)
-        return
+        return f"{target}: finished an interrupted install (it was committed; {old.name} removed)"
     shutil.rmtree(target, ignore_errors=True)
     if (old / NO_PREVIOUS).is_file():
         shutil.rmtree(old, ignore_errors=True)
-    else:
-        old.rename(target)
+        return f"{target}: rolled back an interrupted install (it was not committed; there was none before)"
+    old.rename(target)
+    return f"{target}: rolled back an interrupted install (it was not committed; the old one is back from {old.name})"
 
 
 def _refuse_links(root: Path) -> None:
