@@ -16,8 +16,8 @@ mistake found once the work starts: one line, exit 2.
 The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.presets`, `zsnli.manifest`,
 `zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
 paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` (the
-parser), `zsnli.training.base_install` and `zsnli.training.encoder_install` (the installs) and `zsnli.selection.targets` (``calibrate``'s
-defaults in a variant folder), neither importing torch, at module level, and
+parser), `zsnli.training.base_install` and `zsnli.training.encoder_install` (the installs) and
+`zsnli.selection.targets` (``calibrate``'s defaults in a variant folder), neither importing torch, at module level, and
 `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
 `zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
 `zsnli.training.arguments` (the teacher's bf16 decision) and `zsnli.training.distill` (``verify``'s
