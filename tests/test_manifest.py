@@ -129,3 +129,6 @@ def test_a_killed_write_leaves_a_temporary_of_the_fixed_pattern_that_git_ignores
     assert stale_writes(tmp_path / "data_sources.json") == []  # another document's temporaries are not its own
     ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", left[0].name], cwd=ROOT)
     assert ignored.returncode == 0, f"{left[0].name} is not ignored by .gitignore"
+    earlier = tmp_path / ".training_manifest.json.k3j_x9a2.tmp"  # what a write killed before this pattern left
+    earlier.write_text("{half")
+    assert stale_writes(path) == sorted([left[0], earlier])

@@ -428,9 +428,12 @@ def write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def stale_writes(path: str | Path) -> list[Path]:
-    """The temporary files of writes of ``path`` (`write_bytes`) that a killed process left beside it, sorted."""
+    """The temporary files of writes of ``path`` (`write_bytes`) that a killed process left beside it, sorted; also
+    those of the earlier pattern, ``.<name>.<8 random characters>.tmp`` (`tempfile.mkstemp`'s names)."""
     path = Path(path)
-    return sorted(path.parent.glob(f".{glob.escape(path.name)}.*{WRITE_TEMP_SUFFIX}"))
+    name = glob.escape(path.name)
+    found = set(path.parent.glob(f".{name}.*{WRITE_TEMP_SUFFIX}")) | set(path.parent.glob(f".{name}.{'?' * 8}.tmp"))
+    return sorted(p for p in found if p.is_file())
 
 
 INSTALL_COMMANDS = {EMBEDDING_SUBDIR: "install-encoder", BASE_VARIANT_SUBDIR: "install-base"}

@@ -412,8 +412,9 @@ def test_data_sources_that_lag_behind_a_committed_encoder_fail_verify_and_are_de
     assert main(["verify", "--model-dir", str(out / "model"), "--manifest", str(out / "training_manifest.json")]) == 1
 
 
-@pytest.mark.parametrize("text,why", [("not json", "not readable JSON"), ("[]", "not a data sources document (a JSON list"),
-                                      ('{"sources": {"a": 1}}', "not a data sources document (its 'sources' is not a list")])
+@pytest.mark.parametrize("text,why", [
+    ("not json", "not readable JSON"), ("[]", "not a data sources document (a JSON list"),
+    ('{"sources": {"a": 1}}', "not a data sources document (its 'sources' is not a list")])
 def test_a_data_sources_json_that_is_no_sources_document_is_refused_before_anything_changes(tiny_run, tmp_path,
                                                                                           text, why, capsys):
     from zsnli.train_cli import main
@@ -461,7 +462,8 @@ def test_the_server_and_verify_name_an_interrupted_install(tiny_run, tmp_path, c
     assert f"INTERRUPTED {line}" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("give", ["a path that is not there", "the run's model/ folder", "a model dir that is not there"])
+@pytest.mark.parametrize("give", ["a path that is not there", "the run's model/ folder",
+                                  "a model dir that is not there"])
 def test_a_refused_install_encoder_first_rolls_back_a_killed_one(tiny_run, tmp_path, capsys, give):
     from zsnli.train_cli import main
 
@@ -470,13 +472,16 @@ def test_a_refused_install_encoder_first_rolls_back_a_killed_one(tiny_run, tmp_p
     run = _trained_run(tmp_path, base)
     before = _state(out)
     old = _killed_between_the_renames(out)
-    stale = [out / ".training_manifest.json.k1l2m3n4.zsnli-write.tmp", out / ".data_sources.json.a1b2c3d4.zsnli-write.tmp"]
+    stale = [out / ".training_manifest.json.k1l2m3n4.zsnli-write.tmp",
+             out / ".data_sources.json.a1b2c3d4.zsnli-write.tmp",
+             out / ".data_sources.json.x9y8z7w6.tmp"]  # the last: the pattern of writes before this one
     other = out / ".calibration.json.a1b2c3d4.zsnli-write.tmp"  # not a document install-encoder writes
     for path in stale + [other]:
         path.write_text("{half")
     argv = {"a path that is not there": [str(tmp_path / "nowhere")],
             "the run's model/ folder": [str(run / "model")],
-            "a model dir that is not there": [str(run), "--manifest-dir", str(out), "--model-dir", str(tmp_path / "none")]}[give]
+            "a model dir that is not there": [str(run), "--manifest-dir", str(out), "--model-dir",
+                                              str(tmp_path / "none")]}[give]
     if give != "a model dir that is not there":
         argv += ["--model-dir", str(out / "model")]
     capsys.readouterr()
