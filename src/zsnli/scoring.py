@@ -122,22 +122,30 @@ class ScoringConfig:
         return t
 
 
+def _read_document(path: str | Path) -> Any:
+    """The parsed JSON at ``path`` (any type), or None when no file is there; the one reader of calibration.json
+    behind `read_chosen` and `fitted_model_sha256`. Raises ``ScoringConfigError`` (one line) when it is unreadable."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        with open(p, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ScoringConfigError(f"calibration file unreadable: {p}: {' '.join(str(exc).split())}") from exc
+
+
 def read_chosen(path: str | Path) -> dict[str, Any] | None:
     """calibration.json's ``chosen`` object, or None when the file does not exist.
 
     Raises ``ScoringConfigError`` when the file exists but is unreadable or has no ``chosen`` object
     (a broken calibration must not be silently ignored).
     """
-    p = Path(path)
-    if not p.is_file():
+    if not Path(path).is_file():
         return None
-    try:
-        with open(p, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ScoringConfigError(f"calibration file unreadable: {p}: {exc}") from exc
+    data = _read_document(path)
     if not isinstance(data, dict) or not isinstance(data.get("chosen"), dict):
-        raise ScoringConfigError(f"calibration file has no 'chosen' object: {p}")
+        raise ScoringConfigError(f"calibration file has no 'chosen' object: {Path(path)}")
     return data["chosen"]
 
 
@@ -145,18 +153,11 @@ def fitted_model_sha256(path: str | Path) -> str | None:
     """The ``model_sha256`` calibration.json at ``path`` records: the digest of the model its scoring was chosen for
     (`zsnli.manifest.model_dir_digest`), None when it records none (absent or null) or the file does not exist.
     Raises ``ScoringConfigError`` (one line) when the file is unreadable or the value is not 64 lowercase hex digits."""
-    p = Path(path)
-    if not p.is_file():
-        return None
-    try:
-        with open(p, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ScoringConfigError(f"calibration file unreadable: {p}: {' '.join(str(exc).split())}") from exc
+    data = _read_document(path)
     recorded = data.get("model_sha256") if isinstance(data, dict) else None
     if recorded is not None and not (isinstance(recorded, str) and re.fullmatch(r"[0-9a-f]{64}", recorded)):
-        raise ScoringConfigError(f"calibration file {p}: model_sha256 must be a sha256 (64 hex digits) or null, "
-                                 f"got {str(recorded)[:80]!r}")
+        raise ScoringConfigError(f"calibration file {Path(path)}: model_sha256 must be a sha256 (64 hex digits) or "
+                                 f"null, got {str(recorded)[:80]!r}")
     return recorded
 
 

@@ -24,7 +24,7 @@ back by the next (`zsnli.training.encoder_install.recover`: a ``base/`` the top-
 replaced by the one set aside, or cleared when there was none).
 Without a calibration the base is not served yet: `select_command` is the command that chooses its scoring.
 
-May import `zsnli.manifest`, `zsnli.training.cli_checks` (the error), `zsnli.training.encoder_install` (staging,
+May import `zsnli.manifest`, `zsnli.scoring` (the calibration's recorded model), `zsnli.training.cli_checks` (the error), `zsnli.training.encoder_install` (staging,
 recovery, the top-level manifest), `zsnli.training.leak_check`, `zsnli.training.manifest_writer` (the card's
 licence), `zsnli.training.nli_data` (the labels), and torch and safetensors inside `convert_weights`.
 """
@@ -42,6 +42,7 @@ from typing import Any
 from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, DATA_SOURCES_NAME, MANIFEST_NAME, ManifestError,
                         check_model_dir, check_variant_pin, hash_model_dir, load_manifest, model_dir_digest,
                         stale_writes, variant_pin, write_json)
+from ..scoring import ScoringConfigError, fitted_model_sha256
 from .cli_checks import UsageError
 from .encoder_install import describes, recover, staging_dirs, swap_and_commit, top_manifest
 from .leak_check import leaked_text
@@ -278,7 +279,11 @@ def read_calibration(path: Path) -> dict[str, Any]:
 def _check_fitted_for(path: Path, digest: str) -> None:
     """Raise `UsageError` unless the calibration at ``path`` records ``digest`` as its ``model_sha256`` (the server
     serves the base only with a calibration that names it)."""
-    recorded = read_calibration(path).get("model_sha256")
+    read_calibration(path)
+    try:
+        recorded = fitted_model_sha256(path)
+    except ScoringConfigError as exc:
+        raise UsageError(f"--calibration {path}: {exc}") from None
     if recorded != digest:
         what = f"was fitted for model {recorded[:12]}" if isinstance(recorded, str) else "records no model_sha256"
         raise UsageError(f"--calibration {path} {what}, not this base ({digest[:12]}, in bfloat16): install without "
