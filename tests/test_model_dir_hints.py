@@ -46,3 +46,23 @@ def test_zsnli_batch_outside_the_checkout_names_its_model_dir_flag(tmp_path, mon
     with pytest.raises(UsageError) as err:
         parse_job(["in.jsonl", "--output", "out", "--labels", "a", "b", *flags])
     assert expect in str(err.value) and "(set ZSNLI_MODEL_DIR)" not in str(err.value)
+
+
+def test_train_py_and_install_encoder_share_one_model_dir_check_that_tells_a_file_from_a_missing_folder(tmp_path):
+    """`zsnli.training.cli_checks.check_model_dir_arg` serves train.py's commands and install-encoder (one check,
+    each with its hint); a file given as the folder is called a file, not a missing directory."""
+    from zsnli.training.cli_checks import UsageError, check_model_dir_arg
+
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    cases = {"absent": "no such directory", "file": "a file", "empty": "not a model directory (no config.json)"}
+    for name, what in cases.items():
+        with pytest.raises(UsageError) as info:
+            check_model_dir_arg(tmp_path / name)
+        assert str(info.value) == (f"--model-dir {tmp_path / name}: {what}; give a model directory written by "
+                                   "`train.py` (the shipped one is model)")
+        with pytest.raises(UsageError) as info:
+            check_model_dir_arg(tmp_path / name, "--into", hint="give the served folder")
+        assert str(info.value) == f"--into {tmp_path / name}: {what}; give the served folder"
+    (tmp_path / "empty" / "config.json").write_text("{}")
+    assert check_model_dir_arg(tmp_path / "empty") is None

@@ -90,14 +90,15 @@ def _check_data(preset: Preset, data_dir: str, roles: tuple[str, ...], what: str
                      f"(first: {missing[0]}); give " + _data_hint(preset, training))
 
 
-def _check_model_dir(model_dir: str, flag: str = "--model-dir") -> None:
+def check_model_dir_arg(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
+    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is a directory holding a config.json;
+    ``hint`` ends the line (default: where a model directory comes from)."""
+    hint = hint or f"give a model directory written by `train.py` (the shipped one is {SHIPPED_MODEL_DIR})"
     path = Path(model_dir)
     if not path.is_dir():
-        raise UsageError(f"{flag} {model_dir}: no such directory; give a model directory written by "
-                         f"`train.py` (the shipped one is {SHIPPED_MODEL_DIR})")
+        raise UsageError(f"{flag} {model_dir}: {'a file' if path.exists() else 'no such directory'}; {hint}")
     if not (path / "config.json").is_file():
-        raise UsageError(f"{flag} {model_dir}: not a model directory (no config.json); give a model "
-                         f"directory written by `train.py` (the shipped one is {SHIPPED_MODEL_DIR})")
+        raise UsageError(f"{flag} {model_dir}: not a model directory (no config.json); {hint}")
 
 
 def _check_manifest(path: Path, flag: str) -> dict[str, Any]:
@@ -414,7 +415,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         inner = Path(args.model_dir) / "model"  # a run folder (train or encoder --output-dir): its model/
         if not (Path(args.model_dir) / "config.json").is_file() and (inner / "config.json").is_file():
             args.model_dir = str(inner)
-        _check_model_dir(args.model_dir)
+        check_model_dir_arg(args.model_dir)
         args.manifest = args.manifest or str(default_verify_manifest(Path(args.model_dir)))
         _check_manifest(Path(args.manifest), "--manifest")
         return None
@@ -436,7 +437,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
             if preset.zsc_hard_negative_share > 0:
                 _check_pretrained_encoder("the encoder of the zsc-train hard negatives")
         return preset
-    _check_model_dir(args.model_dir)
+    check_model_dir_arg(args.model_dir)
     _check_out(args.out)
     if args.command == "calibrate":
         _check_dev_examples(args)

@@ -41,7 +41,7 @@ from ..manifest import (DATA_SOURCES_NAME, EMBEDDING_SUBDIR, MANIFEST_NAME, META
                         PRETRAINED_DIRS, VARIANT_DIRS, FileCheck, ManifestError, check_model_dir, hash_model_dir,
                         install_aside, interrupted_installs, load_manifest, sha256_file, stale_writes, write_bytes,
                         write_json)
-from .cli_checks import UsageError
+from .cli_checks import UsageError, check_model_dir_arg
 from .manifest_writer import (
     ENCODER_MANIFEST_NAME, TEACHER_KEY, TRAINED_EMBEDDING_KEY, LineageError, declare_sources, teacher_sources,
     trained_embedding,
@@ -130,16 +130,6 @@ def top_manifest(manifest_dir: Path, given: bool, role: str) -> dict[str, Any]:
                          f"{role})") from None
 
 
-def check_model_folder(model_dir: Path, sub: str) -> None:
-    """Raise `UsageError` unless ``model_dir`` (``--model-dir``, whose ``sub`` is replaced) is a model directory."""
-    if not model_dir.is_dir():
-        raise UsageError(f"--model-dir {model_dir}: {'a file' if model_dir.exists() else 'no such directory'}; give "
-                         f"the served model directory whose {sub}/ is replaced")
-    if not (model_dir / "config.json").is_file():
-        raise UsageError(f"--model-dir {model_dir}: not a model directory (no config.json); give the served model "
-                         f"directory whose {sub}/ is replaced")
-
-
 def run_command(args: Any, manifest_dir: Path) -> int:
     """``train.py install-encoder``: first finish or roll back what a killed install left (`_roll_back`, whatever is
     wrong with the arguments, as long as ``--model-dir`` exists), then check the run, the model directory, the
@@ -149,7 +139,7 @@ def run_command(args: Any, manifest_dir: Path) -> int:
     if note:
         print(note)
     run = check_run_folder(args.run_dir)
-    check_model_folder(model_dir, EMBEDDING_SUBDIR)
+    check_model_dir_arg(model_dir, hint=f"give the served model directory whose {EMBEDDING_SUBDIR}/ is replaced")
     top_manifest(manifest_dir, args.manifest_dir is not None, f"lists {EMBEDDING_SUBDIR}/")
     _check_sources_file(manifest_dir / DATA_SOURCES_NAME)
     table = install_encoder(run, model_dir, manifest_dir)
