@@ -1,4 +1,5 @@
-"""Shared pieces of the bench tests: a small examples file, a child environment, usage-error capture."""
+"""Shared pieces of the bench tests: a small examples file, a child environment, usage-error capture, a fake
+started server."""
 
 from __future__ import annotations
 
@@ -45,3 +46,22 @@ def refused(capsys, call) -> str:
     lines = [x for x in err.splitlines() if "error:" in x]
     assert len(lines) == 1, err
     return lines[0]
+
+
+class FakeServer:
+    """Stands in for the server `zsnli.harness.server.start_server` starts: no process, health ok, stops with code 0.
+    ``settings`` are the environment the arm would have started it with (kept for assertions)."""
+
+    launcher, url, startup_s = "fake", "http://fake", 0.1
+
+    def __init__(self, settings: dict[str, str] | None = None):
+        self.settings, self.pid, self.health = settings or {}, os.getpid(), {"status": "ok"}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def stop(self) -> int:
+        return 0

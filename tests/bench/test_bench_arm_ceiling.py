@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from bench_support import _DOCS
+from bench_support import _DOCS, FakeServer
 from zsnli.bench.arm_ceiling import apply_ceilings, arm_ceilings, arm_work, pipeline_work, work_ceiling
 from zsnli.bench.ceiling import (embedding_token_counts, first_use_token_counts, pair_flops, pair_token_counts,
                                  param_counts)
@@ -205,18 +205,6 @@ def test_the_run_prints_each_variants_own_ceiling(bert_dir, big_dir, tmp_path, m
 
     def probs(docs):
         return [[1 / len(d.labels)] * len(d.labels) for d in docs]
-
-    class FakeServer:
-        launcher, url, pid, startup_s, health = "fake", "http://fake", os.getpid(), 0.1, {"status": "ok"}
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def stop(self):
-            return 0
 
     monkeypatch.setattr(compare, "run_pipeline_arm", lambda *a, **k: {
         "docs": len(DOCS), "pairs": 9, "wall_s": 1.0, "latencies_s": [0.1] * 3, "peak_rss_bytes": 2**20,

@@ -7,13 +7,12 @@ handful of documents and one thread; it checks that the script runs and reports,
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from bench_support import _DOCS, REPO, child_env, examples_file, refused  # noqa: F401
+from bench_support import _DOCS, REPO, FakeServer, child_env, examples_file, refused  # noqa: F401
 from zsnli.bench.ceiling import ParamCounts
 from zsnli.bench.side_by_side import agreement
 
@@ -275,20 +274,6 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
         return {"docs": len(ds), "pairs": sum(len(d.labels) for d in ds), "wall_s": 1.0,
                 "latencies_s": [0.1] * len(ds), "peak_rss_bytes": 2**20, "hwm_bytes": 2**20,
                 "probabilities": uniform(ds)}
-
-    class FakeServer:
-        def __init__(self, settings):
-            self.settings, self.launcher, self.url, self.pid = settings, "fake", "http://fake", os.getpid()
-            self.startup_s, self.health = 0.1, {"status": "ok"}
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def stop(self):
-            return 0
 
     def fake_start(model_dir, settings, launcher, repo_root, threads):
         if settings.get("ZSNLI_MAX_LABELS") == "7":

@@ -19,7 +19,6 @@ import json
 import re
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -175,15 +175,8 @@ def test_cli_without_shared_data_is_one_line_exit_2(tmp_path, capsys):
 def test_cli_writes_calibration_and_sources(tmp_path, tiny_model_dir, monkeypatch):
     from test_devsets_negation import write_zsc
 
-    data = tmp_path / "zsc"
-    data.mkdir()
-    write_zsc(data, "spamish", n=24, classes=("not spam", "spam"))
+    data, ex = _zsc_and_examples(tmp_path)
     write_zsc(data, "offish", n=24, classes=("not offensive", "offensive"))
-    write_zsc(data, "topic", n=24, classes=("sport", "music", "food"), counts=[8, 8, 8],
-              hyps=["This text is about sport.", "This text is about music.", "This text is about food."])
-    ex = tmp_path / "ex.jsonl"
-    ex.write_text("\n".join(json.dumps({"id": i, "dataset": "d", "text": f"the game {i}", "labels": ["sport", "business"],
-                                        "label": i % 2}) for i in range(8)))
     out, sources = tmp_path / "calibration.json", tmp_path / "data_sources.json"
     out.write_text(json.dumps({"chosen": {"rule": "entailment", "temperature": 2.0}, "model_sha256": "m" * 64,
                                "decided_by": "old way", "candidates": [1, 2, 3]}))

@@ -271,19 +271,26 @@ def _served_ok(out: Path) -> bool:
                            str(out / "training_manifest.json")]) == 0
 
 
+def _install_killed_at(name: str, tiny_run, tmp_path, monkeypatch):
+    """A shipped copy and a trained encoder run; the install is killed at the write of ``name`` (beside model/).
+    Returns ``(run, out, state before the install)``."""
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    before = _state(out)
+    _stop_at_the_write(out / name, monkeypatch, KeyboardInterrupt(), kill=True)
+    with pytest.raises(KeyboardInterrupt):
+        install_encoder(run, out / "model", out)
+    return run, out, before
+
+
 def test_a_kill_before_the_manifest_write_leaves_the_old_encoder_restorable_and_the_next_run_restores_it(
         tiny_run, tmp_path, monkeypatch):
     """Killed at the manifest write: data_sources.json already declares the new sets (it is written first), and the
     old encoder and the old data_sources.json wait beside model/; the next run, though refused, puts both back."""
     from zsnli.training.encoder_install import SOURCES_BEFORE
 
-    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
-    out = _shipped_copy(tiny_run, tmp_path, base)
-    run = _trained_run(tmp_path, base)
-    before = _state(out)
-    _stop_at_the_write(out / "training_manifest.json", monkeypatch, KeyboardInterrupt(), kill=True)
-    with pytest.raises(KeyboardInterrupt):
-        install_encoder(run, out / "model", out)
+    run, out, before = _install_killed_at("training_manifest.json", tiny_run, tmp_path, monkeypatch)
     aside = out / ".model.embedding.old"
     assert aside.is_dir() and {k: v for k, v in hash_model_dir(aside).items() if k != SOURCES_BEFORE} == before[0]
     assert (aside / SOURCES_BEFORE).read_bytes() == before[2] != (out / "data_sources.json").read_bytes()
@@ -337,13 +344,7 @@ def _encoder_names(out: Path) -> list[str]:
 def test_a_kill_at_the_data_sources_write_is_rolled_back_by_the_next_run(tiny_run, tmp_path, monkeypatch):
     """data_sources.json is written before the manifest: a kill there is before the commit, so the old encoder and
     its sources come back (before, the manifest was written first and the next run kept a half-declared install)."""
-    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
-    out = _shipped_copy(tiny_run, tmp_path, base)
-    run = _trained_run(tmp_path, base)
-    before = _state(out)
-    _stop_at_the_write(out / "data_sources.json", monkeypatch, KeyboardInterrupt(), kill=True)
-    with pytest.raises(KeyboardInterrupt):
-        install_encoder(run, out / "model", out)
+    run, out, before = _install_killed_at("data_sources.json", tiny_run, tmp_path, monkeypatch)
     assert _state(out)[1:] == before[1:]
     monkeypatch.undo()
     _refused_next_run(run, out)
