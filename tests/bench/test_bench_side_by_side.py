@@ -155,7 +155,7 @@ def test_the_shipped_arm_follows_the_servers_calibration_lookup(tmp_path, bert_d
     (["--calibration", "missing.json"], "--calibration: no such file missing.json"),
     (["--calibration", "{bad}"], "--calibration: calibration file"),
     (["--embedding-dir", "no-such-dir"], "--embedding-dir: no such directory"),
-    (["--variant", "shipped:ZSNLI_DTYPE=bfloat16"], "other than 'default' and 'shipped'"),
+    (["--variant", "shipped:ZSNLI_DTYPE=bfloat16"], "NAME 'shipped' is a built-in arm's name"),
 ])
 def test_the_shipped_arm_refuses_bad_arguments_in_one_line(tmp_path, examples_file, capsys, extra, needle):
     bad = tmp_path / "bad.json"
@@ -204,6 +204,17 @@ def test_compare_refuses_duplicate_variant_names(examples_file, capsys):
     line = refused(capsys, lambda: _compare_args(examples_file, "--variant", "a:ZSNLI_DTYPE=bfloat16",
                                                   "--variant", "a:ZSNLI_TOKEN_BUDGET=64"))
     assert "duplicate" in line and " a" in line
+
+
+@pytest.mark.parametrize("name", ["default", "shipped", "fast", "Fast"])
+def test_compare_refuses_a_variant_named_as_a_built_in_arm(examples_file, capsys, name):
+    """A variant named ``fast`` used to become the report's fast-path arm (its row keyed f32, its server under
+    server.fast); every name a built-in server arm has in the report is refused, the line naming them all."""
+    from zsnli.bench.side_by_side import BUILTIN_SERVERS
+
+    assert set(BUILTIN_SERVERS) == {"default", "shipped", "fast"}
+    line = refused(capsys, lambda: _compare_args(examples_file, "--variant", f"{name}:ZSNLI_TOKEN_BUDGET=64"))
+    assert "--variant" in line and f"NAME {name!r}" in line and "reserved: default, shipped, fast" in line
 
 
 def test_compare_accepts_good_variants(examples_file):

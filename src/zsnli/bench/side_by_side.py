@@ -81,6 +81,11 @@ PIPELINE_SEMANTICS = {
 #: the file name of `PIPELINE_SEMANTICS` in the run's scratch directory
 PIPELINE_CALIBRATION_NAME = "calibration.pipeline-semantics.json"
 
+#: the built-in server arms' names, which the report uses as keys (``server.shipped``, ``server.fast``, each row's
+#: ``variant``, `failed_servers`, each arm's ceiling): (c) plain, (d) the shipped default, (f) the fast path. A
+#: ``--variant`` may not take one (`zsnli.bench.side_by_side_cli.parse_variant`).
+BUILTIN_SERVERS = {"default": "c", "shipped": "d", "fast": "f"}
+
 #: settings every server arm gets (besides ZSNLI_CALIBRATION_PATH); a variant's own settings override them.
 SERVER_BASE_SETTINGS = {"ZSNLI_DEVICE": "cpu", "ZSNLI_DTYPE": "float32"}
 
@@ -426,7 +431,7 @@ def _one_server(args, model_dir: Path, docs: list, progress: bool, log, rows: li
                           args.repo_root, args.threads) as server:
             info.update({"launcher": server.launcher, "startup_s": server.startup_s, "health": server.health})
             for conc in levels:
-                key = {"default": f"c{conc}", "shipped": f"d{conc}", "fast": f"f{conc}"}.get(name, f"c{conc}-{name}")
+                key = f"{BUILTIN_SERVERS[name]}{conc}" if name in BUILTIN_SERVERS else f"c{conc}-{name}"
                 load0 = load_average()
                 with RssSampler(server.pid) as rss:
                     load = run_requests(server.url, docs, concurrency=conc,

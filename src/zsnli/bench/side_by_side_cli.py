@@ -19,7 +19,7 @@ from typing import Sequence
 from ..config import closest_setting, setting_names
 from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int, output_file
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, first_existing
-from .side_by_side import failed_servers, run, server_base_settings, shipped_embedding_dir
+from .side_by_side import BUILTIN_SERVERS, failed_servers, run, server_base_settings, shipped_embedding_dir
 from .side_by_side_table import render
 from .reports import write_report
 
@@ -27,15 +27,18 @@ from .reports import write_report
 def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
     """``"bf16:ZSNLI_DTYPE=bfloat16,ZSNLI_TOKEN_BUDGET=2048"`` -> ``("bf16", {...})``.
 
-    Raises ``ValueError`` on a missing name, an item without ``=`` or a key
+    Raises ``ValueError`` on a missing name, a name a built-in server arm has in the report
+    (`zsnli.bench.side_by_side.BUILTIN_SERVERS`, in any case), an item without ``=`` or a key
     that is not a ``ZSNLI_*`` setting the server knows (the message suggests
     the closest known name). Values are checked by `check_variant`.
     """
     name, sep, rest = spec.partition(":")
     name = name.strip()
-    if not sep or not name or name in ("default", "shipped") or not name.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"{spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE] with a plain NAME other than 'default' "
-                         "and 'shipped'")
+    if not sep or not name or not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"{spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE] with a plain NAME (letters, digits, - and _)")
+    if name.lower() in BUILTIN_SERVERS:
+        raise ValueError(f"{spec!r}: NAME {name!r} is a built-in arm's name in the report (reserved: "
+                         f"{', '.join(BUILTIN_SERVERS)}); give the variant another NAME")
     env: dict[str, str] = {}
     for item in filter(None, (x.strip() for x in rest.split(","))):
         key, eq, value = item.partition("=")
@@ -166,7 +169,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
     Refused here (argparse error, exit 2, before any arm runs): a missing
     ``--examples`` file, ``--batch-sizes``/``--concurrency`` items that are
-    not positive integers, malformed or duplicate ``--variant`` names,
+    not positive integers, malformed, reserved (a built-in server arm's) or duplicate ``--variant`` names,
     variants whose settings the server would refuse (unknown ``ZSNLI_*``
     name, bad value), and a bad ``--calibration`` / ``--embedding-dir``
     (`resolve_shipped`).
