@@ -17,6 +17,7 @@ import pytest
 from zsnli.manifest import ManifestError, check_model_dir, hash_model_dir, write_json
 from zsnli.runtime.embedding import EMBEDDING_MODEL_ID, SentenceEncoder, embedding_digest, encoder_id
 from zsnli.training import encoder as enc
+from zsnli.training.cli_checks import UsageError
 from zsnli.training.encoder_install import install_encoder
 from zsnli.training.manifest_writer import ENCODER_MANIFEST_NAME, pretrained_artifacts, trained_embedding
 from zsnli.training.presets import sentence_encoder
@@ -86,7 +87,8 @@ def test_install_encoder_refuses_a_run_that_differs_from_its_manifest_and_change
     (tmp_path / "run" / "model" / "config.json").write_text("{}")
     done = subprocess.run([sys.executable, str(ROOT / "train.py"), "install-encoder", str(tmp_path / "run"),
                            "--model-dir", str(out / "model")], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    # a bad run is a user mistake, refused as install-base refuses one: one line, exit 2
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "config.json differs from what encoder_manifest.json lists" in done.stderr
     assert hash_model_dir(out / "model" / "embedding") == before
     missing = subprocess.run([sys.executable, str(ROOT / "train.py"), "install-encoder", str(tmp_path / "none")],
@@ -94,6 +96,40 @@ def test_install_encoder_refuses_a_run_that_differs_from_its_manifest_and_change
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "give the --output-dir of a finished train.py encoder run" in missing.stderr
     assert "none: no such directory" in missing.stderr  # not "no model/config.json" for a path that is not there
+
+
+def test_every_refusal_of_install_encoder_is_one_line_exit_2_as_install_base_s(tiny_run, tmp_path, capsys):
+    """A bad run (or a served model that is not its manifest's) is refused before anything changes: exit 2 and one
+    line, as `train.py install-base` refuses a run; install-encoder said the same things with exit 1."""
+    from zsnli.train_cli import main
+
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    before = _state(out)
+    run_manifest = run / ENCODER_MANIFEST_NAME
+    good_manifest, good_config = run_manifest.read_bytes(), (run / "model" / "config.json").read_bytes()
+    no_data = json.loads(good_manifest)
+    del no_data["data"]
+    served_config = out / "model" / "config.json"
+    good_served = served_config.read_bytes()
+    cases = {
+        "config.json differs from what encoder_manifest.json lists":
+            lambda: (run / "model" / "config.json").write_text("{}"),
+        "encoder_manifest.json": lambda: run_manifest.write_text("{not json"),
+        "not a train.py encoder manifest": lambda: write_json(run_manifest, no_data),
+        "config.json differs from what training_manifest.json lists": lambda: served_config.write_text("{}"),
+    }
+    for why, spoil in cases.items():
+        spoil()
+        capsys.readouterr()
+        assert main(["install-encoder", str(run), "--model-dir", str(out / "model")]) == 2, why
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and why in err and "Traceback" not in err, (why, err)
+        run_manifest.write_bytes(good_manifest)
+        (run / "model" / "config.json").write_bytes(good_config)
+        served_config.write_bytes(good_served)
+        assert _state(out) == before and not list(out.glob(".model.embedding.*")), why
 
 
 def test_install_encoder_checks_everything_before_changing_anything(tiny_run, tmp_path):
@@ -112,7 +148,7 @@ def test_install_encoder_checks_everything_before_changing_anything(tiny_run, tm
 
     # the model directory is not the one training_manifest.json describes
     (out / "model" / "config.json").write_text("{}")
-    with pytest.raises(ManifestError, match="config.json differs from what training_manifest.json lists"):
+    with pytest.raises(UsageError, match="config.json differs from what training_manifest.json lists"):
         install_encoder(tmp_path / "run", out / "model", out)
     unchanged()
     shutil.copy2(tiny_run["out"] / "model" / "config.json", out / "model" / "config.json")
@@ -120,7 +156,7 @@ def test_install_encoder_checks_everything_before_changing_anything(tiny_run, tm
     run_manifest = json.loads((tmp_path / "run" / ENCODER_MANIFEST_NAME).read_text())
     del run_manifest["data"]
     write_json(tmp_path / "run" / ENCODER_MANIFEST_NAME, run_manifest)
-    with pytest.raises(ManifestError, match="not a train.py encoder manifest"):
+    with pytest.raises(UsageError, match="not a train.py encoder manifest"):
         install_encoder(tmp_path / "run", out / "model", out)
     unchanged()
 
@@ -221,12 +257,12 @@ def test_install_copies_only_listed_regular_files_inside_the_run(tiny_run, tmp_p
         name = "../../outside/secret.txt" if how == "listed outside" else str(outside / "secret.txt")
         run_manifest["files"][name] = {"sha256": "0" * 64, "bytes": 13}
         write_json(manifest_path, run_manifest)
-    with pytest.raises(ManifestError, match="symbolic link|not a path inside|not listed"):
+    with pytest.raises(UsageError, match="symbolic link|not a path inside|not listed"):
         install_encoder(run, out / "model", out)
     assert hash_model_dir(out / "model" / "embedding") == before
     done = subprocess.run([sys.executable, str(ROOT / "train.py"), "install-encoder", str(run), "--model-dir",
                            str(out / "model")], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def _stop_at_the_write(path: Path, monkeypatch, error: BaseException, kill: bool) -> None:
@@ -253,7 +289,7 @@ def _refused_next_run(run: Path, out: Path) -> None:
     config = run / "model" / "config.json"
     good = config.read_bytes()
     config.write_text("{}")
-    with pytest.raises(ManifestError, match="config.json differs"):
+    with pytest.raises(UsageError, match="config.json differs"):
         install_encoder(run, out / "model", out)
     config.write_bytes(good)
 
@@ -419,7 +455,6 @@ def test_data_sources_that_lag_behind_a_committed_encoder_fail_verify_and_are_de
 def test_a_data_sources_json_that_is_no_sources_document_is_refused_before_anything_changes(tiny_run, tmp_path,
                                                                                           text, why, capsys):
     from zsnli.train_cli import main
-    from zsnli.training.cli_checks import UsageError
 
     base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
     out = _shipped_copy(tiny_run, tmp_path, base)

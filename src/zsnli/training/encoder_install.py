@@ -56,22 +56,23 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
 
     ``run_dir`` must hold ``model/`` and `ENCODER_MANIFEST_NAME` whose ``files`` match it;
     ``manifest_dir`` holds ``training_manifest.json`` (whose ``files`` must match ``model_dir``) and
-    ``data_sources.json``. Returns the manifest's new ``embedding`` table. Raises `ManifestError` (one
-    line) for a missing or unreadable manifest, a run or model directory whose files differ from its
-    manifest, or a run manifest without its data or base, and `UsageError` for a ``data_sources.json`` that is not
-    a sources document; nothing is changed then (but what a killed install left is first finished or rolled back,
-    `_roll_back`). Raises what writing raises (``OSError``) once the swap began, the old
-    encoder back in place unless the manifest was written (`swap_and_commit`).
+    ``data_sources.json``. Returns the manifest's new ``embedding`` table. Every refusal is a `UsageError` (one
+    line, exit 2 in ``train.py``, as ``install-base`` refuses a run): a missing or unreadable manifest, a run or
+    model directory whose files differ from its manifest, a symbolic link in the run or a listed name outside it,
+    a run manifest without its data or base, a ``data_sources.json`` that is not a sources document; nothing is
+    changed then (but what a killed install left is first finished or rolled back, `_roll_back`). Raises what
+    writing raises (``OSError``) once the swap began, the old encoder back in place unless the manifest was
+    written (`swap_and_commit`).
     """
     run_dir, model_dir, manifest_dir = Path(run_dir), Path(model_dir), Path(manifest_dir)
     _roll_back(model_dir, manifest_dir)  # what a killed install left
-    run = load_manifest(run_dir / ENCODER_MANIFEST_NAME)
+    run = _read_manifest(run_dir / ENCODER_MANIFEST_NAME)
     _refuse_links(run_dir / "model")
     listed = run.get("files") if isinstance(run.get("files"), dict) else {}
     for name in listed:  # a name escaping the run is refused before anything is read
         _listed_path(run_dir / "model", name)
     _require_match(run_dir / "model", run, ENCODER_MANIFEST_NAME)
-    manifest = load_manifest(manifest_dir / MANIFEST_NAME)
+    manifest = _read_manifest(manifest_dir / MANIFEST_NAME)
     _require_match(model_dir, manifest, MANIFEST_NAME, only_outside=EMBEDDING_SUBDIR)
     _check_sources_file(manifest_dir / DATA_SOURCES_NAME)
     staged = staging_dirs(model_dir)[0]
@@ -81,7 +82,8 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
         table = trained_embedding(staged.parent, subdir=staged.name)
     except (KeyError, TypeError, AttributeError, LineageError) as exc:
         shutil.rmtree(staged, ignore_errors=True)
-        raise ManifestError(f"{run_dir / ENCODER_MANIFEST_NAME}: not a train.py encoder manifest ({exc})") from exc
+        raise UsageError(f"{run_dir / ENCODER_MANIFEST_NAME}: not a train.py encoder manifest ({exc}); "
+                         f"{RUN_HINT}") from None
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
@@ -95,6 +97,15 @@ def install_encoder(run_dir: str | Path, model_dir: str | Path, manifest_dir: st
 
 
 RUN_HINT = "give the --output-dir of a finished train.py encoder run"
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest at ``path`` (`zsnli.manifest.load_manifest`); `UsageError` (its one line) when it is missing or
+    unreadable: a refusal before anything changes, exit 2 as ``install-base``'s."""
+    try:
+        return load_manifest(path)
+    except ManifestError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def check_run_folder(run_dir: str | Path) -> Path:
@@ -345,28 +356,29 @@ def recover(model_dir: Path, sub: str = EMBEDDING_SUBDIR, committed: Callable[[]
 
 
 def _refuse_links(root: Path) -> None:
-    """Raise `ManifestError` naming the first symbolic link under ``root`` (file or directory, never followed)."""
+    """Raise `UsageError` naming the first symbolic link under ``root`` (file or directory, never followed)."""
     for where, dirs, files in os.walk(root, followlinks=False):
         for name in sorted(dirs + files):
             if os.path.islink(os.path.join(where, name)):
                 rel = Path(where, name).relative_to(root).as_posix()
-                raise ManifestError(f"{root}: {rel} is a symbolic link; an installed encoder holds regular files only "
+                raise UsageError(f"{root}: {rel} is a symbolic link; an installed encoder holds regular files only "
                                     "(copy the file into the run instead)")
 
 
 def _listed_path(root: Path, name: Any) -> Path:
     """``root / name`` for a manifest's file name that stays inside ``root``: a relative POSIX path without
-    ``..``, ``.`` or empty parts and no backslash; else `ManifestError`."""
+    ``..``, ``.`` or empty parts and no backslash; else `UsageError`."""
     parts = PurePosixPath(name).parts if isinstance(name, str) else ()
     if (not parts or PurePosixPath(name).is_absolute() or "\\" in name
             or any(p in ("", ".", "..") for p in parts) or name != "/".join(parts)):
-        raise ManifestError(f"{ENCODER_MANIFEST_NAME} lists {name!r}: not a path inside the run's model/")
+        raise UsageError(f"{ENCODER_MANIFEST_NAME} lists {name!r}: not a path inside the run's model/")
     return root.joinpath(*parts)
 
 
 def _copy_listed(run_dir: Path, run: dict[str, Any], staged: Path) -> None:
     """Copy exactly the files ``run['files']`` lists from ``run_dir/model`` (each a regular file, reached
-    through no link) and the run's manifest into ``staged``, each copy hashed against the manifest."""
+    through no link) and the run's manifest into ``staged``, each copy hashed against the manifest; `UsageError`
+    for a file that is not a regular file inside the run or whose copy is not the listed one."""
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
     source = run_dir / "model"
@@ -374,17 +386,17 @@ def _copy_listed(run_dir: Path, run: dict[str, Any], staged: Path) -> None:
         src, dst = _listed_path(source, name), _listed_path(staged, name)
         hops = [source.joinpath(*PurePosixPath(name).parts[:k]) for k in range(1, len(PurePosixPath(name).parts))]
         if not stat.S_ISREG(os.lstat(src).st_mode) or any(os.path.islink(h) for h in hops):
-            raise ManifestError(f"{source}: {name} is not a regular file inside the run")
+            raise UsageError(f"{source}: {name} is not a regular file inside the run")
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst, follow_symlinks=False)
         os.chmod(dst, 0o644)
         if sha256_file(dst) != entry["sha256"]:
-            raise ManifestError(f"{source}: {name} changed while it was copied (its sha256 is not the manifest's)")
+            raise UsageError(f"{source}: {name} changed while it was copied (its sha256 is not the manifest's)")
     shutil.copyfile(run_dir / ENCODER_MANIFEST_NAME, staged / ENCODER_MANIFEST_NAME, follow_symlinks=False)
 
 
 def _require_match(directory: Path, manifest: dict[str, Any], name: str, only_outside: str | None = None) -> None:
-    """Raise `ManifestError` naming the first file of ``directory`` that is not as ``manifest`` lists it
+    """Raise `UsageError` naming the first file of ``directory`` that is not as ``manifest`` lists it
     (files under ``only_outside/`` left out: the directory about to be replaced)."""
     skip = f"{only_outside}/" if only_outside else None
     bad = [c for c in check_model_dir(directory, manifest)
@@ -392,7 +404,7 @@ def _require_match(directory: Path, manifest: dict[str, Any], name: str, only_ou
     if bad:
         how = {"mismatch": f"differs from what {name} lists", "missing": f"is listed in {name} but missing",
                "unlisted": f"is not listed in {name}"}
-        raise ManifestError(f"{directory}: {bad[0].name} {how.get(bad[0].status, bad[0].status)}")
+        raise UsageError(f"{directory}: {bad[0].name} {how.get(bad[0].status, bad[0].status)}")
 
 
 def _teacher_entries(teacher: dict[str, Any] | None) -> list[dict[str, Any]]:
