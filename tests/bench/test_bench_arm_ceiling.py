@@ -185,7 +185,7 @@ def _render(model_dir, rows, entries) -> str:
 
     report = {"cpu": {"model": "test CPU", "logical_cpus": 2, "flags": ["avx2"]}, "docs": 3, "pairs": 9,
               "model_dir": str(model_dir.resolve()), "arms": rows, "best_b": None, "ratios": {}, "quality": {},
-              "agreement_vs_a": {}, "matmul": {"dtype": "float32", "flops_per_s": RATE, "n": 128, "threads": 1},
+              "agreement": {}, "matmul": {"dtype": "float32", "flops_per_s": RATE, "n": 128, "threads": 1},
               "ceilings": entries, "shipped_calibration": None, "server": {}}
     buf = io.StringIO()
     render(report, Console(file=buf, width=400))

@@ -60,9 +60,10 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
         assert arm["ceiling"] == {"d": "default", "f": "none"}.get(arm["key"][0], "nli")
     assert set(r["ratios"]) == {"c4/a", "c4/b", "c4-small/a", "c4-small/b", "d4/c4", "d4/a", "d4/b", "f4/d4"}
     for key in ("b2", "c1", "c4", "c4-small"):
-        a = r["agreement_vs_a"][key]
-        assert a["same_argmax"] == a["docs"] == 3 and a["max_abs_dp"] <= 1e-4, (key, a)
-    assert set(r["agreement_vs_a"]) == {"b2", "c1", "c4", "c4-small"}  # the others score otherwise
+        a = r["agreement"][key]
+        assert a["vs"] == "a" and a["same_argmax"] == a["docs"] == 3 and a["max_abs_dp"] <= 1e-4, (key, a)
+    # d4 and f4 against d1 and f1: the batched-vs-alone lines below
+    assert set(r["agreement"]) == {"b2", "c1", "c4", "c4-small"} and r["agreement_unmatched"] == {}
     alone = r["agreement_batched_vs_alone"]
     assert set(alone) == {"c4", "d4", "f4"} and alone["d4"]["docs"] == 3 and alone["d4"]["max_abs_dp"] <= 1e-5
     assert alone["f4"]["docs"] == 3 and alone["f4"]["max_abs_dp"] <= 1e-5  # the fast path batched = alone
@@ -82,20 +83,57 @@ def test_compare_runs_every_arm_and_agrees_with_the_pipeline(tmp_path, bert_dir,
     print(proc.stdout)  # the report, for a reader of -s output
 
 
-def test_a_variant_pointing_at_the_shipped_calibration_is_measured_as_the_shipped_scoring(tmp_path):
-    """e.g. --variant noshare:ZSNLI_CALIBRATION_PATH=<shipped>,ZSNLI_SHARE_IDENTICAL_ROWS=0: its row gets the shipped
-    default's ceiling and no agreement line against the pipeline."""
-    import argparse
+def test_each_arm_is_compared_with_the_first_arm_serving_its_model_and_scoring(tmp_path, examples_file,
+                                                                                 monkeypatch, capsys):
+    """Agreement used to be keyed on the calibration path alone: a variant on the shipped calibration with
+    ZSNLI_SCORING=pipeline (the pipeline's answers) got no line, nor did one on the shipped calibration (d's
+    answers). Now every arm is compared with the first arm serving the same model and scoring, and an arm no other
+    matches (another model) says what it serves. Arms are faked (`_fake_bench`); nothing is timed."""
+    from conftest import write_calibration
 
-    from zsnli.bench.side_by_side import PIPELINE_CALIBRATION_NAME, _scoring_of
-    from zsnli.scoring import ScoringConfig
+    from zsnli.bench.side_by_side_cli import main
 
-    shipped = (tmp_path / "calibration.json").resolve()
-    args = argparse.Namespace(shipped=(shipped, ScoringConfig()))
-    assert _scoring_of(args, {"ZSNLI_CALIBRATION_PATH": str(tmp_path / "." / "calibration.json")}) == "shipped"
-    assert _scoring_of(args, {"ZSNLI_CALIBRATION_PATH": str(tmp_path / PIPELINE_CALIBRATION_NAME)}) == "pipeline"
-    assert _scoring_of(args, {"ZSNLI_CALIBRATION_PATH": str(tmp_path / "other.json")}) == "other"
-    assert _scoring_of(argparse.Namespace(shipped=None), {"ZSNLI_CALIBRATION_PATH": str(shipped)}) == "other"
+    _fake_bench(monkeypatch)
+    shipped = write_calibration(tmp_path / "shipped.json", rule="entailment_minus_contradiction", temperature=1.3)
+    other = tmp_path / "other-model"
+    other.mkdir()
+    out = tmp_path / "report.json"
+    code = main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
+                 "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "0", "--no-progress",
+                 "--calibration", str(shipped), "--variant", f"pipe:ZSNLI_CALIBRATION_PATH={shipped},ZSNLI_SCORING=pipeline",
+                 "--variant", f"noshare:ZSNLI_CALIBRATION_PATH={shipped},ZSNLI_SHARE_IDENTICAL_ROWS=0",
+                 "--variant", "bf16:ZSNLI_DTYPE=bfloat16", "--variant", f"big:ZSNLI_MODEL_DIR={other}",
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    r = json.loads(out.read_text())
+    assert {k: a["vs"] for k, a in r["agreement"].items()} == {
+        "b2": "a", "c1": "a", "c4": "a", "c4-pipe": "a", "c4-noshare": "d1", "c4-bf16": "a"}
+    assert all(a["same_argmax"] == a["docs"] == 3 for a in r["agreement"].values())
+    assert list(r["agreement_unmatched"]) == ["c4-big"] and str(other) in r["agreement_unmatched"]["c4-big"]
+    assert {a["key"]: a.get("scoring") for a in r["arms"]} == {
+        "a": None, "b2": None, "c1": "pipeline", "c4": "pipeline", "d1": "shipped", "d4": "shipped",
+        "c4-pipe": "pipeline", "c4-noshare": "shipped", "c4-bf16": "pipeline", "c4-big": "pipeline"}
+    assert "agreement c4-pipe vs (a): same argmax 3/3" in printed
+    assert "agreement c4-noshare vs (d1): same argmax 3/3" in printed
+    assert f"agreement c4-big: none, no other arm serves the pipeline scoring of {other}" in printed
+
+
+def test_the_fast_path_is_matched_on_its_calibration_and_encoder_not_the_cross_encoder(bert_dir, tmp_path):
+    """``ZSNLI_SCORING=embedding`` never runs the cross-encoder: two such arms on different models answer alike
+    when calibration and encoder are the same, and differently when the encoder differs."""
+    from conftest import write_calibration
+
+    from zsnli.bench.arm_agreement import answers_of
+    from zsnli.bench.arm_ceiling import arm_work
+
+    calib = write_calibration(tmp_path / "calibration.json", rule="entailment")
+    base = {"ZSNLI_CALIBRATION_PATH": str(calib), "ZSNLI_SCORING": "embedding", "ZSNLI_EMBEDDING_DIR": str(bert_dir)}
+    one = answers_of(arm_work({**base, "ZSNLI_MODEL_DIR": str(bert_dir)}))
+    assert one == answers_of(arm_work({**base, "ZSNLI_MODEL_DIR": str(tmp_path)}))
+    assert one != answers_of(arm_work({**base, "ZSNLI_MODEL_DIR": str(bert_dir), "ZSNLI_EMBEDDING_DIR": str(tmp_path)}))
+    assert answers_of(arm_work({**base, "ZSNLI_SCORING": "pipeline", "ZSNLI_MODEL_DIR": str(bert_dir)})) == (
+        "nli", str(bert_dir.resolve()), None, None)
 
 
 def test_recorded_quality_reads_each_scorings_figures_both_ways(tmp_path):
@@ -266,42 +304,38 @@ def test_compare_defaults_to_the_dev_set_without_shared_data(tmp_path, monkeypat
     assert len(err) == 1 and DEV_EXAMPLES in err[0] and "--examples" in err[0]
 
 
-def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, examples_file, monkeypatch, capsys):
-    """Servers and pipeline arms are faked: 'bad' refuses to start, 'flaky' loses its connection mid-arm,
-    'good' runs; the report and table still come, the failures are recorded, the exit code is 1."""
-    import httpx
+def _uniform(docs):
+    return [[1 / len(d.labels)] * len(d.labels) for d in docs]
 
+
+def _fake_bench(monkeypatch, start=None, load=None) -> None:
+    """Fake every arm of ``python -m zsnli.bench``: the pipeline arms and the servers answer uniform probabilities
+    (``start(settings)`` / ``load(desc)`` may raise first), the model counts behind each ceiling, the matmul rate,
+    and the load average (0, 1, 2, ... at each read)."""
+    from zsnli.bench import arm_ceiling
     from zsnli.bench import side_by_side as compare
-    from zsnli.bench.side_by_side_cli import main
     from zsnli.harness.examples import load_examples
     from zsnli.harness.load import Answer, RunResult
-    from zsnli.harness.server import ServerError
-
-    def uniform(docs):
-        return [[1 / len(d.labels)] * len(d.labels) for d in docs]
 
     def fake_pipeline_arm(model_dir, examples, docs, batch_size, mode, warmup, threads, workdir, progress, device="cpu"):
         ds = load_examples(examples, limit=docs).examples
         return {"docs": len(ds), "pairs": sum(len(d.labels) for d in ds), "wall_s": 1.0,
                 "latencies_s": [0.1] * len(ds), "peak_rss_bytes": 2**20, "hwm_bytes": 2**20,
-                "probabilities": uniform(ds)}
+                "probabilities": _uniform(ds)}
 
     def fake_start(model_dir, settings, launcher, repo_root, threads):
-        if settings.get("ZSNLI_MAX_LABELS") == "7":
-            raise ServerError("server exited with code 3 before /health answered 200 (log /tmp/x.log):\n"
-                              "Traceback (most recent call last):\nzsnli.config.SettingsError: boom")
+        if start is not None:
+            start(settings)
         return FakeServer(settings)
 
     def fake_load(url, docs, concurrency, warmups=0, progress=True, desc="", **kwargs):
-        if desc.endswith(" flaky"):
-            raise httpx.ConnectError("connection refused")
-        return RunResult([Answer(p, None, 200, 0.05) for p in uniform(docs)], wall_s=0.5, timed_out=False)
+        if load is not None:
+            load(desc)
+        return RunResult([Answer(p, None, 200, 0.05) for p in _uniform(docs)], wall_s=0.5, timed_out=False)
 
     monkeypatch.setattr(compare, "run_pipeline_arm", fake_pipeline_arm)
     monkeypatch.setattr(compare, "start_server", fake_start)
     monkeypatch.setattr(compare, "run_requests", fake_load)
-    from zsnli.bench import arm_ceiling  # each arm's ceiling: no model here, so its counts are faked too
-
     monkeypatch.setattr(arm_ceiling, "param_counts", lambda model_dir: ParamCounts(per_token=1000, per_pair=10,
                                                                                    embedding=5))
     monkeypatch.setattr(arm_ceiling, "pair_token_counts",
@@ -311,6 +345,26 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
                                                                  "threads": 1, "flops_per_s": 1e9})
     readings = iter(range(100))
     monkeypatch.setattr(compare, "load_average", lambda: float(next(readings)))  # the load read around each arm
+
+
+def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, examples_file, monkeypatch, capsys):
+    """Servers and pipeline arms are faked: 'bad' refuses to start, 'flaky' loses its connection mid-arm,
+    'good' runs; the report and table still come, the failures are recorded, the exit code is 1."""
+    import httpx
+
+    from zsnli.bench.side_by_side_cli import main
+    from zsnli.harness.server import ServerError
+
+    def start(settings):
+        if settings.get("ZSNLI_MAX_LABELS") == "7":
+            raise ServerError("server exited with code 3 before /health answered 200 (log /tmp/x.log):\n"
+                              "Traceback (most recent call last):\nzsnli.config.SettingsError: boom")
+
+    def load(desc):
+        if desc.endswith(" flaky"):
+            raise httpx.ConnectError("connection refused")
+
+    _fake_bench(monkeypatch, start, load)
     out = tmp_path / "report.json"
     code = main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
                          "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "0", "--no-progress",

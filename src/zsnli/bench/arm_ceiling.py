@@ -43,8 +43,10 @@ class ArmWork:
 
     kind: one of `KINDS`. model_dir: the cross-encoder's folder (absolute; a hub model's snapshot). model: how
     the report names it (the folder, or ``org/name@commit``). cap: the window cap in tokens (the model's own
-    window may be smaller). calibration: the calibration.json of a ``default`` ceiling. embedding_dir: the
-    sentence encoder of a ``default`` ceiling whose scoring has a cosine term. error: why ``unknown``.
+    window may be smaller). calibration: the calibration.json of a ``default`` ceiling, or of a ``none`` arm (the
+    fast path: its ``embedding_scoring``). embedding_dir: the sentence encoder of a ``default`` ceiling whose
+    scoring has a cosine term, or of a ``none`` arm. error: why ``unknown``. `zsnli.bench.arm_agreement` reads the
+    same fields to decide which arms are meant to answer alike.
     """
 
     kind: str
@@ -100,8 +102,9 @@ def _scored_work(settings, model_dir: str, model: str, cap: int) -> ArmWork:
     from ..scoring import ScoringConfigError
     from ..serving.startup import resolved_embedding_dir
 
-    if settings.scoring == "embedding":
-        return ArmWork("none", model_dir, model, cap)
+    if settings.scoring == "embedding":  # no ceiling; the calibration and encoder say what it answers
+        return ArmWork("none", model_dir, model, cap, str(settings.resolved_calibration_path().resolve()),
+                       str(Path(resolved_embedding_dir(settings)).resolve()))
     if settings.scoring == "pipeline":
         return ArmWork("nli", model_dir, model, cap)
     calibration = settings.resolved_calibration_path()

@@ -36,7 +36,9 @@ server's RSS is sampled from outside during each of its arms. Every arm
 first runs ``--warmup`` untimed documents. The server is pointed at a
 calibration file with the pipeline's semantics (entailment logit, T = 1, no
 K correction, no content-free premise), so its answers are compared with
-arm (a)'s: same argmax count and max |dp|. Then ratios (c@32)/(a) and
+arm (a)'s: same argmax count and max |dp|. Every arm is compared with the first arm serving the same model
+and scoring (`zsnli.bench.arm_agreement`: a variant with ``ZSNLI_SCORING=pipeline`` against (a), one with the
+shipped calibration against (d)); an arm no other arm matches is named with what it serves. Then ratios (c@32)/(a) and
 (c@32)/(b), (d@32)/(c@32) and (d@32)/(a), and the compute ceilings (see
 `zsnli.bench.ceiling`): the NLI pairs' for (a)-(c), and the shipped default's
 real token mix (its NLI pairs plus the sentence encoder's texts and labels) for
@@ -63,6 +65,7 @@ from ..harness.examples import ExamplesError, load_examples, write_examples
 from ..harness.load import run_requests
 from ..harness.server import ServerError, offline_env, start_server
 from ..harness.stats import latency_summary, per_second
+from .arm_agreement import agreement, agreements, scoring_name
 from .arm_ceiling import ArmWork, apply_ceilings, arm_ceilings, arm_work, pipeline_work, work_ceiling
 from .ceiling import LabelTooLong, cpu_info, cpu_line, load_average, matmul_rate
 from .resources import RssSampler, hwm_bytes, mib
@@ -116,30 +119,6 @@ def server_arm_errors() -> tuple[type[BaseException], ...]:
     import httpx
 
     return (ServerError, OSError, httpx.HTTPError, ValueError, KeyError)
-
-
-def agreement(reference: Sequence[Sequence[float] | None], other: Sequence[Sequence[float] | None]) -> dict[str, Any]:
-    """Compare two runs' per-document probabilities (same documents, same label order).
-
-    Returns ``{"docs" (compared), "same_argmax" (count), "missing" (docs
-    absent from either run), "max_abs_dp" (max over docs and labels of
-    ``|p_ref - p_other|``), "worst_doc" (index)}``.
-    """
-    same = missing = 0
-    compared = 0
-    max_dp = 0.0
-    worst = None
-    for i, (ref, oth) in enumerate(zip(reference, other)):
-        if ref is None or oth is None or len(ref) != len(oth):
-            missing += 1
-            continue
-        compared += 1
-        if max(range(len(ref)), key=ref.__getitem__) == max(range(len(oth)), key=oth.__getitem__):
-            same += 1
-        dp = max(abs(a - b) for a, b in zip(ref, oth))
-        if worst is None or dp > max_dp:
-            max_dp, worst = dp, i
-    return {"docs": compared, "same_argmax": same, "missing": missing, "max_abs_dp": max_dp, "worst_doc": worst}
 
 
 def arm_row(name: str, docs: int, pairs: int, wall_s: float, latencies_s: Sequence[float],
@@ -226,9 +205,14 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     plan = server_plan(args, workdir)
     server_info = _server_arms(args, model_dir, docs, plan, progress, log, rows, probs)
     # each server arm against the ceiling of the model(s) it served (`zsnli.bench.arm_ceiling`)
-    ceilings, of_arm = arm_ceilings(arm_works(args, model_dir, plan), docs, rate["flops_per_s"],
-                                    {pipeline: pipeline_entry})
+    works = arm_works(args, model_dir, plan)
+    ceilings, of_arm = arm_ceilings(works, docs, rate["flops_per_s"], {pipeline: pipeline_entry})
     apply_ceilings(rows, ceilings, of_arm)
+    for r in rows:  # what each server arm serves, from its resolved settings (`zsnli.bench.arm_agreement`)
+        if "variant" in r:
+            r["scoring"] = scoring_name(works[r["variant"]], str(args.shipped[0]) if args.shipped else None)
+    alone = batched_vs_alone(probs, args.concurrency)
+    compared, unmatched = agreements(rows, probs, works, skip=[(k, k[0] + "1") for k in alone])
     shipped = ceilings.get(of_arm.get("shipped")) if args.shipped is not None else None
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -244,9 +228,9 @@ def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "arms": rows,
         "best_b": best_b,
         "ratios": ratios(rows, best_b, max(args.concurrency)),
-        "agreement_vs_a": {r["key"]: agreement(probs["a"], probs[r["key"]]) for r in rows
-                           if r["key"] != "a" and r.get("scoring", "pipeline") == "pipeline"},
-        "agreement_batched_vs_alone": batched_vs_alone(probs, args.concurrency),
+        "agreement": compared,
+        "agreement_unmatched": unmatched,
+        "agreement_batched_vs_alone": alone,
         "params": pipeline_entry["params"],
         "matmul": rate,
         "ceiling": pipeline_entry["ceiling"],
@@ -291,18 +275,6 @@ def shipped_embedding_dir(args: argparse.Namespace) -> Path:
     from ..runtime.embedding import default_embedding_dir
 
     return Path(args.embedding_dir) if args.embedding_dir else default_embedding_dir(args.model_dir)
-
-
-def _scoring_of(args: argparse.Namespace, settings: dict[str, str]) -> str:
-    """Which scoring a server arm ran: ``embedding`` with ``ZSNLI_SCORING=embedding`` (arm (f)); ``shipped`` when its calibration is arm (d)'s (a variant may set
-    ``ZSNLI_CALIBRATION_PATH`` to it, e.g. with ``ZSNLI_SHARE_IDENTICAL_ROWS=0``), ``pipeline`` for the
-    pipeline-semantics file, else ``other``."""
-    path = Path(settings["ZSNLI_CALIBRATION_PATH"]).resolve()
-    if settings.get("ZSNLI_SCORING", "served").lower() == "embedding":
-        return "embedding"
-    if args.shipped is not None and path == args.shipped[0]:
-        return "shipped"
-    return "pipeline" if path.name == PIPELINE_CALIBRATION_NAME else "other"
 
 
 def ratios(rows: list[dict[str, Any]], best_b: dict[str, Any] | None, top: int) -> dict[str, float]:
@@ -445,7 +417,7 @@ def _one_server(args, model_dir: Path, docs: list, progress: bool, log, rows: li
                 rows.append(arm_row(label, len(docs), n_pairs, load.wall_s, load.seconds,
                                     rss.peak_bytes, hwm_bytes(server.pid), key=key, concurrency=conc,
                                     errors=load.error_counts(), retries_503=load.retries_503, variant=name,
-                                    scoring=_scoring_of(args, {**settings, **extra}), load1=[load0, load_average()]))
+                                    load1=[load0, load_average()]))
                 probs[key] = load.probabilities
             info["exit_code"] = server.stop()
     except server_arm_errors() as exc:

@@ -52,9 +52,11 @@ def render(report: dict[str, Any], console=None) -> None:
         say(f"ratio ({k.replace('/', ')/(')}) docs/s: {v:.3f}x" + (f" (target >= {target:g}x: "
             f"{'met' if v >= target else 'NOT met'})" if target else "") + f" [{ratio_load(report, k)}; CPU: {cpu}]")
     _render_quality(report, say)
-    for k, a in report["agreement_vs_a"].items():
-        say(f"agreement {k} vs (a): same argmax {a['same_argmax']}/{a['docs']}"
+    for k, a in report.get("agreement", {}).items():
+        say(f"agreement {k} vs ({a['vs']}): same argmax {a['same_argmax']}/{a['docs']}"
             f"{' (' + str(a['missing']) + ' missing)' if a['missing'] else ''}, max |dp| {a['max_abs_dp']:.2e}")
+    for k, why in report.get("agreement_unmatched", {}).items():
+        say(f"agreement {k}: none, {why}")
     for k, a in report.get("agreement_batched_vs_alone", {}).items():
         shipped = k[0] in "df"
         say(f"answers {k} vs each request alone ({k[0]}1): same argmax {a['same_argmax']}/{a['docs']}, max |dp| "
