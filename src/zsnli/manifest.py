@@ -122,12 +122,15 @@ def model_dir_digest(files: dict[str, dict[str, Any]]) -> str:
 
 @dataclass(frozen=True)
 class FileCheck:
-    """The outcome of checking one file of the model directory against the manifest."""
+    """The outcome of checking one file of the model directory against the manifest. ``file`` is False for a check
+    that is of no one file (a pin's field or directory digest, a folder, a table entry, an install's state): what
+    ``train.py verify`` prints but leaves out of its count of files."""
 
     name: str
     status: str  # "ok" | "mismatch" | "missing" | "unlisted"
     expected: str | None
     actual: str | None
+    file: bool = True
 
 
 def load_manifest(path: str | Path) -> dict[str, Any]:
@@ -295,10 +298,10 @@ def pin_checks(model_root: str | Path, entry: dict[str, Any], variant: str = BAS
     manifest is the pinned one; `check_model_dir` then holds the files to that table). A digest that is not a
     string is a mismatch. Raises ``ManifestError`` when the pinned manifest has no ``files`` table."""
     own = Path(model_root) / variant / MANIFEST_NAME
-    checks = [FileCheck(f"{variant}/ ({field})", "mismatch", None, PIN_FIELD_ABSENT)
+    checks = [FileCheck(f"{variant}/ ({field})", "mismatch", None, PIN_FIELD_ABSENT, file=False)
               for field in PIN_FIELDS if field not in entry]
     if "dir" in entry and entry["dir"] != variant:
-        checks.append(FileCheck(f"{variant}/ (dir)", "mismatch", str(entry["dir"]), variant))
+        checks.append(FileCheck(f"{variant}/ (dir)", "mismatch", str(entry["dir"]), variant, file=False))
     if "training_manifest_sha256" not in entry:
         return checks
     want = entry["training_manifest_sha256"]
@@ -306,7 +309,7 @@ def pin_checks(model_root: str | Path, entry: dict[str, Any], variant: str = BAS
     checks.append(FileCheck(f"{variant}/{MANIFEST_NAME}", _status(want, have), want, have))
     if checks[-1].status == "ok" and "model_sha256" in entry:
         want, have = entry["model_sha256"], model_dir_digest(load_manifest(own)["files"])
-        checks.append(FileCheck(f"{variant}/ {PIN_MODEL_FIELD}", _status(want, have), want, have))
+        checks.append(FileCheck(f"{variant}/ {PIN_MODEL_FIELD}", _status(want, have), want, have, file=False))
     return checks
 
 
@@ -363,7 +366,7 @@ def check_variants(model_root: str | Path, manifest: dict[str, Any]) -> list[Fil
         entry = declared.get(name)
         if not isinstance(entry, dict):
             if (folder / "config.json").is_file():
-                checks.append(FileCheck(f"{name}/", "unlisted", None, None))
+                checks.append(FileCheck(f"{name}/", "unlisted", None, None, file=False))
             continue
         pins = pin_checks(root, entry, name)
         checks += pins
@@ -387,7 +390,7 @@ def variant_dir_checks(model_dir: str | Path) -> list[FileCheck]:
         return [FileCheck(str(top), "missing", None, None)]
     entry = (load_manifest(top).get("variants") or {}).get(name)
     if not isinstance(entry, dict):
-        return [FileCheck(f"{top} variants.{name}", "missing", None, None)]
+        return [FileCheck(f"{top} variants.{name}", "missing", None, None, file=False)]
     return pin_checks(root, entry, name)
 
 

@@ -300,7 +300,9 @@ def _verify(args: argparse.Namespace) -> int:
     variant folders it declares, `zsnli.manifest.check_variants`), or a
     sentence encoder's own ``encoder_manifest.json`` (`zsnli.manifest.check_encoder_dir`: the manifest file itself
     is not one of the files it lists), plus an install a kill left unfinished or data sources that disagree with the
-    installed encoder (`zsnli.training.encoder_install.install_checks`). Exit 1 when a file differs."""
+    installed encoder (`zsnli.training.encoder_install.install_checks`). Every check prints a line; the summary's
+    "n/m files" counts the checks of files only (`zsnli.manifest.FileCheck.file`: not an install's state, a
+    sources table or a pin's digest) and names the other checks that failed. Exit 1 when any check fails."""
     from .manifest import check_encoder_dir, check_model_dir, check_variants, is_encoder_manifest
 
     manifest = load_manifest(args.manifest)
@@ -316,7 +318,10 @@ def _verify(args: argparse.Namespace) -> int:
     for check in checks:
         print(f"{check.status.upper():9s} {check.name}")
     bad = [c for c in checks if c.status not in ("ok", "absent")]
-    print(f"{'FAIL' if bad else 'OK'}: {len(checks) - len(bad)}/{len(checks)} files match {args.manifest}"
+    files = [c for c in checks if c.file]
+    others_bad = sum(not c.file for c in bad)
+    print(f"{'FAIL' if bad else 'OK'}: {len(files) - (len(bad) - others_bad)}/{len(files)} files match {args.manifest}"
+          + (f"; {others_bad} other check(s) failed" if others_bad else "")
           + (" (the sentence encoder alone; `python train.py verify` checks the whole served model/, encoder "
              "included, against training_manifest.json)" if encoder else ""))
     return 1 if bad else 0

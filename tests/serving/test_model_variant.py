@@ -164,6 +164,14 @@ def test_train_verify_covers_the_base_folder(layout, capsys):
     assert main(["verify", "--model-dir", str(layout), "--manifest", manifest]) == 0
     out = capsys.readouterr().out
     assert "OK        base/training_manifest.json" in out and "OK        base/config.json" in out
+    # the pin's directory digest is printed but is no file: the count is the top table, the base's own manifest
+    # and the files it lists (it was counted as one more file)
+    top, own = (json.loads(p.read_text()) for p in (layout.parent / "training_manifest.json",
+                                                   layout / "base" / "training_manifest.json"))
+    n_files = len(top["files"]) + 1 + len(own["files"])
+    *lines, summary = out.strip().splitlines()
+    assert "OK        base/ (model_sha256)" in lines and len(lines) == n_files + 1
+    assert summary.startswith(f"OK: {n_files}/{n_files} files match ")
     weights = next(p for p in (layout / "base").iterdir() if p.suffix == ".safetensors")
     weights.write_bytes(weights.read_bytes() + b"\0")
     assert main(["verify", "--model-dir", str(layout), "--manifest", manifest]) == 1

@@ -426,6 +426,29 @@ def test_a_kill_after_the_manifest_write_leaves_both_documents_committed_and_the
     assert _served_ok(out)
 
 
+def test_verify_counts_files_only_and_still_prints_the_install_and_sources_lines(tiny_run, tmp_path, monkeypatch,
+                                                                               capsys):
+    """The "n/m files" of `train.py verify` counted the INTERRUPTED-install line and the data sources line as files
+    (FAIL: 10/12 files match, with 10 files, all of them matching)."""
+    from zsnli.train_cli import main
+
+    base = build_bert_nli(tmp_path / "encoder_base", dropout=0.0)
+    out = _shipped_copy(tiny_run, tmp_path, base)
+    run = _trained_run(tmp_path, base)
+    sources_before = (out / "data_sources.json").read_bytes()
+    _kill_after_the_commit(out, run, monkeypatch)  # leaves .model.embedding.old: an INTERRUPTED line
+    (out / "data_sources.json").write_bytes(sources_before)  # lacks the encoder's sets: a MISMATCH line
+    manifest = json.loads((out / "training_manifest.json").read_text())
+    n_files = len(manifest["files"]) + len(manifest["embedding"]["files"])
+    capsys.readouterr()
+    assert main(["verify", "--model-dir", str(out / "model"), "--manifest", str(out / "training_manifest.json")]) == 1
+    *lines, summary = capsys.readouterr().out.strip().splitlines()
+    assert any(line.startswith("INTERRUPTED an install of") for line in lines)
+    assert "MISMATCH  data_sources.json (sentence-encoder:* entries)" in lines
+    assert len(lines) == n_files + 2
+    assert summary.startswith(f"FAIL: {n_files}/{n_files} files match ") and "2 other check(s) failed" in summary
+
+
 def test_data_sources_that_lag_behind_a_committed_encoder_fail_verify_and_are_declared_by_the_next_run(
         tiny_run, tmp_path, monkeypatch, capsys):
     """What an install that wrote the manifest before data_sources.json left when killed between the two: verify

@@ -273,8 +273,8 @@ def sources_check(model_dir: Path, manifest_dir: Path) -> FileCheck:
         doc = json.loads((manifest_dir / DATA_SOURCES_NAME).read_text(encoding="utf-8"))
         have = [e for e in doc["sources"] if str(e.get("name", "")).startswith(ENCODER_SOURCE_PREFIX)]
     except (ManifestError, OSError, ValueError, KeyError, TypeError, AttributeError):
-        return FileCheck(name, "absent", None, None)
-    return FileCheck(name, "ok" if have == want else "mismatch", None, None)
+        return FileCheck(name, "absent", None, None, file=False)
+    return FileCheck(name, "ok" if have == want else "mismatch", None, None, file=False)
 
 
 def install_checks(model_dir: str | Path, manifest_path: str | Path) -> list[FileCheck]:
@@ -282,7 +282,7 @@ def install_checks(model_dir: str | Path, manifest_path: str | Path) -> list[Fil
     (`zsnli.manifest.interrupted_installs`, its line the name), and for a training manifest whose model directory
     holds an installed encoder, whether ``data_sources.json`` beside the manifest declares that encoder's sets
     (`sources_check`; ``mismatch`` when the two documents disagree)."""
-    checks = [FileCheck(line, "interrupted", None, None) for line in interrupted_installs(model_dir)]
+    checks = [FileCheck(line, "interrupted", None, None, file=False) for line in interrupted_installs(model_dir)]
     sources = sources_check(Path(model_dir), Path(manifest_path).parent)
     return checks + ([sources] if sources.status != "absent" else [])
 
