@@ -312,6 +312,41 @@ async def test_every_secret_looking_query_name_is_redacted(bert_dir, tmp_path, m
     assert f"?case=valid&{name}=REDACTED " in line and SECRET[:12] not in caplog.text, line
 
 
+HIDDEN_NAMES = ["password", "passwd", "pass", "api_key", "token", "secret", "pwd", "PassPhrase", "jwt", "sig",
+                "signature", "bearer", "sessionid", "session", "k", "", "%6Bey", "%70ass", "client_secret", "cookie",
+                "apiKey", "APIKey", "X-Api-Key", "XAPIKEY", "ACCESS_TOKEN", "accesstoken", "hf_token", "apikey",
+                "PHPSESSID", "api_key2", "keys", "Authorization", "oauth_token", "newPassword", "user[password]",
+                "credentials"]
+SHOWN_NAMES = ["passage", "compass", "bypass_cache", "PassageId", "design", "keyboard", "monkey", "author",
+               "tokenizer", "case", "labels"]
+
+
+@pytest.mark.parametrize("name", HIDDEN_NAMES)
+def test_a_secret_name_is_matched_as_a_whole_word(name):
+    from zsnli.serving.request_ids import redacted_query, secret_name
+
+    assert secret_name(name) and redacted_query(f"a=1&{name}=v") == f"a=1&{name}=REDACTED"
+
+
+@pytest.mark.parametrize("name", SHOWN_NAMES)
+def test_a_harmless_name_holding_a_secret_word_keeps_its_value(name):
+    """``passage`` was hidden because it holds ``pass`` (``compass``, ``bypass_cache``, ``design``: ``sig``); names
+    are now cut into words and a word must be a secret word (or end a one-word compound like ``accesstoken``)."""
+    from zsnli.serving.request_ids import redacted_query, secret_name
+
+    assert not secret_name(name) and redacted_query(f"a=1&{name}=v") == f"a=1&{name}=v"
+
+
+async def test_the_access_line_shows_a_passage_parameter(bert_dir, tmp_path, monkeypatch, caplog):
+    """End to end: ``?passage=`` is written as sent, ``?password=`` beside it is not."""
+    app = _served_app(bert_dir, tmp_path, monkeypatch)
+    caplog.set_level(logging.INFO, logger="zsnli.access")
+    async with running_app(app) as client:
+        assert (await client.get(f"/health?passage=the-text&password={SECRET}")).status_code == 200
+    (line,) = [rec.getMessage() for rec in caplog.records if rec.name == "zsnli.access" and "passage" in rec.getMessage()]
+    assert "?passage=the-text&password=REDACTED " in line and SECRET[:12] not in caplog.text, line
+
+
 def test_both_access_lines_write_a_query_the_same_readable_way(bert_dir, caplog):
     """Under serve.sh (our zsnli.access line) a query's ``=`` was written ``%3D`` while a bare uvicorn wrote ``=``;
     both now write ``=``, and only a planted field name (``request_id=``) gets ``%3D``."""

@@ -19,7 +19,7 @@ start a forged log line, and ``%1b`` / ``%07`` cannot reach a terminal raw (uvic
 CVE-2020-7694, which its own access logger fixed by quoting the path); the path and query are quoted too
 (`logged_target`), so a ``"`` or ``request_id=`` in them cannot fake a field of the line. The value of a query
 parameter that may carry a secret (``?api_key=``, ``access_token``, ``key``, ``token``, ``pwd``, ``jwt``, ``sig``,
-``session``, ``k``, an empty name and more, any case: `secret_name`) is written `REDACTED`, in this line, in
+``session``, ``k``, an empty name and more, any case, matched as whole words: `secret_name`) is written `REDACTED`, in this line, in
 uvicorn's own access line (`RedactedQueryFilter`, for a bare ``uvicorn server:app``; the query spelt the same way,
 `logged_query`) and in uvicorn's trace lines (`RedactedScopeFilter`: the query and the key-carrying headers).
 
@@ -151,17 +151,41 @@ class RequestIdMiddleware:
 
 
 def secret_name(name: str) -> bool:
-    """Whether a query parameter named ``name`` (percent-decoded or not, any letter case) may carry a secret: its
-    name holds ``key``, ``token``, ``secret``, ``pass`` (``password``, ``passwd``, ``passphrase``), ``pwd``,
-    ``auth``, ``sig`` (``sig``, ``signature``), ``jwt``, ``bearer``, ``session``, ``cred`` or ``cookie`` (``api_key``,
-    ``access_token`` of RFC 6750 section 2.3, Google's ``key``, ``hf_token``, ``sessionid``), or it is ``k`` or
-    empty (``?=value``). A harmless name that holds one of these (``passage``, ``design``) is redacted too: a
-    value hidden in vain costs less than a secret in clear."""
-    decoded = unquote_plus(name).strip().lower()
-    return decoded in _SECRET_NAMES or bool(_SECRET_NAME.search(decoded))
+    """Whether a query parameter named ``name`` (percent-decoded or not, any letter case) may carry a secret.
+
+    The name is cut into words (`name_words`: at every character other than a letter, between a lower-case letter
+    or digit and a capital, and between digits and letters: ``X-Api-Key``, ``apiKey``, ``api_key2`` -> ``api``,
+    ``key``) and is secret when a word is one of `SECRET_WORDS` (``key``, ``token``, ``secret``, ``pass``,
+    ``password``, ``passwd``, ``passphrase``, ``pwd``, ``auth``, ``sig``, ``signature``, ``jwt``, ``bearer``,
+    ``session``, ``sessionid``, ``cred``, ``cookie``, ``apikey``, ..., and their plurals) or ends in one of
+    `SECRET_ENDINGS` (a compound written as one word: ``accesstoken``, ``clientsecret``, ``newpassword``,
+    ``jsessionid``, ``xapikey``), or the whole name is ``k`` or empty (``?=value``). Whole words, not substrings:
+    ``passage``, ``compass``, ``bypass_cache``, ``design``, ``keyboard``, ``author`` keep their values (issue:
+    ``?passage=`` was hidden as if ``pass``). ``api_key``, ``access_token`` (RFC 6750 section 2.3), Google's
+    ``key``, ``hf_token``, ``sessionid`` are hidden."""
+    decoded = unquote_plus(name).strip()
+    if decoded.lower() in _SECRET_NAMES:
+        return True
+    return any(word in SECRET_WORDS or (word.endswith("s") and word[:-1] in SECRET_WORDS)
+               or word.endswith(SECRET_ENDINGS) for word in name_words(decoded))
 
 
-_SECRET_NAME = re.compile(r"key|token|secret|pass|pwd|auth|sig|jwt|bearer|session|cred|cookie")
+def name_words(name: str) -> list[str]:
+    """``name`` cut into lower-case words: runs of letters or of digits, a capital starting a new word after a
+    lower-case letter or a digit, and an acronym's last capital starting the next word (``APIKey`` -> ``api``,
+    ``key``); every other character separates (``_``, ``-``, ``.``, ``[``, a space)."""
+    return [w.lower() for w in _WORD.findall(name)]
+
+
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+|[^\W\d_]+")
+#: Whole words (in `name_words`) of a parameter name that may carry a secret; a plural (``keys``) counts too.
+SECRET_WORDS = frozenset({
+    "key", "apikey", "accesskey", "privatekey", "secretkey", "sessionkey", "authkey", "token", "secret", "pass",
+    "passwd", "password", "passphrase", "passcode", "passkey", "pwd", "auth", "oauth", "authorization", "authn",
+    "sig", "signature", "jwt", "bearer", "session", "sessionid", "sessid", "cred", "credential", "cookie"})
+#: Endings of a one-word compound that carries a secret (``accesstoken``, ``clientsecret``, ``jsessionid``).
+SECRET_ENDINGS = ("token", "secret", "password", "passwd", "pwd", "apikey", "sessionid", "sessid", "signature",
+                  "credential", "credentials")
 _SECRET_NAMES = frozenset({"", "k"})
 #: What stands in the log for the value of a `secret_name` parameter.
 REDACTED = "REDACTED"
