@@ -13,11 +13,13 @@ Each checker raises ``ValueError`` with one line naming the variable; `zsnli.con
 ``Origin`` (or ``Referer``) header the way the settings are written, so a request and a setting compare equal
 whatever their letter case, default port or trailing dot.
 
-May import: the standard library only. Imported by `zsnli.config` and `zsnli.serving.origin_check`.
+May import: the standard library, and ``publicsuffixlist`` (the Public Suffix List, bundled: `public_suffix`, only
+when a domain entry is checked). Imported by `zsnli.config` and `zsnli.serving.origin_check`.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from urllib.parse import urlsplit
@@ -90,13 +92,29 @@ def origin_text(origin: tuple[str, str, int | None]) -> str:
     return f"{scheme}://{shown}" + ("" if port is None or DEFAULT_PORTS.get(scheme) == port else f":{port}")
 
 
+@functools.lru_cache(maxsize=1)
+def _suffix_list():
+    from publicsuffixlist import PublicSuffixList
+
+    return PublicSuffixList()
+
+
+def public_suffix(name: str) -> bool:
+    """Whether the domain ``name`` (lower case, no trailing dot) is a public suffix: a name under which different
+    owners register their own (``com``, ``co.uk``, ``github.io``, any single label), by the Mozilla Public Suffix
+    List (publicsuffix.org; ICANN and private sections, as browsers apply it to cookies) that the
+    ``publicsuffixlist`` package bundles, never fetched here. A label not on the list is a top-level domain of its
+    own (the list's ``*`` rule): ``lab`` is a suffix, ``corp.lab`` is not."""
+    return _suffix_list().is_public(name)
+
+
 def allowed_hosts(raw: str) -> str | None:
     """``ZSNLI_ALLOWED_HOSTS`` checked and normalised: comma-separated host names (``zsnli.example.com``), IP
     addresses, ``.example.com`` (or ``*.example.com``) for a domain and every name under it, or ``*`` for any
     host; no ports. Returns the items in lower case without trailing dots, joined by ``,`` (None for an empty
     value: the default rule of `zsnli.serving.origin_check.host_allowed`). Raises ``ValueError`` (one line)
-    for an item that is none of these, and for a domain of one label (``.com``: every name under a top-level
-    domain)."""
+    for an item that is none of these, and for a domain that is a public suffix (`public_suffix`: ``.com``,
+    ``.co.uk``, ``*.github.io``, which would allow every host anyone registers under it)."""
     items = []
     for item in (part.strip().lower() for part in raw.split(",")):
         if not item:
@@ -105,9 +123,10 @@ def allowed_hosts(raw: str) -> str | None:
         name = (domain if domain is not None else item).rstrip(".") if item != "*" else "*"
         name = name[1:-1] if name.startswith("[") and name.endswith("]") else name
         found = split_host(f"[{name}]" if ":" in name else name) if name != "*" else ("*", None)
-        if domain is not None and found is not None and "." not in found[0] and not ip_literal(found[0]):
-            raise ValueError(f"ZSNLI_ALLOWED_HOSTS: {item!r} would allow every name under a top-level domain; list "
-                             f"the names or a domain of your own (.example.com); got {item!r} in {raw!r}")
+        if domain is not None and found is not None and not ip_literal(found[0]) and public_suffix(found[0]):
+            raise ValueError(f"ZSNLI_ALLOWED_HOSTS: {item!r} is a public suffix (Public Suffix List), so it would "
+                             f"allow every name anyone registers under it; list the names or a domain of your own "
+                             f"(.example.co.uk); got {item!r} in {raw!r}")
         if found is None or found[1] is not None or (domain is not None and ip_literal(found[0])):
             raise ValueError(f"ZSNLI_ALLOWED_HOSTS must be a comma-separated list of host names or IP addresses "
                              f"without a port (.example.com for a domain and the names under it, * for any); got "

@@ -84,6 +84,24 @@ def test_the_settings_are_normalised_and_a_bad_item_is_one_line():
         assert str(err.value).startswith(name) and "\n" not in str(err.value), err.value
 
 
+@pytest.mark.parametrize("entry", [".co.uk", "*.co.uk", ".CO.UK.", ".com", "*.github.io", ".kobe.jp", ".x.kobe.jp",
+                                   ".uk", "*.lab", "a.example,.ac.jp"])
+def test_a_domain_that_is_a_public_suffix_is_refused_in_one_line(entry):
+    """``.co.uk`` (two labels) was taken, allowing every host anyone registers under it; every public suffix of the
+    Public Suffix List is refused, a single label as before."""
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env({"ZSNLI_ALLOWED_HOSTS": entry})
+    text = str(err.value)
+    assert text.startswith("ZSNLI_ALLOWED_HOSTS") and "public suffix" in text and "\n" not in text, text
+
+
+@pytest.mark.parametrize("entry, want", [(".example.co.uk", ".example.co.uk"), ("*.corp.example", ".corp.example"),
+                                         (".a.b.kobe.jp", ".a.b.kobe.jp"), (".svc.cluster.local", ".svc.cluster.local"),
+                                         ("co.uk", "co.uk"), (".me.github.io", ".me.github.io")])
+def test_a_domain_of_ones_own_under_a_public_suffix_is_taken(entry, want):
+    assert Settings.from_env({"ZSNLI_ALLOWED_HOSTS": entry}).allowed_hosts == want
+
+
 @pytest.mark.parametrize("host, want", [
     ("127.0.0.1", True), ("::1", True), ("192.168.1.20", True), ("localhost", True),
     ("app.localhost", True), ("zsnli", True), ("zsnli.ns.svc.cluster.local", True), ("zsnli.ns.svc", True),
