@@ -38,7 +38,7 @@ from .harness.cli import (
     UsageParser, fraction, non_negative_float, non_negative_int, number_type, positive_float, positive_int, usage_error,
     one_line_errors,
 )
-from .manifest import ManifestError, load_manifest, runs_path
+from .manifest import MANIFEST_NAME, ManifestError, load_manifest, runs_path
 from .training.cli_checks import (
     CHECKOUT, DEFAULT_ZSC_DIR, DEV_EXAMPLES, ENCODER_OUTPUT_DIR, SHIPPED_MODEL_DIR, UsageError, check_args,
     manifest_dir, repo_default,
@@ -48,7 +48,7 @@ from .training.base_install import add_parser as add_install_base_parser, run_co
 from .training.encoder_install import install_checks, run_command as install_encoder_command
 from .training.data_parallel import LaunchError, launch_from_env
 from .training.nli_data import DataError
-from .training.presets import DEFAULT_DATA_DIR, PRESETS, Preset
+from .training.presets import DEFAULT_DATA_DIR, DEFAULT_PRESET, PRESETS, Preset
 
 COMMANDS = ("train", "calibrate", "evaluate", "verify", "encoder", "install-encoder", "install-base")
 
@@ -83,10 +83,15 @@ log = logging.getLogger(__name__)
 
 
 def _preset_args(p: argparse.ArgumentParser, model_dir: str | None) -> None:
-    p.add_argument("--preset", choices=PRESETS, default="minilm-cpu")
+    """The preset flags (``model_dir``: ``--model-dir``'s default, None for ``train``; calibrate and evaluate
+    default to the preset and base in the model's manifest, `zsnli.selection.targets.trained_with`)."""
+    trained = model_dir is not None
+    p.add_argument("--preset", choices=PRESETS, default=None if trained else DEFAULT_PRESET, help="default: " + (
+        f"the one in --model-dir's {MANIFEST_NAME}, else {DEFAULT_PRESET}" if trained else "%(default)s"))
     p.add_argument("--data-dir", default=repo_default(DEFAULT_DATA_DIR),
                    help="local NLI files of minilm-cpu and tiny (default %(default)s; see docs/data.md)")
-    p.add_argument("--base-model", help="local model directory or hub id replacing the preset's base (tiny: required)")
+    p.add_argument("--base-model", help="local model directory or hub id replacing the preset's base (tiny: required"
+                                        + (f"; default: the one in --model-dir's {MANIFEST_NAME})" if trained else ")"))
     p.add_argument("--model-dir", default=model_dir,
                    help="model directory (default: %(default)s)" if model_dir else
                         "where the trained model goes (default: runs/<preset>/model; 'model' replaces the shipped one)")
@@ -318,10 +323,9 @@ def _verify(args: argparse.Namespace) -> int:
     for check in checks:
         print(f"{check.status.upper():9s} {check.name}")
     bad = [c for c in checks if c.status not in ("ok", "absent")]
-    files = [c for c in checks if c.file]
-    others_bad = sum(not c.file for c in bad)
-    print(f"{'FAIL' if bad else 'OK'}: {len(files) - (len(bad) - others_bad)}/{len(files)} files match {args.manifest}"
-          + (f"; {others_bad} other check(s) failed" if others_bad else "")
+    n_files, other_bad = sum(c.file for c in checks), sum(not c.file for c in bad)
+    print(f"{'FAIL' if bad else 'OK'}: {n_files - len(bad) + other_bad}/{n_files} files match {args.manifest}"
+          + (f"; {other_bad} other check(s) failed" if other_bad else "")
           + (" (the sentence encoder alone; `python train.py verify` checks the whole served model/, encoder "
              "included, against training_manifest.json)" if encoder else ""))
     return 1 if bad else 0

@@ -165,6 +165,35 @@ def test_calibrate_on_a_variant_folder_writes_into_it_and_records_its_model(tiny
     assert not (ship / "calibration.json").exists() and not (ship / "data_sources.json").exists()
 
 
+def test_calibrate_and_evaluate_take_the_preset_and_base_from_the_models_own_manifest(tiny_run, tmp_path, bert_dir,
+                                                                                      capsys):
+    """``train.py calibrate --model-dir model/base`` took the minilm-cpu default, not the preset in
+    model/base/training_manifest.json, and needed --preset and --base-model by hand; it reads them from the manifest
+    train.py select finds for the folder (`zsnli.selection.targets.model_home`), unless given."""
+    from zsnli.selection.targets import calibrate_defaults
+    from zsnli.train_cli import build_parser, main
+    from zsnli.training.cli_checks import check_args
+    from zsnli.manifest import hash_model_dir, model_dir_digest, write_json
+
+    ship, base, _ = _ship_with_base(tiny_run, tmp_path, bert_dir)
+    given = ["--model-dir", str(base), "--data-dir", str(tiny_run["data"])]
+    for command in ("calibrate", "evaluate"):
+        args = calibrate_defaults(build_parser().parse_args([command, *given]))
+        preset = check_args(args)
+        assert (preset.name, args.base_model) == ("tiny", str(tiny_run["base"])), command
+        args = calibrate_defaults(build_parser().parse_args([command, *given, "--preset", "minilm-cpu"]))
+        assert args.preset == "minilm-cpu" and args.base_model is None, command  # what is given wins
+    capsys.readouterr()
+    assert main(["calibrate", *given, "--no-dev-examples", "--tasks", "10"]) == 0
+    assert json.loads((base / "calibration.json").read_text())["model_sha256"] == model_dir_digest(hash_model_dir(base))
+    manifest = json.loads((base / "training_manifest.json").read_text())
+    write_json(base / "training_manifest.json", {**manifest, "preset": "gpt-9"})
+    capsys.readouterr()
+    assert main(["calibrate", *given, "--no-dev-examples"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "records preset 'gpt-9'" in err[0] and "give --preset" in err[0], err
+
+
 def test_embeddings_with_progress_equal_one_encode_call(bert_dir):
     """`zsnli.runtime.progress.encode_texts` (what the pair cache embeds with) reports each batch of
     `SentenceEncoder.encode` and returns its vectors, bit for bit."""

@@ -14,9 +14,12 @@ documents lie beside it (the parent folder, where ``train.py train`` writes its 
   its folder holds a model (``config.json``: another NLI model, a variant folder, the sentence encoder in
   ``model/embedding``) other than ``--model-dir``, or the manifest that governs the folder (inside it, else
   beside it: `zsnli.manifest.beside_model`, the server's lookup) describes another ``model_sha256``;
-* `recorded_path`: how a data file the selection read is named in ``data_sources.json``.
+* `recorded_path`: how a data file the selection read is named in ``data_sources.json``;
+* `calibrate_defaults`: ``train.py calibrate``'s manifest folder in a variant folder, and the preset and base model
+  ``calibrate`` and ``evaluate`` rebuild the model's data from, read from the model's own manifest (`model_home`).
 
-May import `zsnli.manifest` and `zsnli.training.cli_checks` (the error class and the checkout); no torch.
+May import `zsnli.manifest`, `zsnli.training.cli_checks` (the error class and the checkout) and
+`zsnli.training.presets` (the preset names); no torch.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from ..manifest import (CALIBRATION_NAME, DATA_SOURCES_NAME, ENCODER_MANIFEST_NAME, MANIFEST_NAME, beside_model,
                         hash_model_dir, model_dir_digest)
 from ..training.cli_checks import CHECKOUT, UsageError
+from ..training.presets import DEFAULT_PRESET, PRESETS
 
 
 class TargetError(UsageError, ValueError):
@@ -130,12 +134,46 @@ def select_targets(model_dir: Path, out: Path | None, data_sources: Path | None)
 
 def calibrate_defaults(args: argparse.Namespace) -> argparse.Namespace:
     """``args`` of ``train.py`` with ``calibrate``'s ``--manifest-dir`` defaulting to ``--model-dir`` itself when
-    that is a variant folder (`is_variant_folder`), as ``train.py verify`` finds it; other commands unchanged.
-    Its ``calibration.json`` and ``data_sources.json`` then default to that folder too."""
-    if (getattr(args, "command", None) == "calibrate" and args.manifest_dir is None and args.model_dir
-            and is_variant_folder(args.model_dir)):
+    that is a variant folder (`is_variant_folder`), as ``train.py verify`` finds it (its ``calibration.json`` and
+    ``data_sources.json`` then default to that folder too), and ``calibrate``'s and ``evaluate``'s ``--preset`` and
+    ``--base-model`` defaulting to those the model was trained with (`trained_with`); other commands unchanged.
+    Raises `UsageError` for a manifest whose preset is none of `zsnli.training.presets.PRESETS`."""
+    command = getattr(args, "command", None)
+    if command == "calibrate" and args.manifest_dir is None and args.model_dir and is_variant_folder(args.model_dir):
         args.manifest_dir = str(args.model_dir)
+    if command in ("calibrate", "evaluate"):
+        trained_with(args)
     return args
+
+
+def trained_with(args: argparse.Namespace) -> None:
+    """Fill ``args.preset`` and ``args.base_model`` (``calibrate`` and ``evaluate``; None when not given) from the
+    training manifest that describes ``--model-dir``: ``--manifest-dir``'s, else the one in `model_home` (inside a
+    variant folder such as ``model/base``, else beside the model directory: the manifest ``train.py select`` writes
+    beside). Its ``preset`` and ``base_model.id`` are what ``train.py train`` recorded; the base model is only a
+    name here (neither command loads it), so ``args.base_model_recorded`` is set to skip the check of a base given
+    by hand. Without a manifest or a recorded preset, `zsnli.training.presets.DEFAULT_PRESET`. Raises `UsageError`
+    when the manifest records a preset that is none of `zsnli.training.presets.PRESETS`."""
+    args.base_model_recorded = False
+    if args.preset is not None:
+        return
+    home = Path(args.manifest_dir) if args.manifest_dir else model_home(args.model_dir) if args.model_dir else None
+    manifest = home / MANIFEST_NAME if home is not None else None
+    try:
+        doc = json.loads(manifest.read_text(encoding="utf-8")) if manifest is not None else {}
+    except (OSError, ValueError):
+        doc = {}  # a missing or unreadable manifest is refused by the checks of --manifest-dir
+    recorded = doc.get("preset") if isinstance(doc, dict) else None
+    if recorded is None:
+        args.preset = DEFAULT_PRESET
+        return
+    if recorded not in PRESETS:
+        raise UsageError(f"--model-dir {args.model_dir}: {manifest} records preset {recorded!r}, none of "
+                         f"{', '.join(PRESETS)}; give --preset (and --data-dir) the model was trained with")
+    args.preset = recorded
+    base = doc.get("base_model") if isinstance(doc.get("base_model"), dict) else {}
+    if args.base_model is None and isinstance(base.get("id"), str) and base["id"]:
+        args.base_model, args.base_model_recorded = base["id"], True
 
 
 def recorded_path(path: str | Path) -> str:

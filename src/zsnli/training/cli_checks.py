@@ -419,7 +419,8 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         args.manifest = args.manifest or str(default_verify_manifest(Path(args.model_dir)))
         _check_manifest(Path(args.manifest), "--manifest")
         return None
-    _check_base_model(args.preset, args.base_model)
+    if not getattr(args, "base_model_recorded", False):  # the manifest's base is a name: never loaded here
+        _check_base_model(args.preset, args.base_model)
     preset = get_preset(args.preset, args.data_dir, args.base_model)
     if args.command == "train":
         preset = with_zsc(preset, args)

@@ -322,6 +322,10 @@ def sentence_encoder(base_model: str | None = None) -> Preset:
 
 PRESETS = ("deberta-v3-base", "minilm-cpu", "tiny")
 
+DEFAULT_PRESET = "minilm-cpu"
+"""``train.py``'s preset when none is given (and, for ``calibrate`` and ``evaluate``, none is recorded in the
+model's manifest: `zsnli.selection.targets.trained_with`): the shipped CPU recipe."""
+
 
 def get_preset(name: str, data_dir: str = DEFAULT_DATA_DIR, base_model: str | None = None) -> Preset:
     """Return the named preset, loading ``base_model`` instead of its own when given.
