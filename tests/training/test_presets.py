@@ -45,3 +45,23 @@ def test_unknown_preset_and_tiny_without_base():
         get_preset("nope")
     with pytest.raises(KeyError, match="--base-model"):
         get_preset("tiny", "/data")
+
+
+def test_the_tiny_preset_calls_only_the_repositorys_fixture_a_test_fixture(tmp_path, monkeypatch):
+    """`--preset tiny --data-dir DIR` recorded a user's own NLI files in data_sources.json with the licence "test
+    fixture"; they are named as what they are (the folder given), and only tests/data/tiny_nli keeps that label."""
+    import shutil
+
+    from zsnli.training.manifest_writer import data_sources_doc
+
+    fixture = Path(__file__).resolve().parents[1] / "data" / "tiny_nli"
+    own = tmp_path / "my-nli"
+    shutil.copytree(fixture, own)  # the same bytes: still the user's folder, not the repository's fixture
+    for data_dir, want in ((fixture, "test fixture"), (own, f"not stated (your own data: the --data-dir {own})")):
+        doc = data_sources_doc(get_preset("tiny", str(data_dir), "/models/base"))
+        tiny = {s["name"]: s for s in doc["sources"] if s["name"].startswith("tiny:")}
+        assert sorted(tiny) == ["tiny:train", "tiny:validation"]
+        for entry in tiny.values():
+            assert entry["licence"] == want and Path(entry["path"]).parent == data_dir, entry
+    monkeypatch.chdir(fixture.parents[2])  # the checkout: the fixture as the docs spell it, relative
+    assert get_preset("tiny", "tests/data/tiny_nli", "/models/base").train_sources[0].licence == "test fixture"

@@ -259,16 +259,33 @@ def minilm_cpu(data_dir: str = DEFAULT_DATA_DIR) -> Preset:
     )
 
 
+TINY_FIXTURE_DIR = Path(__file__).resolve().parents[3] / "tests" / "data" / "tiny_nli"
+"""The repository's own NLI test fixture (``train.jsonl``, ``validation.jsonl``): the one ``--data-dir`` whose files
+the tiny preset records as a test fixture."""
+
+
+def tiny_licence(data_dir: str | Path) -> str:
+    """The licence ``data_sources.json`` records for the tiny preset's files in ``data_dir``: "test fixture" for the
+    repository's fixture (`TINY_FIXTURE_DIR`), else what a user's own data is: files of that folder (its absolute
+    path), licence not stated (docs/training.md: write it there)."""
+    folder = Path(data_dir).expanduser().resolve()
+    if folder == TINY_FIXTURE_DIR:
+        return "test fixture"
+    return f"not stated (your own data: the --data-dir {folder})"
+
+
 def tiny(data_dir: str, base_model: str) -> Preset:
-    """A few steps on fixture files with a tiny local model directory (tests)."""
+    """A few steps on the NLI files ``train.jsonl`` and ``validation.jsonl`` of ``data_dir`` (the repository's test
+    fixture, `TINY_FIXTURE_DIR`, or a user's own) with a local model directory (`tiny_licence`: what they are)."""
+    licence = tiny_licence(data_dir)
     return Preset(
         name="tiny",
         base_model=base_model,
         base_revision=None,
-        train_sources=(Source(name="tiny:train", kind="local", role="train", licence="test fixture",
+        train_sources=(Source(name="tiny:train", kind="local", role="train", licence=licence,
                               path=str(Path(data_dir) / "train.jsonl")),),
         validation_sources=(Source(name="tiny:validation", kind="local", role="validation",
-                                   licence="test fixture", path=str(Path(data_dir) / "validation.jsonl")),),
+                                   licence=licence, path=str(Path(data_dir) / "validation.jsonl")),),
         epochs=1.0,
         max_steps=4,
         batch_size=4,
