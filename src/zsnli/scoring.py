@@ -192,7 +192,7 @@ def scores_from_logits(logits: np.ndarray, rule: str, entail_idx: int, contra_id
 
     logits: ``[N, C]`` (C = 3, or 2 for an entailment / not_entailment head) array, any float dtype.
     entail_idx, contra_idx: the entailment column and its alternative (contradiction or
-    not_entailment; `zsnli.runtime.model.label_indices`).
+    not_entailment; `zsnli.runtime.model_config.label_indices`).
     rule: one of ``RULES``.
     Returns a float64 array of shape ``[N]``. Raises ``ValueError`` on an
     unknown rule or a wrong shape. Non-finite logits pass through (callers

@@ -221,3 +221,12 @@ def test_the_transformers_floor_has_the_dtype_keyword_the_code_passes():
     assert "src/zsnli/runtime/model.py" in callers and "src/zsnli/runtime/embedding.py" in callers
     floor = re.search(r'"transformers>=([0-9.]+)"', (root / "pyproject.toml").read_text(encoding="utf-8"))
     assert floor and Version(floor.group(1)) >= Version("4.56"), floor
+
+
+def test_the_config_rules_live_in_model_config_and_the_runtime_offers_the_same_objects():
+    """model.py was at the 500-line limit; the config/tokenizer rules moved to zsnli.runtime.model_config and the
+    old import path still gives the very same objects (the ONNX runtime and start-up import the new home)."""
+    from zsnli.runtime import model, model_config
+
+    for name in ("label_indices", "model_window", "ModelConfigError", "DEFAULT_MAX_LENGTH"):
+        assert getattr(model, name) is getattr(model_config, name), name

@@ -8,7 +8,7 @@ work `zsnli.bench.ceiling` counts (``FLOPs(pair) = 2 x P_enc x L + 2 x P_head``)
   ``ZSNLI_MODEL_ID`` (its snapshot in the hub cache), resolved by the server's own rules
   (`zsnli.serving.startup.resolve_variant`, `zsnli.runtime.hub.resolve_hub_model`; never downloading);
 * **the window** (L): ``ZSNLI_MAX_LENGTH`` (the arm's, its own or inherited), else the bench's ``--max-length``,
-  else the server's default, capped by that model's own (`zsnli.runtime.model.model_window`);
+  else the server's default, capped by that model's own (`zsnli.runtime.model_config.model_window`);
 * **which work** (the ceiling's kind): ``ZSNLI_SCORING=embedding`` runs no NLI pair (``none``: no ceiling);
   ``ZSNLI_SCORING=pipeline``, or a calibration whose scoring is the pipeline's own (entailment logit, T = 1:
   `zsnli.request_scoring.PIPELINE_SCORING`), the NLI pairs (``nli``); any other calibration

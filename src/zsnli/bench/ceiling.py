@@ -252,11 +252,11 @@ def param_counts(model_dir: str | Path) -> ParamCounts:
 
 
 def model_dir_window(model_dir: str | Path, cap: int = 512) -> int:
-    """The pair window in tokens the server uses for ``model_dir``: `zsnli.runtime.model.model_window`
+    """The pair window in tokens the server uses for ``model_dir``: `zsnli.runtime.model_config.model_window`
     over its tokenizer and config (``cap`` is the server's ZSNLI_MAX_LENGTH)."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from zsnli.runtime.model import model_window
+    from zsnli.runtime.model_config import model_window
 
     tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     cfg = AutoConfig.from_pretrained(model_dir, local_files_only=True)

@@ -3,16 +3,16 @@
 Holds `NliRuntime` (the interface every runtime implements: tokenisation,
 the model window, padding and the offline ``predict_logits`` are shared
 here; a runtime supplies only ``logits``), `NliModel` (the torch runtime),
-the pair record `Encoded`, the one padding rule (`pad_to`, `collate`), the one
-window rule `model_window`, the batch planner `plan_batches`, the default
-token budget, and `label_indices` (which logit is entailment / its alternative:
-contradiction, or not_entailment for a 2-way head).
+the pair record `Encoded`, the one padding rule (`pad_to`, `collate`), the batch planner `plan_batches` and
+the default token budget. What a model folder's config and tokenizer say (the window rule
+`zsnli.runtime.model_config.model_window`, which logit is entailment: `zsnli.runtime.model_config.label_indices`)
+is `zsnli.runtime.model_config`, whose names this module also offers (re-exported for existing importers).
 The ONNX runtime sits beside this one in `zsnli.runtime.onnx_model`.
 
 May import: numpy, torch and transformers (lazily, inside functions),
-`zsnli.runtime.precision` (dtype names), `zsnli.runtime.devices` (where tensors go)
-and `zsnli.runtime.shapes` (the fixed forward shapes). It imports nothing else from zsnli; `zsnli.scoring`,
-`zsnli.serving.batching` and `zsnli.serving.service` import it.
+`zsnli.runtime.precision` (dtype names), `zsnli.runtime.devices` (where tensors go),
+`zsnli.runtime.shapes` (the fixed forward shapes) and `zsnli.runtime.model_config`. It imports nothing else from
+zsnli; `zsnli.scoring`, `zsnli.serving.batching` and `zsnli.serving.service` import it.
 """
 
 from __future__ import annotations
@@ -21,18 +21,15 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .devices import placement
+from .model_config import DEFAULT_MAX_LENGTH, ModelConfigError, label_indices, model_window  # noqa: F401 - re-exported
 from .precision import canonical_dtype
 from .shapes import FixedShapes
 
-#: Upper bound on the model window when neither tokenizer nor config gives a sane one.
-DEFAULT_MAX_LENGTH = 512
-#: Largest window we accept from a tokenizer/config (larger values are sentinels like 1e30).
-_SANE_WINDOW = 1 << 16
 #: Sequences are padded to a multiple of this (tensor-core friendly shapes).
 PAD_MULTIPLE = 8
 # Default padded-token budget per forward batch, by device kind. CPU (2-core AMD EPYC, fp32, MiniLM-L6, 1/8 of the
@@ -42,84 +39,6 @@ PAD_MULTIPLE = 8
 # ~36 padded tokens per real one at concurrency 32, 4096 about 2 (fake accelerator; docs/performance.md).
 CPU_TOKEN_BUDGET = 2048
 ACCELERATOR_TOKEN_BUDGET = 4096
-
-
-class ModelConfigError(RuntimeError):
-    """The model directory cannot be served as an NLI model (e.g. no entailment label)."""
-
-
-def _is_not_entailment(name: str) -> bool:
-    """``not_entailment``, ``non-entailment``, ``Not entailment``...: the negative class of a 2-way NLI head."""
-    low = name.replace("-", "_").replace(" ", "_")
-    return low.startswith(("not_entail", "non_entail", "notentail", "nonentail"))
-
-
-def label_indices(id2label: Mapping[Any, str]) -> tuple[int, int]:
-    """Find the entailment index and its alternative in a model's ``id2label``.
-
-    3-way heads (entailment / neutral / contradiction, any order): the
-    alternative is the contradiction label. 2-way heads (``entailment`` /
-    ``not_entailment``, as the zeroshot-classifier v2.0 family and most recent
-    zero-shot models have): the alternative is ``not_entailment`` (also
-    ``non_entailment``, ``not entailment``; a contradiction label wins when
-    both exist). Multi-label scoring compares entailment with this alternative,
-    as the transformers zero-shot pipeline does (which takes index 0, or the
-    last one when entailment is 0: the same label for every standard head).
-    Names are matched case-insensitively on their prefix: ``entail...`` and
-    ``contradict...`` (so ``ENTAILMENT``, ``Entailed``, ``contradiction`` all
-    work). Keys may be ints or digit strings (as in ``config.json``).
-
-    Returns ``(entailment_idx, alternative_idx)``.
-    Raises ``ModelConfigError`` when either label is missing or ambiguous
-    (e.g. generic ``LABEL_0/LABEL_1/LABEL_2`` names).
-    """
-    if not id2label:
-        raise ModelConfigError("config.json has no id2label mapping")
-    entail: list[int] = []
-    contra: list[int] = []
-    not_entail: list[int] = []
-    for key, name in id2label.items():
-        try:
-            idx = int(key)
-        except (TypeError, ValueError) as exc:
-            raise ModelConfigError(f"id2label key is not an integer: {key!r}") from exc
-        low = str(name).strip().lower()
-        if low.startswith("entail"):
-            entail.append(idx)
-        elif low.startswith("contradict"):
-            contra.append(idx)
-        elif _is_not_entailment(low):
-            not_entail.append(idx)
-    names = ", ".join(f"{k}={v}" for k, v in sorted(id2label.items(), key=lambda kv: int(kv[0])))
-    if len(entail) != 1:
-        why = "no" if not entail else "more than one"
-        raise ModelConfigError(f"{why} entailment label in id2label ({names})")
-    alternative = contra or not_entail
-    if len(alternative) != 1:
-        why = "no" if not alternative else "more than one"
-        kind = "contradiction" if contra or not not_entail else "not_entailment"
-        raise ModelConfigError(f"{why} {kind} label in id2label ({names}): an NLI head needs entailment and "
-                               "contradiction (3-way) or entailment and not_entailment (2-way)")
-    return entail[0], alternative[0]
-
-
-def model_window(tokenizer, config, cap: int = DEFAULT_MAX_LENGTH) -> int:
-    """The pair window in tokens (special tokens included): the smallest of the tokenizer's
-    ``model_max_length``, the config's ``max_position_embeddings`` (less the padding offset
-    for RoBERTa-family models, whose position ids start after the padding index) and ``cap``
-    (``ZSNLI_MAX_LENGTH``); values of 2**16 or more are sentinels and ignored; at least 8."""
-    candidates: list[int] = []
-    tok_max = getattr(tokenizer, "model_max_length", None)
-    if isinstance(tok_max, int) and 0 < tok_max < _SANE_WINDOW:
-        candidates.append(tok_max)
-    pos_max = getattr(config, "max_position_embeddings", None)
-    if isinstance(pos_max, int) and 0 < pos_max < _SANE_WINDOW:
-        model_type = str(getattr(config, "model_type", ""))
-        if "roberta" in model_type or model_type in ("camembert", "longformer"):
-            pos_max -= (getattr(config, "pad_token_id", 1) or 1) + 1
-        candidates.append(pos_max)
-    window = min(candidates) if candidates else DEFAULT_MAX_LENGTH
-    return max(8, min(window, cap))
 
 
 def default_token_budget(device: str) -> int:

@@ -12,7 +12,7 @@ activation tensor by its batch-wide range, so with int8 a pair's logits
 depend slightly on the other pairs in its batch (other requests' pairs
 under the server's cross-request batching); fp32 is batch-invariant.
 
-May import: `zsnli.runtime.model`, `zsnli.runtime.onnx_export`; onnxruntime and
+May import: `zsnli.runtime.model`, `zsnli.runtime.model_config`, `zsnli.runtime.onnx_export`; onnxruntime and
 transformers lazily. Imported by `zsnli.serving.startup` (the default loader).
 """
 
@@ -24,7 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .model import DEFAULT_MAX_LENGTH, Encoded, NliRuntime, label_indices, model_window
+from .model import Encoded, NliRuntime
+from .model_config import DEFAULT_MAX_LENGTH, label_indices, model_window
 from .onnx_export import VARIANT_DTYPES, cache_path, cached_bytes, check_variant, import_ort
 
 

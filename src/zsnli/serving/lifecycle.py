@@ -7,8 +7,8 @@ forward of each kind of work; ``state.status`` is ``loading`` until then, ``ok``
 
 May import: `zsnli.serving.batching`, `zsnli.config`, `zsnli.serving.document` (the kinds and the warm-up
 record), `zsnli.serving.drain`, `zsnli.serving.label_cache`, `zsnli.runtime.embedding`, `zsnli.errors`,
-`zsnli.runtime.model`, `zsnli.request_scoring`, `zsnli.serving.request_timing` (the tokeniser pool times its work
-per request), `zsnli.serving.startup`. Never FastAPI or anything HTTP.
+`zsnli.runtime.model`, `zsnli.runtime.model_config`, `zsnli.request_scoring`, `zsnli.serving.request_timing` (the
+tokeniser pool times its work per request), `zsnli.serving.startup`. Never FastAPI or anything HTTP.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from ..config import Settings, unknown_settings
 from ..errors import ApiError, ErrorType
 from ..request_scoring import RequestScoring
 from ..runtime.embedding import SentenceEncoder
-from ..runtime.model import ModelConfigError, NliRuntime, default_token_budget
+from ..runtime.model import NliRuntime, default_token_budget
+from ..runtime.model_config import ModelConfigError
 from .batching import BatchObserver, Batcher, WorkKind
 from .document import LABEL_KIND, TEXT_KIND, Tokenized
 from .drain import Drain

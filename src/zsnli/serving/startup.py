@@ -7,7 +7,8 @@ decide which model folder is served (the base only as the top-level manifest pin
 `default_loader` builds the runtime ``ZSNLI_BACKEND`` names;
 `resolved_embedding_dir` says where the sentence encoder lives.
 
-May import: `zsnli.config`, `zsnli.runtime.hub`, `zsnli.manifest`, `zsnli.runtime.model`, `zsnli.runtime.devices`,
+May import: `zsnli.config`, `zsnli.runtime.hub`, `zsnli.manifest`, `zsnli.runtime.model`, `zsnli.runtime.model_config`,
+`zsnli.runtime.devices`,
 `zsnli.scoring`, `zsnli.runtime.embedding`, `zsnli.runtime.precision`, `zsnli.runtime.shapes`,
 `zsnli.runtime.onnx_export` (and
 `zsnli.runtime.onnx_model` lazily). Imported by `zsnli.serving.service`.
@@ -28,7 +29,8 @@ from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, PRETRAINED_DIRS, 
 from ..runtime.devices import device_kind, nvidia_devices_present, torch_build
 from ..runtime.embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from ..runtime.hub import HubModelError, resolve_hub_model
-from ..runtime.model import ModelConfigError, NliModel, NliRuntime, default_token_budget, label_indices
+from ..runtime.model import NliModel, NliRuntime, default_token_budget
+from ..runtime.model_config import ModelConfigError, label_indices
 from ..runtime.onnx_export import OnnxUnavailableError, ensure_cache_dir, require_onnx
 from ..runtime.precision import fixed_shapes_for, serving_dtype
 from ..runtime.progress import StderrHandler
