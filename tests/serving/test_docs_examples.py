@@ -9,7 +9,7 @@ import re
 import pytest
 from conftest import cached_loader, make_settings, running_app
 
-from zsnli.serving.api_types import ERROR_EXAMPLES
+from zsnli.serving.openapi_docs import ERROR_EXAMPLES
 
 pytestmark = pytest.mark.anyio
 

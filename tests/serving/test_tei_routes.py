@@ -70,7 +70,7 @@ async def test_a_full_queue_is_429_on_predict_and_503_on_zsnlis_own_routes(bert_
     # /docs shows the 429 on /predict with the answer's own shape (issue 40); /classify has none
     responses = app.openapi()["paths"]
     shown = responses["/predict"]["post"]["responses"]["429"]["content"]["application/json"]["example"]
-    from zsnli.serving.api_types import PREDICT_ERROR_RESPONSES
+    from zsnli.serving.openapi_docs import PREDICT_ERROR_RESPONSES
 
     source = PREDICT_ERROR_RESPONSES[429]["content"]["application/json"]["example"]
     assert set(source) == set(predict.json()) and shown["error_type"] == "overloaded"

@@ -17,7 +17,8 @@ The vectors are always unit length: the encoder's pooling normalises them (`zsnl
 and that unit vector is the one the cosine term and the selection use, so ``normalize: false`` changes nothing
 (TEI would answer the pooled vector before normalising).
 
-May import: numpy, the standard library, `zsnli.errors`, `zsnli.serving.api_types` (the field rules).
+May import: numpy, the standard library, `zsnli.errors`, `zsnli.serving.api_types` (the field rules),
+`zsnli.serving.openapi_docs` (the error examples).
 Imported by `zsnli.serving.routes_compat`.
 """
 
@@ -30,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ApiError, ErrorType
-from .api_types import ERROR_DESCRIPTIONS, ERROR_EXAMPLES, misspelt_fields
+from .api_types import misspelt_fields
+from .openapi_docs import ERROR_DESCRIPTIONS, ERROR_EXAMPLES
 
 #: JSON schema of OpenAI's error object, the ``error`` of every error answer of ``/v1/embeddings``
 #: (`zsnli.errors.openai_shaped`: zsnli's ``field``, ``error_type``, ``errors``, ``request_id`` beside it).

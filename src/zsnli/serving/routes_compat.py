@@ -2,7 +2,7 @@
 (``POST /v1/zero-shot-classification``, ``POST /``: `zsnli.serving.inference_api`), text-embeddings-inference's
 ``GET /info``, ``POST /predict``, ``POST /tokenize`` (`zsnli.serving.tei`) and ``POST /embed``, and OpenAI's
 ``POST /v1/embeddings`` (`zsnli.serving.embeddings_api`: the served sentence encoder's vectors).
-May import: FastAPI, `zsnli.serving.api_types`, `zsnli.errors`, `zsnli.serving.embeddings_api`,
+May import: FastAPI, `zsnli.serving.api_types`, `zsnli.serving.openapi_docs`, `zsnli.errors`, `zsnli.serving.embeddings_api`,
 `zsnli.serving.http_request`, `zsnli.serving.request_timing`, `zsnli.runtime.embedding` (the encoder's name),
 `zsnli.serving.inference_api`, `zsnli.serving.routes_zsnli`, `zsnli.serving.service`, `zsnli.serving.tei`,
 `zsnli.serving.text`. Imported by `zsnli.serving.app`.
@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse
 
 from .. import __version__
 from . import embeddings_api, inference_api, tei
-from .api_types import (ERROR_RESPONSES, PREDICT_ERROR_RESPONSES, ZERO_SHOT_OPENAPI, HealthResponse, ZeroShotAnswer,
-                        ZeroShotElement)
+from .api_types import HealthResponse, ZeroShotAnswer, ZeroShotElement
+from .openapi_docs import ERROR_RESPONSES, PREDICT_ERROR_RESPONSES, ZERO_SHOT_OPENAPI
 from ..errors import ApiError
 from .http_request import parse_classify_request, read_json_body, wait_disconnect
 from .request_timing import note_request

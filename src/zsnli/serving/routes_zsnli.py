@@ -2,7 +2,7 @@
 what it is for) and ``POST /classify`` (one request object, or an array answered item by item); `classify_each`
 classifies the documents of one request, for the Inference API too.
 
-May import: FastAPI, `zsnli.serving.api_types`, `zsnli.errors`, `zsnli.serving.http_body`, `zsnli.serving.http_request`,
+May import: FastAPI, `zsnli.serving.api_types`, `zsnli.serving.openapi_docs`, `zsnli.errors`, `zsnli.serving.http_body`, `zsnli.serving.http_request`,
 `zsnli.serving.request_timing` (the route notes its inputs),
 `zsnli.serving.service`, `zsnli.serving.text`. Imported by `zsnli.serving.app`, `zsnli.serving.routes_compat`.
 """
@@ -16,7 +16,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from .. import __version__
 from . import http_body
-from .api_types import CLASSIFY_OPENAPI, ERROR_RESPONSES, ClassifyResponse, HealthResponse
+from .api_types import ClassifyResponse, HealthResponse
+from .openapi_docs import CLASSIFY_OPENAPI, ERROR_RESPONSES
 from ..errors import ApiError, ErrorType
 from .http_request import parse_classify_request, read_json_body, wait_disconnect
 from .request_timing import note_request

@@ -15,8 +15,8 @@ receipts without ``cryptography``). The protocol, the pages, the arms and the ru
 may pull ``rich``; the sentence encoder) are imported on the first bake-off request or page (`_engine`),
 and ``cryptography`` on the first signature or public-key request, so a server that never runs a
 bake-off never loads them (``tests/test_serve_imports.py`` checks it).
-Imports the other `zsnli.compare.service` modules, `zsnli` core modules and `zsnli.serving.http_request` (the wait for a
-client's disconnect); never `zsnli.serving.app` (the app hands
+Imports the other `zsnli.compare.service` modules, `zsnli` core modules, `zsnli.serving.http_request` (the wait for a
+client's disconnect) and `zsnli.serving.openapi_docs` (`inline_schema`); never `zsnli.serving.app` (the app hands
 its body reader in).
 """
 
@@ -36,7 +36,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from zsnli.errors import ApiError, ErrorType
-from zsnli.serving.api_types import inline_schema
+from zsnli.serving.openapi_docs import inline_schema
 from zsnli.serving.http_request import wait_disconnect
 from zsnli.serving.request_ids import log_safe
 from zsnli.compare.receipts import ReceiptError, Signer
