@@ -13,8 +13,8 @@ Each checker raises ``ValueError`` with one line naming the variable; `zsnli.con
 ``Origin`` (or ``Referer``) header the way the settings are written, so a request and a setting compare equal
 whatever their letter case, default port or trailing dot.
 
-May import: the standard library, and ``publicsuffixlist`` (the Public Suffix List, bundled: `public_suffix`, only
-when a domain entry is checked). Imported by `zsnli.config` and `zsnli.serving.origin_check`.
+May import: the standard library, and ``publicsuffixlist`` when installed (the Public Suffix List, bundled:
+`public_suffix`, only when a domain entry is checked; without it single labels only). Imported by `zsnli.config` and `zsnli.serving.origin_check`.
 """
 
 from __future__ import annotations
@@ -94,8 +94,12 @@ def origin_text(origin: tuple[str, str, int | None]) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _suffix_list():
-    from publicsuffixlist import PublicSuffixList
-
+    """The bundled Public Suffix List, or None where ``publicsuffixlist`` is not installed (a venv holding only the
+    product card's packages, where serve.sh runs: the check falls back to single labels, `public_suffix`)."""
+    try:
+        from publicsuffixlist import PublicSuffixList
+    except ImportError:
+        return None
     return PublicSuffixList()
 
 
@@ -104,8 +108,11 @@ def public_suffix(name: str) -> bool:
     owners register their own (``com``, ``co.uk``, ``github.io``, any single label), by the Mozilla Public Suffix
     List (publicsuffix.org; ICANN and private sections, as browsers apply it to cookies) that the
     ``publicsuffixlist`` package bundles, never fetched here. A label not on the list is a top-level domain of its
-    own (the list's ``*`` rule): ``lab`` is a suffix, ``corp.lab`` is not."""
-    return _suffix_list().is_public(name)
+    own (the list's ``*`` rule): ``lab`` is a suffix, ``corp.lab`` is not. Without the package installed only a
+    single label counts (``com`` yes, ``co.uk`` no): the server still starts in an environment of the card's
+    packages alone, with the weaker check."""
+    suffixes = _suffix_list()
+    return "." not in name if suffixes is None else suffixes.is_public(name)
 
 
 def allowed_hosts(raw: str) -> str | None:

@@ -5,6 +5,8 @@ affected, so the README, the clients, the harness and the Kubernetes probes work
 
 from __future__ import annotations
 
+import sys
+
 import httpx
 import pytest
 from conftest import cached_loader, make_settings, running_app
@@ -100,6 +102,22 @@ def test_a_domain_that_is_a_public_suffix_is_refused_in_one_line(entry):
                                          ("co.uk", "co.uk"), (".me.github.io", ".me.github.io")])
 def test_a_domain_of_ones_own_under_a_public_suffix_is_taken(entry, want):
     assert Settings.from_env({"ZSNLI_ALLOWED_HOSTS": entry}).allowed_hosts == want
+
+
+def test_without_publicsuffixlist_the_server_still_starts_and_refuses_single_labels(monkeypatch):
+    """serve.sh runs where only the product card's packages are installed: no ``publicsuffixlist``. A domain entry
+    must not fail the start there with an ImportError; single labels are still refused, longer suffixes taken."""
+    from zsnli import net_settings
+
+    monkeypatch.setitem(sys.modules, "publicsuffixlist", None)  # import fails as if not installed
+    net_settings._suffix_list.cache_clear()
+    try:
+        assert Settings.from_env({"ZSNLI_ALLOWED_HOSTS": ".co.uk,.example.com"}).allowed_hosts == ".co.uk,.example.com"
+        with pytest.raises(SettingsError) as err:
+            Settings.from_env({"ZSNLI_ALLOWED_HOSTS": ".com"})
+        assert "public suffix" in str(err.value) and "\n" not in str(err.value)
+    finally:
+        net_settings._suffix_list.cache_clear()
 
 
 @pytest.mark.parametrize("host, want", [
