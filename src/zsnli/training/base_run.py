@@ -34,7 +34,8 @@ WEIGHTS_NAME = "model.safetensors"
 """The weight file a ``train.py train`` model directory holds (`zsnli.training.nli_trainer.save_model`)."""
 
 NLI_ID2LABEL = {str(i): name for i, name in enumerate(LABELS)}
-"""The head ``train.py train`` writes and the served scoring was chosen for: 0 entailment, 1 neutral, 2 contradiction."""
+"""The head ``train.py train`` writes and the served scoring was chosen for: 0 entailment, 1 neutral,
+2 contradiction."""
 
 RUN_HINT = "give the --model-dir of a finished train.py train run"
 
@@ -42,13 +43,15 @@ RUN_HINT = "give the --model-dir of a finished train.py train run"
 @dataclass(frozen=True)
 class Run:
     """A checked ``train.py train`` run: its model directory, its manifest (and where it is), its
-    ``data_sources.json`` and the base model's licence (text)."""
+    ``data_sources.json``, the base model's licence (text) and, when given (``--base-note``), where the base model's
+    weights came from (None: the run's own ``base_model.note`` stands)."""
 
     model_dir: Path
     manifest: dict[str, Any]
     manifest_path: Path
     sources: Path
     licence: str
+    note: str | None = None
 
 
 def run_manifest_path(run_dir: Path, served: Path | None = None) -> Path:
@@ -146,7 +149,8 @@ def read_sources(path: Path) -> dict[str, Any]:
     return doc
 
 
-def check_run(run_dir: str | Path, base_licence: str | None = None, served: Path | None = None) -> Run:
+def check_run(run_dir: str | Path, base_licence: str | None = None, served: Path | None = None,
+              base_note: str | None = None) -> Run:
     """Check a ``train.py train`` model directory before anything is written; returns the `Run`.
 
     Raises `UsageError` (one line) for a missing manifest (`run_manifest_path`), files that differ from it (each
@@ -154,7 +158,8 @@ def check_run(run_dir: str | Path, base_licence: str | None = None, served: Path
     ``data_sources.json`` beside the manifest (`read_sources`), another head (`check_head`), leaked text
     (`leaked_text`), or no licence: ``base_licence`` when given, else the card of a local base folder
     (`zsnli.training.manifest_writer.card_licence` of ``base_model.id``); and an installed base (`refuse_installed`).
-    ``served``: the served model directory, never suggested as the folder meant (`not_a_model_dir`)."""
+    ``served``: the served model directory, never suggested as the folder meant (`not_a_model_dir`); ``base_note``:
+    the `Run`'s ``note``."""
     run_dir = Path(run_dir).expanduser()
     path = run_manifest_path(run_dir, served)
     try:
@@ -179,7 +184,7 @@ def check_run(run_dir: str | Path, base_licence: str | None = None, served: Path
     if not licence:
         raise UsageError(f"{path}: the base model {base.get('id')!r} is not a local folder whose card (README.md) "
                          "names a licence; give it with --base-licence TEXT")
-    return Run(run_dir, manifest, path, path.parent / DATA_SOURCES_NAME, licence)
+    return Run(run_dir, manifest, path, path.parent / DATA_SOURCES_NAME, licence, base_note)
 
 
 def refuse_installed(run_dir: Path, manifest: dict[str, Any]) -> None:
