@@ -316,9 +316,8 @@ HIDDEN_NAMES = ["password", "passwd", "pass", "api_key", "token", "secret", "pwd
                 "signature", "bearer", "sessionid", "session", "k", "", "%6Bey", "%70ass", "client_secret", "cookie",
                 "apiKey", "APIKey", "X-Api-Key", "XAPIKEY", "ACCESS_TOKEN", "accesstoken", "hf_token", "apikey",
                 "PHPSESSID", "api_key2", "keys", "Authorization", "oauth_token", "newPassword", "user[password]",
-                "credentials"]
-SHOWN_NAMES = ["passage", "compass", "bypass_cache", "PassageId", "design", "keyboard", "monkey", "author",
-               "tokenizer", "case", "labels"]
+                "credentials", "dbpass", "userpass", "hfkey", "mykey", "adminPass", "compass", "bypass_cache"]
+SHOWN_NAMES = ["passage", "PassageId", "design", "keyboard", "author", "tokenizer", "case", "labels", "passes_total"]
 
 
 @pytest.mark.parametrize("name", HIDDEN_NAMES)
@@ -330,8 +329,9 @@ def test_a_secret_name_is_matched_as_a_whole_word(name):
 
 @pytest.mark.parametrize("name", SHOWN_NAMES)
 def test_a_harmless_name_holding_a_secret_word_keeps_its_value(name):
-    """``passage`` was hidden because it holds ``pass`` (``compass``, ``bypass_cache``, ``design``: ``sig``); names
-    are now cut into words and a word must be a secret word (or end a one-word compound like ``accesstoken``)."""
+    """``passage`` was hidden because it holds ``pass`` (``design``: ``sig``); names are now cut into words and a
+    word must be a secret word or end a one-word compound like ``accesstoken`` or ``dbpass`` (so ``compass`` stays
+    hidden: a harmless value hidden costs less than a secret in clear)."""
     from zsnli.serving.request_ids import redacted_query, secret_name
 
     assert not secret_name(name) and redacted_query(f"a=1&{name}=v") == f"a=1&{name}=v"

@@ -159,9 +159,9 @@ def secret_name(name: str) -> bool:
     ``password``, ``passwd``, ``passphrase``, ``pwd``, ``auth``, ``sig``, ``signature``, ``jwt``, ``bearer``,
     ``session``, ``sessionid``, ``cred``, ``cookie``, ``apikey``, ..., and their plurals) or ends in one of
     `SECRET_ENDINGS` (a compound written as one word: ``accesstoken``, ``clientsecret``, ``newpassword``,
-    ``jsessionid``, ``xapikey``), or the whole name is ``k`` or empty (``?=value``). Whole words, not substrings:
-    ``passage``, ``compass``, ``bypass_cache``, ``design``, ``keyboard``, ``author`` keep their values (issue:
-    ``?passage=`` was hidden as if ``pass``). ``api_key``, ``access_token`` (RFC 6750 section 2.3), Google's
+    ``jsessionid``, ``xapikey``, ``dbpass``, ``hfkey``), or the whole name is ``k`` or empty (``?=value``). Whole
+    words, not substrings: ``passage``, ``design``, ``keyboard``, ``author``, ``tokenizer`` keep their values
+    (issue: ``?passage=`` was hidden as if ``pass``); a word ending in ``key`` or ``pass`` (``compass``) is hidden. ``api_key``, ``access_token`` (RFC 6750 section 2.3), Google's
     ``key``, ``hf_token``, ``sessionid`` are hidden."""
     decoded = unquote_plus(name).strip()
     if decoded.lower() in _SECRET_NAMES:
@@ -183,9 +183,11 @@ SECRET_WORDS = frozenset({
     "key", "apikey", "accesskey", "privatekey", "secretkey", "sessionkey", "authkey", "token", "secret", "pass",
     "passwd", "password", "passphrase", "passcode", "passkey", "pwd", "auth", "oauth", "authorization", "authn",
     "sig", "signature", "jwt", "bearer", "session", "sessionid", "sessid", "cred", "credential", "cookie"})
-#: Endings of a one-word compound that carries a secret (``accesstoken``, ``clientsecret``, ``jsessionid``).
+#: Endings of a one-word compound that carries a secret (``accesstoken``, ``clientsecret``, ``jsessionid``, ``dbpass``,
+#: ``hfkey``): ``key`` and ``pass`` too, so ``compass`` and ``monkey`` are hidden in vain, which costs less than
+#: ``dbpass`` in clear.
 SECRET_ENDINGS = ("token", "secret", "password", "passwd", "pwd", "apikey", "sessionid", "sessid", "signature",
-                  "credential", "credentials")
+                  "credential", "credentials", "key", "pass")
 _SECRET_NAMES = frozenset({"", "k"})
 #: What stands in the log for the value of a `secret_name` parameter.
 REDACTED = "REDACTED"
