@@ -35,9 +35,9 @@ def _main(module: str):
 
 ENTRY_POINTS = [
     # (what a user types, main, argv before the bad flag: the required arguments, prog in the error line)
-    ("train.py", _main("zsnli.train_cli"), [], "train.py"),
-    ("train.py calibrate", _main("zsnli.train_cli"), ["calibrate"], "train.py"),
-    ("train.py verify", _main("zsnli.train_cli"), ["verify"], "train.py"),
+    ("train.py", _main("zsnli.train_cli"), [], "train.py train"),  # train: the command when none is named
+    ("train.py calibrate", _main("zsnli.train_cli"), ["calibrate"], "train.py calibrate"),
+    ("train.py verify", _main("zsnli.train_cli"), ["verify"], "train.py verify"),
     ("train.py select", _main("zsnli.train_cli"), ["select"], "train.py select"),
     ("python -m zsnli.selection", _main("zsnli.selection.cli"), [], "train.py select"),
     ("python -m zsnli.selection.score_cache", _main("zsnli.selection.score_cache"), [],

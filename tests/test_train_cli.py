@@ -157,3 +157,48 @@ def test_every_time_flag_refuses_zero_negatives_nan_and_inf_in_one_line(capsys):
                     main([command, f"{flag}={value}"])
                 err = capsys.readouterr().err.strip().splitlines()
                 assert stopped.value.code == 2 and len(err) == 1 and flag in err[0], (command, flag, value, err)
+
+
+def _commands() -> list[str]:
+    """Every sub-command of train.py (select included: its own parser)."""
+    import argparse
+
+    from zsnli.train_cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return list(sub.choices)
+
+
+POSITIONALS = {"install-encoder": ["RUN"], "install-base": ["RUN_MODEL_DIR"]}
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_an_unknown_option_is_named_under_its_command(command, capsys):
+    """`train.py install-encoder RUN --base-note ""` said "train.py: error: unrecognized arguments: --base-note (see
+    train.py --help)": the wrong program, the wrong help, the empty value lost. Every sub-command names itself."""
+    from zsnli.train_cli import main
+
+    assert {"train", "calibrate", "evaluate", "verify", "encoder", "install-encoder", "install-base",
+            "select"} <= set(_commands())
+    with pytest.raises(SystemExit) as stopped:
+        main([command, *POSITIONALS.get(command, []), "--no-such-flag", ""])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2 and len(err) == 1, err
+    assert err[0] == (f"train.py {command}: error: unrecognized arguments: --no-such-flag '' "
+                      f"(see train.py {command} --help)"), err
+
+
+@pytest.mark.parametrize("command", ["train", "calibrate", "evaluate", "verify", "encoder", "install-encoder",
+                                     "install-base"])
+def test_an_error_of_a_command_carries_its_own_prefix(command, monkeypatch, capsys):
+    """An OSError that reaches train.py's top (a hub that cannot be reached, a file that cannot be read) was printed
+    as "train.py: error: ..."; each command's errors start with "train.py <command>: error:"."""
+    from zsnli import train_cli
+
+    def unreadable(args):
+        raise OSError(5, "Input/output error", "/somewhere/file")
+
+    monkeypatch.setattr(train_cli, "check_args", unreadable)
+    code = train_cli.main([command, *POSITIONALS.get(command, [])])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"train.py {command}: error: /somewhere/file: Input/output error"], err

