@@ -34,7 +34,7 @@ import httpx
 
 from ..harness.cli import positive_seconds, UsageParser, non_negative_int, positive_int, output_file
 from ..harness.examples import DEFAULT_EXAMPLES, DEV_EXAMPLES, Example, ExamplesError, load_examples
-from ..harness.server import ServerError, ServerProcess
+from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
 from .reports import write_report
 
@@ -104,6 +104,7 @@ def _parser() -> UsageParser:
     return p
 
 
+@stops_servers("python -m zsnli.bench.bakeoff_priority")
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison (module docstring); 0 when every run finished, 1 on a server failure, 2 on usage."""
     args = _parser().parse_args(argv)

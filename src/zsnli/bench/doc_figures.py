@@ -62,7 +62,7 @@ from typing import Any, Callable
 import httpx
 
 from ..harness.cli import UsageParser, positive_int
-from ..harness.server import ServerError, ServerProcess, start_server
+from ..harness.server import ServerError, ServerProcess, start_server, stops_servers
 from . import doc_prose, doc_tables
 
 BLOCK = re.compile(r"(<!-- figures:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /figures:(?P=name) -->)", re.S)
@@ -409,6 +409,7 @@ def _prose_held(root: Path, record: bool) -> bool:
     return True
 
 
+@stops_servers("python -m zsnli.bench.doc_figures")
 def main(argv: list[str] | None = None) -> int:
     ap = UsageParser(prog="python -m zsnli.bench.doc_figures", description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="rewrite the pages (default: only say which blocks differ)")

@@ -38,7 +38,7 @@ import httpx
 
 from ..harness.cli import positive_seconds, UsageParser, non_negative_int, number_type, positive_int, output_file
 from ..harness.examples import DEFAULT_EXAMPLES, Example, ExamplesError, load_examples
-from ..harness.server import ServerError, ServerProcess
+from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
 from .overload import make_request
 from .reports import write_report
@@ -153,6 +153,7 @@ def _parser() -> UsageParser:
     return p
 
 
+@stops_servers("python -m zsnli.bench.fair_share")
 def main(argv: list[str] | None = None) -> int:
     """Run both phases (module docstring); 0 when they finished, 1 on a server failure, 2 on usage."""
     args = _parser().parse_args(argv)

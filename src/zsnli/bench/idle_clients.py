@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ..harness.cli import positive_seconds, UsageParser, positive_int, output_file
-from ..harness.server import ServerError, ServerProcess, wait_for_url
+from ..harness.server import ServerError, ServerProcess, stops_servers, wait_for_url
 from ..harness.stats import percentile
 from .reports import write_report
 
@@ -132,6 +132,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+@stops_servers("python -m zsnli.bench.idle_clients")
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 0 when every probe got 200, 1 otherwise, 2 (one line) when no server answers."""
     args = parse_args(argv)

@@ -39,7 +39,7 @@ import httpx
 from ..harness.cli import positive_seconds, UsageParser, non_negative_int, positive_int, output_file
 from ..runtime.progress import waiting
 from ..harness.load import NOT_ANSWERED, run_requests_async
-from ..harness.server import ServerError, ServerProcess, wait_for_url
+from ..harness.server import ServerError, ServerProcess, stops_servers, wait_for_url
 from ..harness.stats import per_second, percentile
 from .resources import RssSampler
 from .reports import write_report
@@ -233,6 +233,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+@stops_servers("python -m zsnli.bench.overload")
 def main(argv: list[str] | None = None) -> int:
     """Run the overload test; print the figures and the verdict line; 0 on PASS, 1 on FAIL."""
     args = parse_args(argv)

@@ -33,7 +33,7 @@ import httpx
 
 from ..harness.cli import positive_seconds, UsageParser, positive_float, positive_int, output_file
 from ..harness.examples import DEV_EXAMPLES, ExamplesError, load_examples
-from ..harness.server import ServerError, ServerProcess
+from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
 from .reports import write_report
 
@@ -126,6 +126,7 @@ def _parser() -> UsageParser:
     return p
 
 
+@stops_servers("python -m zsnli.bench.read_routes")
 def main(argv: list[str] | None = None) -> int:
     """Run both phases (module docstring); 0 PASS, 1 FAIL or server failure, 2 usage."""
     args = _parser().parse_args(argv)

@@ -18,6 +18,7 @@ from typing import Sequence
 
 from ..config import closest_setting, setting_names
 from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int, output_file
+from ..harness.server import stops_servers
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, first_existing
 from .side_by_side import BUILTIN_SERVERS, failed_servers, run, server_base_settings, shipped_embedding_dir
 from .side_by_side_table import render
@@ -241,6 +242,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+@stops_servers("python -m zsnli.bench")
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark, print the table, write ``--out``; returns 0, or 1 when a server request failed
     or a server (plain, shipped default or variant) failed to start or run."""

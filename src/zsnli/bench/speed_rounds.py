@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..harness.cli import UsageParser, positive_int, output_file
+from ..harness.server import stops_servers
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, ExamplesError, first_existing, load_examples
 from ..runtime.progress import Reporter, emit, waiting
 from .ceiling import load_average, load_text
@@ -236,6 +237,7 @@ SERVER_ENV = {"ZSNLI_LOG_LEVEL": "warning", "ZSNLI_DEVICE": "cpu", "ZSNLI_DTYPE"
 """The servers' settings: fp32 on the CPU, the calibration beside the model (the shipped default)."""
 
 
+@stops_servers("python -m zsnli.bench.speed_rounds")
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line (module docstring); prints `render` and writes ``--out``. Exit 2 on a usage error."""
     args = parse_args(argv)

@@ -44,7 +44,7 @@ from typing import Any, Sequence
 from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int, output_file
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.load import run_requests
-from ..harness.server import start_server
+from ..harness.server import start_server, stops_servers
 from ..harness.stats import latency_summary, per_second
 from .ceiling import LabelTooLong, compute_ceiling, matmul_rate, pair_token_counts, param_counts
 from ..runtime.devices import torch_build
@@ -358,6 +358,7 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@stops_servers("python -m zsnli.bench.throughput_gate")
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the gate (or print its plan with ``--dry-run``), print the summary, write ``--out``; exit 1 when any
     request failed."""

@@ -38,11 +38,14 @@ from zsnli.compare.arms import ARMS, build_arm
 from zsnli.compare.arms.zero_shot import vmhwm_bytes
 from zsnli.compare.engine import ArmResult, run_plan
 from zsnli.harness.examples import Example
+from zsnli.harness.server import raise_on_signals
 from zsnli.compare.protocol import Plan
 from zsnli.compare.suite import ArmEntry
 from zsnli.runtime.progress import shared_counter, watch
 
 DEFAULT_WARMUPS = 3
+#: seconds an arm's child gets after SIGTERM to stop its server (`zsnli.harness.server.ServerProcess`'s grace is 10)
+CHILD_STOP_GRACE_S = 15.0
 MiB = 1024 * 1024
 
 
@@ -99,7 +102,8 @@ def _counting(counter):
 
 def _child(conn, entry, examples, plan, warmups, counter=None) -> None:
     try:
-        result = run_arm(entry, examples, plan, warmups, counter)
+        with raise_on_signals():  # SIGTERM from the parent unwinds run_arm, whose close() stops the arm's server
+            result = run_arm(entry, examples, plan, warmups, counter)
         if result.peak_rss is None:
             result.peak_rss = vmhwm_bytes(os.getpid())
             result.rss_source = "the arm's own process (VmHWM, forked from the harness)"
@@ -114,7 +118,10 @@ def run_arm_isolated(entry: ArmEntry, examples: Sequence[Example], plan: Plan, w
                      timeout_s: float | None = None, counter=None) -> ArmResult:
     """`run_arm` in a forked child process (Linux/macOS); its peak RSS is the child's own ``VmHWM``.
 
-    A child that dies or exceeds ``timeout_s`` gives an `ArmResult` with ``error`` set.
+    A child that dies or exceeds ``timeout_s`` gives an `ArmResult` with ``error`` set. A child still running
+    when this returns or is interrupted (the time budget, SIGINT/SIGTERM of the harness) gets SIGTERM first and
+    `CHILD_STOP_GRACE_S` to stop the server its arm started (`zsnli.harness.server.raise_on_signals` in the
+    child), then SIGKILL: killed at once, it used to leave that server running.
     """
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
@@ -130,6 +137,9 @@ def run_arm_isolated(entry: ArmEntry, examples: Sequence[Example], plan: Plan, w
     finally:
         if proc.is_alive() and not parent.closed:
             proc.join(1.0)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(CHILD_STOP_GRACE_S)
         if proc.is_alive():
             proc.kill()
         proc.join()

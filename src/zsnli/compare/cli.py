@@ -3,7 +3,7 @@
 
 Exit codes: 0 all gates pass / every arm ran; 1 a gate failed / an arm
 failed; 2 bad usage or unreadable examples (one line, checked before any
-server starts or model loads); 130 interrupted.
+server starts or model loads); 130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM, every server it started stopped.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -25,7 +24,7 @@ from zsnli.harness.cli import (
 )
 from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
-from zsnli.harness.server import DEFAULT_SERVE_CMD
+from zsnli.harness.server import DEFAULT_SERVE_CMD, stops_servers
 from zsnli.compare.receipts import add_receipt_key_flag
 from zsnli.compare.report import scrub_non_finite, write_report_json
 from zsnli.compare.selfcheck import DEFAULT_MAX_SECONDS, DEFAULT_STARTUP_TIMEOUT_S
@@ -268,11 +267,13 @@ def output_console(stream):
 
 
 @one_line_errors("validate.py")
+@stops_servers("validate.py")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``validate.py``; returns the exit code.
 
     Colour, and progress bars, only on a terminal: piped or logged output
-    carries no ANSI escape codes.
+    carries no ANSI escape codes. SIGINT or SIGTERM stops every server it started, says so in one line
+    and exits 130 or 143 (`zsnli.harness.server.stops_servers`).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     # the harness runs offline by design: never reach a hub implicitly (hub:btzsc opts in explicitly)
@@ -281,25 +282,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     console = output_console(sys.stdout)
     progress = sys.stderr.isatty()
+    if argv and argv[0] == "verify-receipt":
+        from zsnli.compare.receipts import main as verify_receipt_main
 
-    def _terminate(signum, frame):  # turn SIGTERM into an exception so that `finally` stops the server
-        raise KeyboardInterrupt
+        return verify_receipt_main(argv[1:])
+    if argv and argv[0] == "compare":
+        return compare_main(argv[1:], console, progress)
+    if argv and argv[0] in ("bakeoff", "gate"):
+        from zsnli.compare import bakeoff_cli
 
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        if argv and argv[0] == "verify-receipt":
-            from zsnli.compare.receipts import main as verify_receipt_main
-
-            return verify_receipt_main(argv[1:])
-        if argv and argv[0] == "compare":
-            return compare_main(argv[1:], console, progress)
-        if argv and argv[0] in ("bakeoff", "gate"):
-            from zsnli.compare import bakeoff_cli
-
-            return (bakeoff_cli.bakeoff_main if argv[0] == "bakeoff" else bakeoff_cli.gate_main)(argv[1:], console)
-        return selfcheck_main(argv, console, progress)
-    except KeyboardInterrupt:
-        console.print("[red]interrupted[/red]")
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        return (bakeoff_cli.bakeoff_main if argv[0] == "bakeoff" else bakeoff_cli.gate_main)(argv[1:], console)
+    return selfcheck_main(argv, console, progress)

@@ -11,11 +11,21 @@ then SIGKILL after a grace period) whatever happened. `wait_for_url` does
 the polling for a server someone else started and gives up at once when
 nothing listens there.
 
+Every server this process started and has not stopped is in `live_servers`. `stops_servers` wraps the
+``main`` of every command that starts servers (``python -m zsnli.bench`` and its siblings, ``validate.py``):
+while it runs, SIGINT and SIGTERM raise `Interrupted` in the main thread (`raise_on_signals`), so each
+``with``/``finally`` stops its server; then every server still live is stopped, one line says what stopped the
+command, and it exits 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), no traceback. A second
+signal while the servers stop kills them at once (SIGKILL). Without this a SIGTERM ended the command at once
+and left its server running (its own session, re-parented to pid 1); Ctrl-C printed a traceback.
+
 Used by validation and bench; imports nothing from zsnli (it talks HTTP).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import shlex
 import signal
@@ -25,7 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import httpx
 
@@ -34,6 +44,9 @@ DEFAULT_SERVE_CMD = "bash serve.sh"
 UVICORN_CMD = ("{python} -m uvicorn zsnli.serving.app:create_app --factory --host {host} --port {port} "
                "--log-level warning --no-access-log")
 HEALTH_POLL_S = 0.25
+#: the signals `raise_on_signals` turns into `Interrupted`: a terminal's Ctrl-C, and ``kill``/a supervisor's stop
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_LIVE: dict[int, "ServerProcess"] = {}  # id -> every server started here and not yet stopped
 
 
 class ServerError(RuntimeError):
@@ -172,6 +185,7 @@ class ServerProcess:
                 )
             except OSError as exc:
                 raise ServerError(f"cannot start {' '.join(self.argv)}: {exc}") from exc
+        _LIVE[id(self)] = self
         return self
 
     def log_tail(self, lines: int = 20) -> str:
@@ -220,7 +234,13 @@ class ServerProcess:
         else:
             # the leader is gone; make sure no child it left in the group lives on
             _signal_group(proc.pid, signal.SIGKILL)
+        _LIVE.pop(id(self), None)
         return proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the process group now (no grace); `stop` still reaps it. A no-op before `start`."""
+        if self.proc is not None:
+            _signal_group(self.proc.pid, signal.SIGKILL)
 
     def __enter__(self) -> "ServerProcess":
         """Start the process unless `start` already ran."""
@@ -251,6 +271,84 @@ def start_server(model_dir: str | Path, settings: dict[str, str], launcher: str,
         server.stop()
         raise
     return server
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in the main thread by SIGINT or SIGTERM while `raise_on_signals` is in force.
+
+    A ``KeyboardInterrupt``, so ``except Exception`` lets it through and every ``finally`` runs.
+    ``signum``: the signal's number; ``str()``: its name (``SIGTERM``).
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+def live_servers() -> list[ServerProcess]:
+    """The servers this process started (`ServerProcess.start`) and has not stopped yet, oldest first."""
+    return list(_LIVE.values())
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    if getattr(_on_stop_signal, "fired", False):  # a second signal while stopping: no more grace
+        for server in live_servers():
+            server.kill()
+        return
+    _on_stop_signal.fired = True  # type: ignore[attr-defined]
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def raise_on_signals() -> Iterator[None]:
+    """While active, `STOP_SIGNALS` raise `Interrupted` in the main thread (the first one; a later one SIGKILLs
+    every live server instead). The previous handlers are restored on exit. Elsewhere than in the main thread
+    (where Python allows no handler) it does nothing."""
+    try:
+        previous = {sig: signal.signal(sig, _on_stop_signal) for sig in STOP_SIGNALS}
+    except ValueError:  # not the main thread
+        yield
+        return
+    _on_stop_signal.fired = False  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def stops_servers(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Decorator of a command's ``main(...) -> exit code`` that starts servers (see the module docstring).
+
+    Under `raise_on_signals`; on ``KeyboardInterrupt`` (`Interrupted` or a plain Ctrl-C) every server still in
+    `live_servers` is stopped (SIGTERM, then SIGKILL after its grace), ``PROG: stopped by SIGNAL; ...`` is
+    printed on stderr (one line) and 128 + the signal's number is returned: 130 (SIGINT), 143 (SIGTERM).
+    The wrapper carries ``stops_servers = True`` (tests/harness/test_harness_signals.py checks every command).
+    """
+
+    def wrap(main: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(main)
+        def guarded(*args: Any, **kwargs: Any) -> int:
+            try:
+                with raise_on_signals():
+                    try:
+                        return main(*args, **kwargs)
+                    except KeyboardInterrupt as exc:
+                        signum = getattr(exc, "signum", int(signal.SIGINT))
+                        for server in live_servers():
+                            server.stop()
+            except KeyboardInterrupt as exc:  # a signal while the handlers were being restored
+                signum = getattr(exc, "signum", int(signal.SIGINT))
+                for server in live_servers():
+                    server.stop()
+            print(f"{prog}: stopped by {signal.Signals(signum).name}; every server it started is stopped",
+                  file=sys.stderr, flush=True)
+            return 128 + signum
+
+        guarded.stops_servers = True  # type: ignore[attr-defined]
+        return guarded
+
+    return wrap
 
 
 def _substitute(arg: str, subst: Mapping[str, str]) -> str:
