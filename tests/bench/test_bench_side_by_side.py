@@ -232,6 +232,8 @@ def _compare_args(examples_file, *extra):
     ("x:ZSNLI_TOKEN_BUDGET=lots", "ZSNLI_TOKEN_BUDGET must be an integer"),
     ("x:ZSNLI_MAX_LABELS=0", "ZSNLI_MAX_LABELS must be in [1, 4096]"),
     ("x:ZSNLI_BACKEND=onnx-int8,ZSNLI_DTYPE=bfloat16", "fixes the precision"),
+    ("x:ZSNLI_DTYPE=bfloat16,ZSNLI_DTYPE=float32", "ZSNLI_DTYPE is given twice ('bfloat16' and 'float32')"),
+    ("x:ZSNLI_TOKEN_BUDGET=64, ZSNLI_TOKEN_BUDGET=64", "ZSNLI_TOKEN_BUDGET is given twice"),
 ])
 def test_compare_refuses_a_bad_variant_before_any_arm(examples_file, capsys, variant, needle):
     line = refused(capsys, lambda: _compare_args(examples_file, "--variant", variant))

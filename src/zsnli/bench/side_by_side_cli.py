@@ -29,9 +29,10 @@ def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
     """``"bf16:ZSNLI_DTYPE=bfloat16,ZSNLI_TOKEN_BUDGET=2048"`` -> ``("bf16", {...})``.
 
     Raises ``ValueError`` on a missing name, a name a built-in server arm has in the report
-    (`zsnli.bench.side_by_side.BUILTIN_SERVERS`, in any case), an item without ``=`` or a key
+    (`zsnli.bench.side_by_side.BUILTIN_SERVERS`, in any case), an item without ``=``, a key
     that is not a ``ZSNLI_*`` setting the server knows (the message suggests
-    the closest known name). Values are checked by `check_variant`.
+    the closest known name) or a key given twice (which value was meant is not known; the last
+    one used to win silently). Values are checked by `check_variant`.
     """
     name, sep, rest = spec.partition(":")
     name = name.strip()
@@ -51,6 +52,9 @@ def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
             close = closest_setting(key)
             hint = f"did you mean {close}?" if close else f"known: {', '.join(sorted(known))}"
             raise ValueError(f"{spec!r}: unknown setting {key} ({hint})")
+        if key in env:
+            raise ValueError(f"{spec!r}: {key} is given twice ({env[key]!r} and {value.strip()!r}); give each "
+                             "setting once")
         env[key] = value.strip()
     if not env:
         raise ValueError(f"{spec!r}: no settings")
