@@ -244,6 +244,17 @@ def test_compare_refuses_duplicate_variant_names(examples_file, capsys):
     line = refused(capsys, lambda: _compare_args(examples_file, "--variant", "a:ZSNLI_DTYPE=bfloat16",
                                                   "--variant", "a:ZSNLI_TOKEN_BUDGET=64"))
     assert "duplicate" in line and " a" in line
+    line = refused(capsys, lambda: _compare_args(examples_file, "--variant", "a:ZSNLI_DTYPE=bfloat16",
+                                                  "--variant", "A:ZSNLI_TOKEN_BUDGET=64"))
+    assert "duplicate name(s) A = a (names are compared ignoring case" in line
+
+
+def test_duplicate_variant_names_ignore_case():
+    from zsnli.bench.side_by_side_cli import duplicate_names
+
+    assert duplicate_names(["a", "A", "b", "bf16", "BF16", "Bf16", "c"]) == ["A = a", "BF16 = Bf16 = bf16"]
+    assert duplicate_names(["a", "a"]) == ["a"]
+    assert duplicate_names(["a", "b", "c-1", "c_1"]) == []
 
 
 @pytest.mark.parametrize("name", ["default", "shipped", "fast", "Fast"])

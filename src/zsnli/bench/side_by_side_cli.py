@@ -61,6 +61,16 @@ def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
     return name, env
 
 
+def duplicate_names(names: Sequence[str]) -> list[str]:
+    """The names of ``names`` that another one equals ignoring case (``casefold``), each group as given:
+    ``["a", "A", "b"]`` -> ``["A = a"]``; ``[]`` when all differ. The names key the report's rows
+    (``c32-NAME``) and files, which a case-insensitive file system or reader would merge."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name.casefold(), []).append(name)
+    return sorted(" = ".join(sorted(set(group))) for group in groups.values() if len(group) > 1)
+
+
 def check_variant(name: str, env: dict[str, str], base: dict[str, str] | None = None) -> None:
     """Raise ``ValueError`` (one line) when the server would refuse ``base`` + ``env``: the same
     `zsnli.config.Settings.from_env` parse and checks it runs at startup."""
@@ -174,7 +184,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
     Refused here (argparse error, exit 2, before any arm runs): a missing
     ``--examples`` file, ``--batch-sizes``/``--concurrency`` items that are
-    not positive integers, malformed, reserved (a built-in server arm's) or duplicate ``--variant`` names,
+    not positive integers, malformed, reserved (a built-in server arm's) or duplicate ``--variant`` names
+    (both ignoring case: `duplicate_names`),
     variants whose settings the server would refuse (unknown ``ZSNLI_*``
     name, bad value), and a bad ``--calibration`` / ``--embedding-dir``
     (`resolve_shipped`).
@@ -227,10 +238,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             check_variant(name, env, server_base_settings(args))
     except ValueError as exc:
         ap.error(f"--variant {exc}")
-    names = [name for name, _ in args.variant]
-    dup = sorted({n for n in names if names.count(n) > 1})
+    dup = duplicate_names([name for name, _ in args.variant])
     if dup:
-        ap.error(f"--variant: duplicate name(s) {', '.join(dup)}; give each variant its own NAME")
+        ap.error(f"--variant: duplicate name(s) {', '.join(dup)} (names are compared ignoring case: they key the "
+                 "report's rows and files); give each variant its own NAME")
     args.examples = resolve_examples(ap, args.examples)
     resolve_shipped(ap, args)
     if args.fast_path:
