@@ -316,8 +316,12 @@ HIDDEN_NAMES = ["password", "passwd", "pass", "api_key", "token", "secret", "pwd
                 "signature", "bearer", "sessionid", "session", "k", "", "%6Bey", "%70ass", "client_secret", "cookie",
                 "apiKey", "APIKey", "X-Api-Key", "XAPIKEY", "ACCESS_TOKEN", "accesstoken", "hf_token", "apikey",
                 "PHPSESSID", "api_key2", "keys", "Authorization", "oauth_token", "newPassword", "user[password]",
-                "credentials", "dbpass", "userpass", "hfkey", "mykey", "adminPass", "compass", "bypass_cache"]
-SHOWN_NAMES = ["passage", "PassageId", "design", "keyboard", "author", "tokenizer", "case", "labels", "passes_total"]
+                "credentials", "dbpass", "userpass", "hfkey", "mykey", "adminPass", "compass", "bypass_cache",
+                # plural compounds (once in clear beside a hidden "tokens") and a session id's short name
+                "accesstokens", "clientsecrets", "dbpasswords", "mytokens", "hotkeys", "AccessTokens", "api_keys2",
+                "sid", "SID", "sids", "user.sid"]
+SHOWN_NAMES = ["passage", "PassageId", "design", "keyboard", "author", "tokenizer", "case", "labels", "passes_total",
+               "passages", "designs", "keyboards", "authors", "tokenizers", "code", "side", "inside"]
 
 
 @pytest.mark.parametrize("name", HIDDEN_NAMES)

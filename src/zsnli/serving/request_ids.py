@@ -159,15 +159,21 @@ def secret_name(name: str) -> bool:
     ``password``, ``passwd``, ``passphrase``, ``pwd``, ``auth``, ``sig``, ``signature``, ``jwt``, ``bearer``,
     ``session``, ``sessionid``, ``cred``, ``cookie``, ``apikey``, ..., and their plurals) or ends in one of
     `SECRET_ENDINGS` (a compound written as one word: ``accesstoken``, ``clientsecret``, ``newpassword``,
-    ``jsessionid``, ``xapikey``, ``dbpass``, ``hfkey``), or the whole name is ``k`` or empty (``?=value``). Whole
-    words, not substrings: ``passage``, ``design``, ``keyboard``, ``author``, ``tokenizer`` keep their values
-    (issue: ``?passage=`` was hidden as if ``pass``); a word ending in ``key`` or ``pass`` (``compass``) is hidden. ``api_key``, ``access_token`` (RFC 6750 section 2.3), Google's
-    ``key``, ``hf_token``, ``sessionid`` are hidden."""
+    ``jsessionid``, ``xapikey``, ``dbpass``, ``hfkey``) or in one of them and an ``s`` (its plural: ``accesstokens``,
+    ``clientsecrets``, ``dbpasswords``, ``hotkeys``, once logged in clear while ``tokens`` was hidden), or the whole
+    name is ``k`` or empty (``?=value``). Whole words, not substrings: ``passage``, ``design``, ``keyboard``,
+    ``author``, ``tokenizer``, ``passes_total`` keep their values (issue: ``?passage=`` was hidden as if ``pass``);
+    a word ending in ``key`` or ``pass`` (``compass``) is hidden. ``api_key``, ``access_token`` (RFC 6750 section
+    2.3), Google's ``key``, ``hf_token``, ``sessionid``, ``sid`` are hidden. ``code`` (an OAuth authorisation code)
+    is shown on purpose: too many harmless parameters are named so (a language, a status, a postcode)."""
     decoded = unquote_plus(name).strip()
     if decoded.lower() in _SECRET_NAMES:
         return True
-    return any(word in SECRET_WORDS or (word.endswith("s") and word[:-1] in SECRET_WORDS)
-               or word.endswith(SECRET_ENDINGS) for word in name_words(decoded))
+    return any(_secret_word(word) or (word.endswith("s") and _secret_word(word[:-1])) for word in name_words(decoded))
+
+
+def _secret_word(word: str) -> bool:
+    return word in SECRET_WORDS or word.endswith(SECRET_ENDINGS)
 
 
 def name_words(name: str) -> list[str]:
@@ -182,9 +188,9 @@ _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+|[^\W\d_]+")
 SECRET_WORDS = frozenset({
     "key", "apikey", "accesskey", "privatekey", "secretkey", "sessionkey", "authkey", "token", "secret", "pass",
     "passwd", "password", "passphrase", "passcode", "passkey", "pwd", "auth", "oauth", "authorization", "authn",
-    "sig", "signature", "jwt", "bearer", "session", "sessionid", "sessid", "cred", "credential", "cookie"})
+    "sig", "signature", "jwt", "bearer", "session", "sessionid", "sessid", "sid", "cred", "credential", "cookie"})
 #: Endings of a one-word compound that carries a secret (``accesstoken``, ``clientsecret``, ``jsessionid``, ``dbpass``,
-#: ``hfkey``): ``key`` and ``pass`` too, so ``compass`` and ``monkey`` are hidden in vain, which costs less than
+#: ``hfkey``; their plurals too: `secret_name`): ``key`` and ``pass`` too, so ``compass`` and ``monkey`` are hidden in vain, which costs less than
 #: ``dbpass`` in clear.
 SECRET_ENDINGS = ("token", "secret", "password", "passwd", "pwd", "apikey", "sessionid", "sessid", "signature",
                   "credential", "credentials", "key", "pass")
