@@ -115,13 +115,34 @@ def public_suffix(name: str) -> bool:
     return "." not in name if suffixes is None else suffixes.is_public(name)
 
 
+def punycode_hint(item: str) -> str:
+    """What to add to the error of a host or origin ``item`` that holds a non-ASCII name, ``''`` otherwise.
+
+    ``Host`` and ``Origin`` headers carry such a name in punycode (IDNA, RFC 5890/3492), so the setting is written
+    so too: ``münchen.de`` -> ``'; a non-ASCII name is written in punycode (IDNA): xn--mnchen-3ya.de'``. Each
+    dot-, colon- or slash-separated run holding a non-ASCII character is encoded with Python's ``idna`` codec
+    (IDNA 2003); when one will not encode, the hint gives the example ``xn--mnchen-3ya.de`` instead."""
+    if item.isascii():
+        return ""
+    try:
+        spelt = _NON_ASCII_LABEL.sub(lambda m: m.group(0).encode("idna").decode("ascii") if not m.group(0).isascii()
+                                     else m.group(0), item)
+    except UnicodeError:
+        return "; a non-ASCII name is written in punycode (IDNA), e.g. xn--mnchen-3ya.de for münchen.de"
+    return f"; a non-ASCII name is written in punycode (IDNA): {spelt}"
+
+
+_NON_ASCII_LABEL = re.compile(r"[^\s.:/\[\]@*,]+")
+
+
 def allowed_hosts(raw: str) -> str | None:
     """``ZSNLI_ALLOWED_HOSTS`` checked and normalised: comma-separated host names (``zsnli.example.com``), IP
     addresses, ``.example.com`` (or ``*.example.com``) for a domain and every name under it, or ``*`` for any
     host; no ports. Returns the items in lower case without trailing dots, joined by ``,`` (None for an empty
     value: the default rule of `zsnli.serving.origin_check.host_allowed`). Raises ``ValueError`` (one line)
-    for an item that is none of these, and for a domain that is a public suffix (`public_suffix`: ``.com``,
-    ``.co.uk``, ``*.github.io``, which would allow every host anyone registers under it)."""
+    for an item that is none of these (a non-ASCII name: how it is written in punycode, `punycode_hint`), and for
+    a domain that is a public suffix (`public_suffix`: ``.com``, ``.co.uk``, ``*.github.io``, which would allow
+    every host anyone registers under it)."""
     items = []
     for item in (part.strip().lower() for part in raw.split(",")):
         if not item:
@@ -137,7 +158,7 @@ def allowed_hosts(raw: str) -> str | None:
         if found is None or found[1] is not None or (domain is not None and ip_literal(found[0])):
             raise ValueError(f"ZSNLI_ALLOWED_HOSTS must be a comma-separated list of host names or IP addresses "
                              f"without a port (.example.com for a domain and the names under it, * for any); got "
-                             f"{item!r} in {raw!r}")
+                             f"{item!r} in {raw!r}{punycode_hint(item)}")
         items.append("." + found[0] if domain is not None else found[0])
     return ",".join(dict.fromkeys(items)) or None
 
@@ -148,7 +169,7 @@ def allowed_origins(raw: str) -> str | None:
     spelt as `origin_text` (lower case, default ports left out), joined by ``,`` (None for an empty value: only
     the server's own pages). Raises ``ValueError`` (one line) for an item that is no origin, ``null`` included
     (the opaque origin of sandboxed frames and ``file://`` pages, which any page can take on), one whose scheme is
-    not ``http``/``https`` or whose port is 0, and for a value of commas only."""
+    not ``http``/``https`` or whose port is 0 (a non-ASCII host: `punycode_hint`), and for a value of commas only."""
     items = []
     for item in (part.strip() for part in raw.split(",")):
         if not item:
@@ -160,7 +181,7 @@ def allowed_origins(raw: str) -> str | None:
             why = " (null is the origin any sandboxed page can take on)" if item.lower() == "null" else ""
             raise ValueError(f"ZSNLI_ALLOWED_ORIGINS must be a comma-separated list of origins such as "
                              f"https://app.example.com or http://localhost:3000 (scheme, host and port; no path), or "
-                             f"*{why}; got {item!r} in {raw!r}")
+                             f"*{why}; got {item!r} in {raw!r}{punycode_hint(item)}")
         items.append(origin if origin == "*" else origin_text(origin))
     if not items and raw.strip():
         raise ValueError(f"ZSNLI_ALLOWED_ORIGINS must name at least one origin (or be unset), got {raw!r}")

@@ -86,6 +86,31 @@ def test_the_settings_are_normalised_and_a_bad_item_is_one_line():
         assert str(err.value).startswith(name) and "\n" not in str(err.value), err.value
 
 
+@pytest.mark.parametrize("env, spelt", [
+    ({"ZSNLI_ALLOWED_HOSTS": "münchen.de"}, "xn--mnchen-3ya.de"),
+    ({"ZSNLI_ALLOWED_HOSTS": "a.example, *.MÜNCHEN.de"}, "*.xn--mnchen-3ya.de"),
+    ({"ZSNLI_ALLOWED_HOSTS": ".bücher.example"}, ".xn--bcher-kva.example"),
+    ({"ZSNLI_ALLOWED_ORIGINS": "https://münchen.de"}, "https://xn--mnchen-3ya.de"),
+])
+def test_a_non_ascii_name_is_refused_with_its_punycode_spelling(env, spelt):
+    """Browsers send a non-ASCII host in punycode (IDNA) in ``Host`` and ``Origin``; the one line used to give only
+    the generic rule. It now says so, spelling the entry as Python's idna codec encodes it, which is then taken."""
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env(env)
+    text = str(err.value)
+    assert text.startswith(next(iter(env))) and "\n" not in text, text
+    assert text.endswith(f"; a non-ASCII name is written in punycode (IDNA): {spelt}"), text
+    (name,) = env
+    assert Settings.from_env({name: spelt}) is not None
+
+
+def test_a_name_the_idna_codec_cannot_encode_still_gets_the_hint():
+    from zsnli.net_settings import punycode_hint
+
+    assert punycode_hint("a.example") == ""
+    assert punycode_hint("ü" * 70 + ".de").endswith("(IDNA), e.g. xn--mnchen-3ya.de for münchen.de")
+
+
 @pytest.mark.parametrize("entry", [".co.uk", "*.co.uk", ".CO.UK.", ".com", "*.github.io", ".kobe.jp", ".x.kobe.jp",
                                    ".uk", "*.lab", "a.example,.ac.jp"])
 def test_a_domain_that_is_a_public_suffix_is_refused_in_one_line(entry):
