@@ -34,7 +34,7 @@ def places(tmp_path, bert_dir):
     (tmp_path / "empty").mkdir()
     manifestless = tmp_path / "m" / "model"
     manifestless.mkdir(parents=True)
-    (manifestless / "config.json").write_text("{}")
+    (manifestless / "config.json").write_text('{"id2label": {"0": "entailment", "1": "neutral", "2": "contradiction"}}')
     return {"none": str(tmp_path / "absent"), "empty": str(tmp_path / "empty"), "base": str(bert_dir),
             "manifestless": str(manifestless), "shipped": str(ROOT / "model")}
 
@@ -57,7 +57,8 @@ MISTAKES = [
     (["--plateau-gain", "1.5", "--plateau-steps", "3000"], "--plateau-gain"),
     (["calibrate", "--model-dir", "{none}"], "--model-dir"),
     (["calibrate", "--model-dir", "{empty}"], "--model-dir"),
-    (["calibrate", "--model-dir", "{manifestless}"], "--manifest-dir"),
+    (["calibrate", "--model-dir", "{manifestless}"], "--model-dir"),  # --manifest-dir not given: not named
+    (["calibrate", "--model-dir", "{manifestless}", "--manifest-dir", "{empty}"], "--manifest-dir"),
     (["calibrate", "--model-dir", "{shipped}", "--dev-examples", "{none}"], "--dev-examples"),
     (["calibrate", "--model-dir", "{shipped}", "--dev-examples", str(ROOT / "dev" / "zsc" / "x.jsonl")],
      "--dev-examples"),
@@ -65,7 +66,7 @@ MISTAKES = [
     (["calibrate", "--model-dir", "{shipped}", "--data-dir", "{none}"], "--data-dir"),
     (["calibrate", "--tasks", "-3"], "--tasks"),
     (["evaluate", "--model-dir", "{shipped}", "--data-dir", "{empty}"], "--data-dir"),
-    (["evaluate", "--model-dir", "{manifestless}", "--update-manifest"], "--manifest-dir"),
+    (["evaluate", "--model-dir", "{manifestless}", "--update-manifest"], "--model-dir"),
     (["verify", "--model-dir", "{none}"], "--model-dir"),
     (["verify", "--model-dir", "{shipped}", "--manifest", "{none}"], "--manifest"),
 ]
@@ -202,3 +203,86 @@ def test_an_error_of_a_command_carries_its_own_prefix(command, monkeypatch, caps
     code = train_cli.main([command, *POSITIONALS.get(command, [])])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == [f"train.py {command}: error: /somewhere/file: Input/output error"], err
+
+
+ENCODER = str(ROOT / "model" / "embedding")  # the served sentence encoder: no NLI head
+
+
+def _one_line(capsys, run) -> str:
+    try:
+        code = run()
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, (code, err)
+    return err[0]
+
+
+def test_an_unreadable_manifest_is_named_by_calibrate_and_evaluate_alike(places, tmp_path):
+    """evaluate fell back to --preset minilm-cpu when the model's training_manifest.json was unreadable (then failed
+    on data that was never the model's); calibrate named it, as --manifest-dir though none was given."""
+    run = Path(places["manifestless"]).parent
+    (run / "training_manifest.json").write_text("{")
+    for command in ("calibrate", "evaluate"):
+        proc = run_train_py([command, "--model-dir", places["manifestless"], "--data-dir", places["empty"]], tmp_path)
+        line = proc.stderr.strip()
+        assert proc.returncode == 2 and len(line.splitlines()) == 1 and proc.stdout.strip() == "no torch", line
+        assert line.startswith(f"train.py {command}: error: the training_manifest.json beside --model-dir "), line
+        assert f"({run / 'training_manifest.json'}) is not readable JSON" in line and "--manifest-dir" not in line
+
+
+def test_calibrate_refuses_another_preset_than_the_recorded_one_before_any_hub(places, tmp_path):
+    """`calibrate --preset deberta-v3-base` on a model trained with another preset tried the hub for 25 s: the
+    hold-out can only be rebuilt from the recorded preset, so a different one is one line, before any network."""
+    (Path(places["manifestless"]).parent / "training_manifest.json").write_text('{"preset": "tiny", "files": {}}')
+    for preset in ("deberta-v3-base", "minilm-cpu"):
+        proc = run_train_py(["calibrate", "--model-dir", places["manifestless"], "--preset", preset], tmp_path)
+        line = proc.stderr.strip()
+        assert proc.returncode == 2 and len(line.splitlines()) == 1 and proc.stdout.strip() == "no torch", line
+        assert line.startswith(f"train.py calibrate: error: --preset {preset}: the model was trained with preset "
+                               "'tiny'"), line
+
+
+def _no_nli_runs(tmp_path, bert_dir, model: str) -> dict[str, list[str]]:
+    """Every train.py command that takes an NLI model, given ``model`` where it goes."""
+    dev = str(ROOT / "dev" / "zeroshot_dev.jsonl")
+    tiny = ["--preset", "tiny", "--base-model", str(bert_dir), "--data-dir", str(ROOT / "tests" / "data" / "tiny_nli")]
+    (tmp_path / "zsc-dev").mkdir(exist_ok=True)
+    return {"--model-dir": [["calibrate", "--model-dir", model], ["evaluate", "--model-dir", model, *tiny],
+                            ["select", "--model-dir", model, "--zsc-dev-dir", str(tmp_path / "zsc-dev"),
+                             "--dev-examples", dev]],
+            "--teacher": [["train", *tiny, "--teacher", model, "--teacher-cache", str(tmp_path / "tc")],
+                          ["encoder", "--zsc-dir", str(ROOT / "tests" / "data" / "tiny_zsc"), "--base-model",
+                           ENCODER, "--loss", "margin-mse", "--teacher", model, "--teacher-cache",
+                           str(tmp_path / "tc")]]}
+
+
+def test_the_sentence_encoder_is_no_nli_model_for_any_command(tmp_path, bert_dir, capsys):
+    """`evaluate --model-dir model/embedding ...` ended in a ModelConfigError traceback, calibrate named a
+    --manifest-dir it was not given; every command that takes an NLI model says what the folder is."""
+    from zsnli.train_cli import main
+
+    for flag, runs in _no_nli_runs(tmp_path, bert_dir, ENCODER).items():
+        for argv in runs:
+            line = _one_line(capsys, lambda: main(argv))
+            assert line.startswith(f"train.py {argv[0]}: error: {flag} {ENCODER}: this is a sentence encoder"), line
+            assert "not a 3-way NLI model" in line and "--manifest-dir" not in line, line
+
+
+def test_a_model_without_nli_labels_is_refused_by_every_command(tmp_path, bert_dir, capsys):
+    """A model directory whose id2label names no entailment (generic LABEL_0..2) is one line naming the flag."""
+    import json
+    import shutil
+
+    from zsnli.train_cli import main
+
+    plain = tmp_path / "plain"
+    shutil.copytree(bert_dir, plain)
+    config = json.loads((plain / "config.json").read_text())
+    config["id2label"] = {str(i): f"LABEL_{i}" for i in range(3)}
+    (plain / "config.json").write_text(json.dumps(config))
+    for flag, runs in _no_nli_runs(tmp_path, bert_dir, str(plain)).items():
+        for argv in runs:
+            line = _one_line(capsys, lambda: main(argv))
+            assert line.startswith(f"train.py {argv[0]}: error: {flag} {plain}: not a 3-way NLI model (no "
+                                   "entailment label in id2label"), line

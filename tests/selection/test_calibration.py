@@ -172,7 +172,7 @@ def test_calibrate_and_evaluate_take_the_preset_and_base_from_the_models_own_man
     train.py select finds for the folder (`zsnli.selection.targets.model_home`), unless given."""
     from zsnli.selection.targets import calibrate_defaults
     from zsnli.train_cli import build_parser, main
-    from zsnli.training.cli_checks import check_args
+    from zsnli.training.cli_checks import UsageError, check_args
     from zsnli.manifest import hash_model_dir, model_dir_digest, write_json
 
     ship, base, _ = _ship_with_base(tiny_run, tmp_path, bert_dir)
@@ -181,8 +181,11 @@ def test_calibrate_and_evaluate_take_the_preset_and_base_from_the_models_own_man
         args = calibrate_defaults(build_parser().parse_args([command, *given]))
         preset = check_args(args)
         assert (preset.name, args.base_model) == ("tiny", str(tiny_run["base"])), command
-        args = calibrate_defaults(build_parser().parse_args([command, *given, "--preset", "minilm-cpu"]))
-        assert args.preset == "minilm-cpu" and args.base_model is None, command  # what is given wins
+    args = calibrate_defaults(build_parser().parse_args(["evaluate", *given, "--preset", "minilm-cpu"]))
+    assert args.preset == "minilm-cpu" and args.base_model is None  # evaluate: other splits, what is given wins
+    with pytest.raises(UsageError, match="^--preset minilm-cpu: the model was trained with preset 'tiny'"):
+        calibrate_defaults(build_parser().parse_args(["calibrate", *given, "--preset", "minilm-cpu"]))  # its hold-out
+    assert calibrate_defaults(build_parser().parse_args(["calibrate", *given, "--preset", "tiny"])).preset == "tiny"
     capsys.readouterr()
     assert main(["calibrate", *given, "--no-dev-examples", "--tasks", "10"]) == 0
     assert json.loads((base / "calibration.json").read_text())["model_sha256"] == model_dir_digest(hash_model_dir(base))

@@ -24,7 +24,8 @@ are computed after the choice and never passed to it).
 
 Imports: ``zsnli.selection.search``, ``zsnli.selection.score_cache``, ``zsnli.selection.devsets``,
 ``zsnli.selection.targets``, ``zsnli.manifest``, ``zsnli.runtime.embedding``,
-``zsnli.harness.cli`` and ``zsnli.training.cli_parser`` (the parser: ``train.py``'s).
+``zsnli.harness.cli`` and ``zsnli.training.cli_parser`` (the parser: ``train.py``'s), ``zsnli.training.cli_checks``
+(the NLI model check).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from . import search as sel
 from .grouped import read_kinds
 from ..request_scoring import RequestScoring, embedding_scoring
 from ..harness.cli import one_line_errors, positive_int, usage_error
+from ..training.cli_checks import UsageError, check_nli_model_dir
 from ..training.cli_parser import TrainParser
 from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
 from ..manifest import sha256_file
@@ -118,8 +120,7 @@ def _check_args(args) -> None:
             if args.zsc_dev_dir == ZSC_DEV_DEFAULT else ""))
     if not args.dev_examples.is_file():
         raise ValueError(f"--dev-examples {args.dev_examples}: not found (expected dev/zeroshot_dev.jsonl)")
-    if not (args.model_dir / "config.json").is_file():
-        raise ValueError(f"--model-dir {args.model_dir}: no config.json (an NLI model directory is expected)")
+    check_nli_model_dir(args.model_dir)  # a UsageError: one line too
     args.max_rows_for = {**DEFAULT_MAX_ROWS_FOR, **parse_max_rows_for(args.max_rows_for)}
     if args.embedding_dir is not None and not (args.embedding_dir / "config.json").is_file():
         raise ValueError(f"--embedding-dir {args.embedding_dir}: no config.json (a sentence encoder directory is expected)")
@@ -484,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         _check_args(args)
-    except ValueError as exc:
+    except (ValueError, UsageError) as exc:
         return usage_error(PROG, str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:

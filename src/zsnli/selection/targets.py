@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..manifest import (CALIBRATION_NAME, DATA_SOURCES_NAME, ENCODER_MANIFEST_NAME, MANIFEST_NAME, beside_model,
                         hash_model_dir, model_dir_digest)
-from ..training.cli_checks import CHECKOUT, UsageError
+from ..training.cli_checks import CHECKOUT, UsageError, check_nli_model_dir
 from ..training.presets import DEFAULT_PRESET, PRESETS
 
 
@@ -137,13 +137,46 @@ def calibrate_defaults(args: argparse.Namespace) -> argparse.Namespace:
     that is a variant folder (`is_variant_folder`), as ``train.py verify`` finds it (its ``calibration.json`` and
     ``data_sources.json`` then default to that folder too), and ``calibrate``'s and ``evaluate``'s ``--preset`` and
     ``--base-model`` defaulting to those the model was trained with (`trained_with`); other commands unchanged.
-    Raises `UsageError` for a manifest whose preset is none of `zsnli.training.presets.PRESETS`."""
+    ``args.manifest_given`` records whether ``--manifest-dir`` was given (every command that has it), so a
+    refusal names the flag only then. ``calibrate``'s and ``evaluate``'s ``--model-dir`` is checked first
+    (`zsnli.training.cli_checks.check_nli_model_dir`: a folder, a model, an NLI model, not the sentence encoder).
+    Raises `UsageError` for those, and as `trained_with`."""
     command = getattr(args, "command", None)
+    args.manifest_given = getattr(args, "manifest_dir", None) is not None
+    if command in ("calibrate", "evaluate"):
+        check_nli_model_dir(args.model_dir)
     if command == "calibrate" and args.manifest_dir is None and args.model_dir and is_variant_folder(args.model_dir):
         args.manifest_dir = str(args.model_dir)
     if command in ("calibrate", "evaluate"):
         trained_with(args)
     return args
+
+
+def manifest_text(args: argparse.Namespace, path: Path) -> str:
+    """How a refusal names the training manifest ``path`` of ``args.model_dir``: by ``--manifest-dir`` when it was
+    given (``args.manifest_given``, `calibrate_defaults`), else as found in or beside ``--model-dir``."""
+    if getattr(args, "manifest_given", False):
+        return f"the {MANIFEST_NAME} in --manifest-dir {args.manifest_dir} ({path})"
+    where = "in" if path.resolve().parent == Path(args.model_dir).resolve() else "beside"
+    return f"the {MANIFEST_NAME} {where} --model-dir {args.model_dir} ({path})"
+
+
+def _recorded(args: argparse.Namespace, manifest: Path | None) -> dict:
+    """The training manifest ``manifest`` as a dict ({} when there is none). Raises `UsageError` naming it
+    (`manifest_text`) when it exists but is not a readable JSON object: it records what the model was trained with,
+    and falling back to a default preset would rebuild another model's data."""
+    if manifest is None or not manifest.exists():
+        return {}
+    try:
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        why = f"not readable JSON ({exc})" if isinstance(exc, ValueError) else f"unreadable ({exc.strerror or exc})"
+    else:
+        if isinstance(doc, dict):
+            return doc
+        why = f"not a JSON object (a {type(doc).__name__})"
+    raise UsageError(f"{manifest_text(args, manifest)} is {why}; it records the preset and base model the model was "
+                     "trained with: restore it (the copy its run wrote, or git)")
 
 
 def trained_with(args: argparse.Namespace) -> None:
@@ -152,23 +185,28 @@ def trained_with(args: argparse.Namespace) -> None:
     variant folder such as ``model/base``, else beside the model directory: the manifest ``train.py select`` writes
     beside). Its ``preset`` and ``base_model.id`` are what ``train.py train`` recorded; the base model is only a
     name here (neither command loads it), so ``args.base_model_recorded`` is set to skip the check of a base given
-    by hand. Without a manifest or a recorded preset, `zsnli.training.presets.DEFAULT_PRESET`. Raises `UsageError`
-    when the manifest records a preset that is none of `zsnli.training.presets.PRESETS`."""
+    by hand. Without a manifest or a recorded preset, `zsnli.training.presets.DEFAULT_PRESET`. ``calibrate``'s
+    ``--preset``, when given, must be the recorded one (its hold-out is rebuilt from it): checked here, before any
+    data or hub is read. Raises `UsageError` when the manifest exists but is unreadable (`_recorded`), records a
+    preset that is none of `zsnli.training.presets.PRESETS`, or (``calibrate``) another preset than ``--preset``."""
     args.base_model_recorded = False
-    if args.preset is not None:
+    if args.preset is not None and args.command != "calibrate":
         return
     home = Path(args.manifest_dir) if args.manifest_dir else model_home(args.model_dir) if args.model_dir else None
     manifest = home / MANIFEST_NAME if home is not None else None
-    try:
-        doc = json.loads(manifest.read_text(encoding="utf-8")) if manifest is not None else {}
-    except (OSError, ValueError):
-        doc = {}  # a missing or unreadable manifest is refused by the checks of --manifest-dir
-    recorded = doc.get("preset") if isinstance(doc, dict) else None
+    doc = _recorded(args, manifest)
+    recorded = doc.get("preset")
+    if args.preset is not None:
+        if recorded is not None and recorded != args.preset:
+            raise UsageError(f"--preset {args.preset}: the model was trained with preset {recorded!r} (recorded in "
+                             f"{manifest_text(args, manifest)}), and calibrate rebuilds that preset's hold-out; leave "
+                             "--preset out (it defaults to the recorded one)")
+        return
     if recorded is None:
         args.preset = DEFAULT_PRESET
         return
     if recorded not in PRESETS:
-        raise UsageError(f"--model-dir {args.model_dir}: {manifest} records preset {recorded!r}, none of "
+        raise UsageError(f"{manifest_text(args, manifest)} records preset {recorded!r}, none of "
                          f"{', '.join(PRESETS)}; give --preset (and --data-dir) the model was trained with")
     args.preset = recorded
     base = doc.get("base_model") if isinstance(doc.get("base_model"), dict) else {}

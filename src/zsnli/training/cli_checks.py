@@ -6,7 +6,8 @@ describe; `with_zsc` applies the ``--zsc-*`` flags to a preset; `repo_default` a
 below are the defaults the parser shows. The parser and the commands are `zsnli.train_cli`.
 
 May import `zsnli.training.presets`, `zsnli.training.data_parallel`, `zsnli.manifest` at module level,
-`zsnli.training.zsc_nli` (no torch) inside `with_zsc`, `zsnli.training.manifest_writer` (the lineage
+`zsnli.training.zsc_nli` (no torch) inside `with_zsc`, `zsnli.runtime.model_config` (standard library only) inside
+`check_nli_model_dir`, `zsnli.training.manifest_writer` (the lineage
 check of a continued run's base) inside `_check_base_model` and `zsnli.training.distill` (no torch) inside
 `check_distill`, `check_encoder_teacher` and `_check_teacher`.
 """
@@ -99,6 +100,42 @@ def check_model_dir_arg(model_dir: str | Path, flag: str = "--model-dir", hint: 
         raise UsageError(f"{flag} {model_dir}: {'a file' if path.exists() else 'no such directory'}; {hint}")
     if not (path / "config.json").is_file():
         raise UsageError(f"{flag} {model_dir}: not a model directory (no config.json); {hint}")
+
+
+def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
+    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is an NLI cross-encoder's directory
+    (`check_model_dir_arg`, then ``config.json``'s ``id2label`` read by the server's rule,
+    `zsnli.runtime.model_config.label_indices`: an entailment label and its alternative). A sentence encoder's
+    folder (its own `ENCODER_MANIFEST_NAME` or ``sentence_bert_config.json``, as ``model/embedding``) is named as
+    such. ``hint`` ends the line (default: what to give instead)."""
+    from ..runtime.model_config import ModelConfigError, label_indices
+
+    hint = hint or f"give an NLI model directory (the shipped one is {SHIPPED_MODEL_DIR})"
+    check_model_dir_arg(model_dir, flag, hint)
+    path = Path(model_dir)
+    if any((path / name).is_file() for name in (ENCODER_MANIFEST_NAME, "sentence_bert_config.json")):
+        raise UsageError(f"{flag} {model_dir}: this is a sentence encoder (the cosine term's model, as "
+                         f"{SHIPPED_MODEL_DIR}/embedding), not a 3-way NLI model; {hint}")
+    config = _json(path / "config.json")
+    try:
+        label_indices((config.get("id2label") if isinstance(config, dict) else None) or {})
+    except ModelConfigError as exc:
+        raise UsageError(f"{flag} {model_dir}: not a 3-way NLI model ({exc}); {hint}") from None
+
+
+def _check_manifest_dir(args: argparse.Namespace) -> None:
+    """``calibrate``'s (and ``evaluate --update-manifest``'s) training manifest: ``--manifest-dir``'s when given
+    (``args.manifest_given``), else the one in or beside ``--model-dir``; the refusal names only a flag given."""
+    path = manifest_dir(args) / MANIFEST_NAME
+    try:
+        load_manifest(path)
+    except ManifestError as exc:
+        if getattr(args, "manifest_given", args.manifest_dir is not None):
+            raise UsageError(f"--manifest-dir {args.manifest_dir}: {exc}; give the folder of the model's "
+                             f"{MANIFEST_NAME}") from None
+        raise UsageError(f"--model-dir {args.model_dir}: {exc} (a model's {MANIFEST_NAME} lies beside its directory, "
+                         "or in it for a variant folder such as model/base); give --manifest-dir DIR where it lies "
+                         "elsewhere") from None
 
 
 def _check_manifest(path: Path, flag: str) -> dict[str, Any]:
@@ -280,9 +317,7 @@ def _check_teacher(args: argparse.Namespace, preset: Preset) -> dict[str, Any]:
     from .nli_data import DataError
 
     teacher = Path(args.teacher).expanduser()
-    if not (teacher / "config.json").is_file():
-        raise UsageError(f"--teacher {args.teacher}: not a model directory (no config.json); give the teacher's "
-                         "model directory or one of its checkpoint-N folders")
+    check_nli_model_dir(teacher, "--teacher", "give the teacher's model directory or one of its checkpoint-N folders")
     if not any((teacher / w).is_file() for w in ("model.safetensors", "pytorch_model.bin")):
         raise UsageError(f"--teacher {args.teacher}: no model.safetensors or pytorch_model.bin")
     if _launch().distributed:
@@ -438,15 +473,15 @@ def check_args(args: argparse.Namespace) -> Preset | None:
             if preset.zsc_hard_negative_share > 0:
                 _check_pretrained_encoder("the encoder of the zsc-train hard negatives")
         return preset
-    check_model_dir_arg(args.model_dir)
+    check_nli_model_dir(args.model_dir)
     _check_out(args.out)
     if args.command == "calibrate":
         _check_dev_examples(args)
-        _check_manifest(manifest_dir(args) / MANIFEST_NAME, "--manifest-dir")
+        _check_manifest_dir(args)
         _check_data(preset, args.data_dir, ("train", "validation"),
                     f"calibration (it rebuilds the {preset.name} hold-out)")
     elif args.command == "evaluate":
         if args.update_manifest:
-            _check_manifest(manifest_dir(args) / MANIFEST_NAME, "--manifest-dir")
+            _check_manifest_dir(args)
         _check_data(preset, args.data_dir, ("validation", "test"), f"evaluating on the {preset.name} splits")
     return preset
