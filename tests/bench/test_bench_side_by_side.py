@@ -425,3 +425,59 @@ def test_pipeline_arm_writes_no_bars_when_stderr_is_not_a_terminal(deberta_dir, 
     captured = capfd.readouterr()
     assert len(doc_probs) == len(stream_probs) == 2
     assert "Loading weights" not in captured.err and "pipeline" not in captured.err, captured.err
+
+
+def test_the_bench_help_is_plain_text_with_a_help_line_for_every_option(capsys):
+    """``--help`` showed the module docstring's reST (double backquotes) and nothing for --launcher,
+    --matmul-seconds, --no-progress (nor --model-dir)."""
+    from zsnli.bench.side_by_side_cli import build_parser, parse_args
+
+    parser = build_parser()
+    assert [a.option_strings[0] for a in parser._actions if a.option_strings and not a.help] == []
+    with pytest.raises(SystemExit) as info:
+        parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0 and "`" not in out
+    for option in ("--launcher", "--matmul-seconds", "--no-progress", "--model-dir"):
+        assert option in out
+    assert "The side-by-side throughput benchmark: the transformers zero-shot pipeline" in out
+
+
+def test_no_bench_command_shows_rest_markup_in_its_help(monkeypatch):
+    """Every ``python -m zsnli.bench.*`` command's description is plain text (`zsnli.harness.cli.plain_text`)."""
+    import importlib
+    import pkgutil
+
+    import zsnli.bench
+    from zsnli.harness.cli import UsageParser
+
+    class Built(BaseException):
+        pass
+
+    parsers = []
+
+    def capture(self, *args, **kwargs):
+        parsers.append(self)
+        raise Built
+
+    monkeypatch.setattr(UsageParser, "parse_args", capture)
+    monkeypatch.setattr(UsageParser, "parse_known_args", capture)
+    names = [m.name for m in pkgutil.iter_modules(zsnli.bench.__path__) if m.name != "__main__"]
+    commands = 0
+    for name in names:
+        main = getattr(importlib.import_module(f"zsnli.bench.{name}"), "main", None)
+        if main is None:
+            continue
+        with pytest.raises(Built):
+            main([])
+        commands += 1
+        assert "`" not in parsers[-1].format_help(), name
+    assert commands >= 14
+
+
+def test_plain_text_drops_rest_markup():
+    from zsnli.harness.cli import plain_text
+
+    assert plain_text("The ``python -m zsnli.bench`` command\n(`zsnli.bench.x`, :func:`f`).") == \
+        "The python -m zsnli.bench command (zsnli.bench.x, f)."
+    assert plain_text("see `the docs <https://example.com>`_ now") == "see the docs now"

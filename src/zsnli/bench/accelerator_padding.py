@@ -29,7 +29,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
 
-from ..harness.cli import UsageParser, non_negative_float, positive_float, positive_int, usage_error, output_file
+from ..harness.cli import (
+    UsageParser, non_negative_float, output_file, plain_text, positive_float, positive_int, usage_error,
+)
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES
 from .cost_profile import sampled_documents
 from .fake_cuda import fake_cuda
@@ -150,7 +152,7 @@ def _row(budget: int, name: str, k: dict[str, int]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, measure each budget, print the table (and ``--out`` JSON); exit 2 with one line on a usage mistake."""
-    p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = UsageParser(prog=PROG, description=plain_text(__doc__.split("\n\n")[0]))
     p.add_argument("--model-dir", default="model")
     p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES)
     p.add_argument("--docs", type=positive_int, default=300, help="documents, taken evenly from each dataset")

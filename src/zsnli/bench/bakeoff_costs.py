@@ -30,7 +30,7 @@ from ..compare import budget
 from ..compare.arms import build_arm
 from ..compare.engine import ArmResult, run_plan
 from ..compare.protocol import SERVICE_PROTOCOL, make_plan
-from ..harness.cli import UsageParser, output_file
+from ..harness.cli import UsageParser, output_file, plain_text
 from ..harness.examples import Example
 from .ceiling import cpu_info, cpu_line, load_average, load_text
 
@@ -174,7 +174,7 @@ def fit(fitted: list[dict[str, Any]], nli: list[dict[str, Any]], enc: list[dict[
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line (module docstring): measure, fit, print the ``COSTS`` table and each fit; ``--out``."""
-    ap = UsageParser(prog="python -m zsnli.bench.bakeoff_costs", description=__doc__.splitlines()[0])
+    ap = UsageParser(prog="python -m zsnli.bench.bakeoff_costs", description=plain_text(__doc__.splitlines()[0]))
     ap.add_argument("--model-dir", default="model")
     ap.add_argument("--quick", action="store_true", help="small shapes only (a check of the command, seconds)")
     ap.add_argument("--parts", default="fitted,nli,encoder",

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import positive_seconds, UsageParser, non_negative_int, positive_int, output_file
+from ..harness.cli import UsageParser, non_negative_int, output_file, plain_text, positive_int, positive_seconds
 from ..harness.examples import DEFAULT_EXAMPLES, DEV_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
@@ -91,7 +91,7 @@ def bakeoff_request(rows: list[Example], dataset: str) -> dict:
 
 
 def _parser() -> UsageParser:
-    p = UsageParser(prog="python -m zsnli.bench.bakeoff_priority", description=__doc__.split("\n\n")[0])
+    p = UsageParser(prog="python -m zsnli.bench.bakeoff_priority", description=plain_text(__doc__.split("\n\n")[0]))
     p.add_argument("--model-dir", default="./model")
     p.add_argument("--dataset", default="news_topic", help=f"dataset of {DEV_EXAMPLES} for the bake-off")
     p.add_argument("--clients", type=positive_int, default=2, help="closed-loop /classify clients (default 2)")

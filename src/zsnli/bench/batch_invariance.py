@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..harness.cli import UsageParser, non_negative_int, positive_int
+from ..harness.cli import UsageParser, non_negative_int, plain_text, positive_int
 from ..harness.examples import load_examples
 from ..runtime.model import NliModel, default_token_budget, plan_batches
 from ..runtime.shapes import FixedShapes
@@ -87,7 +87,7 @@ def run_arm(arm: Arm, model: NliModel, docs: list[list], budget: int, seed: int,
 
 def build_parser() -> UsageParser:
     """The command line (module docstring)."""
-    ap = UsageParser(prog="python -m zsnli.bench.batch_invariance", description=__doc__.split("\n")[0])
+    ap = UsageParser(prog="python -m zsnli.bench.batch_invariance", description=plain_text(__doc__.split("\n")[0]))
     ap.add_argument("--model-dir", default="model")
     ap.add_argument("--examples", required=True, help="examples JSONL (zsnli.harness.examples)")
     ap.add_argument("--docs", type=positive_int, default=40, help="documents to score (the first N)")

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..harness.cli import UsageParser, positive_int, usage_error
+from ..harness.cli import UsageParser, plain_text, positive_int, usage_error
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, ExamplesError, load_examples
 from .ceiling import cpu_info, cpu_tag
 
@@ -156,7 +156,7 @@ def render(result: dict[str, dict[str, Any]], cpu: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, profile, print; exit 2 with one line on a usage mistake."""
-    p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = UsageParser(prog=PROG, description=plain_text(__doc__.split("\n\n")[0]))
     p.add_argument("--model-dir", default="model")
     p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES,
                    help="examples-format JSONL (default: the shared public examples; reporting only)")

@@ -61,7 +61,7 @@ from typing import Any, Callable
 
 import httpx
 
-from ..harness.cli import UsageParser, positive_int
+from ..harness.cli import UsageParser, plain_text, positive_int
 from ..harness.server import ServerError, ServerProcess, start_server, stops_servers
 from . import doc_prose, doc_tables
 
@@ -411,7 +411,7 @@ def _prose_held(root: Path, record: bool) -> bool:
 
 @stops_servers("python -m zsnli.bench.doc_figures")
 def main(argv: list[str] | None = None) -> int:
-    ap = UsageParser(prog="python -m zsnli.bench.doc_figures", description=__doc__.split("\n\n")[0])
+    ap = UsageParser(prog="python -m zsnli.bench.doc_figures", description=plain_text(__doc__.split("\n\n")[0]))
     ap.add_argument("--write", action="store_true", help="rewrite the pages (default: only say which blocks differ)")
     ap.add_argument("--only", default=None, help="comma-separated block names (default: every block)")
     ap.add_argument("--model-dir", default="model", help="the model the server serves (default: %(default)s)")

@@ -36,7 +36,9 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import positive_seconds, UsageParser, non_negative_int, number_type, positive_int, output_file
+from ..harness.cli import (
+    UsageParser, non_negative_int, number_type, output_file, plain_text, positive_int, positive_seconds,
+)
 from ..harness.examples import DEFAULT_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
@@ -133,7 +135,7 @@ async def phases(base: str, docs: list[Example], array: list[dict], alone_s: flo
 
 
 def _parser() -> UsageParser:
-    p = UsageParser(prog="python -m zsnli.bench.fair_share", description=__doc__.split("\n\n")[0])
+    p = UsageParser(prog="python -m zsnli.bench.fair_share", description=plain_text(__doc__.split("\n\n")[0]))
     p.add_argument("--model-dir", default="./model")
     p.add_argument("--repo", type=Path, default=ROOT, help="checkout whose serve.sh and src/ are measured")
     p.add_argument("--items", type=positive_int, default=64, help="documents in the large array (default 64)")

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..harness.cli import positive_seconds, UsageParser, positive_int, output_file
+from ..harness.cli import UsageParser, output_file, plain_text, positive_int, positive_seconds
 from ..harness.server import ServerError, ServerProcess, stops_servers, wait_for_url
 from ..harness.stats import percentile
 from .reports import write_report
@@ -114,7 +114,7 @@ def _sizes(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (module docstring); refuses a non-loopback ``--url`` and a missing ``--model-dir``."""
-    ap = UsageParser(prog="python -m zsnli.bench.idle_clients", description=__doc__.split("\n\n")[0])
+    ap = UsageParser(prog="python -m zsnli.bench.idle_clients", description=plain_text(__doc__.split("\n\n")[0]))
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="a running server on this machine")
     where.add_argument("--model-dir", help="start serve.sh on this model dir (free port) and stop it after")

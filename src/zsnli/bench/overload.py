@@ -36,7 +36,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from ..harness.cli import positive_seconds, UsageParser, non_negative_int, positive_int, output_file
+from ..harness.cli import UsageParser, non_negative_int, output_file, plain_text, positive_int, positive_seconds
 from ..runtime.progress import waiting
 from ..harness.load import NOT_ANSWERED, run_requests_async
 from ..harness.server import ServerError, ServerProcess, stops_servers, wait_for_url
@@ -207,7 +207,7 @@ def verdict(report: dict) -> tuple[bool, str]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """CLI arguments; ``--requests`` (at most 100,000), ``--concurrency``, ``--labels`` and
     ``--text-chars`` must be >= 1 (argparse error, exit 2, otherwise)."""
-    ap = UsageParser(prog="python -m zsnli.bench.overload", description=__doc__.split("\n\n")[0])
+    ap = UsageParser(prog="python -m zsnli.bench.overload", description=plain_text(__doc__.split("\n\n")[0]))
     ap.add_argument("--url", default="http://127.0.0.1:8000", help="server base URL (loopback only)")
     ap.add_argument("--spawn-model-dir", help="start serve.sh on this model dir (free port) and stop it after")
     ap.add_argument("--pid", type=positive_int, help="server pid, for peak RSS (when not spawned)")

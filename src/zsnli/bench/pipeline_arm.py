@@ -29,7 +29,7 @@ import time
 from itertools import groupby
 from typing import Any, Sequence
 
-from ..harness.cli import UsageParser, non_negative_int, positive_int, output_file
+from ..harness.cli import UsageParser, non_negative_int, output_file, plain_text, positive_int
 from ..harness.examples import Example, load_examples
 from .resources import RssSampler, hwm_bytes
 
@@ -99,7 +99,7 @@ def run_stream_mode(pipe, docs: Sequence[Example], batch_size: int, progress: bo
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry (see module docstring); writes the result JSON to ``--out``."""
-    ap = UsageParser(prog="python -m zsnli.bench.pipeline_arm", description=__doc__.splitlines()[0])
+    ap = UsageParser(prog="python -m zsnli.bench.pipeline_arm", description=plain_text(__doc__.splitlines()[0]))
     ap.add_argument("--model-dir", required=True)
     ap.add_argument("--examples", required=True)
     ap.add_argument("--docs", type=positive_int, default=None)

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..harness.cli import UsageParser, one_line_errors, usage_error
+from ..harness.cli import UsageParser, one_line_errors, plain_text, usage_error
 
 PROG = "python -m zsnli.bench.random_models"
 
@@ -241,7 +241,7 @@ def check_out(out: str | Path, force: bool = False) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: build a random model (see module docstring); prints the info JSON. An ``--out`` refused by `check_out`,
     a missing or unusable ``--examples`` or ``--tokenizer-from`` is one line, exit 2."""
-    ap = UsageParser(prog=PROG, description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = UsageParser(prog=PROG, description=plain_text(__doc__.split("\n\n")[0]))
     ap.add_argument("--arch", choices=sorted(ARCHS), default="deberta-v3-base",
                     help="the architecture: deberta-v3-base (the default: microsoft/deberta-v3-base's published "
                          "config, 184M parameters, 12 layers x 768, a 3-way NLI head) or deberta-tiny (2 layers x "

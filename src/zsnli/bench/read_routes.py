@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import positive_seconds, UsageParser, positive_float, positive_int, output_file
+from ..harness.cli import UsageParser, output_file, plain_text, positive_float, positive_int, positive_seconds
 from ..harness.examples import DEV_EXAMPLES, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
@@ -112,7 +112,7 @@ def bakeoff_body(dataset: str, arms: list[str]) -> dict:
 
 
 def _parser() -> UsageParser:
-    p = UsageParser(prog="python -m zsnli.bench.read_routes", description=__doc__.split("\n\n")[0])
+    p = UsageParser(prog="python -m zsnli.bench.read_routes", description=plain_text(__doc__.split("\n\n")[0]))
     p.add_argument("--model-dir", default="./model")
     p.add_argument("--dataset", default="news_topic", help=f"dataset of {DEV_EXAMPLES} for the bake-offs")
     p.add_argument("--arms", nargs="+", default=list(ALL_ARMS), choices=ALL_ARMS,

@@ -160,6 +160,14 @@ def resolve_examples(ap: argparse.ArgumentParser, given: str | None) -> str:
     return str(found)
 
 
+DESCRIPTION = """\
+The side-by-side throughput benchmark: the transformers zero-shot pipeline, one document at a time (a) and
+batched (b), against the zsnli server at each --concurrency (c), with the shipped default scoring (d), each
+--variant and with --fast-path the fast path (f); the same model and documents for every arm. Prints the
+table (docs/s, latency, memory, agreement, ratios, compute ceilings) and writes --out."""
+"""The description of ``python -m zsnli.bench --help``: plain text (the module docstring's reST markup, such as
+double backquotes, used to be shown as it is)."""
+
 OTHER_COMMANDS = """the other benchmark commands (each with its own --help):
   python -m zsnli.bench.throughput_gate   the grading-style throughput gate (what bench/gpu.sh runs)
   python -m zsnli.bench.overload          a burst far above capacity: every answer 200 or 503 + Retry-After
@@ -179,20 +187,12 @@ OTHER_COMMANDS = """the other benchmark commands (each with its own --help):
 """The epilog of ``python -m zsnli.bench --help``: every other ``python -m zsnli.bench.*`` command."""
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """CLI arguments (see module docstring).
-
-    Refused here (argparse error, exit 2, before any arm runs): a missing
-    ``--examples`` file, ``--batch-sizes``/``--concurrency`` items that are
-    not positive integers, malformed, reserved (a built-in server arm's) or duplicate ``--variant`` names
-    (both ignoring case: `duplicate_names`),
-    variants whose settings the server would refuse (unknown ``ZSNLI_*``
-    name, bad value), and a bad ``--calibration`` / ``--embedding-dir``
-    (`resolve_shipped`).
-    """
-    ap = UsageParser(prog="python -m zsnli.bench", description=__doc__.splitlines()[0], epilog=OTHER_COMMANDS,
+def build_parser() -> UsageParser:
+    """The parser of ``python -m zsnli.bench``: `DESCRIPTION`, a help line for every option, `OTHER_COMMANDS`."""
+    ap = UsageParser(prog="python -m zsnli.bench", description=DESCRIPTION, epilog=OTHER_COMMANDS,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model-dir", default="model")
+    ap.add_argument("--model-dir", default="model",
+                    help="the NLI model every arm serves or runs (default: %(default)s)")
     ap.add_argument("--examples", default=None,
                     help=f"examples JSONL in DESIGN.md's format or hub:btzsc (default: {SHARED_PUBLIC_EXAMPLES} where "
                          f"the team's shared data is mounted, else the repository's {DEV_EXAMPLES}; relative to the "
@@ -215,13 +215,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=non_negative_int, default=4, help="untimed documents before each arm")
     ap.add_argument("--threads", type=positive_int, default=None,
                     help="torch/OMP threads for every arm (default: leave the environment's)")
-    ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto")
+    ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto",
+                    help="how each server arm is started: serve.sh of --repo-root, or uvicorn on the app factory; "
+                         "auto: serve.sh where it exists, else uvicorn (default: %(default)s)")
     ap.add_argument("--repo-root", default=".", help="where serve.sh lives (default .)")
     ap.add_argument("--skip-manifest-check", action="store_true",
                     help="set ZSNLI_SKIP_MANIFEST_CHECK for the server (model dirs without a matching manifest)")
     ap.add_argument("--max-length", type=number_type(int, 8), default=None, help="window for token counts (default: the server's)")
     ap.add_argument("--matmul-n", type=positive_int, default=None, help="matmul side for the rate (default 1024)")
-    ap.add_argument("--matmul-seconds", type=positive_float, default=2.0)
+    ap.add_argument("--matmul-seconds", type=positive_float, default=2.0,
+                    help="seconds the fp32 matmul that measures the compute ceiling runs (default: %(default)s)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="also run the server with these ZSNLI_* settings at the top concurrency (repeatable), "
                          "e.g. bf16:ZSNLI_DTYPE=bfloat16 or int8:ZSNLI_BACKEND=onnx-int8")
@@ -230,7 +233,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--fast-path", action="store_true",
                     help="also run arm (f): the shipped server with ZSNLI_SCORING=embedding (the fast path), at the "
                          "same concurrencies; needs the calibration's embedding_scoring object")
-    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--no-progress", action="store_true",
+                    help="no progress bars or [bench] lines on stderr (the table and --out still come)")
+    return ap
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """CLI arguments (see module docstring).
+
+    Refused here (argparse error, exit 2, before any arm runs): a missing
+    ``--examples`` file, ``--batch-sizes``/``--concurrency`` items that are
+    not positive integers, malformed, reserved (a built-in server arm's) or duplicate ``--variant`` names
+    (both ignoring case: `duplicate_names`),
+    variants whose settings the server would refuse (unknown ``ZSNLI_*``
+    name, bad value), and a bad ``--calibration`` / ``--embedding-dir``
+    (`resolve_shipped`).
+    """
+    ap = build_parser()
     args = ap.parse_args(argv)
     try:
         args.variant = [parse_variant(v) for v in args.variant]

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..harness.cli import UsageParser, positive_int, output_file
+from ..harness.cli import UsageParser, output_file, plain_text, positive_int
 from ..harness.server import stops_servers
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, ExamplesError, first_existing, load_examples
 from ..runtime.progress import Reporter, emit, waiting
@@ -192,7 +192,7 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     """The flags (module docstring), checked: one line and exit 2 for a missing model or examples file, a bad
     count, or ``--fast-path`` without the calibration's ``embedding_scoring``. Sets ``args.docs`` (the examples
     with text) and ``args.pair``."""
-    ap = UsageParser(prog="python -m zsnli.bench.speed_rounds", description=__doc__.splitlines()[0])
+    ap = UsageParser(prog="python -m zsnli.bench.speed_rounds", description=plain_text(__doc__.splitlines()[0]))
     ap.add_argument("--model-dir", default="model")
     ap.add_argument("--examples", default=None, help="default: ../shared/data/zsc/public.jsonl if present, "
                     "else dev/zeroshot_dev.jsonl")

@@ -41,7 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..harness.cli import UsageParser, non_negative_int, positive_float, positive_int, output_file
+from ..harness.cli import UsageParser, non_negative_int, output_file, plain_text, positive_float, positive_int
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.load import run_requests
 from ..harness.server import start_server, stops_servers
@@ -180,7 +180,7 @@ def _env_int(name: str, default: int) -> int:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """CLI arguments; ``--tiny`` changes the defaults to a tiny model and few documents."""
     tiny_env = os.environ.get("ZSNLI_BENCH_TINY", "").strip().lower() in ("1", "true", "yes", "on")
-    ap = UsageParser(prog="python -m zsnli.bench.throughput_gate", description=__doc__.splitlines()[0])
+    ap = UsageParser(prog="python -m zsnli.bench.throughput_gate", description=plain_text(__doc__.splitlines()[0]))
     ap.add_argument("--model-dir", default="model")
     ap.add_argument("--examples", default=os.environ.get("ZSNLI_BENCH_EXAMPLES") or None,
                     help=f"examples JSONL (DESIGN.md format) or hub:btzsc whose documents are cycled (default: "

@@ -14,7 +14,7 @@ input nested deeper than Python can walk or a file that cannot be read or writte
 `number_type` builds the argparse type of every numeric flag (a range, checked at parse
 time, named in the one-line error); `positive_int`, `non_negative_int`, `positive_float`,
 `non_negative_float`, `fraction`, `open_fraction`, `accuracy_target` and `port_number` are the
-common ones (`tests/test_command_lines.py` fails on a bare ``type=int``/``type=float``). `url_problem`
+common ones (`tests/test_command_lines.py` fails on a bare ``type=int``/``type=float``). `plain_text` is a bench command's description (its docstring's first paragraph without reST markup). `url_problem`
 is every ``--url`` flag's check (``validate.py``, ``zsnli classify``): a URL without its scheme is named. (Progress
 lines for long waits are `zsnli.runtime.progress`'s.)
 Imports nothing from zsnli (standard library only), so the server, the
@@ -28,6 +28,7 @@ import errno
 import functools
 import logging
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn
@@ -82,6 +83,16 @@ def one_line_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., i
         return guarded
 
     return wrap
+
+
+def plain_text(text: str) -> str:
+    """``text`` (a docstring's paragraph) as ``--help`` shows it: reST inline markup dropped (```x``` -> ``x``,
+    ``:role:`x``` -> ``x``, a named link's target left out) and the lines joined with single spaces (argparse
+    wraps them again): ``"The ``python -m zsnli.bench`` command (`zsnli.bench.x`)."`` -> ``"The python -m
+    zsnli.bench command (zsnli.bench.x)."``."""
+    text = re.sub(r":[a-z]+:`([^`]*)`", r"\1", text)
+    text = re.sub(r"`([^`<]*?)\s*<[^`>]*>`_", r"\1", text)
+    return " ".join(text.replace("``", "").replace("`", "").split())
 
 
 def usage_error(prog: str, message: str) -> int:
