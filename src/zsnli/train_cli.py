@@ -377,7 +377,8 @@ def _calibrate(args: argparse.Namespace, preset: Preset) -> int:
 
     try:
         result = calibration.calibrate(preset, args.model_dir, manifest_dir(args), out=args.out,
-                                       dev_examples=args.dev_examples, n_tasks=args.tasks)
+                                       dev_examples=args.dev_examples, n_tasks=args.tasks,
+                                       manifest_given=args.manifest_given)
     except calibration.HoldoutMismatch as exc:
         raise UsageError(f"{exc}: give the --preset and --data-dir the model in --model-dir was trained "
                          f"with") from None

@@ -252,3 +252,26 @@ def test_calibrate_refuses_a_path_another_models_server_would_read(tiny_run, tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"--out {ship / where} belongs to another model" in err[0], err
     assert not (ship / where).exists()
+
+
+def test_a_variant_folder_whose_manifest_describes_other_files_is_named_as_found(tiny_run, tmp_path, bert_dir,
+                                                                                 capsys):
+    """calibrate on a model folder holding a training_manifest.json of other weights, no --manifest-dir given, said
+    "--manifest-dir X belongs to another model ... write into X (the default)". It names the manifest found in the
+    folder and what to do; with --manifest-dir given, that flag is named."""
+    from zsnli.train_cli import main
+
+    ship, base, argv = _ship_with_base(tiny_run, tmp_path, bert_dir)
+    (base / "config.json").write_text((base / "config.json").read_text() + " ")  # its files changed since
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"train.py calibrate: error: --model-dir {base}: the training_manifest.json found in it "
+        f"({base.resolve() / 'training_manifest.json'}) describes model "), err
+    assert "belongs to another model" not in err[0] and "(the default)" not in err[0], err
+    assert "give --manifest-dir DIR holding this model's own training_manifest.json" in err[0], err
+    assert main(argv + ["--manifest-dir", str(base)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--manifest-dir {base} belongs to another model" in err[0], err
+    assert "(the default)" not in err[0], err  # the default is that same folder

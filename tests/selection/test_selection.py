@@ -492,3 +492,23 @@ def test_a_well_formed_zsc_dev_folder_and_kinds_file_reach_the_scoring(tmp_path,
                             "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "cal.json"),
                             "--data-sources", str(tmp_path / "ds.json"), "--kinds", str(tmp_path / "kinds.json")])
     assert reached == [["dev/d", "zsc-dev/news", "zsc-dev/reviews"]]
+
+
+def test_a_default_target_of_another_model_names_the_manifest_found_not_a_flag(tmp_path, shipped_with_base,
+                                                                              monkeypatch, capsys):
+    """A model folder whose own training_manifest.json describes other files: select said "--out X belongs to another
+    model ... write into X (the default)", naming a flag not given and the very folder it refused. It names where the
+    manifest was found and what to do."""
+    base = shipped_with_base / "model" / "base"
+    (base / "config.json").write_text((base / "config.json").read_text() + " ")  # weights changed since its manifest
+    data, ex = _zsc_and_examples(tmp_path)
+    monkeypatch.chdir(shipped_with_base)
+    argv = ["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
+            "--model-dir", "model/base"]
+    assert selection_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"train.py select: error: --model-dir model/base: the training_manifest.json found in it "
+        f"({base.resolve() / 'training_manifest.json'}) describes model "), err
+    assert "belongs to another model" not in err[0] and "(the default)" not in err[0], err
+    assert "train.py verify --model-dir model/base" in err[0] and "give --out and --data-sources" in err[0], err

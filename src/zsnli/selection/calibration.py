@@ -360,6 +360,7 @@ def calibrate(
     n_tasks: int = 2000,
     embedding_dir: str | Path | None = None,
     embedding_weights: Sequence[float] = EMBEDDING_WEIGHTS,
+    manifest_given: bool = True,
 ) -> dict[str, Any]:
     """Fit and choose the scoring config of ``model_dir``; write ``calibration.json``.
 
@@ -375,7 +376,8 @@ def calibrate(
     ``data_sources.json``). The document records ``model_dir``'s own digest
     (`zsnli.selection.targets.model_sha256`). Returns the written document.
     Raises `zsnli.selection.targets.TargetError` (before any scoring) when ``manifest_dir`` or ``out`` lies in
-    a folder whose manifest records another model.
+    a folder whose manifest records another model (``manifest_given``: ``--manifest-dir`` named ``manifest_dir``;
+    else it is the default, and the refusal names where its manifest was found).
     """
     from ..runtime.model import NliModel
 
@@ -383,7 +385,8 @@ def calibrate(
     manifest_dir = Path(manifest_dir)
     manifest = load_manifest(manifest_dir / MANIFEST_NAME)
     digest_of_model = model_sha256(model_dir)
-    check_owned(model_dir, digest_of_model, {"--manifest-dir": manifest_dir, **({"--out": Path(out)} if out else {})})
+    check_owned(model_dir, digest_of_model, {"--manifest-dir": manifest_dir, **({"--out": Path(out)} if out else {})},
+                given=["--out", *(["--manifest-dir"] if manifest_given else [])])
     dev_rows = read_dev_examples(dev_examples) if dev_examples else []
     holdout, digest = rebuild_holdout(preset, manifest)
     tasks = build_choice_tasks(holdout, n_tasks, preset.seed)

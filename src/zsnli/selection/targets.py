@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import Collection
 
 from ..manifest import (CALIBRATION_NAME, DATA_SOURCES_NAME, ENCODER_MANIFEST_NAME, MANIFEST_NAME, beside_model,
                         hash_model_dir, model_dir_digest)
@@ -98,19 +99,45 @@ def other_model(folder: str | Path, model_dir: str | Path, digest: str) -> str |
     return None
 
 
-def check_owned(model_dir: str | Path, digest: str, targets: dict[str, Path]) -> None:
+def check_owned(model_dir: str | Path, digest: str, targets: dict[str, Path],
+                given: Collection[str] | None = None) -> None:
     """Refuse to write ``model_dir``'s scoring where another model's server would read it (`other_model`): the one
     rule of ``train.py select`` (``--out``, ``--data-sources``) and ``train.py calibrate`` (``--out``,
     ``--manifest-dir``).
 
     ``targets``: ``{flag: path}``, each a file to be written or, for a flag ending in ``-dir``, the folder itself.
+    ``given``: the flags the user gave (None: all of them); a path of a flag not given is its default, and its
+    refusal names the model directory and the manifest found for it instead (`_default_refused`).
     Raises `TargetError` (one line naming the flag and why) for the first path in another model's folder."""
     for flag, path in targets.items():
         folder = Path(path) if flag.endswith("-dir") else Path(path).parent
         why = other_model(folder, model_dir, digest)
-        if why is not None:
-            raise TargetError(f"{flag} {path} belongs to another model: {why}; write into {_home_text(model_dir)} "
-                              "(the default) or a folder of no other model")
+        if why is None:
+            continue
+        if given is not None and flag not in given:
+            raise TargetError(_default_refused(flag, folder, model_dir, digest))
+        home = model_home(model_dir) or Path()
+        default = f"{_home_text(model_dir)} (the default) or " if other_model(home, model_dir, digest) is None else ""
+        raise TargetError(f"{flag} {path} belongs to another model: {why}; write into {default}a folder of no other "
+                          "model")
+
+
+def _default_refused(flag: str, folder: Path, model_dir: str | Path, digest: str) -> str:
+    """The refusal of ``flag``'s default ``folder`` (`check_owned`): it names ``--model-dir`` and what was found for
+    it (another model's folder, or the training manifest in or beside it that describes other files), and what to
+    do: restore the files, or give ``flag`` (``--out`` and ``--data-sources`` together)."""
+    give = ("give --manifest-dir DIR holding this model's own training_manifest.json" if flag == "--manifest-dir"
+            else "give --out and --data-sources in a folder of no other model")
+    folder = folder.resolve()
+    if (folder / "config.json").is_file() and folder != Path(model_dir).resolve():
+        return (f"--model-dir {model_dir}: its documents would go to {folder}, the folder of another model "
+                f"(config.json); {give}")
+    manifest = beside_model(folder, MANIFEST_NAME)
+    where = "in" if manifest.parent == Path(model_dir).resolve() else "beside"
+    described = _described_model(manifest) or ""
+    return (f"--model-dir {model_dir}: the {MANIFEST_NAME} found {where} it ({manifest}) describes model "
+            f"{described[:12]}, but its files are {digest[:12]}: the files changed since (`train.py verify --model-dir "
+            f"{model_dir}` names them) or the manifest is another model's; restore the files, or {give}")
 
 
 def _home_text(model_dir: str | Path) -> str:
@@ -125,10 +152,11 @@ def select_targets(model_dir: Path, out: Path | None, data_sources: Path | None)
     variant; ``calibration.json`` beside ``model/`` for the shipped model), or in the current directory when the
     model has no manifest. Raises `TargetError` when a path belongs to another model (`check_owned`)."""
     home = model_home(model_dir) or Path()
+    given = [flag for flag, value in (("--out", out), ("--data-sources", data_sources)) if value is not None]
     out = home / CALIBRATION_NAME if out is None else out
     data_sources = home / DATA_SOURCES_NAME if data_sources is None else data_sources
     digest = model_sha256(model_dir)
-    check_owned(model_dir, digest, {"--out": out, "--data-sources": data_sources})
+    check_owned(model_dir, digest, {"--out": out, "--data-sources": data_sources}, given)
     return out, data_sources, digest
 
 
