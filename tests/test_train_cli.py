@@ -286,3 +286,18 @@ def test_a_model_without_nli_labels_is_refused_by_every_command(tmp_path, bert_d
             line = _one_line(capsys, lambda: main(argv))
             assert line.startswith(f"train.py {argv[0]}: error: {flag} {plain}: not a 3-way NLI model (no "
                                    "entailment label in id2label"), line
+
+
+def test_a_file_where_a_folder_goes_is_called_a_file_by_every_folder_flag(places, tmp_path):
+    """A file given for --manifest-dir, --data-dir or --zsc-dir was "not found" / "no such directory"."""
+    a_file = str(ROOT / "pyproject.toml")
+    runs = {"--manifest-dir": ["calibrate", "--model-dir", places["manifestless"], "--manifest-dir", a_file],
+            "--data-dir": ["calibrate", "--model-dir", places["shipped"], "--data-dir", a_file],
+            "--zsc-dir": ["encoder", "--zsc-dir", a_file],
+            "--zsc-dir ": ["--preset", "tiny", "--base-model", places["base"], "--data-dir", places["empty"],
+                           "--zsc-dir", a_file]}
+    for flag, argv in runs.items():
+        proc = run_train_py(argv, tmp_path)
+        line = proc.stderr.strip()
+        assert proc.returncode == 2 and len(line.splitlines()) == 1, (argv, line)
+        assert f"{flag.strip()} {a_file}: a file, not a directory; " in line, (argv, line)

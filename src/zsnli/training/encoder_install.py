@@ -5,8 +5,9 @@ Copies the run's encoder into ``model/embedding`` with its `ENCODER_MANIFEST_NAM
 artifact, becomes ``embedding``, `zsnli.training.manifest_writer.trained_embedding`: base, interpolation,
 data, teacher, files), and declares the run's training sets in ``data_sources.json``, with the teacher's
 weights, cache and sets when a margin-MSE run learnt from one (the entries of an earlier installed encoder
-are dropped). ``calibration.json`` pins the old encoder's digest, so the server refuses
-to start until the scoring is re-chosen on the new one (``train.py select``): the command says so.
+are dropped). A ``calibration.json`` that pins another encoder's digest makes the server refuse to start until the
+scoring is re-chosen on the new one (``train.py select``): the command names each such file (`stale_calibrations`),
+and none when the digest installed is the one pinned (a reinstall of the same encoder).
 
 Everything is checked before anything changes: the run against its own manifest, the model directory
 against ``training_manifest.json``. Exactly the files the run's manifest lists are copied (`_copy_listed`),
@@ -37,11 +38,11 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from ..manifest import (DATA_SOURCES_NAME, EMBEDDING_SUBDIR, MANIFEST_NAME, METADATA_NAMES,
+from ..manifest import (CALIBRATION_NAME, DATA_SOURCES_NAME, EMBEDDING_SUBDIR, MANIFEST_NAME, METADATA_NAMES,
                         PRETRAINED_DIRS, VARIANT_DIRS, FileCheck, ManifestError, check_model_dir, hash_model_dir,
                         install_aside, interrupted_installs, load_manifest, sha256_file, stale_writes, write_bytes,
                         write_json)
-from .cli_checks import UsageError, check_model_dir_arg
+from .cli_checks import UsageError, check_folder_arg, check_model_dir_arg
 from .manifest_writer import (
     ENCODER_MANIFEST_NAME, TEACHER_KEY, TRAINED_EMBEDDING_KEY, LineageError, declare_sources, teacher_sources,
     trained_embedding,
@@ -108,13 +109,25 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         raise UsageError(str(exc)) from None
 
 
-def check_run_folder(run_dir: str | Path) -> Path:
+def check_run_folder(run_dir: str | Path, model_dir: str | Path | None = None) -> Path:
     """The encoder run folder ``run_dir`` (expanded), once it holds ``model/config.json`` and
-    `ENCODER_MANIFEST_NAME`. Raises `UsageError` (one line): a missing path or a file, the run's own ``model/``
-    folder (its parent holds the manifest: give the parent), a folder without those files."""
+    `ENCODER_MANIFEST_NAME`. Raises `UsageError` (one line): a missing path or a file, the served encoder
+    (``<model_dir>/embedding`` or anything inside the served ``model_dir``, as ``install-base`` refuses the served
+    model) or a copy of an installed one (its own `ENCODER_MANIFEST_NAME` beside its ``config.json``), the run's own
+    ``model/`` folder (its parent holds the manifest: give the parent), a folder without those files."""
     run = Path(run_dir).expanduser()
     if not run.is_dir():
         raise UsageError(f"{run_dir}: {'a file, not a directory' if run.exists() else 'no such directory'}; {RUN_HINT}")
+    served = Path(model_dir).resolve() if model_dir is not None else None
+    if served is not None and run.resolve().is_relative_to(served):
+        what = ("is the served sentence encoder" if run.resolve() == served / EMBEDDING_SUBDIR else
+                "is the served model directory" if run.resolve() == served else
+                f"lies inside the served model directory {model_dir}")
+        raise UsageError(f"{run_dir} {what}, not an encoder run: {RUN_HINT} (it holds model/ and "
+                         f"{ENCODER_MANIFEST_NAME})")
+    if (run / "config.json").is_file() and (run / ENCODER_MANIFEST_NAME).is_file():
+        raise UsageError(f"{run_dir} is an installed sentence encoder (its {ENCODER_MANIFEST_NAME} beside its "
+                         f"config.json), not an encoder run: {RUN_HINT}, the one it came from")
     if not (run / "model").is_dir() and (run.parent / ENCODER_MANIFEST_NAME).is_file():
         raise UsageError(f"{run_dir} is the model/ folder of the encoder run {run.parent}: give {run.parent} (its "
                          f"--output-dir, which holds model/ and {ENCODER_MANIFEST_NAME})")
@@ -135,8 +148,9 @@ def top_manifest(manifest_dir: Path, given: bool, role: str) -> dict[str, Any]:
         if not given:
             raise UsageError(f"{exc} (the top-level {MANIFEST_NAME} beside --model-dir {role}); give --manifest-dir "
                              "DIR when it lies elsewhere") from None
-        what = ("no such directory" if not manifest_dir.is_dir() else f"no {MANIFEST_NAME} in it" if not path.exists()
-                else str(exc))
+        check_folder_arg(manifest_dir, "--manifest-dir", f"give the folder of the top-level {MANIFEST_NAME}, which "
+                         f"{role}")
+        what = f"no {MANIFEST_NAME} in it" if not path.exists() else str(exc)
         raise UsageError(f"--manifest-dir {manifest_dir}: {what} (the top-level {MANIFEST_NAME}, which "
                          f"{role})") from None
 
@@ -149,14 +163,35 @@ def run_command(args: Any, manifest_dir: Path) -> int:
     note = _roll_back(model_dir, manifest_dir)
     if note:
         print(note)
-    run = check_run_folder(args.run_dir)
+    run = check_run_folder(args.run_dir, model_dir)
     check_model_dir_arg(model_dir, hint=f"give the served model directory whose {EMBEDDING_SUBDIR}/ is replaced")
     top_manifest(manifest_dir, args.manifest_dir is not None, f"lists {EMBEDDING_SUBDIR}/")
     _check_sources_file(manifest_dir / DATA_SOURCES_NAME)
     table = install_encoder(run, model_dir, manifest_dir)
-    print(f"{model_dir / EMBEDDING_SUBDIR} is now {table['id']} (embedding sha256 {table['sha256']}); "
-          "calibration.json pins the old encoder: re-choose the scoring with python train.py select")
+    print(f"{model_dir / EMBEDDING_SUBDIR} is now {table['id']} (embedding sha256 {table['sha256']})")
+    for path, pinned in stale_calibrations(model_dir, manifest_dir, table["sha256"]):
+        scored = path.parent if path.parent.name in VARIANT_DIRS else model_dir  # base/ holds its own scoring
+        print(f"{path} pins another encoder ({pinned[:12]}): the server refuses it until the scoring is re-chosen "
+              f"on this one: python train.py select --model-dir {scored}")
     return 0
+
+
+def stale_calibrations(model_dir: Path, manifest_dir: Path, digest: str) -> list[tuple[Path, str]]:
+    """``(path, pinned digest)`` of each ``calibration.json`` a server of ``model_dir`` or of its variant folders
+    reads (in the model directory, beside it in ``manifest_dir``, in ``base/``) whose ``chosen.embedding_sha256``
+    is another encoder's than ``digest`` (the one just installed). A calibration that pins no encoder (the cosine
+    term off), or is no readable JSON object, is left to the server's own check."""
+    found = []
+    for path in (model_dir / CALIBRATION_NAME, manifest_dir / CALIBRATION_NAME,
+                 *(model_dir / sub / CALIBRATION_NAME for sub in VARIANT_DIRS)):
+        try:
+            chosen = json.loads(path.read_text(encoding="utf-8")).get("chosen") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        pinned = chosen.get("embedding_sha256") if isinstance(chosen, dict) else None
+        if isinstance(pinned, str) and pinned != digest and path.resolve() not in (p.resolve() for p, _ in found):
+            found.append((path, pinned))
+    return found
 
 
 def swap_and_commit(staged: Path, model_dir: Path, sub: str, commit: Callable[[], None],
