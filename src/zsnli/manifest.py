@@ -379,19 +379,21 @@ def check_variants(model_root: str | Path, manifest: dict[str, Any]) -> list[Fil
 def variant_dir_checks(model_dir: str | Path) -> list[FileCheck]:
     """The pin of ``model_dir`` itself when it is a variant folder (`variant_of`): `pin_checks` against its parent's
     top-level manifest (`beside_model`), a ``missing`` check naming that manifest (or its ``variants.<name>`` entry)
-    when there is none; [] for any other directory. For ``train.py verify --model-dir model/base``.
-    Raises ``ManifestError`` when the top-level manifest is unreadable."""
+    when there is none; [] for any other directory. For ``train.py verify --model-dir model/base``, where none of
+    these is one of the files the folder's own manifest lists (its ``training_manifest.json`` is held to the pin, not
+    to itself), so every check has ``file`` False. Raises ``ManifestError`` when the top-level manifest is
+    unreadable."""
     found = variant_of(model_dir)
     if found is None:
         return []
     root, name = found
     top = beside_model(root, MANIFEST_NAME)
     if not top.is_file():
-        return [FileCheck(str(top), "missing", None, None)]
+        return [FileCheck(str(top), "missing", None, None, file=False)]
     entry = (load_manifest(top).get("variants") or {}).get(name)
     if not isinstance(entry, dict):
         return [FileCheck(f"{top} variants.{name}", "missing", None, None, file=False)]
-    return pin_checks(root, entry, name)
+    return [replace(check, file=False) for check in pin_checks(root, entry, name)]
 
 
 # --------------------------------------------------------------------------- writing and hold-out digest

@@ -9,20 +9,20 @@ Every user mistake (an unknown value, a missing file or directory, a preset
 without what it needs) ends as ONE line naming the flag and what is
 accepted, exit status 2, before torch is imported or any data is read.
 Failures of the work itself (unreadable data, a hold-out that does not
-match the manifest) are one line too. Every line starts ``train.py <command>: error:``, an option the command
-does not know included (`zsnli.training.cli_parser.TrainParser`). A run or cache folder of another run (a checkpoint of another
-schedule, a folder started with other loss settings, a teacher cache of another teacher) is a user
-mistake found once the work starts: one line, exit 2.
+match the manifest) are one line too. Every line starts ``train.py <command>: error:``, an option the
+command does not know included (`zsnli.training.cli_parser.TrainParser`). A run or cache folder of
+another run (a checkpoint of another schedule, a folder started with other loss settings, a teacher
+cache of another teacher) is a user mistake found once the work starts: one line, exit 2.
 
 The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.presets`, `zsnli.manifest`,
 `zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
 paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` and
-`zsnli.training.cli_parser` (the parser, how a mistake is printed), `zsnli.training.verify` (``verify``), `zsnli.training.base_install` and `zsnli.training.encoder_install` (the installs) and
+`zsnli.training.cli_parser` (the parser, how a mistake is printed), `zsnli.training.verify` (``verify``),
+`zsnli.training.base_install` and `zsnli.training.encoder_install` (the installs) and
 `zsnli.selection.targets` (``calibrate``'s defaults in a variant folder), neither importing torch, at module level, and
 `zsnli.training.trainer`, `zsnli.selection.calibration`, `zsnli.training.evaluation`,
 `zsnli.training.encoder`, `zsnli.selection.cli` (torch) only inside the command that runs them, and
-`zsnli.training.arguments` (the teacher's bf16 decision) and `zsnli.training.distill` (``verify``'s
-check of a teacher) inside ``train``, ``encoder`` and ``verify``; the run-folder errors
+`zsnli.training.arguments` (the teacher's bf16 decision) inside ``train`` and ``encoder``; the run-folder errors
 (`zsnli.training.encoder`, `zsnli.training.distill`, `zsnli.training.run_settings`) only once one is raised.
 """
 

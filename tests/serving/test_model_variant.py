@@ -313,7 +313,8 @@ def test_every_field_the_pin_writes_is_required(layout, capsys, field):
     for model_dir in (layout, layout / "base"):
         capsys.readouterr()
         assert main(["verify", "--model-dir", str(model_dir)]) == 1
-        assert f"MISMATCH  base/ ({field})" in capsys.readouterr().out
+        out = capsys.readouterr().out  # the line said MISMATCH and nothing of why
+        assert f"MISMATCH  base/ ({field}): the field is absent from the pin (a pin records dir, " in out, out
 
 
 @pytest.mark.anyio
@@ -403,3 +404,30 @@ def test_base_with_a_hub_id_is_refused_before_the_hub_cache_is_read(tmp_path, mo
         Settings.from_env({"ZSNLI_MODEL_VARIANT": "base", "ZSNLI_MODEL_ID": "foo/bar"})
     with pytest.raises(SettingsError, match="not a hub model"):
         preflight(Settings(model_id="foo/bar", model_variant="base"))
+
+
+def test_verify_counts_files_apart_from_other_checks_and_names_the_manifest_as_given(layout, capsys, monkeypatch):
+    """`verify --model-dir model/base` said "n+1/n+1 files match model/base/training_manifest.json", one of them that
+    manifest held to the top-level pin; the summary named the manifest absolutely when found beside a relative
+    --model-dir; an unpinned base/ was an UNLISTED line with no word of why, counted as "1 other check(s)"."""
+    from zsnli.train_cli import main
+
+    monkeypatch.chdir(layout.parent)
+    own = json.loads((layout / "base" / "training_manifest.json").read_text())
+    n = len(own["files"])
+    assert main(["verify", "--model-dir", "model/base"]) == 0
+    *lines, summary = capsys.readouterr().out.strip().splitlines()
+    assert "OK        base/training_manifest.json" in lines and len(lines) == n + 2
+    assert summary == f"OK: {n}/{n} files match model/base/training_manifest.json; 2 other checks passed", summary
+    top = json.loads((layout.parent / "training_manifest.json").read_text())
+    m = len(top["files"])
+    assert main(["verify", "--model-dir", "model"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary == f"OK: {m + 1 + n}/{m + 1 + n} files match training_manifest.json; 1 other check passed", summary
+    del top["variants"]
+    (layout.parent / "training_manifest.json").write_text(json.dumps(top))
+    assert main(["verify", "--model-dir", "model"]) == 1
+    *lines, summary = capsys.readouterr().out.strip().splitlines()
+    assert "UNLISTED  base/: a model folder no variants entry of the manifest pins (train.py install-base pins one)" \
+        in lines, lines
+    assert summary == f"FAIL: {m}/{m} files match training_manifest.json; 1 of 1 other check failed", summary

@@ -15,6 +15,7 @@ check of a continued run's base) inside `_check_base_model` and `zsnli.training.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -428,13 +429,17 @@ def default_verify_manifest(model_dir: Path) -> Path:
     """The manifest ``train.py verify`` checks ``model_dir`` against when ``--manifest`` is not given: the one the
     directory carries (a shipped sentence encoder's `ENCODER_MANIFEST_NAME`, the base variant's `MANIFEST_NAME` in
     ``model/base``), else the one beside it that the run
-    wrote (an encoder run's `ENCODER_MANIFEST_NAME`, a training run's `MANIFEST_NAME`). Raises `UsageError` when
+    wrote (an encoder run's `ENCODER_MANIFEST_NAME`, a training run's `MANIFEST_NAME`), named as ``model_dir`` is
+    (relative when it is; absolute only when a symbolic link makes its written parent another folder). Raises
+    `UsageError` when
     both are beside it (say which with ``--manifest``); with neither, the training manifest's path (then refused
     as missing)."""
     for own in (model_dir / ENCODER_MANIFEST_NAME, model_dir / MANIFEST_NAME):  # model/base carries its own
         if own.is_file():
             return own
     parent = model_dir.resolve().parent
+    written = Path(os.path.normpath(model_dir / os.pardir))  # the parent as the user wrote --model-dir
+    parent = written if written.resolve() == parent else parent
     found = [parent / name for name in (ENCODER_MANIFEST_NAME, MANIFEST_NAME) if (parent / name).is_file()]
     if len(found) > 1:
         raise UsageError(f"--model-dir {model_dir}: both {found[0]} and {found[1]} are beside it; say which to check "

@@ -1,7 +1,8 @@
 """``train.py verify``: re-hash a model directory against its manifest, one line per check, then a summary.
 
 `run_verify` runs every check of ``--model-dir`` against ``--manifest`` (both already checked by
-`zsnli.training.cli_checks.check_args`) and prints them.
+`zsnli.training.cli_checks.check_args`) and prints them (`check_line`) and the summary (`summary`: files counted apart
+from the other checks, the manifest named as given).
 
 May import `zsnli.manifest`, `zsnli.training.encoder_install` (the state of an install) and, inside `run_verify`,
 `zsnli.training.distill` (a teacher's check; no torch).
@@ -10,8 +11,10 @@ May import `zsnli.manifest`, `zsnli.training.encoder_install` (the state of an i
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from ..manifest import check_encoder_dir, check_model_dir, check_variants, is_encoder_manifest, load_manifest
+from ..manifest import (PIN_FIELD_ABSENT, PIN_FIELDS, VARIANT_DIRS, FileCheck, check_encoder_dir, check_model_dir,
+                        check_variants, is_encoder_manifest, load_manifest)
 from .encoder_install import install_checks
 
 
@@ -20,9 +23,9 @@ def run_verify(args: argparse.Namespace) -> int:
     variant folders it declares, `zsnli.manifest.check_variants`), or a
     sentence encoder's own ``encoder_manifest.json`` (`zsnli.manifest.check_encoder_dir`: the manifest file itself
     is not one of the files it lists), plus an install a kill left unfinished or data sources that disagree with the
-    installed encoder (`zsnli.training.encoder_install.install_checks`). Every check prints a line; the summary's
-    "n/m files" counts the checks of files only (`zsnli.manifest.FileCheck.file`: not an install's state, a
-    sources table or a pin's digest) and names the other checks that failed. Returns 1 when any check fails, else 0."""
+    installed encoder (`zsnli.training.encoder_install.install_checks`). Every check prints a line (`check_line`);
+    the summary (`summary`) counts the checks of files apart from the others. Returns 1 when any check fails, else
+    0."""
     manifest = load_manifest(args.manifest)
     encoder = is_encoder_manifest(manifest)
     checks = (check_encoder_dir if encoder else check_model_dir)(args.model_dir, manifest)
@@ -34,11 +37,40 @@ def run_verify(args: argparse.Namespace) -> int:
         checks += check_teacher(manifest["teacher"])
     checks += install_checks(args.model_dir, args.manifest)
     for check in checks:
-        print(f"{check.status.upper():9s} {check.name}")
+        print(check_line(check))
+    print(summary(checks, args.manifest, encoder))
+    return 1 if any(c.status not in ("ok", "absent") for c in checks) else 0
+
+
+def check_line(check: FileCheck) -> str:
+    """One check's line: its status, its name and, where the status alone says too little, why: a pin field the
+    pin lacks (`zsnli.manifest.PIN_FIELD_ABSENT`), a variant folder no ``variants`` entry pins."""
+    line = f"{check.status.upper():9s} {check.name}"
+    if check.actual == PIN_FIELD_ABSENT:
+        return f"{line}: the field is absent from the pin (a pin records {', '.join(PIN_FIELDS)})"
+    if check.status == "unlisted" and not check.file and check.name.rstrip("/") in VARIANT_DIRS:
+        return f"{line}: a model folder no variants entry of the manifest pins (train.py install-base pins one)"
+    return line
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def summary(checks: list[FileCheck], manifest: str | Path, encoder: bool) -> str:
+    """The last line: ``OK`` or ``FAIL``, how many of the files (`zsnli.manifest.FileCheck.file`) match
+    ``manifest`` (named as given), and how many other checks (an install's state, a sources table, a pin's fields,
+    an unpinned variant folder) there were and how many failed; for an encoder's own manifest, what it leaves out."""
     bad = [c for c in checks if c.status not in ("ok", "absent")]
-    n_files, other_bad = sum(c.file for c in checks), sum(not c.file for c in bad)
-    print(f"{'FAIL' if bad else 'OK'}: {n_files - len(bad) + other_bad}/{n_files} files match {args.manifest}"
-          + (f"; {other_bad} other check(s) failed" if other_bad else "")
-          + (" (the sentence encoder alone; `python train.py verify` checks the whole served model/, encoder "
-             "included, against training_manifest.json)" if encoder else ""))
-    return 1 if bad else 0
+    files = [c for c in checks if c.file]
+    others, other_bad = len(checks) - len(files), sum(not c.file for c in bad)
+    good = len(files) - (len(bad) - other_bad)
+    match = "file matches" if len(files) == 1 else "files match"
+    text = f"{'FAIL' if bad else 'OK'}: {good}/{len(files)} {match} {manifest}"
+    if others:
+        text += (f"; {other_bad} of {_count(others, 'other check')} failed" if other_bad
+                 else f"; {_count(others, 'other check')} passed")
+    if encoder:
+        text += (" (the sentence encoder alone; `python train.py verify` checks the whole served model/, encoder "
+                 "included, against training_manifest.json)")
+    return text
