@@ -55,7 +55,8 @@ def test_train_py_and_install_encoder_share_one_model_dir_check_that_tells_a_fil
 
     (tmp_path / "file").write_text("x")
     (tmp_path / "empty").mkdir()
-    cases = {"absent": "no such directory", "file": "a file", "empty": "not a model directory (no config.json)"}
+    cases = {"absent": "no such directory", "file": "a file, not a directory",
+             "empty": "not a model directory (no config.json)"}
     for name, what in cases.items():
         with pytest.raises(UsageError) as info:
             check_model_dir_arg(tmp_path / name)
