@@ -103,7 +103,7 @@ def check_model_dir_arg(model_dir: str | Path, flag: str = "--model-dir", hint: 
     """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is a directory (`check_folder_arg`) holding
     a config.json; ``hint`` ends the line (default: where a model directory comes from)."""
     hint = hint or f"give a model directory written by `train.py` (the shipped one is {SHIPPED_MODEL_DIR})"
-    path = Path(model_dir)
+    path = Path(model_dir).expanduser()
     check_folder_arg(model_dir, flag, hint)
     if not (path / "config.json").is_file():
         raise UsageError(f"{flag} {model_dir}: not a model directory (no config.json); {hint}")
@@ -119,7 +119,7 @@ def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: 
 
     hint = hint or f"give an NLI model directory (the shipped one is {SHIPPED_MODEL_DIR})"
     check_model_dir_arg(model_dir, flag, hint)
-    path = Path(model_dir)
+    path = Path(model_dir).expanduser()
     if any((path / name).is_file() for name in (ENCODER_MANIFEST_NAME, "sentence_bert_config.json")):
         raise UsageError(f"{flag} {model_dir}: this is a sentence encoder (the cosine term's model, as "
                          f"{SHIPPED_MODEL_DIR}/embedding), not a 3-way NLI model; {hint}")
@@ -326,7 +326,8 @@ def _check_teacher(args: argparse.Namespace, preset: Preset) -> dict[str, Any]:
     from .nli_data import DataError
 
     teacher = Path(args.teacher).expanduser()
-    check_nli_model_dir(teacher, "--teacher", "give the teacher's model directory or one of its checkpoint-N folders")
+    check_nli_model_dir(args.teacher, "--teacher", "give the teacher's model directory or one of its checkpoint-N "
+                        "folders")
     if not any((teacher / w).is_file() for w in ("model.safetensors", "pytorch_model.bin")):
         raise UsageError(f"--teacher {args.teacher}: no model.safetensors or pytorch_model.bin")
     if _launch().distributed:
