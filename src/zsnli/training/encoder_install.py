@@ -170,7 +170,8 @@ def run_command(args: Any, manifest_dir: Path) -> int:
     table = install_encoder(run, model_dir, manifest_dir)
     print(f"{model_dir / EMBEDDING_SUBDIR} is now {table['id']} (embedding sha256 {table['sha256']})")
     for path, pinned in stale_calibrations(model_dir, manifest_dir, table["sha256"]):
-        scored = path.parent if path.parent.name in VARIANT_DIRS else model_dir  # base/ holds its own scoring
+        variants = {(model_dir / sub).resolve() for sub in VARIANT_DIRS}  # base/ holds its own scoring
+        scored = path.parent if path.parent.resolve() in variants else model_dir
         print(f"{path} pins another encoder ({pinned[:12]}): the server refuses it until the scoring is re-chosen "
               f"on this one: python train.py select --model-dir {scored}")
     return 0
