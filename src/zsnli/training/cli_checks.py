@@ -326,8 +326,7 @@ def _check_teacher(args: argparse.Namespace, preset: Preset) -> dict[str, Any]:
     from .nli_data import DataError
 
     teacher = Path(args.teacher).expanduser()
-    check_nli_model_dir(args.teacher, "--teacher", "give the teacher's model directory or one of its checkpoint-N "
-                        "folders")
+    check_nli_model_dir(args.teacher, "--teacher", "give the teacher's model folder or one of its checkpoint-N")
     if not any((teacher / w).is_file() for w in ("model.safetensors", "pytorch_model.bin")):
         raise UsageError(f"--teacher {args.teacher}: no model.safetensors or pytorch_model.bin")
     if _launch().distributed:
