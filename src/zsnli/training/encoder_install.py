@@ -26,7 +26,8 @@ encoder and ``data_sources.json`` return. ``data_sources.json`` must be a source
 `install_checks` is what ``train.py verify`` adds: an install a kill left unfinished, and data sources that do not
 declare the installed encoder's sets (`sources_check`).
 
-May import `zsnli.manifest`, `zsnli.training.cli_checks` (the error) and `zsnli.training.manifest_writer`; no torch.
+May import `zsnli.manifest`, `zsnli.scoring` (the calibration reader), `zsnli.training.cli_checks` (the error) and
+`zsnli.training.manifest_writer`; no torch.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
+from ..scoring import ScoringConfigError, read_chosen
 from ..manifest import (CALIBRATION_NAME, DATA_SOURCES_NAME, EMBEDDING_SUBDIR, MANIFEST_NAME, METADATA_NAMES,
                         PRETRAINED_DIRS, VARIANT_DIRS, FileCheck, ManifestError, check_model_dir, hash_model_dir,
                         install_aside, interrupted_installs, load_manifest, sha256_file, stale_writes, write_bytes,
@@ -186,10 +188,10 @@ def stale_calibrations(model_dir: Path, manifest_dir: Path, digest: str) -> list
     for path in (model_dir / CALIBRATION_NAME, manifest_dir / CALIBRATION_NAME,
                  *(model_dir / sub / CALIBRATION_NAME for sub in VARIANT_DIRS)):
         try:
-            chosen = json.loads(path.read_text(encoding="utf-8")).get("chosen") or {}
-        except (OSError, ValueError, AttributeError):
+            chosen = read_chosen(path) or {}
+        except ScoringConfigError:  # unreadable, or no 'chosen' object: the server's own check names it
             continue
-        pinned = chosen.get("embedding_sha256") if isinstance(chosen, dict) else None
+        pinned = chosen.get("embedding_sha256")
         if isinstance(pinned, str) and pinned != digest and path.resolve() not in (p.resolve() for p, _ in found):
             found.append((path, pinned))
     return found
