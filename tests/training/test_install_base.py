@@ -501,6 +501,29 @@ def test_force_with_the_same_run_keeps_the_calibration_and_data_sources_fitted_f
     assert main(["verify", "--model-dir", str(layout.model)]) == 0
 
 
+@pytest.mark.parametrize("text,why", [
+    ('{"chosen": {}, "model_sha256": "ABC"}', "it cannot say which model it was fitted for (calibration file "),
+    ('{"chosen": {}, "model_sha256": 12}', "model_sha256 must be a sha256 (64 hex digits) or null, got '12'"),
+    ("{half", "it cannot say which model it was fitted for (calibration file "),
+    ('{"chosen": {}, "model_sha256": null}', "was dropped: it records no model_sha256"),
+    ('{"chosen": {}}', "was dropped: it records no model_sha256"),
+    ('{"chosen": {}, "model_sha256": "' + "0" * 64 + '"}', "it was fitted for another model (000000000000)"),
+])
+def test_force_with_the_same_run_drops_a_calibration_that_does_not_record_this_model_saying_why(layout, capsys,
+                                                                                              text, why):
+    """The old base's calibration.json is read by the server's reader (zsnli.scoring.fitted_model_sha256): a
+    malformed model_sha256 or an unreadable file is dropped with the reader's reason, never kept or a traceback."""
+    assert _install(layout, "--calibration", str(_fitted_calibration(layout))) == 0
+    base = layout.model / "base"
+    (base / "calibration.json").write_text(text)
+    sources = (base / "data_sources.json").read_bytes()
+    capsys.readouterr()
+    assert _install(layout, "--force") == 0
+    out = capsys.readouterr().out
+    assert "kept its data_sources.json; its calibration.json was dropped: " in out and why in out, out
+    assert not (base / "calibration.json").exists() and (base / "data_sources.json").read_bytes() == sources
+
+
 @pytest.mark.parametrize("value,needle", [(" ", "--base-licence ' ' is blank"), ("", "--base-licence '' is empty"),
                                           (" \t  ", "--base-licence ' \\t  ' is blank")])
 def test_a_blank_base_licence_is_refused_as_such(layout, capsys, value, needle):

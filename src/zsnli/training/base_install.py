@@ -142,22 +142,15 @@ def _build(run: Run, staged: Path, calibration: Path | None) -> dict[str, Any]:
     return manifest
 
 
-def _recorded_model(calibration: Path) -> str | None:
-    """The ``model_sha256`` a calibration document records; None when it records none or cannot be read."""
-    try:
-        recorded = json.loads(calibration.read_text(encoding="utf-8")).get("model_sha256")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return recorded if isinstance(recorded, str) else None
-
-
 def keep_fitted(old: Path, staged: Path, digest: str) -> str | None:
     """What becomes of the scoring of the base ``old`` that the base built in ``staged`` (``model_sha256``
     ``digest``) replaces, when no ``--calibration`` is given; returns the line that says it (None: ``old`` had no
     calibration and is another model). The same model (its manifest's ``model_sha256`` is ``digest``): its
     ``data_sources.json`` (the run's, plus the zsc-dev sets ``train.py select`` chose on) and its
-    ``calibration.json``, when that records ``digest``, are copied into ``staged``. Another model: its calibration is
-    dropped, being fitted for that model."""
+    ``calibration.json``, when that records ``digest`` (read by the server's reader,
+    `zsnli.scoring.fitted_model_sha256`), are copied into ``staged``; one that records no model, an unreadable one
+    and one whose ``model_sha256`` is no sha256 are dropped, the line saying which. Another model: its calibration
+    is dropped, being fitted for that model."""
     try:
         before = load_manifest(old / MANIFEST_NAME).get("model_sha256")
     except ManifestError:
@@ -170,10 +163,15 @@ def keep_fitted(old: Path, staged: Path, digest: str) -> str | None:
         _copy(old / DATA_SOURCES_NAME, staged / DATA_SOURCES_NAME)
     if not calibration.is_file():
         return f"the same model as the old base ({digest[:12]}): kept its {DATA_SOURCES_NAME} (it had no calibration)"
-    recorded = _recorded_model(calibration)
-    if recorded != digest:
+    try:
+        recorded = fitted_model_sha256(calibration)
+    except ScoringConfigError as exc:
         return (f"the same model as the old base ({digest[:12]}): kept its {DATA_SOURCES_NAME}; its {CALIBRATION_NAME} "
-                f"was dropped: it was fitted for another model ({str(recorded)[:12]})")
+                f"was dropped: it cannot say which model it was fitted for ({exc})")
+    if recorded != digest:
+        why = f"it was fitted for another model ({recorded[:12]})" if recorded else "it records no model_sha256"
+        return (f"the same model as the old base ({digest[:12]}): kept its {DATA_SOURCES_NAME}; its {CALIBRATION_NAME} "
+                f"was dropped: {why}")
     _copy(calibration, staged / CALIBRATION_NAME)
     return (f"the same model as the old base ({digest[:12]}): kept its {CALIBRATION_NAME} and {DATA_SOURCES_NAME} "
             "(fitted for this model)")
