@@ -49,9 +49,9 @@ def test_zsnli_batch_outside_the_checkout_names_its_model_dir_flag(tmp_path, mon
 
 
 def test_train_py_and_install_encoder_share_one_model_dir_check_that_tells_a_file_from_a_missing_folder(tmp_path):
-    """`zsnli.training.cli_checks.check_model_dir_arg` serves train.py's commands and install-encoder (one check,
+    """`zsnli.training.usage.check_model_dir_arg` serves train.py's commands and install-encoder (one check,
     each with its hint); a file given as the folder is called a file, not a missing directory."""
-    from zsnli.training.cli_checks import UsageError, check_model_dir_arg
+    from zsnli.training.usage import UsageError, check_model_dir_arg
 
     (tmp_path / "file").write_text("x")
     (tmp_path / "empty").mkdir()

@@ -15,7 +15,7 @@ another run (a checkpoint of another schedule, a folder started with other loss 
 cache of another teacher) is a user mistake found once the work starts: one line, exit 2.
 
 The argument checks are `zsnli.training.cli_checks`. May import `zsnli.training.presets`, `zsnli.manifest`,
-`zsnli.training.cli_checks`, `zsnli.training.nli_data` (errors and
+`zsnli.training.cli_checks`, `zsnli.training.usage`, `zsnli.training.nli_data` (errors and
 paths only), `zsnli.training.data_parallel` (the launch environment), `zsnli.harness.cli` and
 `zsnli.training.cli_parser` (the parser, how a mistake is printed), `zsnli.training.verify` (``verify``),
 `zsnli.training.base_install` and `zsnli.training.encoder_install` (the installs) and
@@ -39,11 +39,11 @@ from .harness.cli import (
     fraction, non_negative_float, non_negative_int, number_type, positive_float, positive_int, usage_error,
     one_line_errors,
 )
-from .manifest import MANIFEST_NAME, ManifestError, load_manifest, runs_path
+from .manifest import MANIFEST_NAME, ManifestError, runs_path
 from .training.cli_checks import (
-    CHECKOUT, DEFAULT_ZSC_DIR, DEV_EXAMPLES, ENCODER_OUTPUT_DIR, SHIPPED_MODEL_DIR, UsageError, check_args,
-    manifest_dir, repo_default,
+    CHECKOUT, DEFAULT_ZSC_DIR, DEV_EXAMPLES, ENCODER_OUTPUT_DIR, check_args, manifest_dir, repo_default,
 )
+from .training.usage import SHIPPED_MODEL_DIR, UsageError
 from .selection.targets import calibrate_defaults
 from .training.base_install import add_parser as add_install_base_parser, run_command as install_base_command
 from .training.cli_parser import TrainParser, usage_line

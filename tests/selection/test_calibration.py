@@ -172,7 +172,8 @@ def test_calibrate_and_evaluate_take_the_preset_and_base_from_the_models_own_man
     train.py select finds for the folder (`zsnli.selection.targets.model_home`), unless given."""
     from zsnli.selection.targets import calibrate_defaults
     from zsnli.train_cli import build_parser, main
-    from zsnli.training.cli_checks import UsageError, check_args
+    from zsnli.training.cli_checks import check_args
+    from zsnli.training.usage import UsageError
     from zsnli.manifest import hash_model_dir, model_dir_digest, write_json
 
     ship, base, _ = _ship_with_base(tiny_run, tmp_path, bert_dir)

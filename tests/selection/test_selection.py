@@ -470,11 +470,45 @@ def test_a_missing_default_zsc_dev_folder_points_to_the_docs(tmp_path, tiny_mode
     monkeypatch.chdir(tmp_path)  # no ../shared/data/zsc-dev beside it
     assert selection_cli.main(["--model-dir", str(tiny_model_dir)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--zsc-dev-dir ../shared/data/zsc-dev: not found" in err[0], err
+    assert len(err) == 1 and "--zsc-dev-dir ../shared/data/zsc-dev: no such directory" in err[0], err
     assert "docs/training.md, \"Choosing a scoring without the team's data\"" in err[0]
     from zsnli.training.cli_checks import CHECKOUT
 
     assert "**Choosing a scoring without the team's data.**" in (CHECKOUT / "docs" / "training.md").read_text()
+
+
+@pytest.mark.parametrize("flag,wrong,needle", [
+    ("--zsc-dev-dir", "file", "a file, not a directory; give a folder of <name>.jsonl + <name>.labels.json"),
+    ("--zsc-dev-dir", "missing", "no such directory; give a folder of <name>.jsonl"),
+    ("--dev-examples", "folder", "a directory, not a file; give the team's dev set"),
+    ("--dev-examples", "missing", "no such file; give the team's dev set"),
+    ("--cache", "file", "a file, not a directory; give a folder for the score cache"),
+    ("--embedding-dir", "file", "a file, not a directory; give a sentence encoder directory"),
+    ("--embedding-dir", "folder", "not a model directory (no config.json); give a sentence encoder directory"),
+    ("--kinds", "folder", "a directory, not a file; give benchmark_kinds.json"),
+    ("--kinds", "missing", "no such file; give benchmark_kinds.json"),
+    ("--report-public", "folder", "a directory, not a file; give an examples file"),
+    ("--report-public", "missing", "no such file; give an examples file"),
+    ("--compare-with", "folder", "a directory, not a file; give the calibration.json another"),
+])
+def test_each_path_flag_of_select_names_a_file_a_folder_or_a_missing_path_as_such(tmp_path, tiny_model_dir, monkeypatch,
+                                                                                 capsys, flag, wrong, needle):
+    """`select --zsc-dev-dir FILE` said "not found" of a file that exists; each path flag says what it was given."""
+    data, kinds, ex = _two_kinds(tmp_path)
+    (tmp_path / "kinds.json").write_text(json.dumps(kinds))
+    given = {"file": ex, "folder": data, "missing": tmp_path / "absent"}[wrong]
+
+    def scored(*args, **kwargs):
+        raise AssertionError("scored before the arguments were checked")
+
+    monkeypatch.setattr(selection_cli, "fill_cache", scored)
+    args = {"--zsc-dev-dir": str(data), "--dev-examples": str(ex), "--cache": str(tmp_path / "c"),
+            "--model-dir": str(tiny_model_dir), "--out": str(tmp_path / "cal.json"),
+            "--data-sources": str(tmp_path / "ds.json"), "--kinds": str(tmp_path / "kinds.json"), flag: str(given)}
+    assert selection_cli.main([part for pair in args.items() for part in pair]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"train.py select: error: {flag} {given}: {needle}"), err
+    assert not (tmp_path / "cal.json").exists() and not (tmp_path / "c").exists()
 
 
 def test_a_well_formed_zsc_dev_folder_and_kinds_file_reach_the_scoring(tmp_path, tiny_model_dir, monkeypatch):

@@ -325,7 +325,8 @@ def test_without_the_published_base_encoder_the_runs_that_need_it_say_so_in_one_
     model/embedding: when neither it nor --base-model is there, the encoder run stops before any work."""
     from zsnli.runtime import embedding
     from zsnli.train_cli import build_parser
-    from zsnli.training.cli_checks import UsageError, check_args
+    from zsnli.training.cli_checks import check_args
+    from zsnli.training.usage import UsageError
 
     monkeypatch.setattr(embedding, "pretrained_encoder_dir", lambda: embedding.EMBEDDING_MODEL_ID)
     args = build_parser().parse_args(["encoder", "--zsc-dir", str(ZSC), "--output-dir", str(tmp_path / "o")])
@@ -369,7 +370,8 @@ def test_verify_without_manifest_checks_the_manifest_the_run_wrote(tmp_path, giv
     """Issue 57: ``train.py verify`` on an encoder run without --manifest pointed at training_manifest.json, not
     the encoder_manifest.json beside the run's model/; a training run keeps its training_manifest.json."""
     from zsnli.train_cli import build_parser
-    from zsnli.training.cli_checks import UsageError, check_args
+    from zsnli.training.cli_checks import check_args
+    from zsnli.training.usage import UsageError
 
     def manifest_of(run: Path) -> str:
         args = build_parser().parse_args(["verify", "--model-dir", str(run / "model" if given == "model" else run)])

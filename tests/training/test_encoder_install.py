@@ -17,7 +17,7 @@ import pytest
 from zsnli.manifest import ManifestError, check_model_dir, hash_model_dir, write_json
 from zsnli.runtime.embedding import EMBEDDING_MODEL_ID, SentenceEncoder, embedding_digest, encoder_id
 from zsnli.training import encoder as enc
-from zsnli.training.cli_checks import UsageError
+from zsnli.training.usage import UsageError
 from zsnli.training.encoder_install import install_encoder
 from zsnli.training.manifest_writer import ENCODER_MANIFEST_NAME, pretrained_artifacts, trained_embedding
 from zsnli.training.presets import sentence_encoder

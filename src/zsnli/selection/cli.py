@@ -24,13 +24,12 @@ are computed after the choice and never passed to it).
 
 Imports: ``zsnli.selection.search``, ``zsnli.selection.score_cache``, ``zsnli.selection.devsets``,
 ``zsnli.selection.targets``, ``zsnli.manifest``, ``zsnli.runtime.embedding``,
-``zsnli.harness.cli`` and ``zsnli.training.cli_parser`` (the parser: ``train.py``'s), ``zsnli.training.cli_checks``
-(the NLI model check).
+``zsnli.harness.cli``, ``zsnli.training.usage`` (the error class) and ``zsnli.selection.cli_args`` (the parser and
+the checks of the arguments).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from pathlib import Path
@@ -42,16 +41,15 @@ from . import grouped, grouped_doc
 from . import search as sel
 from .grouped import read_kinds
 from ..request_scoring import RequestScoring, embedding_scoring
-from ..harness.cli import one_line_errors, positive_int, usage_error
-from ..training.cli_checks import UsageError, check_nli_model_dir
-from ..training.cli_parser import TrainParser
-from .devsets import DevSetError, list_zsc_dev, read_examples, read_zsc_dev
+from ..harness.cli import one_line_errors, usage_error
+from ..training.usage import UsageError
+from .cli_args import PROG, check_args, check_dev_data, parser
+from .devsets import DevSetError, read_examples
 from ..manifest import sha256_file
 from .memo import memoised
 from .targets import recorded_path, select_targets
 from .negation import NegationRule
-from .score_cache import (CONTENT_FREE_PREMISE, default_cache_dir, DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, CachedSet,
-                          PremiseWindows, PremiseWindowsError, fill_cache, parse_max_rows_for)
+from .score_cache import CONTENT_FREE_PREMISE, CachedSet, PremiseWindowsError, fill_cache
 from ..scoring import ScoringConfig
 
 logger = logging.getLogger(__name__)
@@ -62,91 +60,8 @@ PUBLIC_MAX_ROWS = 1_000_000
 """The public examples are reported in full (no subsample)."""
 
 
-PROG = "train.py select"
-ZSC_DEV_DEFAULT = Path("../shared/data/zsc-dev")
-"""``--zsc-dev-dir``'s default: the team's zsc-dev suite beside the checkout."""
-
-
-def _premise_windows(text: str) -> PremiseWindows:
-    try:
-        return PremiseWindows.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _parser() -> TrainParser:
-    p = TrainParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--zsc-dev-dir", type=Path, default=ZSC_DEV_DEFAULT,
-                   help="zsc-dev folder: <name>.jsonl + <name>.labels.json per set (default %(default)s; docs/training.md)")
-    p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"))
-    p.add_argument("--cache", type=Path, default=default_cache_dir())
-    p.add_argument("--model-dir", type=Path, default=Path("model"))
-    p.add_argument("--embedding-dir", type=Path, default=None,
-                   help="sentence encoder of the cosine term (default: <model-dir>/embedding), e.g. one trained by "
-                        "`train.py encoder`; its digest goes into the chosen scoring's embedding_sha256")
-    p.add_argument("--out", type=Path, default=None,
-                   help="calibration.json to write (default: the model's own: inside a variant folder such as "
-                        "model/base, else beside --model-dir's training_manifest.json; refused in another model's)")
-    p.add_argument("--data-sources", type=Path, default=None, help="data_sources.json to update (default: as --out)")
-    p.add_argument("--report-public", type=Path, default=None,
-                   help="examples file reported after the choice (e.g. ../shared/data/zsc/public.jsonl); never chosen on")
-    p.add_argument("--compare-with", type=Path, default=None, metavar="CALIBRATION",
-                   help="with --kinds: another run's output on the same rows (e.g. with another --embedding-dir); its "
-                        "served figures both ways of holding out are recorded beside this run's (kind_weighted."
-                        "compared_with); refused when it was chosen on other rows")
-    p.add_argument("--negation", action="store_true",
-                   help="also run the negation-pair experiment (figures only; the server does not read them)")
-    p.add_argument("--max-rows", type=positive_int, default=DEFAULT_MAX_ROWS,
-                   help="rows per dev dataset, stratified subsample (default %(default)s)")
-    p.add_argument("--max-rows-for", action="append", default=[], metavar="NAME=ROWS",
-                   help="per-dataset override (repeatable; defaults: "
-                        + ", ".join(f"{k}={v}" for k, v in DEFAULT_MAX_ROWS_FOR.items()) + ")")
-    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
-    p.add_argument("--premise-windows", type=_premise_windows, default=None, metavar="WINDOW:OVERLAP:RULE",
-                   help="score long premises as overlapping windows, e.g. 128:0.5:max (a measurement of issue 30: "
-                        "the server reads the premise cut to its window; default: the same)")
-    p.add_argument("--kinds", type=Path, default=None,
-                   help="benchmark_kinds.json (e.g. ../shared/data/zsc-dev/benchmark_kinds.json): choose on zsc-dev "
-                        "with each set weighted by task kind as the benchmark is, among the per-group and calibrator "
-                        "arms (zsnli.selection.grouped); the team dev set is then reported only")
-    return p
-
-
-def _check_args(args) -> None:
-    if not args.zsc_dev_dir.is_dir():
-        raise ValueError(f"--zsc-dev-dir {args.zsc_dev_dir}: not found" + (
-            " (the team's zsc-dev suite, read from ../shared/data/zsc-dev beside the checkout); without it, give "
-            "--zsc-dev-dir DIR of your own: docs/training.md, \"Choosing a scoring without the team's data\""
-            if args.zsc_dev_dir == ZSC_DEV_DEFAULT else ""))
-    if not args.dev_examples.is_file():
-        raise ValueError(f"--dev-examples {args.dev_examples}: not found (expected dev/zeroshot_dev.jsonl)")
-    check_nli_model_dir(args.model_dir)  # a UsageError: one line too
-    args.max_rows_for = {**DEFAULT_MAX_ROWS_FOR, **parse_max_rows_for(args.max_rows_for)}
-    if args.embedding_dir is not None and not (args.embedding_dir / "config.json").is_file():
-        raise ValueError(f"--embedding-dir {args.embedding_dir}: no config.json (a sentence encoder directory is expected)")
-    if args.report_public is not None and not args.report_public.is_file():
-        raise ValueError(f"--report-public {args.report_public}: not found")
-    if args.compare_with is not None:
-        _compared_run(args.compare_with)
-    args.out, args.data_sources, args.model_sha256 = select_targets(args.model_dir, args.out, args.data_sources)
-    _check_dev_data(args)
-
-
-def _check_dev_data(args) -> None:
-    """Read the zsc-dev sets (``args.zsc``), the team dev set (``args.dev_sets``) and the kinds file, and check them
-    before any scoring: each set whole (`list_zsc_dev`, `read_zsc_dev`), a kind for every set and something to fit
-    on in every fold (`zsnli.selection.grouped.check_kinds`; without ``--kinds``, 2 sets in all). Raises
-    ``ValueError`` (one line) on the first mistake."""
-    args.zsc = {n: read_zsc_dev(args.zsc_dev_dir, n) for n in list_zsc_dev(args.zsc_dev_dir)}
-    args.dev_sets = read_examples(args.dev_examples)
-    if args.kinds is not None:
-        grouped.check_kinds(read_kinds(args.kinds), list(args.zsc), args.kinds)
-    elif len(args.zsc) + len(args.dev_sets) < 2:
-        raise ValueError("one dev set in all: leaving it out leaves nothing to choose on; give at least 2 sets")
-
-
 def load_dev(args) -> tuple[dict[str, CachedSet], dict[str, Any]]:
-    """Cached zsc-dev + team dev sets keyed ``group/name`` (read by `_check_dev_data`), and the zsc-dev `DevSet`s
+    """Cached zsc-dev + team dev sets keyed ``group/name`` (read by `zsnli.selection.cli_args.check_dev_data`), and the zsc-dev `DevSet`s
     (for provenance)."""
     zsc = args.zsc
     jobs = [("zsc-dev", ds) for ds in zsc.values()] + [("dev", ds) for ds in args.dev_sets.values()]
@@ -482,9 +397,13 @@ def quality_markdown(doc: dict[str, Any]) -> str:
 @one_line_errors(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry; exit 2 with one line on a flag/data mistake (e.g. a clone without ../shared)."""
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     try:
-        _check_args(args)
+        check_args(args)
+        if args.compare_with is not None:
+            _compared_run(args.compare_with)
+        args.out, args.data_sources, args.model_sha256 = select_targets(args.model_dir, args.out, args.data_sources)
+        check_dev_data(args)
     except (ValueError, UsageError) as exc:
         return usage_error(PROG, str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

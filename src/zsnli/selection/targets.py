@@ -18,7 +18,7 @@ documents lie beside it (the parent folder, where ``train.py train`` writes its 
 * `calibrate_defaults`: ``train.py calibrate``'s manifest folder in a variant folder, and the preset and base model
   ``calibrate`` and ``evaluate`` rebuild the model's data from, read from the model's own manifest (`model_home`).
 
-May import `zsnli.manifest`, `zsnli.training.cli_checks` (the error class and the checkout) and
+May import `zsnli.manifest`, `zsnli.training.cli_checks` (the checkout), `zsnli.training.usage` (the error class and the model check) and
 `zsnli.training.presets` (the preset names); no torch.
 """
 
@@ -32,7 +32,8 @@ from typing import Collection
 
 from ..manifest import (CALIBRATION_NAME, DATA_SOURCES_NAME, ENCODER_MANIFEST_NAME, MANIFEST_NAME, beside_model,
                         hash_model_dir, model_dir_digest)
-from ..training.cli_checks import CHECKOUT, UsageError, check_nli_model_dir
+from ..training.cli_checks import CHECKOUT
+from ..training.usage import UsageError, check_nli_model_dir
 from ..training.presets import DEFAULT_PRESET, PRESETS
 
 
@@ -167,7 +168,7 @@ def calibrate_defaults(args: argparse.Namespace) -> argparse.Namespace:
     ``--base-model`` defaulting to those the model was trained with (`trained_with`); other commands unchanged.
     ``args.manifest_given`` records whether ``--manifest-dir`` was given (every command that has it), so a
     refusal names the flag only then. ``calibrate``'s and ``evaluate``'s ``--model-dir`` is checked first
-    (`zsnli.training.cli_checks.check_nli_model_dir`: a folder, a model, an NLI model, not the sentence encoder).
+    (`zsnli.training.usage.check_nli_model_dir`: a folder, a model, an NLI model, not the sentence encoder).
     Raises `UsageError` for those, and as `trained_with`."""
     command = getattr(args, "command", None)
     args.manifest_given = getattr(args, "manifest_dir", None) is not None

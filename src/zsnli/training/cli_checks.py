@@ -6,8 +6,8 @@ describe; `with_zsc` applies the ``--zsc-*`` flags to a preset; `repo_default` a
 below are the defaults the parser shows. The parser and the commands are `zsnli.train_cli`.
 
 May import `zsnli.training.presets`, `zsnli.training.data_parallel`, `zsnli.manifest` at module level,
-`zsnli.training.zsc_nli` (no torch) inside `with_zsc`, `zsnli.runtime.model_config` (standard library only) inside
-`check_nli_model_dir`, `zsnli.training.manifest_writer` (the lineage
+`zsnli.training.usage` (`UsageError` and the path checks) at module level, `zsnli.training.zsc_nli` (no torch)
+inside `with_zsc`, `zsnli.training.manifest_writer` (the lineage
 check of a continued run's base) inside `_check_base_model` and `zsnli.training.distill` (no torch) inside
 `check_distill`, `check_encoder_teacher` and `_check_teacher`.
 """
@@ -22,6 +22,8 @@ from typing import Any, Sequence
 from ..manifest import ENCODER_MANIFEST_NAME, MANIFEST_NAME, ManifestError, load_manifest, runs_path
 from .data_parallel import LaunchError, launch_from_env, per_device_batch
 from .presets import Preset, get_preset, sentence_encoder
+from .usage import (SHIPPED_MODEL_DIR, UsageError, check_folder_arg, check_model_dir_arg, check_nli_model_dir,
+                    read_json)
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 """The repository root (this file is ``src/zsnli/training/cli_checks.py``)."""
@@ -34,13 +36,6 @@ DEFAULT_ZSC_DIR = "../shared/data/zsc-train"
 
 ENCODER_OUTPUT_DIR = "~/zsnli-runs/encoder"
 """``train.py encoder``'s default output: outside the work tree, so the next working period finds it."""
-
-SHIPPED_MODEL_DIR = "model"
-"""The model directory the server loads by default (``train`` never writes there unless told so)."""
-
-
-class UsageError(Exception):
-    """A user mistake: its message is the one line printed (exit 2)."""
 
 
 def repo_default(rel: str) -> str:
@@ -88,46 +83,6 @@ def _check_data(preset: Preset, data_dir: str, roles: tuple[str, ...], what: str
     check_folder_arg(data_dir, "--data-dir", f"{what} reads NLI files from it: give " + _data_hint(preset, training))
     raise UsageError(f"--data-dir {data_dir} lacks {len(missing)} of the {len(files)} files {what} reads "
                      f"(first: {missing[0]}); give " + _data_hint(preset, training))
-
-
-def check_folder_arg(folder: str | Path, flag: str, hint: str) -> None:
-    """Raise `UsageError` (one line naming ``flag`` and the value as given, ending with ``hint``) unless ``folder``
-    is a directory: a file there is called a file, not a missing directory."""
-    path = Path(folder).expanduser()
-    if not path.is_dir():
-        raise UsageError(f"{flag} {folder}: {'a file, not a directory' if path.exists() else 'no such directory'}; "
-                         f"{hint}")
-
-
-def check_model_dir_arg(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
-    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is a directory (`check_folder_arg`) holding
-    a config.json; ``hint`` ends the line (default: where a model directory comes from)."""
-    hint = hint or f"give a model directory written by `train.py` (the shipped one is {SHIPPED_MODEL_DIR})"
-    path = Path(model_dir).expanduser()
-    check_folder_arg(model_dir, flag, hint)
-    if not (path / "config.json").is_file():
-        raise UsageError(f"{flag} {model_dir}: not a model directory (no config.json); {hint}")
-
-
-def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
-    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is an NLI cross-encoder's directory
-    (`check_model_dir_arg`, then ``config.json``'s ``id2label`` read by the server's rule,
-    `zsnli.runtime.model_config.label_indices`: an entailment label and its alternative). A sentence encoder's
-    folder (its own `ENCODER_MANIFEST_NAME` or ``sentence_bert_config.json``, as ``model/embedding``) is named as
-    such. ``hint`` ends the line (default: what to give instead)."""
-    from ..runtime.model_config import ModelConfigError, label_indices
-
-    hint = hint or f"give an NLI model directory (the shipped one is {SHIPPED_MODEL_DIR})"
-    check_model_dir_arg(model_dir, flag, hint)
-    path = Path(model_dir).expanduser()
-    if any((path / name).is_file() for name in (ENCODER_MANIFEST_NAME, "sentence_bert_config.json")):
-        raise UsageError(f"{flag} {model_dir}: this is a sentence encoder (the cosine term's model, as "
-                         f"{SHIPPED_MODEL_DIR}/embedding), not a 3-way NLI model; {hint}")
-    config = _json(path / "config.json")
-    try:
-        label_indices((config.get("id2label") if isinstance(config, dict) else None) or {})
-    except ModelConfigError as exc:
-        raise UsageError(f"{flag} {model_dir}: not a 3-way NLI model ({exc}); {hint}") from None
 
 
 def _check_manifest_dir(args: argparse.Namespace) -> None:
@@ -333,7 +288,7 @@ def _check_teacher(args: argparse.Namespace, preset: Preset) -> dict[str, Any]:
         raise UsageError("--teacher: a distilling run builds its teacher cache in one process; launch it without "
                          "torchrun / accelerate launch")
     try:
-        label_order(_json(teacher / "config.json"))
+        label_order(read_json(teacher / "config.json"))
         description_path = _teacher_description(args)
         description = read_description(description_path)
     except DataError as exc:
@@ -409,15 +364,6 @@ def check_encoder_teacher(args: argparse.Namespace, preset: Preset):
         raise UsageError(f"--loss {args.loss} needs --teacher DIR (the NLI cross-encoder whose scores it learns), "
                          "--teacher-description PATH and --teacher-cache DIR")
     return Distillation(**_check_teacher(args, preset))
-
-
-def _json(path: Path) -> dict[str, Any]:
-    import json
-
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: not readable JSON ({exc})") from None
 
 
 def manifest_dir(args: argparse.Namespace) -> Path:

@@ -26,7 +26,7 @@ encoder and ``data_sources.json`` return. ``data_sources.json`` must be a source
 `install_checks` is what ``train.py verify`` adds: an install a kill left unfinished, and data sources that do not
 declare the installed encoder's sets (`sources_check`).
 
-May import `zsnli.manifest`, `zsnli.scoring` (the calibration reader), `zsnli.training.cli_checks` (the error) and
+May import `zsnli.manifest`, `zsnli.scoring` (the calibration reader), `zsnli.training.usage` (the error, the folder checks) and
 `zsnli.training.manifest_writer`; no torch.
 """
 
@@ -44,7 +44,7 @@ from ..manifest import (CALIBRATION_NAME, DATA_SOURCES_NAME, EMBEDDING_SUBDIR, M
                         PRETRAINED_DIRS, VARIANT_DIRS, FileCheck, ManifestError, check_model_dir, hash_model_dir,
                         install_aside, interrupted_installs, load_manifest, sha256_file, stale_writes, write_bytes,
                         write_json)
-from .cli_checks import UsageError, check_folder_arg, check_model_dir_arg
+from .usage import UsageError, check_folder_arg, check_model_dir_arg
 from .manifest_writer import (
     ENCODER_MANIFEST_NAME, TEACHER_KEY, TRAINED_EMBEDDING_KEY, LineageError, declare_sources, teacher_sources,
     trained_embedding,

@@ -1,0 +1,81 @@
+"""The one-line user mistake (`UsageError`) and the checks of path arguments that every command taking a folder,
+a file or a model directory shares: ``train.py``'s commands (`zsnli.training.cli_checks`), its installs
+(`zsnli.training.base_install`, `zsnli.training.encoder_install`) and ``train.py select``
+(`zsnli.selection.cli`). Each check raises `UsageError` naming the flag and the value as the user gave it: a file
+is called a file, a folder a folder, a missing path missing.
+
+May import `zsnli.manifest` at module level and `zsnli.runtime.model_config` (standard library only) inside
+`check_nli_model_dir`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..manifest import ENCODER_MANIFEST_NAME
+
+SHIPPED_MODEL_DIR = "model"
+"""The model directory the server loads by default (``train`` never writes there unless told so)."""
+
+
+class UsageError(Exception):
+    """A user mistake: its message is the one line printed (exit 2)."""
+
+
+def check_folder_arg(folder: str | Path, flag: str, hint: str) -> None:
+    """Raise `UsageError` (one line naming ``flag`` and the value as given, ending with ``hint``) unless ``folder``
+    is a directory: a file there is called a file, not a missing directory."""
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise UsageError(f"{flag} {folder}: {'a file, not a directory' if path.exists() else 'no such directory'}; "
+                         f"{hint}")
+
+
+def check_file_arg(file: str | Path, flag: str, hint: str) -> None:
+    """Raise `UsageError` (one line naming ``flag`` and the value as given, ending with ``hint``) unless ``file``
+    is a file: a directory there is called a directory, not a missing file (`check_folder_arg`'s twin)."""
+    path = Path(file).expanduser()
+    if not path.is_file():
+        raise UsageError(f"{flag} {file}: {'a directory, not a file' if path.is_dir() else 'no such file'}; {hint}")
+
+
+def check_model_dir_arg(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
+    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is a directory (`check_folder_arg`) holding
+    a config.json; ``hint`` ends the line (default: where a model directory comes from)."""
+    hint = hint or f"give a model directory written by `train.py` (the shipped one is {SHIPPED_MODEL_DIR})"
+    path = Path(model_dir).expanduser()
+    check_folder_arg(model_dir, flag, hint)
+    if not (path / "config.json").is_file():
+        raise UsageError(f"{flag} {model_dir}: not a model directory (no config.json); {hint}")
+
+
+def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
+    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is an NLI cross-encoder's directory
+    (`check_model_dir_arg`, then ``config.json``'s ``id2label`` read by the server's rule,
+    `zsnli.runtime.model_config.label_indices`: an entailment label and its alternative). A sentence encoder's
+    folder (its own `ENCODER_MANIFEST_NAME` or ``sentence_bert_config.json``, as ``model/embedding``) is named as
+    such. ``hint`` ends the line (default: what to give instead)."""
+    from ..runtime.model_config import ModelConfigError, label_indices
+
+    hint = hint or f"give an NLI model directory (the shipped one is {SHIPPED_MODEL_DIR})"
+    check_model_dir_arg(model_dir, flag, hint)
+    path = Path(model_dir).expanduser()
+    if any((path / name).is_file() for name in (ENCODER_MANIFEST_NAME, "sentence_bert_config.json")):
+        raise UsageError(f"{flag} {model_dir}: this is a sentence encoder (the cosine term's model, as "
+                         f"{SHIPPED_MODEL_DIR}/embedding), not a 3-way NLI model; {hint}")
+    config = read_json(path / "config.json")
+    try:
+        label_indices((config.get("id2label") if isinstance(config, dict) else None) or {})
+    except ModelConfigError as exc:
+        raise UsageError(f"{flag} {model_dir}: not a 3-way NLI model ({exc}); {hint}") from None
+
+
+def read_json(path: Path) -> Any:
+    """The JSON document in the file ``path``. Raises `UsageError` (one line naming ``path``) when it cannot be read
+    or parsed."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not readable JSON ({exc})") from None
