@@ -87,6 +87,17 @@ def test_missing_data_says_what_is_needed_and_how_to_get_it(places, tmp_path):
     assert "--preset deberta-v3-base" in line and "pinned revisions" in line
 
 
+@pytest.mark.parametrize("command,offers_the_hub", [("calibrate", False), ("evaluate", True)])
+def test_missing_data_offers_another_preset_only_where_the_command_takes_one(places, tmp_path, command, offers_the_hub):
+    """calibrate's hint suggested --preset deberta-v3-base, a preset calibrate refuses for a model trained with another
+    (it rebuilds the recorded preset's hold-out); evaluate may take it."""
+    line = run_train_py([command, "--model-dir", places["shipped"], "--data-dir", places["empty"]], cwd=tmp_path).stderr
+    assert line.count("\n") == 1 and "--data-dir" in line and "premise, hypothesis, label" in line, line
+    assert ("--preset deberta-v3-base" in line) is offers_the_hub, line
+    if not offers_the_hub:
+        assert "calibrate rebuilds the hold-out of minilm-cpu, the preset the model was trained with" in line, line
+
+
 def test_calibrate_defaults_to_the_repositorys_dev_set_and_model(tmp_path):
     from zsnli.train_cli import build_parser
 

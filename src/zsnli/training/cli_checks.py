@@ -64,25 +64,33 @@ def _check_base_model(preset_name: str, base_model: str | None) -> None:
             raise UsageError(str(exc)) from None
 
 
-def _data_hint(preset: Preset, training: bool) -> str:
+def _data_hint(preset: Preset, command: str) -> str:
+    """What ``--data-dir`` should hold for ``command`` (``train``, ``calibrate`` or ``evaluate``) of ``preset``, and
+    the alternative only where the command accepts it: ``train`` and ``evaluate`` may take the hub preset
+    deberta-v3-base instead; ``calibrate`` rebuilds the hold-out of the preset the model was trained with, so it
+    suggests no other."""
     if preset.name == "tiny":
         return "--data-dir DIR with train.jsonl and validation.jsonl (JSONL rows {premise, hypothesis, label})"
     hint = (f"--data-dir DIR with the {preset.name} files (JSONL or JSONL.gz rows {{premise, hypothesis, label}}, "
             f"paths as in data_sources.json; see docs/data.md)")
-    if training:
+    if command == "calibrate":
+        return hint + f" (calibrate rebuilds the hold-out of {preset.name}, the preset the model was trained with)"
+    if preset.name == "deberta-v3-base":
+        return hint
+    if command == "train":
         return hint + (", or --preset deberta-v3-base, which reads SNLI, MultiNLI and ANLI from the Hugging Face "
                        "hub at pinned revisions (needs a network)")
     return hint + " (a deberta-v3-base model reads the hub at pinned revisions instead: --preset deberta-v3-base)"
 
 
-def _check_data(preset: Preset, data_dir: str, roles: tuple[str, ...], what: str, training: bool = False) -> None:
+def _check_data(preset: Preset, data_dir: str, roles: tuple[str, ...], what: str, command: str) -> None:
     files = preset.required_files(roles)
     missing = [f for f in files if not f.is_file()]
     if not missing:
         return
-    check_folder_arg(data_dir, "--data-dir", f"{what} reads NLI files from it: give " + _data_hint(preset, training))
+    check_folder_arg(data_dir, "--data-dir", f"{what} reads NLI files from it: give " + _data_hint(preset, command))
     raise UsageError(f"--data-dir {data_dir} lacks {len(missing)} of the {len(files)} files {what} reads "
-                     f"(first: {missing[0]}); give " + _data_hint(preset, training))
+                     f"(first: {missing[0]}); give " + _data_hint(preset, command))
 
 
 def _check_manifest_dir(args: argparse.Namespace) -> None:
@@ -426,7 +434,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
             raise UsageError(f"--model-dir {args.model_dir} is a file; give a directory")
         if not args.dry_run:
             _check_data(preset, args.data_dir, ("train", "validation"), f"training the {preset.name} preset",
-                        training=True)
+                        "train")
             if preset.name == "minilm-cpu" and not args.base_model:
                 _check_pretrained_encoder("the minilm-cpu preset's base")
             if preset.zsc_hard_negative_share > 0:
@@ -438,9 +446,10 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         _check_dev_examples(args)
         _check_manifest_dir(args)
         _check_data(preset, args.data_dir, ("train", "validation"),
-                    f"calibration (it rebuilds the {preset.name} hold-out)")
+                    f"calibration (it rebuilds the {preset.name} hold-out)", "calibrate")
     elif args.command == "evaluate":
         if args.update_manifest:
             _check_manifest_dir(args)
-        _check_data(preset, args.data_dir, ("validation", "test"), f"evaluating on the {preset.name} splits")
+        _check_data(preset, args.data_dir, ("validation", "test"), f"evaluating on the {preset.name} splits",
+                    "evaluate")
     return preset
