@@ -46,7 +46,7 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from . import __version__
-from .harness.cli import UsageParser, one_line_errors, positive_float, positive_int, url_problem
+from .harness.cli import UsageParser, one_line, one_line_errors, positive_float, positive_int, url_problem
 from .serving.api_types import SCORINGS
 from .serving.inference_api import split_labels
 
@@ -426,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return classify(args)
     except (CommandError, ZsnliError) as exc:
-        print(f"{PROG}: error: {' '.join(str(exc).split())}{error_hint(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(exc)}{error_hint(exc)}", file=sys.stderr)
         return 2
 
 

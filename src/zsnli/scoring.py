@@ -10,7 +10,7 @@ into K probabilities with a temperature that may depend on K
 Everything here is synchronous, stateless numpy; the service
 (`zsnli.serving.service`) and calibration (`zsnli.selection.calibration`) call it.
 
-May import: numpy and the standard library only.
+May import: numpy, the standard library and `zsnli.harness.cli` (`one_line`; standard library only).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+
+from .harness.cli import one_line
 
 #: Scoring rules understood by `scores_from_logits`.
 #: ``entailment``: the entailment logit.
@@ -132,7 +134,7 @@ def _read_document(path: str | Path) -> Any:
         with open(p, encoding="utf-8") as handle:
             return json.load(handle)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ScoringConfigError(f"calibration file unreadable: {p}: {' '.join(str(exc).split())}") from exc
+        raise ScoringConfigError(f"calibration file unreadable: {p}: {one_line(exc)}") from exc
 
 
 def read_chosen(path: str | Path) -> dict[str, Any] | None:

@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from zsnli.harness.cli import UsageParser, non_negative_float, non_negative_int, positive_float, positive_int
+from zsnli.harness.cli import (UsageParser, non_negative_float, non_negative_int, one_line, positive_float, positive_int,
+                               usage_error)
 
 
 def _parser() -> UsageParser:
@@ -40,3 +41,16 @@ def test_good_values_parse():
     assert (args.n, args.w, args.t, args.m) == (1, 0, 0.5, 0.0)
     with pytest.raises(argparse.ArgumentTypeError):
         positive_int("1.5")
+
+
+@pytest.mark.parametrize("message, line", [
+    ("--x 'a  b': no such file", "--x 'a  b': no such file"),  # blanks inside a value are kept
+    ("first line\n    second line", "first line second line"),
+    ("a \r\n b\rc\u2028d\x0be", "a b c d e"),
+    ("  padded\n", "padded"),
+])
+def test_usage_error_joins_lines_and_keeps_the_blanks_inside_one(capsys, message, line):
+    """usage_error collapsed every run of blanks, so a value given with two spaces was shown with one."""
+    assert usage_error("tool", message) == 2
+    assert capsys.readouterr().err == f"tool: error: {line}\n"
+    assert one_line(message) == line

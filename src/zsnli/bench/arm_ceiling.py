@@ -32,6 +32,7 @@ from typing import Any, Mapping, Sequence
 from ..harness.examples import Example
 from .ceiling import (cascade_token_counts, combined_ceiling, compute_ceiling, embedding_token_counts,
                       first_use_token_counts, model_dir_window, pair_token_counts, param_counts)
+from ..harness.cli import one_line
 
 #: the kinds of ceiling: NLI pairs, the served scoring's least work, none (no NLI pair), unknown (not resolved)
 KINDS = ("nli", "default", "none", "unknown")
@@ -170,7 +171,7 @@ def work_ceiling(work: ArmWork, docs: Sequence[Example], rate: float, strict: bo
     except Exception as exc:  # a derived figure: after minutes of measured arms, the report must still come
         if strict:
             raise
-        entry.update(kind="unknown", ceiling=None, error=f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+        entry.update(kind="unknown", ceiling=None, error=f"{type(exc).__name__}: {one_line(exc)}")
     return entry
 
 

@@ -61,7 +61,7 @@ from typing import Any, Callable
 
 import httpx
 
-from ..harness.cli import UsageParser, plain_text, positive_int
+from ..harness.cli import UsageParser, one_line, plain_text, positive_int
 from ..harness.server import ServerError, ServerProcess, start_server, stops_servers
 from . import doc_prose, doc_tables
 
@@ -466,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.write and new != text:
                 path.write_text(new, encoding="utf-8")
     except (ServerError, RuntimeError, OSError, KeyError, ValueError) as exc:
-        print(f"doc_figures: {' '.join(str(exc).split())[:500]}", file=sys.stderr)
+        print(f"doc_figures: {one_line(exc)[:500]}", file=sys.stderr)
         return 1
     finally:
         fig.close()

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..harness.cli import UsageParser, one_line_errors, plain_text, usage_error
+from ..harness.cli import UsageParser, one_line, one_line_errors, plain_text, usage_error
 
 PROG = "python -m zsnli.bench.random_models"
 
@@ -101,7 +101,7 @@ def tokenizer_from_dir(path: str | Path, window: int = 512) -> Any:
     try:
         tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - transformers raises many kinds; one line names it
-        raise TokenizerError(f"--tokenizer-from {path}: its tokenizer does not load ({' '.join(str(exc).split())[:200]})") \
+        raise TokenizerError(f"--tokenizer-from {path}: its tokenizer does not load ({one_line(exc)[:200]})") \
             from None
     if not getattr(tok, "is_fast", False):
         raise TokenizerError(f"--tokenizer-from {path}: {type(tok).__name__} is not a fast tokenizer")

@@ -16,7 +16,7 @@ at once, with a deadline of its own: every route this client calls is a pure fun
 changes on the server), so sending it twice is safe, as Go's ``net/http`` and urllib3 resend idempotent
 requests on a reused connection that closed first.
 
-May import: `zsnli.client.protocol`, httpx (and httpcore and anyio, which httpx runs on), the standard library.
+May import: `zsnli.client.protocol`, `zsnli.harness.cli` (`one_line`; standard library only), httpx (and httpcore and anyio, which httpx runs on), the standard library.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import httpcore  # httpx's own engine (a dependency of httpx): the deadline-boun
 import httpx
 
 from .protocol import ConnectionFailed, DeadlineExceeded, InvalidArgument, Reply
+from ..harness.cli import one_line
 
 #: The connection closed under the call with no answer (module docstring); a timeout is never one.
 DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
@@ -66,7 +67,7 @@ def connection_failure(exc: BaseException, url: str, timeout: float) -> Connecti
     if isinstance(exc, (httpx.TimeoutException, TimeoutError)):
         return DeadlineExceeded(f"server {url} did not answer within {timeout:g} s")
     return ConnectionFailed(f"server {url} cannot be reached "
-                            f"({type(exc).__name__}: {' '.join(str(exc).split()) or 'no detail'})")
+                            f"({type(exc).__name__}: {one_line(exc) or 'no detail'})")
 
 
 class _CallDeadline(threading.local):

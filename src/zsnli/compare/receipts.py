@@ -38,7 +38,7 @@ service defaults to `default_key`; the command lines sign only when ``--receipt-
 ``ZSNLI_RECEIPT_KEY`` names one), created with mode 0600 on first use. ``cryptography`` is imported
 lazily, so the server starts without it (bake-offs then answer 503).
 ``python validate.py verify-receipt FILE [--public-key PEM] [--allow-unsigned]`` runs `main`.
-Imports only `zsnli.manifest` (and ``cryptography`` inside functions).
+Imports only `zsnli.manifest`, `zsnli.harness.cli` (`one_line`) (and ``cryptography`` inside functions).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from zsnli.manifest import canonical_json, runs_path
+from zsnli.harness.cli import one_line
 
 RECEIPT_VERSION = 3
 KEY_ENV = "ZSNLI_RECEIPT_KEY"
@@ -446,7 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"verify-receipt: {args.file} is nested too deeply to be a bake-off report", file=sys.stderr)
         return EXIT_UNREADABLE
     except (ValueError, ReceiptError) as exc:
-        print(f"verify-receipt: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"verify-receipt: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
         return EXIT_UNREADABLE
     no_key = [line for line in problems if line.startswith(_KEY_NEEDED)]
     if problems and len(no_key) == len(problems):

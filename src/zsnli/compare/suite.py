@@ -31,7 +31,7 @@ value fails before anything runs: every arm is built (its ``__init__``, which lo
 nothing: models load in ``setup``), after its parameters' names and values were checked
 against the class's declared schema (`zsnli.compare.arms.base.check_params`).
 
-Imports: tomllib (tomli before Python 3.11), `zsnli.compare.arms`, `.protocol`, `.slices`.
+Imports: tomllib (tomli before Python 3.11), `zsnli.compare.arms`, `.protocol`, `.slices`, `zsnli.harness.cli` (`one_line`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ else:  # pragma: no cover
 from zsnli.compare.arms import ARMS, ArmError, build_arm
 from zsnli.compare.protocol import DEFAULT_FOLDS, DEFAULT_MIN_CLASS_FOR_SPLIT, DEFAULT_TRAIN_FRACTION
 from zsnli.compare.slices import DEFAULT_MIN_SUPPORT
+from zsnli.harness.cli import one_line
 
 DEFAULT_TARGET_ACCURACY = 0.9
 
@@ -117,7 +118,7 @@ def _arm_entry(raw: Any, number: int, path: str, root: Path) -> ArmEntry:
     try:  # the declared schema (names, annotated types), then the class's own value checks: nothing is loaded yet
         build_arm(type_name, name, params)
     except (ArmError, ValueError, TypeError) as exc:
-        raise SuiteError(f"{where} ({name}): {' '.join(str(exc).split())}") from exc
+        raise SuiteError(f"{where} ({name}): {one_line(exc)}") from exc
     return ArmEntry(name, type_name, params)
 
 

@@ -5,7 +5,7 @@ arms run (`bakeoff_runner`) -> per-arm analysis and leaderboard
 (`bakeoff_analysis`) -> JSON report dict, sealed by `receipts` (rendered by `render`, checked
 by `regression_gate`).
 
-Imports: the harness modules named above, `zsnli.manifest`, `zsnli.compare.report` (plain JSON),
+Imports: the harness modules named above, `zsnli.harness.cli` (`one_line`), `zsnli.manifest`, `zsnli.compare.report` (plain JSON),
 `zsnli.compare.receipts`, `zsnli.compare.budget` (the plan's estimate against ``--time-budget-s``) and
 `zsnli.compare.render` (the verdict's words: ``verdict`` and ``arms_run`` say a partial run where the winner is
 named).
@@ -33,6 +33,7 @@ from zsnli.compare.render import winner_line
 from zsnli.compare.report import json_ready
 from zsnli.compare.slices import declared_groups, discovered_groups, read_metadata
 from zsnli.compare.suite import Suite
+from zsnli.harness.cli import one_line
 
 TIMING = ("one document per call; docs/s = documents / summed call seconds, or / wall seconds for an arm with "
           "several documents in flight (its concurrency)")
@@ -99,7 +100,7 @@ def check_arm_labels(entries, examples) -> None:
         try:
             build_arm(entry.type, entry.name, entry.params).check_labels(labels)
         except ArmError as exc:
-            raise ValueError(f"arm {entry.name} ({entry.type}): {' '.join(str(exc).split())}") from None
+            raise ValueError(f"arm {entry.name} ({entry.type}): {one_line(exc)}") from None
 
 
 def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, Any]:

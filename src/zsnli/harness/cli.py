@@ -74,7 +74,7 @@ def one_line_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., i
                 return 2
             except OSError as exc:
                 where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-                print(f"{prog}: error: {where}{exc.strerror or ' '.join(str(exc).split())}", file=sys.stderr,
+                print(f"{prog}: error: {where}{exc.strerror or one_line(exc)}", file=sys.stderr,
                       flush=True)
                 return 1 if exc.errno in (errno.ENOSPC, errno.EDQUOT) else 2
             finally:
@@ -95,10 +95,20 @@ def plain_text(text: str) -> str:
     return " ".join(text.replace("``", "").replace("`", "").split())
 
 
+_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029])\s*")
+"""A line break (any that ``str.splitlines`` knows) with the blanks around it."""
+
+
+def one_line(text: object) -> str:
+    """``str(text)`` as one line of an error: each line break, with the blanks around it, becomes one space, and
+    the ends are stripped; blanks inside a line are kept (a value ``'a  b'`` stays as given, not ``'a b'``)."""
+    return _LINE_BREAK.sub(" ", str(text)).strip()
+
+
 def usage_error(prog: str, message: str) -> int:
-    """Write ``PROG: error: MESSAGE`` (one line: newlines in ``message`` become spaces) to stderr;
-    returns `USAGE_EXIT` (2) for the caller to return or exit with."""
-    sys.stderr.write(f"{prog}: error: {' '.join(str(message).split())}\n")
+    """Write ``PROG: error: MESSAGE`` (one line, `one_line`) to stderr; returns `USAGE_EXIT` (2) for the caller to
+    return or exit with."""
+    sys.stderr.write(f"{prog}: error: {one_line(message)}\n")
     sys.stderr.flush()
     return USAGE_EXIT
 

@@ -12,7 +12,8 @@ weights, tokenizer files), and only safetensors weights are served (no pickle).
 `resolve_hub_model` is the one entry point; `HubModelError` carries a
 one-line reason that says what to do (the server prints it and exits 3).
 
-May import: the standard library and ``huggingface_hub`` (inside functions).
+May import: the standard library, `zsnli.harness.cli` (`one_line`; standard library only) and
+``huggingface_hub`` (inside functions).
 Imported by `zsnli.serving.startup`.
 """
 
@@ -23,6 +24,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+
+from ..harness.cli import one_line
 
 logger = logging.getLogger("zsnli")
 
@@ -72,7 +75,7 @@ def _snapshot(model_id: str, revision: str | None, cache_dir: Path, download: bo
                                       allow_patterns=list(SERVED_PATTERNS)))
     except HFValidationError as exc:
         raise HubModelError(f"ZSNLI_MODEL_ID={model_id!r} is not a hub model id (org/name): "
-                            f"{' '.join(str(exc).split())}") from None
+                            f"{one_line(exc)}") from None
     except LocalEntryNotFoundError:
         if not download:
             raise HubModelError(f"{_where(model_id, revision)} is not in the hub cache {cache_dir}: run once with "
@@ -95,7 +98,7 @@ def _snapshot(model_id: str, revision: str | None, cache_dir: Path, download: bo
         raise HubModelError(f"{model_id} was not found on the hub (private repositories need HF_TOKEN)") from None
     except OSError as exc:  # network errors, a cache that cannot be written
         raise HubModelError(f"could not fetch {_where(model_id, revision)}: {type(exc).__name__}: "
-                            f"{' '.join(str(exc).split())}") from None
+                            f"{one_line(exc)}") from None
 
 
 def resolve_hub_model(model_id: str, revision: str | None = None, allow_download: bool = False,
