@@ -150,24 +150,38 @@ def _row(budget: int, name: str, k: dict[str, int]) -> str:
             f"{k['padded']:,} | {ratio:.2f}x |")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, measure each budget, print the table (and ``--out`` JSON); exit 2 with one line on a usage mistake."""
+def build_parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option."""
     p = UsageParser(prog=PROG, description=plain_text(__doc__.split("\n\n")[0]))
-    p.add_argument("--model-dir", default="model")
-    p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES)
+    p.add_argument("--model-dir", default="model",
+                   help="the NLI model served, with its calibration.json as the server finds it (default: %(default)s)")
+    p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES,
+                   help="examples JSONL the documents come from (default: %(default)s)")
     p.add_argument("--docs", type=positive_int, default=300, help="documents, taken evenly from each dataset")
-    p.add_argument("--concurrency", type=positive_int, default=32)
+    p.add_argument("--concurrency", type=positive_int, default=32,
+                   help="documents in flight at once; the untimed first pass sends this many (default: %(default)s)")
     p.add_argument("--token-budget", type=positive_int, action="append", default=None,
                    help="padded tokens per forward (repeatable; default: the accelerator's default)")
-    p.add_argument("--forward", choices=("real", "simulated"), default="real")
+    p.add_argument("--forward", choices=("real", "simulated"), default="real",
+                   help="real: the model's bf16 forwards on the CPU; simulated: stand-ins that compute nothing and "
+                        "sleep --forward-ms plus --ms-per-ktoken per 1,000 padded tokens (default: %(default)s)")
     p.add_argument("--forward-ms", type=positive_float, default=2.0, help="simulated: ms per forward")
     p.add_argument("--ms-per-ktoken", type=non_negative_float, default=0.07, help="simulated: ms per thousand padded tokens")
     p.add_argument("--uncapped", action="store_true",
                    help="rows per forward = token budget // width, no cap (the accelerator's shapes before issue 58)")
-    p.add_argument("--scoring", choices=("served", "embedding", "pipeline"), default="served")
-    p.add_argument("--threads", type=positive_int, default=None)
-    p.add_argument("--out", type=output_file, default=None)
-    args = p.parse_args(argv)
+    p.add_argument("--scoring", choices=("served", "embedding", "pipeline"), default="served",
+                   help="the scoring every document asks for: served (the shipped default), embedding (the fast "
+                        "path) or pipeline (plain NLI) (default: %(default)s)")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="torch threads of the service (default: torch's)")
+    p.add_argument("--out", type=output_file, default=None,
+                   help="also write the counts of each token budget here as JSON")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, measure each budget, print the table (and ``--out`` JSON); exit 2 with one line on a usage mistake."""
+    args = build_parser().parse_args(argv)
     try:
         docs = sampled_documents(args.model_dir, args.examples, args.docs)
     except ValueError as exc:

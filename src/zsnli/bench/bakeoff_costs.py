@@ -172,14 +172,23 @@ def fit(fitted: list[dict[str, Any]], nli: list[dict[str, Any]], enc: list[dict[
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The command line (module docstring): measure, fit, print the ``COSTS`` table and each fit; ``--out``."""
+def build_parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option."""
     ap = UsageParser(prog="python -m zsnli.bench.bakeoff_costs", description=plain_text(__doc__.splitlines()[0]))
-    ap.add_argument("--model-dir", default="model")
+    ap.add_argument("--model-dir", default="model",
+                    help="the served model: nli times its classify, encoder its sentence encoder <model-dir>/embedding; "
+                         "needs config.json unless --parts is fitted alone (default: %(default)s)")
     ap.add_argument("--quick", action="store_true", help="small shapes only (a check of the command, seconds)")
     ap.add_argument("--parts", default="fitted,nli,encoder",
                     help="what to measure, comma-separated: fitted (the scikit-learn arms), nli, encoder")
-    ap.add_argument("--out", type=output_file, default=None)
+    ap.add_argument("--out", type=output_file, default=None,
+                    help="also write the CPU, load, every measurement and the fitted coefficients here as JSON")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (module docstring): measure, fit, print the ``COSTS`` table and each fit; ``--out``."""
+    ap = build_parser()
     args = ap.parse_args(argv)
     parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     if parts - {"fitted", "nli", "encoder"} or not parts:

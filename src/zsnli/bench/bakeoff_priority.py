@@ -92,7 +92,8 @@ def bakeoff_request(rows: list[Example], dataset: str) -> dict:
 
 def _parser() -> UsageParser:
     p = UsageParser(prog="python -m zsnli.bench.bakeoff_priority", description=plain_text(__doc__.split("\n\n")[0]))
-    p.add_argument("--model-dir", default="./model")
+    p.add_argument("--model-dir", default="./model",
+                   help="the model each server serves (ZSNLI_MODEL_DIR; default: %(default)s)")
     p.add_argument("--dataset", default="news_topic", help=f"dataset of {DEV_EXAMPLES} for the bake-off")
     p.add_argument("--clients", type=positive_int, default=2, help="closed-loop /classify clients (default 2)")
     p.add_argument("--seconds", type=positive_seconds, default=20.0, help="length of the /classify-alone phase")
@@ -100,7 +101,8 @@ def _parser() -> UsageParser:
                    help="seconds of unmeasured /classify load first (default 30; 0: none)")
     p.add_argument("--priority", type=non_negative_int, nargs="+", default=[1, 0],
                    help="bake-off batcher priorities to try (default 1 0)")
-    p.add_argument("--json", type=output_file, default=None)
+    p.add_argument("--json", type=output_file, default=None,
+                   help="also write the report (each priority's latencies and p95 ratio) here as JSON")
     return p
 
 

@@ -88,7 +88,8 @@ def run_arm(arm: Arm, model: NliModel, docs: list[list], budget: int, seed: int,
 def build_parser() -> UsageParser:
     """The command line (module docstring)."""
     ap = UsageParser(prog="python -m zsnli.bench.batch_invariance", description=plain_text(__doc__.split("\n")[0]))
-    ap.add_argument("--model-dir", default="model")
+    ap.add_argument("--model-dir", default="model",
+                    help="the NLI model, loaded in fp32 and in bf16 (default: %(default)s)")
     ap.add_argument("--examples", required=True, help="examples JSONL (zsnli.harness.examples)")
     ap.add_argument("--docs", type=positive_int, default=40, help="documents to score (the first N)")
     ap.add_argument("--max-labels", type=non_negative_int, default=0,
@@ -98,7 +99,8 @@ def build_parser() -> UsageParser:
                     help="padded tokens per forward (0: the CPU default)")
     ap.add_argument("--fixed-budget", type=non_negative_int, default=0,
                     help="padded tokens per fixed-shape forward (0: the token budget); rows = this // width")
-    ap.add_argument("--repeats", type=positive_int, default=1)
+    ap.add_argument("--repeats", type=positive_int, default=1,
+                    help="rounds of every arm in turn (ABCABC), their seconds summed (default: %(default)s)")
     ap.add_argument("--fp32-fixed", action="store_true", help="also measure fp32 in fixed shapes")
     return ap
 

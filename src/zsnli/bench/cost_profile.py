@@ -154,18 +154,26 @@ def render(result: dict[str, dict[str, Any]], cpu: str) -> list[str]:
     return lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, profile, print; exit 2 with one line on a usage mistake."""
+def build_parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option."""
     p = UsageParser(prog=PROG, description=plain_text(__doc__.split("\n\n")[0]))
-    p.add_argument("--model-dir", default="model")
+    p.add_argument("--model-dir", default="model",
+                   help="the NLI model served, with its calibration.json as the server finds it (default: %(default)s)")
     p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES,
                    help="examples-format JSONL (default: the shared public examples; reporting only)")
     p.add_argument("--docs", type=positive_int, default=100, help="documents, taken evenly from each dataset")
-    p.add_argument("--concurrency", type=positive_int, default=32)
+    p.add_argument("--concurrency", type=positive_int, default=32,
+                   help="documents in flight at once; the untimed first pass of each scoring sends this many "
+                        "(default: %(default)s)")
     p.add_argument("--scoring", action="append", choices=("pipeline", "served", "embedding"), default=None,
                    help="scorings to profile (repeatable; default pipeline, served, embedding)")
     p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, profile, print; exit 2 with one line on a usage mistake."""
+    args = build_parser().parse_args(argv)
     try:
         docs = sampled_documents(args.model_dir, args.examples, args.docs)
     except ValueError as exc:

@@ -409,8 +409,8 @@ def _prose_held(root: Path, record: bool) -> bool:
     return True
 
 
-@stops_servers("python -m zsnli.bench.doc_figures")
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option."""
     ap = UsageParser(prog="python -m zsnli.bench.doc_figures", description=plain_text(__doc__.split("\n\n")[0]))
     ap.add_argument("--write", action="store_true", help="rewrite the pages (default: only say which blocks differ)")
     ap.add_argument("--only", default=None, help="comma-separated block names (default: every block)")
@@ -424,6 +424,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=".", help="the repository root (default: %(default)s)")
     ap.add_argument("--record-prose", action="store_true", help="record the figures outside every block in "
                     f"{doc_prose.LEDGER} (for figures that depend on nothing measured) and stop")
+    return ap
+
+
+@stops_servers("python -m zsnli.bench.doc_figures")
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     root = Path(args.root).resolve()
     if not _prose_held(root, args.record_prose):

@@ -136,7 +136,8 @@ async def phases(base: str, docs: list[Example], array: list[dict], alone_s: flo
 
 def _parser() -> UsageParser:
     p = UsageParser(prog="python -m zsnli.bench.fair_share", description=plain_text(__doc__.split("\n\n")[0]))
-    p.add_argument("--model-dir", default="./model")
+    p.add_argument("--model-dir", default="./model",
+                   help="the model the server serves (ZSNLI_MODEL_DIR; default: %(default)s)")
     p.add_argument("--repo", type=Path, default=ROOT, help="checkout whose serve.sh and src/ are measured")
     p.add_argument("--items", type=positive_int, default=64, help="documents in the large array (default 64)")
     p.add_argument("--labels", type=positive_int, default=256, help="labels of each array document (default 256)")
@@ -150,8 +151,10 @@ def _parser() -> UsageParser:
                    help="clients looping on the array during --loop-s (default 1)")
     p.add_argument("--loop-s", type=number_type(float, 0.0), default=0.0,
                    help="seconds the array clients loop (default 0: the array is posted once)")
-    p.add_argument("--seed", type=non_negative_int, default=0)
-    p.add_argument("--json", type=output_file, default=None)
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="seed of the array's random-word texts and labels (default: %(default)s)")
+    p.add_argument("--json", type=output_file, default=None,
+                   help="also write the report (both phases and the array) here as JSON")
     return p
 
 

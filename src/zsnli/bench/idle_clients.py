@@ -112,8 +112,8 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line (module docstring); refuses a non-loopback ``--url`` and a missing ``--model-dir``."""
+def build_parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option; `parse_args` checks the rest."""
     ap = UsageParser(prog="python -m zsnli.bench.idle_clients", description=plain_text(__doc__.split("\n\n")[0]))
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="a running server on this machine")
@@ -124,6 +124,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="ZSNLI_MAX_CONNECTIONS of the spawned server (default 512)")
     ap.add_argument("--timeout", type=positive_seconds, default=30.0, help="seconds per request (default 30)")
     ap.add_argument("--json", type=output_file, help="write the rows here")
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (module docstring); refuses a non-loopback ``--url`` and a missing ``--model-dir``."""
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.model_dir and not Path(args.model_dir).is_dir():
         ap.error(f"--model-dir: no such directory {args.model_dir}")

@@ -97,21 +97,33 @@ def run_stream_mode(pipe, docs: Sequence[Example], batch_size: int, progress: bo
     return time.perf_counter() - t_start, latencies, probs
 
 
+def build_parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option."""
+    ap = UsageParser(prog="python -m zsnli.bench.pipeline_arm", description=plain_text(__doc__.splitlines()[0]))
+    ap.add_argument("--model-dir", required=True, help="the NLI model directory the pipeline loads (model and tokenizer)")
+    ap.add_argument("--examples", required=True, help="examples JSONL (DESIGN.md format) whose documents are scored")
+    ap.add_argument("--docs", type=positive_int, default=None, help="first N documents (default: all)")
+    ap.add_argument("--batch-size", type=positive_int, default=1,
+                    help="the pipeline's batch_size, in pairs (default: %(default)s, the pipeline's own: arm (a))")
+    ap.add_argument("--mode", choices=("doc", "stream"), default="doc",
+                    help="doc: one pipeline call per document; stream: documents grouped by label set, each group "
+                         "streamed so pairs batch across documents (default: %(default)s)")
+    ap.add_argument("--warmup", type=non_negative_int, default=2,
+                    help="untimed run over the first N documents before the timed one (default: %(default)s)")
+    ap.add_argument("--threads", type=positive_int, default=None,
+                    help="torch.set_num_threads (default: leave torch's)")
+    ap.add_argument("--device", default="cpu", help="the pipeline's device: cpu, cuda, cuda:N (default: %(default)s)")
+    ap.add_argument("--dtype", default="float32",
+                    help="torch dtype the model is loaded in, e.g. float32, bfloat16 (default: %(default)s)")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr during the timed run")
+    ap.add_argument("--out", type=output_file, required=True,
+                    help="where the result JSON goes (timings, probabilities, memory)")
+    return ap
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry (see module docstring); writes the result JSON to ``--out``."""
-    ap = UsageParser(prog="python -m zsnli.bench.pipeline_arm", description=plain_text(__doc__.splitlines()[0]))
-    ap.add_argument("--model-dir", required=True)
-    ap.add_argument("--examples", required=True)
-    ap.add_argument("--docs", type=positive_int, default=None)
-    ap.add_argument("--batch-size", type=positive_int, default=1)
-    ap.add_argument("--mode", choices=("doc", "stream"), default="doc")
-    ap.add_argument("--warmup", type=non_negative_int, default=2)
-    ap.add_argument("--threads", type=positive_int, default=None)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--out", type=output_file, required=True)
-    args = ap.parse_args(argv)
+    args = build_parser().parse_args(argv)
 
     import torch
 

@@ -237,10 +237,8 @@ def check_out(out: str | Path, force: bool = False) -> None:
                          "them")
 
 
-@one_line_errors(PROG)
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: build a random model (see module docstring); prints the info JSON. An ``--out`` refused by `check_out`,
-    a missing or unusable ``--examples`` or ``--tokenizer-from`` is one line, exit 2."""
+def build_parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option; `main` checks the paths."""
     ap = UsageParser(prog=PROG, description=plain_text(__doc__.split("\n\n")[0]))
     ap.add_argument("--arch", choices=sorted(ARCHS), default="deberta-v3-base",
                     help="the architecture: deberta-v3-base (the default: microsoft/deberta-v3-base's published "
@@ -258,7 +256,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--examples", default=None, metavar="FILE",
                     help="an examples JSONL ({\"id\", \"dataset\", \"text\", \"labels\", \"label\"} rows) whose "
                          "texts and labels train the fallback tokenizer")
-    args = ap.parse_args(argv)
+    return ap
+
+
+@one_line_errors(PROG)
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: build a random model (see module docstring); prints the info JSON. An ``--out`` refused by `check_out`,
+    a missing or unusable ``--examples`` or ``--tokenizer-from`` is one line, exit 2."""
+    args = build_parser().parse_args(argv)
     try:
         check_out(args.out, args.force)
         corpus = _corpus(args.examples)

@@ -188,25 +188,41 @@ def render(rep: dict[str, Any], cpu_text: str) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    """The flags (module docstring), checked: one line and exit 2 for a missing model or examples file, a bad
-    count, or ``--fast-path`` without the calibration's ``embedding_scoring``. Sets ``args.docs`` (the examples
-    with text) and ``args.pair``."""
+def build_parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option; `parse_args` checks the rest."""
     ap = UsageParser(prog="python -m zsnli.bench.speed_rounds", description=plain_text(__doc__.splitlines()[0]))
-    ap.add_argument("--model-dir", default="model")
+    ap.add_argument("--model-dir", default="model",
+                    help="the model of the pipeline and of the servers, with the calibration the server finds beside "
+                         "it (default: %(default)s)")
     ap.add_argument("--examples", default=None, help="default: ../shared/data/zsc/public.jsonl if present, "
                     "else dev/zeroshot_dev.jsonl")
-    ap.add_argument("--rounds", type=positive_int, default=8)
-    ap.add_argument("--docs-per-round", type=positive_int, default=16)
-    ap.add_argument("--concurrency", type=positive_int, default=32)
+    ap.add_argument("--rounds", type=positive_int, default=8,
+                    help="timed rounds, each running both arms on the same documents (default: %(default)s)")
+    ap.add_argument("--docs-per-round", type=positive_int, default=16,
+                    help="documents of each round, and of the untimed round each arm runs first (default: %(default)s)")
+    ap.add_argument("--concurrency", type=positive_int, default=32,
+                    help="requests in flight at once to each server (the pipeline takes one document per call; "
+                         "default: %(default)s)")
     ap.add_argument("--new-docs-each-round", action="store_true",
                     help="a new slice of the examples each round (default: the same documents every round)")
     ap.add_argument("--fast-path", action="store_true",
                     help="the shipped default against the fast path (ZSNLI_SCORING=embedding) instead of the pipeline "
                          "against the shipped default; needs calibration.json's embedding_scoring")
-    ap.add_argument("--threads", type=positive_int, default=None)
-    ap.add_argument("--repo-root", default=str(Path(__file__).resolve().parents[3]))
-    ap.add_argument("--out", type=output_file, default=None)
+    ap.add_argument("--threads", type=positive_int, default=None,
+                    help="torch threads of the pipeline and of each server (OMP/MKL and ZSNLI_TORCH_THREADS); "
+                         "default: as the machine gives them")
+    ap.add_argument("--repo-root", default=str(Path(__file__).resolve().parents[3]),
+                    help="the checkout whose serve.sh starts the servers (default: this one, %(default)s)")
+    ap.add_argument("--out", type=output_file, default=None,
+                    help="also write the report (every round, the median ratio and its spread) here as JSON")
+    return ap
+
+
+def parse_args(argv: Sequence[str] | None) -> Any:
+    """The flags (module docstring), checked: one line and exit 2 for a missing model or examples file, a bad
+    count, or ``--fast-path`` without the calibration's ``embedding_scoring``. Sets ``args.docs`` (the examples
+    with text) and ``args.pair``."""
+    ap = build_parser()
     args = ap.parse_args(argv)
     args.examples = args.examples or str(first_existing(SHARED_PUBLIC_EXAMPLES, DEV_EXAMPLES))
     if not (Path(args.model_dir) / "config.json").is_file():

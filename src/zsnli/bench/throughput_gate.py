@@ -177,11 +177,15 @@ def _env_int(name: str, default: int) -> int:
     return int(raw) if raw else default
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """CLI arguments; ``--tiny`` changes the defaults to a tiny model and few documents."""
+def build_parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option; `parse_args` checks the rest and fills
+    the defaults of ``--docs``, ``--warmup`` and ``--concurrency``. ``--examples`` and ``--tiny`` default to
+    ``ZSNLI_BENCH_EXAMPLES`` and ``ZSNLI_BENCH_TINY`` as set when it is called."""
     tiny_env = os.environ.get("ZSNLI_BENCH_TINY", "").strip().lower() in ("1", "true", "yes", "on")
     ap = UsageParser(prog="python -m zsnli.bench.throughput_gate", description=plain_text(__doc__.splitlines()[0]))
-    ap.add_argument("--model-dir", default="model")
+    ap.add_argument("--model-dir", default="model",
+                    help="the model served as serve.sh serves it, its calibration.json included; needs config.json "
+                         "unless --tiny or --random-deberta (default: %(default)s)")
     ap.add_argument("--examples", default=os.environ.get("ZSNLI_BENCH_EXAMPLES") or None,
                     help=f"examples JSONL (DESIGN.md format) or hub:btzsc whose documents are cycled (default: "
                          f"{SHARED_PUBLIC_EXAMPLES} where the team's shared data is mounted, else synthetic documents "
@@ -200,13 +204,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                                  "a bf16 GPU, float32 on a CPU)")
     ap.add_argument("--allow-cpu", action="store_true", help="run the full-size gate without a GPU")
     ap.add_argument("--work-dir", default=None, help="where a random model is built (default: a temp dir)")
-    ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto")
-    ap.add_argument("--repo-root", default=".")
-    ap.add_argument("--threads", type=positive_int, default=None)
-    ap.add_argument("--matmul-n", type=positive_int, default=None)
-    ap.add_argument("--matmul-seconds", type=positive_float, default=2.0)
+    ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto",
+                    help="how each server is started: serve.sh of --repo-root, or uvicorn on the app factory; "
+                         "auto: serve.sh where it exists, else uvicorn (default: %(default)s)")
+    ap.add_argument("--repo-root", default=".", help="where serve.sh lives (default: %(default)s)")
+    ap.add_argument("--threads", type=positive_int, default=None,
+                    help="torch threads of this process (the matmul rate) and of each server (OMP/MKL and "
+                         "ZSNLI_TORCH_THREADS); default: leave the environment's")
+    ap.add_argument("--matmul-n", type=positive_int, default=None,
+                    help="matmul side for the rate of the compute ceiling (default: 1024 on a CPU, 8192 on CUDA)")
+    ap.add_argument("--matmul-seconds", type=positive_float, default=2.0,
+                    help="seconds at least that the matmul measuring the compute ceiling's rate repeats, in the "
+                         "serving dtype (default: %(default)s)")
     ap.add_argument("--out", type=output_file, default=None, help="write the JSON result here")
-    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar of the requests on stderr")
+    return ap
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """CLI arguments; ``--tiny`` changes the defaults to a tiny model and few documents."""
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.tiny and args.random_deberta:
         ap.error("--tiny and --random-deberta: choose one random model")

@@ -1,0 +1,75 @@
+"""Every ``python -m zsnli.bench.*`` command has a help line for each of its options, and its ``--help`` works.
+
+A command is a module of `zsnli.bench` with a ``main`` (or one that adds arguments to a parser); its parser
+comes from one of `PARSER_FUNCTIONS`, built without parsing anything, so nothing runs (no model, no server).
+``python -m zsnli.bench`` itself is `zsnli.bench.side_by_side_cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import pkgutil
+import re
+
+import zsnli.bench
+from zsnli.bench.side_by_side_cli import OTHER_COMMANDS
+
+PARSER_FUNCTIONS = ("build_parser", "_parser")
+"""The names under which a bench module returns its command line's parser."""
+
+
+def _commands() -> dict[str, object]:
+    """``{name: module}`` of every `zsnli.bench` module with a ``main`` or an ``add_argument`` call."""
+    found = {}
+    for info in pkgutil.iter_modules(zsnli.bench.__path__):
+        if info.name == "__main__":  # runs side_by_side_cli.main on import
+            continue
+        module = importlib.import_module(f"zsnli.bench.{info.name}")
+        if callable(getattr(module, "main", None)) or "add_argument(" in inspect.getsource(module):
+            found[info.name] = module
+    return found
+
+
+def _help_problem(module, parser: argparse.ArgumentParser, capsys) -> str | None:
+    """Why ``main(["--help"])`` of ``module`` is not a clean help (exit 0, usage of ``parser`` on stdout, every
+    option named, nothing on stderr), or None."""
+    try:
+        module.main(["--help"])
+        code = "main returned"
+    except SystemExit as exc:
+        code = exc.code
+    except Exception as exc:  # noqa: BLE001 - a traceback of any kind is the failure reported
+        capsys.readouterr()
+        return f"raised {type(exc).__name__}: {exc}"
+    out, err = capsys.readouterr()
+    options = [a.option_strings[0] for a in parser._actions if a.option_strings]
+    unnamed = [o for o in options if o not in out]
+    if code not in (0, None) or err or "Traceback" in out or not out.startswith(f"usage: {parser.prog}") or unnamed:
+        return f"exit {code}, stderr {err[-300:]!r}, options not shown {unnamed}, stdout starts {out[:80]!r}"
+    return None
+
+
+def test_every_bench_option_has_a_help_line_and_every_help_exits_0(capsys):
+    """About 60 options of the bench commands showed no help line; every one now says what it does."""
+    commands = _commands()
+    listed = set(re.findall(r"python -m zsnli\.bench\.(\w+)", OTHER_COMMANDS))
+    assert listed and listed <= set(commands), f"listed in python -m zsnli.bench --help, not found: {listed - set(commands)}"
+    no_parser, undocumented, bad_help = [], {}, {}
+    for name, module in sorted(commands.items()):
+        build = next((getattr(module, f) for f in PARSER_FUNCTIONS if callable(getattr(module, f, None))), None)
+        if build is None:
+            no_parser.append(name)
+            continue
+        parser = build()
+        missing = [a.option_strings[0] if a.option_strings else a.dest for a in parser._actions
+                   if not isinstance(a, argparse._HelpAction) and not str(a.help or "").strip()]
+        if missing:
+            undocumented[name] = missing
+        problem = _help_problem(module, parser, capsys)
+        if problem:
+            bad_help[name] = problem
+    assert (no_parser, undocumented, bad_help) == ([], {}, {}), (
+        f"commands without any of {PARSER_FUNCTIONS}: {no_parser}; options without a help line: {undocumented}; "
+        f"--help not clean: {bad_help}")
