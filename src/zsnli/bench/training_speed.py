@@ -194,7 +194,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     bad = [f"--precisions {p}" for p in args.precisions if p not in ("fp32", "bf16")]
-    bad += ["--warmup"] if args.warmup < 0 else []
     missing = [str(p) for p in [*args.nli_file, args.model_dir, *([args.zsc_dir] if args.zsc_dir else [])] if not p.exists()]
     if bad or missing:
         parser.error("; ".join([*(f"{b}: out of range or unknown" for b in bad), *(f"{m}: not found" for m in missing)]))
