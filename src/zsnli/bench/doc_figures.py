@@ -430,8 +430,8 @@ def build_parser() -> UsageParser:
 @stops_servers("python -m zsnli.bench.doc_figures")
 def main(argv: list[str] | None = None) -> int:
     """Check (default) or rewrite (``--write``) the generated blocks, as the module docstring says; returns 0 when
-    every block matches or was written, 1 when a block differs in a check or a figure (or the bake-off) fails, 2 (one line) on a usage
-    mistake."""
+    every block matches or was written, 1 when a block differs in a check or a figure (or the bake-off) fails, 2
+    (one line) on a usage mistake."""
     ap = build_parser()
     args = ap.parse_args(argv)
     root = Path(args.root).resolve()
