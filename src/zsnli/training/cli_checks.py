@@ -73,9 +73,7 @@ def _data_hint(preset: Preset, command: str) -> str:
         return "--data-dir DIR with train.jsonl and validation.jsonl (JSONL rows {premise, hypothesis, label})"
     hint = (f"--data-dir DIR with the {preset.name} files (JSONL or JSONL.gz rows {{premise, hypothesis, label}}, "
             f"paths as in data_sources.json; see docs/data.md)")
-    if command == "calibrate":
-        return hint + f" (calibrate rebuilds the hold-out of {preset.name}, the preset the model was trained with)"
-    if preset.name == "deberta-v3-base":
+    if command == "calibrate" or preset.name == "deberta-v3-base":
         return hint
     if command == "train":
         return hint + (", or --preset deberta-v3-base, which reads SNLI, MultiNLI and ANLI from the Hugging Face "
@@ -446,7 +444,8 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         _check_dev_examples(args)
         _check_manifest_dir(args)
         _check_data(preset, args.data_dir, ("train", "validation"),
-                    f"calibration (it rebuilds the {preset.name} hold-out)", "calibrate")
+                    f"calibration (it rebuilds the hold-out of {preset.name}, the preset the model was trained with)",
+                    "calibrate")
     elif args.command == "evaluate":
         if args.update_manifest:
             _check_manifest_dir(args)
