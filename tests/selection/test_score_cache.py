@@ -76,6 +76,11 @@ def test_cli_mistakes_exit_2_with_one_line(tmp_path, capsys):
     assert len(err) == 1 and "zsc-dev directory not found" in err[0]
     assert score_cache.main(["--max-rows-for", "x=0", "--examples", str(tmp_path / "x.jsonl")]) == 2
     assert "--max-rows-for" in capsys.readouterr().err
+    ex = tmp_path / "ex.jsonl"
+    ex.write_text(json.dumps({"id": 1, "dataset": "d", "text": "t", "labels": ["a", "b"], "label": 0}) + "\n")
+    assert score_cache.main(["--max-rows-for", "dd=3", "--examples", str(ex), "--model-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-rows-for dd=3: no set named 'dd' was read (sets: d)" in err[0], err
 
 
 def test_another_runtime_needs_its_digest_in_the_key(tmp_path):

@@ -511,6 +511,45 @@ def test_each_path_flag_of_select_names_a_file_a_folder_or_a_missing_path_as_suc
     assert not (tmp_path / "cal.json").exists() and not (tmp_path / "c").exists()
 
 
+def _dangling(tmp_path):
+    link = tmp_path / "gone.json"
+    link.symlink_to(tmp_path / "nowhere" / "x.json")
+    return link
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (lambda t: ["--out", str(t)], "--out {t}: a directory, not a file"),
+    (lambda t: ["--out", str(t / "nodir" / "cal.json")], f"--out {{t}}/nodir/cal.json: its folder {{t}}/nodir does not exist"),
+    (lambda t: ["--out", str(t / "ex.jsonl" / "cal.json")], "its folder {t}/ex.jsonl is a file, not a directory"),
+    (lambda t: ["--data-sources", str(t)], "--data-sources {t}: a directory, not a file"),
+    (lambda t: ["--data-sources", str(_dangling(t))], "--data-sources {t}/gone.json: a symbolic link to nothing"),
+    (lambda t: ["--max-rows-for", "newz=5"], "--max-rows-for newz=5: no set named 'newz' was read (sets: d, news, reviews)"),
+    (lambda t: ["--max-rows-for", "=5"], "--max-rows-for expects NAME=ROWS with a set's NAME and ROWS >= 1, got '=5'"),
+])
+def test_select_refuses_unwritable_targets_and_unknown_row_overrides_before_any_scoring(tmp_path, tiny_model_dir,
+                                                                                       monkeypatch, capsys, extra,
+                                                                                       needle):
+    """The tester: --out or --data-sources as a folder, in a missing folder or a link to nothing failed only after
+    every set was scored (and --data-sources after calibration.json was written); a misspelled --max-rows-for name
+    was ignored."""
+    data, kinds, ex = _two_kinds(tmp_path)
+    (tmp_path / "kinds.json").write_text(json.dumps(kinds))
+
+    def scored(*args, **kwargs):
+        raise AssertionError("scored before the arguments were checked")
+
+    monkeypatch.setattr(selection_cli, "fill_cache", scored)
+    argv = {"--zsc-dev-dir": str(data), "--dev-examples": str(ex), "--cache": str(tmp_path / "c"),
+            "--model-dir": str(tiny_model_dir), "--out": str(tmp_path / "cal.json"),
+            "--data-sources": str(tmp_path / "ds.json"), "--kinds": str(tmp_path / "kinds.json")}
+    given = extra(tmp_path)
+    argv.update(dict(zip(given[::2], given[1::2])))
+    assert selection_cli.main([part for pair in argv.items() for part in pair]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle.format(t=tmp_path) in err[0], err
+    assert not (tmp_path / "cal.json").exists() and not (tmp_path / "ds.json").exists()
+
+
 def test_a_well_formed_zsc_dev_folder_and_kinds_file_reach_the_scoring(tmp_path, tiny_model_dir, monkeypatch):
     data, kinds, ex = _two_kinds(tmp_path)
     (tmp_path / "kinds.json").write_text(json.dumps(kinds))

@@ -43,7 +43,7 @@ from .grouped import read_kinds
 from ..request_scoring import RequestScoring, embedding_scoring
 from ..harness.cli import one_line_errors, usage_error
 from ..training.usage import UsageError
-from .cli_args import PROG, check_args, check_dev_data, parser
+from .cli_args import PROG, check_args, check_dev_data, check_targets, parser
 from .devsets import DevSetError, read_examples
 from ..manifest import sha256_file
 from .memo import memoised
@@ -402,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_args(args)
         if args.compare_with is not None:
             _compared_run(args.compare_with)
-        args.out, args.data_sources, args.model_sha256 = select_targets(args.model_dir, args.out, args.data_sources)
+        check_targets(args, *select_targets(args.model_dir, args.out, args.data_sources))
         check_dev_data(args)
     except (ValueError, UsageError) as exc:
         return usage_error(PROG, str(exc))

@@ -18,10 +18,12 @@ from pathlib import Path
 from . import grouped
 from ..harness.cli import positive_int
 from ..training.cli_parser import TrainParser
-from ..training.usage import check_file_arg, check_folder_arg, check_model_dir_arg, check_nli_model_dir
+from ..training.usage import (check_file_arg, check_folder_arg, check_model_dir_arg, check_nli_model_dir,
+                             check_output_file_arg)
 from .devsets import list_zsc_dev, read_examples, read_zsc_dev
 from .grouped import read_kinds
-from .score_cache import DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, PremiseWindows, default_cache_dir, parse_max_rows_for
+from .score_cache import (DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, PremiseWindows, check_max_rows_for, default_cache_dir,
+                          parse_max_rows_for)
 
 DESCRIPTION = "Choose the served scoring by leave-one-dataset-out and write calibration.json."
 """The parser's description (the command's docs: `zsnli.selection.cli`)."""
@@ -42,9 +44,13 @@ def parser() -> TrainParser:
     p = TrainParser(prog=PROG, description=DESCRIPTION)
     p.add_argument("--zsc-dev-dir", type=Path, default=ZSC_DEV_DEFAULT,
                    help="zsc-dev folder: <name>.jsonl + <name>.labels.json per set (default %(default)s; docs/training.md)")
-    p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"))
-    p.add_argument("--cache", type=Path, default=default_cache_dir())
-    p.add_argument("--model-dir", type=Path, default=Path("model"))
+    p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"),
+                   help="the team-written dev set (examples format), chosen on beside zsc-dev (default %(default)s)")
+    p.add_argument("--cache", type=Path, default=default_cache_dir(),
+                   help="folder of the score cache (the model's logits per dev set; made when missing, reused "
+                        "while the model, sets and rows are the same; default %(default)s)")
+    p.add_argument("--model-dir", type=Path, default=Path("model"),
+                   help="the NLI cross-encoder whose scoring is chosen, e.g. model/base (default %(default)s)")
     p.add_argument("--embedding-dir", type=Path, default=None,
                    help="sentence encoder of the cosine term (default: <model-dir>/embedding), e.g. one trained by "
                         "`train.py encoder`; its digest goes into the chosen scoring's embedding_sha256")
@@ -87,7 +93,8 @@ def check_args(args) -> None:
     if args.cache.exists():
         check_folder_arg(args.cache, "--cache", "give a folder for the score cache (made when missing)")
     check_nli_model_dir(args.model_dir)
-    args.max_rows_for = {**DEFAULT_MAX_ROWS_FOR, **parse_max_rows_for(args.max_rows_for)}
+    args.max_rows_given = parse_max_rows_for(args.max_rows_for)
+    args.max_rows_for = {**DEFAULT_MAX_ROWS_FOR, **args.max_rows_given}
     if args.embedding_dir is not None:
         check_model_dir_arg(args.embedding_dir, "--embedding-dir", "give a sentence encoder directory, as "
                             "model/embedding or one written by train.py encoder")
@@ -101,13 +108,28 @@ def check_args(args) -> None:
             check_file_arg(path, flag, hint)
 
 
+def check_targets(args, out: Path, data_sources: Path, model_sha256: str) -> None:
+    """Set ``args.out``, ``args.data_sources`` and ``args.model_sha256`` (`zsnli.selection.targets.select_targets`'s
+    answer) after checking that both files can be written (`zsnli.training.usage.check_output_file_arg`), before any
+    scoring: a folder, a missing folder or a link to nothing found after hours of scoring lost them. A default path
+    is named as the default of its flag. Raises `UsageError` (one line)."""
+    for flag, given, path in (("--out", args.out, out), ("--data-sources", args.data_sources, data_sources)):
+        check_output_file_arg(path, flag if given is not None else f"the default {flag}",
+                              "give a file path in an existing folder" if given is not None else
+                              f"give {flag} FILE in an existing folder")
+    args.out, args.data_sources, args.model_sha256 = out, data_sources, model_sha256
+
+
 def check_dev_data(args) -> None:
     """Read the zsc-dev sets (``args.zsc``), the team dev set (``args.dev_sets``) and the kinds file, and check them
     before any scoring: each set whole (`list_zsc_dev`, `read_zsc_dev`), a kind for every set and something to fit
-    on in every fold (`zsnli.selection.grouped.check_kinds`; without ``--kinds``, 2 sets in all). Raises
+    on in every fold (`zsnli.selection.grouped.check_kinds`; without ``--kinds``, 2 sets in all), every
+    ``--max-rows-for`` NAME a set read (`zsnli.selection.score_cache.check_max_rows_for`). Raises
     ``ValueError`` (one line) on the first mistake."""
     args.zsc = {n: read_zsc_dev(args.zsc_dev_dir, n) for n in list_zsc_dev(args.zsc_dev_dir)}
     args.dev_sets = read_examples(args.dev_examples)
+    check_max_rows_for(args.max_rows_given, [*(ds.name for ds in args.zsc.values()),
+                                             *(ds.name for ds in args.dev_sets.values())])
     if args.kinds is not None:
         grouped.check_kinds(read_kinds(args.kinds), list(args.zsc), args.kinds)
     elif len(args.zsc) + len(args.dev_sets) < 2:

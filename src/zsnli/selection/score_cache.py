@@ -428,10 +428,20 @@ def parse_max_rows_for(items: Sequence[str]) -> dict[str, int]:
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep or not value.isdigit() or int(value) < 1:
-            raise ValueError(f"--max-rows-for expects NAME=ROWS with ROWS >= 1, got {item!r}")
+        if not sep or not name.strip() or not value.isdigit() or int(value) < 1:
+            raise ValueError(f"--max-rows-for expects NAME=ROWS with a set's NAME and ROWS >= 1, got {item!r}")
         out[name] = int(value)
     return out
+
+
+def check_max_rows_for(given: dict[str, int], names: Sequence[str]) -> None:
+    """Raise ``ValueError`` (one line) when a ``--max-rows-for`` NAME given (`parse_max_rows_for`) is none of the
+    sets read, ``names``: a misspelled name would leave its set at the default row count unnoticed."""
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        shown = ", ".join(sorted(names)[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+        raise ValueError(f"--max-rows-for {unknown[0]}={given[unknown[0]]}: no set named {unknown[0]!r} was read "
+                         f"(sets: {shown})")
 
 
 PROG = "python -m zsnli.selection.score_cache"
@@ -470,10 +480,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Fill the cache; returns the exit status (2 with one line on a flag or data mistake)."""
     args = _build_parser().parse_args(argv)
     try:
-        overrides = {**DEFAULT_MAX_ROWS_FOR, **parse_max_rows_for(args.max_rows_for)}
+        given = parse_max_rows_for(args.max_rows_for)
+        overrides = {**DEFAULT_MAX_ROWS_FOR, **given}
         jobs = _jobs(args)
         if not jobs:
             raise ValueError("nothing to cache: give --zsc-dev-dir and/or --examples")
+        check_max_rows_for(given, [ds.name for _, ds in jobs])
         if not (args.model_dir / "config.json").is_file():
             raise ValueError(f"--model-dir {args.model_dir}: no config.json (an NLI model directory is expected)")
     except (ValueError, DevSetError) as exc:

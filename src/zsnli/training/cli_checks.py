@@ -23,7 +23,7 @@ from ..manifest import ENCODER_MANIFEST_NAME, MANIFEST_NAME, ManifestError, load
 from .data_parallel import LaunchError, launch_from_env, per_device_batch
 from .presets import Preset, get_preset, sentence_encoder
 from .usage import (SHIPPED_MODEL_DIR, UsageError, check_folder_arg, check_model_dir_arg, check_nli_model_dir,
-                    read_json)
+                    check_output_file_arg, read_json)
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 """The repository root (this file is ``src/zsnli/training/cli_checks.py``)."""
@@ -117,13 +117,8 @@ def _check_manifest(path: Path, flag: str) -> dict[str, Any]:
 
 
 def _check_out(out: str | None) -> None:
-    if out is None:
-        return
-    path = Path(out)
-    if path.is_dir():
-        raise UsageError(f"--out {out} is a directory; give a file path")
-    if not path.parent.is_dir():
-        raise UsageError(f"--out {out}: directory {path.parent} does not exist")
+    if out is not None:
+        check_output_file_arg(out, "--out")
 
 
 def _check_dev_examples(args: argparse.Namespace) -> None:

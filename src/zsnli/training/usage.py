@@ -11,6 +11,7 @@ May import `zsnli.manifest` at module level and `zsnli.runtime.model_config` (st
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,22 @@ def check_file_arg(file: str | Path, flag: str, hint: str) -> None:
     path = Path(file).expanduser()
     if not path.is_file():
         raise UsageError(f"{flag} {file}: {'a directory, not a file' if path.is_dir() else 'no such file'}; {hint}")
+
+
+def check_output_file_arg(file: str | Path, flag: str, hint: str = "give a file path in an existing folder") -> None:
+    """Raise `UsageError` (one line naming ``flag`` and the value as given, ending with ``hint``) unless ``file`` can
+    be written as a file: not a directory, not a symbolic link to nothing (writing through it would create its target
+    elsewhere), its folder an existing directory (not a file). Checked before any work, so a long run never fails at
+    its last write."""
+    path = Path(file).expanduser()
+    if path.is_dir():
+        raise UsageError(f"{flag} {file}: a directory, not a file; {hint}")
+    if path.is_symlink() and not path.exists():
+        raise UsageError(f"{flag} {file}: a symbolic link to nothing ({os.readlink(path)}); {hint}")
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is a file, not a directory" if parent.exists() else "does not exist"
+        raise UsageError(f"{flag} {file}: its folder {parent} {what}; {hint}")
 
 
 def check_model_dir_arg(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
