@@ -121,15 +121,33 @@ class UsageParser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        """Print ``PROG: error: MESSAGE (see PROG --help)`` and exit 2."""
-        sys.exit(usage_error(self.prog, f"{message} (see {self.prog} --help)"))
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` and exit 2 (the flag named once: `undoubled`)."""
+        sys.exit(usage_error(self.prog, f"{undoubled(message)} (see {self.prog} --help)"))
+
+
+def undoubled(message: str) -> str:
+    """argparse's ``argument --flag: <the type's message>`` with the flag named once: a type whose own message starts
+    with the flag (``argument --premise-windows: --premise-windows expects ...``) loses that repeat (``argument
+    --premise-windows: expects ...``); any other message is returned as it is."""
+    found = re.match(r"argument (\S+): (\S+?)(?::? )", message)
+    if found and found.group(2) in found.group(1).split("/"):
+        return f"argument {found.group(1)}: {message[found.end():]}"
+    return message
+
+
+def bound_text(value: float) -> str:
+    """A range's bound as a reader writes it: a whole number as a plain integer (``604800000``, not ``%g``'s
+    ``6.048e+08``, up to 1e15, exact in a float), anything else as ``%g`` (``0.5``, ``1e-06``, ``1e+300``)."""
+    if math.isfinite(value) and value == int(value) and abs(value) <= 1e15:
+        return str(int(value))
+    return f"{value:g}"
 
 
 def _range_text(kind: type, low: float, high: float, low_open: bool, high_open: bool) -> str:
     noun = "an integer" if kind is int else "a number"
     if high == float("inf"):
-        return f"{noun} {'>' if low_open else '>='} {low:g}"
-    return f"{noun} in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        return f"{noun} {'>' if low_open else '>='} {bound_text(low)}"
+    return f"{noun} in {'(' if low_open else '['}{bound_text(low)}, {bound_text(high)}{')' if high_open else ']'}"
 
 
 def number_type(kind: type, low: float, high: float = float("inf"), *, low_open: bool = False,

@@ -20,7 +20,7 @@ import shlex
 import sys
 from typing import NoReturn, Sequence
 
-from ..harness.cli import USAGE_EXIT, UsageParser
+from ..harness.cli import USAGE_EXIT, UsageParser, undoubled
 
 
 def usage_line(prog: str, message: str) -> int:
@@ -39,8 +39,9 @@ class TrainParser(UsageParser):
     it was given to."""
 
     def error(self, message: str) -> NoReturn:
-        """Print ``PROG: error: MESSAGE (see PROG --help)`` (`usage_line`) and exit 2."""
-        sys.exit(usage_line(self.prog, f"{message} (see {self.prog} --help)"))
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` (`usage_line`; the flag named once,
+        `zsnli.harness.cli.undoubled`) and exit 2."""
+        sys.exit(usage_line(self.prog, f"{undoubled(message)} (see {self.prog} --help)"))
 
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:
