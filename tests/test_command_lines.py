@@ -58,7 +58,7 @@ ENTRY_POINTS = [
      ["--model-dir", "m", "--examples", "e", "--out", "o"], "python -m zsnli.bench.pipeline_arm"),
     ("zsnli", _main("zsnli.cli"), [], "zsnli"),
     ("zsnli classify", _main("zsnli.cli"), ["classify", "a text"], "zsnli"),
-    ("zsnli serve", _main("zsnli.cli"), ["serve"], "server.py"),
+    ("zsnli serve", _main("zsnli.cli"), ["serve"], "zsnli serve"),  # the command typed, not the script it runs
     ("server.py", _main("zsnli.serve"), [], "server.py"),
     ("validate.py", _main("zsnli.compare.cli"), [], "validate.py"),
     ("validate.py compare", _main("zsnli.compare.cli"), ["compare"], "validate.py compare"),

@@ -81,10 +81,11 @@ def build_parser() -> UsageParser:
     where.add_argument("--model-dir", help="classify in this process with this model directory (no server)")
     c.add_argument("--input", help="JSONL file (UTF-8; '-': stdin), one /classify request object a line, "
                    "read as it is sent")
-    c.add_argument("--output", help="JSONL answers, one a line in input order (default: stdout)")
+    c.add_argument("--output", help="--input's answers as JSONL, one a line in input order (default: stdout)")
     c.add_argument("--batch-size", type=positive_int, default=32, help="documents per request (default 32)")
     c.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per HTTP call (default 60)")
-    c.add_argument("--json", action="store_true", help="print the answer as one JSON object (single text)")
+    c.add_argument("--json", action="store_true", help="print a single text's answer as one JSON object (not with --input: its answers are JSON "
+                   "lines)")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("serve", help="run the server (as ./serve.sh: configured by HOST, PORT and ZSNLI_*)",
                    add_help=False)
@@ -98,6 +99,11 @@ def _defaults(args) -> dict[str, Any]:
         labels = split_labels(args.labels)
         if not labels:
             raise CommandError(f"--labels has no label: {args.labels!r} (separate labels with commas)")
+        parts = args.labels.split(",")
+        empty = [k for k, part in enumerate(parts, 1) if not part.strip()]
+        if empty:  # "a,,b": the pipeline's reading would drop it; a typo here should not shrink the label set
+            raise CommandError(f"--labels {args.labels!r}: label {empty[0]} of {len(parts)} is empty (two commas in "
+                               "a row, or one at an end); give every label between commas")
         out["candidate_labels"] = labels
     if args.template is not None:
         out["hypothesis_template"] = args.template
@@ -370,22 +376,43 @@ def _show_progress_lines() -> None:
         log.propagate = False
 
 
-def classify(args) -> int:
-    """``zsnli classify``: one text (a table, or ``--json``) or ``--input`` lines to ``--output``."""
+def check_flags(args) -> None:
+    """Refuse what ``classify``'s flags cannot mean (`CommandError`, one line naming the flag): an empty ``--url``,
+    ``--model-dir``, ``--input`` or ``--output`` (an empty ``--url`` fell back to the default server unsaid),
+    neither or both of a text and ``--input``, ``--json`` with ``--input`` (``--json`` prints one text's answer as a
+    JSON object; ``--input`` writes every answer as a JSON line already) and ``--output`` with a text (a text's answer
+    is printed: ``--output`` is where ``--input``'s answers go)."""
+    for flag in ("--url", "--model-dir", "--input", "--output"):
+        if getattr(args, flag[2:].replace("-", "_")) == "":
+            raise CommandError(f"{flag} '': an empty value; " + (
+                f"give the server's URL (default $ZSNLI_URL, else {DEFAULT_URL}), or leave the flag out"
+                if flag == "--url" else "give a path, or leave the flag out"))
     if (args.text is None) == (args.input is None):
         raise CommandError("give a text to classify or --input FILE (one of the two)")
+    if args.json and args.input is not None:
+        raise CommandError("--json prints a single text's answer as one JSON object; with --input every answer is "
+                           "already a JSON line: leave out --json")
+    if args.output is not None and args.input is None:
+        raise CommandError(f"--output {args.output}: it takes the answers of --input FILE; a text's answer is printed "
+                           "(add --json for one JSON object)")
+
+
+def classify(args) -> int:
+    """``zsnli classify``: one text (a table, or ``--json``) or ``--input`` lines to ``--output``; the flags checked
+    first (`check_flags`)."""
+    check_flags(args)
     defaults = _defaults(args)
     if args.input is None and "candidate_labels" not in defaults:
         raise CommandError("--labels is required with a text (e.g. --labels sport,business,science)")
     requests = open_requests(args.input, defaults) if args.input is not None else None
-    if args.model_dir:
+    if args.model_dir is not None:
         backend = InProcess(args.model_dir)
         closer = backend.close
     else:
-        url = args.url or os.environ.get("ZSNLI_URL") or DEFAULT_URL
+        url = args.url if args.url is not None else os.environ.get("ZSNLI_URL") or DEFAULT_URL
         problem = url_problem(url)
         if problem:
-            raise CommandError(f"{'--url' if args.url else 'ZSNLI_URL'}: {problem}")
+            raise CommandError(f"{'--url' if args.url is not None else 'ZSNLI_URL'}: {problem}")
         backend, client = http_backend(url, args.timeout, args.batch_size)
         closer = client.close
     try:
@@ -407,7 +434,7 @@ def serve(argv: Sequence[str]) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from .serve import main as serve_main
 
-    return serve_main(list(argv))
+    return serve_main(list(argv), prog=f"{PROG} serve")
 
 
 @one_line_errors(PROG)

@@ -108,20 +108,22 @@ Exit codes: 0 after a drained SIGTERM, 3 on a refused start (bad setting or
 failed startup check, before listening), 1 when the model failed to load."""
 
 
-def build_parser() -> UsageParser:
+def build_parser(prog: str = "server.py") -> UsageParser:
     """The server's parser: ``-h``/``--help`` only (`USAGE`, `DESCRIPTION`); the server is configured by
-    environment variables."""
-    return UsageParser(prog="server.py", usage=USAGE, description=DESCRIPTION,
+    environment variables. ``prog`` is the command as the user typed it (``zsnli serve`` names itself), which
+    starts every usage error."""
+    return UsageParser(prog=prog, usage=USAGE, description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "server.py") -> int:
     """``python server.py``: serve with settings from ``ZSNLI_*``; returns the exit code.
 
     argv: command-line arguments (server.py passes ``sys.argv[1:]``; None: none, so an
     in-process call never reads the caller's own argv): ``-h``/``--help``
     prints `USAGE` and `DESCRIPTION` and exits 0; any other argument is refused in one line
-    naming it, exit code 2 (`build_parser`; the server is configured by environment only).
+    naming it, exit code 2, as ``prog: error: ...`` (``prog``: the command typed, `build_parser`; the server is
+    configured by environment only).
     A setting that does not parse or is out of range (``ZSNLI_*``, ``HOST``,
     ``PORT``; `zsnli.config.RANGES`; the bake-off's, `zsnli.compare.service.settings`), and an unknown
     ``ZSNLI_*`` name that closely resembles a setting (`zsnli.config.misspelt_settings`: it would leave
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     stderr, exit code 3, nothing listens. Otherwise as `serve`, with the extensions of
     `served_extensions`: ``GET /metrics`` and the bake-off routes.
     """
-    parser = build_parser()
+    parser = build_parser(prog)
     _, extra = parser.parse_known_args([] if argv is None else list(argv))
     if extra:
         parser.error(f"unknown argument {extra[0]!r}: it takes none; set HOST, PORT and ZSNLI_* environment "
