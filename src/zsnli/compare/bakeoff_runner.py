@@ -148,8 +148,12 @@ def run_arm_isolated(entry: ArmEntry, examples: Sequence[Example], plan: Plan, w
 
 
 def run_arms(entries: Sequence[ArmEntry], examples: Sequence[Example], plan: Plan, isolate: bool = True,
-             warmups: int = DEFAULT_WARMUPS, console=None, budget_s: float | None = None) -> list[ArmResult]:
+             warmups: int = DEFAULT_WARMUPS, console=None, budget_s: float | None = None,
+             progress: bool = True) -> list[ArmResult]:
     """Every entry in turn (isolated in a child process unless ``isolate`` is False).
+
+    console: where each arm's start and end are said (None: the arms run silently); progress: with a console, also
+    the rows done while an arm runs (`zsnli.runtime.progress.watch`; False: ``--no-progress``).
 
     budget_s: seconds for all the arms (``--time-budget-s``) from this call: an isolated arm gets what is left
     and is stopped at the deadline (``time budget of N s exceeded``); an arm in-process cannot be stopped and
@@ -170,7 +174,7 @@ def run_arms(entries: Sequence[ArmEntry], examples: Sequence[Example], plan: Pla
         t0 = time.monotonic()
         counter = shared_counter()
         with watch(lambda: counter.value, len(plan.test_rows), f"arm {entry.name}", "rows") \
-                if console is not None else nullcontext():  # without a console, arms run silently
+                if console is not None and progress else nullcontext():  # without a console, arms run silently
             result = (run_arm_isolated(entry, examples, plan, warmups, timeout_s=left, counter=counter) if isolate
                       else run_arm(entry, examples, plan, warmups, counter=counter))
         if left is not None and result.error and result.error.startswith("no result within"):

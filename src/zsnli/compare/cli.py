@@ -48,7 +48,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "environment, {port} and {host} are substituted (default: 'bash serve.sh')")
     p.add_argument("--report", type=output_file, default=None, help="write the JSON report here")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of arg-max tie-breaks and of --docs resampling")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars or lines (the rows done of each arm included)")
 
 
 def selfcheck_parser() -> argparse.ArgumentParser:
@@ -148,7 +149,8 @@ def selfcheck_main(argv: Sequence[str], console, progress: bool) -> int:
     opts = SelfCheckOptions(
         root=args.root, url=args.url, examples=_examples_path(args), docs=args.docs, concurrency=args.concurrency,
         warmups=args.warmups, max_seconds=args.max_seconds or None, startup_timeout=args.startup_timeout,
-        serve_cmd=args.serve_cmd, seed=args.seed, progress=progress and not args.no_progress)
+        serve_cmd=args.serve_cmd, seed=args.seed, progress=progress and not args.no_progress,
+        waits_said=not args.no_progress)
     try:
         result = run_selfcheck(opts, console)
     except ExamplesError as exc:
@@ -221,6 +223,7 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
         first_dir = _named(args.model_dir[0], "model_dir")[1] if args.model_dir else None
         args.pipeline_model = Path(first_dir) if first_dir else args.root / "model"
     args.target_accuracy = args.target_accuracy or [DEFAULT_TARGET_ACCURACY]
+    rows_progress = not args.no_progress  # the arms' row counts: lines off a terminal too, unless --no-progress
     args.no_progress = args.no_progress or not progress
     _check_compare(parser, args)
     try:
@@ -229,7 +232,7 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
         console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     opts = BakeoffOptions(root=args.root, examples=_examples_path(args), max_per_dataset=args.max_per_dataset,
-                          isolate=False, warmups=args.warmups, signer=signer)
+                          isolate=False, warmups=args.warmups, signer=signer, progress=rows_progress)
     try:
         report = run_bakeoff(compare_suite(args), opts, console)
     except (ExamplesError, ValueError) as exc:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,7 @@ class SelfCheckOptions:
     serve_cmd: str = DEFAULT_SERVE_CMD
     seed: int = 0
     progress: bool = True
+    waits_said: bool = True  # a line every 10 s while the server starts (off a terminal too); False: --no-progress
 
 
 @dataclass
@@ -161,7 +163,7 @@ def gate_startup(opts: SelfCheckOptions, root: Path) -> tuple[Gate, ServerProces
     server = ServerProcess(opts.serve_cmd, cwd=root, model_dir=root / MODEL_DIR_NAME)
     try:
         server.start()
-        with waiting(f"gate 2: waiting for {server.url}/health"):
+        with waiting(f"gate 2: waiting for {server.url}/health") if opts.waits_said else nullcontext():
             took = server.wait_healthy(opts.startup_timeout)
     except ServerError as exc:
         lines = str(exc).splitlines()

@@ -46,6 +46,7 @@ class BakeoffOptions:
     signer: signs the report's receipt (`zsnli.compare.receipts.signer_for`); None: unsigned (sha256 only).
     time_budget_s: seconds for all the arms (``--time-budget-s``): the plan's estimate is checked against it
     before any arm runs (`check_plan`) and the arms are stopped at it (`zsnli.compare.bakeoff_runner.run_arms`).
+    progress: each arm's rows done while it runs, on the console (False: ``--no-progress``).
     """
 
     root: Path = Path(".")
@@ -62,6 +63,7 @@ class BakeoffOptions:
     only: list[str] | None = None
     signer: Signer | None = None
     time_budget_s: float | None = None
+    progress: bool = True
 
 
 def _examples_path(suite: Suite, opts: BakeoffOptions) -> str:
@@ -132,7 +134,8 @@ def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, A
     if console is not None:
         console.print(describe(plan), markup=False)
     check_plan(entries, examples, plan, opts, console)
-    results = run_arms(entries, examples, plan, opts.isolate, opts.warmups, console, opts.time_budget_s)
+    results = run_arms(entries, examples, plan, opts.isolate, opts.warmups, console, opts.time_budget_s,
+                       opts.progress)
 
     test_rows = plan.test_rows
     test = [examples[i] for i in test_rows]
