@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -132,3 +134,60 @@ def test_a_killed_write_leaves_a_temporary_of_the_fixed_pattern_that_git_ignores
     earlier = tmp_path / ".training_manifest.json.k3j_x9a2.tmp"  # what a write killed before this pattern left
     earlier.write_text("{half")
     assert stale_writes(path) == sorted([left[0], earlier])
+
+
+# --------------------------------------------------------------------------- malformed tables: one line, exit 2
+
+_GOOD = {"sha256": "0" * 64, "bytes": 2}
+_MALFORMED = {  # the manifest's tables -> the entry the refusal names
+    "a string": ({"files": {"config.json": "x"}}, "files.config.json is a string"),
+    "a list": ({"files": {"config.json": ["0" * 64]}}, "files.config.json is a list"),
+    "a number": ({"files": {"config.json": 7}}, "files.config.json is a number"),
+    "no sha256": ({"files": {"config.json": {"bytes": 2}}}, "files.config.json has no sha256"),
+    "sha256 not a string": ({"files": {"config.json": {"sha256": 12}}}, "files.config.json.sha256 is a number"),
+    "bytes a boolean": ({"files": {"config.json": {"sha256": "0", "bytes": True}}}, "files.config.json.bytes"),
+    "bytes negative": ({"files": {"config.json": {"sha256": "0", "bytes": -1}}}, "files.config.json.bytes"),
+    "embedding a list": ({"files": {}, "embedding": []}, "embedding is a list"),
+    "embedding file a string": ({"files": {}, "embedding": {"files": {"a": "b"}}}, "embedding.files.a is a string"),
+    "embedding files a list": ({"files": {}, "embedding": {"files": []}}, "embedding.files is a list"),
+    "artifact a string": ({"files": {}, "pretrained_artifacts": {"embedding": "x"}},
+                          "pretrained_artifacts.embedding is a string"),
+    "artifact dir a number": ({"files": {}, "pretrained_artifacts": {"embedding": {"dir": 1, "files": {}}}},
+                              "pretrained_artifacts.embedding.dir is a number"),
+    "artifact file a list": ({"files": {}, "pretrained_artifacts": {"e": {"files": {"x": []}}}},
+                             "pretrained_artifacts.e.files.x is a list"),
+    "variants a list": ({"files": {}, "variants": ["base"]}, "variants is a list"),
+    "variant a string": ({"files": {}, "variants": {"base": "x"}}, "variants.base is a string"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_MALFORMED))
+def test_a_malformed_manifest_table_is_one_line_naming_the_file_and_the_entry(tmp_path, capsys, case):
+    """``train.py verify --manifest m.json`` with a files entry that is not an object (any shape: a string, a list,
+    a missing key, a wrong type) raised AttributeError in ``_check_table``; `load_manifest` now refuses it as
+    `ManifestError`, and verify says so in one line naming the file and the entry, exit 2."""
+    from zsnli.train_cli import main
+
+    doc, entry = _MALFORMED[case]
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}", encoding="utf-8")
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ManifestError, match=re.escape(f"{path}: {entry}")):
+        load_manifest(path)
+    capsys.readouterr()
+    assert main(["verify", "--manifest", str(path), "--model-dir", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--manifest" in err and str(path) in err and entry in err, err
+
+
+def test_a_well_formed_manifest_passes_the_shape_check(tmp_path):
+    """The shape check refuses no manifest as the writers make it (sha256 and bytes; bytes may be left out)."""
+    path = tmp_path / "m.json"
+    doc = {"files": {"config.json": _GOOD, "vocab.txt": {"sha256": "1" * 64}}, "embedding": {"files": {"a": _GOOD}},
+           "pretrained_artifacts": {"embedding": {"dir": "embedding", "files": {"b": _GOOD}}},
+           "variants": {"base": {"dir": "base"}}, "teacher": None}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert load_manifest(path) == doc
+    assert load_manifest(ROOT / "training_manifest.json")["files"]

@@ -13,7 +13,7 @@ run's outputs go by default (``runs/``, or ``ZSNLI_RUNS_DIR``).
 Building and writing the documents is training-side code,
 `zsnli.training.manifest_writer`; the server never imports it.
 
-May import the standard library only.
+May import the standard library and `zsnli.manifest_shape` (the shape of its tables) only.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from .manifest_shape import manifest_shape_error
 
 
 MANIFEST_NAME = "training_manifest.json"
@@ -134,7 +136,8 @@ class FileCheck:
 
 
 def load_manifest(path: str | Path) -> dict[str, Any]:
-    """Read a training manifest; raise ``ManifestError`` with a one-line reason if unreadable."""
+    """Read a training manifest; raise ``ManifestError`` with a one-line reason naming ``path`` if it is unreadable,
+    has no ``files`` table, or any table its checks read is malformed (`manifest_shape_error`, naming the entry)."""
     try:
         with open(path, encoding="utf-8") as handle:
             manifest = json.load(handle)
@@ -144,6 +147,9 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
         raise ManifestError(f"manifest unreadable: {path}: {exc}") from exc
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise ManifestError(f"manifest has no 'files' table: {path}")
+    problem = manifest_shape_error(manifest)
+    if problem:
+        raise ManifestError(f"manifest malformed: {path}: {problem}")
     return manifest
 
 

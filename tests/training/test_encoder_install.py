@@ -621,3 +621,25 @@ def test_only_a_calibration_pinning_another_encoder_is_called_stale(tiny_run, tm
     (out / "model" / "base" / "calibration.json").unlink()
     assert main(argv) == 0  # the same encoder again: every calibration pins it
     assert "pins" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("entry", ['"x"', '["0"]', "{}", '{"sha256": 1}'])
+def test_a_malformed_files_entry_of_the_run_manifest_is_one_line_exit_2(tmp_path, capsys, entry):
+    """An ``encoder_manifest.json`` whose ``files`` entry is not an object with a string sha256 raised AttributeError
+    in ``zsnli.manifest._check_table``; the manifest reader refuses it: one line naming the file and the entry."""
+    from zsnli.train_cli import main
+
+    run, out = tmp_path / "run", tmp_path / "out"
+    (run / "model").mkdir(parents=True)
+    (out / "model").mkdir(parents=True)
+    (run / "model" / "config.json").write_text("{}", encoding="utf-8")
+    (run / ENCODER_MANIFEST_NAME).write_text(
+        '{"artifact": "sentence-encoder", "files": {"config.json": %s}}' % entry, encoding="utf-8")
+    (out / "model" / "config.json").write_text("{}", encoding="utf-8")
+    write_json(out / "training_manifest.json", {"files": {}})
+    write_json(out / "data_sources.json", {"sources": []})
+    capsys.readouterr()
+    assert main(["install-encoder", str(run), "--model-dir", str(out / "model")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{run / ENCODER_MANIFEST_NAME}: files.config.json" in err, err
+    assert sorted(p.name for p in (out / "model").iterdir()) == ["config.json"]  # nothing installed
