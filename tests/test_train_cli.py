@@ -312,3 +312,28 @@ def test_a_file_where_a_folder_goes_is_called_a_file_by_every_folder_flag(places
         line = proc.stderr.strip()
         assert proc.returncode == 2 and len(line.splitlines()) == 1, (argv, line)
         assert f"{flag.strip()} {a_file}: a file, not a directory; " in line, (argv, line)
+
+
+@pytest.mark.parametrize("spoil, needle", [
+    (lambda d: (d / "y.jsonl").symlink_to(d / "gone.jsonl"), "y.jsonl is a symbolic link to nothing"),
+    (lambda d: (d / "tiny_topic.labels.json").write_text("[1]"),
+     "tiny_topic.labels.json: must be a JSON object with classes and hypotheses, not a list"),
+    (lambda d: (d / "tiny_topic.labels.json").write_text('{"classes": "ab", "hypotheses": ["a", "b"]}'),
+     "tiny_topic.labels.json: classes must be a list of strings, not a string"),
+])
+def test_a_broken_zsc_dir_is_one_line_before_training(tmp_path, bert_dir, capsys, spoil, needle):
+    """A --zsc-dir file the zsc-train reader refuses (`zsnli.training.zsc_nli.zsc_sources`: silently skipped before)
+    or a malformed labels file (AttributeError, or a string of classes split in letters, once training read it) is
+    one line naming --zsc-dir and the file, exit 2, for train and encoder alike."""
+    import shutil
+
+    from zsnli.train_cli import main
+
+    data = tmp_path / "zsc"
+    shutil.copytree(ROOT / "tests" / "data" / "tiny_zsc", data)
+    spoil(data)
+    tiny = ["--preset", "tiny", "--base-model", str(bert_dir), "--data-dir", str(ROOT / "tests" / "data" / "tiny_nli")]
+    for argv in ([*tiny, "--zsc-dir", str(data), "--output-dir", str(tmp_path / "o")],
+                 ["encoder", "--zsc-dir", str(data), "--base-model", ENCODER, "--output-dir", str(tmp_path / "e")]):
+        line = _one_line(capsys, lambda: main(argv))
+        assert f"error: --zsc-dir {data}: {data}" in line and needle in line, line

@@ -444,6 +444,30 @@ def _no_kind(data, kinds):
     (lambda data, kinds: kinds["benchmark"].update(b3={"labels": 3}), "benchmark dataset 'b3' needs a \"kind\""),
     (lambda data, kinds: kinds["zsc_dev"].update(news=["topic"]), "zsc_dev set 'news': its kind must be"),
     (lambda data, kinds: (data / "news.jsonl").write_text('{"text": "x", "label_index": 7}\n'), "news.jsonl:1"),
+    # a labels file of any other shape (AttributeError at devsets.py:129), a string of classes (split in letters), a
+    # boolean index, a directory or a link to nothing among the files, bytes that are not UTF-8 (no file named)
+    (lambda data, kinds: (data / "news.labels.json").write_text("[1]"),
+     "news.labels.json: must be a JSON object with classes and hypotheses, not a list"),
+    (lambda data, kinds: (data / "news.labels.json").write_text('"str"'),
+     "news.labels.json: must be a JSON object with classes and hypotheses, not a string"),
+    (lambda data, kinds: (data / "news.labels.json").write_text('{"classes": "ab", "hypotheses": ["a", "b"]}'),
+     "news.labels.json: classes must be a list of strings, not a string"),
+    (lambda data, kinds: (data / "news.labels.json").write_text('{"classes": ["a", 2], "hypotheses": ["a", "b"]}'),
+     "news.labels.json: classes[1] must be a non-blank string, not a number"),
+    (lambda data, kinds: (data / "news.labels.json").write_text('{"classes": ["a", "b"], "hypotheses": {"a": 1}}'),
+     "news.labels.json: hypotheses must be a list of strings, not an object"),
+    (lambda data, kinds: (data / "news.labels.json").write_text(
+        '{"classes": ["a", "b"], "hypotheses": ["a", "b"], "source": "me"}'), "news.labels.json: source must be"),
+    (lambda data, kinds: (data / "news.jsonl").write_text('{"text": "x", "label_index": true}\n'),
+     "news.jsonl:1: label_index must be an integer in [0, 2), not true"),
+    (lambda data, kinds: (data / "news.jsonl").write_text('["x", 0]\n'), "news.jsonl:1: a row must be a JSON object"),
+    (lambda data, kinds: ((data / "news.jsonl").unlink(), (data / "news.jsonl").mkdir()),
+     "news.jsonl is a directory"),
+    (lambda data, kinds: (data / "y.jsonl").symlink_to(data / "gone.jsonl"), "y.jsonl is a symbolic link to nothing"),
+    (lambda data, kinds: (data / "news.jsonl").write_bytes(b'{"text": "caf\xe9", "label_index": 0}\n'),
+     "news.jsonl: not UTF-8 text (byte 0xe9 at offset 13)"),
+    (lambda data, kinds: (data / "news.labels.json").write_bytes(b'{"classes": ["\xff"]}'),
+     "news.labels.json: not UTF-8 text"),
 ])
 def test_select_checks_the_zsc_dev_folder_and_kinds_before_any_scoring(tmp_path, tiny_model_dir, monkeypatch, capsys,
                                                                       mistake, needle):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +199,73 @@ def test_the_trainer_data_names_the_encoder_of_its_hard_negatives(tmp_path, bert
     plain = training._load_data(preset.with_overrides(zsc_hard_negative_share=0.0, zsc_negated_share=0.0),
                                 tmp_path / "plain")
     assert "hard_negative_encoder" not in plain.counts["zsc_train"]
+
+
+# --------------------------------------------------------------------------- the zsc-train reader's refusals
+
+_SPOILED_SET = {  # spoil tiny_topic in a copy -> what the DataError names (the zsc-dev reader refuses the same)
+    "labels a list": (lambda d: (d / "tiny_topic.labels.json").write_text("[1]"),
+                      "tiny_topic.labels.json: must be a JSON object with classes and hypotheses, not a list"),
+    "labels a string": (lambda d: (d / "tiny_topic.labels.json").write_text('"str"'),
+                        "tiny_topic.labels.json: must be a JSON object"),
+    "classes a string": (lambda d: (d / "tiny_topic.labels.json").write_text(
+        '{"classes": "ab", "hypotheses": ["a", "b"]}'), "tiny_topic.labels.json: classes must be a list of strings"),
+    "task_kind a list": (lambda d: (d / "tiny_topic.labels.json").write_text(
+        '{"classes": ["a", "b"], "hypotheses": ["a", "b"], "task_kind": ["topic"]}'),
+        "tiny_topic.labels.json: task_kind must be a string, not a list"),
+    "label_index a boolean": (lambda d: (d / "tiny_topic.jsonl").write_text('{"text": "x", "label_index": true}\n'),
+                              "tiny_topic.jsonl:1: label_index must be an integer"),
+    "label not the class": (lambda d: (d / "tiny_topic.jsonl").write_text(
+        '{"text": "x", "label_index": 0, "label": "nonsense"}\n'), "tiny_topic.jsonl:1: label \"nonsense\""),
+    "rows not UTF-8": (lambda d: (d / "tiny_topic.jsonl").write_bytes(b'{"text": "\xe9", "label_index": 0}\n'),
+                       "tiny_topic.jsonl: not UTF-8 text (byte 0xe9 at offset 10)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SPOILED_SET))
+def test_the_zsc_train_reader_refuses_what_the_zsc_dev_reader_refuses(tmp_path, case):
+    """The zsc-train reader read the same layout as zsc-dev's with fewer checks: a labels file that is no object
+    raised AttributeError, ``"classes": "ab"`` was split into a and b, ``label_index: true`` was class 1, a row's
+    ``label`` was never compared, and a non-UTF-8 file's error did not name it. Each is one `DataError` naming
+    the file now (`zsnli.harness.zsc_layout`, zsc-dev's rules)."""
+    import shutil
+
+    data = tmp_path / "zsc"
+    shutil.copytree(ZSC, data)
+    spoil, needle = _SPOILED_SET[case]
+    spoil(data)
+    with pytest.raises(DataError) as caught:
+        read_zsc_set(data / "tiny_topic.jsonl")
+    assert needle in str(caught.value) and str(data) in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("spoil, needle", [
+    (lambda d: ((d / "tiny_topic.jsonl").unlink(), (d / "tiny_topic.jsonl").mkdir()), "tiny_topic.jsonl is a directory"),
+    (lambda d: (d / "y.jsonl").symlink_to(d / "gone.jsonl"), "y.jsonl is a symbolic link to nothing"),
+    (lambda d: (d / "extra.jsonl").write_text('{"text": "x", "label_index": 0}\n'),
+     "extra.jsonl has no extra.labels.json beside it"),
+    (lambda d: (d / "tiny_topic.jsonl").unlink(), "tiny_topic.labels.json has no tiny_topic.jsonl beside it"),
+])
+def test_a_zsc_train_folder_with_a_broken_file_is_refused_not_skipped(tmp_path, spoil, needle):
+    """``zsc_sources`` kept only the ``.jsonl`` files with a labels file beside it: a directory, a link to nothing
+    or a file without its other half was left out of training silently; it is refused, as zsc-dev's lister does."""
+    import shutil
+
+    data = tmp_path / "zsc"
+    shutil.copytree(ZSC, data)
+    assert [s.name for s in zsc_sources(data)] == ["zsc-train:tiny_polite", "zsc-train:tiny_topic"]
+    spoil(data)
+    with pytest.raises(DataError, match=re.escape(needle)):
+        zsc_sources(data)
+
+
+def test_an_excluded_file_that_is_not_utf8_is_named(tmp_path):
+    from zsnli.training.zsc_nli import texts_of
+
+    bad = tmp_path / "dev.jsonl"
+    bad.write_bytes(b'{"text": "caf\xe9"}\n')
+    with pytest.raises(DataError, match=re.escape(f"{bad}: not UTF-8 text (byte 0xe9 at offset 13)")):
+        texts_of([tmp_path])
+    bad.write_text('{"text": "a"}\nnot json\n', encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape(f"{bad}:2: not JSON")):
+        texts_of([bad])

@@ -6,7 +6,7 @@ Two on-disk formats are read into one in-memory form, `DevSet`:
   ``{"text", "label_index"}`` object a line (``label`` optional: when given, the
   class at ``label_index``) and ``<name>.labels.json`` with ``classes`` and
   ``hypotheses`` (one per class, same order), and optionally ``task_kind`` and a
-  ``source`` block (licence, repository...);
+  ``source`` block (licence, repository...), read by `zsnli.harness.zsc_layout`;
 * the examples format (``dev/zeroshot_dev.jsonl``, ``../shared/data/zsc/public.jsonl``,
   see DESIGN.md): ``{"id", "dataset", "text", "labels": [hypotheses], "label": gold index}``,
   grouped into one `DevSet` per ``dataset`` value.
@@ -14,13 +14,12 @@ Two on-disk formats are read into one in-memory form, `DevSet`:
 `stratified_subsample` draws a seeded, class-stratified subset (scikit-learn's
 ``train_test_split``) so the NLI scores of every dev set can be cached on a CPU.
 
-Imports: numpy, scikit-learn, ``zsnli.manifest`` (file digests) and ``zsnli.harness.examples`` (the one
-examples reader) only.
+Imports: numpy, scikit-learn, ``zsnli.manifest`` (file digests), ``zsnli.harness.examples`` (the one
+examples reader) and ``zsnli.harness.zsc_layout`` (the one reader of the zsc layout, shared with zsc-train) only.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..harness.examples import ExamplesError, load_examples
+from ..harness.zsc_layout import ZscLayoutError, read_labels, read_rows, set_names
 from ..manifest import sha256_file
 
 __all__ = ["DevSet", "DevSetError", "list_zsc_dev", "read_zsc_dev", "read_example_rows", "read_examples",
@@ -73,80 +73,46 @@ class DevSet:
         return np.array([int(c[g]) for c, g in zip(self.label_classes, self.gold)], dtype=np.int64)
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for n, line in enumerate(handle, 1):
-                if line.strip():
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise DevSetError(f"{path}:{n}: not JSON: {exc}") from exc
-                    if not isinstance(obj, dict):
-                        raise DevSetError(f"{path}:{n}: expected an object")
-                    rows.append(obj)
-    except OSError as exc:
-        raise DevSetError(f"cannot read {path}: {exc}") from exc
-    return rows
-
-
 def list_zsc_dev(directory: str | Path) -> list[str]:
     """Names of the zsc-dev sets in ``directory`` (each ``<name>.jsonl`` with a ``<name>.labels.json``), sorted.
 
     Raises ``DevSetError`` (one line naming the file) when the directory does not exist or holds no set, and when a
-    ``<name>.jsonl`` has no ``<name>.labels.json`` beside it or a labels file no rows: a set is never left out
-    silently."""
+    ``<name>.jsonl`` has no ``<name>.labels.json`` beside it or a labels file no rows, or either is a directory or a
+    symbolic link to nothing (`zsnli.harness.zsc_layout.set_names`): a set is never left out silently."""
     root = Path(directory)
     if not root.is_dir():
         raise DevSetError(f"zsc-dev directory not found: {root}")
-    rows = {p.name[: -len(".jsonl")] for p in root.glob("*.jsonl") if p.is_file()}
-    labels = {p.name[: -len(".labels.json")] for p in root.glob("*.labels.json") if p.is_file()}
-    unlabelled, rowless = sorted(rows - labels), sorted(labels - rows)
-    if unlabelled:
-        raise DevSetError(f"{root / (unlabelled[0] + '.jsonl')} has no {unlabelled[0]}.labels.json beside it (its "
-                          "classes and one hypothesis per class); add it, or move the file out of the zsc-dev folder")
-    if rowless:
-        raise DevSetError(f"{root / (rowless[0] + '.labels.json')} has no {rowless[0]}.jsonl beside it (the set's "
-                          "rows); add them, or move the file out of the zsc-dev folder")
-    if not rows:
+    try:
+        names = set_names(root)
+    except ZscLayoutError as exc:
+        raise DevSetError(str(exc)) from None
+    if not names:
         raise DevSetError(f"no <name>.jsonl + <name>.labels.json pairs in {root}")
-    return sorted(rows)
+    return names
 
 
 def read_zsc_dev(directory: str | Path, name: str) -> DevSet:
     """Read zsc-dev set ``name``: every row gets the set's hypotheses in class order.
 
-    Raises ``DevSetError`` on a missing file, ``classes``/``hypotheses`` of different
-    lengths, or a row whose ``label_index`` is out of range or disagrees with ``label``.
+    The files are read and checked by `zsnli.harness.zsc_layout` (`read_labels`, `read_rows`: its rules, shared
+    with the zsc-train reader). Raises ``DevSetError`` naming the file (and the line of a row): a missing, unreadable
+    or non-UTF-8 file, ``classes``/``hypotheses`` that are not lists of strings or of different lengths, a row whose
+    ``label_index`` is not an integer in range or disagrees with ``label``, a blank text, a file with no rows.
     """
     root = Path(directory)
     labels_path, rows_path = root / f"{name}.labels.json", root / f"{name}.jsonl"
     try:
-        meta = json.loads(labels_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DevSetError(f"cannot read {labels_path}: {exc}") from exc
-    classes, hyps = list(meta.get("classes") or []), list(meta.get("hypotheses") or [])
-    if len(classes) < 2 or len(classes) != len(hyps):
-        raise DevSetError(f"{labels_path}: need >= 2 classes and one hypothesis per class "
-                          f"(got {len(classes)} classes, {len(hyps)} hypotheses)")
-    texts, gold = [], []
-    for n, row in enumerate(_read_jsonl(rows_path), 1):
-        idx = row.get("label_index")
-        if not isinstance(idx, int) or not 0 <= idx < len(classes) or row.get("label", classes[idx]) != classes[idx]:
-            raise DevSetError(f"{rows_path}:{n}: label_index {idx!r} / label {row.get('label')!r} do not match classes")
-        if not isinstance(row.get("text"), str) or not row["text"].strip():
-            raise DevSetError(f"{rows_path}:{n}: text must be a non-empty string")
-        texts.append(row["text"])
-        gold.append(idx)
-    if not texts:
-        raise DevSetError(f"{rows_path}: no rows")
-    order = np.arange(len(classes))
-    return DevSet(name=name, task_kind=str(meta.get("task_kind", "")), texts=texts,
-                  hypotheses=[list(hyps) for _ in texts], gold=np.array(gold, dtype=np.int64),
-                  label_classes=[order for _ in texts], classes=classes,
+        labels = read_labels(labels_path)
+        rows = read_rows(rows_path, labels.classes)
+    except ZscLayoutError as exc:
+        raise DevSetError(str(exc)) from None
+    texts, gold = [text for text, _ in rows], [idx for _, idx in rows]
+    order = np.arange(len(labels.classes))
+    return DevSet(name=name, task_kind=labels.task_kind, texts=texts,
+                  hypotheses=[list(labels.hypotheses) for _ in texts], gold=np.array(gold, dtype=np.int64),
+                  label_classes=[order for _ in texts], classes=list(labels.classes),
                   files={str(rows_path): sha256_file(rows_path), str(labels_path): sha256_file(labels_path)},
-                  source=dict(meta.get("source") or {}), row_ids=np.arange(len(texts)))
+                  source=labels.source, row_ids=np.arange(len(texts)))
 
 
 def read_example_rows(path: str | Path) -> list[dict[str, Any]]:

@@ -30,10 +30,11 @@ recipe of issue 20 is drawn identically):
 Files: ``<dir>/<name>.jsonl`` rows ``{"text", "label", "label_index"}`` and
 ``<dir>/<name>.labels.json`` ``{"dataset", "classes", "hypotheses",
 "task_kind", "source": {"licence", ...}}`` (the layout of
-``../shared/data/zsc-train``, documented in its README). These sets are for
-TRAINING only: never for choosing or reporting (that is ``zsc-dev``'s role).
+``../shared/data/zsc-train``, documented in its README; read and checked by
+`zsnli.harness.zsc_layout`). These sets are for TRAINING only: never for choosing or reporting (that is ``zsc-dev``'s role).
 
-May import the standard library and `zsnli.training.nli_data` (Source, DataError).
+May import the standard library, `zsnli.harness.zsc_layout` (the one reader of the layout, zsc-dev's too) and
+`zsnli.training.nli_data` (Source, DataError).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..harness.zsc_layout import ZscLayoutError, read_labels, read_rows, read_text, set_names
 from .nli_data import DataError, Source
 
 NOT_ENTAILMENT = "not_entailment"
@@ -87,26 +89,19 @@ def labels_path(jsonl: str | Path) -> Path:
 
 
 def read_zsc_set(path: str | Path) -> ZscSet:
-    """Read ``<name>.jsonl`` and its ``.labels.json``. Raises `DataError` naming the file and the fault."""
+    """Read ``<name>.jsonl`` and its ``.labels.json``, checked by the rules of `zsnli.harness.zsc_layout` (the
+    zsc-dev reader's too). Raises `DataError` naming the file (and the line of a row) and the fault: a missing,
+    unreadable or non-UTF-8 file or a directory, ``classes``/``hypotheses`` not lists of strings or not one
+    hypothesis per class, a row whose ``label_index`` is not an integer in range (a boolean is none) or disagrees
+    with its ``label``, a blank text, no rows."""
     path = Path(path)
     try:
-        meta = json.loads(labels_path(path).read_text(encoding="utf-8"))
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read {path}: {exc}") from exc
-    hypotheses = tuple(meta.get("hypotheses") or ())
-    classes = tuple(meta.get("classes") or ())
-    if len(hypotheses) < 2 or len(hypotheses) != len(classes):
-        raise DataError(f"{labels_path(path)}: needs one hypothesis per class and >= 2 classes")
-    texts, labels = [], []
-    for i, row in enumerate(rows):
-        idx, text = row.get("label_index"), row.get("text")
-        if not isinstance(idx, int) or not 0 <= idx < len(classes) or not isinstance(text, str) or not text.strip():
-            raise DataError(f"{path}: row {i + 1} needs a non-empty text and a label_index in [0, {len(classes)})")
-        texts.append(text)
-        labels.append(idx)
-    return ZscSet(name=meta.get("dataset", path.stem), task_kind=meta.get("task_kind", ""), classes=classes,
-                  hypotheses=hypotheses, texts=tuple(texts), labels=tuple(labels))
+        meta = read_labels(labels_path(path))
+        rows = read_rows(path, meta.classes)
+    except ZscLayoutError as exc:
+        raise DataError(str(exc)) from None
+    return ZscSet(name=meta.dataset or path.stem, task_kind=meta.task_kind, classes=meta.classes,
+                  hypotheses=meta.hypotheses, texts=tuple(t for t, _ in rows), labels=tuple(i for _, i in rows))
 
 
 _AUXILIARIES = re.compile(r"\b(is|are|was|were)\b")
@@ -186,22 +181,29 @@ def set_pairs(zset: ZscSet, rng: random.Random, negative: str = NOT_ENTAILMENT,
 
 
 def zsc_sources(data_dir: str | Path, commercial_only: bool = False, names: Sequence[str] | None = None) -> tuple[Source, ...]:
-    """A `Source` (kind ``"zsc"``, role ``"train"``) per ``<name>.jsonl`` with a ``.labels.json`` in ``data_dir``.
+    """A `Source` (kind ``"zsc"``, role ``"train"``) per set (``<name>.jsonl`` with its ``.labels.json``) in
+    ``data_dir``.
 
-    The licence comes from the set's ``.labels.json`` when the file is there.
-    ``names`` keeps only those sets; ``commercial_only`` drops `RESEARCH_ONLY`.
-    Files are not required to exist (the CLI checks `Preset.required_files` first).
+    The licence comes from the set's ``.labels.json`` (its ``source.licence``, else zsc-train's SOURCES.md).
+    ``names`` keeps only those sets; ``commercial_only`` drops `RESEARCH_ONLY`. A folder that does not exist has
+    none (the CLI checks it first). Raises `DataError` (one line naming the file) for a file of the layout that is a
+    directory, a symbolic link to nothing, or without its other half (`zsnli.harness.zsc_layout.set_names`), as
+    zsc-dev's reader refuses them: a set is never left out silently.
     """
     data_dir = Path(data_dir)
-    found = sorted(p for p in data_dir.glob("*.jsonl") if labels_path(p).is_file()) if data_dir.is_dir() else []
-    chosen = [p for p in found if (not names or p.stem in names) and not (commercial_only and p.stem in RESEARCH_ONLY)]
+    try:
+        found = set_names(data_dir) if data_dir.is_dir() else []
+    except ZscLayoutError as exc:
+        raise DataError(str(exc)) from None
+    chosen = [n for n in found if (not names or n in names) and not (commercial_only and n in RESEARCH_ONLY)]
     out = []
-    for path in chosen:
+    for name in chosen:
+        path = data_dir / f"{name}.jsonl"
         try:
             licence = json.loads(labels_path(path).read_text(encoding="utf-8"))["source"]["licence"]
-        except (OSError, KeyError, TypeError, json.JSONDecodeError):
+        except (OSError, KeyError, TypeError, ValueError):
             licence = "see zsc-train/SOURCES.md"
-        out.append(Source(name=f"zsc-train:{path.stem}", kind=ZSC_KIND, role="train", licence=licence, path=str(path)))
+        out.append(Source(name=f"zsc-train:{name}", kind=ZSC_KIND, role="train", licence=licence, path=str(path)))
     return tuple(out)
 
 
@@ -214,14 +216,24 @@ def texts_of(paths: Sequence[str | Path]) -> set[str]:
     """`normalise_text` of every ``"text"`` in these JSONL files, or in every ``*.jsonl`` of these folders.
 
     Used to keep choosing and reporting data (zsc-dev, the team dev set, the
-    public examples) out of training. A path that does not exist is skipped.
+    public examples) out of training. A path that does not exist is skipped. Raises `DataError` naming the file
+    (and line) that cannot be read, is not UTF-8 (`zsnli.harness.zsc_layout.read_text`) or holds a line that is
+    not JSON.
     """
     out: set[str] = set()
     for path in map(Path, paths):
         files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path] if path.is_file() else []
         for f in files:
-            for line in f.read_text(encoding="utf-8").split("\n"):  # not splitlines: U+2028 may sit inside a string
-                text = json.loads(line).get("text") if line.strip() else None
+            try:
+                lines = read_text(f).split("\n")  # not splitlines: U+2028 may sit inside a string
+            except ZscLayoutError as exc:
+                raise DataError(str(exc)) from None
+            for n, line in enumerate(lines, 1):
+                try:
+                    row = json.loads(line) if line.strip() else None
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{f}:{n}: not JSON ({exc.msg})") from None
+                text = row.get("text") if isinstance(row, dict) else None
                 if isinstance(text, str):
                     out.add(normalise_text(text))
     return out
