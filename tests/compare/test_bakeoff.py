@@ -276,8 +276,11 @@ def test_gate_each_condition_and_the_slice_that_loses_ground_while_averages_impr
     out = capsys.readouterr().out
     assert "slice dataset=a" in out and "+0.0500 -> +0.1200" in out and "macro-F1" not in out
     assert main(["gate", str(rp), "--baseline", str(bp), "--max-slice-drop", "0.1"]) == 0
+    assert capsys.readouterr().out.startswith("gate: PASS")
     assert main(["gate", str(tmp_path / "missing.json"), "--baseline", str(bp)]) == 2
-    assert "cannot read" in capsys.readouterr().out
+    gone = capsys.readouterr()  # a user mistake: one line on stderr, named by its command, stdout left to results
+    assert gone.out == "" and gone.err.count("\n") == 1
+    assert gone.err.startswith("validate.py gate: error: cannot read ") and "missing.json" in gone.err
 
 
 # ---- suite files and the whole run ----------------------------------------------------------------------------
@@ -341,8 +344,9 @@ def test_suite_file_mistakes_are_one_line_and_exit_2(tmp_path, examples_file, ca
         with pytest.raises(SuiteError, match=expected.replace("[", r"\[")):
             load_suite(bad)
     assert main(["bakeoff", "--suite", str(bad), "--examples", str(examples_file)]) == 2
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1 and "not valid TOML" in out
+    refused = capsys.readouterr()
+    assert refused.out == "" and refused.err.count("\n") == 1 and "not valid TOML" in refused.err
+    assert refused.err.startswith("validate.py bakeoff: error: ")
     with pytest.raises(SystemExit) as exc:  # out of (0, 1): refused by the parser, one line (zsnli.harness.cli)
         main(["bakeoff", "--suite", str(bad), "--train-fraction", "2"])
     assert exc.value.code == 2
@@ -534,8 +538,9 @@ def test_a_bad_parameter_value_is_refused_when_the_suite_loads(tmp_path, example
         load_suite(suite)
     assert main(["bakeoff", "--suite", str(suite), "--examples", str(examples_file),
                  "--report", str(tmp_path / "r.json")]) == 2
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1 and out.startswith("error: ") and "(x)" in out
+    refused = capsys.readouterr()
+    assert refused.out == "" and refused.err.count("\n") == 1 and "(x)" in refused.err
+    assert refused.err.startswith("validate.py bakeoff: error: ")
     assert not (tmp_path / "r.json").exists()
 
 

@@ -123,8 +123,9 @@ def test_the_command_line_refuses_a_plan_over_its_budget_in_one_line(tmp_path, c
     report = tmp_path / "r.json"
     assert main(["bakeoff", "--suite", str(suite), "--examples", str(_examples(tmp_path)), "--report", str(report),
                  "--time-budget-s", str(budget_s)]) == 2
-    out = [x for x in capsys.readouterr().out.splitlines() if x.startswith("error: ")]
-    assert len(out) == 1 and f"time budget of {budget_s} s (--time-budget-s)" in out[0]
+    out = capsys.readouterr().err.splitlines()  # one line on stderr, named by its command (it was on stdout)
+    assert len(out) == 1 and out[0].startswith("validate.py bakeoff: error: ")
+    assert f"time budget of {budget_s} s (--time-budget-s)" in out[0]
     assert f"leave out {dear}, " in out[0] and not report.exists()
 
 

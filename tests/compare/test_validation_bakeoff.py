@@ -160,6 +160,11 @@ def test_compare_writes_no_report_when_no_arm_ran(tiny_project, tmp_path, capsys
     (["--url", "http://127.0.0.1:1", "--target-accuracy", "1.5"], "--target-accuracy"),
     (["--url", "http://127.0.0.1:1", "--concurrency", "0"], "--concurrency"),
     (["--url", "http://127.0.0.1:1", "--examples", "{tmp}/missing.jsonl"], "--examples: no such file"),
+    # --serve-cmd '' / '   ' was IndexError ("failed: IndexError" for a --model-dir arm), '"x' a shlex traceback
+    (["--model-dir", "{tmp}", "--serve-cmd", ""], "--serve-cmd: '' is empty: give the command that starts a server"),
+    (["--model-dir", "{tmp}", "--serve-cmd", "   "], "--serve-cmd: '   ' is empty"),
+    (["--model-dir", "{tmp}", "--serve-cmd", '"unbalanced'], "--serve-cmd: '\"unbalanced' is not a command line "
+                                                            "(No closing quotation)"),
 ])
 def test_compare_usage_mistakes_are_one_line_exit_2(tiny_project, tmp_path, capsys, args, needle):
     """Checked before any arm runs: nothing is started, one line on stderr, exit 2."""

@@ -317,6 +317,10 @@ def test_validate_py_imports_the_checkout_without_install(tmp_path):
     (["--root", "{tmp}/nowhere"], "--root: no such directory"),
     (["--max-seconds", "-1"], "--max-seconds: expected a number in [0, 604800], got -1"),
     (["--warmups", "x"], "--warmups: expected an integer >= 0"),
+    (["--serve-cmd", ""], "--serve-cmd: '' is empty: give the command that starts a server"),  # was IndexError
+    (["--serve-cmd", " \t "], "--serve-cmd: ' \\t ' is empty"),
+    (["--serve-cmd", "bash 'serve.sh"], "--serve-cmd: \"bash 'serve.sh\" is not a command line (No closing "
+                                        "quotation)"),  # was a shlex ValueError traceback
 ])
 def test_selfcheck_usage_mistakes_are_one_line_exit_2(project, tmp_path, capsys, args, needle):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]

@@ -101,3 +101,13 @@ def test_server_process_reports_a_refused_start(tmp_path):
     log = Path(info.value.args[0].split("(log ")[1].split(")")[0])
     assert log.is_file()
     log.unlink()
+
+
+@pytest.mark.parametrize("cmd, needle", [("", "'' is empty"), ("  ", "'  ' is empty"), ([], "the command is empty"),
+                                         ('bash "serve.sh', "is not a command line (No closing quotation)")])
+def test_a_command_that_is_no_command_line_is_a_server_error_not_an_index_error(tmp_path, cmd, needle):
+    """``--serve-cmd ''`` reached `ServerProcess` and failed with IndexError (a bake-off arm said "failed:
+    IndexError"), an unbalanced quote with shlex's ValueError: both are one-line `ServerError`s, nothing started."""
+    with pytest.raises(ServerError) as caught:
+        ServerProcess(cmd, cwd=tmp_path)
+    assert str(caught.value).startswith("cannot start a server: ") and needle in str(caught.value)

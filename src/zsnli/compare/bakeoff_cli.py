@@ -1,7 +1,9 @@
 """Command lines ``validate.py bakeoff`` and ``validate.py gate``.
 
 Exit codes: bakeoff 0 every arm ran, 1 an arm failed (or did not finish within ``--time-budget-s``), 2 bad
-usage / unreadable suite, examples or receipt key, or a plan estimated over ``--time-budget-s``; gate 0 pass, 1 a violation, 2 unreadable report or bad flag.
+usage / unreadable suite, examples or receipt key, or a plan estimated over ``--time-budget-s``; gate 0 pass, 1 a
+violation, 2 unreadable report or bad flag. Each exit 2 is one line on stderr, ``validate.py bakeoff: error: ...``
+or ``validate.py gate: error: ...`` (`zsnli.harness.cli.usage_error`); stdout holds the results only.
 ``validate.py compare`` (`zsnli.compare.cli.compare_main`) prints and writes its report the same way
 (`zsnli.compare.render`, `zsnli.compare.receipts`).
 
@@ -19,13 +21,17 @@ from zsnli.compare.receipts import add_receipt_key_flag
 from zsnli.harness.cli import (
     non_negative_seconds, positive_ms, positive_seconds,
     UsageParser, accuracy_target, non_negative_float, non_negative_int, number_type, open_fraction, positive_float,
-    output_file, output_file_problem, positive_int,
+    output_file, output_file_problem, positive_int, usage_error,
 )
 from zsnli.compare.regression_gate import DEFAULT_MAX_ECE_RISE, DEFAULT_MAX_F1_DROP, DEFAULT_MAX_SLICE_DROP
 
 
+BAKEOFF_PROG, GATE_PROG = "validate.py bakeoff", "validate.py gate"
+"""The names the two commands' errors start with (``validate.py bakeoff: error: ...``, on stderr)."""
+
+
 def bakeoff_parser() -> argparse.ArgumentParser:
-    p = UsageParser(prog="validate.py bakeoff",
+    p = UsageParser(prog=BAKEOFF_PROG,
                 description="Run the arms of a suite file (zero-shot and few-shot) on the same test rows of an "
                             "examples file; leaderboard with quality, latency, fit time, memory and cost; escalation; "
                             "declared and discovered slices; JSON + HTML report.")
@@ -62,7 +68,7 @@ def bakeoff_parser() -> argparse.ArgumentParser:
 
 
 def gate_parser() -> argparse.ArgumentParser:
-    p = UsageParser(prog="validate.py gate",
+    p = UsageParser(prog=GATE_PROG,
                 description="Exit 1 if, for any arm of the baseline, macro-F1 dropped, ECE rose, or a declared "
                             "slice fell further behind the arm's own accuracy, by more than the thresholds.")
     p.add_argument("report", type=Path, help="bake-off JSON report to check")
@@ -97,8 +103,7 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
     try:
         signer = signer_for(args.receipt_key)
     except ReceiptError as exc:
-        console.print(f"error: {exc}", markup=False, soft_wrap=True)
-        return 2
+        return usage_error(BAKEOFF_PROG, str(exc))
     opts = BakeoffOptions(root=args.root, examples=args.examples, max_per_dataset=args.max_per_dataset,
                           protocol=protocol, min_support=args.min_support, targets=args.target_accuracy,
                           max_p95_ms=args.max_p95_ms, max_fit_s=args.max_fit_s, max_rss_mb=args.max_rss_mb,
@@ -111,8 +116,7 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
         suite = load_suite(args.suite, args.root)
         report = run_bakeoff(suite, opts, console)
     except (SuiteError, ExamplesError, ProtocolError, ValueError) as exc:
-        console.print(f"error: {exc}", markup=False, soft_wrap=True)
-        return 2
+        return usage_error(BAKEOFF_PROG, str(exc))
     print_report(report, console)
     write_report_json(report_path, report)
     html_path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,8 +133,7 @@ def gate_main(argv: Sequence[str], console) -> int:
     try:
         report, baseline = load_report(args.report), load_report(args.baseline)
     except GateInputError as exc:
-        console.print(f"error: {exc}", markup=False, soft_wrap=True)
-        return 2
+        return usage_error(GATE_PROG, str(exc))
     violations = compare_reports(report, baseline, args.max_f1_drop, args.max_ece_rise, args.max_slice_drop)
     arms = [a["name"] for a in baseline["arms"] if not a.get("error")]
     for v in violations:

@@ -2,8 +2,9 @@
 ``verify-receipt`` (the receipt of a bake-off report or service answer, offline: `zsnli.compare.receipts.main`).
 
 Exit codes: 0 all gates pass / every arm ran; 1 a gate failed / an arm
-failed; 2 bad usage or unreadable examples (one line, checked before any
-server starts or model loads); 130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM, every server it started stopped.
+failed; 2 bad usage, an unknown command or unreadable examples (one line on stderr, ``validate.py[ COMMAND]: error:
+...``, checked before any server starts or model loads); 130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM, every
+server it started stopped. ``bakeoff`` and ``gate`` are `zsnli.compare.bakeoff_cli`'s.
 """
 
 from __future__ import annotations
@@ -20,16 +21,24 @@ from rich.markup import escape
 from zsnli.harness.cli import (
     non_negative_seconds, positive_seconds,
     UsageParser, accuracy_target, non_negative_int, one_line_errors, positive_float, positive_int,
-    output_file, url_problem,
+    output_file, url_problem, usage_error,
 )
 from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
-from zsnli.harness.server import DEFAULT_SERVE_CMD, stops_servers
+from zsnli.harness.server import DEFAULT_SERVE_CMD, serve_command, stops_servers
 from zsnli.compare.receipts import add_receipt_key_flag
 from zsnli.compare.report import scrub_non_finite, write_report_json
 from zsnli.compare.selfcheck import DEFAULT_MAX_SECONDS, DEFAULT_STARTUP_TIMEOUT_S
 from zsnli.compare.slices import DEFAULT_MIN_SUPPORT as DEFAULT_MIN_SLICE_N
 from zsnli.compare.suite import DEFAULT_TARGET_ACCURACY, ArmEntry, Suite
+
+COMPARE_PROG = "validate.py compare"
+COMMANDS = {"compare": "the bake-off of servers, model directories and baselines given by flags",
+            "bakeoff": "the arms of a suite file (zero-shot and few-shot) on the same rows",
+            "gate": "hold a bake-off report to a baseline report (exit 1 on a regression)",
+            "verify-receipt": "check the receipt of a bake-off report, offline"}
+"""``validate.py``'s commands (the first argument; none: the self-check) and what each does, for ``--help`` and
+the refusal of an unknown one (`unknown_command`)."""
 
 EXAMPLES_HELP = (f"examples JSONL (DESIGN.md format) or 'hub:btzsc' (needs network); default {DEFAULT_EXAMPLES} "
                  "under --root (shipped in the repository)")
@@ -43,7 +52,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmups", type=non_negative_int, default=DEFAULT_WARMUPS, help="untimed warm-up requests (default 16)")
     p.add_argument("--startup-timeout", type=positive_seconds, default=DEFAULT_STARTUP_TIMEOUT_S,
                    help="seconds to wait for /health 200 (default 300)")
-    p.add_argument("--serve-cmd", default=DEFAULT_SERVE_CMD,
+    p.add_argument("--serve-cmd", type=serve_command, default=DEFAULT_SERVE_CMD,
                    help="command that starts a server; gets ZSNLI_HOST/ZSNLI_PORT/ZSNLI_MODEL_DIR in its "
                         "environment, {port} and {host} are substituted (default: 'bash serve.sh')")
     p.add_argument("--report", type=output_file, default=None, help="write the JSON report here")
@@ -58,8 +67,8 @@ def selfcheck_parser() -> argparse.ArgumentParser:
         prog="validate.py",
         description="Self-check: gates 1-6 (prerequisites, startup, one request, throughput, valid answers, health "
                     "after), then accuracy, macro-F1, ECE, calibrated macro-F1 and normalised score per dataset. "
-                    "Run 'validate.py compare --help' for the bake-off, "
-                    "'validate.py verify-receipt --help' to check the receipt of a bake-off report.")
+                    "Other commands (validate.py COMMAND --help for each): "
+                    + "; ".join(f"{name}: {what}" for name, what in COMMANDS.items()) + ".")
     _common(p)
     p.add_argument("--url", default=None, help="use this running server instead of starting serve.sh")
     p.add_argument("--docs", type=positive_int, default=None,
@@ -73,7 +82,7 @@ def selfcheck_parser() -> argparse.ArgumentParser:
 def compare_parser() -> argparse.ArgumentParser:
     """Parser of ``validate.py compare``."""
     p = UsageParser(
-        prog="validate.py compare",
+        prog=COMPARE_PROG,
         description="Bake-off: the same examples through servers, model directories and baselines; leaderboard, "
                     "escalation, worst slices, HTML + JSON report, receipt. With no arm given: "
                     "--model-dir model --baseline pipeline --baseline embedding.")
@@ -154,8 +163,7 @@ def selfcheck_main(argv: Sequence[str], console, progress: bool) -> int:
     try:
         result = run_selfcheck(opts, console)
     except ExamplesError as exc:
-        console.print(f"[red]examples:[/red] {escape(str(exc))}", highlight=False)
-        return 2
+        return usage_error("validate.py", str(exc))
     if result.scores is not None:
         console.print(scores_table(result.scores, title=f"Metrics per dataset ({escape(opts.examples)})"))
         for note in result.scores.notes:
@@ -229,16 +237,13 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
     try:
         signer = signer_for(args.receipt_key)
     except ReceiptError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        return 2
+        return usage_error(COMPARE_PROG, str(exc))
     opts = BakeoffOptions(root=args.root, examples=_examples_path(args), max_per_dataset=args.max_per_dataset,
                           isolate=False, warmups=args.warmups, signer=signer, progress=rows_progress)
     try:
         report = run_bakeoff(compare_suite(args), opts, console)
     except (ExamplesError, ValueError) as exc:
-        console.print(f"[red]{'examples' if isinstance(exc, ExamplesError) else 'error'}:[/red] {escape(str(exc))}",
-                      highlight=False)
-        return 2
+        return usage_error(COMPARE_PROG, str(exc))
     if all(a.get("error") for a in report["arms"]):  # each failure was printed as its arm ended
         console.print("[red]no arm ran[/red]: nothing to report (no tables, HTML or JSON written)", highlight=False)
         return 1
@@ -251,6 +256,18 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
         write_report_json(args.report, report)
         console.print(f"JSON report: {escape(str(args.report))}", highlight=False)
     return 1 if any(a.get("error") for a in report["arms"]) else 0
+
+
+def unknown_command(word: str) -> int:
+    """Refuse ``validate.py WORD ...`` where ``WORD`` is no command (`COMMANDS`; the self-check takes no positional
+    argument, so a first word that is not an option is always meant as one): one line on stderr naming it, the
+    closest command when one is close (`difflib`) and every command; returns 2."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(COMMANDS), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return usage_error("validate.py", f"unknown command {word!r}; {hint}the commands are {', '.join(COMMANDS)} "
+                       "(none: the self-check; validate.py --help)")
 
 
 LOG_WIDTH = 1000
@@ -283,6 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not any(a == "hub:btzsc" or a.endswith("=hub:btzsc") for a in argv):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        return unknown_command(argv[0])
     console = output_console(sys.stdout)
     progress = sys.stderr.isatty()
     if argv and argv[0] == "verify-receipt":

@@ -9,7 +9,8 @@ a checkout) and any ``ZSNLI_*`` settings in its environment; it polls
 ``GET /health`` until 200 and, on exit, terminates the whole group (SIGTERM,
 then SIGKILL after a grace period) whatever happened. `wait_for_url` does
 the polling for a server someone else started and gives up at once when
-nothing listens there.
+nothing listens there. `serve_command` is ``--serve-cmd``'s argparse type (`command_problem`: an empty command or
+one with an unbalanced quote is refused at parse time).
 
 Every server this process started and has not stopped is in `live_servers`. `stops_servers` wraps the
 ``main`` of every command that starts servers (``python -m zsnli.bench`` and its siblings, ``validate.py``):
@@ -116,6 +117,28 @@ def wait_for_url(url: str, timeout_s: float) -> tuple[float, dict]:
         time.sleep(HEALTH_POLL_S)
 
 
+def command_problem(cmd: str) -> str | None:
+    """What is wrong with a server command line given as a string (``--serve-cmd``, a suite's ``serve_cmd``), in
+    words, or None: empty or blank (nothing to run), or not splittable the shell's way (`shlex.split`: an
+    unbalanced quote, a trailing backslash)."""
+    try:
+        argv = shlex.split(cmd)
+    except ValueError as exc:
+        return f"{cmd!r} is not a command line ({exc}); quote it as a shell would"
+    return None if argv else f"{cmd!r} is empty: give the command that starts a server, e.g. '{DEFAULT_SERVE_CMD}'"
+
+
+def serve_command(text: str) -> str:
+    """The argparse type of ``--serve-cmd``: ``text`` unchanged once `command_problem` finds nothing, else
+    ``argparse.ArgumentTypeError`` with its words (one line at parse time, exit 2)."""
+    import argparse
+
+    problem = command_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 class ServerProcess:
     """A server child process bound to ``host`` on a free port; a context manager.
 
@@ -128,6 +151,7 @@ class ServerProcess:
     The process's stdout/stderr go to a log file (``log_path``) whose tail is
     quoted in errors; leaving the ``with`` block without an error removes it.
     After `wait_healthy`: ``startup_s`` and ``health`` (the /health body).
+    Raises `ServerError` (one line) for a command that is empty or not a command line (`command_problem`).
     """
 
     def __init__(self, cmd: str | Sequence[str] = DEFAULT_SERVE_CMD, cwd: str | Path = ".",
@@ -135,6 +159,9 @@ class ServerProcess:
                  grace_s: float = 10.0, model_dir: str | Path | None = None, threads: int | None = None) -> None:
         self.host = host
         self.port = port or free_port(host)
+        problem = command_problem(cmd) if isinstance(cmd, str) else None if cmd else "the command is empty"
+        if problem:
+            raise ServerError(f"cannot start a server: {problem}")
         argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
         subst = {"{port}": str(self.port), "{host}": host, "{python}": sys.executable}
         self.argv = [_substitute(a, subst) for a in argv]
