@@ -84,8 +84,9 @@ def build_parser() -> UsageParser:
     c.add_argument("--output", help="--input's answers as JSONL, one a line in input order (default: stdout)")
     c.add_argument("--batch-size", type=positive_int, default=32, help="documents per request (default 32)")
     c.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per HTTP call (default 60)")
-    c.add_argument("--json", action="store_true", help="print a single text's answer as one JSON object (not with --input: its answers are JSON "
-                   "lines)")
+    c.add_argument("--json", action="store_true",
+                   help="print a single text's answer as one JSON object (not with --input: its answers are "
+                        "JSON lines)")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("serve", help="run the server (as ./serve.sh: configured by HOST, PORT and ZSNLI_*)",
                    add_help=False)

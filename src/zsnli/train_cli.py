@@ -118,10 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = TrainParser(prog="train.py", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="fine-tune a preset and write the model and the manifests")
+    t = sub.add_parser("train", help="fine-tune a preset and write the model and the manifests",
+                       description="Fine-tune a preset's NLI cross-encoder (resuming from the newest checkpoint in "
+                                   "--output-dir) and write the model, training_manifest.json and data_sources.json.")
     _preset_args(t, None)
     t.add_argument("--output-dir", help="checkpoints and logs (default runs/<preset>; runs/ is $ZSNLI_RUNS_DIR when set)")
-    t.add_argument("--dry-run", action="store_true", help="print the plan as JSON; load and download nothing")
+    t.add_argument("--dry-run", action="store_true", help="print the plan as JSON after the checks a run makes (paths "
+                                                          "included); load and download nothing")
     t.add_argument("--no-resume", action="store_true")
     t.add_argument("--reset-best", action="store_true",
                    help="on resume, forget the best checkpoint/metric of earlier processes (their evaluation "
@@ -155,7 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     _install_encoder_parser(sub)
     add_install_base_parser(sub, repo_default(SHIPPED_MODEL_DIR))
 
-    c = sub.add_parser("calibrate", help="fit scoring rule and temperature on held-out NLI choice tasks")
+    c = sub.add_parser("calibrate", help="fit scoring rule and temperature on held-out NLI choice tasks",
+                       description="Fit the scoring rule and temperature of a trained model on choice tasks built "
+                                   "from its NLI hold-out (and the team dev set) and write calibration.json.")
     _preset_args(c, repo_default(SHIPPED_MODEL_DIR))
     c.add_argument("--out", default=None, help="calibration.json path (default: beside the manifest: inside a "
                                                "variant folder such as model/base; refused in another model's)")
@@ -166,13 +171,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="choose on the NLI tasks alone (lowest NLL on their select half)")
     c.add_argument("--tasks", type=positive_int, default=2000, help="synthetic choice tasks to build")
 
-    e = sub.add_parser("evaluate", help="accuracy per validation and test split of a model directory")
+    e = sub.add_parser("evaluate", help="accuracy per validation and test split of a model directory",
+                       description="Accuracy of a model directory on each validation and test split of its preset's "
+                                   "NLI data, printed as JSON (and kept in its manifest with --update-manifest).")
     _preset_args(e, repo_default(SHIPPED_MODEL_DIR))
     e.add_argument("--out", default=None, help="write the figures as JSON here")
     e.add_argument("--update-manifest", action="store_true",
                    help="record the figures as 'evaluation' in training_manifest.json (model hashes untouched)")
 
-    v = sub.add_parser("verify", help="re-hash the model directory against the manifest")
+    v = sub.add_parser("verify", help="re-hash the model directory against the manifest",
+                       description="Re-hash a model directory (or a run folder's model/) against its manifest: one "
+                                   "line per check, then a summary; exit 1 when any check fails.")
     v.add_argument("--model-dir", default=repo_default(SHIPPED_MODEL_DIR),
                    help="a model directory, or a run folder (its model/ is checked)")
     v.add_argument("--manifest", default=None, help="default: --model-dir's own encoder_manifest.json, else the "
@@ -250,7 +259,10 @@ def _install_encoder_parser(sub) -> None:
 
 def _encoder_parser(sub) -> None:
     """The ``encoder`` sub-command: fine-tune the cosine term's sentence encoder (`zsnli.training.encoder`)."""
-    e = sub.add_parser("encoder", help="fine-tune the cosine term's sentence encoder on zsc-train (in-batch negatives)")
+    e = sub.add_parser("encoder", help="fine-tune the cosine term's sentence encoder on zsc-train (in-batch negatives)",
+                       description="Fine-tune the cosine term's sentence encoder on the zsc-train sets and write run/, "
+                                   "model/ and encoder_manifest.json in --output-dir (train.py install-encoder ships "
+                                   "it).")
     e.add_argument("--zsc-dir", default=repo_default(DEFAULT_ZSC_DIR),
                    help="classification sets (zsc-train layout; default %(default)s)")
     _zsc_selection_args(e)

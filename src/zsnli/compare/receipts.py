@@ -38,7 +38,7 @@ service defaults to `default_key`; the command lines sign only when ``--receipt-
 ``ZSNLI_RECEIPT_KEY`` names one), created with mode 0600 on first use. ``cryptography`` is imported
 lazily, so the server starts without it (bake-offs then answer 503).
 ``python validate.py verify-receipt FILE [--public-key PEM] [--allow-unsigned]`` runs `main`.
-Imports only `zsnli.manifest`, `zsnli.harness.cli` (`one_line`) (and ``cryptography`` inside functions).
+Imports only `zsnli.manifest`, `zsnli.harness.cli` (`one_line`, `json_problem`) (and ``cryptography`` inside functions).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from zsnli.manifest import canonical_json, runs_path
-from zsnli.harness.cli import one_line
+from zsnli.harness.cli import json_problem, one_line
 
 RECEIPT_VERSION = 3
 KEY_ENV = "ZSNLI_RECEIPT_KEY"
@@ -445,6 +445,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNREADABLE
     except RecursionError:  # JSON nested deeper than Python can walk: no report is
         print(f"verify-receipt: {args.file} is nested too deeply to be a bake-off report", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except json.JSONDecodeError as exc:  # (a ValueError) the report is not JSON, or an empty file
+        print(f"verify-receipt: {args.file}: not JSON ({json_problem(exc)})", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except UnicodeDecodeError as exc:  # (a ValueError)
+        print(f"verify-receipt: {args.file}: not UTF-8 text ({one_line(exc)})", file=sys.stderr)
         return EXIT_UNREADABLE
     except (ValueError, ReceiptError) as exc:
         print(f"verify-receipt: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)

@@ -14,7 +14,7 @@ Reports over different examples (sha256) or protocol settings are not
 comparable: that is a violation too. Condition 3 is what catches a change
 that lifts the averages while one group of documents loses ground.
 
-Imports: the standard library only.
+Imports: the standard library and `zsnli.harness.cli` (standard library only: `json_problem`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from zsnli.harness.cli import json_problem
 
 DEFAULT_MAX_F1_DROP = 0.02
 DEFAULT_MAX_ECE_RISE = 0.02
@@ -53,7 +55,8 @@ def load_report(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise GateInputError(f"cannot read {p}: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
-        raise GateInputError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+        reason = json_problem(exc) if json_problem(exc) == "empty file" else f"{exc.msg} at line {exc.lineno}"
+        raise GateInputError(f"{p}: not JSON ({reason})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
         raise GateInputError(f"{p}: not a bake-off report (no 'arms' list); write one with validate.py bakeoff --report")
     return data

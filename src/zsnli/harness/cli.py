@@ -14,7 +14,9 @@ input nested deeper than Python can walk or a file that cannot be read or writte
 `number_type` builds the argparse type of every numeric flag (a range, checked at parse
 time, named in the one-line error); `positive_int`, `non_negative_int`, `positive_float`,
 `non_negative_float`, `fraction`, `open_fraction`, `accuracy_target` and `port_number` are the
-common ones (`tests/test_command_lines.py` fails on a bare ``type=int``/``type=float``). `plain_text` is a bench command's description (its docstring's first paragraph without reST markup). `url_problem`
+common ones (`tests/test_command_lines.py` fails on a bare ``type=int``/``type=float``). `plain_text` is a bench
+command's description (its docstring's first paragraph without reST markup). `json_problem` says why a JSON file
+did not parse (an empty one named as such). `url_problem`
 is every ``--url`` flag's check (``validate.py``, ``zsnli classify``): a URL without its scheme is named. (Progress
 lines for long waits are `zsnli.runtime.progress`'s.)
 Imports nothing from zsnli (standard library only), so the server, the
@@ -103,6 +105,17 @@ def one_line(text: object) -> str:
     """``str(text)`` as one line of an error: each line break, with the blanks around it, becomes one space, and
     the ends are stripped; blanks inside a line are kept (a value ``'a  b'`` stays as given, not ``'a b'``)."""
     return _LINE_BREAK.sub(" ", str(text)).strip()
+
+
+def json_problem(exc: BaseException) -> str:
+    """Why a JSON file could not be read, for a one-line error: ``empty file`` when the document is empty or blank
+    (``json``'s own "Expecting value: line 1 column 1 (char 0)" says nothing of that), else the error's text
+    (`one_line`). ``exc``: what ``json.loads``/``json.load`` raised (a ``json.JSONDecodeError`` carries the document
+    it was given as ``doc``), or any other error of reading the file."""
+    doc = getattr(exc, "doc", None)
+    if isinstance(doc, (str, bytes)) and not doc.strip():
+        return "empty file"
+    return one_line(exc)
 
 
 def usage_error(prog: str, message: str) -> int:

@@ -22,7 +22,8 @@ Leave-one-kind-out (`leave_out` over `kind_folds`): every set of one task kind h
 fitted on the other kinds, as the benchmark's new datasets and unfamiliar mix are met.
 `fold_scoring` on every set makes the shipped choice.
 
-Imports: numpy, scipy, ``zsnli.metrics``, ``zsnli.scoring``, ``zsnli.request_scoring``,
+Imports: numpy, scipy, ``zsnli.harness.cli`` (``json_problem``), ``zsnli.metrics``, ``zsnli.scoring``,
+``zsnli.request_scoring``,
 ``zsnli.selection.search`` (packing, the fast figures), ``zsnli.selection.fits``, ``zsnli.selection.score_cache``.
 """
 
@@ -36,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..harness.cli import json_problem
 from ..request_scoring import (CALIBRATOR_FEATURES, GROUPS, Calibrator, Cascade, RequestScoring,
                                cascade_scores, prunes, request_group)
 from ..scoring import ScoringConfig, scores_from_logits
@@ -60,7 +62,7 @@ def read_kinds(path: str | Path) -> dict[str, Any]:
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read the task kinds file {path}: {exc}") from None
+        raise ValueError(f"cannot read the task kinds file {path}: {json_problem(exc)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmark"), dict) or not isinstance(doc.get("zsc_dev"), dict):
         raise ValueError(f"{path}: expected 'benchmark' and 'zsc_dev' objects")
     for name, entry in doc["benchmark"].items():

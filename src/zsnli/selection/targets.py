@@ -18,7 +18,8 @@ documents lie beside it (the parent folder, where ``train.py train`` writes its 
 * `calibrate_defaults`: ``train.py calibrate``'s manifest folder in a variant folder, and the preset and base model
   ``calibrate`` and ``evaluate`` rebuild the model's data from, read from the model's own manifest (`model_home`).
 
-May import `zsnli.manifest`, `zsnli.training.cli_checks` (the checkout), `zsnli.training.usage` (the error class and the model check) and
+May import `zsnli.manifest`, `zsnli.harness.cli` (`json_problem`), `zsnli.training.cli_checks` (the checkout),
+`zsnli.training.usage` (the error class and the model check) and
 `zsnli.training.presets` (the preset names); no torch.
 """
 
@@ -30,6 +31,7 @@ import os
 from pathlib import Path
 from typing import Collection
 
+from ..harness.cli import json_problem
 from ..manifest import (CALIBRATION_NAME, DATA_SOURCES_NAME, ENCODER_MANIFEST_NAME, MANIFEST_NAME, beside_model,
                         hash_model_dir, model_dir_digest)
 from ..training.cli_checks import CHECKOUT
@@ -199,7 +201,8 @@ def _recorded(args: argparse.Namespace, manifest: Path | None) -> dict:
     try:
         doc = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        why = f"not readable JSON ({exc})" if isinstance(exc, ValueError) else f"unreadable ({exc.strerror or exc})"
+        why = (f"not readable JSON ({json_problem(exc)})" if isinstance(exc, ValueError)
+               else f"unreadable ({exc.strerror or exc})")
     else:
         if isinstance(doc, dict):
             return doc

@@ -21,7 +21,7 @@ Without a calibration the base is not served yet: `select_command` is the comman
 
 May import `zsnli.manifest`, `zsnli.scoring` (the calibration's recorded model), `zsnli.training.base_run` (the
 checks of the run), `zsnli.training.usage` (the error, the folder check), `zsnli.training.encoder_install` (staging, recovery,
-the top-level manifest), `zsnli.training.manifest_writer` (the encoder table's key), `zsnli.harness.cli` (`one_line`), and torch and safetensors
+the top-level manifest), `zsnli.training.manifest_writer` (the encoder table's key), `zsnli.harness.cli` (`json_problem`), and torch and safetensors
 inside `convert_weights`.
 """
 
@@ -42,7 +42,7 @@ from .base_run import WEIGHTS_NAME, Run, check_run
 from .usage import UsageError, check_model_dir_arg
 from .encoder_install import describes, recover, staging_dirs, swap_and_commit, top_manifest
 from .manifest_writer import TRAINED_EMBEDDING_KEY
-from ..harness.cli import one_line
+from ..harness.cli import json_problem
 
 BASE_DTYPE = "bfloat16"
 """The stored dtype of the installed base: bf16, what it is served in on a GPU (issue 56)."""
@@ -103,7 +103,7 @@ def read_calibration(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UsageError(f"--calibration {path}: not readable JSON ({one_line(exc)})") from None
+        raise UsageError(f"--calibration {path}: not readable JSON ({json_problem(exc)})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("chosen"), dict):
         raise UsageError(f"--calibration {path}: no 'chosen' scoring (train.py select writes one)")
     return doc

@@ -13,7 +13,7 @@ could have reached the model (`zsnli.training.leak_check.leaked_text`), and a ba
 
 May import `zsnli.manifest`, `zsnli.training.usage` (the error), `zsnli.training.encoder_install` (`describes`),
 `zsnli.training.leak_check`, `zsnli.training.manifest_writer` (the card's licence) and `zsnli.training.nli_data` (the
-labels), `zsnli.harness.cli` (`one_line`); no torch.
+labels), `zsnli.harness.cli` (`json_problem`); no torch.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .encoder_install import describes
 from .leak_check import leaked_text
 from .manifest_writer import card_licence
 from .nli_data import LABELS
-from ..harness.cli import one_line
+from ..harness.cli import json_problem
 
 WEIGHTS_NAME = "model.safetensors"
 """The weight file a ``train.py train`` model directory holds (`zsnli.training.nli_trainer.save_model`)."""
@@ -122,7 +122,7 @@ def check_head(model_dir: Path) -> None:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
         found = {str(k): str(v).lower() for k, v in (config.get("id2label") or {}).items()}
     except (OSError, ValueError, AttributeError) as exc:
-        raise UsageError(f"{model_dir}/config.json: unreadable ({one_line(exc)})") from None
+        raise UsageError(f"{model_dir}/config.json: unreadable ({json_problem(exc)})") from None
     if found != NLI_ID2LABEL:
         raise UsageError(f"{model_dir}: config.json id2label is {found}, not the 3-way NLI head {NLI_ID2LABEL} that "
                          "train.py train writes and the served scoring expects")
@@ -142,7 +142,7 @@ def read_sources(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: not readable JSON ({one_line(exc)}); {RUN_HINT}") from None
+        raise UsageError(f"{path}: not readable JSON ({json_problem(exc)}); {RUN_HINT}") from None
     sources = doc.get("sources") if isinstance(doc, dict) else None
     if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):
         raise UsageError(f"{path}: not a data sources document (an object whose 'sources' is a list of objects, as "

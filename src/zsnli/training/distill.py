@@ -24,7 +24,7 @@ The manifest's ``teacher`` entry is `teacher_entry`. The same cache also serves 
 margin-mse`` (`zsnli.training.encoder`): its (text, hypothesis) pairs go through `build_cache` unchanged, and
 `teacher_pair_scores` turns their rows into the one score per pair that Margin-MSE compares.
 
-May import `zsnli.manifest`, `zsnli.training.nli_trainer`,
+May import `zsnli.manifest`, `zsnli.harness.cli` (`json_problem`), `zsnli.training.nli_trainer`,
 `zsnli.training.zsc_nli`, `zsnli.training.nli_data` and, inside functions, `zsnli.runtime.progress`,
 `zsnli.training.manifest_writer` (the base's weights digest and licence), numpy, torch and transformers.
 """
@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..harness.cli import json_problem
 from ..manifest import FileCheck, sha256_file
 from .nli_data import DataError, Source
 from .nli_trainer import ID2LABEL, nli_loss, nli_trainer_class
@@ -393,7 +394,7 @@ def read_description(path: str | Path) -> dict[str, Any]:
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise DataError(f"--teacher-description {path}: not readable JSON ({exc})") from None
+        raise DataError(f"--teacher-description {path}: not readable JSON ({json_problem(exc)})") from None
     sources = doc.get("sources") or doc.get("data", {}).get("sources")
     hp = doc.get("hyperparameters") or {}
     if not isinstance(doc.get("base_model"), dict) or not sources or "zsc_exclude" not in hp:

@@ -27,7 +27,7 @@ encoder and ``data_sources.json`` return. ``data_sources.json`` must be a source
 declare the installed encoder's sets (`sources_check`).
 
 May import `zsnli.manifest`, `zsnli.scoring` (the calibration reader), `zsnli.training.usage` (the error, the folder checks) and
-`zsnli.training.manifest_writer`, `zsnli.harness.cli` (`one_line`); no torch.
+`zsnli.training.manifest_writer`, `zsnli.harness.cli` (`json_problem`); no torch.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from .manifest_writer import (
     ENCODER_MANIFEST_NAME, TEACHER_KEY, TRAINED_EMBEDDING_KEY, LineageError, declare_sources, teacher_sources,
     trained_embedding,
 )
-from ..harness.cli import one_line
+from ..harness.cli import json_problem
 
 ENCODER_SOURCE_PREFIX = "sentence-encoder:"
 """``data_sources.json`` names of the encoder's training sets (the cross-encoder's own entries keep theirs)."""
@@ -335,7 +335,7 @@ def _check_sources_file(path: Path) -> None:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: not readable JSON ({one_line(exc)}); it must be a data sources "
+        raise UsageError(f"{path}: not readable JSON ({json_problem(exc)}); it must be a data sources "
                          "document (restore it) before an encoder is installed") from None
     sources = doc.get("sources", []) if isinstance(doc, dict) else None
     if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):

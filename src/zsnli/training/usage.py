@@ -4,7 +4,8 @@ a file or a model directory shares: ``train.py``'s commands (`zsnli.training.cli
 (`zsnli.selection.cli`). Each check raises `UsageError` naming the flag and the value as the user gave it: a file
 is called a file, a folder a folder, a missing path missing.
 
-May import `zsnli.manifest` at module level and `zsnli.runtime.model_config` (standard library only) inside
+May import `zsnli.manifest` and `zsnli.harness.cli` (`json_problem`) at module level and
+`zsnli.runtime.model_config` (standard library only) inside
 `check_nli_model_dir`.
 """
 
@@ -15,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..harness.cli import json_problem
 from ..manifest import ENCODER_MANIFEST_NAME
 
 SHIPPED_MODEL_DIR = "model"
@@ -25,9 +27,17 @@ class UsageError(Exception):
     """A user mistake: its message is the one line printed (exit 2)."""
 
 
+def check_not_empty(value: str | Path, flag: str, hint: str) -> None:
+    """Raise `UsageError` (one line naming ``flag``, ending with ``hint``) when a path was given as ``''``: ``Path('')``
+    is the current directory, so an empty value would otherwise pass for ``.``. Every path check below starts here."""
+    if isinstance(value, str) and value == "":
+        raise UsageError(f"{flag} {value!r}: an empty value; {hint}")
+
+
 def check_folder_arg(folder: str | Path, flag: str, hint: str) -> None:
     """Raise `UsageError` (one line naming ``flag`` and the value as given, ending with ``hint``) unless ``folder``
-    is a directory: a file there is called a file, not a missing directory."""
+    is a directory: a file there is called a file, not a missing directory (an empty value: `check_not_empty`)."""
+    check_not_empty(folder, flag, hint)
     path = Path(folder).expanduser()
     if not path.is_dir():
         raise UsageError(f"{flag} {folder}: {'a file, not a directory' if path.exists() else 'no such directory'}; "
@@ -37,6 +47,7 @@ def check_folder_arg(folder: str | Path, flag: str, hint: str) -> None:
 def check_file_arg(file: str | Path, flag: str, hint: str) -> None:
     """Raise `UsageError` (one line naming ``flag`` and the value as given, ending with ``hint``) unless ``file``
     is a file: a directory there is called a directory, not a missing file (`check_folder_arg`'s twin)."""
+    check_not_empty(file, flag, hint)
     path = Path(file).expanduser()
     if not path.is_file():
         raise UsageError(f"{flag} {file}: {'a directory, not a file' if path.is_dir() else 'no such file'}; {hint}")
@@ -47,6 +58,7 @@ def check_output_file_arg(file: str | Path, flag: str, hint: str = "give a file 
     be written as a file: not a directory, not a symbolic link to nothing (writing through it would create its target
     elsewhere), its folder an existing directory (not a file). Checked before any work, so a long run never fails at
     its last write."""
+    check_not_empty(file, flag, hint)
     path = Path(file).expanduser()
     if path.is_dir():
         raise UsageError(f"{flag} {file}: a directory, not a file; {hint}")
@@ -56,6 +68,29 @@ def check_output_file_arg(file: str | Path, flag: str, hint: str = "give a file 
     if not parent.is_dir():
         what = "is a file, not a directory" if parent.exists() else "does not exist"
         raise UsageError(f"{flag} {file}: its folder {parent} {what}; {hint}")
+
+
+def check_output_folder_arg(folder: str | Path, flag: str,
+                            hint: str = "give a directory, or a path to make one") -> None:
+    """Raise `UsageError` (one line naming ``flag`` and the value as given, ending with ``hint``) unless a command
+    can write into ``folder``: an existing directory, or a path not there yet (the command makes it) whose nearest
+    existing parent is a directory. A file there, a symbolic link to nothing (``mkdir`` refuses it: "File exists"),
+    or a file or dangling link among its parents is refused before any work, so a run never fails at its first or
+    last write."""
+    check_not_empty(folder, flag, hint)
+    path = Path(folder).expanduser()
+    if path.is_dir():
+        return
+    if path.is_symlink() and not path.exists():
+        raise UsageError(f"{flag} {folder}: a symbolic link to nothing ({os.readlink(path)}); {hint}")
+    if path.exists():
+        raise UsageError(f"{flag} {folder}: a file, not a directory; {hint}")
+    for parent in path.parents:  # the nearest one that is there (or a link) decides
+        if parent.is_dir():
+            return
+        if parent.exists() or parent.is_symlink():
+            what = "a file, not a directory" if parent.exists() else "a symbolic link to nothing"
+            raise UsageError(f"{flag} {folder}: {parent} is {what}; {hint}")
 
 
 def check_model_dir_arg(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
@@ -82,7 +117,10 @@ def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: 
     if any((path / name).is_file() for name in (ENCODER_MANIFEST_NAME, "sentence_bert_config.json")):
         raise UsageError(f"{flag} {model_dir}: this is a sentence encoder (the cosine term's model, as "
                          f"{SHIPPED_MODEL_DIR}/embedding), not a 3-way NLI model; {hint}")
-    config = read_json(path / "config.json")
+    try:
+        config = read_json(path / "config.json")
+    except UsageError as exc:  # named under the flag it came from
+        raise UsageError(f"{flag} {model_dir}: {exc}; {hint}") from None
     try:
         label_indices((config.get("id2label") if isinstance(config, dict) else None) or {})
     except ModelConfigError as exc:
@@ -91,8 +129,8 @@ def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: 
 
 def read_json(path: Path) -> Any:
     """The JSON document in the file ``path``. Raises `UsageError` (one line naming ``path``) when it cannot be read
-    or parsed."""
+    or parsed (an empty file called so: `zsnli.harness.cli.json_problem`)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: not readable JSON ({exc})") from None
+        raise UsageError(f"{path}: not readable JSON ({json_problem(exc)})") from None

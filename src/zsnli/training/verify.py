@@ -1,21 +1,75 @@
 """``train.py verify``: re-hash a model directory against its manifest, one line per check, then a summary.
 
+`check_verify_args` checks ``--model-dir`` and ``--manifest`` (or finds the manifest: `default_verify_manifest`);
 `run_verify` runs every check of ``--model-dir`` against ``--manifest`` (both already checked by
 `zsnli.training.cli_checks.check_args`) and prints them (`check_line`) and the summary (`summary`: files counted apart
 from the other checks, the manifest named as given).
 
-May import `zsnli.manifest`, `zsnli.training.encoder_install` (the state of an install) and, inside `run_verify`,
+May import `zsnli.manifest`, `zsnli.harness.cli` (`json_problem`), `zsnli.training.usage` (the argument checks),
+`zsnli.training.encoder_install` (the state of an install) and, inside `run_verify`,
 `zsnli.training.distill` (a teacher's check; no torch).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
-from ..manifest import (PIN_FIELD_ABSENT, PIN_FIELDS, VARIANT_DIRS, FileCheck, check_encoder_dir, check_model_dir,
-                        check_variants, is_encoder_manifest, load_manifest)
+from ..harness.cli import json_problem
+from ..manifest import (ENCODER_MANIFEST_NAME, MANIFEST_NAME, PIN_FIELD_ABSENT, PIN_FIELDS, VARIANT_DIRS, FileCheck,
+                        ManifestError, check_encoder_dir, check_model_dir, check_variants, is_encoder_manifest,
+                        load_manifest)
 from .encoder_install import install_checks
+from .usage import UsageError, check_model_dir_arg
+
+
+def default_verify_manifest(model_dir: Path) -> Path:
+    """The manifest ``train.py verify`` checks ``model_dir`` against when ``--manifest`` is not given: the one the
+    directory carries (a shipped sentence encoder's `ENCODER_MANIFEST_NAME`, the base variant's `MANIFEST_NAME` in
+    ``model/base``), else the one beside it that the run wrote (an encoder run's `ENCODER_MANIFEST_NAME`, a training
+    run's `MANIFEST_NAME`), named as ``model_dir`` is (relative when it is; absolute only when a symbolic link makes
+    its written parent another folder). Raises `UsageError` naming ``--model-dir`` (``--manifest`` was not given)
+    when both are beside it (say which with ``--manifest``) and when there is none: what was looked for, and where."""
+    for own in (model_dir / ENCODER_MANIFEST_NAME, model_dir / MANIFEST_NAME):  # model/base carries its own
+        if own.is_file():
+            return own
+    parent = model_dir.resolve().parent
+    written = Path(os.path.normpath(model_dir / os.pardir))  # the parent as the user wrote --model-dir
+    parent = written if written.resolve() == parent else parent
+    found = [parent / name for name in (ENCODER_MANIFEST_NAME, MANIFEST_NAME) if (parent / name).is_file()]
+    if len(found) > 1:
+        raise UsageError(f"--model-dir {model_dir}: both {found[0]} and {found[1]} are beside it; say which to check "
+                         "with --manifest")
+    if not found:
+        raise UsageError(f"--model-dir {model_dir}: no manifest to check it against: no {ENCODER_MANIFEST_NAME} or "
+                         f"{MANIFEST_NAME} in it or beside it (in {parent}); give --manifest PATH")
+    return found[0]
+
+
+def check_verify_args(args: argparse.Namespace) -> None:
+    """``train.py verify``'s arguments: ``--model-dir`` a model directory (a run folder stands for its ``model/``,
+    which ``args.model_dir`` becomes), and the manifest a readable one (`zsnli.manifest.load_manifest`): ``--manifest``
+    when given, else the one found (`default_verify_manifest`), which ``args.manifest`` becomes. Raises `UsageError`
+    (one line) naming only a flag given: a manifest found by default is named under ``--model-dir``; an empty file
+    is called so (`zsnli.harness.cli.json_problem`)."""
+    inner = Path(args.model_dir) / "model"  # a run folder (train or encoder --output-dir): its model/
+    if not (Path(args.model_dir) / "config.json").is_file() and (inner / "config.json").is_file():
+        args.model_dir = str(inner)
+    check_model_dir_arg(args.model_dir)
+    given = args.manifest is not None
+    path = Path(args.manifest) if given else default_verify_manifest(Path(args.model_dir))
+    try:
+        load_manifest(path)
+    except (ManifestError, ValueError) as exc:  # ValueError: a file that is not UTF-8 text
+        cause = exc.__cause__ if isinstance(exc, ManifestError) else exc
+        reason = f"manifest unreadable: {path}: {json_problem(cause)}" if isinstance(cause, ValueError) else str(exc)
+        if given:
+            raise UsageError(f"--manifest: {reason}; give the path of the model's {MANIFEST_NAME} (or "
+                             f"{ENCODER_MANIFEST_NAME})") from None
+        raise UsageError(f"--model-dir {args.model_dir}: the manifest found for it is not usable ({reason}); give "
+                         "--manifest PATH") from None
+    args.manifest = str(path)
 
 
 def run_verify(args: argparse.Namespace) -> int:
