@@ -97,6 +97,7 @@ def test_each_arm_is_compared_with_the_first_arm_serving_its_model_and_scoring(t
     shipped = write_calibration(tmp_path / "shipped.json", rule="entailment_minus_contradiction", temperature=1.3)
     other = tmp_path / "other-model"
     other.mkdir()
+    (tmp_path / "config.json").write_text("{}")  # a model directory, as --model-dir is checked to be (faked arms)
     out = tmp_path / "report.json"
     code = main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
                  "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "0", "--no-progress",
@@ -174,6 +175,7 @@ def test_the_shipped_arm_follows_the_servers_calibration_lookup(tmp_path, bert_d
 
     model = tmp_path / "m"
     model.mkdir()
+    (model / "config.json").write_text("{}")  # a model directory (--model-dir is checked to be one)
     assert _shipped_args(tmp_path, "--model-dir", str(model)).shipped is None  # none there: no arm (d)
     write_calibration(tmp_path / "calibration.json", rule="entailment", temperature=2.0)  # beside the model dir
     args = _shipped_args(tmp_path, "--model-dir", str(model))
@@ -311,6 +313,8 @@ def test_compare_defaults_to_the_dev_set_without_shared_data(tmp_path, monkeypat
 
     (tmp_path / "dev").mkdir()
     (tmp_path / DEV_EXAMPLES).write_text(json.dumps(_DOCS[0]) + "\n")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")  # the default --model-dir, checked to be a model directory
     monkeypatch.chdir(tmp_path)
     assert parse_args([]).examples == DEV_EXAMPLES
     err = capsys.readouterr().err.strip().splitlines()
@@ -378,6 +382,7 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
             raise httpx.ConnectError("connection refused")
 
     _fake_bench(monkeypatch, start, load)
+    (tmp_path / "config.json").write_text("{}")  # a model directory, as --model-dir is checked to be (faked arms)
     out = tmp_path / "report.json"
     code = main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
                          "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "0", "--no-progress",

@@ -16,7 +16,8 @@ CPU's: the padding depends on how much work waits when a forward starts, so name
 Timing only in the sense that nothing here is a test; the token counts do not depend on the machine, the
 rows per forward do (through the queue).
 
-Imports `zsnli.bench.fake_cuda`, `zsnli.bench.cost_profile` (the even sample), `zsnli.config`, the harness, and
+Imports `zsnli.bench.fake_cuda`, `zsnli.bench.cost_profile` (the even sample), `zsnli.bench.bench_args` (the
+model directory check), `zsnli.config`, the harness, and
 in `measure` the serving package (the service in this process, `zsnli.serving.offline`, `zsnli.serving.startup`).
 """
 
@@ -33,6 +34,7 @@ from ..harness.cli import (
     UsageParser, non_negative_float, output_file, plain_text, positive_float, positive_int, usage_error,
 )
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES
+from .bench_args import check_model_dir
 from .cost_profile import sampled_documents
 from .fake_cuda import fake_cuda
 
@@ -181,7 +183,9 @@ def build_parser() -> UsageParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, measure each budget, print the table (and ``--out`` JSON); exit 2 with one line on a usage mistake."""
-    args = build_parser().parse_args(argv)
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    check_model_dir(ap, args.model_dir)
     try:
         docs = sampled_documents(args.model_dir, args.examples, args.docs)
     except ValueError as exc:

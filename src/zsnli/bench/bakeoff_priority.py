@@ -19,7 +19,8 @@ Prints p50 / p95 / max of /classify in both phases, the p95 ratio, and the bake-
 
     python -m zsnli.bench.bakeoff_priority --model-dir ./model --json reports/bakeoff_priority.json
 
-Imports httpx and `zsnli.harness` (examples, server, stats, cli); the server only over HTTP.
+Imports httpx, `zsnli.harness` (examples, server, stats, cli) and `zsnli.bench.bench_args` (the model directory
+check); the server only over HTTP.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..harness.cli import UsageParser, non_negative_int, output_file, plain_text
 from ..harness.examples import DEFAULT_EXAMPLES, DEV_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
+from .bench_args import check_model_dir
 from .reports import write_report
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -109,7 +111,9 @@ def _parser() -> UsageParser:
 @stops_servers("python -m zsnli.bench.bakeoff_priority")
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison (module docstring); 0 when every run finished, 1 on a server failure, 2 on usage."""
-    args = _parser().parse_args(argv)
+    ap = _parser()
+    args = ap.parse_args(argv)
+    check_model_dir(ap, args.model_dir)
     try:
         docs = load_examples(ROOT / DEFAULT_EXAMPLES).examples
         rows = [d for d in load_examples(ROOT / DEV_EXAMPLES).examples if d.dataset == args.dataset]

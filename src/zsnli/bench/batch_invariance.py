@@ -17,7 +17,8 @@ the ratios against the fp32 arm of the same run; then the torch thread count and
 arms run in turn, ``--repeats`` times (ABCABC), so a load that changes during the run moves all of them.
 Figures only; nothing is asserted.
 
-May import: numpy, torch, `zsnli.harness` (examples, argument parser), `zsnli.runtime`, `zsnli.bench.ceiling`.
+May import: numpy, torch, `zsnli.harness` (examples, argument parser), `zsnli.runtime`, `zsnli.bench.ceiling`,
+`zsnli.bench.bench_args` (the model directory and examples checks).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..harness.cli import UsageParser, non_negative_int, plain_text, positive_in
 from ..harness.examples import load_examples
 from ..runtime.model import NliModel, default_token_budget, plan_batches
 from ..runtime.shapes import FixedShapes
+from .bench_args import check_examples, check_model_dir
 from .ceiling import cpu_info
 
 
@@ -107,9 +109,13 @@ def build_parser() -> UsageParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the arms and print one line each, then the thread count and the CPU (module docstring)."""
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    check_model_dir(ap, args.model_dir)
+    check_examples(ap, args.examples)
+
     import torch
 
-    args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     examples = load_examples(args.examples, limit=args.docs).examples
     budget = args.token_budget or default_token_budget("cpu")

@@ -22,8 +22,8 @@ code before a change) with the same client and the same requests.
     python -m zsnli.bench.fair_share --items 16 --labels 64 --alone-s 5   # a quick look
     python -m zsnli.bench.fair_share --items 16 --labels 32 --multi-label --array-clients 6 --loop-s 60
 
-Imports httpx, `zsnli.harness` (examples, server, stats, cli) and `zsnli.bench.overload` (the request
-maker); the server only over HTTP.
+Imports httpx, `zsnli.harness` (examples, server, stats, cli), `zsnli.bench.overload` (the request
+maker) and `zsnli.bench.bench_args` (the model directory check); the server only over HTTP.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from ..harness.cli import (
 from ..harness.examples import DEFAULT_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
+from .bench_args import check_model_dir
 from .overload import make_request
 from .reports import write_report
 
@@ -161,7 +162,9 @@ def _parser() -> UsageParser:
 @stops_servers("python -m zsnli.bench.fair_share")
 def main(argv: list[str] | None = None) -> int:
     """Run both phases (module docstring); 0 when they finished, 1 on a server failure, 2 on usage."""
-    args = _parser().parse_args(argv)
+    ap = _parser()
+    args = ap.parse_args(argv)
+    check_model_dir(ap, args.model_dir)
     if not (args.repo / "serve.sh").is_file():
         print(f"fair_share: --repo {args.repo}: no serve.sh there", file=sys.stderr)
         return 2

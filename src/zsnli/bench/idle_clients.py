@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 from ..harness.cli import UsageParser, output_file, plain_text, positive_int, positive_seconds
 from ..harness.server import ServerError, ServerProcess, stops_servers, wait_for_url
 from ..harness.stats import percentile
+from .bench_args import check_model_dir
 from .reports import write_report
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -128,11 +129,12 @@ def build_parser() -> UsageParser:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line (module docstring); refuses a non-loopback ``--url`` and a missing ``--model-dir``."""
+    """The command line (module docstring); refuses a non-loopback ``--url`` and a ``--model-dir`` that is no model
+    directory (`zsnli.bench.bench_args.check_model_dir`)."""
     ap = build_parser()
     args = ap.parse_args(argv)
-    if args.model_dir and not Path(args.model_dir).is_dir():
-        ap.error(f"--model-dir: no such directory {args.model_dir}")
+    if args.model_dir is not None:
+        check_model_dir(ap, args.model_dir)
     if args.url and (urlparse(args.url).hostname or "") not in LOOPBACK:
         ap.error(f"--url must be on this machine (127.0.0.1/localhost), got {args.url}")
     return args

@@ -41,6 +41,7 @@ from ..runtime.progress import waiting
 from ..harness.load import NOT_ANSWERED, run_requests_async
 from ..harness.server import ServerError, ServerProcess, stops_servers, wait_for_url
 from ..harness.stats import per_second, percentile
+from .bench_args import check_model_dir
 from .resources import RssSampler
 from .reports import write_report
 
@@ -230,13 +231,14 @@ def build_parser() -> UsageParser:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """CLI arguments; ``--requests`` (at most 100,000), ``--concurrency``, ``--labels`` and
-    ``--text-chars`` must be >= 1 (argparse error, exit 2, otherwise)."""
+    ``--text-chars`` must be >= 1, ``--spawn-model-dir`` a model directory (`zsnli.bench.bench_args.check_model_dir`)
+    (argparse error, exit 2, otherwise)."""
     ap = build_parser()
     args = ap.parse_args(argv)
     if args.requests > 100_000:
         ap.error(f"argument --requests: must be at most 100000, got {args.requests}")
-    if args.spawn_model_dir and not Path(args.spawn_model_dir).is_dir():
-        ap.error(f"--spawn-model-dir: no such directory {args.spawn_model_dir}")
+    if args.spawn_model_dir is not None:
+        check_model_dir(ap, args.spawn_model_dir, "--spawn-model-dir")
     host = urlparse(args.url).hostname or ""
     if not args.spawn_model_dir and host not in LOOPBACK:
         ap.error(f"--url: refusing to load-test {host or args.url!r}: 127.0.0.1 only")

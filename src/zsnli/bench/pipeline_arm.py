@@ -17,7 +17,8 @@ The output JSON holds ``wall_s`` (timed part only), ``latencies_s``,
 ``probabilities`` (per document, in the request's label order: the
 pipeline returns labels sorted by score and we put them back), ``pairs``,
 ``peak_rss_bytes`` (psutil samples during the timed part),
-``hwm_bytes`` (VmHWM, whole process life, model load included) and ``load_s``.
+``hwm_bytes`` (VmHWM, whole process life, model load included) and ``load_s``. ``--model-dir``, ``--examples``,
+``--device`` and ``--dtype`` are checked before anything loads (one line, exit 2: `zsnli.bench.bench_args`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, Sequence
 
 from ..harness.cli import UsageParser, non_negative_int, output_file, plain_text, positive_int
 from ..harness.examples import Example, load_examples
+from .bench_args import check_examples, check_model_dir, device_name, dtype_name
 from .resources import RssSampler, hwm_bytes
 
 
@@ -112,8 +114,8 @@ def build_parser() -> UsageParser:
                     help="untimed run over the first N documents before the timed one (default: %(default)s)")
     ap.add_argument("--threads", type=positive_int, default=None,
                     help="torch.set_num_threads (default: leave torch's)")
-    ap.add_argument("--device", default="cpu", help="the pipeline's device: cpu, cuda, cuda:N (default: %(default)s)")
-    ap.add_argument("--dtype", default="float32",
+    ap.add_argument("--device", type=device_name, default="cpu", help="the pipeline's device: cpu, cuda, cuda:N (default: %(default)s)")
+    ap.add_argument("--dtype", type=dtype_name, default="float32",
                     help="torch dtype the model is loaded in, e.g. float32, bfloat16 (default: %(default)s)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr during the timed run")
     ap.add_argument("--out", type=output_file, required=True,
@@ -123,7 +125,10 @@ def build_parser() -> UsageParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry (see module docstring); writes the result JSON to ``--out``."""
-    args = build_parser().parse_args(argv)
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    check_model_dir(ap, args.model_dir)
+    check_examples(ap, args.examples)
 
     import torch
 

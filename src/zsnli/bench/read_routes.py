@@ -18,7 +18,8 @@ FAIL or a server failure, 2 on a usage mistake.
 
     python -m zsnli.bench.read_routes --model-dir ./model --json reports/read_routes.json
 
-Imports httpx and `zsnli.harness` (examples, server, stats, cli); the server only over HTTP.
+Imports httpx, `zsnli.harness` (examples, server, stats, cli) and `zsnli.bench.bench_args` (the model directory
+check); the server only over HTTP.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..harness.cli import UsageParser, output_file, plain_text, positive_float, 
 from ..harness.examples import DEV_EXAMPLES, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
+from .bench_args import check_model_dir
 from .reports import write_report
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -131,7 +133,9 @@ def _parser() -> UsageParser:
 @stops_servers("python -m zsnli.bench.read_routes")
 def main(argv: list[str] | None = None) -> int:
     """Run both phases (module docstring); 0 PASS, 1 FAIL or server failure, 2 usage."""
-    args = _parser().parse_args(argv)
+    ap = _parser()
+    args = ap.parse_args(argv)
+    check_model_dir(ap, args.model_dir)
     try:
         body = bakeoff_body(args.dataset, args.arms)
     except ExamplesError as exc:

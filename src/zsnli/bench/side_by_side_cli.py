@@ -1,12 +1,14 @@
 """The command line of the side-by-side benchmark (``python -m zsnli.bench``, `zsnli.bench.side_by_side`).
 
 Every argument is checked before any arm runs (one line, exit 2: `zsnli.harness.cli.UsageParser`):
-the examples file, the ``--batch-sizes`` / ``--concurrency`` lists, each ``--variant``'s ``ZSNLI_*``
-settings (as the server would parse them), the shipped calibration of arm (d) and its sentence
-encoder, and with ``--fast-path`` its ``embedding_scoring`` object. `main` runs the arms, prints `zsnli.bench.side_by_side_table.render` and writes ``--out``.
+the model directory, the checkout (``--repo-root``), the device (`zsnli.bench.bench_args`), the examples file, the
+``--batch-sizes`` / ``--concurrency`` lists, each ``--variant``'s ``ZSNLI_*`` settings (as the server would parse
+them), the shipped calibration of arm (d) and its sentence encoder, and with ``--fast-path`` its
+``embedding_scoring`` object. `main` runs the arms, prints `zsnli.bench.side_by_side_table.render` and writes
+``--out``.
 
-Imports `zsnli.bench.side_by_side`, `zsnli.bench.side_by_side_table`, `zsnli.harness`, `zsnli.config`
-(and `zsnli.scoring` and `zsnli.request_scoring` to read the calibration).
+Imports `zsnli.bench.side_by_side`, `zsnli.bench.side_by_side_table`, `zsnli.bench.bench_args`, `zsnli.harness`,
+`zsnli.config` (and `zsnli.scoring` and `zsnli.request_scoring` to read the calibration).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..config import closest_setting, setting_names
 from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int, output_file
 from ..harness.server import stops_servers
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, first_existing
+from .bench_args import check_examples, check_model_dir, check_repo_root, device_name
 from .side_by_side import BUILTIN_SERVERS, failed_servers, run, server_base_settings, shipped_embedding_dir
 from .side_by_side_table import render
 from .reports import write_report
@@ -228,7 +231,7 @@ def build_parser() -> UsageParser:
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="also run the server with these ZSNLI_* settings at the top concurrency (repeatable), "
                          "e.g. bf16:ZSNLI_DTYPE=bfloat16 or int8:ZSNLI_BACKEND=onnx-int8")
-    ap.add_argument("--device", default="cpu", help="device of every server and pipeline arm (cpu, cuda, cuda:N); "
+    ap.add_argument("--device", type=device_name, default="cpu", help="device of every server and pipeline arm (cpu, cuda, cuda:N); "
                     "fp32 unless a --variant sets ZSNLI_DTYPE (bench/gpu.sh --rows uses cuda)")
     ap.add_argument("--fast-path", action="store_true",
                     help="also run arm (f): the shipped server with ZSNLI_SCORING=embedding (the fast path), at the "
@@ -241,8 +244,9 @@ def build_parser() -> UsageParser:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """CLI arguments (see module docstring).
 
-    Refused here (argparse error, exit 2, before any arm runs): a missing
-    ``--examples`` file, ``--batch-sizes``/``--concurrency`` items that are
+    Refused here (argparse error, exit 2, before any arm runs): a ``--model-dir`` that is no model directory,
+    a ``--repo-root`` that is no checkout, a ``--device`` the server would not take (`zsnli.bench.bench_args`), a
+    missing ``--examples`` file or one without examples, ``--batch-sizes``/``--concurrency`` items that are
     not positive integers, malformed, reserved (a built-in server arm's) or duplicate ``--variant`` names
     (both ignoring case: `duplicate_names`),
     variants whose settings the server would refuse (unknown ``ZSNLI_*``
@@ -251,6 +255,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """
     ap = build_parser()
     args = ap.parse_args(argv)
+    check_repo_root(ap, args.repo_root)
     try:
         args.variant = [parse_variant(v) for v in args.variant]
         for name, env in args.variant:
@@ -262,6 +267,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         ap.error(f"--variant: duplicate name(s) {', '.join(dup)} (names are compared ignoring case: they key the "
                  "report's rows and files); give each variant its own NAME")
     args.examples = resolve_examples(ap, args.examples)
+    check_examples(ap, args.examples)
+    check_model_dir(ap, args.model_dir)
     resolve_shipped(ap, args)
     if args.fast_path:
         from ..request_scoring import load_embedding_scoring

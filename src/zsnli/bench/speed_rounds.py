@@ -24,7 +24,8 @@ it does for labels that recur in real traffic). With ``--fast-path`` there is no
 the shipped default and the fast path, both started once and driven at ``--concurrency``; the calibration must
 hold the fast path's ``embedding_scoring`` object (else one line, exit 2).
 
-Imports `zsnli.bench.pipeline_arm`, `zsnli.bench.ceiling` (the CPU line, the load), `zsnli.harness`,
+Imports `zsnli.bench.pipeline_arm`, `zsnli.bench.ceiling` (the CPU line, the load), `zsnli.bench.bench_args` (the
+model directory and checkout checks), `zsnli.harness`,
 `zsnli.runtime.progress`, `zsnli.request_scoring` (the fast path's calibration) and `zsnli.config` (where the
 server finds its calibration).
 """
@@ -43,6 +44,7 @@ from ..harness.cli import UsageParser, output_file, plain_text, positive_int
 from ..harness.server import stops_servers
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, ExamplesError, first_existing, load_examples
 from ..runtime.progress import Reporter, emit, waiting
+from .bench_args import check_model_dir, check_repo_root
 from .ceiling import load_average, load_text
 
 #: An arm: ``run(docs, advance) -> seconds`` for one round's documents (``advance(1)`` per document done).
@@ -219,14 +221,15 @@ def build_parser() -> UsageParser:
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
-    """The flags (module docstring), checked: one line and exit 2 for a missing model or examples file, a bad
+    """The flags (module docstring), checked: one line and exit 2 for a ``--model-dir`` that is no model directory,
+    a ``--repo-root`` that is no checkout (`zsnli.bench.bench_args`), a missing examples file, a bad
     count, or ``--fast-path`` without the calibration's ``embedding_scoring``. Sets ``args.docs`` (the examples
     with text) and ``args.pair``."""
     ap = build_parser()
     args = ap.parse_args(argv)
     args.examples = args.examples or str(first_existing(SHARED_PUBLIC_EXAMPLES, DEV_EXAMPLES))
-    if not (Path(args.model_dir) / "config.json").is_file():
-        ap.error(f"--model-dir {args.model_dir}: no config.json there (a model directory is needed)")
+    check_model_dir(ap, args.model_dir)
+    check_repo_root(ap, args.repo_root)
     if args.fast_path:
         from ..config import Settings
         from ..request_scoring import load_embedding_scoring

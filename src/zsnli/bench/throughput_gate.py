@@ -21,6 +21,10 @@
    measured here in the serving dtype once the servers have stopped (no contention; this process's
    CUDA context stays out of the memory figure); formula in `zsnli.bench.ceiling`.
 
+Every flag is checked before anything starts (one line, exit 2): ``--model-dir`` a model directory, ``--repo-root``
+a checkout, ``--device`` and ``--dtype`` names the server takes, ``--examples`` a readable file with examples
+(`zsnli.bench.bench_args`).
+
 Environment defaults (flags win): ``ZSNLI_BENCH_TINY=1``,
 ``ZSNLI_BENCH_DOCS``, ``ZSNLI_BENCH_WARMUP``, ``ZSNLI_BENCH_CONCURRENCY``,
 ``ZSNLI_BENCH_EXAMPLES``.
@@ -46,6 +50,7 @@ from ..harness.examples import SHARED_PUBLIC_EXAMPLES, Example, ExamplesError, l
 from ..harness.load import run_requests
 from ..harness.server import start_server, stops_servers
 from ..harness.stats import latency_summary, per_second
+from .bench_args import check_examples, check_model_dir, check_repo_root, device_name, dtype_name
 from .ceiling import LabelTooLong, compute_ceiling, matmul_rate, pair_token_counts, param_counts
 from ..runtime.devices import torch_build
 from .gate_plan import GateArm, materialise, plan, render_plan
@@ -198,9 +203,9 @@ def build_parser() -> UsageParser:
     ap.add_argument("--random-deberta", action="store_true",
                     help="serve a random-weight deberta-v3-base built offline instead of --model-dir (timing only)")
     ap.add_argument("--dry-run", action="store_true", help="print what would be served and the load; start nothing")
-    ap.add_argument("--device", default=None, help="ZSNLI_DEVICE for the server (default: the server's, cuda when "
+    ap.add_argument("--device", type=device_name, default=None, help="ZSNLI_DEVICE for the server (default: the server's, cuda when "
                                                    "available, else cpu)")
-    ap.add_argument("--dtype", default=None, help="ZSNLI_DTYPE for the server (default: the server's, bfloat16 on "
+    ap.add_argument("--dtype", type=dtype_name, default=None, help="ZSNLI_DTYPE for the server (default: the server's, bfloat16 on "
                                                  "a bf16 GPU, float32 on a CPU)")
     ap.add_argument("--allow-cpu", action="store_true", help="run the full-size gate without a GPU")
     ap.add_argument("--work-dir", default=None, help="where a random model is built (default: a temp dir)")
@@ -227,12 +232,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.tiny and args.random_deberta:
         ap.error("--tiny and --random-deberta: choose one random model")
-    if not (args.tiny or args.random_deberta) and not (Path(args.model_dir) / "config.json").is_file():
-        ap.error(f"--model-dir {args.model_dir}: no config.json (the gate serves it as serve.sh would; "
-                 "--random-deberta serves a random-weight deberta-v3-base instead)")
+    if not (args.tiny or args.random_deberta):
+        check_model_dir(ap, args.model_dir, hint="the gate serves it as serve.sh would; --random-deberta serves a "
+                        "random-weight deberta-v3-base instead")
+    check_repo_root(ap, args.repo_root)
     if args.examples and not args.examples.startswith("hub:") and not Path(args.examples).is_file():
         ap.error(f"--examples: no such file {args.examples}; pass --examples PATH (JSONL in DESIGN.md's examples "
                  "format) or --examples hub:btzsc, or leave it out for the shared/synthetic default")
+    check_examples(ap, args.examples)  # read now: an empty file ended the run with exit 1
     if args.docs is None:
         args.docs = _env_int("ZSNLI_BENCH_DOCS", 24 if args.tiny else 4400)
     if args.warmup is None:

@@ -1,0 +1,92 @@
+"""The argument checks the bench commands share, so each refuses the same mistake in the same one line (exit 2,
+before any work: `zsnli.harness.cli.UsageParser`'s ``error``).
+
+* `device_name`, `dtype_name`: the argparse types of ``--device`` and ``--dtype`` (``python -m zsnli.bench``,
+  `zsnli.bench.throughput_gate`, `zsnli.bench.pipeline_arm`): the names the server accepts (``ZSNLI_DEVICE``,
+  ``ZSNLI_DTYPE``: `zsnli.config.DTYPES`), checked when the flags parse; ``--device foo`` or ``cuda:x`` was a
+  ``RuntimeError`` traceback after the pipeline arm or the matmul rate had started.
+* `check_model_dir`: a ``--model-dir`` that is missing, a file, or a folder without ``config.json``
+  (`zsnli.training.usage.check_model_dir_arg`, ``train.py``'s rule), refused before any arm runs;
+* `check_repo_root`: a ``--repo-root`` given that is not a checkout (a folder holding ``server.py``), refused before
+  any server starts (it was a ``ServerError`` traceback, or work started on a checkout that was not there);
+* `check_examples`: an examples file that cannot be read or holds no example, refused before any work (it ended
+  the run with exit 1).
+
+May import `zsnli.config` (the dtype names), `zsnli.harness.examples` and `zsnli.training.usage` (no torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from ..config import DTYPES
+from ..harness.examples import HUB_PREFIX, ExamplesError, load_examples
+from ..training.usage import UsageError, check_model_dir_arg
+
+_DEVICE = re.compile(r"(cpu|mps|cuda(:\d+)?)")
+CANONICAL_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+                    "float16": "float16", "fp16": "float16", "half": "float16"}
+"""Every ``ZSNLI_DTYPE`` name (`zsnli.config.DTYPES`) and the torch dtype it names (what `dtype_name` returns)."""
+
+#: the file a checkout of this project holds at its top (`check_repo_root`)
+CHECKOUT_MARK = "server.py"
+
+
+def device_name(text: str) -> str:
+    """The argparse type of a ``--device`` flag: ``cpu``, ``cuda``, ``cuda:N`` (N a GPU index) or ``mps``, as
+    given; anything else is ``argparse.ArgumentTypeError`` (one line at parse time, exit 2). Whether that device is
+    present is the server's check (`zsnli.serving.startup.check_device`) and torch's."""
+    if not _DEVICE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected cpu, cuda, cuda:N (N a GPU index, e.g. cuda:0) or mps, "
+                                         f"got {text!r}")
+    return text
+
+
+def dtype_name(text: str) -> str:
+    """The argparse type of a ``--dtype`` flag: one of `zsnli.config.DTYPES` (any case, an optional ``torch.``
+    prefix), returned as the torch dtype's name (``bf16`` -> ``bfloat16``, `CANONICAL_DTYPES`), which both the server
+    and ``getattr(torch, name)`` take; anything else is ``argparse.ArgumentTypeError``."""
+    name = text.strip().lower().removeprefix("torch.")
+    if name not in DTYPES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(DTYPES)}, got {text!r}")
+    return CANONICAL_DTYPES[name]
+
+
+def check_model_dir(ap: argparse.ArgumentParser, model_dir: str | Path, flag: str = "--model-dir",
+                    hint: str | None = None) -> None:
+    """``ap.error`` (one line naming ``flag`` and the value as given, exit 2) unless ``model_dir`` is a folder with
+    a ``config.json`` (`zsnli.training.usage.check_model_dir_arg`: a missing path, a file and a folder without one are
+    each called so); ``hint`` ends the line (default: where a model directory comes from)."""
+    try:
+        check_model_dir_arg(model_dir, flag, hint or "give an NLI model directory (the shipped one is model)")
+    except UsageError as exc:
+        ap.error(str(exc))
+
+
+def check_repo_root(ap: argparse.ArgumentParser, root: str | Path, flag: str = "--repo-root") -> None:
+    """``ap.error`` (one line naming ``flag``) unless ``root`` is a checkout of this project: a folder holding
+    `CHECKOUT_MARK` (``server.py``, beside ``serve.sh`` and ``src/``). The parser's default for ``--repo-root`` is
+    left alone: it is the working directory the ``auto`` launcher starts uvicorn in where there is no serve.sh
+    (`zsnli.harness.server.start_server`), so a command run outside a checkout keeps working."""
+    if root == ap.get_default(flag.lstrip("-").replace("-", "_")):
+        return
+    path = Path(root).expanduser()
+    if not path.is_dir():
+        ap.error(f"{flag} {root}: {'a file, not a directory' if path.exists() else 'no such directory'}; give the "
+                 "folder of a zsnli checkout (it holds server.py and serve.sh)")
+    if not (path / CHECKOUT_MARK).is_file():
+        ap.error(f"{flag} {root}: not a zsnli checkout (no {CHECKOUT_MARK} in it); give the folder that holds "
+                 "server.py and serve.sh")
+
+
+def check_examples(ap: argparse.ArgumentParser, given: str | Path | None, flag: str = "--examples") -> None:
+    """``ap.error`` (one line naming ``flag``) when ``given`` (a file; ``hub:...`` and None are left to the
+    command) cannot be read as examples or holds none (`zsnli.harness.examples.load_examples`)."""
+    if given is None or str(given).startswith(HUB_PREFIX):
+        return
+    try:
+        load_examples(given)
+    except ExamplesError as exc:
+        ap.error(f"{flag}: {exc}")
