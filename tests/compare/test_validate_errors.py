@@ -53,9 +53,8 @@ def test_every_refusal_after_parsing_is_one_line_on_stderr(files, capsys, argv, 
     assert not Path(files["report"]).exists()
 
 
-@pytest.mark.parametrize("word, hint", [("bakeof", "did you mean 'bakeoff'? "), ("verify", "did you mean "
-                                                                                          "'verify-receipt'? "),
-                                        ("selfcheck", "")])
+@pytest.mark.parametrize("word, hint", [("bakeof", "did you mean 'bakeoff'? "),
+                                        ("verify", "did you mean 'verify-receipt'? "), ("selfcheck", "")])
 def test_an_unknown_command_is_named_with_the_commands(capsys, word, hint):
     """``validate.py bakeof`` said "unrecognized arguments: bakeof"; it names the unknown command, the one meant
     when one is close, and every command."""
