@@ -616,7 +616,9 @@ def test_keyword_rules_for_a_label_the_data_lacks_are_refused_before_any_arm_run
                      "rules = {red = ['red'], purple = ['violet'], 'Circle' = ['round']}\n", encoding="utf-8")
     assert main(["bakeoff", "--suite", str(suite), "--examples", str(examples_file),
                  "--report", str(tmp_path / "r.json")]) == 2
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1 and "'purple', 'Circle'" in out and "no example has" in out, out
+    refused = capsys.readouterr()  # one line on stderr, named by its command (it was on stdout)
+    err = refused.err
+    assert err.count("\n") == 1 and "'purple', 'Circle'" in err and "no example has" in err, err
+    assert err.startswith("validate.py bakeoff: error: ") and "no example has" not in refused.out
     rules = build_arm("keyword_rules", "r", {"rules": {"red": ["red"], "circle": ["round"]}})
     rules.check_labels({"red", "green", "circle"})  # every rule's label is in the data: accepted

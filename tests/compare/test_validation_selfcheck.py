@@ -241,7 +241,9 @@ def test_bad_examples_exit_2(project, capsys):
     bad = project / "bad.jsonl"
     bad.write_text('{"id": 1, "dataset": "d", "text": "t", "labels": ["a"], "label": 1}\n')
     assert main(["--root", str(project), "--examples", str(bad), "--url", "http://127.0.0.1:9"]) == 2
-    assert "bad.jsonl:1" in capsys.readouterr().out
+    refused = capsys.readouterr()  # one line on stderr (it was "examples: ..." on stdout), stdout left to results
+    assert refused.err.startswith("validate.py: error: ") and refused.err.count("\n") == 1
+    assert "bad.jsonl:1" in refused.err and "bad.jsonl" not in refused.out
     with pytest.raises(ExamplesError, match="not found"):
         load_examples(project / "missing.jsonl")
 
