@@ -95,7 +95,7 @@ def test_a_repo_root_that_is_no_checkout_is_refused_before_any_server_starts(tmp
     ``python -m zsnli.bench --repo-root /nope`` started work."""
     (tmp_path / "file").write_text("x")
     for root, reason in ((tmp_path / "nope", "no such directory"), (tmp_path / "file", "a file, not a directory"),
-                         (tmp_path, "not a zsnli checkout (no server.py in it)")):
+                         (tmp_path, "not a zsnli checkout (neither serve.sh nor server.py in it)")):
         line = refused(capsys, lambda root=root: _main(module)(["--repo-root", str(root), *extra]))
         assert f"error: --repo-root {root}: {reason}" in line, line
 

@@ -7,7 +7,7 @@ before any work: `zsnli.harness.cli.UsageParser`'s ``error``).
   ``RuntimeError`` traceback after the pipeline arm or the matmul rate had started.
 * `check_model_dir`: a ``--model-dir`` that is missing, a file, or a folder without ``config.json``
   (`zsnli.training.usage.check_model_dir_arg`, ``train.py``'s rule), refused before any arm runs;
-* `check_repo_root`: a ``--repo-root`` given that is not a checkout (a folder holding ``server.py``), refused before
+* `check_repo_root`: a ``--repo-root`` given that is not a checkout (a folder holding ``serve.sh`` or ``server.py``), refused before
   any server starts (it was a ``ServerError`` traceback, or work started on a checkout that was not there);
 * `check_examples`: an examples file that cannot be read or holds no example, refused before any work (it ended
   the run with exit 1).
@@ -30,8 +30,9 @@ CANONICAL_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat
                     "float16": "float16", "fp16": "float16", "half": "float16"}
 """Every ``ZSNLI_DTYPE`` name (`zsnli.config.DTYPES`) and the torch dtype it names (what `dtype_name` returns)."""
 
-#: the file a checkout of this project holds at its top (`check_repo_root`)
-CHECKOUT_MARK = "server.py"
+#: the files a checkout of this project holds at its top, either of which the launcher can start (`check_repo_root`:
+#: ``serve.sh`` for the serve.sh launcher, ``server.py`` beside the app for uvicorn)
+CHECKOUT_MARKS = ("serve.sh", "server.py")
 
 
 def device_name(text: str) -> str:
@@ -67,7 +68,7 @@ def check_model_dir(ap: argparse.ArgumentParser, model_dir: str | Path, flag: st
 
 def check_repo_root(ap: argparse.ArgumentParser, root: str | Path, flag: str = "--repo-root") -> None:
     """``ap.error`` (one line naming ``flag``) unless ``root`` is a checkout of this project: a folder holding
-    `CHECKOUT_MARK` (``server.py``, beside ``serve.sh`` and ``src/``). The parser's default for ``--repo-root`` is
+    one of `CHECKOUT_MARKS` (``serve.sh`` or ``server.py``). The parser's default for ``--repo-root`` is
     left alone: it is the working directory the ``auto`` launcher starts uvicorn in where there is no serve.sh
     (`zsnli.harness.server.start_server`), so a command run outside a checkout keeps working."""
     if root == ap.get_default(flag.lstrip("-").replace("-", "_")):
@@ -76,9 +77,9 @@ def check_repo_root(ap: argparse.ArgumentParser, root: str | Path, flag: str = "
     if not path.is_dir():
         ap.error(f"{flag} {root}: {'a file, not a directory' if path.exists() else 'no such directory'}; give the "
                  "folder of a zsnli checkout (it holds server.py and serve.sh)")
-    if not (path / CHECKOUT_MARK).is_file():
-        ap.error(f"{flag} {root}: not a zsnli checkout (no {CHECKOUT_MARK} in it); give the folder that holds "
-                 "server.py and serve.sh")
+    if not any((path / mark).is_file() for mark in CHECKOUT_MARKS):
+        ap.error(f"{flag} {root}: not a zsnli checkout (neither {' nor '.join(CHECKOUT_MARKS)} in it); give the "
+                 "folder that holds serve.sh and server.py")
 
 
 def check_examples(ap: argparse.ArgumentParser, given: str | Path | None, flag: str = "--examples") -> None:

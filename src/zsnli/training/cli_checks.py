@@ -16,6 +16,7 @@ check of a continued run's base) inside `_check_base_model` and `zsnli.training.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -396,19 +397,28 @@ def manifest_dir(args: argparse.Namespace) -> Path:
 
 
 def _check_train_paths(args: argparse.Namespace, preset: Preset) -> None:
-    """``train``'s folders and files, with ``--dry-run`` as without (its plan describes a run that can start): the
-    folders it writes (``--model-dir``, ``--output-dir``, ``--manifest-dir``: a file or a link to nothing there is
-    refused, `zsnli.training.usage.check_output_folder_arg`), the data files it reads (`_check_data`: existence
-    only, no content read) and the published encoders it loads."""
+    """``train``'s folders and files: the folders it writes (``--model-dir``, ``--output-dir``, ``--manifest-dir``: a
+    file or a link to nothing there is refused, `zsnli.training.usage.check_output_folder_arg`) and a ``--data-dir``
+    that is a file or empty, with ``--dry-run`` as without; the data files it reads (`_check_data`: existence only,
+    no content read) and the published encoders it loads refuse a run, while ``--dry-run`` says them in one warning
+    line on stderr and still prints its plan (a plan is read where the data are not, e.g. to plan a teacher cache)."""
     for flag, folder in (("--model-dir", args.model_dir), ("--output-dir", args.output_dir),
                          ("--manifest-dir", args.manifest_dir)):
         if folder is not None:
             check_output_folder_arg(folder, flag)
-    _check_data(preset, args.data_dir, ("train", "validation"), f"training the {preset.name} preset", "train")
-    if preset.name == "minilm-cpu" and not args.base_model:
-        _check_pretrained_encoder("the minilm-cpu preset's base")
-    if preset.zsc_hard_negative_share > 0:
-        _check_pretrained_encoder("the encoder of the zsc-train hard negatives")
+    if Path(args.data_dir).expanduser().is_file() or args.data_dir == "":
+        check_folder_arg(args.data_dir, "--data-dir", f"training the {preset.name} preset reads NLI files from it")
+    try:
+        _check_data(preset, args.data_dir, ("train", "validation"), f"training the {preset.name} preset", "train")
+        if preset.name == "minilm-cpu" and not args.base_model:
+            _check_pretrained_encoder("the minilm-cpu preset's base")
+        if preset.zsc_hard_negative_share > 0:
+            _check_pretrained_encoder("the encoder of the zsc-train hard negatives")
+    except UsageError as exc:
+        if not args.dry_run:
+            raise
+        print(f"train.py train: warning: {exc} (a run would stop here; the plan is printed all the same)",
+              file=sys.stderr)
 
 
 def check_args(args: argparse.Namespace) -> Preset | None:
