@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from cli_support import one_error_line
 from zsnli.cli import main
 
 TEXT = "the team won the match"
 
 
 def _one_line(capsys, argv: list[str]) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1, (argv, code, err)
-    return err[0]
+    return one_error_line(capsys, main, argv)
 
 
 @pytest.mark.parametrize("argv, line", [

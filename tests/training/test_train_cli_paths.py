@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_support import one_error_line
 from zsnli.train_cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,13 +21,7 @@ NLI_CONFIG = {"id2label": {"0": "entailment", "1": "neutral", "2": "contradictio
 
 def one_line(capsys, argv: list[str]) -> str:
     """The one error line of ``train.py ARGV`` (exit 2 asserted)."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1, (argv, code, err)
-    return err[0]
+    return one_error_line(capsys, main, argv)
 
 
 @pytest.fixture
