@@ -13,7 +13,8 @@ run's outputs go by default (``runs/``, or ``ZSNLI_RUNS_DIR``).
 Building and writing the documents is training-side code,
 `zsnli.training.manifest_writer`; the server never imports it.
 
-May import the standard library and `zsnli.manifest_shape` (the shape of its tables) only.
+May import the standard library, `zsnli.manifest_shape` (the shape of its tables) and `zsnli.harness.cli`
+(`json_problem`; standard library only) only.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .harness.cli import json_problem
 from .manifest_shape import manifest_shape_error
 
 
@@ -136,15 +138,16 @@ class FileCheck:
 
 
 def load_manifest(path: str | Path) -> dict[str, Any]:
-    """Read a training manifest; raise ``ManifestError`` with a one-line reason naming ``path`` if it is unreadable,
+    """Read a training manifest; raise ``ManifestError`` with a one-line reason naming ``path`` if it is unreadable
+    (not JSON, not UTF-8, or empty: `zsnli.harness.cli.json_problem`),
     has no ``files`` table, or any table its checks read is malformed (`manifest_shape_error`, naming the entry)."""
     try:
         with open(path, encoding="utf-8") as handle:
             manifest = json.load(handle)
     except FileNotFoundError as exc:
         raise ManifestError(f"manifest not found: {path}") from exc
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"manifest unreadable: {path}: {exc}") from exc
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON, or bytes that are not UTF-8 text
+        raise ManifestError(f"manifest unreadable: {path}: {json_problem(exc)}") from exc
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise ManifestError(f"manifest has no 'files' table: {path}")
     problem = manifest_shape_error(manifest)

@@ -1,6 +1,7 @@
 """The harness toolkit shared by validation (``validate.py``) and the benchmarks (`zsnli.bench`).
 
-One module per concern, none imported by the server:
+One module per concern, none imported by the server but `cli` (standard library only: the one-line errors
+the server's command line, its manifest and scoring readers share):
 
 * `examples` - the one examples reader/writer (DESIGN.md's JSONL, ``hub:btzsc``), resampling;
 * `server`   - `ServerProcess`: start ``serve.sh`` on a free port, wait for ``/health``, stop by

@@ -5,7 +5,7 @@
 `zsnli.training.cli_checks.check_args`) and prints them (`check_line`) and the summary (`summary`: files counted apart
 from the other checks, the manifest named as given).
 
-May import `zsnli.manifest`, `zsnli.harness.cli` (`json_problem`), `zsnli.training.usage` (the argument checks),
+May import `zsnli.manifest`, `zsnli.training.usage` (the argument checks),
 `zsnli.training.encoder_install` (the state of an install) and, inside `run_verify`,
 `zsnli.training.distill` (a teacher's check; no torch).
 """
@@ -16,7 +16,6 @@ import argparse
 import os
 from pathlib import Path
 
-from ..harness.cli import json_problem
 from ..manifest import (ENCODER_MANIFEST_NAME, MANIFEST_NAME, PIN_FIELD_ABSENT, PIN_FIELDS, VARIANT_DIRS, FileCheck,
                         ManifestError, check_encoder_dir, check_model_dir, check_variants, is_encoder_manifest,
                         load_manifest)
@@ -52,7 +51,7 @@ def check_verify_args(args: argparse.Namespace) -> None:
     which ``args.model_dir`` becomes), and the manifest a readable one (`zsnli.manifest.load_manifest`): ``--manifest``
     when given, else the one found (`default_verify_manifest`), which ``args.manifest`` becomes. Raises `UsageError`
     (one line) naming only a flag given: a manifest found by default is named under ``--model-dir``; an empty file
-    is called so (`zsnli.harness.cli.json_problem`)."""
+    is called so (`zsnli.manifest.load_manifest`)."""
     inner = Path(args.model_dir) / "model"  # a run folder (train or encoder --output-dir): its model/
     if not (Path(args.model_dir) / "config.json").is_file() and (inner / "config.json").is_file():
         args.model_dir = str(inner)
@@ -61,9 +60,8 @@ def check_verify_args(args: argparse.Namespace) -> None:
     path = Path(args.manifest) if given else default_verify_manifest(Path(args.model_dir))
     try:
         load_manifest(path)
-    except (ManifestError, ValueError) as exc:  # ValueError: a file that is not UTF-8 text
-        cause = exc.__cause__ if isinstance(exc, ManifestError) else exc
-        reason = f"manifest unreadable: {path}: {json_problem(cause)}" if isinstance(cause, ValueError) else str(exc)
+    except ManifestError as exc:
+        reason = str(exc)
         if given:
             raise UsageError(f"--manifest: {reason}; give the path of the model's {MANIFEST_NAME} (or "
                              f"{ENCODER_MANIFEST_NAME})") from None
