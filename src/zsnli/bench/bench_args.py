@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..config import DTYPES
 from ..harness.examples import HUB_PREFIX, ExamplesError, load_examples
-from ..training.usage import UsageError, check_model_dir_arg
+from ..training.usage import UsageError, check_folder_arg, check_model_dir_arg
 
 _DEVICE = re.compile(r"(cpu|mps|cuda(:\d+)?)")
 CANONICAL_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -73,10 +73,11 @@ def check_repo_root(ap: argparse.ArgumentParser, root: str | Path, flag: str = "
     (`zsnli.harness.server.start_server`), so a command run outside a checkout keeps working."""
     if root == ap.get_default(flag.lstrip("-").replace("-", "_")):
         return
+    try:
+        check_folder_arg(root, flag, "give the folder of a zsnli checkout (it holds server.py and serve.sh)")
+    except UsageError as exc:
+        ap.error(str(exc))
     path = Path(root).expanduser()
-    if not path.is_dir():
-        ap.error(f"{flag} {root}: {'a file, not a directory' if path.exists() else 'no such directory'}; give the "
-                 "folder of a zsnli checkout (it holds server.py and serve.sh)")
     if not any((path / mark).is_file() for mark in CHECKOUT_MARKS):
         ap.error(f"{flag} {root}: not a zsnli checkout (neither {' nor '.join(CHECKOUT_MARKS)} in it); give the "
                  "folder that holds serve.sh and server.py")
