@@ -293,8 +293,14 @@ def test_compare_with_records_another_runs_figures_on_the_same_rows_only(tmp_pat
     with pytest.raises(DevSetError, match="other sets, files or rows"):
         compared_with(path, other_rows)
     (tmp_path / "bad.json").write_text(json.dumps({"chosen": {}}))
-    with pytest.raises(ValueError, match="not the output of train.py select --kinds"):
+    with pytest.raises(ValueError, match=r"not the output of train.py select --kinds \(no 'selection'\)"):
         _compared_run(tmp_path / "bad.json")
+    (tmp_path / "bad.json").write_text(json.dumps({"selection": {"kind_weighted": []}}))
+    with pytest.raises(ValueError, match=r"--kinds \(no 'leave_one_kind_out'\)"):
+        _compared_run(tmp_path / "bad.json")
+    (tmp_path / "empty.json").write_text("\n")
+    with pytest.raises(ValueError, match=r"empty.json: not readable JSON \(empty file\)$"):
+        _compared_run(tmp_path / "empty.json")
 
 
 def test_superseded_is_the_replaced_choice_unless_the_rerun_chose_the_same():

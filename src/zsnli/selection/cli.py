@@ -41,7 +41,7 @@ from . import grouped, grouped_doc
 from . import search as sel
 from .grouped import read_kinds
 from ..request_scoring import RequestScoring, embedding_scoring
-from ..harness.cli import one_line_errors, usage_error
+from ..harness.cli import json_problem, one_line_errors, usage_error
 from ..training.usage import UsageError
 from .cli_args import PROG, check_args, check_dev_data, check_targets, parser
 from .devsets import DevSetError, read_examples
@@ -169,12 +169,18 @@ def superseded_block(old: dict[str, Any], chosen: dict[str, Any] | None = None) 
 
 
 def _compared_run(path: Path) -> dict[str, Any]:
-    """``--compare-with``'s document; ``ValueError`` (one line) unless it is a ``--kinds`` selection output."""
+    """``--compare-with``'s document; ``ValueError`` (one line) unless it is a ``--kinds`` selection output: why the
+    file cannot be read as JSON (`json_problem`: an empty file called so), or the first key of
+    ``selection.kind_weighted.leave_one_kind_out.served`` it lacks."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        doc["selection"]["kind_weighted"]["leave_one_kind_out"]["served"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"--compare-with {path}: not the output of train.py select --kinds ({exc})") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--compare-with {path}: not readable JSON ({json_problem(exc)})") from None
+    node: Any = doc
+    for key in ("selection", "kind_weighted", "leave_one_kind_out", "served"):
+        if not isinstance(node, dict) or key not in node:
+            raise ValueError(f"--compare-with {path}: not the output of train.py select --kinds (no {key!r})")
+        node = node[key]
     return doc
 
 
