@@ -544,6 +544,26 @@ def test_a_bad_parameter_value_is_refused_when_the_suite_loads(tmp_path, example
     assert not (tmp_path / "r.json").exists()
 
 
+def test_every_string_parameter_of_every_arm_refuses_a_blank_value_when_the_suite_loads(tmp_path):
+    """The class of ``serve_cmd = ""`` (loaded, then failed only when the served arm ran): each string an arm takes
+    (path, URL, command) is refused blank at load, naming the parameter."""
+    import inspect
+    import typing
+
+    checked = 0
+    for type_name, cls in sorted(ARMS.items()):
+        hints = typing.get_type_hints(cls.__init__)
+        for key in inspect.signature(cls.__init__).parameters:
+            if key in ("self", "name") or str not in (hints.get(key), *typing.get_args(hints.get(key))):
+                continue
+            suite = tmp_path / f"{type_name}-{key}.toml"
+            suite.write_text(f"[[arms]]\nname = 'x'\ntype = '{type_name}'\n{key} = ' '\n", encoding="utf-8")
+            with pytest.raises(SuiteError, match=f"parameter {key} = ' ': an empty string"):
+                load_suite(suite)
+            checked += 1
+    assert checked >= 10
+
+
 def _toml_table(d: dict) -> str:
     return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in d.items()) + "}"
 

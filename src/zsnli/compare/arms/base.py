@@ -169,7 +169,12 @@ def check_params(type_name: str, params: dict[str, Any]) -> type[Arm]:
 
 def param_problem(cls: type[Arm], key: str, value: Any) -> str | None:
     """Why ``value`` breaks the annotation of ``cls.__init__``'s parameter ``key`` (pydantic's words, strict mode:
-    an integer passes for a float, a string never for a number), or None when it fits or has no annotation."""
+    an integer passes for a float, a string never for a number), or None when it fits or has no annotation.
+
+    A blank string is refused for every parameter: each string an arm takes (a name, path, URL or command) means
+    nothing empty, and it would otherwise fail only when the arm runs, after the arms before it."""
+    if isinstance(value, str) and not value.strip():
+        return "an empty string: give a value or leave the parameter out"
     import typing
 
     from pydantic import TypeAdapter, ValidationError
