@@ -320,11 +320,18 @@ def test_a_file_where_a_folder_goes_is_called_a_file_by_every_folder_flag(places
      "tiny_topic.labels.json: must be a JSON object with classes and hypotheses, not a list"),
     (lambda d: (d / "tiny_topic.labels.json").write_text('{"classes": "ab", "hypotheses": ["a", "b"]}'),
      "tiny_topic.labels.json: classes must be a list of strings, not a string"),
+    (lambda d: (d / "tiny_topic.jsonl").write_text((d / "tiny_topic.jsonl").read_text() + '{"text": "x", '
+                                                   '"label_index": 9}\n'),
+     "tiny_topic.jsonl:{last}: label_index must be an integer in [0, "),
+    (lambda d: (d / "tiny_topic.jsonl").write_text('{"text": " ", "label_index": 0}\n'),
+     "tiny_topic.jsonl:1: text must be a non-blank string"),
+    (lambda d: (d / "tiny_topic.jsonl").write_text("{not json\n"), "tiny_topic.jsonl:1: not JSON ("),
 ])
 def test_a_broken_zsc_dir_is_one_line_before_training(tmp_path, bert_dir, capsys, spoil, needle):
     """A --zsc-dir file the zsc-train reader refuses (`zsnli.training.zsc_nli.zsc_sources`: silently skipped before)
-    or a malformed labels file (AttributeError, or a string of classes split in letters, once training read it) is
-    one line naming --zsc-dir and the file, exit 2, for train and encoder alike."""
+    or a malformed labels file (AttributeError, or a string of classes split in letters, once training read it) or
+    row (exit 1 once training read it, after the model loaded) is one line naming --zsc-dir and the file (and line),
+    exit 2, for train and encoder alike."""
     import shutil
 
     from zsnli.train_cli import main
@@ -332,6 +339,7 @@ def test_a_broken_zsc_dir_is_one_line_before_training(tmp_path, bert_dir, capsys
     data = tmp_path / "zsc"
     shutil.copytree(ROOT / "tests" / "data" / "tiny_zsc", data)
     spoil(data)
+    needle = needle.replace("{last}", str(len((data / "tiny_topic.jsonl").read_text().splitlines())))
     tiny = ["--preset", "tiny", "--base-model", str(bert_dir), "--data-dir", str(ROOT / "tests" / "data" / "tiny_nli")]
     for argv in ([*tiny, "--zsc-dir", str(data), "--output-dir", str(tmp_path / "o")],
                  ["encoder", "--zsc-dir", str(data), "--base-model", ENCODER, "--output-dir", str(tmp_path / "e")]):
