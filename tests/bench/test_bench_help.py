@@ -18,6 +18,9 @@ from zsnli.bench.side_by_side_cli import OTHER_COMMANDS
 
 PARSER_FUNCTIONS = ("build_parser", "_parser")
 """The names under which a bench module returns its command line's parser."""
+SENTENCE_ENDS = (".", "?", "!")
+"""How a description that says what its command does ends: a whole sentence (one ending in ``:`` announces a list
+the help does not show; one ending in a word or a bracket was cut)."""
 
 
 def _commands() -> dict[str, object]:
@@ -30,6 +33,56 @@ def _commands() -> dict[str, object]:
         if callable(getattr(module, "main", None)) or "add_argument(" in inspect.getsource(module):
             found[info.name] = module
     return found
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser | None]:
+    """``{name: parser}`` of every command of `_commands` (None where no `PARSER_FUNCTIONS` builds one)."""
+    out = {}
+    for name, module in sorted(_commands().items()):
+        build = next((getattr(module, f) for f in PARSER_FUNCTIONS if callable(getattr(module, f, None))), None)
+        out[name] = build() if build else None
+    return out
+
+
+def description_problem(text: str | None) -> str | None:
+    """Why ``text``, a command's ``--help`` description, does not say in whole sentences what the command does
+    (none; the command's own name first, which the usage line above it already gives; not ending as a sentence,
+    `SENTENCE_ENDS`; a bracket or quote left open), or None."""
+    text = (text or "").strip()
+    if not text:
+        return "no description"
+    if text.startswith("python -m"):
+        return f"starts with the command's name (the usage line gives it): {text[:60]!r}"
+    if not text.endswith(SENTENCE_ENDS):
+        return f"ends mid-sentence: ...{text[-60:]!r}"
+    for opening, closing in ("()", "[]", "{}"):
+        if text.count(opening) != text.count(closing):
+            return f"{opening}{closing} unbalanced: {text!r}"
+    if text.count('"') % 2:
+        return f"a quote left open: {text!r}"
+    return None
+
+
+def test_description_problem_holds_whole_sentences_only():
+    """The rule itself: speed_rounds' old description (its docstring's first line) is cut; a sentence is not."""
+    assert "ends mid-sentence" in description_problem(
+        "The README's speed check, made to survive a busy machine: the transformers zero-shot pipeline (one document per")
+    assert "ends mid-sentence" in description_problem("What do fixed shapes cost? (issue 33, item 2)")
+    assert "the usage line" in description_problem("python -m zsnli.bench.cost_profile: where a document's time goes.")
+    assert "unbalanced" in description_problem("A burst (issue 6. Done.")
+    assert description_problem("Overload test for the zsnli server (issue 6): a burst far above capacity.") is None
+    assert description_problem("Is the queue shared fairly? Against 127.0.0.1 only.") is None
+
+
+def test_every_bench_command_describes_itself_in_whole_sentences():
+    """``python -m zsnli.bench.speed_rounds --help`` showed its docstring's first line, cut at "one document per"
+    (five commands took the first line, not the first paragraph); batch_invariance's ended in "(issue 33, item 2)"
+    after its question, three began with their own ``python -m`` name. Every description now says in whole
+    sentences what its command does (`description_problem`)."""
+    parsers = {name: parser for name, parser in _parsers().items() if parser is not None}
+    problems = {name: description_problem(parser.description) for name, parser in parsers.items()}
+    problems = {name: why for name, why in problems.items() if why}
+    assert len(parsers) > 10 and problems == {}, "\n".join(f"{name}: {why}" for name, why in problems.items())
 
 
 def _help_problem(module, parser: argparse.ArgumentParser, capsys) -> str | None:

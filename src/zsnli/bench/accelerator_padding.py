@@ -31,10 +31,10 @@ from types import SimpleNamespace
 from typing import Any, Sequence
 
 from ..harness.cli import (
-    UsageParser, non_negative_float, output_file, plain_text, positive_float, positive_int, usage_error,
+    UsageParser, non_negative_float, output_file, positive_float, positive_int, usage_error,
 )
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES
-from .bench_args import check_model_dir
+from .bench_args import check_model_dir, command_description
 from .cost_profile import sampled_documents
 from .fake_cuda import fake_cuda
 
@@ -154,7 +154,7 @@ def _row(budget: int, name: str, k: dict[str, int]) -> str:
 
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option."""
-    p = UsageParser(prog=PROG, description=plain_text(__doc__.split("\n\n")[0]))
+    p = UsageParser(prog=PROG, description=command_description(__doc__))
     p.add_argument("--model-dir", default="model",
                    help="the NLI model served, with its calibration.json as the server finds it (default: %(default)s)")
     p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES,

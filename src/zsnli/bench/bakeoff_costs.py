@@ -13,7 +13,8 @@ each measurement beside what the fitted model says, the CPU (model and flags) an
 after. On a shared machine the figures are those of its load: say which with them.
 
 Imports `zsnli.compare` (budget, arms, engine, protocol), `zsnli.harness.examples`, `zsnli.bench.ceiling` (the
-CPU line, the load), and lazily `zsnli.serving.offline`, `zsnli.config`, `zsnli.runtime.embedding`, scipy.
+CPU line, the load), `zsnli.bench.bench_args` (the description), and lazily `zsnli.serving.offline`,
+`zsnli.config`, `zsnli.runtime.embedding`, scipy.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from ..compare import budget
 from ..compare.arms import build_arm
 from ..compare.engine import ArmResult, run_plan
 from ..compare.protocol import SERVICE_PROTOCOL, make_plan
-from ..harness.cli import UsageParser, output_file, plain_text
+from ..harness.cli import UsageParser, output_file
+from .bench_args import command_description
 from ..harness.examples import Example
 from .ceiling import cpu_info, cpu_line, load_average, load_text
 
@@ -174,7 +176,7 @@ def fit(fitted: list[dict[str, Any]], nli: list[dict[str, Any]], enc: list[dict[
 
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option."""
-    ap = UsageParser(prog="python -m zsnli.bench.bakeoff_costs", description=plain_text(__doc__.splitlines()[0]))
+    ap = UsageParser(prog="python -m zsnli.bench.bakeoff_costs", description=command_description(__doc__))
     ap.add_argument("--model-dir", default="model",
                     help="the served model: nli times its classify, encoder its sentence encoder <model-dir>/embedding; "
                          "needs config.json unless --parts is fitted alone (default: %(default)s)")

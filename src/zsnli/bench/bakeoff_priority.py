@@ -33,11 +33,11 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import UsageParser, non_negative_int, output_file, plain_text, positive_int, positive_seconds
+from ..harness.cli import UsageParser, non_negative_int, output_file, positive_int, positive_seconds
 from ..harness.examples import DEFAULT_EXAMPLES, DEV_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
-from .bench_args import check_model_dir
+from .bench_args import check_model_dir, command_description
 from .reports import write_report
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -93,7 +93,7 @@ def bakeoff_request(rows: list[Example], dataset: str) -> dict:
 
 
 def _parser() -> UsageParser:
-    p = UsageParser(prog="python -m zsnli.bench.bakeoff_priority", description=plain_text(__doc__.split("\n\n")[0]))
+    p = UsageParser(prog="python -m zsnli.bench.bakeoff_priority", description=command_description(__doc__))
     p.add_argument("--model-dir", default="./model",
                    help="the model each server serves (ZSNLI_MODEL_DIR; default: %(default)s)")
     p.add_argument("--dataset", default="news_topic", help=f"dataset of {DEV_EXAMPLES} for the bake-off")

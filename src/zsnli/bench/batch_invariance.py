@@ -1,4 +1,4 @@
-"""Does a document's answer depend on its batch, and what do fixed shapes cost? (issue 33, item 2)
+"""Does a document's answer depend on its batch, and what do fixed shapes cost (issue 33, item 2)?
 
 ``python -m zsnli.bench.batch_invariance --model-dir model --examples ../shared/data/zsc/public.jsonl``
 loads the NLI model in fp32 and in bf16 and, for each arm (fp32 as batched today, bf16 as batched
@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..harness.cli import UsageParser, non_negative_int, plain_text, positive_int
+from ..harness.cli import UsageParser, non_negative_int, positive_int
 from ..harness.examples import load_examples
 from ..runtime.model import NliModel, default_token_budget, plan_batches
 from ..runtime.shapes import FixedShapes
-from .bench_args import check_examples, check_model_dir
+from .bench_args import check_examples, check_model_dir, command_description
 from .ceiling import cpu_info
 
 
@@ -89,7 +89,7 @@ def run_arm(arm: Arm, model: NliModel, docs: list[list], budget: int, seed: int,
 
 def build_parser() -> UsageParser:
     """The command line (module docstring)."""
-    ap = UsageParser(prog="python -m zsnli.bench.batch_invariance", description=plain_text(__doc__.split("\n")[0]))
+    ap = UsageParser(prog="python -m zsnli.bench.batch_invariance", description=command_description(__doc__))
     ap.add_argument("--model-dir", default="model",
                     help="the NLI model, loaded in fp32 and in bf16 (default: %(default)s)")
     ap.add_argument("--examples", required=True, help="examples JSONL (zsnli.harness.examples)")

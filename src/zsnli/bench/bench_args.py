@@ -1,5 +1,6 @@
 """The argument checks the bench commands share, so each refuses the same mistake in the same one line (exit 2,
-before any work: `zsnli.harness.cli.UsageParser`'s ``error``).
+before any work: `zsnli.harness.cli.UsageParser`'s ``error``), and the description their ``--help`` shows
+(`command_description`).
 
 * `device_name`, `dtype_name`: the argparse types of ``--device`` and ``--dtype`` (``python -m zsnli.bench``,
   `zsnli.bench.throughput_gate`, `zsnli.bench.pipeline_arm`): the names the server accepts (``ZSNLI_DEVICE``,
@@ -12,7 +13,8 @@ before any work: `zsnli.harness.cli.UsageParser`'s ``error``).
 * `check_examples`: an examples file that cannot be read or holds no example, refused before any work (it ended
   the run with exit 1).
 
-May import `zsnli.config` (the dtype names), `zsnli.harness.examples` and `zsnli.training.usage` (no torch).
+May import `zsnli.config` (the dtype names), `zsnli.harness.examples`, `zsnli.harness.cli` (`plain_text`) and
+`zsnli.training.usage` (no torch).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import re
 from pathlib import Path
 
 from ..config import DTYPES
+from ..harness.cli import plain_text
 from ..harness.examples import HUB_PREFIX, ExamplesError, load_examples
 from ..training.usage import UsageError, check_folder_arg, check_model_dir_arg
 
@@ -33,6 +36,17 @@ CANONICAL_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat
 #: the files a checkout of this project holds at its top, either of which the launcher can start (`check_repo_root`:
 #: ``serve.sh`` for the serve.sh launcher, ``server.py`` beside the app for uvicorn)
 CHECKOUT_MARKS = ("serve.sh", "server.py")
+_OWN_NAME = re.compile(r"^python -m zsnli\.bench[\w.]*:\s*")
+"""A docstring's leading ``python -m zsnli.bench.NAME:`` (`command_description` drops it)."""
+
+
+def command_description(doc: str) -> str:
+    """The ``--help`` description of a bench command whose module docstring is ``doc``: its first paragraph (up to
+    the first blank line; its first *line* may stop mid-sentence, as speed_rounds' did at "one document per") as
+    plain text (`zsnli.harness.cli.plain_text`), without a leading ``python -m zsnli.bench.NAME:`` (the usage line
+    above it names the command), its first letter a capital."""
+    text = _OWN_NAME.sub("", plain_text(doc.strip().split("\n\n")[0]), count=1)
+    return text[:1].upper() + text[1:]
 
 
 def device_name(text: str) -> str:

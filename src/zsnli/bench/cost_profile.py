@@ -18,7 +18,8 @@ Then the bound of the shipped default over plain NLI scoring: plain NLI's measur
 the default's forwards without padding (the least the default must compute at equal quality). Each line names
 the CPU (`zsnli.bench.ceiling.cpu_tag`) and the load average. Timing only: no figure here is a test.
 
-Imports `zsnli.config`, `zsnli.harness` (examples, the parser), `zsnli.bench.ceiling` (CPU flags) and, in
+Imports `zsnli.config`, `zsnli.harness` (examples, the parser), `zsnli.bench.ceiling` (CPU flags), `zsnli.bench.bench_args` (the
+description) and, in
 `profile`, `zsnli.serving.offline` and `zsnli.serving.service` (the service in this process, instrumented).
 """
 
@@ -30,7 +31,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..harness.cli import UsageParser, plain_text, positive_int, usage_error
+from ..harness.cli import UsageParser, positive_int, usage_error
+from .bench_args import command_description
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, ExamplesError, load_examples
 from .ceiling import cpu_info, cpu_tag
 
@@ -156,7 +158,7 @@ def render(result: dict[str, dict[str, Any]], cpu: str) -> list[str]:
 
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option."""
-    p = UsageParser(prog=PROG, description=plain_text(__doc__.split("\n\n")[0]))
+    p = UsageParser(prog=PROG, description=command_description(__doc__))
     p.add_argument("--model-dir", default="model",
                    help="the NLI model served, with its calibration.json as the server finds it (default: %(default)s)")
     p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES,

@@ -40,8 +40,9 @@ from run to run (a bake-off's id, a timestamp, latencies and seconds, a receipt'
 key id, the CPU's flags) are left out, and numbers agree within ``FIGURE_ATOL`` (the last digit of
 6-decimal answers moves with batching and CPU kernels). Each block is named on stderr as it starts.
 
-May import: `zsnli.bench.doc_prose`, `zsnli.bench.doc_tables`, `zsnli.harness` (the server over HTTP, the command-line parser) and
-the standard library (httpx); nothing from the serving side: the server is reached over HTTP only.
+May import: `zsnli.bench.doc_prose`, `zsnli.bench.doc_tables`, `zsnli.bench.bench_args` (the description),
+`zsnli.harness` (the server over HTTP, the command-line parser) and the standard library (httpx); nothing from the
+serving side: the server is reached over HTTP only.
 """
 
 from __future__ import annotations
@@ -61,9 +62,10 @@ from typing import Any, Callable
 
 import httpx
 
-from ..harness.cli import UsageParser, one_line, plain_text, positive_int
+from ..harness.cli import UsageParser, one_line, positive_int
 from ..harness.server import ServerError, ServerProcess, start_server, stops_servers
 from . import doc_prose, doc_tables
+from .bench_args import command_description
 
 BLOCK = re.compile(r"(<!-- figures:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /figures:(?P=name) -->)", re.S)
 #: The Markdown pages that may hold generated blocks, relative to the repository root.
@@ -411,7 +413,7 @@ def _prose_held(root: Path, record: bool) -> bool:
 
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option."""
-    ap = UsageParser(prog="python -m zsnli.bench.doc_figures", description=plain_text(__doc__.split("\n\n")[0]))
+    ap = UsageParser(prog="python -m zsnli.bench.doc_figures", description=command_description(__doc__))
     ap.add_argument("--write", action="store_true", help="rewrite the pages (default: only say which blocks differ)")
     ap.add_argument("--only", default=None, help="comma-separated block names (default: every block)")
     ap.add_argument("--model-dir", default="model", help="the model the server serves (default: %(default)s)")

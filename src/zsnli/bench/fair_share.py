@@ -37,12 +37,12 @@ from pathlib import Path
 import httpx
 
 from ..harness.cli import (
-    UsageParser, non_negative_int, number_type, output_file, plain_text, positive_int, positive_seconds,
+    UsageParser, non_negative_int, number_type, output_file, positive_int, positive_seconds,
 )
 from ..harness.examples import DEFAULT_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
-from .bench_args import check_model_dir
+from .bench_args import check_model_dir, command_description
 from .overload import make_request
 from .reports import write_report
 
@@ -136,7 +136,7 @@ async def phases(base: str, docs: list[Example], array: list[dict], alone_s: flo
 
 
 def _parser() -> UsageParser:
-    p = UsageParser(prog="python -m zsnli.bench.fair_share", description=plain_text(__doc__.split("\n\n")[0]))
+    p = UsageParser(prog="python -m zsnli.bench.fair_share", description=command_description(__doc__))
     p.add_argument("--model-dir", default="./model",
                    help="the model the server serves (ZSNLI_MODEL_DIR; default: %(default)s)")
     p.add_argument("--repo", type=Path, default=ROOT, help="checkout whose serve.sh and src/ are measured")

@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..harness.cli import UsageParser, output_file, plain_text, positive_int, positive_seconds
+from ..harness.cli import UsageParser, output_file, positive_int, positive_seconds
 from ..harness.server import ServerError, ServerProcess, stops_servers, wait_for_url
 from ..harness.stats import percentile
-from .bench_args import check_model_dir
+from .bench_args import check_model_dir, command_description
 from .reports import write_report
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -115,7 +115,7 @@ def _sizes(text: str) -> list[int]:
 
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option; `parse_args` checks the rest."""
-    ap = UsageParser(prog="python -m zsnli.bench.idle_clients", description=plain_text(__doc__.split("\n\n")[0]))
+    ap = UsageParser(prog="python -m zsnli.bench.idle_clients", description=command_description(__doc__))
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="a running server on this machine")
     where.add_argument("--model-dir", help="start serve.sh on this model dir (free port) and stop it after")

@@ -36,12 +36,12 @@ from urllib.parse import urlparse
 
 import httpx
 
-from ..harness.cli import UsageParser, non_negative_int, output_file, plain_text, positive_int, positive_seconds
+from ..harness.cli import UsageParser, non_negative_int, output_file, positive_int, positive_seconds
 from ..runtime.progress import waiting
 from ..harness.load import NOT_ANSWERED, run_requests_async
 from ..harness.server import ServerError, ServerProcess, stops_servers, wait_for_url
 from ..harness.stats import per_second, percentile
-from .bench_args import check_model_dir
+from .bench_args import check_model_dir, command_description
 from .resources import RssSampler
 from .reports import write_report
 
@@ -207,7 +207,7 @@ def verdict(report: dict) -> tuple[bool, str]:
 
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option; `parse_args` checks the rest."""
-    ap = UsageParser(prog="python -m zsnli.bench.overload", description=plain_text(__doc__.split("\n\n")[0]))
+    ap = UsageParser(prog="python -m zsnli.bench.overload", description=command_description(__doc__))
     ap.add_argument("--url", default="http://127.0.0.1:8000", help="server base URL (loopback only)")
     ap.add_argument("--spawn-model-dir", help="start serve.sh on this model dir (free port) and stop it after")
     ap.add_argument("--pid", type=positive_int, help="server pid, for peak RSS (when not spawned)")

@@ -30,9 +30,9 @@ import time
 from itertools import groupby
 from typing import Any, Sequence
 
-from ..harness.cli import UsageParser, non_negative_int, output_file, plain_text, positive_int
+from ..harness.cli import UsageParser, non_negative_int, output_file, positive_int
 from ..harness.examples import Example, load_examples
-from .bench_args import check_examples, check_model_dir, device_name, dtype_name
+from .bench_args import check_examples, check_model_dir, command_description, device_name, dtype_name
 from .resources import RssSampler, hwm_bytes
 
 
@@ -101,7 +101,7 @@ def run_stream_mode(pipe, docs: Sequence[Example], batch_size: int, progress: bo
 
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option."""
-    ap = UsageParser(prog="python -m zsnli.bench.pipeline_arm", description=plain_text(__doc__.splitlines()[0]))
+    ap = UsageParser(prog="python -m zsnli.bench.pipeline_arm", description=command_description(__doc__))
     ap.add_argument("--model-dir", required=True, help="the NLI model directory the pipeline loads (model and tokenizer)")
     ap.add_argument("--examples", required=True, help="examples JSONL (DESIGN.md format) whose documents are scored")
     ap.add_argument("--docs", type=positive_int, default=None, help="first N documents (default: all)")

@@ -8,7 +8,7 @@ zsnli.bench.random_models --arch deberta-v3-base --out DIR [--tokenizer-from DIR
 
 ``--out`` must be a new or empty folder (`check_out`): a file is refused, and an existing folder that holds files,
 or the served model's folder (the checkout's ``model/``, ``./model``, ``$ZSNLI_MODEL_DIR``) and anything in it, is
-refused unless ``--force``. May import ``zsnli.harness`` (the parser, the examples reader) and
+refused unless ``--force``. May import ``zsnli.harness`` (the parser, the examples reader), `zsnli.bench.bench_args` (the description) and
 ``zsnli.runtime.embedding`` (where the checkout's model lies).
 """
 
@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..harness.cli import UsageParser, one_line, one_line_errors, plain_text, usage_error
+from ..harness.cli import UsageParser, one_line, one_line_errors, usage_error
+from .bench_args import command_description
 
 PROG = "python -m zsnli.bench.random_models"
 
@@ -239,7 +240,7 @@ def check_out(out: str | Path, force: bool = False) -> None:
 
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option; `main` checks the paths."""
-    ap = UsageParser(prog=PROG, description=plain_text(__doc__.split("\n\n")[0]))
+    ap = UsageParser(prog=PROG, description=command_description(__doc__))
     ap.add_argument("--arch", choices=sorted(ARCHS), default="deberta-v3-base",
                     help="the architecture: deberta-v3-base (the default: microsoft/deberta-v3-base's published "
                          "config, 184M parameters, 12 layers x 768, a 3-way NLI head) or deberta-tiny (2 layers x "

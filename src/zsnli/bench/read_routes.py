@@ -32,11 +32,11 @@ from pathlib import Path
 
 import httpx
 
-from ..harness.cli import UsageParser, output_file, plain_text, positive_float, positive_int, positive_seconds
+from ..harness.cli import UsageParser, output_file, positive_float, positive_int, positive_seconds
 from ..harness.examples import DEV_EXAMPLES, ExamplesError, load_examples
 from ..harness.server import ServerError, ServerProcess, stops_servers
 from ..harness.stats import percentile
-from .bench_args import check_model_dir
+from .bench_args import check_model_dir, command_description
 from .reports import write_report
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -114,7 +114,7 @@ def bakeoff_body(dataset: str, arms: list[str]) -> dict:
 
 
 def _parser() -> UsageParser:
-    p = UsageParser(prog="python -m zsnli.bench.read_routes", description=plain_text(__doc__.split("\n\n")[0]))
+    p = UsageParser(prog="python -m zsnli.bench.read_routes", description=command_description(__doc__))
     p.add_argument("--model-dir", default="./model",
                    help="the model the server serves (ZSNLI_MODEL_DIR; default: %(default)s)")
     p.add_argument("--dataset", default="news_topic", help=f"dataset of {DEV_EXAMPLES} for the bake-offs")

@@ -40,11 +40,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..harness.cli import UsageParser, output_file, plain_text, positive_int
+from ..harness.cli import UsageParser, output_file, positive_int
 from ..harness.server import stops_servers
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, ExamplesError, first_existing, load_examples
 from ..runtime.progress import Reporter, emit, waiting
-from .bench_args import check_model_dir, check_repo_root
+from .bench_args import check_model_dir, check_repo_root, command_description
 from .ceiling import load_average, load_text
 
 #: An arm: ``run(docs, advance) -> seconds`` for one round's documents (``advance(1)`` per document done).
@@ -192,7 +192,7 @@ def render(rep: dict[str, Any], cpu_text: str) -> str:
 
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option; `parse_args` checks the rest."""
-    ap = UsageParser(prog="python -m zsnli.bench.speed_rounds", description=plain_text(__doc__.splitlines()[0]))
+    ap = UsageParser(prog="python -m zsnli.bench.speed_rounds", description=command_description(__doc__))
     ap.add_argument("--model-dir", default="model",
                     help="the model of the pipeline and of the servers, with the calibration the server finds beside "
                          "it (default: %(default)s)")

@@ -45,12 +45,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..harness.cli import UsageParser, non_negative_int, output_file, plain_text, positive_float, positive_int
+from ..harness.cli import UsageParser, non_negative_int, output_file, positive_float, positive_int
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, Example, ExamplesError, load_examples
 from ..harness.load import run_requests
 from ..harness.server import start_server, stops_servers
 from ..harness.stats import latency_summary, per_second
-from .bench_args import check_examples, check_model_dir, check_repo_root, device_name, dtype_name
+from .bench_args import check_examples, check_model_dir, check_repo_root, command_description, device_name, dtype_name
 from .ceiling import LabelTooLong, compute_ceiling, matmul_rate, pair_token_counts, param_counts
 from ..runtime.devices import torch_build
 from .gate_plan import GateArm, materialise, plan, render_plan
@@ -187,7 +187,7 @@ def build_parser() -> UsageParser:
     the defaults of ``--docs``, ``--warmup`` and ``--concurrency``. ``--examples`` and ``--tiny`` default to
     ``ZSNLI_BENCH_EXAMPLES`` and ``ZSNLI_BENCH_TINY`` as set when it is called."""
     tiny_env = os.environ.get("ZSNLI_BENCH_TINY", "").strip().lower() in ("1", "true", "yes", "on")
-    ap = UsageParser(prog="python -m zsnli.bench.throughput_gate", description=plain_text(__doc__.splitlines()[0]))
+    ap = UsageParser(prog="python -m zsnli.bench.throughput_gate", description=command_description(__doc__))
     ap.add_argument("--model-dir", default="model",
                     help="the model served as serve.sh serves it, its calibration.json included; needs config.json "
                          "unless --tiny or --random-deberta (default: %(default)s)")

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zsnli.bench.ceiling import matmul_rate, pair_flops, param_counts
-from zsnli.harness.cli import UsageParser, non_negative_int, output_file, plain_text, positive_int
+from zsnli.harness.cli import UsageParser, non_negative_int, output_file, positive_int
+from zsnli.bench.bench_args import command_description
 
 
 def cpu_description() -> dict[str, Any]:
@@ -169,7 +170,7 @@ def _measure(args: argparse.Namespace, torch) -> dict[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI parser (`zsnli.harness.cli.UsageParser`: one-line errors, exit 2)."""
-    p = UsageParser(prog="python -m zsnli.bench.training_speed", description=plain_text(__doc__.split("\n\n")[0]))
+    p = UsageParser(prog="python -m zsnli.bench.training_speed", description=command_description(__doc__))
     p.add_argument("--model-dir", type=Path, default=Path("model/embedding"), help="base encoder (default model/embedding)")
     p.add_argument("--nli-file", type=Path, action="append", required=True,
                    help="NLI JSONL(.gz) train file (repeatable), e.g. ../shared/data/nli/lingnli/train.jsonl.gz")
