@@ -10,6 +10,7 @@ import pytest
 
 from test_devsets_negation import write_zsc
 from zsnli.selection import score_cache
+from zsnli.selection.premise_windows import PremiseWindows
 from zsnli.selection.devsets import read_examples, read_zsc_dev
 from zsnli.runtime.embedding import SentenceEncoder
 from zsnli.runtime.model import NliModel
@@ -70,17 +71,37 @@ def test_fill_cache_resumes_and_recomputes_on_key_change(tmp_path, tiny_model_di
     assert calls == ["d", "toy"] and len(out["zsc-dev/toy"]) == 8
 
 
-def test_cli_mistakes_exit_2_with_one_line(tmp_path, capsys):
-    assert score_cache.main(["--zsc-dev-dir", str(tmp_path / "nope")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "zsc-dev directory not found" in err[0]
-    assert score_cache.main(["--max-rows-for", "x=0", "--examples", str(tmp_path / "x.jsonl")]) == 2
-    assert "--max-rows-for" in capsys.readouterr().err
+def test_cli_mistakes_exit_2_with_one_line(tmp_path, capsys, tiny_model_dir):
+    """Every flag mistake is one line, exit 2, before any model loads: before, --model-dir said "no config.json" in
+    its own words (and took a sentence encoder's folder), --device cuda without a GPU failed once torch had loaded
+    the model, a misspelt --only name or a spare --examples-group cached fewer sets than asked with exit 0, and --out
+    as a file failed at the first write."""
+    import torch
+
     ex = tmp_path / "ex.jsonl"
     ex.write_text(json.dumps({"id": 1, "dataset": "d", "text": "t", "labels": ["a", "b"], "label": 0}) + "\n")
-    assert score_cache.main(["--max-rows-for", "dd=3", "--examples", str(ex), "--model-dir", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--max-rows-for dd=3: no set named 'dd' was read (sets: d)" in err[0], err
+    a_file, model, examples = tmp_path / "f.txt", ["--model-dir", str(tiny_model_dir)], ["--examples", str(ex)]
+    a_file.write_text("x")
+    cases = [
+        (["--zsc-dev-dir", str(tmp_path / "nope")], f"--zsc-dev-dir {tmp_path / 'nope'}: no such directory; give "),
+        (["--examples", str(tmp_path)], f"--examples {tmp_path}: a directory, not a file; "),
+        (["--max-rows-for", "x=0", *examples, *model], "--max-rows-for"),
+        (["--max-rows-for", "dd=3", *examples, *model], "--max-rows-for dd=3: no set named 'dd' was read (sets: d)"),
+        ([*examples, "--model-dir", str(tmp_path)], f"--model-dir {tmp_path}: not a model directory (no config.json)"),
+        ([*examples, *model, "--out", str(a_file)], f"--out {a_file}: a file, not a directory; "),
+        ([*examples, *model, "--only", "dd"], "--only dd: no set named 'dd' was read (sets: d)"),
+        ([*examples, *model, "--examples-group", "a", "--examples-group", "b"],
+         "--examples-group given 2 times for 1 --examples file(s)"),
+        ([*examples, *model, "--device", "gpu"], "--device must be cpu, cuda or cuda:N"),
+    ]
+    if not torch.cuda.is_available():
+        cases.append(([*examples, *model, "--device", "cuda"], "--device cuda but CUDA is not available ("))
+    for argv, says in cases:
+        assert score_cache.main([*argv, "--out", str(tmp_path / "cache")] if "--out" not in argv else argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("python -m zsnli.selection.score_cache: error: "), (argv, err)
+        assert says in err[0], (argv, err)
+    assert not (tmp_path / "cache").exists()
 
 
 def test_another_runtime_needs_its_digest_in_the_key(tmp_path):
@@ -156,7 +177,7 @@ def test_premise_windows_score_each_window_and_fold_them_by_the_rule(tmp_path, t
     from zsnli.scoring import aggregate_window_logits
 
     jobs = _long_jobs(tmp_path)
-    spec = score_cache.PremiseWindows.parse("24:0.5:max")
+    spec = PremiseWindows.parse("24:0.5:max")
     out = score_cache.fill_cache(jobs, tmp_path / "cache", tiny_model_dir, max_rows=8, max_rows_for={}, windows=spec)
     nli = NliModel.load(tiny_model_dir, device="cpu")
     long, short = out["dev/long"], out["dev/short"]
@@ -190,7 +211,7 @@ def test_a_premise_within_the_width_is_one_window_the_premise_itself(tiny_model_
                                   "128:0.5:max:1"])
 def test_premise_windows_spec_mistakes_name_the_text(text):
     with pytest.raises(ValueError, match="premise-windows"):
-        score_cache.PremiseWindows.parse(text)
+        PremiseWindows.parse(text)
 
 
 def test_a_window_too_small_for_a_hypothesis_is_one_line_from_select(tmp_path, tiny_model_dir, capsys):

@@ -8,6 +8,8 @@
   says ``cuda``).
 * `tf32_matmuls`: TF32 for the fp32 matrix products inside a block, on a CUDA device only (the sentence
   encoder's forwards; docs/performance.md, issue 58: bf16 moved the cosine term past the bf16 tolerance).
+* `device_problem`: why this torch cannot use a device name (the server's ``ZSNLI_DEVICE`` and every ``--device``
+  flag), checked before anything loads.
 * `torch_build`: one line naming the torch build (version, CUDA or not, GPUs seen), logged at start-up,
   so an image that holds a CPU torch on a GPU machine says so.
 
@@ -96,6 +98,35 @@ def nvidia_devices_present(root: str = "/dev") -> bool:
         return any(p.name[len("nvidia"):].isdigit() for p in Path(root).glob("nvidia[0-9]*"))
     except OSError:
         return False
+
+
+def device_problem(device: str, name: str = "ZSNLI_DEVICE", sep: str = "=") -> str | None:
+    """Why this torch cannot use the device ``device``, in one line, or None when it can: not a torch device name
+    (``gpu``), ``cuda`` without CUDA in this torch build or without a visible GPU, ``cuda:N`` past the visible GPUs,
+    ``mps`` where MPS is unavailable. ``name`` and ``sep`` show where the value came from (``ZSNLI_DEVICE=cuda``, or
+    ``--device cuda`` with ``sep=" "``). The one device check of the server (`zsnli.serving.startup.check_device`)
+    and of every command line with a ``--device`` flag; imports torch."""
+    import torch
+
+    accepted = "cpu, cuda or cuda:N (a visible GPU), mps where available"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        return f"{name} must be {accepted}; got {device!r}"
+    shown = f"{name}{sep}{device}"
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if not count:
+            build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", built without CUDA")
+            return f"{shown} but CUDA is not available ({build}, 0 GPU(s) visible): use cpu"
+        if dev.index is not None and dev.index >= count:
+            return f"{shown} but only {count} GPU(s) are visible"
+    elif dev.type == "mps":
+        if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+            return f"{shown} but MPS is not available: use cpu"
+    elif dev.type != "cpu":
+        return f"{name} must be {accepted}; got {device!r}"
+    return None
 
 
 def torch_build() -> str:

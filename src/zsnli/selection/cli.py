@@ -49,7 +49,8 @@ from ..manifest import sha256_file
 from .memo import memoised
 from .targets import recorded_path, select_targets
 from .negation import NegationRule
-from .score_cache import CONTENT_FREE_PREMISE, CachedSet, PremiseWindowsError, fill_cache
+from .premise_windows import PremiseWindowsError
+from .score_cache import CONTENT_FREE_PREMISE, CachedSet, fill_cache
 from ..scoring import ScoringConfig
 
 logger = logging.getLogger(__name__)

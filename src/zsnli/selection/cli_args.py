@@ -7,7 +7,8 @@ the NLI model; `check_dev_data` then reads the dev sets and the kinds file and c
 something to choose on. The run itself is `zsnli.selection.cli`.
 
 May import `zsnli.training.usage`, `zsnli.training.cli_parser`, `zsnli.harness.cli` (``positive_int``),
-`zsnli.selection.devsets`, `zsnli.selection.grouped` and `zsnli.selection.score_cache` (no torch at import).
+`zsnli.selection.devsets`, `zsnli.selection.grouped`, `zsnli.selection.premise_windows` and `zsnli.selection.score_cache` (no
+torch at import).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from ..training.usage import (check_file_arg, check_folder_arg, check_model_dir_
                              check_output_file_arg)
 from .devsets import list_zsc_dev, read_examples, read_zsc_dev
 from .grouped import read_kinds
-from .score_cache import (DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, PremiseWindows, check_max_rows_for, default_cache_dir,
+from .premise_windows import PremiseWindows
+from .score_cache import (DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS_FOR, check_max_rows_for, default_cache_dir,
                           parse_max_rows_for)
 
 DESCRIPTION = "Choose the served scoring by leave-one-dataset-out and write calibration.json."

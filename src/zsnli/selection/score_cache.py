@@ -21,7 +21,7 @@ CLI::
         [--max-rows 300] [--max-rows-for clinc150_intent40=120 --max-rows-for bbc_news=60]
 
 Imports: numpy, ``zsnli.selection.devsets``, ``zsnli.manifest``, ``zsnli.harness.cli`` (the parser),
-``zsnli.runtime.progress``; the model classes of ``zsnli.runtime`` are imported only when computing.
+``zsnli.training.usage`` (the flag checks; torch only to check ``--device``), ``zsnli.runtime.progress``; the model classes of ``zsnli.runtime`` are imported only when computing.
 """
 
 from __future__ import annotations
@@ -37,8 +37,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from .devsets import DevSet, DevSetError, list_zsc_dev, read_examples, read_zsc_dev, stratified_subsample
+from .premise_windows import PremiseWindows, window_logits
 from ..harness.cli import UsageParser, non_negative_int, positive_int, usage_error
 from ..manifest import runs_path, sha256_file
+from ..training.usage import (UsageError, check_device_arg, check_file_arg, check_folder_arg, check_nli_model_dir,
+                              check_output_folder_arg)
 
 logger = logging.getLogger(__name__)
 
@@ -91,76 +94,6 @@ class CachedSet:
 
     def __len__(self) -> int:
         return int(self.k.size)
-
-
-class PremiseWindowsError(ValueError):
-    """A `PremiseWindows` window cannot hold a set's pairs (its longest hypothesis leaves no premise token)."""
-
-
-@dataclass(frozen=True)
-class PremiseWindows:
-    """Long premises read as overlapping windows (issue 30, item 4), written ``WINDOW:OVERLAP:RULE``.
-
-    window: the pair window in tokens, special tokens and the request's longest hypothesis included (128:
-    the length the model was trained at); overlap: the fraction of a window shared with the next one;
-    rule: how the windows' logits fold into one row per pair (`zsnli.scoring.WINDOW_RULES`); max_tokens:
-    the premise tokens read at most (the rest is cut, as the 512-token window cuts the uncut premise).
-    """
-
-    window: int
-    overlap: float
-    rule: str
-    max_tokens: int = 2048
-
-    @classmethod
-    def parse(cls, text: str) -> "PremiseWindows":
-        """``"128:0.5:max"`` -> PremiseWindows; ``ValueError`` naming the text when it is not of that form."""
-        from ..scoring import WINDOW_RULES
-
-        parts = text.split(":")
-        try:
-            window, overlap, rule = int(parts[0]), float(parts[1]), parts[2]
-            if len(parts) != 3:
-                raise IndexError
-        except (IndexError, ValueError):
-            raise ValueError(f"--premise-windows expects WINDOW:OVERLAP:RULE such as 128:0.5:max, got {text!r}") from None
-        if window < 8 or not 0.0 <= overlap < 1.0 or rule not in WINDOW_RULES:
-            raise ValueError(f"--premise-windows {text!r}: WINDOW >= 8, 0 <= OVERLAP < 1 and RULE one of "
-                             f"{', '.join(WINDOW_RULES)} expected")
-        return cls(window, overlap, rule)
-
-    def __str__(self) -> str:
-        return f"{self.window}:{self.overlap:g}:{self.rule}"
-
-    def windows_of(self, nli, ds: DevSet) -> list[list[str]]:
-        """Each row's premise windows (``NliRuntime.premise_windows`` at the row's `NliRuntime.premise_width`).
-        Raises `PremiseWindowsError` when a row's hypotheses leave no room for a premise in the window."""
-        out = []
-        for text, hyps in zip(ds.texts, ds.hypotheses):
-            width = nli.premise_width(hyps, self.window)
-            if width < 1:
-                raise PremiseWindowsError(f"--premise-windows {self}: {ds.name} has a hypothesis that leaves no "
-                                          f"premise token in a {self.window}-token window; give a larger WINDOW")
-            out.append(nli.premise_windows(text, width, self.overlap, self.max_tokens))
-        return out
-
-
-def window_logits(nli, ds: DevSet, windows: PremiseWindows, desc: str) -> tuple[np.ndarray, int]:
-    """float32 ``[P, C]``: each pair's logits from its premise's windows (`PremiseWindows`), in `compute_set`'s
-    pair order, and the number of (window, hypothesis) pairs scored."""
-    from ..runtime.progress import predict_logits
-    from ..scoring import aggregate_window_logits
-
-    premises, hyps, owner = [], [], []
-    pair = 0
-    for row_windows, row_hyps in zip(windows.windows_of(nli, ds), ds.hypotheses):
-        for h in row_hyps:
-            premises += row_windows
-            hyps += [h] * len(row_windows)
-            owner += [pair] * len(row_windows)
-            pair += 1
-    logits = predict_logits(nli, premises, hyps, desc=desc)
-    return aggregate_window_logits(logits, np.asarray(owner), pair, windows.rule, nli.entail_idx), len(premises)
 
 
 def _stem(group: str, name: str) -> str:
@@ -448,6 +381,7 @@ PROG = "python -m zsnli.selection.score_cache"
 
 
 def _build_parser() -> UsageParser:
+    """The command line of ``python -m zsnli.selection.score_cache`` (flags only; `_check_args` checks them)."""
     p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--zsc-dev-dir", type=Path, help="zsc-dev directory (../shared/data/zsc-dev)")
     p.add_argument("--examples", type=Path, action="append", default=[],
@@ -460,35 +394,65 @@ def _build_parser() -> UsageParser:
     p.add_argument("--max-rows", type=positive_int, default=DEFAULT_MAX_ROWS, help="rows per dataset, stratified subsample")
     p.add_argument("--max-rows-for", action="append", default=[], metavar="NAME=ROWS", help="per-dataset override")
     p.add_argument("--seed", type=non_negative_int, default=0, help="subsample seed (default 0)")
-    p.add_argument("--only", action="append", default=[], help="only these dataset names (repeatable)")
+    p.add_argument("--only", action="append", default=[], help="only these dataset names (repeatable; a name no set "
+                   "read has is refused)")
     p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
-    p.add_argument("--device", default="cpu", help="torch device for the models, e.g. cuda (default cpu; fp32 either way)")
+    p.add_argument("--device", default="cpu", help="torch device for the models: cpu, cuda, cuda:N, mps (default "
+                   "cpu; fp32 either way; one this torch cannot use is refused before anything loads)")
     return p
 
 
 def _jobs(args) -> list[tuple[str, DevSet]]:
+    """``(group, set)`` of every set ``--zsc-dev-dir`` and ``--examples`` hold, read (``DevSetError`` on bad data;
+    ``--only`` is applied by the caller)."""
     jobs: list[tuple[str, DevSet]] = []
     if args.zsc_dev_dir is not None:
         jobs += [("zsc-dev", read_zsc_dev(args.zsc_dev_dir, n)) for n in list_zsc_dev(args.zsc_dev_dir)]
     for i, path in enumerate(args.examples):
         group = args.examples_group[i] if i < len(args.examples_group) else path.stem
         jobs += [(group, ds) for ds in read_examples(path).values()]
-    return [(g, ds) for g, ds in jobs if not args.only or ds.name in args.only]
+    return jobs
+
+
+def _check_args(args) -> None:
+    """The checks of the flags that need no data read: each path flag (a file, a folder or missing, called so:
+    `zsnli.training.usage`), more ``--examples-group`` than ``--examples``, and the ``--device`` this torch cannot
+    use. Raises `UsageError` (one line) before any data or model is read."""
+    if args.zsc_dev_dir is not None:
+        check_folder_arg(args.zsc_dev_dir, "--zsc-dev-dir", "give the zsc-dev folder, e.g. ../shared/data/zsc-dev")
+    for path in args.examples:
+        check_file_arg(path, "--examples", "give an examples-format .jsonl file, e.g. dev/zeroshot_dev.jsonl")
+    if len(args.examples_group) > len(args.examples):
+        raise UsageError(f"--examples-group given {len(args.examples_group)} times for {len(args.examples)} "
+                         "--examples file(s): one group name per --examples, in the same order")
+    check_nli_model_dir(args.model_dir)
+    check_output_folder_arg(args.out, "--out")
+    check_device_arg(args.device)
+
+
+def _check_only(only: Sequence[str], names: Sequence[str]) -> None:
+    """``ValueError`` naming the first ``--only`` name that no set read has (with the names read), so a misspelt
+    name never leaves the cache with fewer sets than asked for and exit 0."""
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        shown = ", ".join(sorted(names)[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+        raise ValueError(f"--only {unknown[0]}: no set named {unknown[0]!r} was read (sets: {shown})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Fill the cache; returns the exit status (2 with one line on a flag or data mistake)."""
+    """Fill the cache; returns the exit status (2 with one line on a flag or data mistake, before any scoring)."""
     args = _build_parser().parse_args(argv)
     try:
+        _check_args(args)
         given = parse_max_rows_for(args.max_rows_for)
         overrides = {**DEFAULT_MAX_ROWS_FOR, **given}
-        jobs = _jobs(args)
+        read = _jobs(args)
+        _check_only(args.only, [ds.name for _, ds in read])
+        jobs = [(g, ds) for g, ds in read if not args.only or ds.name in args.only]
         if not jobs:
             raise ValueError("nothing to cache: give --zsc-dev-dir and/or --examples")
         check_max_rows_for(given, [ds.name for _, ds in jobs])
-        if not (args.model_dir / "config.json").is_file():
-            raise ValueError(f"--model-dir {args.model_dir}: no config.json (an NLI model directory is expected)")
-    except (ValueError, DevSetError) as exc:
+    except (ValueError, DevSetError, UsageError) as exc:
         return usage_error(PROG, str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     fill_cache(jobs, args.out, args.model_dir, args.max_rows, overrides, args.seed, args.threads, args.device)

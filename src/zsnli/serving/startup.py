@@ -26,7 +26,7 @@ from ..config import HUB_BASE_REFUSAL, Settings, SettingsError
 from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, PRETRAINED_DIRS, ManifestError, check_variant_pin,
                         hash_model_dir, interrupted_installs, load_manifest, model_dir_digest, variant_of,
                         verify_model_files)
-from ..runtime.devices import device_kind, nvidia_devices_present, torch_build
+from ..runtime.devices import device_kind, device_problem, nvidia_devices_present, torch_build
 from ..runtime.embedding import SentenceEncoder, default_embedding_dir, embedding_digest
 from ..runtime.hub import HubModelError, resolve_hub_model
 from ..runtime.model import NliModel, NliRuntime, default_token_budget
@@ -438,31 +438,15 @@ def _fitted_here(settings: Settings, path: Path, digest: str, variant: str) -> b
 
 
 def check_device(device: str | None) -> None:
-    """Refuse a ``ZSNLI_DEVICE`` this torch cannot use, before anything loads: not a torch device name
-    (``gpu``), ``cuda`` without CUDA in this torch build or without a visible GPU, ``cuda:N`` past the GPUs,
-    ``mps`` where MPS is unavailable. Raises `zsnli.config.SettingsError` (one line naming the variable and
-    what is accepted). None (unset) picks ``cuda`` when available, else ``cpu``."""
+    """Refuse a ``ZSNLI_DEVICE`` this torch cannot use, before anything loads (`zsnli.runtime.devices.device_problem`:
+    not a torch device name, ``cuda`` without CUDA or a visible GPU, ``cuda:N`` past the GPUs, ``mps`` where MPS is
+    unavailable). Raises `zsnli.config.SettingsError` (one line naming the variable and what is accepted, or that
+    it may be unset). None (unset) picks ``cuda`` when available, else ``cpu``."""
     if device is None:
         return
-    import torch
-
-    accepted = "cpu, cuda or cuda:N (a visible GPU), mps where available, or unset for the default"
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise SettingsError(f"ZSNLI_DEVICE must be {accepted}; got {device!r}") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", built without CUDA")
-            raise SettingsError(f"ZSNLI_DEVICE={device} but CUDA is not available ({build}, "
-                                f"{torch.cuda.device_count()} GPU(s) visible): use cpu or unset it")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise SettingsError(f"ZSNLI_DEVICE={device} but only {torch.cuda.device_count()} GPU(s) are visible")
-    elif dev.type == "mps":
-        if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-            raise SettingsError(f"ZSNLI_DEVICE={device} but MPS is not available: use cpu or unset it")
-    elif dev.type != "cpu":
-        raise SettingsError(f"ZSNLI_DEVICE must be {accepted}; got {device!r}")
+    problem = device_problem(device)
+    if problem:
+        raise SettingsError(f"{problem} (or unset it for the default)")
 
 
 def configure_logging(level: str) -> None:

@@ -2,11 +2,11 @@
 a file or a model directory shares: ``train.py``'s commands (`zsnli.training.cli_checks`), its installs
 (`zsnli.training.base_install`, `zsnli.training.encoder_install`) and ``train.py select``
 (`zsnli.selection.cli`). Each check raises `UsageError` naming the flag and the value as the user gave it: a file
-is called a file, a folder a folder, a missing path missing.
+is called a file, a folder a folder, a missing path missing; a ``--device`` this torch cannot use is named too.
 
 May import `zsnli.manifest` and `zsnli.harness.cli` (`json_problem`) at module level and
 `zsnli.runtime.model_config` (standard library only) inside
-`check_nli_model_dir`.
+`check_nli_model_dir`, `zsnli.runtime.devices` (which imports torch) inside `check_device_arg`.
 """
 
 from __future__ import annotations
@@ -125,6 +125,17 @@ def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: 
         label_indices((config.get("id2label") if isinstance(config, dict) else None) or {})
     except ModelConfigError as exc:
         raise UsageError(f"{flag} {model_dir}: not a 3-way NLI model ({exc}); {hint}") from None
+
+
+def check_device_arg(device: str, flag: str = "--device") -> None:
+    """Raise `UsageError` (one line naming ``flag`` and the value) unless this torch can use ``device``
+    (`zsnli.runtime.devices.device_problem`: ``cuda`` on a machine without a GPU is refused here, before any model
+    loads, not by torch once it has). Imports torch."""
+    from ..runtime.devices import device_problem
+
+    problem = device_problem(device, flag, " ")
+    if problem:
+        raise UsageError(problem)
 
 
 def read_json(path: Path) -> Any:
