@@ -1,18 +1,48 @@
-"""Shared pieces of the bench tests: a small examples file, a child environment, usage-error capture, a fake
-started server."""
+"""Shared pieces of the bench tests: every bench command and its parser, a small examples file, an NLI model's
+config, a child environment, usage-error capture, a fake started server."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import inspect
 import json
 import os
+import pkgutil
 import sys
 from pathlib import Path
 
 import pytest
 
+import zsnli.bench
 from zsnli.harness.examples import parse_examples, write_examples
 
 REPO = Path(__file__).resolve().parents[1]
+PARSER_FUNCTIONS = ("build_parser", "_parser")
+"""The names under which a bench module returns its command line's parser."""
+
+
+def bench_commands() -> dict[str, object]:
+    """``{name: module}`` of every `zsnli.bench` module with a ``main`` or an ``add_argument`` call (a command;
+    ``python -m zsnli.bench`` itself is `zsnli.bench.side_by_side_cli`)."""
+    found = {}
+    for info in pkgutil.iter_modules(zsnli.bench.__path__):
+        if info.name == "__main__":  # runs side_by_side_cli.main on import
+            continue
+        module = importlib.import_module(f"zsnli.bench.{info.name}")
+        if callable(getattr(module, "main", None)) or "add_argument(" in inspect.getsource(module):
+            found[info.name] = module
+    return found
+
+
+def bench_parsers() -> dict[str, argparse.ArgumentParser | None]:
+    """``{name: parser}`` of every command of `bench_commands`, built by one of `PARSER_FUNCTIONS` without parsing
+    anything (None where none builds one)."""
+    out = {}
+    for name, module in sorted(bench_commands().items()):
+        build = next((getattr(module, f) for f in PARSER_FUNCTIONS if callable(getattr(module, f, None))), None)
+        out[name] = build() if build else None
+    return out
 
 _DOCS = [
     {"id": "d0", "dataset": "t", "text": "the team won the football match and the player scored a goal .",
@@ -28,6 +58,14 @@ _DOCS = [
 @pytest.fixture()
 def examples_file(tmp_path) -> Path:
     return write_examples(tmp_path / "ex.jsonl", parse_examples([json.dumps(d) for d in _DOCS]))
+
+
+def write_nli_config(folder: Path) -> Path:
+    """``folder/config.json`` of a 3-way NLI head (``id2label`` only): a model directory as the bench commands
+    check ``--model-dir`` to be (`zsnli.bench.bench_args.check_model_dir`), for tests whose arms are faked."""
+    path = folder / "config.json"
+    path.write_text(json.dumps({"id2label": {"0": "entailment", "1": "neutral", "2": "contradiction"}}))
+    return path
 
 
 def child_env() -> dict[str, str]:

@@ -7,7 +7,7 @@ import importlib
 from pathlib import Path
 
 import pytest
-from bench_support import refused
+from bench_support import bench_parsers, refused
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = str(REPO / "dev" / "smoke.jsonl")
@@ -17,36 +17,71 @@ def _main(module: str):
     return importlib.import_module(module).main
 
 
-# every bench command with a --model-dir (or --spawn-model-dir), and the other flags it needs to get that far
+# every flag of a bench command that names a model folder (`MODEL_FOLDER_DESTS`), the other flags the command needs
+# to get that far, and whether the folder must be an NLI cross-encoder's (the model served or scored) or any model's
 MODEL_DIR_COMMANDS = [
-    ("zsnli.bench.side_by_side_cli", "--model-dir", ["--examples", SMOKE, "--calibration", "none"]),
-    ("zsnli.bench.throughput_gate", "--model-dir", ["--dry-run"]),
-    ("zsnli.bench.speed_rounds", "--model-dir", ["--examples", SMOKE]),
-    ("zsnli.bench.pipeline_arm", "--model-dir", ["--examples", SMOKE, "--out", "{tmp}/o.json"]),
-    ("zsnli.bench.accelerator_padding", "--model-dir", []),
-    ("zsnli.bench.bakeoff_priority", "--model-dir", []),
-    ("zsnli.bench.batch_invariance", "--model-dir", ["--examples", SMOKE]),
-    ("zsnli.bench.fair_share", "--model-dir", []),
-    ("zsnli.bench.read_routes", "--model-dir", []),
-    ("zsnli.bench.idle_clients", "--model-dir", []),
-    ("zsnli.bench.overload", "--spawn-model-dir", []),
+    ("zsnli.bench.side_by_side_cli", "--model-dir", ["--examples", SMOKE, "--calibration", "none"], True),
+    ("zsnli.bench.side_by_side_cli", "--embedding-dir",
+     ["--model-dir", str(REPO / "model"), "--examples", SMOKE, "--calibration", "none"], False),
+    ("zsnli.bench.throughput_gate", "--model-dir", ["--dry-run"], True),
+    ("zsnli.bench.speed_rounds", "--model-dir", ["--examples", SMOKE], True),
+    ("zsnli.bench.pipeline_arm", "--model-dir", ["--examples", SMOKE, "--out", "{tmp}/o.json"], True),
+    ("zsnli.bench.accelerator_padding", "--model-dir", [], True),
+    ("zsnli.bench.bakeoff_costs", "--model-dir", [], True),
+    ("zsnli.bench.bakeoff_priority", "--model-dir", [], True),
+    ("zsnli.bench.batch_invariance", "--model-dir", ["--examples", SMOKE], True),
+    ("zsnli.bench.cost_profile", "--model-dir", [], True),
+    ("zsnli.bench.doc_figures", "--model-dir", ["--root", str(REPO)], True),
+    ("zsnli.bench.fair_share", "--model-dir", [], True),
+    ("zsnli.bench.read_routes", "--model-dir", [], True),
+    ("zsnli.bench.idle_clients", "--model-dir", [], True),
+    ("zsnli.bench.overload", "--spawn-model-dir", [], True),
+    ("zsnli.bench.training_speed", "--model-dir", ["--nli-file", SMOKE], False),
 ]
+MODEL_FOLDER_DESTS = ("model_dir", "embedding_dir")
+"""An option names a model folder when its destination ends with one of these."""
+#: what each kind of wrong folder is called (`zsnli.training.usage`); the last two only where an NLI model is needed
+NOT_A_MODEL = {"missing": "no such directory", "a file": "a file, not a directory",
+               "no config.json": "not a model directory (no config.json)",
+               "a sentence encoder": "this is a sentence encoder", "no entailment label": "not a 3-way NLI model"}
 
 
-@pytest.mark.parametrize("module, flag, extra", MODEL_DIR_COMMANDS, ids=[m[0] for m in MODEL_DIR_COMMANDS])
-@pytest.mark.parametrize("what", ["missing", "a file", "no config.json"])
+def _wrong_folder(tmp_path: Path, what: str) -> Path:
+    """A path under ``tmp_path`` that is what `NOT_A_MODEL` names ``what``."""
+    path = tmp_path / what.replace(" ", "-")
+    if what == "a file":
+        path.write_text("x")
+    elif what != "missing":
+        path.mkdir()
+    if what == "a sentence encoder":
+        (path / "config.json").write_text('{"model_type": "bert"}')
+        (path / "sentence_bert_config.json").write_text("{}")
+    elif what == "no entailment label":
+        (path / "config.json").write_text('{"id2label": {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}}')
+    return path
+
+
+def test_every_flag_that_names_a_model_folder_is_checked_here():
+    """`MODEL_DIR_COMMANDS` holds every option of every bench command that names a model folder: bakeoff_costs,
+    cost_profile, doc_figures, training_speed and ``python -m zsnli.bench --embedding-dir`` were missing (each said
+    "no config.json", "not found" or "no such directory" in its own words, or started a server on nothing)."""
+    flags = {(f"zsnli.bench.{name}", a.option_strings[0]) for name, parser in bench_parsers().items() if parser
+             for a in parser._actions if a.option_strings and a.dest.endswith(MODEL_FOLDER_DESTS)}
+    assert flags and flags == {(module, flag) for module, flag, _, _ in MODEL_DIR_COMMANDS}
+
+
+@pytest.mark.parametrize("module, flag, extra, what", [
+    (module, flag, extra, what) for module, flag, extra, nli in MODEL_DIR_COMMANDS
+    for what in list(NOT_A_MODEL)[: None if nli else 3]], ids=lambda v: v if isinstance(v, str) else "")
 def test_a_model_dir_that_is_none_is_one_line_before_any_work(tmp_path, capsys, module, flag, extra, what):
     """``python -m zsnli.bench --model-dir X`` (X missing, a file, a folder without config.json) dropped arm (d),
     measured the matmul rate, then ended in a long Hugging Face traceback; several commands checked only that
-    the folder exists, or nothing."""
-    given = {"missing": tmp_path / "nope", "a file": tmp_path / "file", "no config.json": tmp_path / "empty"}[what]
-    (tmp_path / "file").write_text("x")
-    (tmp_path / "empty").mkdir()
+    the folder exists, or nothing. Each is now `zsnli.training.usage`'s one line, exit 2: for the NLI model also
+    a sentence encoder's folder and a head without an entailment label (the server refused them once started)."""
+    given = _wrong_folder(tmp_path, what)
     argv = [flag, str(given), *(a.replace("{tmp}", str(tmp_path)) for a in extra)]
     line = refused(capsys, lambda: _main(module)(argv))
-    reason = {"missing": "no such directory", "a file": "a file, not a directory",
-              "no config.json": "not a model directory (no config.json)"}[what]
-    assert f"error: {flag} {given}: {reason}" in line, line
+    assert f"error: {flag} {given}: {NOT_A_MODEL[what]}" in line, line
 
 
 DEVICE_COMMANDS = [("zsnli.bench.side_by_side_cli", ["--examples", SMOKE, "--calibration", "none"]),

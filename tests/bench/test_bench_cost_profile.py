@@ -55,5 +55,8 @@ def test_profile_runs_every_scoring_on_the_service_and_the_fast_path_computes_no
 
 
 def test_a_missing_model_dir_is_one_line(tmp_path, capsys):
-    assert cp.main(["--model-dir", str(tmp_path / "nope")]) == 2
-    assert "--model-dir" in capsys.readouterr().err
+    """(Every wrong model folder of every bench command: tests/bench/test_bench_args.py.)"""
+    with pytest.raises(SystemExit) as exc:
+        cp.main(["--model-dir", str(tmp_path / "nope")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and f"--model-dir {tmp_path / 'nope'}: no such directory" in err[0]

@@ -1,47 +1,21 @@
 """Every ``python -m zsnli.bench.*`` command has a help line for each of its options, and its ``--help`` works.
 
 A command is a module of `zsnli.bench` with a ``main`` (or one that adds arguments to a parser); its parser
-comes from one of `PARSER_FUNCTIONS`, built without parsing anything, so nothing runs (no model, no server).
+comes from one of `bench_support.PARSER_FUNCTIONS`, built without parsing anything, so nothing runs (no model, no server).
 ``python -m zsnli.bench`` itself is `zsnli.bench.side_by_side_cli`.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
-import pkgutil
 import re
 
-import zsnli.bench
+from bench_support import PARSER_FUNCTIONS, bench_commands, bench_parsers
 from zsnli.bench.side_by_side_cli import OTHER_COMMANDS
 
-PARSER_FUNCTIONS = ("build_parser", "_parser")
-"""The names under which a bench module returns its command line's parser."""
 SENTENCE_ENDS = (".", "?", "!")
 """How a description that says what its command does ends: a whole sentence (one ending in ``:`` announces a list
 the help does not show; one ending in a word or a bracket was cut)."""
-
-
-def _commands() -> dict[str, object]:
-    """``{name: module}`` of every `zsnli.bench` module with a ``main`` or an ``add_argument`` call."""
-    found = {}
-    for info in pkgutil.iter_modules(zsnli.bench.__path__):
-        if info.name == "__main__":  # runs side_by_side_cli.main on import
-            continue
-        module = importlib.import_module(f"zsnli.bench.{info.name}")
-        if callable(getattr(module, "main", None)) or "add_argument(" in inspect.getsource(module):
-            found[info.name] = module
-    return found
-
-
-def _parsers() -> dict[str, argparse.ArgumentParser | None]:
-    """``{name: parser}`` of every command of `_commands` (None where no `PARSER_FUNCTIONS` builds one)."""
-    out = {}
-    for name, module in sorted(_commands().items()):
-        build = next((getattr(module, f) for f in PARSER_FUNCTIONS if callable(getattr(module, f, None))), None)
-        out[name] = build() if build else None
-    return out
 
 
 def description_problem(text: str | None) -> str | None:
@@ -79,7 +53,7 @@ def test_every_bench_command_describes_itself_in_whole_sentences():
     (five commands took the first line, not the first paragraph); batch_invariance's ended in "(issue 33, item 2)"
     after its question, three began with their own ``python -m`` name. Every description now says in whole
     sentences what its command does (`description_problem`)."""
-    parsers = {name: parser for name, parser in _parsers().items() if parser is not None}
+    parsers = {name: parser for name, parser in bench_parsers().items() if parser is not None}
     problems = {name: description_problem(parser.description) for name, parser in parsers.items()}
     problems = {name: why for name, why in problems.items() if why}
     assert len(parsers) > 10 and problems == {}, "\n".join(f"{name}: {why}" for name, why in problems.items())
@@ -107,7 +81,7 @@ def _help_problem(module, parser: argparse.ArgumentParser, capsys) -> str | None
 def test_every_bench_option_has_a_help_line_and_every_help_exits_0(capsys):
     """53 options of twelve bench commands showed no help line (and ten commands built their parser inside
     main or parse_args, out of reach without parsing); every option now says what it does."""
-    commands = _commands()
+    commands = bench_commands()
     listed = set(re.findall(r"python -m zsnli\.bench\.(\w+)", OTHER_COMMANDS))
     assert listed and listed <= set(commands), f"listed in python -m zsnli.bench --help, not found: {listed - set(commands)}"
     no_parser, undocumented, bad_help = [], {}, {}

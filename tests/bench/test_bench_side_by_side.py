@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from bench_support import _DOCS, REPO, FakeServer, child_env, examples_file, refused  # noqa: F401
+from bench_support import _DOCS, REPO, FakeServer, child_env, examples_file, refused, write_nli_config  # noqa: F401
 from zsnli.bench.ceiling import ParamCounts
 from zsnli.bench.side_by_side import agreement
 
@@ -97,7 +97,7 @@ def test_each_arm_is_compared_with_the_first_arm_serving_its_model_and_scoring(t
     shipped = write_calibration(tmp_path / "shipped.json", rule="entailment_minus_contradiction", temperature=1.3)
     other = tmp_path / "other-model"
     other.mkdir()
-    (tmp_path / "config.json").write_text("{}")  # a model directory, as --model-dir is checked to be (faked arms)
+    write_nli_config(tmp_path)  # an NLI model directory, as --model-dir is checked to be (faked arms)
     out = tmp_path / "report.json"
     code = main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
                  "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "0", "--no-progress",
@@ -175,7 +175,7 @@ def test_the_shipped_arm_follows_the_servers_calibration_lookup(tmp_path, bert_d
 
     model = tmp_path / "m"
     model.mkdir()
-    (model / "config.json").write_text("{}")  # a model directory (--model-dir is checked to be one)
+    write_nli_config(model)  # an NLI model directory (--model-dir is checked to be one)
     assert _shipped_args(tmp_path, "--model-dir", str(model)).shipped is None  # none there: no arm (d)
     write_calibration(tmp_path / "calibration.json", rule="entailment", temperature=2.0)  # beside the model dir
     args = _shipped_args(tmp_path, "--model-dir", str(model))
@@ -194,7 +194,7 @@ def test_the_shipped_arm_follows_the_servers_calibration_lookup(tmp_path, bert_d
 @pytest.mark.parametrize("extra, needle", [
     (["--calibration", "missing.json"], "--calibration: no such file missing.json"),
     (["--calibration", "{bad}"], "--calibration: calibration file"),
-    (["--embedding-dir", "no-such-dir"], "--embedding-dir: no such directory"),
+    (["--embedding-dir", "no-such-dir"], "--embedding-dir no-such-dir: no such directory"),
     (["--variant", "shipped:ZSNLI_DTYPE=bfloat16"], "NAME 'shipped' is a built-in arm's name"),
 ])
 def test_the_shipped_arm_refuses_bad_arguments_in_one_line(tmp_path, examples_file, capsys, extra, needle):
@@ -314,7 +314,7 @@ def test_compare_defaults_to_the_dev_set_without_shared_data(tmp_path, monkeypat
     (tmp_path / "dev").mkdir()
     (tmp_path / DEV_EXAMPLES).write_text(json.dumps(_DOCS[0]) + "\n")
     (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "config.json").write_text("{}")  # the default --model-dir, checked to be a model directory
+    write_nli_config(tmp_path / "model")  # the default --model-dir, checked to be an NLI model directory
     monkeypatch.chdir(tmp_path)
     assert parse_args([]).examples == DEV_EXAMPLES
     err = capsys.readouterr().err.strip().splitlines()
@@ -382,7 +382,7 @@ def test_compare_reports_a_failing_variant_and_runs_the_others(tmp_path, example
             raise httpx.ConnectError("connection refused")
 
     _fake_bench(monkeypatch, start, load)
-    (tmp_path / "config.json").write_text("{}")  # a model directory, as --model-dir is checked to be (faked arms)
+    write_nli_config(tmp_path)  # an NLI model directory, as --model-dir is checked to be (faked arms)
     out = tmp_path / "report.json"
     code = main(["--model-dir", str(tmp_path), "--examples", str(examples_file), "--docs", "3",
                          "--batch-sizes", "2", "--concurrency", "1,4", "--warmup", "0", "--no-progress",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench_support import write_nli_config
 from zsnli.bench import speed_rounds as sr
 
 
@@ -108,7 +109,7 @@ def test_the_printed_summary_carries_the_load_and_cpu_beside_every_ratio():
 def test_fast_path_without_the_calibrations_embedding_scoring_is_one_line(tmp_path, capsys):
     model = tmp_path / "model"
     model.mkdir()
-    (model / "config.json").write_text("{}")
+    write_nli_config(model)
     (model / "calibration.json").write_text('{"chosen": {"rule": "entailment", "temperature": 1.0}}')
     with pytest.raises(SystemExit) as exc:
         sr.main(["--model-dir", str(model), "--fast-path"])

@@ -30,7 +30,7 @@ def test_grouped_batches_are_full_disjoint_and_sorted_within_mega_batches():
 ])
 def test_argument_mistakes_are_one_line_exit_2(argv, fault, capsys):
     with pytest.raises(SystemExit) as exc:
-        ts.main(["--model-dir", str(ROOT / "tests"), *argv])
+        ts.main(["--model-dir", str(ROOT / "model" / "embedding"), *argv])  # a model directory: the flags after it fail
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and fault in err[0]

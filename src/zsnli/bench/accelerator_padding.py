@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     check_model_dir(ap, args.model_dir)
     try:
-        docs = sampled_documents(args.model_dir, args.examples, args.docs)
+        docs = sampled_documents(args.examples, args.docs)
     except ValueError as exc:
         return usage_error(PROG, str(exc))
     docs = [{"text": d["text"], "labels": d["labels"], "scoring": args.scoring} for d in docs]

@@ -13,8 +13,8 @@ each measurement beside what the fitted model says, the CPU (model and flags) an
 after. On a shared machine the figures are those of its load: say which with them.
 
 Imports `zsnli.compare` (budget, arms, engine, protocol), `zsnli.harness.examples`, `zsnli.bench.ceiling` (the
-CPU line, the load), `zsnli.bench.bench_args` (the description), and lazily `zsnli.serving.offline`,
-`zsnli.config`, `zsnli.runtime.embedding`, scipy.
+CPU line, the load), `zsnli.bench.bench_args` (the description, the model directory checks), and lazily
+`zsnli.serving.offline`, `zsnli.config`, `zsnli.runtime.embedding`, scipy.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ..compare.arms import build_arm
 from ..compare.engine import ArmResult, run_plan
 from ..compare.protocol import SERVICE_PROTOCOL, make_plan
 from ..harness.cli import UsageParser, output_file
-from .bench_args import command_description
+from .bench_args import check_model_dir, command_description
 from ..harness.examples import Example
 from .ceiling import cpu_info, cpu_line, load_average, load_text
 
@@ -179,7 +179,7 @@ def build_parser() -> UsageParser:
     ap = UsageParser(prog="python -m zsnli.bench.bakeoff_costs", description=command_description(__doc__))
     ap.add_argument("--model-dir", default="model",
                     help="the served model: nli times its classify, encoder its sentence encoder <model-dir>/embedding; "
-                         "needs config.json unless --parts is fitted alone (default: %(default)s)")
+                         "checked to be an NLI model directory for nli, to hold one for encoder (default: %(default)s)")
     ap.add_argument("--quick", action="store_true", help="small shapes only (a check of the command, seconds)")
     ap.add_argument("--parts", default="fitted,nli,encoder",
                     help="what to measure, comma-separated: fitted (the scikit-learn arms), nli, encoder")
@@ -195,8 +195,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     if parts - {"fitted", "nli", "encoder"} or not parts:
         ap.error(f"--parts {args.parts}: give fitted, nli and/or encoder")
-    if parts & {"nli", "encoder"} and not (Path(args.model_dir) / "config.json").is_file():
-        ap.error(f"--model-dir {args.model_dir}: no config.json there (or pass --parts fitted)")
+    if "nli" in parts:
+        check_model_dir(ap, args.model_dir, hint="give an NLI model directory (the shipped one is model), or leave nli "
+                                                  "out of --parts")
+    if "encoder" in parts:
+        check_model_dir(ap, Path(args.model_dir) / "embedding", nli=False, hint="encoder times the sentence encoder in "
+                        "<model-dir>/embedding (the shipped one is model/embedding), or leave encoder out of --parts")
     cpu, loads = cpu_info(), [load_average()]
     print(f"[costs] CPU {cpu_line(cpu)}; {load_text(loads)}", flush=True)
     fitted = time_fitted(QUICK_SHAPES if args.quick else SHAPES) if "fitted" in parts else []

@@ -6,8 +6,10 @@ before any work: `zsnli.harness.cli.UsageParser`'s ``error``), and the descripti
   `zsnli.bench.throughput_gate`, `zsnli.bench.pipeline_arm`): the names the server accepts (``ZSNLI_DEVICE``,
   ``ZSNLI_DTYPE``: `zsnli.config.DTYPES`), checked when the flags parse; ``--device foo`` or ``cuda:x`` was a
   ``RuntimeError`` traceback after the pipeline arm or the matmul rate had started.
-* `check_model_dir`: a ``--model-dir`` that is missing, a file, or a folder without ``config.json``
-  (`zsnli.training.usage.check_model_dir_arg`, ``train.py``'s rule), refused before any arm runs;
+* `check_model_dir`: a ``--model-dir`` (or any flag naming a model folder) that is missing, a file, a folder
+  without ``config.json``, or, where the command serves or scores the NLI model, no NLI cross-encoder (a sentence
+  encoder, a head without an entailment label): `zsnli.training.usage.check_nli_model_dir` and
+  `zsnli.training.usage.check_model_dir_arg`, ``train.py``'s rules and words, refused before any arm runs;
 * `check_repo_root`: a ``--repo-root`` given that is not a checkout (a folder holding ``serve.sh`` or ``server.py``), refused before
   any server starts (it was a ``ServerError`` traceback, or work started on a checkout that was not there);
 * `check_examples`: an examples file that cannot be read or holds no example, refused before any work (it ended
@@ -26,7 +28,7 @@ from pathlib import Path
 from ..config import DTYPES
 from ..harness.cli import plain_text
 from ..harness.examples import HUB_PREFIX, ExamplesError, load_examples
-from ..training.usage import UsageError, check_folder_arg, check_model_dir_arg
+from ..training.usage import UsageError, check_folder_arg, check_model_dir_arg, check_nli_model_dir
 
 _DEVICE = re.compile(r"(cpu|mps|cuda(:\d+)?)")
 CANONICAL_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -70,12 +72,16 @@ def dtype_name(text: str) -> str:
 
 
 def check_model_dir(ap: argparse.ArgumentParser, model_dir: str | Path, flag: str = "--model-dir",
-                    hint: str | None = None) -> None:
-    """``ap.error`` (one line naming ``flag`` and the value as given, exit 2) unless ``model_dir`` is a folder with
-    a ``config.json`` (`zsnli.training.usage.check_model_dir_arg`: a missing path, a file and a folder without one are
-    each called so); ``hint`` ends the line (default: where a model directory comes from)."""
+                    hint: str | None = None, nli: bool = True) -> None:
+    """``ap.error`` (one line naming ``flag`` and the value as given, exit 2) unless ``model_dir`` is a model folder.
+    With ``nli`` (a command that serves or scores the NLI cross-encoder): an NLI model's, as the server reads it
+    (`zsnli.training.usage.check_nli_model_dir`: a sentence encoder's folder, or a ``config.json`` without an
+    entailment label and its alternative, is called so); else any model's (a sentence encoder, a base encoder:
+    `zsnli.training.usage.check_model_dir_arg`). A missing path, a file and a folder without ``config.json`` are each
+    called so, in ``train.py``'s words. ``hint`` ends the line (default: those checks' own, where such a directory
+    comes from)."""
     try:
-        check_model_dir_arg(model_dir, flag, hint or "give an NLI model directory (the shipped one is model)")
+        (check_nli_model_dir if nli else check_model_dir_arg)(model_dir, flag, hint)
     except UsageError as exc:
         ap.error(str(exc))
 

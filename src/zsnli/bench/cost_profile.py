@@ -18,9 +18,9 @@ Then the bound of the shipped default over plain NLI scoring: plain NLI's measur
 the default's forwards without padding (the least the default must compute at equal quality). Each line names
 the CPU (`zsnli.bench.ceiling.cpu_tag`) and the load average. Timing only: no figure here is a test.
 
-Imports `zsnli.config`, `zsnli.harness` (examples, the parser), `zsnli.bench.ceiling` (CPU flags), `zsnli.bench.bench_args` (the
-description) and, in
-`profile`, `zsnli.serving.offline` and `zsnli.serving.service` (the service in this process, instrumented).
+Imports `zsnli.config`, `zsnli.harness` (examples, the parser), `zsnli.bench.ceiling` (CPU flags),
+`zsnli.bench.bench_args` (the description, the model directory check) and, in `profile`,
+`zsnli.serving.offline` and `zsnli.serving.service` (the service in this process, instrumented).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..harness.cli import UsageParser, positive_int, usage_error
-from .bench_args import command_description
+from .bench_args import check_model_dir, command_description
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, ExamplesError, load_examples
 from .ceiling import cpu_info, cpu_tag
 
@@ -174,10 +174,13 @@ def build_parser() -> UsageParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, profile, print; exit 2 with one line on a usage mistake."""
-    args = build_parser().parse_args(argv)
+    """Parse, profile, print; exit 2 with one line on a usage mistake (a ``--model-dir`` that is no NLI model
+    directory: `zsnli.bench.bench_args.check_model_dir`)."""
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    check_model_dir(ap, args.model_dir)
     try:
-        docs = sampled_documents(args.model_dir, args.examples, args.docs)
+        docs = sampled_documents(args.examples, args.docs)
     except ValueError as exc:
         return usage_error(PROG, str(exc))
     from ..config import Settings
@@ -191,12 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def sampled_documents(model_dir: str, examples: Path, n: int) -> list[dict]:
-    """The documents a profile of ``model_dir`` runs: `even_sample` of the examples file's non-empty texts,
-    ``{"text", "labels", "dataset"}`` each. Raises ``ValueError`` (one line, for the usage error) when
-    ``model_dir`` has no config.json or the examples cannot be read."""
-    if not (Path(model_dir) / "config.json").is_file():
-        raise ValueError(f"--model-dir {model_dir}: no config.json")
+def sampled_documents(examples: Path, n: int) -> list[dict]:
+    """The documents a profile runs: `even_sample` of the examples file's non-empty texts, ``{"text", "labels",
+    "dataset"}`` each. Raises ``ValueError`` (one line, for the usage error) when the examples cannot be read."""
     try:
         loaded = load_examples(str(examples)).examples
     except ExamplesError as exc:

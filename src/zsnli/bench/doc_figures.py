@@ -29,7 +29,8 @@ each NAME to what rebuilds it:
   the transformers pipeline's (`zsnli.bench.pipeline_arm`, one document per call) over
   ``dev/zeroshot_dev.jsonl``, with the CPU flags.
 
-Usage mistakes (an unknown block name, a missing report) are one line, exit 2.
+Usage mistakes (an unknown block name, a missing report, a ``--model-dir`` under ``--root`` that is no NLI model
+directory when a block needs the server) are one line, exit 2; the names and the model before the prose check.
 
 Before any block, the figures outside every block are checked against their ledger (`zsnli.bench.doc_prose`):
 a decimal figure in prose that is new, gone or changed fails the run (exit 1) unless it sits in a
@@ -40,9 +41,9 @@ from run to run (a bake-off's id, a timestamp, latencies and seconds, a receipt'
 key id, the CPU's flags) are left out, and numbers agree within ``FIGURE_ATOL`` (the last digit of
 6-decimal answers moves with batching and CPU kernels). Each block is named on stderr as it starts.
 
-May import: `zsnli.bench.doc_prose`, `zsnli.bench.doc_tables`, `zsnli.bench.bench_args` (the description),
-`zsnli.harness` (the server over HTTP, the command-line parser) and the standard library (httpx); nothing from the
-serving side: the server is reached over HTTP only.
+May import: `zsnli.bench.doc_prose`, `zsnli.bench.doc_tables`, `zsnli.bench.bench_args` (the description, the
+model directory check), `zsnli.harness` (the server over HTTP, the command-line parser) and the standard library
+(httpx); nothing from the serving side: the server is reached over HTTP only.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ import httpx
 from ..harness.cli import UsageParser, one_line, positive_int
 from ..harness.server import ServerError, ServerProcess, start_server, stops_servers
 from . import doc_prose, doc_tables
-from .bench_args import command_description
+from .bench_args import check_model_dir, command_description
 
 BLOCK = re.compile(r"(<!-- figures:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /figures:(?P=name) -->)", re.S)
 #: The Markdown pages that may hold generated blocks, relative to the repository root.
@@ -342,6 +343,8 @@ def gen_chosen(fig: Figures, body: str) -> str:
     return doc_tables.chosen_sentence(fig.calibration)
 
 
+#: The generators whose blocks need the server, so a model under ``--model-dir`` (checked first: `main`).
+SERVED = (gen_curl, gen_client, gen_cli, gen_bakeoff_service, gen_parity)
 GENERATORS: dict[str, Generator] = {
     "readme-client": gen_client, "readme-cli": gen_cli, "bakeoff-ranking": gen_bakeoff_ranking,
     "bakeoff-escalation": gen_bakeoff_escalation, "bakeoff-slices": gen_bakeoff_slices,
@@ -390,33 +393,13 @@ def rebuild(text: str, fig: Figures, only: set[str] | None, timings: dict[str, f
     return BLOCK.sub(one, text)
 
 
-def _prose_held(root: Path, record: bool) -> bool:
-    """The prose figures' check (`zsnli.bench.doc_prose`), before any block is rebuilt: False (and the pages and
-    figures named on stderr) when a figure outside every block is new, gone or changed; ``record`` writes the
-    ledger instead. A malformed ``measured`` block is one line too."""
-    try:
-        if record:
-            print(f"recorded: {doc_prose.record(root, pages(root)).relative_to(root)}", file=sys.stderr)
-            return True
-        changes = doc_prose.prose_changes(root, pages(root))
-    except doc_prose.ProseError as exc:
-        print(f"doc_figures: {exc}", file=sys.stderr)
-        return False
-    if changes:
-        print("doc_figures: figures outside every block changed (" + "; ".join(changes) + "): put each in a "
-              "<!-- measured: COMMAND --> block that says how to reproduce it, or a figures: block that "
-              f"regenerates it; one that depends on nothing measured: --record-prose ({doc_prose.LEDGER})",
-              file=sys.stderr)
-        return False
-    return True
-
-
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option."""
     ap = UsageParser(prog="python -m zsnli.bench.doc_figures", description=command_description(__doc__))
     ap.add_argument("--write", action="store_true", help="rewrite the pages (default: only say which blocks differ)")
     ap.add_argument("--only", default=None, help="comma-separated block names (default: every block)")
-    ap.add_argument("--model-dir", default="model", help="the model the server serves (default: %(default)s)")
+    ap.add_argument("--model-dir", default="model", help="the model the server serves; a relative path is read under --root "
+                    "(default: %(default)s)")
     ap.add_argument("--bakeoff-report", default="baselines/main.json", help="bake-off report of the tables")
     ap.add_argument("--run-bakeoff", action="store_true",
                     help="first run the ci suite into --bakeoff-report (validate.py bakeoff; minutes)")
@@ -437,10 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     root = Path(args.root).resolve()
-    if not _prose_held(root, args.record_prose):
-        return 1
     if args.record_prose:
-        return 0
+        return 0 if doc_prose.held(root, pages(root), write=True) else 1
     found = {path: blocks(path.read_text(encoding="utf-8")) for path in pages(root)}
     names = {name for bl in found.values() for name, _ in bl}
     unknown = sorted(n for n in names if generator_for(n) is None)
@@ -451,6 +432,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown block name(s): {', '.join(wrong)} (blocks in the pages: {', '.join(sorted(names))})")
     if skip:
         only = (only or names) - skip
+    if any(generator_for(name) in SERVED for name in (names if only is None else only)):
+        check_model_dir(ap, Path(args.root) / args.model_dir)
+    if not doc_prose.held(root, pages(root)):
+        return 1
     report = (root / args.bakeoff_report) if not Path(args.bakeoff_report).is_absolute() else Path(args.bakeoff_report)
     t_start = time.monotonic()
     if args.run_bakeoff:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -85,3 +86,24 @@ def prose_changes(root: Path, pages: list[Path]) -> list[str]:
             parts = ([f"new {' '.join(added)}"] if added else []) + ([f"gone {' '.join(gone)}"] if gone else [])
             out.append(f"{page}: {'; '.join(parts)}")
     return out
+
+
+def held(root: Path, pages: list[Path], write: bool = False) -> bool:
+    """The prose figures' check that ``python -m zsnli.bench.doc_figures`` runs before any block is rebuilt: False
+    (the pages and figures named on stderr) when a figure outside every block of ``pages`` is new, gone or changed
+    (`prose_changes`), or a ``measured`` block is malformed (one line); with ``write``, `record` writes the ledger
+    instead (True)."""
+    try:
+        if write:
+            print(f"recorded: {record(root, pages).relative_to(root)}", file=sys.stderr)
+            return True
+        changes = prose_changes(root, pages)
+    except ProseError as exc:
+        print(f"doc_figures: {exc}", file=sys.stderr)
+        return False
+    if changes:
+        print("doc_figures: figures outside every block changed (" + "; ".join(changes) + "): put each in a "
+              "<!-- measured: COMMAND --> block that says how to reproduce it, or a figures: block that "
+              f"regenerates it; one that depends on nothing measured: --record-prose ({LEDGER})", file=sys.stderr)
+        return False
+    return True

@@ -112,15 +112,16 @@ def resolve_shipped(ap: argparse.ArgumentParser, args: argparse.Namespace) -> No
     ``args.calibration_note`` saying why (``--calibration none``, or no calibration.json where the
     server looks: ``<model-dir>/calibration.json``, else beside ``<model-dir>``).
 
-    Usage errors (one line, exit 2): an explicit ``--calibration`` or ``--embedding-dir`` that does
-    not exist, a calibration the server would refuse, a cosine term whose sentence encoder is missing.
+    Usage errors (one line, exit 2): an explicit ``--calibration`` that does not exist, an ``--embedding-dir``
+    that is no model directory (`zsnli.bench.bench_args.check_model_dir`), a calibration the server would refuse, a cosine term whose sentence encoder is missing.
     """
     from ..config import Settings
     from ..scoring import ScoringConfigError, load_scoring_config
 
     args.shipped, args.calibration_note = None, ""
-    if args.embedding_dir and not Path(args.embedding_dir).is_dir():
-        ap.error(f"--embedding-dir: no such directory {args.embedding_dir}")
+    if args.embedding_dir:
+        check_model_dir(ap, args.embedding_dir, "--embedding-dir", nli=False,
+                        hint="give the sentence encoder's directory (the shipped one is model/embedding)")
     if args.calibration is not None and args.calibration.strip().lower() == "none":
         args.calibration_note = "--calibration none"
         return

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from zsnli.bench.ceiling import matmul_rate, pair_flops, param_counts
 from zsnli.harness.cli import UsageParser, non_negative_int, output_file, positive_int
-from zsnli.bench.bench_args import command_description
+from zsnli.bench.bench_args import check_model_dir, command_description
 
 
 def cpu_description() -> dict[str, Any]:
@@ -191,11 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, check, measure; exit 2 with one line on a bad argument."""
+    """Parse, check, measure; exit 2 with one line on a bad argument (a ``--model-dir`` that is no model directory:
+    `zsnli.bench.bench_args.check_model_dir`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    check_model_dir(parser, args.model_dir, nli=False,
+                    hint="give the base encoder's model directory (the shipped sentence encoder is model/embedding)")
     bad = [f"--precisions {p}" for p in args.precisions if p not in ("fp32", "bf16")]
-    missing = [str(p) for p in [*args.nli_file, args.model_dir, *([args.zsc_dir] if args.zsc_dir else [])] if not p.exists()]
+    missing = [str(p) for p in [*args.nli_file, *([args.zsc_dir] if args.zsc_dir else [])] if not p.exists()]
     if bad or missing:
         parser.error("; ".join([*(f"{b}: out of range or unknown" for b in bad), *(f"{m}: not found" for m in missing)]))
     report = run(args)
