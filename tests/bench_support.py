@@ -1,5 +1,5 @@
 """Shared pieces of the bench tests: every bench command and its parser, a small examples file, an NLI model's
-config, a child environment, usage-error capture, a fake started server."""
+config, the flags that name a model folder, a child environment, usage-error capture, a fake started server."""
 
 from __future__ import annotations
 
@@ -18,6 +18,29 @@ import zsnli.bench
 from zsnli.harness.examples import parse_examples, write_examples
 
 REPO = Path(__file__).resolve().parents[1]
+SMOKE = str(REPO / "dev" / "smoke.jsonl")
+#: every flag of a bench command that names a model folder (tests/bench/test_bench_args.py holds the list whole),
+#: the other flags the command needs to get that far, and whether the folder must be an NLI cross-encoder's (the
+#: model served or scored) or any model's
+MODEL_DIR_COMMANDS = [
+    ("zsnli.bench.side_by_side_cli", "--model-dir", ["--examples", SMOKE, "--calibration", "none"], True),
+    ("zsnli.bench.side_by_side_cli", "--embedding-dir",
+     ["--model-dir", str(REPO / "model"), "--examples", SMOKE, "--calibration", "none"], False),
+    ("zsnli.bench.throughput_gate", "--model-dir", ["--dry-run"], True),
+    ("zsnli.bench.speed_rounds", "--model-dir", ["--examples", SMOKE], True),
+    ("zsnli.bench.pipeline_arm", "--model-dir", ["--examples", SMOKE, "--out", "{tmp}/o.json"], True),
+    ("zsnli.bench.accelerator_padding", "--model-dir", [], True),
+    ("zsnli.bench.bakeoff_costs", "--model-dir", [], True),
+    ("zsnli.bench.bakeoff_priority", "--model-dir", [], True),
+    ("zsnli.bench.batch_invariance", "--model-dir", ["--examples", SMOKE], True),
+    ("zsnli.bench.cost_profile", "--model-dir", [], True),
+    ("zsnli.bench.doc_figures", "--model-dir", ["--root", str(REPO)], True),
+    ("zsnli.bench.fair_share", "--model-dir", [], True),
+    ("zsnli.bench.read_routes", "--model-dir", [], True),
+    ("zsnli.bench.idle_clients", "--model-dir", [], True),
+    ("zsnli.bench.overload", "--spawn-model-dir", [], True),
+    ("zsnli.bench.training_speed", "--model-dir", ["--nli-file", SMOKE], False),
+]
 PARSER_FUNCTIONS = ("build_parser", "_parser")
 """The names under which a bench module returns its command line's parser."""
 

@@ -7,37 +7,15 @@ import importlib
 from pathlib import Path
 
 import pytest
-from bench_support import bench_parsers, refused
+from bench_support import MODEL_DIR_COMMANDS, SMOKE, bench_parsers, refused
 
 REPO = Path(__file__).resolve().parents[2]
-SMOKE = str(REPO / "dev" / "smoke.jsonl")
 
 
 def _main(module: str):
     return importlib.import_module(module).main
 
 
-# every flag of a bench command that names a model folder (`MODEL_FOLDER_DESTS`), the other flags the command needs
-# to get that far, and whether the folder must be an NLI cross-encoder's (the model served or scored) or any model's
-MODEL_DIR_COMMANDS = [
-    ("zsnli.bench.side_by_side_cli", "--model-dir", ["--examples", SMOKE, "--calibration", "none"], True),
-    ("zsnli.bench.side_by_side_cli", "--embedding-dir",
-     ["--model-dir", str(REPO / "model"), "--examples", SMOKE, "--calibration", "none"], False),
-    ("zsnli.bench.throughput_gate", "--model-dir", ["--dry-run"], True),
-    ("zsnli.bench.speed_rounds", "--model-dir", ["--examples", SMOKE], True),
-    ("zsnli.bench.pipeline_arm", "--model-dir", ["--examples", SMOKE, "--out", "{tmp}/o.json"], True),
-    ("zsnli.bench.accelerator_padding", "--model-dir", [], True),
-    ("zsnli.bench.bakeoff_costs", "--model-dir", [], True),
-    ("zsnli.bench.bakeoff_priority", "--model-dir", [], True),
-    ("zsnli.bench.batch_invariance", "--model-dir", ["--examples", SMOKE], True),
-    ("zsnli.bench.cost_profile", "--model-dir", [], True),
-    ("zsnli.bench.doc_figures", "--model-dir", ["--root", str(REPO)], True),
-    ("zsnli.bench.fair_share", "--model-dir", [], True),
-    ("zsnli.bench.read_routes", "--model-dir", [], True),
-    ("zsnli.bench.idle_clients", "--model-dir", [], True),
-    ("zsnli.bench.overload", "--spawn-model-dir", [], True),
-    ("zsnli.bench.training_speed", "--model-dir", ["--nli-file", SMOKE], False),
-]
 MODEL_FOLDER_DESTS = ("model_dir", "embedding_dir")
 """An option names a model folder when its destination ends with one of these."""
 #: what each kind of wrong folder is called (`zsnli.training.usage`); the last two only where an NLI model is needed
