@@ -147,6 +147,8 @@ def render(results: dict[int, dict[str, Any]], docs: int) -> list[str]:
 
 
 def _row(budget: int, name: str, k: dict[str, int]) -> str:
+    """One Markdown row of the padding table: ``budget``, ``name`` and the counts ``k`` (forwards, rows, real and
+    padded tokens) with rows per forward and padded over real tokens."""
     ratio = k["padded"] / k["real"] if k["real"] else float("nan")
     return (f"| {budget:,} | {name} | {k['forwards']:,} | {k['rows'] / max(1, k['forwards']):.1f} | {k['real']:,} | "
             f"{k['padded']:,} | {ratio:.2f}x |")

@@ -68,6 +68,8 @@ class RandomVectors:
         self._cache: dict[str, np.ndarray] = {}
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Unit vectors of ``texts`` (``(len(texts), 384)`` float32), each fixed by its text's hash for this
+        process."""
         for t in texts:
             if t not in self._cache:
                 v = np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(384).astype(np.float32)
@@ -75,10 +77,13 @@ class RandomVectors:
         return np.stack([self._cache[t] for t in texts])
 
     def cosine(self, text: str, labels: Sequence[str]) -> np.ndarray:
+        """Cosine of ``text`` with each of ``labels`` (float64, one per label), as the encoder's ``cosine``."""
         return (self.encode(list(labels)) @ self.encode([text])[0]).astype(np.float64)
 
 
 def _arm(name: str):
+    """The fitted arm ``name`` set up to run (``tfidf_linearsvc_raw``: ``tfidf_linearsvc`` without calibration); an
+    arm that embeds gets `RandomVectors`."""
     type_name, params = ("tfidf_linearsvc", {"calibration": "raw"}) if name == "tfidf_linearsvc_raw" else (name, {})
     arm = build_arm(type_name, name, params)
     if arm.uses_encoder:
@@ -145,6 +150,8 @@ def time_encoder(encoder_dir: str, lengths: Sequence[int], per_point: int) -> li
 
 
 def _nnls(features: list[list[float]], seconds: list[float]) -> list[float]:
+    """Non-negative least-squares coefficients of ``seconds`` on ``features`` (``scipy.optimize.nnls``), each column
+    scaled to its largest value first (the terms differ by orders of magnitude) and the coefficients scaled back."""
     from scipy.optimize import nnls
 
     a = np.asarray(features, dtype=np.float64)

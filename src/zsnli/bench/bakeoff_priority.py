@@ -93,6 +93,7 @@ def bakeoff_request(rows: list[Example], dataset: str) -> dict:
 
 
 def _parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option."""
     p = UsageParser(prog="python -m zsnli.bench.bakeoff_priority", description=command_description(__doc__))
     p.add_argument("--model-dir", default="./model",
                    help="the model each server serves (ZSNLI_MODEL_DIR; default: %(default)s)")

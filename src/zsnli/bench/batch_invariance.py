@@ -49,6 +49,7 @@ class Arm:
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """Softmax of ``x`` along ``axis`` (the maximum subtracted first, so no overflow)."""
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
 

@@ -100,6 +100,8 @@ def same_figures(committed: str, fresh: str, atol: float = FIGURE_ATOL) -> bool:
 
 
 def _masked(text: str) -> str:
+    """``text`` as `same_figures` compares it: tied scorecard lines in arm order (`_ties_in_arm_order`) and every
+    `VARYING` figure replaced by its placeholder."""
     text = _ties_in_arm_order(text)
     for pattern, placeholder in VARYING:
         text = pattern.sub(placeholder, text)
@@ -187,17 +189,21 @@ class Figures:
 
     @property
     def report(self) -> dict:
+        """The bake-off report (``--bakeoff-report``), read once."""
         if self._report is None:
             self._report = json.loads(self.report_path.read_text(encoding="utf-8"))
         return self._report
 
     def post(self, path: str, body: Any, timeout: float = 300.0) -> Any:
+        """The JSON answer of ``POST path`` with ``body`` on the server; ``RuntimeError`` (the status and the start
+        of the body) on any status but 200."""
         r = httpx.post(self.url + path, json=body, timeout=timeout)
         if r.status_code != 200:
             raise RuntimeError(f"POST {path} answered {r.status_code}: {r.text[:300]}")
         return r.json()
 
     def close(self) -> None:
+        """Stop the server if one was started and remove the scratch folder."""
         if self._server is not None:
             self._server.stop()
         self._tmp.cleanup()
@@ -263,16 +269,20 @@ def gen_cli(fig: Figures, body: str) -> str:
 
 
 def _bakeoff_source(fig: Figures) -> str:
+    """The line under a bake-off table saying which report it comes from and the commands that write and render it."""
     rel = os.path.relpath(fig.report_path, fig.root)
     return (f"(from `{rel}`, written by `python validate.py bakeoff --suite suites/ci.toml --report {rel}`; "
             f"rendered by `python -m zsnli.bench.doc_figures --write`)\n\n")
 
 
 def gen_bakeoff_ranking(fig: Figures, body: str) -> str:
+    """The bake-off report's ranking table (`zsnli.bench.doc_tables.ranking_table`) under its source line."""
     return _bakeoff_source(fig) + doc_tables.ranking_table(fig.report)
 
 
 def gen_bakeoff_escalation(fig: Figures, body: str) -> str:
+    """The escalation table of the bake-off report (`zsnli.bench.doc_tables.escalation_table`): its target accuracy
+    and pooled rows, then its source line."""
     facts = doc_tables.escalation_facts(fig.report)
     return (f"**Escalation** (target accuracy {facts['target']:g}, pooled over the {facts['n']} test rows: the "
             "lowest top-1 confidence whose kept documents reach it; the rest go to a person) "
@@ -280,6 +290,8 @@ def gen_bakeoff_escalation(fig: Figures, body: str) -> str:
 
 
 def gen_bakeoff_slices(fig: Figures, body: str) -> str:
+    """The worst slices of each arm in the bake-off report (`zsnli.bench.doc_tables.slices_table`) under its source
+    line."""
     return (f"**Worst slices of each arm** (the top {doc_tables.SLICES_PER_ARM} of its list) " + _bakeoff_source(fig)
             + doc_tables.slices_table(fig.report))
 
@@ -328,6 +340,7 @@ Generator = Callable[["Figures", str], str]
 
 
 def _calibration_source() -> str:
+    """The line under a quality table saying it comes from calibration.json's ``selection`` and how it is rendered."""
     return "(from `calibration.json`'s `selection`, written by `python train.py select`; rendered by " \
            "`python -m zsnli.bench.doc_figures --write`)\n\n"
 
@@ -340,6 +353,7 @@ def gen_quality(render: Callable[[dict], str]) -> Generator:
 
 
 def gen_chosen(fig: Figures, body: str) -> str:
+    """The sentence naming the shipped scoring of calibration.json (`zsnli.bench.doc_tables.chosen_sentence`)."""
     return doc_tables.chosen_sentence(fig.calibration)
 
 

@@ -41,6 +41,7 @@ def answer_json(answer: Any) -> str:
 
 
 def _num(x: float | None, digits: int = 3) -> str:
+    """``x`` with ``digits`` decimals, ``n/a`` for None or NaN."""
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
@@ -52,6 +53,7 @@ def _speed(x: float | None) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table of ``header`` and ``rows`` (cells already text), ending with a newline."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
@@ -143,6 +145,7 @@ def bakeoff_answer_json(answer: Mapping[str, Any]) -> str:
 
 
 def _short(dataset: str) -> str:
+    """A dataset's name without its ``owner/`` prefix."""
     return dataset.split("/", 1)[-1]
 
 

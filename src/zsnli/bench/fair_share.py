@@ -136,6 +136,7 @@ async def phases(base: str, docs: list[Example], array: list[dict], alone_s: flo
 
 
 def _parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option."""
     p = UsageParser(prog="python -m zsnli.bench.fair_share", description=command_description(__doc__))
     p.add_argument("--model-dir", default="./model",
                    help="the model the server serves (ZSNLI_MODEL_DIR; default: %(default)s)")

@@ -70,6 +70,8 @@ def served_scoring(model_dir: str | Path) -> str:
 
 
 def _architecture(model_dir: Path) -> str:
+    """``model_dir``'s type and size as its config.json says (``deberta-v2, 12 layers x 768``), or that it has no
+    readable one."""
     try:
         cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

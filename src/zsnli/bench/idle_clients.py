@@ -104,6 +104,8 @@ async def run(args: argparse.Namespace) -> list[dict]:
 
 
 def _sizes(text: str) -> list[int]:
+    """The argparse type of ``--idle``: comma-separated counts >= 0, at least one; ``argparse.ArgumentTypeError``
+    otherwise."""
     try:
         sizes = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:

@@ -63,6 +63,8 @@ def make_request(i: int, n_labels: int, rng: random.Random, text_chars: int | No
 
 
 async def health_poller(client: httpx.AsyncClient, stop: asyncio.Event, out: dict) -> None:
+    """GET /health, 0.5 s after each answer, until ``stop`` is set, counting into ``out`` the 200s (``ok``), other
+    statuses (``not_ok``) and HTTP errors (``errors``), and keeping its ``max_latency_s``."""
     while not stop.is_set():
         t = time.monotonic()
         try:
@@ -120,6 +122,8 @@ async def burst(args) -> dict:
 
 
 async def after_burst(args, client: httpx.AsyncClient) -> dict:
+    """``args.after`` /classify requests one at a time once the burst is over: their statuses and median and max
+    latency (s)."""
     rng = random.Random(args.seed + 1)
     lat = []
     codes = []

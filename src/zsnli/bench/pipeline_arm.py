@@ -37,6 +37,7 @@ from .resources import RssSampler, hwm_bytes
 
 
 def _probs_in_order(result: dict[str, Any], labels: Sequence[str]) -> list[float]:
+    """The pipeline's scores of ``result`` in the order of ``labels`` (the pipeline sorts them by score)."""
     by_label = dict(zip(result["labels"], result["scores"]))
     return [float(by_label[label]) for label in labels]
 

@@ -112,6 +112,8 @@ def tokenizer_from_dir(path: str | Path, window: int = 512) -> Any:
 
 
 def _donor_note(path: str | Path, tok: Any) -> str:
+    """What the report says of a tokenizer taken from ``path``: its class and size, and that it is not deberta-v3's
+    vocabulary."""
     return (f"the tokenizer of {path} ({type(tok).__name__}, {len(tok)} tokens), NOT deberta-v3's 128k SentencePiece "
             "vocabulary: token counts differ somewhat")
 

@@ -114,6 +114,7 @@ def bakeoff_body(dataset: str, arms: list[str]) -> dict:
 
 
 def _parser() -> UsageParser:
+    """The command line (module docstring): one help line for every option."""
     p = UsageParser(prog="python -m zsnli.bench.read_routes", description=command_description(__doc__))
     p.add_argument("--model-dir", default="./model",
                    help="the model the server serves (ZSNLI_MODEL_DIR; default: %(default)s)")

@@ -53,9 +53,11 @@ class BackgroundSampler:
         self._thread: threading.Thread | None = None
 
     def sample(self) -> object:  # pragma: no cover - abstract
+        """Take one sample (and keep the peak); each subclass says what it samples."""
         raise NotImplementedError
 
     def _run(self) -> None:
+        """The thread's loop: `sample` every ``interval_s`` until the window ends."""
         while not self._stop.wait(self.interval_s):
             self.sample()
 

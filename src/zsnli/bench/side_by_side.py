@@ -173,6 +173,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """`run`'s body, with its scratch files in ``workdir``: the documents, every arm in turn, the ceilings and
+    agreements; returns the report."""
     model_dir = Path(args.model_dir).resolve()
     try:
         loaded = load_examples(args.examples, limit=args.docs).examples

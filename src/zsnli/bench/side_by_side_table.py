@@ -19,6 +19,7 @@ QUALITY_OF = {"a": ("plain", "pipeline scoring"), "b": ("plain", "pipeline scori
 
 
 def _fmt(x: Any, spec: str) -> str:
+    """``x`` formatted by ``spec``, ``-`` for None or NaN."""
     if x is None or (isinstance(x, float) and x != x):
         return "-"
     return format(x, spec)

@@ -141,6 +141,8 @@ class GpuMemorySampler(BackgroundSampler):
         self.available = shutil.which("nvidia-smi") is not None
 
     def _pids(self) -> set[int]:
+        """The sampled process and its children (the server's workers), or the process alone when psutil cannot read
+        them."""
         import psutil
 
         try:
@@ -178,6 +180,7 @@ class GpuMemorySampler(BackgroundSampler):
 
 
 def _env_int(name: str, default: int) -> int:
+    """The integer in environment variable ``name``, or ``default`` when it is unset or blank."""
     raw = os.environ.get(name, "").strip()
     return int(raw) if raw else default
 
@@ -313,6 +316,8 @@ def _serve_arm(arm: GateArm, args: argparse.Namespace, docs: list[Example], say)
 
 
 def _run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """`run`'s body, with its scratch files in ``work``: the device, the documents, each planned arm served and
+    driven, then the matmul rate and each arm's share of its ceiling; returns the report."""
     import torch
 
     say = lambda msg: print(msg, flush=True)  # noqa: E731
