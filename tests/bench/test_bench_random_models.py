@@ -154,7 +154,7 @@ def test_the_help_documents_arch_and_out(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "deberta-v3-base (the default" in out and "184M parameters" in out and "deberta-tiny" in out
+    assert "(default: deberta-v3-base)" in out and "184M parameters" in out and "deberta-tiny" in out
     assert "--out DIR the folder the model is written into" in out and "--force" in out
 
 

@@ -161,7 +161,8 @@ def build_parser() -> UsageParser:
                    help="the NLI model served, with its calibration.json as the server finds it (default: %(default)s)")
     p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES,
                    help="examples JSONL the documents come from (default: %(default)s)")
-    p.add_argument("--docs", type=positive_int, default=300, help="documents, taken evenly from each dataset")
+    p.add_argument("--docs", type=positive_int, default=300,
+                   help="documents, taken evenly from each dataset (default: %(default)s)")
     p.add_argument("--concurrency", type=positive_int, default=32,
                    help="documents in flight at once; the untimed first pass sends this many (default: %(default)s)")
     p.add_argument("--token-budget", type=positive_int, action="append", default=None,
@@ -169,8 +170,10 @@ def build_parser() -> UsageParser:
     p.add_argument("--forward", choices=("real", "simulated"), default="real",
                    help="real: the model's bf16 forwards on the CPU; simulated: stand-ins that compute nothing and "
                         "sleep --forward-ms plus --ms-per-ktoken per 1,000 padded tokens (default: %(default)s)")
-    p.add_argument("--forward-ms", type=positive_float, default=2.0, help="simulated: ms per forward")
-    p.add_argument("--ms-per-ktoken", type=non_negative_float, default=0.07, help="simulated: ms per thousand padded tokens")
+    p.add_argument("--forward-ms", type=positive_float, default=2.0,
+                   help="simulated: ms per forward (default: %(default)s)")
+    p.add_argument("--ms-per-ktoken", type=non_negative_float, default=0.07,
+                   help="simulated: ms per thousand padded tokens (default: %(default)s)")
     p.add_argument("--uncapped", action="store_true",
                    help="rows per forward = token budget // width, no cap (the accelerator's shapes before issue 58)")
     p.add_argument("--scoring", choices=("served", "embedding", "pipeline"), default="served",

@@ -189,7 +189,8 @@ def build_parser() -> UsageParser:
                          "checked to be an NLI model directory for nli, to hold one for encoder (default: %(default)s)")
     ap.add_argument("--quick", action="store_true", help="small shapes only (a check of the command, seconds)")
     ap.add_argument("--parts", default="fitted,nli,encoder",
-                    help="what to measure, comma-separated: fitted (the scikit-learn arms), nli, encoder")
+                    help="what to measure, comma-separated: fitted (the scikit-learn arms), nli, encoder "
+                         "(default: %(default)s)")
     ap.add_argument("--out", type=output_file, default=None,
                     help="also write the CPU, load, every measurement and the fitted coefficients here as JSON")
     return ap

@@ -97,13 +97,16 @@ def _parser() -> UsageParser:
     p = UsageParser(prog="python -m zsnli.bench.bakeoff_priority", description=command_description(__doc__))
     p.add_argument("--model-dir", default="./model",
                    help="the model each server serves (ZSNLI_MODEL_DIR; default: %(default)s)")
-    p.add_argument("--dataset", default="news_topic", help=f"dataset of {DEV_EXAMPLES} for the bake-off")
-    p.add_argument("--clients", type=positive_int, default=2, help="closed-loop /classify clients (default 2)")
-    p.add_argument("--seconds", type=positive_seconds, default=20.0, help="length of the /classify-alone phase")
+    p.add_argument("--dataset", default="news_topic",
+                   help=f"dataset of {DEV_EXAMPLES} for the bake-off (default: %(default)s)")
+    p.add_argument("--clients", type=positive_int, default=2,
+                   help="closed-loop /classify clients (default: %(default)s)")
+    p.add_argument("--seconds", type=positive_seconds, default=20.0,
+                   help="length of the /classify-alone phase (default: %(default)s)")
     p.add_argument("--warmup-s", type=non_negative_int, default=30,
-                   help="seconds of unmeasured /classify load first (default 30; 0: none)")
+                   help="seconds of unmeasured /classify load first, 0: none (default: %(default)s)")
     p.add_argument("--priority", type=non_negative_int, nargs="+", default=[1, 0],
-                   help="bake-off batcher priorities to try (default 1 0)")
+                   help="bake-off batcher priorities to try, in turn (default: %(default)s)")
     p.add_argument("--json", type=output_file, default=None,
                    help="also write the report (each priority's latencies and p95 ratio) here as JSON")
     return p

@@ -94,14 +94,17 @@ def build_parser() -> UsageParser:
     ap.add_argument("--model-dir", default="model",
                     help="the NLI model, loaded in fp32 and in bf16 (default: %(default)s)")
     ap.add_argument("--examples", required=True, help="examples JSONL (zsnli.harness.examples)")
-    ap.add_argument("--docs", type=positive_int, default=40, help="documents to score (the first N)")
+    ap.add_argument("--docs", type=positive_int, default=40,
+                    help="documents to score, the first N (default: %(default)s)")
     ap.add_argument("--max-labels", type=non_negative_int, default=0,
-                    help="score only the first N labels of each document (0: all; 4: the label cascade's keep)")
-    ap.add_argument("--threads", type=positive_int, default=2, help="torch.set_num_threads")
+                    help="score only the first N labels of each document (0: all; 4: the label cascade's keep; "
+                         "default: %(default)s)")
+    ap.add_argument("--threads", type=positive_int, default=2, help="torch.set_num_threads (default: %(default)s)")
     ap.add_argument("--token-budget", type=non_negative_int, default=0,
-                    help="padded tokens per forward (0: the CPU default)")
+                    help="padded tokens per forward (0: the CPU default; default: %(default)s)")
     ap.add_argument("--fixed-budget", type=non_negative_int, default=0,
-                    help="padded tokens per fixed-shape forward (0: the token budget); rows = this // width")
+                    help="padded tokens per fixed-shape forward (0: the token budget; default: %(default)s); rows = "
+                         "this // width")
     ap.add_argument("--repeats", type=positive_int, default=1,
                     help="rounds of every arm in turn (ABCABC), their seconds summed (default: %(default)s)")
     ap.add_argument("--fp32-fixed", action="store_true", help="also measure fp32 in fixed shapes")

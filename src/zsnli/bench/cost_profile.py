@@ -162,8 +162,9 @@ def build_parser() -> UsageParser:
     p.add_argument("--model-dir", default="model",
                    help="the NLI model served, with its calibration.json as the server finds it (default: %(default)s)")
     p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES,
-                   help="examples-format JSONL (default: the shared public examples; reporting only)")
-    p.add_argument("--docs", type=positive_int, default=100, help="documents, taken evenly from each dataset")
+                   help="examples-format JSONL, for reporting only (default: the shared public examples, %(default)s)")
+    p.add_argument("--docs", type=positive_int, default=100,
+                   help="documents, taken evenly from each dataset (default: %(default)s)")
     p.add_argument("--concurrency", type=positive_int, default=32,
                    help="documents in flight at once; the untimed first pass of each scoring sends this many "
                         "(default: %(default)s)")

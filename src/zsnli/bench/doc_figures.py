@@ -412,9 +412,10 @@ def build_parser() -> UsageParser:
     ap = UsageParser(prog="python -m zsnli.bench.doc_figures", description=command_description(__doc__))
     ap.add_argument("--write", action="store_true", help="rewrite the pages (default: only say which blocks differ)")
     ap.add_argument("--only", default=None, help="comma-separated block names (default: every block)")
-    ap.add_argument("--model-dir", default="model", help="the model the server serves; a relative path is read under --root "
-                    "(default: %(default)s)")
-    ap.add_argument("--bakeoff-report", default="baselines/main.json", help="bake-off report of the tables")
+    ap.add_argument("--model-dir", default="model",
+                    help="the model the server serves; a relative path is read under --root (default: %(default)s)")
+    ap.add_argument("--bakeoff-report", default="baselines/main.json",
+                    help="bake-off report of the tables (default: %(default)s)")
     ap.add_argument("--run-bakeoff", action="store_true",
                     help="first run the ci suite into --bakeoff-report (validate.py bakeoff; minutes)")
     ap.add_argument("--skip", default=None, help="comma-separated block names to leave as they are")

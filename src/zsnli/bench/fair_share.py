@@ -140,19 +140,23 @@ def _parser() -> UsageParser:
     p = UsageParser(prog="python -m zsnli.bench.fair_share", description=command_description(__doc__))
     p.add_argument("--model-dir", default="./model",
                    help="the model the server serves (ZSNLI_MODEL_DIR; default: %(default)s)")
-    p.add_argument("--repo", type=Path, default=ROOT, help="checkout whose serve.sh and src/ are measured")
-    p.add_argument("--items", type=positive_int, default=64, help="documents in the large array (default 64)")
-    p.add_argument("--labels", type=positive_int, default=256, help="labels of each array document (default 256)")
+    p.add_argument("--repo", type=Path, default=ROOT,
+                   help="checkout whose serve.sh and src/ are measured (default: this one, %(default)s)")
+    p.add_argument("--items", type=positive_int, default=64,
+                   help="documents in the large array (default: %(default)s)")
+    p.add_argument("--labels", type=positive_int, default=256,
+                   help="labels of each array document (default: %(default)s)")
     p.add_argument("--text-chars", type=positive_int, default=200,
-                   help="characters of each array document (default 200, about 40 tokens)")
-    p.add_argument("--alone-s", type=positive_seconds, default=20.0, help="length of the small-client-alone phase")
+                   help="characters of each array document; 200 is about 40 tokens (default: %(default)s)")
+    p.add_argument("--alone-s", type=positive_seconds, default=20.0,
+                   help="length of the small-client-alone phase (default: %(default)s)")
     p.add_argument("--array-timeout", type=positive_seconds, default=1800.0,
-                   help="seconds the array may take (default 1800; past it the report says so)")
+                   help="seconds the array may take; past it the report says so (default: %(default)s)")
     p.add_argument("--multi-label", action="store_true", help="the array's documents are multi_label")
     p.add_argument("--array-clients", type=positive_int, default=1,
-                   help="clients looping on the array during --loop-s (default 1)")
+                   help="clients looping on the array during --loop-s (default: %(default)s)")
     p.add_argument("--loop-s", type=number_type(float, 0.0), default=0.0,
-                   help="seconds the array clients loop (default 0: the array is posted once)")
+                   help="seconds the array clients loop; 0: the array is posted once (default: %(default)s)")
     p.add_argument("--seed", type=non_negative_int, default=0,
                    help="seed of the array's random-word texts and labels (default: %(default)s)")
     p.add_argument("--json", type=output_file, default=None,

@@ -121,11 +121,13 @@ def build_parser() -> UsageParser:
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="a running server on this machine")
     where.add_argument("--model-dir", help="start serve.sh on this model dir (free port) and stop it after")
-    ap.add_argument("--idle", type=_sizes, default=[0, 100, 520], help="idle client counts (default 0,100,520)")
-    ap.add_argument("--probes", type=positive_int, default=20, help="fresh clients per count (default 20)")
+    ap.add_argument("--idle", type=_sizes, default="0,100,520",
+                    help="idle client counts, comma-separated (default: %(default)s)")
+    ap.add_argument("--probes", type=positive_int, default=20, help="fresh clients per count (default: %(default)s)")
     ap.add_argument("--max-connections", type=positive_int, default=512,
-                    help="ZSNLI_MAX_CONNECTIONS of the spawned server (default 512)")
-    ap.add_argument("--timeout", type=positive_seconds, default=30.0, help="seconds per request (default 30)")
+                    help="ZSNLI_MAX_CONNECTIONS of the spawned server (default: %(default)s)")
+    ap.add_argument("--timeout", type=positive_seconds, default=30.0,
+                    help="seconds per request (default: %(default)s)")
     ap.add_argument("--json", type=output_file, help="write the rows here")
     return ap
 

@@ -212,20 +212,24 @@ def verdict(report: dict) -> tuple[bool, str]:
 def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option; `parse_args` checks the rest."""
     ap = UsageParser(prog="python -m zsnli.bench.overload", description=command_description(__doc__))
-    ap.add_argument("--url", default="http://127.0.0.1:8000", help="server base URL (loopback only)")
+    ap.add_argument("--url", default="http://127.0.0.1:8000",
+                    help="server base URL, loopback only (default: %(default)s)")
     ap.add_argument("--spawn-model-dir", help="start serve.sh on this model dir (free port) and stop it after")
     ap.add_argument("--pid", type=positive_int, help="server pid, for peak RSS (when not spawned)")
     ap.add_argument("--requests", type=positive_int, default=2000, help="1..100000 (default: %(default)s)")
     ap.add_argument("--concurrency", type=positive_int, default=256,
                     help="requests in flight at once during the burst (default: %(default)s)")
-    ap.add_argument("--labels", type=positive_int, default=50, help="labels per request")
+    ap.add_argument("--labels", type=positive_int, default=50, help="labels per request (default: %(default)s)")
     ap.add_argument("--text-chars", type=positive_int, default=None,
                     help="every text exactly this many characters, >= 1 (default: 5-400 random words)")
-    ap.add_argument("--timeout", type=positive_seconds, default=120.0, help="per-request client timeout, s")
-    ap.add_argument("--max-seconds", type=positive_seconds, default=600.0, help="bound on the whole burst, s")
+    ap.add_argument("--timeout", type=positive_seconds, default=120.0,
+                    help="per-request client timeout, s (default: %(default)s)")
+    ap.add_argument("--max-seconds", type=positive_seconds, default=600.0,
+                    help="bound on the whole burst, s (default: %(default)s)")
     ap.add_argument("--ready-timeout", type=positive_seconds, default=300.0,
                     help="seconds to wait for the server's /health to answer 200 before the burst (default: %(default)s)")
-    ap.add_argument("--after", type=non_negative_int, default=5, help="sequential requests after the burst")
+    ap.add_argument("--after", type=non_negative_int, default=5,
+                    help="sequential requests after the burst (default: %(default)s)")
     ap.add_argument("--seed", type=non_negative_int, default=0,
                     help="seed of the random-word texts and labels (the requests after the burst use seed + 1; "
                          "default: %(default)s)")

@@ -244,9 +244,9 @@ def build_parser() -> UsageParser:
     """The command line (module docstring): one help line for every option; `main` checks the paths."""
     ap = UsageParser(prog=PROG, description=command_description(__doc__))
     ap.add_argument("--arch", choices=sorted(ARCHS), default="deberta-v3-base",
-                    help="the architecture: deberta-v3-base (the default: microsoft/deberta-v3-base's published "
-                         "config, 184M parameters, 12 layers x 768, a 3-way NLI head) or deberta-tiny (2 layers x "
-                         "32, for CPU tests)")
+                    help="the architecture: deberta-v3-base (microsoft/deberta-v3-base's published config, 184M "
+                         "parameters, 12 layers x 768, a 3-way NLI head) or deberta-tiny (2 layers x 32, for CPU "
+                         "tests) (default: %(default)s)")
     ap.add_argument("--out", required=True, metavar="DIR",
                     help="the folder the model is written into (config.json, model.safetensors, the tokenizer, "
                          "bench_model.json); created when missing. A file is refused; an existing folder that "

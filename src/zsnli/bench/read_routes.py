@@ -118,14 +118,17 @@ def _parser() -> UsageParser:
     p = UsageParser(prog="python -m zsnli.bench.read_routes", description=command_description(__doc__))
     p.add_argument("--model-dir", default="./model",
                    help="the model the server serves (ZSNLI_MODEL_DIR; default: %(default)s)")
-    p.add_argument("--dataset", default="news_topic", help=f"dataset of {DEV_EXAMPLES} for the bake-offs")
+    p.add_argument("--dataset", default="news_topic",
+                   help=f"dataset of {DEV_EXAMPLES} for the bake-offs (default: %(default)s)")
     p.add_argument("--arms", nargs="+", default=list(ALL_ARMS), choices=ALL_ARMS,
-                   help="arms of the bake-offs (default: all seven)")
-    p.add_argument("--bakeoffs", type=positive_int, default=2, help="bake-offs running at once (default 2)")
-    p.add_argument("--readers", type=positive_int, default=2, help="closed-loop readers (default 2)")
-    p.add_argument("--seconds", type=positive_seconds, default=10.0, help="length of the idle phase (default 10)")
+                   help="arms of the bake-offs (default: all seven, %(default)s)")
+    p.add_argument("--bakeoffs", type=positive_int, default=2,
+                   help="bake-offs running at once (default: %(default)s)")
+    p.add_argument("--readers", type=positive_int, default=2, help="closed-loop readers (default: %(default)s)")
+    p.add_argument("--seconds", type=positive_seconds, default=10.0,
+                   help="length of the idle phase (default: %(default)s)")
     p.add_argument("--time-budget", type=positive_float, default=120.0,
-                   help="ZSNLI_BAKEOFF_TIME_BUDGET_S of the server (default 120)")
+                   help="ZSNLI_BAKEOFF_TIME_BUDGET_S of the server (default: %(default)s)")
     p.add_argument("--json", type=output_file, default=None,
                    help="also write the report (per-route latencies of both phases) here as JSON")
     return p

@@ -206,8 +206,8 @@ def build_parser() -> UsageParser:
     ap.add_argument("--batch-sizes", type=_batch_sizes, default="8,32,64",
                     help="pipeline batch_size sweep for (b), or none to leave (b) out (default: %(default)s)")
     ap.add_argument("--pipeline-mode", default="stream",
-                    help="(b) modes, comma-separated: stream (label-set groups streamed across documents, "
-                         "default) and/or doc (one call per document, pairs batched within it)")
+                    help="(b) modes, comma-separated: stream (label-set groups streamed across documents) and/or "
+                         "doc (one call per document, pairs batched within it) (default: %(default)s)")
     ap.add_argument("--concurrency", type=_positive_ints, default="1,32",
                     help="server concurrency levels for (c) and (d) (default: %(default)s)")
     ap.add_argument("--calibration", default=None, metavar="PATH|none",
@@ -216,13 +216,14 @@ def build_parser() -> UsageParser:
     ap.add_argument("--embedding-dir", default=None,
                     help="sentence encoder of arm (d)'s cosine term (ZSNLI_EMBEDDING_DIR; default: the server's, "
                          "<model-dir>/embedding)")
-    ap.add_argument("--warmup", type=non_negative_int, default=4, help="untimed documents before each arm")
+    ap.add_argument("--warmup", type=non_negative_int, default=4,
+                    help="untimed documents before each arm (default: %(default)s)")
     ap.add_argument("--threads", type=positive_int, default=None,
                     help="torch/OMP threads for every arm (default: leave the environment's)")
     ap.add_argument("--launcher", choices=("auto", "serve.sh", "uvicorn"), default="auto",
                     help="how each server arm is started: serve.sh of --repo-root, or uvicorn on the app factory; "
                          "auto: serve.sh where it exists, else uvicorn (default: %(default)s)")
-    ap.add_argument("--repo-root", default=".", help="where serve.sh lives (default .)")
+    ap.add_argument("--repo-root", default=".", help="where serve.sh lives (default: %(default)s)")
     ap.add_argument("--skip-manifest-check", action="store_true",
                     help="set ZSNLI_SKIP_MANIFEST_CHECK for the server (model dirs without a matching manifest)")
     ap.add_argument("--max-length", type=number_type(int, 8), default=None, help="window for token counts (default: the server's)")
@@ -232,8 +233,9 @@ def build_parser() -> UsageParser:
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="also run the server with these ZSNLI_* settings at the top concurrency (repeatable), "
                          "e.g. bf16:ZSNLI_DTYPE=bfloat16 or int8:ZSNLI_BACKEND=onnx-int8")
-    ap.add_argument("--device", type=device_name, default="cpu", help="device of every server and pipeline arm (cpu, cuda, cuda:N); "
-                    "fp32 unless a --variant sets ZSNLI_DTYPE (bench/gpu.sh --rows uses cuda)")
+    ap.add_argument("--device", type=device_name, default="cpu",
+                    help="device of every server and pipeline arm (cpu, cuda, cuda:N); fp32 unless a --variant sets "
+                         "ZSNLI_DTYPE; bench/gpu.sh --rows uses cuda (default: %(default)s)")
     ap.add_argument("--fast-path", action="store_true",
                     help="also run arm (f): the shipped server with ZSNLI_SCORING=embedding (the fast path), at the "
                          "same concurrencies; needs the calibration's embedding_scoring object")

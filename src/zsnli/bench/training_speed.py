@@ -171,17 +171,20 @@ def _measure(args: argparse.Namespace, torch) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     """The CLI parser (`zsnli.harness.cli.UsageParser`: one-line errors, exit 2)."""
     p = UsageParser(prog="python -m zsnli.bench.training_speed", description=command_description(__doc__))
-    p.add_argument("--model-dir", type=Path, default=Path("model/embedding"), help="base encoder (default model/embedding)")
+    p.add_argument("--model-dir", type=Path, default=Path("model/embedding"),
+                   help="the base encoder's model directory (default: %(default)s)")
     p.add_argument("--nli-file", type=Path, action="append", required=True,
                    help="NLI JSONL(.gz) train file (repeatable), e.g. ../shared/data/nli/lingnli/train.jsonl.gz")
     p.add_argument("--zsc-dir", type=Path, help="classification sets mixed in 1:1 (e.g. ../shared/data/zsc-train)")
-    p.add_argument("--steps", type=positive_int, default=20, help="timed optimiser steps per precision (default 20)")
+    p.add_argument("--steps", type=positive_int, default=20,
+                   help="timed optimiser steps per precision (default: %(default)s)")
     p.add_argument("--warmup", type=non_negative_int, default=2,
                    help="untimed optimiser steps before the timed ones, per precision (default: %(default)s)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="pairs per optimiser step (default: %(default)s)")
     p.add_argument("--max-length", type=positive_int, default=128,
                    help="tokens per pair at most (longer pairs are truncated; default: %(default)s)")
-    p.add_argument("--precisions", type=lambda s: s.split(","), default=["fp32", "bf16"], help="fp32,bf16")
+    p.add_argument("--precisions", type=lambda s: s.split(","), default="fp32,bf16",
+                   help="precisions to measure, comma-separated: fp32 and/or bf16 (default: %(default)s)")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch.set_num_threads for the steps and the matmul rates (default: torch's)")
     p.add_argument("--seed", type=non_negative_int, default=0,
