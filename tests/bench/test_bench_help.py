@@ -1,7 +1,8 @@
 """Every ``python -m zsnli.bench.*`` command has a help line for each of its options, and its ``--help`` works.
 
 A command is a module of `zsnli.bench` with a ``main`` (or one that adds arguments to a parser); its parser
-comes from one of `bench_support.PARSER_FUNCTIONS`, built without parsing anything, so nothing runs (no model, no server).
+comes from one of `bench_support.PARSER_FUNCTIONS`, built without parsing anything, so nothing runs (no model, no
+server).
 ``python -m zsnli.bench`` itself is `zsnli.bench.side_by_side_cli`.
 """
 
@@ -39,8 +40,8 @@ def description_problem(text: str | None) -> str | None:
 
 def test_description_problem_holds_whole_sentences_only():
     """The rule itself: speed_rounds' old description (its docstring's first line) is cut; a sentence is not."""
-    assert "ends mid-sentence" in description_problem(
-        "The README's speed check, made to survive a busy machine: the transformers zero-shot pipeline (one document per")
+    assert "ends mid-sentence" in description_problem("The README's speed check, made to survive a busy machine: the "
+                                                      "transformers zero-shot pipeline (one document per")
     assert "ends mid-sentence" in description_problem("What do fixed shapes cost? (issue 33, item 2)")
     assert "the usage line" in description_problem("python -m zsnli.bench.cost_profile: where a document's time goes.")
     assert "unbalanced" in description_problem("A burst (issue 6. Done.")

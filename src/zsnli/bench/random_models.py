@@ -8,8 +8,8 @@ zsnli.bench.random_models --arch deberta-v3-base --out DIR [--tokenizer-from DIR
 
 ``--out`` must be a new or empty folder (`check_out`): a file is refused, and an existing folder that holds files,
 or the served model's folder (the checkout's ``model/``, ``./model``, ``$ZSNLI_MODEL_DIR``) and anything in it, is
-refused unless ``--force``. May import ``zsnli.harness`` (the parser, the examples reader), `zsnli.bench.bench_args` (the description) and
-``zsnli.runtime.embedding`` (where the checkout's model lies).
+refused unless ``--force``. May import ``zsnli.harness`` (the parser, the examples reader), `zsnli.bench.bench_args`
+(the description) and ``zsnli.runtime.embedding`` (where the checkout's model lies).
 """
 
 from __future__ import annotations

@@ -113,7 +113,8 @@ def resolve_shipped(ap: argparse.ArgumentParser, args: argparse.Namespace) -> No
     server looks: ``<model-dir>/calibration.json``, else beside ``<model-dir>``).
 
     Usage errors (one line, exit 2): an explicit ``--calibration`` that does not exist, an ``--embedding-dir``
-    that is no model directory (`zsnli.bench.bench_args.check_model_dir`), a calibration the server would refuse, a cosine term whose sentence encoder is missing.
+    that is no model directory (`zsnli.bench.bench_args.check_model_dir`), a calibration the server would refuse,
+    a cosine term whose sentence encoder is missing.
     """
     from ..config import Settings
     from ..scoring import ScoringConfigError, load_scoring_config
