@@ -77,6 +77,38 @@ def test_a_device_the_server_does_not_take_is_refused_when_the_flags_parse(tmp_p
     assert "argument --device: expected cpu, cuda, cuda:N" in line and repr(device) in line, line
 
 
+@pytest.mark.parametrize("module, extra", DEVICE_COMMANDS, ids=[m[0] for m in DEVICE_COMMANDS])
+def test_a_device_this_torch_cannot_use_is_refused_before_any_work(tmp_path, capsys, module, extra):
+    """``--device cuda`` on a machine without a GPU passed the form check, then failed once a server or the pipeline
+    loaded the model (the server's refusal, or torch's traceback); now `zsnli.runtime.devices.device_problem`'s line,
+    the server's own check, exit 2."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    argv = ["--device", "cuda", *(a.replace("{tmp}", str(tmp_path)) for a in extra)]
+    line = refused(capsys, lambda: _main(module)(argv))
+    assert "error: --device cuda but CUDA is not available (torch " in line, line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "2.5"])
+@pytest.mark.parametrize("name", ["ZSNLI_BENCH_DOCS", "ZSNLI_BENCH_WARMUP", "ZSNLI_BENCH_CONCURRENCY"])
+def test_a_gate_count_from_the_environment_that_is_no_count_is_one_line(capsys, monkeypatch, name, value):
+    """``ZSNLI_BENCH_DOCS=abc`` was a ValueError traceback from the gate's parse; warm-ups may be 0, the others not."""
+    from zsnli.bench.throughput_gate import parse_args
+
+    if name == "ZSNLI_BENCH_WARMUP" and value == "0":
+        monkeypatch.setenv(name, value)
+        assert parse_args(["--tiny", "--dry-run"]).warmup == 0
+        return
+    monkeypatch.setenv(name, value)
+    line = refused(capsys, lambda: parse_args(["--tiny", "--dry-run"]))
+    assert f"error: {name}={value!r}: expected a whole number of at least " in line, line
+    monkeypatch.setenv(name, "3")
+    assert getattr(parse_args(["--tiny", "--dry-run"]), name.rsplit("_", 1)[1].lower()) == 3
+
+
 @pytest.mark.parametrize("module, extra", DEVICE_COMMANDS[1:], ids=[m[0] for m in DEVICE_COMMANDS[1:]])
 def test_a_dtype_the_server_does_not_take_is_refused_when_the_flags_parse(tmp_path, capsys, module, extra):
     argv = ["--dtype", "foo", *(a.replace("{tmp}", str(tmp_path)) for a in extra)]

@@ -28,7 +28,7 @@ from pathlib import Path
 from ..config import DTYPES
 from ..harness.cli import plain_text
 from ..harness.examples import HUB_PREFIX, ExamplesError, load_examples
-from ..training.usage import UsageError, check_folder_arg, check_model_dir_arg, check_nli_model_dir
+from ..training.usage import UsageError, check_device_arg, check_folder_arg, check_model_dir_arg, check_nli_model_dir
 
 _DEVICE = re.compile(r"(cpu|mps|cuda(:\d+)?)")
 CANONICAL_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -53,8 +53,8 @@ def command_description(doc: str) -> str:
 
 def device_name(text: str) -> str:
     """The argparse type of a ``--device`` flag: ``cpu``, ``cuda``, ``cuda:N`` (N a GPU index) or ``mps``, as
-    given; anything else is ``argparse.ArgumentTypeError`` (one line at parse time, exit 2). Whether that device is
-    present is the server's check (`zsnli.serving.startup.check_device`) and torch's."""
+    given; anything else is ``argparse.ArgumentTypeError`` (one line at parse time, exit 2). Whether this torch can use
+    it is `check_device`'s question, asked after the cheap checks (it imports torch)."""
     if not _DEVICE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"expected cpu, cuda, cuda:N (N a GPU index, e.g. cuda:0) or mps, "
                                          f"got {text!r}")
@@ -82,6 +82,19 @@ def check_model_dir(ap: argparse.ArgumentParser, model_dir: str | Path, flag: st
     comes from)."""
     try:
         (check_nli_model_dir if nli else check_model_dir_arg)(model_dir, flag, hint)
+    except UsageError as exc:
+        ap.error(str(exc))
+
+
+def check_device(ap: argparse.ArgumentParser, device: str | None, flag: str = "--device") -> None:
+    """``ap.error`` (one line naming ``flag`` and the value, exit 2) when this torch cannot use ``device``
+    (`zsnli.training.usage.check_device_arg`: ``cuda`` on a machine without a GPU), before any server starts or model
+    loads; None (the server's own default) and ``cpu`` pass without importing torch. Call it after the cheap checks:
+    any other device imports torch."""
+    if device is None:
+        return
+    try:
+        check_device_arg(device, flag)
     except UsageError as exc:
         ap.error(str(exc))
 

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from ..harness.cli import UsageParser, non_negative_int, output_file, positive_int
 from ..harness.examples import Example, load_examples
-from .bench_args import check_examples, check_model_dir, command_description, device_name, dtype_name
+from .bench_args import check_device, check_examples, check_model_dir, command_description, device_name, dtype_name
 from .resources import RssSampler, hwm_bytes
 
 
@@ -130,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     check_model_dir(ap, args.model_dir)
     check_examples(ap, args.examples)
+    check_device(ap, args.device)
 
     import torch
 

@@ -22,7 +22,7 @@ from ..config import closest_setting, setting_names
 from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int, output_file
 from ..harness.server import stops_servers
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, first_existing
-from .bench_args import check_examples, check_model_dir, check_repo_root, device_name
+from .bench_args import check_device, check_examples, check_model_dir, check_repo_root, device_name
 from .side_by_side import BUILTIN_SERVERS, failed_servers, run, server_base_settings, shipped_embedding_dir
 from .side_by_side_table import render
 from .reports import write_report
@@ -284,6 +284,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     bad = [m for m in args.pipeline_mode if m not in ("stream", "doc")]
     if bad:
         ap.error(f"--pipeline-mode: unknown mode(s) {bad}; use stream and/or doc")
+    check_device(ap, args.device)
     return args
 
 

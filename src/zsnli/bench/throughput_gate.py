@@ -50,7 +50,8 @@ from ..harness.examples import SHARED_PUBLIC_EXAMPLES, Example, ExamplesError, l
 from ..harness.load import run_requests
 from ..harness.server import start_server, stops_servers
 from ..harness.stats import latency_summary, per_second
-from .bench_args import check_examples, check_model_dir, check_repo_root, command_description, device_name, dtype_name
+from .bench_args import (check_device, check_examples, check_model_dir, check_repo_root, command_description, device_name,
+                         dtype_name)
 from .ceiling import LabelTooLong, compute_ceiling, matmul_rate, pair_token_counts, param_counts
 from ..runtime.devices import torch_build
 from .gate_plan import GateArm, materialise, plan, render_plan
@@ -179,10 +180,21 @@ class GpuMemorySampler(BackgroundSampler):
             pass
 
 
-def _env_int(name: str, default: int) -> int:
-    """The integer in environment variable ``name``, or ``default`` when it is unset or blank."""
+def _env_int(ap: argparse.ArgumentParser, name: str, default: int, minimum: int = 1) -> int:
+    """The integer (at least ``minimum``) in environment variable ``name``, or ``default`` when it is unset or blank;
+    anything else is ``ap.error`` (one line naming the variable and its value, exit 2), not a ``ValueError``
+    traceback."""
     raw = os.environ.get(name, "").strip()
-    return int(raw) if raw else default
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        ap.error(f"{name}={raw!r}: expected a whole number of at least {minimum}, or unset it for the default "
+                 f"({default})")
+    return value
 
 
 def build_parser() -> UsageParser:
@@ -200,9 +212,9 @@ def build_parser() -> UsageParser:
                          "with the public examples' label counts and text lengths)")
     ap.add_argument("--tiny", action="store_true", default=tiny_env,
                     help="tiny random deberta-v2 and few documents (CPU smoke test); env ZSNLI_BENCH_TINY=1")
-    ap.add_argument("--docs", type=positive_int, default=None, help="documents (default 4400; tiny: 24)")
-    ap.add_argument("--warmup", type=non_negative_int, default=None, help="untimed warm-up requests (default 16; tiny: 4)")
-    ap.add_argument("--concurrency", type=positive_int, default=None, help="concurrent requests (default 32; tiny: 8)")
+    ap.add_argument("--docs", type=positive_int, default=None, help="documents (default $ZSNLI_BENCH_DOCS, else 4400; tiny: 24)")
+    ap.add_argument("--warmup", type=non_negative_int, default=None, help="untimed warm-up requests (default $ZSNLI_BENCH_WARMUP, else 16; tiny: 4)")
+    ap.add_argument("--concurrency", type=positive_int, default=None, help="concurrent requests (default $ZSNLI_BENCH_CONCURRENCY, else 32; tiny: 8)")
     ap.add_argument("--random-deberta", action="store_true",
                     help="serve a random-weight deberta-v3-base built offline instead of --model-dir (timing only)")
     ap.add_argument("--dry-run", action="store_true", help="print what would be served and the load; start nothing")
@@ -243,12 +255,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         ap.error(f"--examples: no such file {args.examples}; pass --examples PATH (JSONL in DESIGN.md's examples "
                  "format) or --examples hub:btzsc, or leave it out for the shared/synthetic default")
     check_examples(ap, args.examples)  # read now: an empty file ended the run with exit 1
+    check_device(ap, args.device)
     if args.docs is None:
-        args.docs = _env_int("ZSNLI_BENCH_DOCS", 24 if args.tiny else 4400)
+        args.docs = _env_int(ap, "ZSNLI_BENCH_DOCS", 24 if args.tiny else 4400)
     if args.warmup is None:
-        args.warmup = _env_int("ZSNLI_BENCH_WARMUP", 4 if args.tiny else 16)
+        args.warmup = _env_int(ap, "ZSNLI_BENCH_WARMUP", 4 if args.tiny else 16, minimum=0)
     if args.concurrency is None:
-        args.concurrency = _env_int("ZSNLI_BENCH_CONCURRENCY", 8 if args.tiny else 32)
+        args.concurrency = _env_int(ap, "ZSNLI_BENCH_CONCURRENCY", 8 if args.tiny else 32)
     return args
 
 

@@ -105,7 +105,9 @@ def device_problem(device: str, name: str = "ZSNLI_DEVICE", sep: str = "=") -> s
     (``gpu``), ``cuda`` without CUDA in this torch build or without a visible GPU, ``cuda:N`` past the visible GPUs,
     ``mps`` where MPS is unavailable. ``name`` and ``sep`` show where the value came from (``ZSNLI_DEVICE=cuda``, or
     ``--device cuda`` with ``sep=" "``). The one device check of the server (`zsnli.serving.startup.check_device`)
-    and of every command line with a ``--device`` flag; imports torch."""
+    and of every command line with a ``--device`` flag; imports torch for any device but ``cpu``."""
+    if device == "cpu":
+        return None
     import torch
 
     accepted = "cpu, cuda or cuda:N (a visible GPU), mps where available"
