@@ -54,6 +54,30 @@ async def test_a_batch_of_n_answers_as_n_single_calls(bert_dir, make_app):
         assert batch[5]["id"] == "bad-template" and "id" not in batch[9]
 
 
+async def test_a_key_given_twice_inside_one_item_fails_that_item_alone(bert_dir, make_app):
+    """``[{ok}, {"text": "x", "text": "y", ...}]`` was one 422 for the whole array (field ``[1].text``), the good
+    item lost with it; each item now gets what its single call gets (a 422 naming ``text``)."""
+    good = json.dumps({"id": 1, "text": TEXT, "labels": ["sport", "cooking"]})
+    twice = '{"id": "dup", "text": "x", "text": "y", "labels": ["sport", "cooking"]}'
+    nested = '{"text": "x", "labels": ["sport", "cooking"], "hypothesis_template": "a {}", "hypothesis_template": "b {}"}'
+    headers = {"content-type": "application/json"}
+    async with running_app(make_app(bert_dir)) as client:
+        r = await client.post("/classify", content=f"[{good}, {twice}, {nested}]", headers=headers)
+        assert r.status_code == 200, r.text
+        first, second, third = r.json()
+        status, want = await _single(client, json.loads(good))
+        assert status == 200 and first["probabilities"] == pytest.approx(want["probabilities"], abs=1e-6)
+        for got, raw, field in ((second, twice, "text"), (third, nested, "hypothesis_template")):
+            single = await client.post("/classify", content=raw, headers=headers)
+            assert single.status_code == 422 and single.json()["field"] == field, single.text
+            want = {k: v for k, v in single.json().items() if k != "request_id"}
+            assert {k: v for k, v in got.items() if k not in ("id", "status")} == want
+            assert got["status"] == 422 and got["errors"][0]["type"] == "duplicate_key"
+        assert second["id"] == "dup"
+        outside = await client.post("/classify", content=f'{{"a": [{good}], "a": 1}}', headers=headers)
+        assert outside.status_code == 422 and outside.json()["field"] == "a"
+
+
 async def test_empty_or_too_long_array_is_one_422(bert_dir, make_app):
     async with running_app(make_app(bert_dir, max_batch_items=3)) as client:
         for body in ([], [{"text": TEXT, "labels": ["a", "b"]}] * 4):

@@ -33,7 +33,8 @@ What it checks, in order (each failure is a `BodyError` naming the header or fie
    overflow a float, nesting too deep: 400 ``invalid_json`` field ``body``.
    A key given twice in any object is 422 ``validation`` naming the path of
    the first one in document order (``labels``, ``meta.source``,
-   ``rows[1].k``), one entry per duplicated path in ``errors``.
+   ``rows[1].k``), one entry per duplicated path in ``errors``; on a route whose array items fail alone
+   (``parse_json(items_alone=True)``: ``POST /classify``) only the item holding it is refused.
 
 Numbers: integers are Python ``int`` (exact at any size), except ``-0``. A number with a
 fraction or exponent, and ``-0``, is a `JsonNumber`: a ``float`` that remembers the text
@@ -357,10 +358,13 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def parse_json(text: str) -> Any:
+def parse_json(text: str, items_alone: bool = False) -> Any:
     """Parse ``text``: `JsonNumber` for non-integers, ``NaN``/``Infinity`` refused, duplicate keys refused,
     lone surrogates in strings and keys replaced by U+FFFD (`zsnli.serving.text.clean_json_text`).
 
+    ``items_alone``: a route whose array items fail alone (``POST /classify`` with an array): a key given twice
+    inside an item is left to that item's check (`duplicate_keys_error` on the item: its objects keep the
+    record), so the other items are answered; one outside the items still refuses the body.
     Raises `BodyError` 400 ``invalid_json`` or 422 ``validation`` (duplicate key).
     """
     if not text.strip():
@@ -377,20 +381,33 @@ def parse_json(text: str) -> Any:
         why = " ".join(str(exc).split()) or type(exc).__name__
         raise BodyError(400, "invalid_json", f"invalid JSON: {why[:200]}", "body") from None
     if flag[0]:
-        paths = duplicate_paths(value)
-        errors = [{"field": p, "error": "key given more than once", "type": "duplicate_key"} for p in paths]
-        raise BodyError(422, "validation", f"{paths[0]}: key given more than once (each key may appear once)",
-                        paths[0], errors)
+        if items_alone and isinstance(value, list):
+            return value  # every duplicate is inside an item: the top level is an array, no object
+        error = duplicate_keys_error(value)
+        if error is not None:
+            raise error
     return value
 
 
+def duplicate_keys_error(value: Any) -> BodyError | None:
+    """The 422 ``validation`` `BodyError` for the keys given more than once in ``value`` (a value `parse_json`
+    built: one ``errors`` entry per path, `duplicate_paths`; the message and ``field`` name the first), or None
+    when it has none. Paths are relative to ``value`` (an array item's: ``text``, not ``[1].text``)."""
+    paths = duplicate_paths(value)
+    if not paths:
+        return None
+    errors = [{"field": p, "error": "key given more than once", "type": "duplicate_key"} for p in paths]
+    return BodyError(422, "validation", f"{paths[0]}: key given more than once (each key may appear once)",
+                     paths[0], errors)
+
+
 async def read_json_body(headers: Any, chunks: AsyncIterator[bytes], limit: int,
-                         disconnect_errors: tuple[type[BaseException], ...] = ()) -> Any:
-    """`read_body`, `decode_text` and `parse_json` in one call: the parsed request value.
+                         disconnect_errors: tuple[type[BaseException], ...] = (), items_alone: bool = False) -> Any:
+    """`read_body`, `decode_text` and `parse_json` (with ``items_alone``) in one call: the parsed request value.
 
     Raises `BodyError`; see the module docstring for every case.
     """
     raw, codec = await read_body(headers, chunks, limit, disconnect_errors)
     if not raw.strip():
         raise BodyError(400, "invalid_json", "empty body: send a JSON object with text and labels", "body")
-    return parse_json(decode_text(raw, codec))
+    return parse_json(decode_text(raw, codec), items_alone)

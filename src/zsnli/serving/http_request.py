@@ -18,8 +18,10 @@ from .api_types import (CLASSIFY_FIELDS, CLASSIFY_LEGACY, EXAMPLE_LINE_FIELDS, C
 from ..errors import ApiError, ErrorType, error_type_for
 
 
-async def read_json_body(request: Request, limit: int) -> Any:
+async def read_json_body(request: Request, limit: int, items_alone: bool = False) -> Any:
     """Read and parse a JSON body with `zsnli.serving.http_body.read_json_body` (the one place a body is read).
+    ``items_alone``: an array's items fail alone, a key given twice inside one included (`parse_classify_request`
+    refuses that item).
 
     limit: bytes, on the wire and after ``Content-Encoding`` is undone. Raises ``ApiError``: the `BodyError`
     through the error table (415 not JSON, a charset other than UTF-8/16/32 or an unsupported
@@ -27,7 +29,8 @@ async def read_json_body(request: Request, limit: int) -> Any:
     undecodable or invalid JSON; 422 a key given twice: every case in `zsnli.serving.http_body`).
     """
     try:
-        return await http_body.read_json_body(request.headers, request.stream(), limit, (ClientDisconnect,))
+        return await http_body.read_json_body(request.headers, request.stream(), limit, (ClientDisconnect,),
+                                              items_alone)
     except http_body.BodyError as exc:
         raise ApiError(error_type_for(exc.error_type, exc.status), exc.message, exc.field,
                        errors=exc.errors) from None
@@ -42,7 +45,7 @@ async def wait_disconnect(request: Request) -> None:
 
 def parse_classify_request(payload: Any) -> tuple[ClassifyRequest, bool]:
     """Validate a parsed body; returns ``(request, used_candidate_labels)``. Raises ``ApiError`` 422
-    naming the field the client sent (``candidate_labels[i]`` when it used the alias; a misspelt
+    naming the field the client sent (a key given twice: `zsnli.serving.http_body.duplicate_keys_error`) (``candidate_labels[i]`` when it used the alias; a misspelt
     field, e.g. ``multi_lable``, or a legacy one, ``multi_class``, with the field to use:
     `zsnli.serving.api_types.misspelt_fields`; an Inference API payload, ``label`` without ``labels``
     or labels as one string with what to send instead: `zsnli.serving.api_types.classify_body_hint`).
@@ -50,6 +53,9 @@ def parse_classify_request(payload: Any) -> tuple[ClassifyRequest, bool]:
     (`zsnli.serving.api_types.classify_fields`)."""
     if not isinstance(payload, dict):
         raise ApiError(ErrorType.VALIDATION, f"body must be a JSON object, got {_json_type(payload)}", "body")
+    duplicated = http_body.duplicate_keys_error(payload)  # an array item's (the body's own were refused at parse)
+    if duplicated is not None:
+        raise ApiError(ErrorType.VALIDATION, duplicated.message, duplicated.field, errors=duplicated.errors)
     hint = classify_body_hint(payload)
     if hint is not None:
         field, message = hint

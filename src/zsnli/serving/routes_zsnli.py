@@ -61,7 +61,7 @@ async def _classify(service: ZeroShotClassifier, request: Request) -> Any:
     A number ``id`` with a fraction or exponent (a `zsnli.serving.http_body.JsonNumber`) is
     echoed with the exact text it was sent as (``1e-400`` stays ``1e-400``, not ``0.0``).
     """
-    payload = await read_json_body(request, service.settings.max_body_bytes)
+    payload = await read_json_body(request, service.settings.max_body_bytes, items_alone=True)
     items = payload if isinstance(payload, list) else [payload]
     note_request(len(items), batch=isinstance(payload, list),
                  chars=sum(len(i["text"]) for i in items if isinstance(i, dict) and isinstance(i.get("text"), str)))
