@@ -81,7 +81,6 @@ BAD = [
     ("template-makes-too-long", body(labels=["sport"], hypothesis_template="{} " + "word " * 100), J, 422, "labels[0]", "label_too_long"),
     ("multi-label-string", body(multi_label="true"), J, 422, "multi_label", "validation"),
     ("multi-label-int", body(multi_label=1), J, 422, "multi_label", "validation"),
-    ("multi-label-null", body(multi_label=None), J, 422, "multi_label", "validation"),
     ("id-object", body(id={"a": 1}), J, 422, "id", "validation"),
     ("id-bool", body(id=True), J, 422, "id", "validation"),
     ("id-list", body(id=[1]), J, 422, "id", "validation"),

@@ -92,6 +92,22 @@ async def test_answers_are_the_transformers_pipeline_answers(two_way_dir, make_a
             np.testing.assert_allclose(answer["scores"], want["scores"], atol=2e-5)
 
 
+async def test_null_for_multi_label_or_cascade_is_the_default_on_both_routes(bert_dir, make_app):
+    """``"multi_label": null`` and ``"cascade": null`` were 422 (``Input should be a valid boolean``) while a null
+    ``hypothesis_template`` or ``scoring`` is taken as the default; clients that write unset fields as null broke."""
+    async with running_app(make_app(bert_dir)) as client:
+        plain = await _classify(client, labels=LABELS)
+        assert await _classify(client, labels=LABELS, multi_label=None, cascade=None) == plain
+        assert await _classify(client, labels=LABELS, multi_label=True) != plain
+        r = await client.post("/", json={"inputs": TEXT, "parameters": {
+            "candidate_labels": LABELS, "multi_label": None, "cascade": None, "hypothesis_template": None}})
+        plain_api = await client.post("/", json={"inputs": TEXT, "parameters": {"candidate_labels": LABELS}})
+        assert r.status_code == 200 and r.json() == plain_api.json(), r.text
+        for bad in ("true", 1):
+            refused = await client.post("/classify", json={"text": TEXT, "labels": LABELS, "multi_label": bad})
+            assert refused.status_code == 422 and refused.json()["field"] == "multi_label"
+
+
 async def test_one_label_is_scored_on_its_own_as_in_the_pipeline(bert_dir, make_app):
     async with running_app(make_app(bert_dir)) as client:
         r = await client.post("/", json={"inputs": TEXT, "parameters": {"candidate_labels": ["sport"]}})

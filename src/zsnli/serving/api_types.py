@@ -22,7 +22,7 @@ import difflib
 import re
 from typing import Annotated, Any, Iterable, Literal, Mapping, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 RequestId = Union[StrictStr, StrictInt, FiniteFloat, None]
@@ -232,14 +232,14 @@ class ClassifyRequest(BaseModel):
     multi_label: StrictBool = Field(
         False,
         description="Score each label independently (softmax over entailment vs contradiction); "
-        "the probabilities then need not sum to 1.",
+        "the probabilities then need not sum to 1. null: the default (false).",
     )
     cascade: StrictBool = Field(
         True,
         description="Where calibration.json has a label cascade (see /health: scoring.cascade), a request with "
         "that many labels or more has its labels ranked by the sentence encoder's cosine and only the top ones "
         "scored by the cross-encoder (the others get the lowest scored label's NLI score plus their own cosine "
-        "term). false scores every label with the cross-encoder.",
+        "term). false scores every label with the cross-encoder. null: the default (true).",
     )
     scoring: Scoring | None = Field(
         None, description="Single-label scoring: `served` (the scoring GET /health shows: for the "
@@ -249,6 +249,14 @@ class ClassifyRequest(BaseModel):
         "cross-encoder pair; several times faster, less accurate: see the API guide). Left out: the server's "
         "default (ZSNLI_SCORING, `served` unless set; GET /health: default_scoring). multi_label is the "
         "pipeline's rule whatever the scoring.")
+
+    @field_validator("multi_label", "cascade", mode="before")
+    @classmethod
+    def _null_is_the_default(cls, value: Any, info: ValidationInfo) -> Any:
+        """``null`` for ``multi_label`` or ``cascade`` means the default, as it does for ``hypothesis_template`` and
+        ``scoring`` (clients that write every optional field, unset ones as null); any other non-boolean is still
+        refused (strict)."""
+        return cls.model_fields[info.field_name].default if value is None else value
 
     @field_validator("labels")
     @classmethod
