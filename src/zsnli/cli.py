@@ -46,7 +46,8 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from . import __version__
-from .harness.cli import UsageParser, one_line, one_line_errors, positive_float, positive_int, url_problem
+from .harness.cli import (UsageParser, json_syntax, one_line, one_line_errors, positive_float, positive_int,
+                          url_problem)
 from .serving.api_types import SCORINGS
 from .serving.inference_api import split_labels
 
@@ -152,7 +153,7 @@ def parse_line(n: int, raw: bytes, defaults: dict[str, Any]) -> Any:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        return _BadLine(line_error(n, f"not valid JSON ({exc.msg} at column {exc.colno})", "invalid_json", 400))
+        return _BadLine(line_error(n, f"not valid JSON ({json_syntax(exc, column=False)})", "invalid_json", 400))
     if isinstance(doc, dict):
         given = set(doc) | ({"candidate_labels"} if "labels" in doc else set())
         doc = {**{k: v for k, v in defaults.items() if k not in given}, **doc}

@@ -220,7 +220,11 @@ def test_big_integers_stay_exact():
 
 @pytest.mark.parametrize("text,needle", [
     (b'{"id":NaN}', "NaN"), (b'{"id":1e400}', "out of range"), (b'{"a":', "invalid JSON"),
-    (b"  ", "empty body"), (b"{\"a\":\"\x80\x81\"}", "UTF-8"), (b"[" * 100_000 + b"]" * 100_000, "invalid JSON"),
+    (b"  ", "empty body"), (b"{\"a\":\"\x80\x81\"}", "UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000, "invalid JSON: arrays or objects nested too deep for this server"),
+    (b'{"text": "x', "invalid JSON: Unterminated string (line 1, column 10)"),
+    (b'{"text": "a\x00"}', "invalid JSON: Invalid control character (line 1, column 12)"),
+    (b'{"text": "x",}', "invalid JSON: Expecting property name enclosed in double quotes (line 1, column 14)"),
 ])
 def test_malformed_json_is_400(text, needle):
     err = refused(text, limit=10 ** 6)

@@ -205,7 +205,9 @@ def test_json_problem_names_only_an_empty_document():
     from zsnli.harness.cli import json_problem
 
     for text, says in (("", "empty file"), (" \n\t", "empty file"), ("{", "Expecting property name enclosed in "
-                                                                          "double quotes: line 1 column 2 (char 1)")):
+                                                                          "double quotes (line 1, column 2)"),
+                       ('{"a": "x', "Unterminated string (line 1, column 7)"),
+                       ('{"a": "\x00"}', "Invalid control character (line 1, column 8)")):
         with pytest.raises(json.JSONDecodeError) as raised:
             json.loads(text)
         assert json_problem(raised.value) == says

@@ -55,8 +55,7 @@ def load_report(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise GateInputError(f"cannot read {p}: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
-        reason = json_problem(exc) if json_problem(exc) == "empty file" else f"{exc.msg} at line {exc.lineno}"
-        raise GateInputError(f"{p}: not JSON ({reason})") from exc
+        raise GateInputError(f"{p}: not JSON ({json_problem(exc)})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
         raise GateInputError(f"{p}: not a bake-off report (no 'arms' list); write one with validate.py bakeoff --report")
     return data

@@ -107,6 +107,15 @@ def one_line(text: object) -> str:
     return _LINE_BREAK.sub(" ", str(text)).strip()
 
 
+def json_syntax(exc: Any, column: bool = True) -> str:
+    """A ``json.JSONDecodeError`` in words: its message then where, ``Unterminated string (line 1, column 10)``.
+    ``json``'s messages that end in ``at`` (``Unterminated string starting at``, ``Invalid control character at``)
+    expect the position right after them; written "... at at line 1" by a caller that adds its own, they are
+    trimmed here. ``column``: False for one line of a JSONL file (the caller names the line): ``(column 10)``."""
+    msg = re.sub(r"\s+(starting\s+)?at$", "", str(exc.msg))
+    return f"{msg} (line {exc.lineno}, column {exc.colno})" if column else f"{msg} (column {exc.colno})"
+
+
 def json_problem(exc: BaseException) -> str:
     """Why a JSON file could not be read, for a one-line error: ``empty file`` when the document is empty or blank
     (``json``'s own "Expecting value: line 1 column 1 (char 0)" says nothing of that), else the error's text
@@ -115,7 +124,7 @@ def json_problem(exc: BaseException) -> str:
     doc = getattr(exc, "doc", None)
     if isinstance(doc, (str, bytes)) and not doc.strip():
         return "empty file"
-    return one_line(exc)
+    return json_syntax(exc) if hasattr(exc, "msg") and hasattr(exc, "colno") else one_line(exc)
 
 
 def usage_error(prog: str, message: str) -> int:

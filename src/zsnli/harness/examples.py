@@ -1,8 +1,8 @@
 """The harness's one examples reader: load, check, write, resample for throughput, map labels to classes.
 
 Used by validation (self-check, bake-off) and bench (side-by-side, throughput
-gate). May import `zsnli.manifest` (file digests) and, for ``hub:btzsc`` only,
-the ``datasets`` package.
+gate). May import `zsnli.manifest` (file digests), `zsnli.harness.cli` (`json_syntax`) and, for ``hub:btzsc``
+only, the ``datasets`` package.
 
 The examples format is DESIGN.md's JSONL, one document a line::
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from zsnli.harness.cli import json_syntax
 from zsnli.manifest import sha256_file, sha256_json
 
 HUB_PREFIX = "hub:"
@@ -120,7 +121,7 @@ def parse_examples(lines: Iterable[str], source: str = "<examples>") -> list[Exa
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ExamplesError(f"{where}: not JSON ({exc.msg})") from exc
+            raise ExamplesError(f"{where}: not JSON ({json_syntax(exc, column=False)})") from exc
         example = _check_row(obj, where)
         key = repr(example.id)
         if key in seen:

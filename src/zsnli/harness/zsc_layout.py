@@ -14,7 +14,7 @@ Both the zsc-dev sets (``train.py select``: `zsnli.selection.devsets`) and the z
 link to nothing, or one without its other half. Every refusal is a `ZscLayoutError` (a ``ValueError``) of one line
 naming the file (and the line of a row); the readers wrap it in their own error type.
 
-May import the standard library only.
+May import the standard library and `zsnli.harness.cli` (`json_syntax`; itself standard library only).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .cli import json_syntax
 
 ROWS_SUFFIX, LABELS_SUFFIX = ".jsonl", ".labels.json"
 
@@ -90,7 +92,7 @@ def read_labels(path: str | Path) -> Labels:
     try:
         meta = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
-        raise ZscLayoutError(f"{path}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})") from None
+        raise ZscLayoutError(f"{path}: not JSON ({json_syntax(exc)})") from None
     if not isinstance(meta, dict):
         raise ZscLayoutError(f"{path}: must be a JSON object with classes and hypotheses, not {_type(meta)}")
     classes, hypotheses = _strings(meta, "classes", path), _strings(meta, "hypotheses", path)
@@ -118,7 +120,7 @@ def read_rows(path: str | Path, classes: tuple[str, ...] | list[str]) -> list[tu
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ZscLayoutError(f"{path}:{n}: not JSON ({exc.msg})") from None
+            raise ZscLayoutError(f"{path}:{n}: not JSON ({json_syntax(exc, column=False)})") from None
         if not isinstance(row, dict):
             raise ZscLayoutError(f"{path}:{n}: a row must be a JSON object, not {_type(row)}")
         idx = row.get("label_index")

@@ -50,6 +50,7 @@ import re
 import zlib
 from typing import Any, AsyncIterator, Iterable, Mapping
 
+from ..harness.cli import json_syntax
 from .text import clean_json_text
 
 #: The media types accepted besides any ``*/*+json``.
@@ -375,9 +376,11 @@ def parse_json(text: str, items_alone: bool = False) -> Any:
                            parse_int=_parse_int,
                            object_pairs_hook=_pairs_hook(flag))
     except json.JSONDecodeError as exc:
-        raise BodyError(400, "invalid_json", f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+        raise BodyError(400, "invalid_json", f"invalid JSON: {json_syntax(exc)}", "body") from None
+    except RecursionError:
+        raise BodyError(400, "invalid_json", "invalid JSON: arrays or objects nested too deep for this server",
                         "body") from None
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         why = " ".join(str(exc).split()) or type(exc).__name__
         raise BodyError(400, "invalid_json", f"invalid JSON: {why[:200]}", "body") from None
     if flag[0]:

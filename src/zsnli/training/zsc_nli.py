@@ -33,8 +33,8 @@ Files: ``<dir>/<name>.jsonl`` rows ``{"text", "label", "label_index"}`` and
 ``../shared/data/zsc-train``, documented in its README; read and checked by
 `zsnli.harness.zsc_layout`). These sets are for TRAINING only: never for choosing or reporting (that is ``zsc-dev``'s role).
 
-May import the standard library, `zsnli.harness.zsc_layout` (the one reader of the layout, zsc-dev's too) and
-`zsnli.training.nli_data` (Source, DataError).
+May import the standard library, `zsnli.harness.zsc_layout` (the one reader of the layout, zsc-dev's too),
+`zsnli.harness.cli` (`json_syntax`) and `zsnli.training.nli_data` (Source, DataError).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..harness.cli import json_syntax
 from ..harness.zsc_layout import ZscLayoutError, read_labels, read_rows, read_text, set_names
 from .nli_data import DataError, Source
 
@@ -232,7 +233,7 @@ def texts_of(paths: Sequence[str | Path]) -> set[str]:
                 try:
                     row = json.loads(line) if line.strip() else None
                 except json.JSONDecodeError as exc:
-                    raise DataError(f"{f}:{n}: not JSON ({exc.msg})") from None
+                    raise DataError(f"{f}:{n}: not JSON ({json_syntax(exc, column=False)})") from None
                 text = row.get("text") if isinstance(row, dict) else None
                 if isinstance(text, str):
                     out.add(normalise_text(text))
