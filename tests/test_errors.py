@@ -36,9 +36,21 @@ def test_given_errors_are_kept_and_status_override():
 def test_renamed_names_the_alias_everywhere():
     err = ApiError(ErrorType.VALIDATION, "labels[1]: label is empty", "labels[1]").renamed("labels", "candidate_labels")
     assert (err.field, err.message) == ("candidate_labels[1]", "candidate_labels[1]: label is empty")
-    assert err.body()["errors"][0]["field"] == "candidate_labels[1]"
+    assert err.body()["errors"][0] == {"field": "candidate_labels[1]", "error": "candidate_labels[1]: label is empty",
+                                       "type": "validation"}
     other = ApiError(ErrorType.LABEL_TOO_LONG, "hypothesis_template is long", "hypothesis_template")
     assert other.renamed("labels", "candidate_labels").field == "hypothesis_template"
+    listed = ApiError(ErrorType.VALIDATION, "texts[1]: 402 tokens", "texts[1]", errors=[
+        {"field": "texts[1]", "error": "texts[1]: 402 tokens", "type": "validation"},
+        {"field": "dimensions", "error": "texts: not this one", "type": "validation"}]).renamed("texts", "inputs")
+    assert [e["error"] for e in listed.body()["errors"]] == ["inputs[1]: 402 tokens", "texts: not this one"]
+
+
+def test_every_errors_entry_names_its_type():
+    """The bake-off's 422 entries were ``{"field", "error"}`` while every other route's carried ``type``."""
+    err = ApiError(ErrorType.VALIDATION, "x", "a", errors=[{"field": "a", "error": "x"},
+                                                           {"field": "b", "error": "y", "type": "missing"}])
+    assert [e["type"] for e in err.body()["errors"]] == ["validation", "missing"]
 
 
 def test_error_type_for_finds_each_pair_and_refuses_unknown():

@@ -96,7 +96,8 @@ class ApiError(Exception):
 
     message: one line for the client; field: the request field it is about
     (``labels[3]``, ``body``) or None; errors: for a 422, the per-problem
-    entries (default: one built from ``field`` and ``message``); status:
+    entries (default: one built from ``field`` and ``message``; an entry without ``type`` gets the error's
+    wire name, so every route's entries are ``{"field", "error", "type"}``); status:
     overrides the type's status (only for errors passed through from the
     framework, e.g. an HTTP error other than 404/405). The answer is bounded whatever the request held:
     ``message`` and ``field`` are `clipped`, ``errors`` is `bounded_entries`.
@@ -112,6 +113,8 @@ class ApiError(Exception):
         self.status = status or error_type.status
         if errors is None and self.status == 422:
             errors = [{"field": field or "body", "error": message, "type": error_type.wire}]
+        if errors is not None:  # one shape on every route: an entry that names no type has the error's own
+            errors = [entry if "type" in entry else {**entry, "type": error_type.wire} for entry in errors]
         self.errors = bounded_entries(errors) if errors is not None else None
 
     def body(self) -> dict[str, Any]:
@@ -127,7 +130,8 @@ class ApiError(Exception):
 
     def renamed(self, old: str, new: str) -> "ApiError":
         """Rename the field ``old`` (and ``old[i]``) to ``new`` in ``field``, a message that starts
-        with it and every ``errors`` entry (the HTTP layer names the alias the client sent)."""
+        with it and every ``errors`` entry, its ``field`` and an ``error`` text that starts with it (the HTTP layer
+        names the alias the client sent, in every place the answer names the field)."""
 
         def swap(text: str | None) -> str | None:
             return new + text[len(old):] if text and text.startswith(old) else text
@@ -135,8 +139,10 @@ class ApiError(Exception):
         if self.field and self.field.startswith(old):
             self.field, self.message = swap(self.field), swap(self.message)
         for item in self.errors or []:
-            if "field" in item:
+            if isinstance(item.get("field"), str) and item["field"].startswith(old):
                 item["field"] = swap(item["field"])
+                if isinstance(item.get("error"), str):
+                    item["error"] = swap(item["error"])
         return self
 
 

@@ -108,6 +108,23 @@ async def test_null_for_multi_label_or_cascade_is_the_default_on_both_routes(ber
             assert refused.status_code == 422 and refused.json()["field"] == "multi_label"
 
 
+async def test_every_place_of_an_error_names_the_field_the_client_sent(bert_dir, make_app):
+    """``candidate_labels`` with a blank label answered ``field`` ``candidate_labels[1]`` but ``errors[0].error``
+    ``labels[1]: ...`` (the internal name); each route's rename now reaches the entries' texts."""
+    async with running_app(make_app(bert_dir)) as client:
+        for label in (" ", "\u200b"):  # refused by the schema; by the service (empty after normalisation)
+            for route, body, field in (
+                    ("/classify", {"text": TEXT, "candidate_labels": ["sport", label]}, "candidate_labels[1]"),
+                    ("/", {"inputs": TEXT, "parameters": {"candidate_labels": ["sport", label]}},
+                     "parameters.candidate_labels[1]")):
+                r = await client.post(route, json=body)
+                answer = r.json()
+                assert r.status_code == 422 and answer["field"] == field, r.text
+                assert answer["errors"][0]["field"] == field, r.text
+                for text in (answer["error"], answer["errors"][0]["error"]):
+                    assert "labels[1]" not in text.replace(field, ""), r.text
+
+
 async def test_one_label_is_scored_on_its_own_as_in_the_pipeline(bert_dir, make_app):
     async with running_app(make_app(bert_dir)) as client:
         r = await client.post("/", json={"inputs": TEXT, "parameters": {"candidate_labels": ["sport"]}})

@@ -38,7 +38,7 @@ def inline_schema(model: type[BaseModel]) -> dict:
 #: (``tests/serving/test_docs_examples.py`` provokes every one but the 408, a stalled client, and compares;
 #: ``request_id`` is each answer's own).
 ERROR_EXAMPLES: dict[int, dict] = {
-    400: {"error": "invalid JSON: Expecting value at line 1 column 30", "field": "body", "error_type": "invalid_json",
+    400: {"error": "invalid JSON: Expecting value (line 1, column 30)", "field": "body", "error_type": "invalid_json",
           "request_id": "363e1701b5064ec0b9524b51a9f72fa8"},
     408: {"error": "request not received within ZSNLI_READ_TIMEOUT_S=10 s (headers and body must arrive within it)",
           "field": None, "error_type": "request_timeout", "request_id": "5b0e2f4c8a9d4e7f9a1c3b5d7e9f1a2b"},

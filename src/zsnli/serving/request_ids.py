@@ -5,7 +5,8 @@
 * the id is the request's ``X-Request-ID`` when it is 1 to `MAX_ID_CHARS` visible ASCII characters,
   else a new one (32 hex digits, uuid4), as text-embeddings-inference and vLLM do;
 * every answer carries it back in ``X-Request-ID``;
-* every JSON error answer (status >= 400 with an ``error_type``) gets ``"request_id"`` in its body;
+* every JSON error answer (status >= 400 with an ``error_type``) gets ``"request_id"`` in its body, and the
+  request's state holds it (`REQUEST_ID_STATE`) for an error answered inside a 200 (a ``/classify`` array's item);
 * with ``access_log`` on (`zsnli.serve` turns uvicorn's own access line off and this one on), one line
   per request on the ``zsnli.access`` logger: client, request line, status, milliseconds, ``request_id=``
   and, when the client sent a valid W3C ``traceparent`` (`valid_traceparent`: an all-zero id, version ``ff``,
@@ -43,6 +44,10 @@ _VALID_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_ID_CHARS}}}")
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?", re.S)
 
 access_logger = logging.getLogger("zsnli.access")
+
+#: Key of the request's state (``request.state.request_id``) that holds its id, for an answer that carries errors
+#: inside a 200 (the items of a ``/classify`` array: `zsnli.serving.routes_zsnli.array_entry`).
+REQUEST_ID_STATE = "request_id"
 
 #: Scope key where `zsnli.serving.http_protocol` puts the status it wrote itself for a request the app is serving.
 WIRE_STATUS = "zsnli.wire_status"
@@ -106,6 +111,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         rid = request_id(scope.get("headers", ()))
+        scope.setdefault("state", {})[REQUEST_ID_STATE] = rid  # request.state.request_id, for errors inside a 200
         t0 = time.perf_counter()
         state: dict[str, Any] = {"status": None, "start": None, "body": None}
 

@@ -21,6 +21,7 @@ from .openapi_docs import CLASSIFY_OPENAPI, ERROR_RESPONSES
 from ..errors import ApiError, ErrorType
 from .http_request import parse_classify_request, read_json_body, wait_disconnect
 from .request_timing import note_request
+from .request_ids import REQUEST_ID_STATE
 from .service import ZeroShotClassifier
 from .text import clean_text, html_attr, html_text
 
@@ -111,21 +112,25 @@ async def _classify_array(service: ZeroShotClassifier, request: Request, items: 
     for (i, _), result in zip(calls, results):
         answers[i] = result.renamed("labels", "candidate_labels") if isinstance(result, ApiError) and aliases[i] \
             else result
-    body = [array_entry(item, answer, labels.get(i)) for i, (item, answer) in enumerate(zip(items, answers))]
+    rid = getattr(request.state, REQUEST_ID_STATE, None)
+    body = [array_entry(item, answer, labels.get(i), rid) for i, (item, answer) in enumerate(zip(items, answers))]
     retry = any(isinstance(a, ApiError) and a.error_type.retry_after for a in answers)
     headers = {"Retry-After": str(settings.retry_after_s)} if retry else None
     return Response(http_body.render_json(body), media_type="application/json", headers=headers)
 
 
-def array_entry(item: Any, answer: list[float] | ApiError, labels: Sequence[str] | None = None) -> dict[str, Any]:
+def array_entry(item: Any, answer: list[float] | ApiError, labels: Sequence[str] | None = None,
+                request_id: str | None = None) -> dict[str, Any]:
     """One entry of an array answer: ``{"id", "labels", "probabilities"}`` (``labels``: the item's labels
-    as sent), or the error's body plus ``status`` (with the item's ``id`` when it sent one). ``item`` is
-    the request object as sent."""
+    as sent), or the error's body plus ``status`` (with the item's ``id`` when it sent one) and, when given, the
+    array request's ``request_id`` (as every error body carries it). ``item`` is the request object as sent."""
     rid = item.get("id") if isinstance(item, dict) else None
     rid = clean_text(rid) if isinstance(rid, str) else rid
     if not isinstance(answer, ApiError):
         return {"id": rid, "labels": [clean_text(lb) for lb in labels or ()], "probabilities": answer}
     entry = {**answer.body(), "status": answer.status}
+    if request_id is not None:
+        entry["request_id"] = request_id
     return {"id": rid, **entry} if isinstance(item, dict) and "id" in item else entry
 
 
