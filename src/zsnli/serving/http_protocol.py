@@ -3,13 +3,25 @@
 `protocol_class` builds a subclass of uvicorn's h11 protocol (``uvicorn.Config(http=...)``):
 
 * **Read deadline** (``read_timeout_s``): the request line, the headers and the
-  whole body must arrive within it, counted from the connection opening (or,
-  on a keep-alive connection, from the first byte of the next request). Past
-  it the server answers a JSON ``408`` ``request_timeout`` with
-  ``Connection: close`` when at least the request line had arrived, and
+  whole body must arrive within it. It runs whenever the server is reading a request the client has not
+  finished sending, and only then (`_reading_request`): from the connection opening for the first request;
+  from the first byte of the next one on a keep-alive connection; and for a pipelined request (bytes sent
+  before the previous answer went out, in the same read as the previous request or a later one) from the
+  moment the previous answer is complete, when the server turns to it. The time the server spends
+  answering is never the client's: a complete pipelined request behind a slow answer is served however
+  long that answer took. Past the deadline the server answers a JSON ``408`` ``request_timeout`` with
+  ``Connection: close`` when at least the request line had arrived (headers or body partial), and
   otherwise just closes (nothing was asked). A connection whose response was
   already sent (e.g. an early 413) but whose body keeps trickling is closed.
-  Idle keep-alive connections are uvicorn's ``timeout_keep_alive``.
+  Idle keep-alive connections (nothing of a next request received) are uvicorn's ``timeout_keep_alive``.
+  Source of the pipelining rule (uvicorn 0.55.0 ``H11Protocol`` over h11 0.16.0): once a request has fully
+  arrived, h11's ``next_event`` answers ``PAUSED`` while bytes of the next one sit in its receive buffer
+  (``Connection.trailing_data``) and uvicorn then pauses reading; only ``on_response_complete`` calls
+  ``start_next_cycle`` and parses them. So no read marks the start of such a request (its bytes came while
+  the previous one was DONE, with reading paused after them): the deadline is set from h11's state after
+  every read and after every answer (`_follow`), and h11's cycle restart (`_next_cycle`) ends the previous
+  request's deadline. A partial next request is kept unparsed in ``trailing_data``, so the connection is busy,
+  not idle (`_is_idle`), and the 408 closes it.
 * **Connection cap** (``max_connections``): an idle keep-alive connection (one that was answered and
   has sent nothing of its next request) does not hold a slot against a new client: when a connection
   opens, or a request arrives, with more than ``max_connections`` open, idle keep-alive connections
@@ -172,8 +184,6 @@ class DeadlineH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._deadline: asyncio.TimerHandle | None = None
-        self._line_seen = False  # the current request's first line has arrived
-        self._request_done = False  # the current request (headers and body) has fully arrived
         self._body_seen = 0  # body bytes of the current request h11 has handed over
         self._protocol_error: h11.RemoteProtocolError | None = None
         self._error_headers: list | None = None  # the headers of a request refused while parsing
@@ -182,12 +192,14 @@ class DeadlineH11Protocol(H11Protocol):
         self._idle_since = self.loop.time()
         self._closing_idle: asyncio.TimerHandle | None = None
         self.conn.next_event = self._next_event  # type: ignore[method-assign]
+        self._h11_next_cycle = self.conn.start_next_cycle
+        self.conn.start_next_cycle = self._next_cycle  # type: ignore[method-assign]
         self._over_cap = not self._shed_idle()  # checked again when its request arrives
         self._arm()
 
     def _is_idle(self) -> bool:
         """A keep-alive connection that was answered and has sent nothing of its next request."""
-        return (self._answered > 0 and self._request_done and not self.transport.is_closing()
+        return (self._answered > 0 and not self.transport.is_closing()
                 and self.conn.our_state is h11.IDLE and self.conn.their_state is h11.IDLE
                 and (self.cycle is None or self.cycle.response_complete) and not self.conn.trailing_data[0])
 
@@ -206,6 +218,8 @@ class DeadlineH11Protocol(H11Protocol):
     def _next_event(self):
         """h11's ``next_event``, keeping the parse error for the answer, counting the body's bytes, and
         checking each request's header limits, framing and the connection cap."""
+        if self.conn.their_state is h11.IDLE:  # reading a new request's head: no headers of it yet
+            self._error_headers = None
         try:
             event = h11.Connection.next_event(self.conn)
             if isinstance(event, h11.Request):
@@ -262,19 +276,42 @@ class DeadlineH11Protocol(H11Protocol):
             self._deadline.cancel()
             self._deadline = None
 
-    def data_received(self, data: bytes) -> None:
-        if self._request_done and self.conn.their_state is h11.IDLE:  # first bytes of the next request
-            self._request_done, self._line_seen, self._error_headers = False, False, None
+    def _next_cycle(self) -> None:
+        """h11's ``start_next_cycle`` (both sides DONE: the previous request arrived and was answered): its
+        deadline is over; `_follow` starts the next request's when bytes of it are already buffered."""
+        self._h11_next_cycle()
+        self._disarm()
+
+    def _reading_request(self) -> bool:
+        """The server is reading a request the client has not finished sending: a body still arriving, or at the
+        start of a cycle, the first request of the connection or buffered bytes of the next one (h11 keeps a
+        partial request line and headers unparsed in ``trailing_data``). False once the request has fully
+        arrived (h11 DONE), which covers a pipelined request's bytes buffered while the previous one is served."""
+        state = self.conn.their_state
+        if state is h11.SEND_BODY:
+            return True
+        return state is h11.IDLE and (self._answered == 0 or bool(self.conn.trailing_data[0]))
+
+    def _follow(self) -> None:
+        """After each read and each answer: run the read deadline while `_reading_request`, stop it otherwise.
+        A request being read is not an idle keep-alive connection, so uvicorn's keep-alive timer (armed at each
+        answer, even with the next request's head buffered) is stopped."""
+        if self.transport.is_closing():
+            return
+        if self._reading_request():
+            self._unset_keepalive_if_required()
             self._arm()
-        if not self._line_seen and b"\n" in data:
-            self._line_seen = True
+        else:
+            self._disarm()
+
+    def data_received(self, data: bytes) -> None:
         super().data_received(data)
         if self.conn.their_state is h11.SEND_BODY and self._declared_body() > self.max_body_bytes:
             self.logger.info("declared body over ZSNLI_MAX_BODY_BYTES: 413")
             self._abort(ApiError(ErrorType.PAYLOAD_TOO_LARGE, f"body: a chunk declares {self._declared_body()} "
                                  f"bytes in all; the limit is {self.max_body_bytes} (ZSNLI_MAX_BODY_BYTES)", "body"))
             return
-        self._check_done()
+        self._follow()
 
     def send_400_response(self, msg: str) -> None:
         """What h11 could not parse: the JSON error (`_protocol_error`'s status hint) and a close."""
@@ -285,16 +322,11 @@ class DeadlineH11Protocol(H11Protocol):
         reason = unechoed(str(exc))[:200] if exc is not None else msg
         self._abort(ApiError(kind, f"malformed HTTP request: {reason}"))
 
-    def _check_done(self) -> None:
-        if self.conn.their_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED):
-            self._request_done = True
-            self._disarm()
-
     def on_response_complete(self) -> None:
         self._answered += 1
         self._idle_since = self.loop.time()
-        super().on_response_complete()
-        self._check_done()
+        super().on_response_complete()  # starts the next cycle and parses what of it is buffered
+        self._follow()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -329,10 +361,11 @@ class DeadlineH11Protocol(H11Protocol):
 
     def _expired(self) -> None:
         self._deadline = None
-        if self._request_done or self.transport.is_closing():
+        if self.transport.is_closing() or not self._reading_request():
             return
         answered = self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE)  # a response was started
-        if self._line_seen and not answered:
+        line_seen = self.conn.their_state is not h11.IDLE or b"\n" in self.conn.trailing_data[0]
+        if line_seen and not answered:
             self.logger.info("request not received within %.3g s: 408", self.read_timeout_s)
             self._abort(ApiError(ErrorType.REQUEST_TIMEOUT, f"request not received within ZSNLI_READ_TIMEOUT_S="
                                  f"{self.read_timeout_s:g} s (headers and body must arrive within it)"))
