@@ -26,8 +26,8 @@ PARTIAL = {"headers": SECOND[:SECOND.index(b"X-Request-ID")],  # request line an
 
 class TinyApp:
     """ASGI app: ``/health`` and ``/echo`` answer at once (``{"path", "bytes"}``: the body's length, and the request's
-    ``X-Request-ID`` echoed); ``/hold``
-    sets ``started`` and answers once ``release`` is set; ``/slow`` answers after ``slow_s`` seconds."""
+    ``X-Request-ID`` echoed); ``/hold`` sets ``started`` and answers once ``release`` is set; ``/slow`` answers after
+    ``slow_s`` seconds."""
 
     def __init__(self, slow_s: float = 0.0) -> None:
         self.started, self.release, self.slow_s = threading.Event(), threading.Event(), slow_s
