@@ -70,6 +70,10 @@ def test_an_unknown_path_lists_the_routes(served):
             assert route in out["error"]
         status, _, raw = _raw(server.port, "GET", "/Health", {"Host": "test"})
         assert status == 404 and "did you mean GET /health?" in json.loads(raw)["error"]
+        for odd in ("//health", "/x/../health", "/./health", "//HEALTH"):  # doubled slashes, dot segments: a hint
+            status, headers, raw = _raw(server.port, "GET", odd, {"Host": "test"})
+            assert status == 404 and "location" not in headers, (odd, status)
+            assert f"no route GET {odd}; did you mean GET /health?" in json.loads(raw)["error"], odd
         # a bake-off id that is not stored keeps its own 404 message
         status, _, raw = _raw(server.port, "GET", "/v1/bakeoffs/bo_" + "0" * 32, {"Host": "test"})
         assert status == 404 and "Routes:" not in json.loads(raw)["error"]

@@ -17,6 +17,7 @@ May import: FastAPI/starlette, `zsnli.serving.auth`, `zsnli.config`, `zsnli.erro
 from __future__ import annotations
 
 import logging
+import posixpath
 from contextlib import asynccontextmanager
 from typing import Any, Callable
 
@@ -141,11 +142,14 @@ class LastResort:
 
 def not_found_message(app: FastAPI, method: str, path: str) -> str:
     """The message of a 404 for a path no route serves: the route it nearly is (the same path without its
-    trailing slash, or with other letter case) and every route of `route_index`. Only the request's method
-    and path are used (never ``Host`` or ``X-Forwarded-*``); a trailing slash is never redirected."""
+    trailing slash, with other letter case, or with doubled slashes and ``.``/``..`` segments resolved as
+    ``posixpath.normpath`` does: ``//classify``, ``/x/../classify``) and every route of `route_index`. Only the
+    request's method and path are used (never ``Host`` or ``X-Forwarded-*``); a path is never redirected."""
     routes = route_index(app)
     hint = ""
-    for candidate in dict.fromkeys([path.rstrip("/") or "/", path.lower(), path.rstrip("/").lower() or "/"]):
+    tidy = "/" + posixpath.normpath("/" + path).lstrip("/")
+    for candidate in dict.fromkeys([path.rstrip("/") or "/", path.lower(), path.rstrip("/").lower() or "/", tidy,
+                                    tidy.lower()]):
         methods = allowed_methods(app.routes, candidate) if candidate != path else []
         if methods:
             slash = " (without the trailing slash)" if path.rstrip("/") == candidate else ""
