@@ -10,13 +10,15 @@ before any work: `zsnli.harness.cli.UsageParser`'s ``error``), and the descripti
   without ``config.json``, or, where the command serves or scores the NLI model, no NLI cross-encoder (a sentence
   encoder, a head without an entailment label): `zsnli.training.usage.check_nli_model_dir` and
   `zsnli.training.usage.check_model_dir_arg`, ``train.py``'s rules and words, refused before any arm runs;
+* `check_device`: a ``--device`` this torch cannot use (``cuda`` without a GPU: `zsnli.runtime.devices.device_problem`,
+  the server's own check), refused before any server starts or model loads;
 * `check_repo_root`: a ``--repo-root`` given that is not a checkout (a folder holding ``serve.sh`` or ``server.py``), refused before
   any server starts (it was a ``ServerError`` traceback, or work started on a checkout that was not there);
 * `check_examples`: an examples file that cannot be read or holds no example, refused before any work (it ended
   the run with exit 1).
 
 May import `zsnli.config` (the dtype names), `zsnli.harness.examples`, `zsnli.harness.cli` (`plain_text`) and
-`zsnli.training.usage` (no torch).
+`zsnli.training.usage` (no torch at import; `check_device` imports it for any device but ``cpu``).
 """
 
 from __future__ import annotations
