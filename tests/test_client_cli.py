@@ -268,6 +268,40 @@ def test_cli_blank_lines_are_skipped_and_error_lines_keep_their_input_line(tmp_p
     assert [a.get("line") for a in out] == [None, 3, None, 6] and out[0]["labels"] == ["x", "y"]
 
 
+def test_ctrl_c_is_one_line_saying_what_was_written(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during ``--input`` was a 40-line KeyboardInterrupt traceback (exit 130) with part of the answers in
+    --output and nothing saying how many; now one line naming the count, exit 130, the written lines whole."""
+    import zsnli.cli as cli
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": f"doc {i}"}) + "\n" for i in range(7)))
+    calls = []
+
+    def backend_factory(url, timeout, batch_size):
+        def run(docs):
+            calls.append(len(docs))
+            if len(calls) == 3:
+                raise KeyboardInterrupt
+            return [{"id": d["id"], "labels": ["a", "b"], "probabilities": [0.5, 0.5]} for d in docs]
+        return run, type("C", (), {"close": lambda self: None})()
+
+    monkeypatch.setattr(cli, "http_backend", backend_factory)
+    out = tmp_path / "out.jsonl"
+    code = cli.main(["classify", "--input", str(src), "--output", str(out), "--labels", "a,b", "--batch-size", "2",
+                     "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 130 and err == (f"zsnli: interrupted (Ctrl-C): 4 answer(s) written to {out}, those of the first "
+                                   f"4 request(s) of {src} in order\n")
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [0, 1, 2, 3]
+
+    def interrupted(url, timeout, batch_size):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "http_backend", interrupted)
+    assert cli.main(["classify", "a text", "--labels", "a,b"]) == 130
+    assert capsys.readouterr().err == "zsnli: interrupted (Ctrl-C)\n"
+
+
 def test_cli_input_encodings(server, tmp_path, capsys):
     """A UTF-8 byte-order mark is skipped (the server skips it in a body); UTF-16 (with or without its mark)
     is one line naming it and exit 2, before anything is sent."""

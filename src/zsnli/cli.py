@@ -55,6 +55,8 @@ PROG = "zsnli"
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: ``ZSNLI_ALLOW_DOWNLOAD`` values that allow a hub download (as `zsnli.config` parses booleans).
 _TRUE = ("1", "true", "yes", "on")
+#: Exit code after Ctrl-C (128 + SIGINT, as the shell reports it; `validate.py` and ``zsnli-batch`` use it too).
+INTERRUPTED_EXIT = 130
 
 
 class CommandError(Exception):
@@ -330,7 +332,8 @@ def _run_file(backend: Backend, requests: Iterator[Any], path: str, output: str 
     """Send ``requests`` (`open_requests` of ``path``) through ``backend`` ``batch_size`` at a time, each answer
     written and flushed as its batch returns (memory: about one batch). The progress total is counted
     (`count_lines`) in a thread meanwhile, so counting a big file never delays the first answer.
-    Returns 1 when some line got an error."""
+    Returns 1 when some line got an error; 130 on Ctrl-C (SIGINT), after one line saying how many answers were
+    written (the first N requests of the input, in order: what a rerun on the rest needs to know)."""
     from .runtime.progress import Reporter
 
     try:
@@ -343,16 +346,22 @@ def _run_file(backend: Backend, requests: Iterator[Any], path: str, output: str 
         reporter = Reporter(None, "classify", "docs")
         counting = threading.Thread(target=lambda: reporter.set_total(count_lines(path)), daemon=True)
         counting.start()
-    failed = sent = 0
+    failed = sent = written = 0
     try:
         for chunk in _chunks(requests, batch_size):
             for answer in answer_chunk(backend, chunk):
                 failed += "probabilities" not in answer
                 out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+                written += 1
             out.flush()
             sent += len(chunk)
             if counting is not None:
                 reporter.advance(len(chunk))
+    except KeyboardInterrupt:
+        out.flush()
+        print(f"{PROG}: interrupted (Ctrl-C): {written} answer(s) written to {output or 'stdout'}, those of the "
+              f"first {written} request(s) of {path} in order", file=sys.stderr, flush=True)
+        return INTERRUPTED_EXIT
     finally:
         if output:
             out.close()
@@ -442,7 +451,8 @@ def serve(argv: Sequence[str]) -> int:
 @one_line_errors(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``zsnli`` console script; returns the exit code (0 ok, 1 some input lines
-    got errors, 2 a usage mistake or a failure, stated in one line; ``serve``: as ``serve.sh``)."""
+    got errors, 2 a usage mistake or a failure, stated in one line, 130 interrupted by Ctrl-C, one line saying what
+    was written; ``serve``: as ``serve.sh``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"]:
         return serve(argv[1:])
@@ -457,6 +467,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, ZsnliError) as exc:
         print(f"{PROG}: error: {one_line(exc)}{error_hint(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before any answer (a model loading, a text's one request): nothing was written
+        print(f"{PROG}: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+        return INTERRUPTED_EXIT
 
 
 def error_hint(exc: BaseException) -> str:
