@@ -267,8 +267,7 @@ def test_gate_each_condition_and_the_slice_that_loses_ground_while_averages_impr
     violations = compare_reports(better_but_one_slice_lost, base)
     assert [v.what for v in violations] == ["slice dataset=a"]
     assert (violations[0].baseline, violations[0].current) == (0.05, 0.12)
-    assert [v.what for v in compare_reports(_report(0.7, 0.1, {"dataset=a": 0.05}, sha="other"), base)] == \
-        ["examples", "slice label=a: x"]
+    assert [v.what for v in compare_reports(_report(0.7, 0.1, {"dataset=a": 0.05}, sha="other"), base)] == ["examples"]
     rp, bp = tmp_path / "r.json", tmp_path / "b.json"
     rp.write_text(json.dumps(better_but_one_slice_lost))
     bp.write_text(json.dumps(base))
@@ -281,6 +280,25 @@ def test_gate_each_condition_and_the_slice_that_loses_ground_while_averages_impr
     gone = capsys.readouterr()  # a user mistake: one line on stderr, named by its command, stdout left to results
     assert gone.out == "" and gone.err.count("\n") == 1
     assert gone.err.startswith("validate.py gate: error: cannot read ") and "missing.json" in gone.err
+
+
+@pytest.mark.parametrize("change, what", [
+    ({"examples": {"sha256": "other"}}, "examples"),
+    ({"protocol": {"settings": {"seed": 1}}}, "protocol"),
+    ({"options": {"min_support": 20}}, "min_support"),
+])
+def test_reports_that_are_not_comparable_give_one_line_and_no_arm_or_slice_checks(tmp_path, capsys, change, what):
+    base = _report(0.70, 0.10, {"dataset=a": 0.05, "label=a: x": 0.10})
+    base["options"] = {"min_support": 10}
+    base["arms"].append(dict(base["arms"][0], name="other"))
+    new = {**_report(0.10, 0.90, {}), "options": {"min_support": 10}, **change}  # every arm check would fail
+    assert [v.what for v in compare_reports(new, base)] == [what]
+    rp, bp = tmp_path / "r.json", tmp_path / "b.json"
+    rp.write_text(json.dumps(new))
+    bp.write_text(json.dumps(base))
+    assert main(["gate", str(rp), "--baseline", str(bp)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith("FAIL ") and out[0].endswith("not comparable")
 
 
 # ---- suite files and the whole run ----------------------------------------------------------------------------

@@ -127,7 +127,7 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
 
 def gate_main(argv: Sequence[str], console) -> int:
     """``validate.py gate``; prints every violation with both numbers; returns 0 pass / 1 fail / 2 bad input."""
-    from zsnli.compare.regression_gate import GateInputError, compare_reports, load_report
+    from zsnli.compare.regression_gate import NOT_COMPARABLE, GateInputError, compare_reports, load_report
 
     args = gate_parser().parse_args(argv)
     try:
@@ -138,6 +138,8 @@ def gate_main(argv: Sequence[str], console) -> int:
     arms = [a["name"] for a in baseline["arms"] if not a.get("error")]
     for v in violations:
         console.print(f"FAIL {v.message}", markup=False, soft_wrap=True)
+    if violations and violations[0].what in NOT_COMPARABLE:
+        return 1  # the reason is the whole answer: no count of checks that were never made
     if violations:
         console.print(f"gate: {len(violations)} violation(s) against {args.baseline}", markup=False, soft_wrap=True)
         return 1

@@ -10,8 +10,9 @@ the same name that ran, and:
    ``max_slice_drop``: (arm accuracy - slice accuracy) now, minus the same gap
    in the baseline.
 
-Reports over different examples (sha256) or protocol settings are not
-comparable: that is a violation too. Condition 3 is what catches a change
+Reports over different examples (sha256), protocol settings or slice
+minimum support are not comparable: that is a violation too, and the only
+one reported (the arm checks would compare different rows). Condition 3 is what catches a change
 that lifts the averages while one group of documents loses ground.
 
 Imports: the standard library and `zsnli.harness.cli` (standard library only: `json_problem`).
@@ -85,11 +86,17 @@ def _arm_checks(name: str, old: dict, new: dict, f1_drop: float, ece_rise: float
     return out
 
 
-def compare_reports(report: dict, baseline: dict, max_f1_drop: float = DEFAULT_MAX_F1_DROP,
-                    max_ece_rise: float = DEFAULT_MAX_ECE_RISE,
-                    max_slice_drop: float = DEFAULT_MAX_SLICE_DROP) -> list[Violation]:
-    """Every violation of the three conditions (module docstring) over the baseline's arms; [] means pass."""
-    out: list[Violation] = []
+NOT_COMPARABLE = ("examples", "protocol", "min_support")
+
+
+def not_comparable(report: dict, baseline: dict) -> list[Violation]:
+    """Why the two reports cannot be held to each other (what: one of `NOT_COMPARABLE`); [] when they can.
+
+    Different examples (sha256), protocol settings or slice minimum support
+    (``options.min_support``, which decides which declared slices a report
+    holds) make every arm and slice check meaningless.
+    """
+    out = []
     old_ex, new_ex = baseline.get("examples", {}).get("sha256"), report.get("examples", {}).get("sha256")
     if old_ex != new_ex:
         out.append(Violation("*", "examples", old_ex, new_ex, None,
@@ -97,7 +104,27 @@ def compare_reports(report: dict, baseline: dict, max_f1_drop: float = DEFAULT_M
     old_pr = (baseline.get("protocol") or {}).get("settings")
     new_pr = (report.get("protocol") or {}).get("settings")
     if old_pr != new_pr:
-        out.append(Violation("*", "protocol", old_pr, new_pr, None, f"protocol settings differ: {old_pr} -> {new_pr}"))
+        out.append(Violation("*", "protocol", old_pr, new_pr, None,
+                             f"protocol settings differ: {old_pr} -> {new_pr}: not comparable"))
+    old_ms = (baseline.get("options") or {}).get("min_support")
+    new_ms = (report.get("options") or {}).get("min_support")
+    if old_ms != new_ms:
+        out.append(Violation("*", "min_support", old_ms, new_ms, None,
+                             f"slice min_support differs ({old_ms} -> {new_ms}; validate.py bakeoff --min-support): "
+                             "not comparable"))
+    return out
+
+
+def compare_reports(report: dict, baseline: dict, max_f1_drop: float = DEFAULT_MAX_F1_DROP,
+                    max_ece_rise: float = DEFAULT_MAX_ECE_RISE,
+                    max_slice_drop: float = DEFAULT_MAX_SLICE_DROP) -> list[Violation]:
+    """Every violation of the three conditions (module docstring) over the baseline's arms; [] means pass.
+
+    Reports that are not comparable (`not_comparable`) give only those violations.
+    """
+    out = not_comparable(report, baseline)
+    if out:  # every arm check below would compare different rows or settings: one line per cause, no cascade
+        return out
     current = {a["name"]: a for a in report["arms"]}
     for old in baseline["arms"]:
         name = old["name"]
