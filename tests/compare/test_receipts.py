@@ -400,3 +400,23 @@ def test_a_receipt_sealed_before_not_run_existed_verifies_and_says_it_does_not_l
     key.write_text(signer.public_pem())
     assert main([str(path), "--public-key", str(key)]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("arms that did not run: not listed")
+
+
+def test_public_key_flag_takes_the_private_key_that_signed_and_a_file_that_is_no_key_is_one_line(signer, tmp_path,
+                                                                                                  capsys):
+    """The --receipt-key file is the only key a command-line user holds: its public half checks the receipt."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(signed_answer(signer)))
+    assert main([str(good), "--public-key", str(signer.path)]) == 0
+    assert capsys.readouterr().out.startswith("valid: receipt ")
+    other = Signer(tmp_path / "other.pem")
+    other.private_key()
+    assert main([str(good), "--public-key", str(other.path)]) == 1  # another private key: its half does not match
+    assert "key id mismatch" in capsys.readouterr().out
+    for name, content in (("garbage.pem", "-----BEGIN PUBLIC KEY-----\nnot base64\n-----END PUBLIC KEY-----\n"),
+                          ("text.pem", "hello\n"), ("empty.pem", "")):
+        (tmp_path / name).write_text(content)
+        assert main([str(good), "--public-key", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"verify-receipt: --public-key {tmp_path / name}: not ")
+        assert "Error" not in err and "--receipt-key" in err and "/v1/receipts/public-key" in err

@@ -81,9 +81,8 @@ COVERED = ("every field of the report (for a service answer: id, created_at, tas
 #: report holding any of them claims to come from the service, which always signs.
 SERVICE_FIELDS = ("id", "created_at", "task_description", "scorecard", "winner")
 
-#: ``verify-receipt`` exit codes (docs/bakeoff.md): valid (signed, checked against a public key; or unsigned,
-#: accepted by ``--allow-unsigned``), invalid (a problem, an unsigned receipt not accepted included), and
-#: unreadable input or a signed receipt with no public key to check it.
+#: ``verify-receipt`` exit codes (docs/bakeoff.md): valid (signed and checked, or unsigned and ``--allow-unsigned``),
+#: invalid (a problem, an unsigned receipt not accepted included), unreadable input or no public key for a signature.
 EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 _KEY_NEEDED = "the receipt is signed: a public key is needed"
 
@@ -296,7 +295,6 @@ def verify(report: Any, public_pem: bytes | None = None, *, allow_unsigned: bool
 def _signature_problems(receipt: dict[str, Any], data: bytes, public_pem: bytes) -> list[str]:
     serialization, ed25519 = _crypto()
     from cryptography.exceptions import InvalidSignature
-
     try:
         signature = base64.b64decode(receipt["signature"], validate=True)
     except ValueError:
@@ -390,6 +388,19 @@ def local_public_pem(env: Mapping[str, str] | None = None) -> bytes | None:
     return Signer(path).public_pem().encode() if path.is_file() else None
 
 
+def public_pem_of(path: Path, flag: str = "--public-key") -> bytes:
+    """The public PEM of the key file at ``path``: a public key, or an unencrypted private key's public half (a run's
+    ``--receipt-key``). Raises ``OSError`` (unreadable), `ReceiptError` (neither: one line naming ``flag``)."""
+    data, serialization = path.read_bytes(), _crypto()[0]
+    for load in (serialization.load_pem_public_key, lambda d: serialization.load_pem_private_key(d, None).public_key()):
+        try:
+            return load(data).public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        except (ValueError, TypeError, AttributeError):  # not that kind of PEM, an encrypted key, not a key at all
+            continue
+    raise ReceiptError(f"{flag} {path}: not an unencrypted PEM key; pass the signer's public key (GET "
+                       "/v1/receipts/public-key) or the --receipt-key file of the run")
+
+
 def _subject(report: dict[str, Any]) -> str:
     if "id" in report:
         return f"bake-off {report['id']}, winner {report.get('winner')}"
@@ -417,7 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("file", type=Path, help="a bake-off report: JSON of POST /v1/bakeoff, GET /v1/bakeoffs/ID, or "
                                            "validate.py bakeoff/compare --report")
     p.add_argument("--public-key", type=Path, default=None,
-                   help="PEM public key (GET /v1/receipts/public-key); default: the local ZSNLI_RECEIPT_KEY's")
+                   help="PEM public key (GET /v1/receipts/public-key) or the private key that signed (the run's "
+                        "--receipt-key file: its public half is used); default: the local ZSNLI_RECEIPT_KEY's")
     p.add_argument("--allow-unsigned", action="store_true",
                    help="accept an unsigned (sha256-only) receipt of a command-line report: it shows only that the "
                         "file is unchanged since someone computed its sha256 (never accepted for a service answer)")
@@ -425,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = load_report(args.file.read_text(encoding="utf-8"))
         receipt = _receipt_of(report)
-        pem = args.public_key.read_bytes() if args.public_key is not None else None
+        pem = public_pem_of(args.public_key) if args.public_key is not None else None
         if pem is None and receipt.get("signature") is not None:
             pem = local_public_pem()
         problems = verify(report, pem, allow_unsigned=args.allow_unsigned)
@@ -452,8 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UnicodeDecodeError as exc:  # (a ValueError)
         print(f"verify-receipt: {args.file}: not UTF-8 text ({one_line(exc)})", file=sys.stderr)
         return EXIT_UNREADABLE
-    except (ValueError, ReceiptError) as exc:
-        print(f"verify-receipt: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
+    except (ValueError, ReceiptError) as exc:  # a key file that is no key names its flag (`public_pem_of`)
+        print(f"verify-receipt: {one_line(exc)}", file=sys.stderr)
         return EXIT_UNREADABLE
     no_key = [line for line in problems if line.startswith(_KEY_NEEDED)]
     if problems and len(no_key) == len(problems):
