@@ -137,3 +137,21 @@ def test_the_guard_of_every_main_turns_what_reaches_it_into_one_line(capsys, err
     assert main([]) == code
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("prog: error: ") and "Error" not in err[0], err
+
+
+def test_ctrl_c_that_reaches_the_guard_is_one_line_and_130(capsys):
+    """Ctrl-C in ``train.py``, ``zsnli classify`` (before any answer), ``train.py select``... was a KeyboardInterrupt
+    traceback; the guard of every main makes it one line and the shell's 130, after every ``finally`` ran."""
+    from zsnli.harness.cli import INTERRUPTED_EXIT, one_line_errors
+
+    ran = []
+
+    @one_line_errors("prog")
+    def main(argv=None):
+        try:
+            raise KeyboardInterrupt
+        finally:
+            ran.append("cleanup")
+
+    assert main([]) == INTERRUPTED_EXIT == 130 and ran == ["cleanup"]
+    assert capsys.readouterr().err == "prog: interrupted (Ctrl-C)\n"

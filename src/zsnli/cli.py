@@ -46,8 +46,8 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from . import __version__
-from .harness.cli import (UsageParser, json_syntax, one_line, one_line_errors, positive_float, positive_int,
-                          url_problem)
+from .harness.cli import (INTERRUPTED_EXIT, UsageParser, json_syntax, one_line, one_line_errors, positive_float,
+                          positive_int, url_problem)
 from .serving.api_types import SCORINGS
 from .serving.inference_api import split_labels
 
@@ -55,8 +55,6 @@ PROG = "zsnli"
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: ``ZSNLI_ALLOW_DOWNLOAD`` values that allow a hub download (as `zsnli.config` parses booleans).
 _TRUE = ("1", "true", "yes", "on")
-#: Exit code after Ctrl-C (128 + SIGINT, as the shell reports it; `validate.py` and ``zsnli-batch`` use it too).
-INTERRUPTED_EXIT = 130
 
 
 class CommandError(Exception):
@@ -451,8 +449,8 @@ def serve(argv: Sequence[str]) -> int:
 @one_line_errors(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``zsnli`` console script; returns the exit code (0 ok, 1 some input lines
-    got errors, 2 a usage mistake or a failure, stated in one line, 130 interrupted by Ctrl-C, one line saying what
-    was written; ``serve``: as ``serve.sh``)."""
+    got errors, 2 a usage mistake or a failure, stated in one line, 130 interrupted by Ctrl-C, one line (with ``--input``,
+    saying what was written); ``serve``: as ``serve.sh``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"]:
         return serve(argv[1:])
@@ -467,9 +465,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, ZsnliError) as exc:
         print(f"{PROG}: error: {one_line(exc)}{error_hint(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # before any answer (a model loading, a text's one request): nothing was written
-        print(f"{PROG}: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
-        return INTERRUPTED_EXIT
 
 
 def error_hint(exc: BaseException) -> str:

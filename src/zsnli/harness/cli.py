@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 USAGE_EXIT = 2
+#: Exit code after Ctrl-C: 128 + SIGINT, as a shell reports a process the signal ended.
+INTERRUPTED_EXIT = 130
 
 
 def url_problem(url: str) -> str | None:
@@ -53,8 +55,10 @@ def one_line_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., i
     """Decorator of a command line's ``main(argv) -> exit code``: what reaches it of ``RecursionError`` (a JSON
     input nested deeper than Python's recursion limit), ``MemoryError`` and ``OSError`` (a file missing,
     unreadable, or a full disk) is printed as ``prog: error: ...`` (one line, no traceback) and returns 2
-    (an input or file problem; 1 for ``ENOSPC``/``EDQUOT``, a write that may succeed on a rerun). Errors the
-    command reports itself never get here; ``SystemExit`` and ``KeyboardInterrupt`` pass through.
+    (an input or file problem; 1 for ``ENOSPC``/``EDQUOT``, a write that may succeed on a rerun). A Ctrl-C
+    (``KeyboardInterrupt``) that reaches it is ``prog: interrupted (Ctrl-C)`` and `INTERRUPTED_EXIT` (130), not a
+    traceback (every ``finally`` below has run; a command that can say more, such as what it wrote, catches it
+    itself). Errors the command reports itself never get here; ``SystemExit`` passes through.
 
     While the command runs, `logging.raiseExceptions` is off (Python's logging documentation advises it in
     production): a log handler that fails (a closed stream, a full log disk, a third-party handler such as
@@ -74,6 +78,9 @@ def one_line_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., i
             except MemoryError:
                 print(f"{prog}: error: out of memory reading the input", file=sys.stderr, flush=True)
                 return 2
+            except KeyboardInterrupt:
+                print(f"{prog}: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+                return INTERRUPTED_EXIT
             except OSError as exc:
                 where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
                 print(f"{prog}: error: {where}{exc.strerror or one_line(exc)}", file=sys.stderr,
