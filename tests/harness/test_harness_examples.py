@@ -50,6 +50,42 @@ def test_a_missing_file_says_what_to_pass(tmp_path):
     assert "\n" not in message
 
 
+def test_a_utf8_bom_is_skipped_and_its_extra_fields_still_make_slices(tmp_path):
+    """As ``zsnli classify --input`` reads it: the mark is no part of the first row (nor of its metadata)."""
+    from zsnli.compare.slices import read_metadata
+
+    lines = [json.dumps(dict(r, source="mail")) for r in ROWS]
+    plain, marked = tmp_path / "plain.jsonl", tmp_path / "bom.jsonl"
+    plain.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    loaded = load_examples(marked)
+    assert loaded.examples == load_examples(plain).examples
+    assert read_metadata(marked, loaded.examples)[0] == {"source": "mail"}
+
+
+@pytest.mark.parametrize("encoding, bom", [("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff"),
+                                           ("utf-32-le", b"\xff\xfe\x00\x00"), ("utf-16-le", b"")])
+def test_utf16_and_utf32_are_named_with_the_iconv_fix_in_zsnli_classifys_words(tmp_path, encoding, bom):
+    from zsnli.cli import CommandError, check_encoding
+
+    path = tmp_path / "e.jsonl"
+    path.write_bytes(bom + (json.dumps(ROWS[0]) + "\n").encode(encoding))
+    with pytest.raises(ExamplesError) as info:
+        load_examples(path)
+    message = str(info.value)
+    assert "\n" not in message and "iconv -f UTF-" in message and "codec" not in message
+    with pytest.raises(CommandError) as classify:  # the same file given to zsnli classify --input
+        check_encoding(str(path), path.read_bytes()[:4096])
+    assert message == str(classify.value).replace("--input ", "", 1)
+
+
+def test_bytes_that_are_not_utf8_are_one_line_naming_the_file(tmp_path):
+    path = tmp_path / "latin.jsonl"
+    path.write_bytes(json.dumps(ROWS[0]).encode("utf-8").replace(b"text 0", b"caf\xe9"))  # Latin-1
+    with pytest.raises(ExamplesError, match=r"latin.jsonl: not UTF-8 \(byte 0xe9"):
+        load_examples(path)
+
+
 def test_first_existing_picks_the_first_file(tmp_path):
     (tmp_path / "b.jsonl").write_text("")
     assert first_existing("a.jsonl", "b.jsonl", base=tmp_path) == tmp_path / "b.jsonl"

@@ -85,7 +85,7 @@ def read_metadata(path: str | Path, examples: Sequence[Example]) -> list[dict[st
     p = Path(str(path))
     extra: dict[str, dict[str, str]] = {}
     if p.is_file() and p.suffix != ".gz":
-        for line in p.read_text(encoding="utf-8").split("\n"):  # not splitlines: U+2028 may sit inside a string
+        for line in p.read_text(encoding="utf-8-sig").split("\n"):  # not splitlines: U+2028 may sit inside a string
             if not line.strip():
                 continue
             obj = json.loads(line)

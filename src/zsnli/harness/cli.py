@@ -16,7 +16,7 @@ time, named in the one-line error); `positive_int`, `non_negative_int`, `positiv
 `non_negative_float`, `fraction`, `open_fraction`, `accuracy_target` and `port_number` are the
 common ones (`tests/test_command_lines.py` fails on a bare ``type=int``/``type=float``). `plain_text` is a bench
 command's description (its docstring's first paragraph without reST markup). `json_problem` says why a JSON file
-did not parse (an empty one named as such). `url_problem`
+did not parse (an empty one named as such); `encoding_problem`, why a JSONL file is not UTF-8 (UTF-16/32). `url_problem`
 is every ``--url`` flag's check (``validate.py``, ``zsnli classify``): a URL without its scheme is named. (Progress
 lines for long waits are `zsnli.runtime.progress`'s.)
 Imports nothing from zsnli (standard library only), so the server, the
@@ -112,6 +112,26 @@ def one_line(text: object) -> str:
     """``str(text)`` as one line of an error: each line break, with the blanks around it, becomes one space, and
     the ends are stripped; blanks inside a line are kept (a value ``'a  b'`` stays as given, not ``'a b'``)."""
     return _LINE_BREAK.sub(" ", str(text)).strip()
+
+
+#: A UTF-8 byte-order mark: a reader of UTF-8 text skips it. Marks of the encodings that are not UTF-8 (UTF-32
+#: first: its little-endian mark starts with UTF-16's) are named by `encoding_problem`.
+UTF8_BOM = b"\xef\xbb\xbf"
+_FOREIGN_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+                 (b"\xfe\xff", "UTF-16"))
+
+
+def encoding_problem(head: bytes) -> str | None:
+    """Why a JSONL file whose first bytes are ``head`` is not UTF-8, to follow its name (``f"{path} {problem}"``),
+    with the iconv command that converts it; None when it may be UTF-8 (a UTF-8 BOM is fine). A UTF-16/32
+    byte-order mark names that encoding; NUL bytes in the first line are UTF-16 without a mark."""
+    for bom, name in _FOREIGN_BOMS:
+        if head.startswith(bom):
+            return f"is {name} (its byte-order mark says so): JSONL is UTF-8; convert it, e.g. iconv -f {name} -t UTF-8"
+    if b"\x00" in head.split(b"\n", 1)[0]:
+        return ("holds NUL bytes in its first line (UTF-16 without a byte-order mark?): JSONL is UTF-8; convert it, "
+                "e.g. iconv -f UTF-16 -t UTF-8")
+    return None
 
 
 def json_syntax(exc: Any, column: bool = True) -> str:

@@ -1,14 +1,16 @@
 """The harness's one examples reader: load, check, write, resample for throughput, map labels to classes.
 
 Used by validation (self-check, bake-off) and bench (side-by-side, throughput
-gate). May import `zsnli.manifest` (file digests), `zsnli.harness.cli` (`json_syntax`) and, for ``hub:btzsc``
-only, the ``datasets`` package.
+gate). May import `zsnli.manifest` (file digests), `zsnli.harness.cli` (`json_syntax`, `encoding_problem`) and,
+for ``hub:btzsc`` only, the ``datasets`` package.
 
 The examples format is DESIGN.md's JSONL, one document a line::
 
     {"id": "...", "dataset": "agnews", "text": "...", "labels": ["...", ...], "label": 2}
 
-``label`` is the index of the gold label in ``labels``. ``hub:btzsc`` names the
+``label`` is the index of the gold label in ``labels``. The file is UTF-8 (a byte-order mark is skipped, as
+``zsnli classify --input`` skips it; UTF-16/32 is named with the iconv command that converts it, in
+``zsnli classify``'s words: `zsnli.harness.cli.encoding_problem`). ``hub:btzsc`` names the
 public BTZSC benchmark on the Hugging Face Hub instead of a file.
 """
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from zsnli.harness.cli import json_syntax
+from zsnli.harness.cli import encoding_problem, json_syntax
 from zsnli.manifest import sha256_file, sha256_json
 
 HUB_PREFIX = "hub:"
@@ -199,10 +201,17 @@ def load_examples(spec: str | Path, max_per_dataset: int | None = None, limit: i
         raise ExamplesError(f"examples file not found: {path}; {EXAMPLES_HINT}")
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
+        with opener(path, "rb") as raw:
+            problem = encoding_problem(raw.read(4096))
+        if problem:
+            raise ExamplesError(f"{path} {problem}")
+        with opener(path, "rt", encoding="utf-8-sig") as handle:  # a UTF-8 byte-order mark is skipped
             examples = parse_examples(handle, str(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ExamplesError(f"cannot read {path}: {exc}") from exc
+    except OSError as exc:
+        raise ExamplesError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ExamplesError(f"{path}: not UTF-8 (byte 0x{exc.object[exc.start]:02x} is no UTF-8 character): "
+                            "JSONL is UTF-8") from exc
     digest = sha256_file(path)
     if max_per_dataset is not None:
         kept: list[Example] = []
