@@ -372,6 +372,29 @@ def test_suite_file_mistakes_are_one_line_and_exit_2(tmp_path, examples_file, ca
     assert err.count("\n") == 1 and "--train-fraction" in err and "expected a number in (0, 1)" in err
 
 
+@pytest.mark.parametrize("change, needle", [
+    (lambda r: r["label"] if r["dataset"] != "shapes" else 0, "dataset 'shapes' needs at least 2 distinct gold labels, "
+                                                             "got 1 ('circle')"),
+    (None, "example id 's5' (dataset 'shapes'): 'text' must not be blank"),
+])
+def test_examples_the_service_refuses_are_refused_before_any_arm_runs(tmp_path, capsys, change, needle):
+    """As POST /v1/bakeoff answers 422: a dataset with one gold label, or a blank text, is one line, exit 2."""
+    rows = _rows()
+    for r in rows:
+        if change is not None:
+            r["label"] = change(r)
+        elif r["id"] == "s5":
+            r["text"] = " \t "
+    path = tmp_path / "examples.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    suite = tmp_path / "suite.toml"
+    suite.write_text("[[arms]]\nname = 'majority'\ntype = 'majority'\n", encoding="utf-8")
+    assert main(["bakeoff", "--suite", str(suite), "--examples", str(path), "--report", str(tmp_path / "r.json")]) == 2
+    refused = capsys.readouterr()
+    assert refused.out == "" and refused.err.count("\n") == 1 and needle in refused.err and str(path) in refused.err
+    assert not (tmp_path / "r.json").exists()
+
+
 def test_coverage_curve_and_constraint_pick():
     curve = coverage_curve([0.9, 0.8, 0.8, 0.3], [True, True, False, False], points=4)
     assert curve["coverage"] == [0.25, 0.75, 1.0] and curve["accuracy"] == [1.0, 2 / 3, 0.5]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from zsnli import __version__
 from zsnli.manifest import sha256_file
@@ -25,7 +25,7 @@ from zsnli.compare import budget
 from zsnli.compare.arms import ARMS, ArmError, build_arm
 from zsnli.compare.bakeoff_analysis import arm_entry, leaderboard, pick_within
 from zsnli.compare.bakeoff_runner import DEFAULT_WARMUPS, class_counts, run_arms
-from zsnli.harness.examples import load_examples
+from zsnli.harness.examples import Example, ExamplesError, load_examples
 from zsnli.compare.protocol import describe, make_plan
 from zsnli.compare.receipts import Signer, seal
 from zsnli.compare.render import board as render_board
@@ -105,11 +105,29 @@ def check_arm_labels(entries, examples) -> None:
             raise ValueError(f"arm {entry.name} ({entry.type}): {one_line(exc)}") from None
 
 
+def check_bakeoff_examples(examples: Sequence[Example], source: str) -> None:
+    """Refuse, as ``POST /v1/bakeoff`` does (`zsnli.compare.service.protocol`, 422), examples a bake-off cannot
+    score: a blank text (empty or only whitespace) and a dataset with fewer than 2 distinct gold labels
+    (every arm that answers its one label would score perfectly: nothing to tell apart). Raises
+    ``ExamplesError`` (one line naming ``source`` and the example id or the dataset)."""
+    gold: dict[str, set[str]] = {}
+    for e in examples:
+        if not e.text.strip():
+            raise ExamplesError(f"{source}: example id {e.id!r} (dataset {e.dataset!r}): 'text' must not be blank")
+        gold.setdefault(e.dataset, set()).add(e.labels[e.label])
+    for name, labels in gold.items():
+        if len(labels) < 2:
+            raise ExamplesError(f"{source}: dataset {name!r} needs at least 2 distinct gold labels, got "
+                                f"{len(labels)} ({', '.join(map(repr, sorted(labels)))}): a bake-off on it has "
+                                "nothing to tell apart")
+
+
 def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, Any]:
     """Run the suite and return the report: plain JSON (`json_ready`), sealed by its ``receipt``
     (`zsnli.compare.receipts.seal`, signed by ``opts.signer`` when given).
 
-    Raises ``ExamplesError`` (unreadable examples), ``ProtocolError`` (a
+    Raises ``ExamplesError`` (unreadable examples, or a blank text or a one-label dataset:
+    `check_bakeoff_examples`), ``ProtocolError`` (a
     dataset the protocol cannot split) or ``ValueError`` (no examples given,
     an unknown ``--only`` arm, an arm's parameters naming labels the examples do not have:
     `check_arm_labels`). A failing arm does not raise: its entry
@@ -118,6 +136,8 @@ def run_bakeoff(suite: Suite, opts: BakeoffOptions, console=None) -> dict[str, A
     examples_spec = _examples_path(suite, opts)
     example_set = load_examples(examples_spec, opts.max_per_dataset)
     examples = example_set.examples
+    kept = f" (--max-per-dataset {opts.max_per_dataset}: its first rows)" if opts.max_per_dataset else ""
+    check_bakeoff_examples(examples, example_set.source + kept)
     settings = {**suite.protocol, **{k: v for k, v in opts.protocol.items() if v is not None}}
     plan = make_plan(examples, **settings)
     min_support = opts.min_support if opts.min_support is not None else suite.analysis["min_support"]
