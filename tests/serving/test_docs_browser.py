@@ -1,11 +1,13 @@
-"""/docs and /redoc in a real browser, offline (issue 11, part 3).
+"""/docs, /redoc and the server's other pages in a real browser, offline (issue 11, part 3).
 
 Headless Chromium from the system packages (Debian ``chromium`` and
 ``chromium-driver``, which .ci/run installs) driven by Selenium. The browser's
 only route off the machine is a dead proxy (loopback is not proxied), so a
-page that still needed a CDN would stay blank; the test also checks, from the
-browser's DevTools network events, that the page asked for nothing elsewhere. The server is ``server.py``
-serving the tiny BERT fixture on 127.0.0.1.
+page that still needed a CDN would stay blank. Each page must also be clean
+(`_page_faults`): no request it even attempted off the machine (one its
+Content-Security-Policy blocked counts too), no console error (a 404, a
+blocked load, an exception), and the icon the browser asks for answers 200.
+The server is ``server.py`` serving the tiny BERT fixture on 127.0.0.1.
 
 Set ``ZSNLI_SCREENSHOT_DIR`` to keep the screenshots.
 """
@@ -42,11 +44,12 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server_url(bert_dir):
+def server_url(bert_dir, tmp_path_factory):
     """``python server.py`` on the tiny BERT fixture, on a free loopback port; SIGTERM at the end."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZSNLI_")}
     env.update(ZSNLI_MODEL_DIR=str(bert_dir), HOST="127.0.0.1", PORT=str(port), ZSNLI_LOG_LEVEL="warning",
+               ZSNLI_RUNS_DIR=str(tmp_path_factory.mktemp("runs")),  # the bake-off's store: not in the checkout
                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     proc = subprocess.Popen([sys.executable, str(ROOT / "server.py")], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -86,7 +89,7 @@ def browser():
                 # offline: everything but loopback (bypassed implicitly) goes to a port nothing listens on
                 "--proxy-server=http://127.0.0.1:9"):
         options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # DevTools network events
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})  # network, console
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
     try:
@@ -95,23 +98,39 @@ def browser():
         driver.quit()
 
 
-def _off_machine_requests(driver, base: str) -> list[str]:
-    """URLs the page (a document under ``base``) asked for elsewhere since the last call, from DevTools events.
+def _icon_status(driver) -> tuple[str, int | str]:
+    """The icon the page shows (its ``<link rel=icon>``, else the origin's ``/favicon.ico``) and its HTTP status.
 
-    Requests the browser blocked itself (e.g. by the page's Content-Security-Policy) never leave and are
-    not counted; the browser's own background traffic (no document under ``base``) is not the page's.
-    """
-    sent, blocked = {}, set()
+    Fetched by the page itself, so a missing icon is a 404 here and a console error, whether or not the
+    browser had asked for it yet (it does so after the load event, and remembers a failure per origin)."""
+    return tuple(driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const link = document.querySelector("link[rel~='icon']");
+        const url = link ? link.href : new URL("/favicon.ico", location.href).href;
+        fetch(url).then(r => done([url, r.status]), e => done([url, String(e)]));"""))
+
+
+def _page_faults(driver, base: str) -> list[str]:
+    """What the pages under ``base`` did wrong since the last call: each console error (level SEVERE: a failed
+    or CSP-blocked load, an uncaught exception) and each request they attempted off the machine, from the
+    DevTools network events, blocked ones included. The browser's own background traffic (no document
+    under ``base``) is not a page's."""
+    faults = [f"console: {e['message']}" for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     for entry in driver.get_log("performance"):
         message = json.loads(entry["message"])["message"]
         params = message.get("params", {})
         if message.get("method") == "Network.requestWillBeSent":
-            sent[params["requestId"]] = (params["request"]["url"], params.get("documentURL", ""))
-        elif message.get("method") == "Network.loadingFailed" and params.get("blockedReason"):
-            blocked.add(params["requestId"])
-    return [url for rid, (url, doc) in sent.items()
-            if doc.startswith(base + "/") and rid not in blocked
-            and not url.startswith((base + "/", "data:", "blob:"))]
+            url, doc = params["request"]["url"], params.get("documentURL", "")
+            if doc.startswith(base + "/") and not url.startswith((base + "/", "data:", "blob:")):
+                faults.append(f"off-machine request: {url}")
+    return faults
+
+
+def _assert_clean(driver, base: str) -> None:
+    """The page's icon answers 200 from ``base``; then no `_page_faults`."""
+    url, status = _icon_status(driver)
+    assert url.startswith(base + "/") and status == 200, f"the page's icon {url} answered {status}"
+    assert _page_faults(driver, base) == []
 
 
 def _screenshot(driver, name: str, tmp_path: Path) -> Path:
@@ -149,7 +168,7 @@ def test_swagger_ui_renders_classify_and_try_it_out_returns_200(browser, server_
     probabilities = json.loads(answer.text)["probabilities"]
     labels = request.get("candidate_labels") or request.get("labels")
     assert len(probabilities) == len(labels)
-    assert _off_machine_requests(browser, server_url) == []
+    _assert_clean(browser, server_url)
 
 
 def test_redoc_renders_classify(browser, server_url, tmp_path):
@@ -162,4 +181,15 @@ def test_redoc_renders_classify(browser, server_url, tmp_path):
     heading = browser.find_element(By.CSS_SELECTOR, ".api-content h1")
     _screenshot(browser, "redoc.png", tmp_path)
     assert heading.text.startswith("zsnli")
-    assert _off_machine_requests(browser, server_url) == []
+    _assert_clean(browser, server_url)
+    assert browser.find_element(By.CSS_SELECTOR, "a[href='https://redocly.com/redoc/'] img").get_attribute(
+        "src").startswith("data:")  # the footer's logo: inline, never cdn.redoc.ly
+
+
+@pytest.mark.parametrize("page", ["/", "/bakeoff", "/bakeoffs"])
+def test_other_pages_are_clean_offline(browser, server_url, page):
+    """The index and the bake-off's pages: no console error (GET / had a 404 for /favicon.ico), nothing
+    off the machine."""
+    browser.get(server_url + page)
+    assert browser.execute_script("return document.contentType") == "text/html"
+    _assert_clean(browser, server_url)

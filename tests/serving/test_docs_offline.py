@@ -9,7 +9,8 @@ import pytest
 from conftest import cached_loader, make_settings, running_app
 
 from zsnli.serving.app import create_app
-from zsnli.serving.docs_assets import ASSET_FILES, ASSET_PREFIX, asset_dir, install_offline_docs
+from zsnli.serving.docs_assets import (ASSET_FILES, ASSET_PREFIX, BLANK_IMAGE, REDOC_LOGO_URL, asset_dir,
+                                       install_offline_docs)
 
 pytestmark = pytest.mark.anyio
 
@@ -41,12 +42,29 @@ async def test_docs_pages_load_only_local_assets(bert_dir):
             resp = await client.get(f"{ASSET_PREFIX}/{name}")
             assert resp.status_code == 200, name
             assert resp.headers["content-type"].split(";")[0] == media_type
-            assert resp.content == (static / name).read_bytes()
+            if name != "redoc.standalone.js":
+                assert resp.content == (static / name).read_bytes()
+        icon = await client.get("/favicon.ico")  # what a browser asks for on a page naming no icon (GET /)
+        assert icon.status_code == 200 and icon.headers["content-type"] == "image/png"
+        assert icon.content == (static / "favicon.png").read_bytes()
         missing = await client.get(f"{ASSET_PREFIX}/../server.py")
         assert missing.status_code == 404
         assert (await client.get(f"{ASSET_PREFIX}/index.html")).status_code == 404
         schema = (await client.get("/openapi.json")).json()
-        assert not any(path.startswith(ASSET_PREFIX) or path in ("/docs", "/redoc") for path in schema["paths"])
+        assert not any(path.startswith(ASSET_PREFIX) or path in ("/docs", "/redoc", "/favicon.ico")
+                       for path in schema["paths"])
+
+
+async def test_redoc_bundle_names_nothing_off_the_machine_to_load(bert_dir):
+    """ReDoc 2.5 draws its footer's Redocly logo from cdn.redoc.ly unconditionally; the served bundle inlines a
+    blank image there instead, and is otherwise the package's file byte for byte."""
+    original = (asset_dir() / "redoc.standalone.js").read_bytes()
+    assert original.count(REDOC_LOGO_URL.encode()) == 1, "the bundled ReDoc changed: recheck its off-site loads"
+    app = create_app(make_settings(bert_dir), loader=cached_loader)
+    async with running_app(app) as client:
+        served = (await client.get(f"{ASSET_PREFIX}/redoc.standalone.js")).content
+    assert b"cdn.redoc.ly" not in served and served.count(BLANK_IMAGE.encode()) == 1
+    assert served.replace(BLANK_IMAGE.encode(), REDOC_LOGO_URL.encode()) == original
 
 
 async def test_docs_without_the_asset_package_say_what_to_install(bert_dir):
@@ -62,6 +80,7 @@ async def test_docs_without_the_asset_package_say_what_to_install(bert_dir):
             assert body["error_type"] == "docs_unavailable" and "\n" not in body["error"]
             assert "pip install fastapi-offline" in body["error"] and page in body["error"]
         assert (await client.get(f"{ASSET_PREFIX}/swagger-ui.css")).status_code == 404
+        assert (await client.get("/favicon.ico")).status_code == 404
         assert (await client.get("/openapi.json")).status_code == 200
 
 
