@@ -46,7 +46,7 @@ async def test_every_route_but_the_open_ones_needs_the_key(bert_dir, tmp_path, m
     routes = [(m, r.path) for r in app.routes if hasattr(r, "methods") for m in sorted(r.methods or ())]
     routes += [("GET", "/no/such/route"), ("POST", "/classify/")]
     paths = {p for _, p in routes}
-    assert {"/classify", "/metrics", "/info", "/v1/bakeoff", "/embed", "/", "/health"} <= paths, paths
+    assert {"/classify", "/metrics", "/info", "/v1/bakeoff", "/embed", "/", "/health", "/favicon.ico"} <= paths, paths
     with caplog.at_level(logging.DEBUG):
         async with running_app(app) as client:
             for method, path in routes:
@@ -111,6 +111,7 @@ def test_key_checks():
     assert bearer_token([(b"Authorization", b"BEARER  abc ")]) == b"abc"
     assert bearer_token([(b"authorization", b"Bearer")]) is None and bearer_token([]) is None
     assert "/health" in OPEN_PATHS and not is_open("/health/") and not is_open("/metrics")
+    assert is_open("/favicon.ico")  # a browser fetches it by itself, never with the key: it answered 401
 
 
 @pytest.mark.parametrize("raw", ["", "has space", "tab\there", "caf\u00e9"])

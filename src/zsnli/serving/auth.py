@@ -12,7 +12,8 @@ only the paths of `OPEN_PATHS` stay open:
 * ``/docs``, ``/redoc``, ``/openapi.json`` and the docs' own assets (`zsnli.serving.docs_assets.ASSET_PREFIX`):
   the API's description, the same for every deployment of this version and free of model, data or answers;
   a browser cannot attach a header to the page load, and Swagger UI's *Authorize* button then sends the key
-  with every *Try it out* call (which the key guards as any other call).
+  with every *Try it out* call (which the key guards as any other call). ``/favicon.ico`` too: the bundled icon a
+  browser fetches by itself for any page, never with the key.
 
 The key never reaches a log: the access line (`zsnli.serving.request_ids`) has no headers and writes a query's
 ``api_key=`` (``access_token``, ``key``, ``token``, ``pwd``, ...: `zsnli.serving.request_ids.secret_name`) as ``REDACTED``
@@ -37,7 +38,7 @@ from .docs_assets import ASSET_PREFIX
 from .request_ids import secret_name
 
 #: Paths answered without the key (see the module docstring for why each one).
-OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/favicon.ico"})
 
 
 def is_open(path: str) -> bool:
