@@ -27,14 +27,15 @@ def files(tmp_path):
 # (argv with {placeholders} of `files`, the command's name, what the line says) -- each was printed on STDOUT as
 # "error: ..." / "examples: ..." (bakeoff, gate, compare, the self-check), the exit status alone telling a script
 CASES = [
-    (["bakeoff", "--suite", "{none}"], "validate.py bakeoff", "cannot read suite file"),
+    (["bakeoff", "--suite", "{none}"], "validate.py bakeoff", "--suite {none}: no such file; give a suite file"),
     (["bakeoff", "--suite", "{suite}", "--examples", "{empty}", "--report", "{report}"], "validate.py bakeoff",
      "no examples"),
     (["bakeoff", "--suite", "{suite}", "--examples", SMOKE, "--only", "zz", "--report", "{report}"],
      "validate.py bakeoff", "--only names arm(s) not in the suite: zz"),
     (["bakeoff", "--suite", "{suite}", "--examples", SMOKE, "--receipt-key", "{key}", "--report", "{report}"],
-     "validate.py bakeoff", "receipt key"),
-    (["gate", "{none}", "--baseline", "{none}"], "validate.py gate", "cannot read"),
+     "validate.py bakeoff", "receipt key {key}: not a readable unencrypted PEM key (no unencrypted PEM private key in "
+                            "it)"),
+    (["gate", "{none}", "--baseline", "{none}"], "validate.py gate", "REPORT {none}: no such file"),
     (["compare", "--url", "http://127.0.0.1:9", "--examples", "{empty}"], "validate.py compare", "no examples"),
     (["compare", "--url", "http://127.0.0.1:9", "--examples", SMOKE, "--receipt-key", "{key}"],
      "validate.py compare", "receipt key"),
@@ -44,13 +45,59 @@ CASES = [
 
 @pytest.mark.parametrize("argv, prog, needle", CASES, ids=[f"{c[1]}: {c[2]}" for c in CASES])
 def test_every_refusal_after_parsing_is_one_line_on_stderr(files, capsys, argv, prog, needle):
-    argv = [a.format(**files) for a in argv]
+    argv, needle = [a.format(**files) for a in argv], needle.format(**files)
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == "", captured.out
     lines = captured.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: ") and needle in lines[0], captured.err
     assert not Path(files["report"]).exists()
+
+
+# every path flag of validate.py, given a directory where a file belongs, a file where a directory belongs, or a path
+# that is not there: each called what it is (bakeoff --examples DIR said "examples file not found", compare and the
+# self-check "no such file" for a directory and "no such directory" for a file)
+URL = ["--url", "http://127.0.0.1:9"]
+PATH_CASES = [
+    (["bakeoff", "--suite", "{dir}"], "validate.py bakeoff", "--suite {dir}: a directory, not a file"),
+    (["bakeoff", "--suite", "{suite}", "--examples", "{dir}"], "validate.py bakeoff",
+     "--examples {dir}: a directory, not a file; pass --examples PATH"),
+    (["bakeoff", "--suite", "{suite}", "--examples", "{none}"], "validate.py bakeoff",
+     "--examples {none}: no such file"),
+    (["bakeoff", "--suite", "{suite}", "--examples", SMOKE, "--root", "{suite}"], "validate.py bakeoff",
+     "--root {suite}: a file, not a directory"),
+    (["bakeoff", "--suite", "{suite}", "--examples", SMOKE, "--root", "{none}"], "validate.py bakeoff",
+     "--root {none}: no such directory"),
+    (["bakeoff", "--suite", "{suite}", "--examples", SMOKE, "--receipt-key", "{dir}"], "validate.py bakeoff",
+     "--receipt-key {dir}: a directory, not a file"),
+    (["gate", "{dir}", "--baseline", "{suite}"], "validate.py gate", "REPORT {dir}: a directory, not a file"),
+    (["gate", "{suite}", "--baseline", "{dir}"], "validate.py gate", "--baseline {dir}: a directory, not a file"),
+    (["compare", *URL, "--examples", "{dir}"], "validate.py compare", "--examples {dir}: a directory, not a file"),
+    (["compare", *URL, "--examples", SMOKE, "--root", "{suite}"], "validate.py compare",
+     "--root {suite}: a file, not a directory"),
+    (["compare", "--model-dir", "{suite}", "--examples", SMOKE], "validate.py compare",
+     "--model-dir {suite}: a file, not a directory"),
+    (["compare", *URL, "--baseline", "pipeline", "--pipeline-model", "{suite}", "--examples", SMOKE],
+     "validate.py compare", "--pipeline-model {suite}: a file, not a directory"),
+    ([*URL, "--examples", "{dir}"], "validate.py", "--examples {dir}: a directory, not a file"),
+    ([*URL, "--examples", SMOKE, "--root", "{suite}"], "validate.py", "--root {suite}: a file, not a directory"),
+]
+
+
+@pytest.mark.parametrize("argv, prog, needle", PATH_CASES, ids=[c[2].split(" {")[0] + " " + c[2].split(": ")[-1]
+                                                                for c in PATH_CASES])
+def test_every_path_flag_calls_a_file_a_file_a_directory_a_directory_and_a_missing_path_missing(
+        files, tmp_path, capsys, argv, prog, needle):
+    files = {**files, "dir": str(tmp_path)}
+    argv, needle = [a.format(**files) for a in argv], needle.format(**files)
+    try:
+        code = main(argv + ["--report", files["report"]] if argv[0] in ("bakeoff", "compare") else argv)
+    except SystemExit as exc:  # refused by the parser's own check (parser.error)
+        code = exc.code
+    assert code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert captured.out == "" and len(lines) == 1 and lines[0].startswith(f"{prog}: error: {needle}"), captured.err
 
 
 @pytest.mark.parametrize("word, hint", [("bakeof", "did you mean 'bakeoff'? "),

@@ -153,13 +153,13 @@ def test_compare_writes_no_report_when_no_arm_ran(tiny_project, tmp_path, capsys
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--model-dir", "{tmp}/no-such-model"], "--model-dir: no such directory"),
+    (["--model-dir", "{tmp}/no-such-model"], "/no-such-model: no such directory"),
     (["--url", "localhost:8000"], "--url: 'localhost:8000' lacks a scheme: write http://localhost:8000"),
-    (["--baseline", "pipeline", "--pipeline-model", "{tmp}/nope"], "--pipeline-model: no such directory"),
+    (["--baseline", "pipeline", "--pipeline-model", "{tmp}/nope"], "/nope: no such directory"),
     (["--url", "a=http://127.0.0.1:1", "--url", "a=http://127.0.0.1:2"], "two arms are named a"),
     (["--url", "http://127.0.0.1:1", "--target-accuracy", "1.5"], "--target-accuracy"),
     (["--url", "http://127.0.0.1:1", "--concurrency", "0"], "--concurrency"),
-    (["--url", "http://127.0.0.1:1", "--examples", "{tmp}/missing.jsonl"], "--examples: no such file"),
+    (["--url", "http://127.0.0.1:1", "--examples", "{tmp}/missing.jsonl"], "/missing.jsonl: no such file"),
     # --serve-cmd '' / '   ' was IndexError ("failed: IndexError" for a --model-dir arm), '"x' a shlex traceback
     (["--model-dir", "{tmp}", "--serve-cmd", ""], "--serve-cmd: '' is empty: give the command that starts a server"),
     (["--model-dir", "{tmp}", "--serve-cmd", "   "], "--serve-cmd: '   ' is empty"),

@@ -315,8 +315,8 @@ def test_validate_py_imports_the_checkout_without_install(tmp_path):
 
 @pytest.mark.parametrize("args, needle", [
     (["--url", "127.0.0.1:8000"], "--url: '127.0.0.1:8000' lacks a scheme: write http://127.0.0.1:8000"),
-    (["--examples", "{tmp}/missing.jsonl"], "--examples: no such file"),
-    (["--root", "{tmp}/nowhere"], "--root: no such directory"),
+    (["--examples", "{tmp}/missing.jsonl"], "/missing.jsonl: no such file"),
+    (["--root", "{tmp}/nowhere"], "/nowhere: no such directory"),
     (["--max-seconds", "-1"], "--max-seconds: expected a number in [0, 604800], got -1"),
     (["--warmups", "x"], "--warmups: expected an integer >= 0"),
     (["--serve-cmd", ""], "--serve-cmd: '' is empty: give the command that starts a server"),  # was IndexError

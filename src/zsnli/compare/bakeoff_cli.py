@@ -7,7 +7,8 @@ or ``validate.py gate: error: ...`` (`zsnli.harness.cli.usage_error`); stdout ho
 ``validate.py compare`` (`zsnli.compare.cli.compare_main`) prints and writes its report the same way
 (`zsnli.compare.render`, `zsnli.compare.receipts`).
 
-Imports: `suite_bakeoff`, `render`, `receipts`, `regression_gate`, `suite`, `protocol`.
+Imports: `suite_bakeoff`, `render`, `receipts`, `regression_gate`, `suite`, `protocol`, `zsnli.training.usage`
+(the path checks).
 """
 
 from __future__ import annotations
@@ -87,6 +88,27 @@ def check_writable(path: Path, flag: str) -> None:
         raise ValueError(f"{flag} {problem}")
 
 
+def path_problem(args) -> str | None:
+    """The one-line refusal of ``validate.py bakeoff``'s first path flag that names no usable path, or None:
+    ``--suite`` and ``--examples`` (unless ``hub:``) must be files, ``--root`` a directory, ``--receipt-key`` not
+    a directory (a path not there yet gets a new key). A file is called a file, a directory a directory, a
+    missing path missing (`zsnli.training.usage`'s checks, the words of every zsnli command line)."""
+    from zsnli.harness.examples import EXAMPLES_HINT, HUB_PREFIX
+    from zsnli.training.usage import UsageError, check_file_arg, check_folder_arg
+
+    try:
+        check_file_arg(args.suite, "--suite", "give a suite file (TOML), e.g. suites/ci.toml")
+        check_folder_arg(args.root, "--root", "give the project root (it holds model/ and serve.sh)")
+        if args.examples is not None and not args.examples.startswith(HUB_PREFIX):
+            check_file_arg(args.examples, "--examples", EXAMPLES_HINT)
+    except UsageError as exc:
+        return str(exc)
+    if args.receipt_key is not None and args.receipt_key.is_dir():
+        return (f"--receipt-key {args.receipt_key}: a directory, not a file; give a key file (PEM), or a path not "
+                "there yet to create one")
+    return None
+
+
 def bakeoff_main(argv: Sequence[str], console) -> int:
     """``validate.py bakeoff``; returns the exit code."""
     from zsnli.compare.receipts import ReceiptError, signer_for
@@ -98,6 +120,9 @@ def bakeoff_main(argv: Sequence[str], console) -> int:
     from zsnli.compare.suite import SuiteError, load_suite
 
     args = bakeoff_parser().parse_args(argv)
+    problem = path_problem(args)
+    if problem:
+        return usage_error(BAKEOFF_PROG, problem)
     protocol = {"protocol": args.protocol, "train_fraction": args.train_fraction, "seed": args.seed,
                 "folds": args.folds, "min_class_for_split": args.min_class_for_split}
     try:
@@ -129,7 +154,14 @@ def gate_main(argv: Sequence[str], console) -> int:
     """``validate.py gate``; prints every violation with both numbers; returns 0 pass / 1 fail / 2 bad input."""
     from zsnli.compare.regression_gate import NOT_COMPARABLE, GateInputError, compare_reports, load_report
 
+    from zsnli.training.usage import UsageError, check_file_arg
+
     args = gate_parser().parse_args(argv)
+    try:
+        for path, flag in ((args.report, "REPORT"), (args.baseline, "--baseline")):
+            check_file_arg(path, flag, "give a bake-off JSON report (validate.py bakeoff --report)")
+    except UsageError as exc:
+        return usage_error(GATE_PROG, str(exc))
     try:
         report, baseline = load_report(args.report), load_report(args.baseline)
     except GateInputError as exc:

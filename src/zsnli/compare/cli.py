@@ -23,7 +23,7 @@ from zsnli.harness.cli import (
     UsageParser, accuracy_target, non_negative_int, one_line_errors, positive_float, positive_int,
     output_file, url_problem, usage_error,
 )
-from zsnli.harness.examples import DEFAULT_EXAMPLES, HUB_PREFIX, ExamplesError
+from zsnli.harness.examples import DEFAULT_EXAMPLES, EXAMPLES_HINT, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
 from zsnli.harness.server import DEFAULT_SERVE_CMD, serve_command, stops_servers
 from zsnli.compare.receipts import add_receipt_key_flag
@@ -31,6 +31,7 @@ from zsnli.compare.report import scrub_non_finite, write_report_json
 from zsnli.compare.selfcheck import DEFAULT_MAX_SECONDS, DEFAULT_STARTUP_TIMEOUT_S
 from zsnli.compare.slices import DEFAULT_MIN_SUPPORT as DEFAULT_MIN_SLICE_N
 from zsnli.compare.suite import DEFAULT_TARGET_ACCURACY, ArmEntry, Suite
+from zsnli.training.usage import UsageError, check_file_arg, check_folder_arg
 
 COMPARE_PROG = "validate.py compare"
 COMMANDS = {"compare": "the bake-off of servers, model directories and baselines given by flags",
@@ -40,6 +41,7 @@ COMMANDS = {"compare": "the bake-off of servers, model directories and baselines
 """``validate.py``'s commands (the first argument; none: the self-check) and what each does, for ``--help`` and
 the refusal of an unknown one (`unknown_command`)."""
 
+ROOT_HINT = "give the project root (it holds model/ and serve.sh)"
 EXAMPLES_HELP = (f"examples JSONL (DESIGN.md format) or 'hub:btzsc' (needs network); default {DEFAULT_EXAMPLES} "
                  "under --root (shipped in the repository)")
 
@@ -115,13 +117,15 @@ def _examples_path(args) -> str:
 
 
 def _check_common(parser: argparse.ArgumentParser, args) -> None:
-    """Usage checks shared by both commands (one line, exit 2, before anything slow)."""
-    if not args.root.is_dir():
-        parser.error(f"--root: no such directory {args.root}")
+    """Usage checks shared by both commands (one line, exit 2, before anything slow): a file is called a file,
+    a directory a directory, a missing path missing (`zsnli.training.usage`'s path checks)."""
     examples = _examples_path(args)
-    if not examples.startswith(HUB_PREFIX) and not Path(examples).is_file():
-        parser.error(f"--examples: no such file {examples}; pass --examples PATH (JSONL in DESIGN.md's examples "
-                     "format, e.g. dev/zeroshot_dev.jsonl) or --examples hub:btzsc (needs network)")
+    try:
+        check_folder_arg(args.root, "--root", ROOT_HINT)
+        if not examples.startswith(HUB_PREFIX):
+            check_file_arg(examples, "--examples", EXAMPLES_HINT)
+    except UsageError as exc:
+        parser.error(str(exc))
 
 
 def _check_url(parser: argparse.ArgumentParser, flag: str, url: str) -> None:
@@ -134,16 +138,18 @@ def _check_compare(parser: argparse.ArgumentParser, args) -> None:
     """Every bake-off argument, before any arm runs: URLs, model directories, the pipeline model, targets, names."""
     for u in args.url:
         _check_url(parser, "--url", _named(u, "url")[1])
-    for d in args.model_dir:
-        if not Path(_named(d, "model_dir")[1]).is_dir():
-            parser.error(f"--model-dir: no such directory {_named(d, 'model_dir')[1]}")
+    try:
+        for d in args.model_dir:
+            check_folder_arg(_named(d, "model_dir")[1], "--model-dir", "give a model directory written by train.py")
+        if "pipeline" in args.baseline:
+            check_folder_arg(args.pipeline_model, "--pipeline-model", "give the pipeline baseline's NLI model directory")
+    except UsageError as exc:
+        parser.error(str(exc))
     names = [_named(u, "url")[0] for u in args.url] + [_named(d, "model_dir")[0] for d in args.model_dir]
     names += list(dict.fromkeys(args.baseline))
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         parser.error(f"two arms are named {', '.join(dup)}; name them with NAME=TARGET")
-    if "pipeline" in args.baseline and not args.pipeline_model.is_dir():
-        parser.error(f"--pipeline-model: no such directory {args.pipeline_model} (the pipeline baseline's NLI model)")
 
 
 def selfcheck_main(argv: Sequence[str], console, progress: bool) -> int:

@@ -208,7 +208,8 @@ class Signer:
         try:
             key = serialization.load_pem_private_key(self.path.read_bytes(), password=None)
         except (OSError, ValueError, TypeError) as exc:
-            raise ReceiptError(f"receipt key {self.path}: not a readable unencrypted PEM key: {exc}") from exc
+            why = (exc.strerror or exc) if isinstance(exc, OSError) else "no unencrypted PEM private key in it"
+            raise ReceiptError(f"receipt key {self.path}: not a readable unencrypted PEM key ({why})") from exc
         if not isinstance(key, ed25519.Ed25519PrivateKey):
             raise ReceiptError(f"receipt key {self.path}: not an Ed25519 key")
         return key

@@ -198,7 +198,8 @@ def load_examples(spec: str | Path, max_per_dataset: int | None = None, limit: i
         return ExampleSet(examples, spec, digest, notes)
     path = Path(spec)
     if not path.is_file():
-        raise ExamplesError(f"examples file not found: {path}; {EXAMPLES_HINT}")
+        what = "a directory, not a file" if path.is_dir() else "no such file"
+        raise ExamplesError(f"examples {path}: {what}; {EXAMPLES_HINT}")
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as raw:
