@@ -104,3 +104,29 @@ def test_hub_btzsc_fails_clearly_offline(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "ExamplesError" in proc.stderr and "network" in proc.stderr
+
+
+def test_the_documented_examples_format_is_what_the_reader_reads_and_every_examples_flag_names_its_fields(
+        tmp_path, capsys):
+    """docs/bakeoff.md gives the format (the bake-off help said only "DESIGN.md format"): its example lines load,
+    they carry every field the reader needs, and each --examples help names those fields."""
+    import re
+    from pathlib import Path
+
+    from zsnli.compare.cli import main as validate_main
+    from zsnli.compare.slices import FORMAT_FIELDS
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "bakeoff.md").read_text(encoding="utf-8")
+    block = re.search(r"## The examples file.*?```json\n(.*?)```", doc, re.S)
+    assert block and doc.index("## The examples file") < doc.index("## Compare")
+    path = tmp_path / "doc.jsonl"
+    path.write_text(block.group(1), encoding="utf-8")
+    rows = [json.loads(line) for line in block.group(1).splitlines()]
+    assert len(load_examples(path).examples) == len(rows) >= 2 and all(set(FORMAT_FIELDS) <= set(r) for r in rows)
+    for argv in (["bakeoff", "--help"], ["compare", "--help"], ["--help"]):
+        with pytest.raises(SystemExit):
+            validate_main(argv)
+        text = " ".join(capsys.readouterr().out.split())
+        assert "id, dataset, text, labels (the candidate label names), label (the index of the gold one in labels)" \
+            in text, argv

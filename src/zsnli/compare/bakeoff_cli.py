@@ -24,6 +24,7 @@ from zsnli.harness.cli import (
     UsageParser, accuracy_target, non_negative_float, non_negative_int, number_type, open_fraction, positive_float,
     output_file, output_file_problem, positive_int, usage_error,
 )
+from zsnli.harness.examples import EXAMPLES_FORMAT
 from zsnli.compare.regression_gate import DEFAULT_MAX_ECE_RISE, DEFAULT_MAX_F1_DROP, DEFAULT_MAX_SLICE_DROP
 
 
@@ -38,7 +39,9 @@ def bakeoff_parser() -> argparse.ArgumentParser:
                             "declared and discovered slices; JSON + HTML report.")
     p.add_argument("--suite", type=Path, required=True, help="suite file (TOML), e.g. suites/ci.toml")
     p.add_argument("--root", type=Path, default=Path("."), help="project root (model/, serve.sh; default .)")
-    p.add_argument("--examples", default=None, help="examples JSONL (default: the suite's 'examples', under --root)")
+    p.add_argument("--examples", default=None,
+                   help=f"examples file ({EXAMPLES_FORMAT}; docs/bakeoff.md) or 'hub:btzsc'; default: the suite's "
+                        "'examples', under --root")
     p.add_argument("--max-per-dataset", type=positive_int, default=None, help="first N documents of each dataset only")
     p.add_argument("--protocol", choices=PROTOCOLS, default=None, help="per dataset: auto (default), split, kfold, loo")
     p.add_argument("--train-fraction", type=open_fraction, default=None, help="training share of a split (default 0.5)")

@@ -23,7 +23,7 @@ from zsnli.harness.cli import (
     UsageParser, accuracy_target, non_negative_int, one_line_errors, positive_float, positive_int,
     output_file, url_problem, usage_error,
 )
-from zsnli.harness.examples import DEFAULT_EXAMPLES, EXAMPLES_HINT, HUB_PREFIX, ExamplesError
+from zsnli.harness.examples import DEFAULT_EXAMPLES, EXAMPLES_FORMAT, EXAMPLES_HINT, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
 from zsnli.harness.server import DEFAULT_SERVE_CMD, serve_command, stops_servers
 from zsnli.compare.receipts import add_receipt_key_flag
@@ -42,7 +42,7 @@ COMMANDS = {"compare": "the bake-off of servers, model directories and baselines
 the refusal of an unknown one (`unknown_command`)."""
 
 ROOT_HINT = "give the project root (it holds model/ and serve.sh)"
-EXAMPLES_HELP = (f"examples JSONL (DESIGN.md format) or 'hub:btzsc' (needs network); default {DEFAULT_EXAMPLES} "
+EXAMPLES_HELP = (f"examples file ({EXAMPLES_FORMAT}) or 'hub:btzsc' (needs network); default {DEFAULT_EXAMPLES} "
                  "under --root (shipped in the repository)")
 
 

@@ -44,6 +44,9 @@ DEFAULT_EXAMPLES = "dev/smoke.jsonl"
 DEV_EXAMPLES = "dev/zeroshot_dev.jsonl"
 #: the public examples, for reporting only; a clone has no ../shared (docs/data.md)
 SHARED_PUBLIC_EXAMPLES = "../shared/data/zsc/public.jsonl"
+#: the examples format in a few words, for every ``--examples`` flag's help
+EXAMPLES_FORMAT = ("JSONL, one example a line: id, dataset, text, labels (the candidate label names), label "
+                   "(the index of the gold one in labels)")
 #: what a command that needs examples says when it has none
 EXAMPLES_HINT = ("pass --examples PATH (JSONL in DESIGN.md's examples format, e.g. dev/zeroshot_dev.jsonl) "
                  "or --examples hub:btzsc (needs network)")
