@@ -94,3 +94,20 @@ def test_identities_record_a_checkouts_model_dir_relative_and_the_committed_base
     report = json.loads((Path(__file__).resolve().parents[2] / "baselines" / "main.json").read_text())
     recorded = set(dirs(report))
     assert recorded and not [d for d in recorded if Path(d).is_absolute()], recorded
+
+
+@pytest.mark.parametrize("load", ["embedding baseline", "embedding few-shot arm"])
+def test_arms_that_load_the_sentence_encoder_draw_no_progress_bar(capfd, load):
+    """A bake-off log held transformers' "Loading weights: 100%|..." bar: the pipeline arm turned it off, the
+    arms loading the sentence encoder did not."""
+    from transformers.utils import logging as hf_logging
+
+    from zsnli.compare.arms import build_arm
+
+    hf_logging.enable_progress_bar()  # whatever an earlier test did: the arm itself must turn it off
+    if load == "embedding baseline":
+        EmbeddingBaseline()
+    else:
+        build_arm("embedding_logreg", "e", {}).setup()
+    captured = capfd.readouterr()
+    assert "Loading weights" not in captured.err + captured.out

@@ -56,6 +56,32 @@ def test_ties_are_judged_at_the_ranking_rules_four_decimals():
     assert tie_note(apart, board(apart)) is None
 
 
+def test_a_tie_of_three_names_them_as_an_english_list():
+    """The note read "served and served_about, embedding_similarity have the same macro-F1"."""
+    from zsnli.compare.render import and_list
+
+    three = service_answer({"served": (0.8, 0.1, 1.0), "served_about": (0.8, 0.2, 1.0),
+                            "embedding_similarity": (0.8, 0.3, 1.0), "majority": (0.3, 0.3, 0.1)}, 50)
+    assert tie_note(three, board(three)).startswith(
+        "Tie: served, served_about and embedding_similarity have the same macro-F1 (0.800)")
+    assert [and_list(n) for n in (["a"], ["a", "b"], ["a", "b", "c", "d"])] == ["a", "a and b", "a, b, c and d"]
+
+
+def test_an_arm_trained_offline_reads_the_same_in_the_terminal_the_html_and_the_docs_table():
+    """The served arm's fit column was "3600.0 (offline)" in the terminal and HTML, "trained offline" in
+    docs/bakeoff.md's table: it fitted nothing on these examples (`--max-fit-s` counts it as 0)."""
+    from zsnli.bench.doc_tables import ranking_table
+    from zsnli.compare.render import cell
+
+    report = _cli_report()
+    served = report["leaderboard"][0]
+    assert cell(served, "fit_s", ".1f") == "trained offline"
+    assert re.search(r"<td[^>]*>trained offline</td>", render_html(report))
+    docs_row = ranking_table({"leaderboard": [dict(served, calibrated_macro_f1=0.5, normalised=1.0,
+                                                   docs_per_s=1.0)]}).splitlines()[-1]
+    assert "| trained offline |" in docs_row and "3600" not in render_html(report)
+
+
 def test_reliability_diagrams_have_numbered_axes_one_per_scored_arm():
     answer = service_answer({"tfidf_logreg": (0.9, 0.1, 3.0), "majority": (0.5, 0.2, 0.1)}, 10)
     answer["scorecard"][1].update(status="failed", error="boom", macro_f1=None, accuracy=None, ece=None)
@@ -137,7 +163,7 @@ def test_few_shot_arms_at_chance_on_few_examples_are_explained():
     answer = service_answer({"served": (1.0, 0.01, 40.0), "majority": (0.0, 0.67, 0.02),
                              "tfidf_logreg": (0.0, 0.67, 0.8), "embedding_logreg": (0.6667, 0.6, 9.0)}, 3)
     note = note_of(answer)
-    assert note.startswith("majority, tfidf_logreg scored at or below chance (0.500 for 2 labels)")
+    assert note.startswith("majority and tfidf_logreg scored at or below chance (0.500 for 2 labels)")
     assert "each of the 3 examples is scored by a fit on the other 2 (leave-one-out)" in note
     assert "embedding_logreg" not in note
     page = report_html(answer)  # under the ranking table, before the diagrams; the result page embeds it

@@ -105,8 +105,8 @@ def cell(row: dict[str, Any], key: str, spec: str) -> str:
     """One table cell as plain text (the terminal's and, escaped, the HTML's)."""
     if key == "status":
         return f"failed: {row['error']}" if row.get("error") else "scored"
-    if key == "fit_s" and "offline" in row.get("fit_note", ""):
-        return fmt(row.get(key), spec) + " (offline)"
+    if key == "fit_s" and "offline" in row.get("fit_note", ""):  # nothing fitted on these examples (docs/bakeoff.md)
+        return "trained offline"
     if key == "fit_s" and "replayed from the fit cache" in row.get("fit_note", ""):
         return fmt(row.get(key), spec) + " (replayed: seconds as trained)"
     return fmt(row.get(key), spec)
@@ -122,6 +122,12 @@ def n_examples(report: dict[str, Any]) -> int | None:
 def n_datasets(report: dict[str, Any]) -> int:
     """Datasets behind the ranking: a suite report's, or 1 for a service answer (the user's examples)."""
     return len((report.get("examples") or {}).get("datasets") or ()) or 1
+
+
+def and_list(names: Sequence[Any]) -> str:
+    """Names as an English list: "a", "a and b", "a, b and c"."""
+    names = [str(n) for n in names]
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def tie_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | None:
@@ -140,7 +146,7 @@ def tie_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str | No
 
     by = "its lower ECE (calibration)" if differ("ece") else "its lower p50 latency" if differ("p50_ms") else "its name"
     n = n_examples(report)
-    note = (f"Tie: {first['arm']} and {', '.join(r['arm'] for r in top[1:])} have the same macro-F1 "
+    note = (f"Tie: {and_list(r['arm'] for r in top)} have the same macro-F1 "
             f"({fmt(first['macro_f1'])}) on these {n} examples; {first['arm']} is ranked first only by {by}.")
     return note + (" That is too few examples to tell them apart: add more examples." if n and n < SMALL_N else "")
 
@@ -165,7 +171,7 @@ def few_shot_note(report: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str
     if "id" not in report or not low or n > SERVICE_PROTOCOL["loo_max_n"]:
         return None
     per_label = (n - 1) / k
-    return (f"{', '.join(low)} scored at or below chance ({1 / k:.3f} for {k} labels) because the examples are "
+    return (f"{and_list(low)} scored at or below chance ({1 / k:.3f} for {k} labels) because the examples are "
             f"few, not because {'it guesses' if len(low) == 1 else 'they guess'} worse than chance: each of the "
             f"{n} examples is scored by a fit on the other {n - 1} (leave-one-out), in which its own label has lost "
             "that example: with labels about balanced, the majority of the others is then another label, and a "

@@ -24,7 +24,8 @@ schema (``calibration: Literal["platt", "raw"]``, ``C: float``), checked by `che
 an integer is a float, nothing else converts), and the value checks its ``__init__`` makes (``C > 0``) run when
 a suite is loaded (`zsnli.compare.suite.load_suite` builds every arm), so a bad value fails before anything runs.
 
-This module imports only the standard library and numpy (pydantic inside `check_params`).
+This module imports only the standard library and numpy (pydantic inside `check_params`, transformers inside
+`quiet_model_loading`).
 """
 
 from __future__ import annotations
@@ -200,6 +201,15 @@ def build_arm(type_name: str, name: str, params: dict[str, Any]) -> Arm:
     """Instantiate the arm ``type_name`` with display ``name`` and suite ``params`` (see `check_params`)."""
     cls = check_params(type_name, {"name": name, **params})
     return cls(name=name, **params)
+
+
+def quiet_model_loading() -> None:
+    """Turn off transformers' progress bars before an arm loads a model: the "Loading weights: 100%|..." bar it
+    draws on stderr (raw ``\\r`` frames in a bake-off log). Only the bars: transformers' warnings and errors, and
+    any exception of the load, still reach the user."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
 
 def shown_path(path: str | Path) -> str:

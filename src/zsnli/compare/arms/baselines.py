@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from zsnli.runtime.embedding import SentenceEncoder, default_embedding_dir, encoder_id
-from zsnli.compare.arms.base import shown_path
+from zsnli.compare.arms.base import quiet_model_loading, shown_path
 from zsnli.manifest import hash_model_dir, model_dir_digest
 
 DEFAULT_EMBEDDING_SCALE = 20.0
@@ -63,9 +63,8 @@ class PipelineBaseline:
             raise BaselineError(f"pipeline baseline: model directory not found: {self.model_dir}")
         try:
             from transformers import pipeline
-            from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()  # the "Loading weights" bar is noise in a bake-off log
+            quiet_model_loading()
             self._pipe = pipeline(
                 "zero-shot-classification", model=str(self.model_dir), tokenizer=str(self.model_dir), device="cpu"
             )
@@ -115,6 +114,7 @@ class EmbeddingBaseline:
         if not self.model_path.is_dir():
             raise BaselineError(f"embedding baseline: model directory not found: {self.model_path}")
         try:
+            quiet_model_loading()
             self._encoder = SentenceEncoder(self.model_path, device="cpu")
         except Exception as exc:  # transformers raises many types here
             raise BaselineError(f"embedding baseline: cannot load {self.model_path}: {type(exc).__name__}: {exc}") from exc

@@ -29,7 +29,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from zsnli.compare.arms.base import Arm, ArmError, normalise_rows, register, shown_path
+from zsnli.compare.arms.base import Arm, ArmError, normalise_rows, quiet_model_loading, register, shown_path
 
 
 class FittedClassifier(Arm):
@@ -148,6 +148,7 @@ class EmbeddingClassifier(FittedClassifier):
         if not path.is_dir():
             raise ArmError(f"{self.name}: embedding model directory not found: {path}")
         self._path = path
+        quiet_model_loading()
         self._encoder = SentenceEncoder(path)
 
     def use_encoder(self, encoder: Any) -> None:
