@@ -279,7 +279,7 @@ def test_gate_each_condition_and_the_slice_that_loses_ground_while_averages_impr
     assert main(["gate", str(tmp_path / "missing.json"), "--baseline", str(bp)]) == 2
     gone = capsys.readouterr()  # a user mistake: one line on stderr, named by its command, stdout left to results
     assert gone.out == "" and gone.err.count("\n") == 1
-    assert gone.err.startswith("validate.py gate: error: cannot read ") and "missing.json" in gone.err
+    assert gone.err.startswith("validate.py gate: error: REPORT ") and "missing.json: no such file" in gone.err
 
 
 @pytest.mark.parametrize("change, what", [

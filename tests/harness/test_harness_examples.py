@@ -118,7 +118,7 @@ def test_the_documented_examples_format_is_what_the_reader_reads_and_every_examp
 
     root = Path(__file__).resolve().parents[2]
     doc = (root / "docs" / "bakeoff.md").read_text(encoding="utf-8")
-    block = re.search(r"## The examples file.*?```json\n(.*?)```", doc, re.S)
+    block = re.search(r"## The examples file.*?```json\n(.*?)```", doc, re.DOTALL)
     assert block and doc.index("## The examples file") < doc.index("## Compare")
     path = tmp_path / "doc.jsonl"
     path.write_text(block.group(1), encoding="utf-8")
