@@ -116,9 +116,12 @@ def test_a_signal_stops_the_bench_and_its_server_in_one_line(tmp_path, bert_dir,
     assert not outlived, "the server outlived the bench"
 
 
-def test_sigterm_stops_the_server_of_a_bakeoffs_forked_served_arm(tmp_path, examples_file):
+def test_sigterm_stops_the_server_of_a_bakeoffs_forked_served_arm(tmp_path):
     """The served arm starts its server in the arm's forked child; the harness's SIGTERM reaches the child as
-    SIGTERM (no longer SIGKILL), whose unwinding stops that server."""
+    SIGTERM (no longer SIGKILL), whose unwinding stops that server. (The bench's documents without the blank
+    text, which a bake-off refuses as POST /v1/bakeoff does.)"""
+    examples_file = tmp_path / "ex.jsonl"
+    examples_file.write_text("".join(json.dumps(d) + "\n" for d in _DOCS if d["text"].strip()), encoding="utf-8")
     pid_file = tmp_path / "server.pid"
     never_healthy = f"bash -c 'echo $$ > {pid_file}; exec sleep 600'"
     (tmp_path / "model").mkdir()
