@@ -120,13 +120,13 @@ def test_sigterm_stops_the_server_of_a_bakeoffs_forked_served_arm(tmp_path):
     """The served arm starts its server in the arm's forked child; the harness's SIGTERM reaches the child as
     SIGTERM (no longer SIGKILL), whose unwinding stops that server. (The bench's documents without the blank
     text, which a bake-off refuses as POST /v1/bakeoff does.)"""
-    examples_file = tmp_path / "ex.jsonl"
-    examples_file.write_text("".join(json.dumps(d) + "\n" for d in _DOCS if d["text"].strip()), encoding="utf-8")
+    docs_file = tmp_path / "ex.jsonl"
+    docs_file.write_text("".join(json.dumps(d) + "\n" for d in _DOCS if d["text"].strip()), encoding="utf-8")
     pid_file = tmp_path / "server.pid"
     never_healthy = f"bash -c 'echo $$ > {pid_file}; exec sleep 600'"
     (tmp_path / "model").mkdir()
     suite = tmp_path / "suite.toml"
-    suite.write_text(f'name = "t"\nexamples = "{examples_file}"\n\n[[arms]]\nname = "zsnli"\ntype = "served"\n'
+    suite.write_text(f'name = "t"\nexamples = "{docs_file}"\n\n[[arms]]\nname = "zsnli"\ntype = "served"\n'
                      f'model_dir = "model"\nserve_cmd = {json.dumps(never_healthy)}\n')
     cmd = [sys.executable, str(REPO / "validate.py"), "bakeoff", "--suite", str(suite), "--root", str(tmp_path),
            "--report", str(tmp_path / "r.json")]
