@@ -244,7 +244,7 @@ def test_bad_examples_exit_2(project, capsys):
     refused = capsys.readouterr()  # one line on stderr (it was "examples: ..." on stdout), stdout left to results
     assert refused.err.startswith("validate.py: error: ") and refused.err.count("\n") == 1
     assert "bad.jsonl:1" in refused.err and "bad.jsonl" not in refused.out
-    with pytest.raises(ExamplesError, match="not found"):
+    with pytest.raises(ExamplesError, match="missing.jsonl: no such file"):
         load_examples(project / "missing.jsonl")
 
 
