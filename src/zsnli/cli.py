@@ -46,8 +46,8 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from . import __version__
-from .harness.cli import (INTERRUPTED_EXIT, UsageParser, json_syntax, one_line, one_line_errors, positive_float,
-                          positive_int, url_problem)
+from .harness.cli import (INTERRUPTED_EXIT, UTF8_BOM, UsageParser, encoding_problem, json_syntax, one_line,
+                          one_line_errors, positive_float, positive_int, url_problem)
 from .serving.api_types import SCORINGS
 from .serving.inference_api import split_labels
 
@@ -117,9 +117,6 @@ def _defaults(args) -> dict[str, Any]:
 
 
 #: Byte-order marks of encodings that are not UTF-8 (UTF-32 first: its little-endian mark starts with UTF-16's).
-_FOREIGN_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
-                 (b"\xfe\xff", "UTF-16"))
-_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def line_error(n: int, message: str, error_type: str, status: int) -> dict[str, Any]:
@@ -129,15 +126,12 @@ def line_error(n: int, message: str, error_type: str, status: int) -> dict[str, 
 
 
 def check_encoding(path: str, head: bytes) -> None:
-    """Raise `CommandError` when ``head`` (the file's first bytes) shows it is not UTF-8: a UTF-16/32
-    byte-order mark, or NUL bytes in the first line (UTF-16 without a mark). A UTF-8 BOM is fine."""
-    for bom, name in _FOREIGN_BOMS:
-        if head.startswith(bom):
-            raise CommandError(f"--input {path} is {name} (its byte-order mark says so): JSONL is UTF-8; convert it, "
-                               f"e.g. iconv -f {name} -t UTF-8")
-    if b"\x00" in head.split(b"\n", 1)[0]:
-        raise CommandError(f"--input {path} holds NUL bytes in its first line (UTF-16 without a byte-order mark?): "
-                           "JSONL is UTF-8; convert it, e.g. iconv -f UTF-16 -t UTF-8")
+    """Raise `CommandError` when ``head`` (the file's first bytes) shows it is not UTF-8
+    (`zsnli.harness.cli.encoding_problem`, the examples reader's words too: a UTF-16/32 byte-order mark, or NUL bytes
+    in the first line). A UTF-8 BOM is fine."""
+    problem = encoding_problem(head)
+    if problem:
+        raise CommandError(f"--input {path} {problem}")
 
 
 def parse_line(n: int, raw: bytes, defaults: dict[str, Any]) -> Any:
@@ -181,8 +175,8 @@ def read_requests(path: str, defaults: dict[str, Any]) -> Iterator[tuple[int, An
     with handle:
         head = handle.peek(4096)[:4096] if hasattr(handle, "peek") else b""
         check_encoding(path, head)
-        if head.startswith(_UTF8_BOM):
-            handle.read(len(_UTF8_BOM))
+        if head.startswith(UTF8_BOM):
+            handle.read(len(UTF8_BOM))
         try:
             for n, raw in enumerate(handle, 1):
                 raw = raw.rstrip(b"\n").rstrip(b"\r")
