@@ -233,7 +233,9 @@ def test_a_stopped_run_keeps_every_committed_batch_and_the_rerun_scores_only_the
         got, err, took = _stop_mid_run(cmd, env, out, how)
         committed = output.committed_ids(str(out), "id").to_pylist()
         assert got == code and took < 15, (got, took, err[-3000:])
-        assert "Traceback" not in err and "Error" not in err.replace("error", ""), err[-3000:]
+        ours = "\n".join(line for line in err.splitlines() if "(raylet)" not in line)  # Ray's own daemon's lines:
+        # under load its shutdown may log "Failed to send wait complete: RpcError ... Socket closed" (CI, 2026-12-07)
+        assert "Traceback" not in ours and "Error" not in ours.replace("error", ""), err[-3000:]
         stop_lines = [line for line in err.splitlines() if line.startswith("zsnli-batch: stopped by")]
         assert stop_lines == [f"zsnli-batch: stopped by {how}: {len(committed)} of {len(rows)} rows are committed "
                               f"in {out}; rerun the same command to score the rest"], err[-3000:]

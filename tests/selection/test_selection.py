@@ -590,10 +590,10 @@ def test_a_well_formed_zsc_dev_folder_and_kinds_file_reach_the_scoring(tmp_path,
         raise KeyboardInterrupt  # stop here: the checks passed
 
     monkeypatch.setattr(selection_cli, "fill_cache", scored)
-    with pytest.raises(KeyboardInterrupt):
-        selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
-                            "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "cal.json"),
-                            "--data-sources", str(tmp_path / "ds.json"), "--kinds", str(tmp_path / "kinds.json")])
+    code = selection_cli.main(["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--cache", str(tmp_path / "c"),
+                               "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "cal.json"),
+                               "--data-sources", str(tmp_path / "ds.json"), "--kinds", str(tmp_path / "kinds.json")])
+    assert code == 130  # the stand-in Ctrl-C, as the guard of every main answers it
     assert reached == [["dev/d", "zsc-dev/news", "zsc-dev/reviews"]]
 
 
