@@ -372,9 +372,13 @@ def check_max_rows_for(given: dict[str, int], names: Sequence[str]) -> None:
     sets read, ``names``: a misspelled name would leave its set at the default row count unnoticed."""
     unknown = sorted(set(given) - set(names))
     if unknown:
-        shown = ", ".join(sorted(names)[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
-        raise ValueError(f"--max-rows-for {unknown[0]}={given[unknown[0]]}: no set named {unknown[0]!r} was read "
-                         f"(sets: {shown})")
+        raise ValueError(f"--max-rows-for {unknown[0]}={given[unknown[0]]}: {_not_read(unknown[0], names)}")
+
+
+def _not_read(name: str, names: Sequence[str]) -> str:
+    """``no set named 'x' was read (sets: a, b, ...)``: the sets read, the first 12 named, for a flag's refusal."""
+    shown = ", ".join(sorted(names)[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+    return f"no set named {name!r} was read (sets: {shown})"
 
 
 PROG = "python -m zsnli.selection.score_cache"
@@ -435,8 +439,7 @@ def _check_only(only: Sequence[str], names: Sequence[str]) -> None:
     name never leaves the cache with fewer sets than asked for and exit 0."""
     unknown = [n for n in only if n not in names]
     if unknown:
-        shown = ", ".join(sorted(names)[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
-        raise ValueError(f"--only {unknown[0]}: no set named {unknown[0]!r} was read (sets: {shown})")
+        raise ValueError(f"--only {unknown[0]}: {_not_read(unknown[0], names)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
