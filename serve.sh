@@ -28,4 +28,5 @@ if [ -z "${PYTHON:-}" ]; then
         PYTHON=python3
     fi
 fi
-exec "$PYTHON" server.py "$@"
+# _ZSNLI_PROG: the command typed, which starts a usage error ("./serve.sh: error: ..."), not server.py
+_ZSNLI_PROG="$0" exec "$PYTHON" server.py "$@"

@@ -36,7 +36,9 @@ except ModuleNotFoundError as exc:  # one the list above does not name
     print(zsnli.missing_line("server.py", [exc.name.split(".")[0]]), file=sys.stderr)
     raise SystemExit(2) from None
 
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+if __name__ == "__main__":  # serve.sh names itself in _ZSNLI_PROG, so a usage error names the command typed
+    import os
+
+    raise SystemExit(main(sys.argv[1:], prog=os.environ.pop("_ZSNLI_PROG", None) or "server.py"))
 
 app = bare_app()  # uvicorn server:app: a refused setting is one line and exit 3, as for python server.py

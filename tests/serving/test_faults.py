@@ -485,6 +485,9 @@ def test_serve_sh_arguments_help_or_one_line_refusal(argv, code):
     else:
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "'--port'" in lines[0] and "PORT" in lines[0], proc.stderr
+        # it said "server.py: error: ... (see server.py --help)": the command typed is named
+        assert lines[0].startswith("serve.sh: error: ") or "/serve.sh: error: " in lines[0], lines[0]
+        assert "server.py" not in lines[0], lines[0]
 
 
 def test_serve_main_in_process_ignores_the_callers_argv(monkeypatch, capsys):
