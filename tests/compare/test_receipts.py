@@ -420,3 +420,16 @@ def test_public_key_flag_takes_the_private_key_that_signed_and_a_file_that_is_no
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"verify-receipt: --public-key {tmp_path / name}: not ")
         assert "Error" not in err and "--receipt-key" in err and "/v1/receipts/public-key" in err
+
+
+def test_an_unreadable_public_key_names_its_flag_not_only_a_path(signer, tmp_path, capsys):
+    """``--public-key DIR`` said ``verify-receipt: cannot read DIR: Is a directory``, which reads as the report's
+    fault; a key path that is missing or a directory names --public-key, one line, exit 2."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(signed_answer(signer)))
+    for key in (tmp_path, tmp_path / "missing.pem"):
+        assert main([str(good), "--public-key", str(key)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"verify-receipt: --public-key {key}: cannot read it ("), err
+    assert main([str(tmp_path / "missing.json"), "--public-key", str(signer.path)]) == 2  # the report's own fault
+    assert capsys.readouterr().err.startswith(f"verify-receipt: cannot read {tmp_path / 'missing.json'}: ")

@@ -391,8 +391,12 @@ def local_public_pem(env: Mapping[str, str] | None = None) -> bytes | None:
 
 def public_pem_of(path: Path, flag: str = "--public-key") -> bytes:
     """The public PEM of the key file at ``path``: a public key, or an unencrypted private key's public half (a run's
-    ``--receipt-key``). Raises ``OSError`` (unreadable), `ReceiptError` (neither: one line naming ``flag``)."""
-    data, serialization = path.read_bytes(), _crypto()[0]
+    ``--receipt-key``). Raises `ReceiptError`, one line naming ``flag``: unreadable (missing, a directory), or neither."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ReceiptError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+    serialization = _crypto()[0]
     for load in (serialization.load_pem_public_key, lambda d: serialization.load_pem_private_key(d, None).public_key()):
         try:
             return load(data).public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
