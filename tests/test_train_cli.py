@@ -81,6 +81,13 @@ def test_a_mistake_is_one_line_naming_the_flag_before_torch(args, flag, places, 
     assert proc.stdout.strip() == "no torch"
 
 
+def test_a_dev_examples_folder_is_called_a_folder_not_a_missing_file(places, tmp_path):
+    """``calibrate --dev-examples DIR`` said "no such file" for a folder that is there (`check_file_arg`'s words)."""
+    line = run_train_py(["calibrate", "--model-dir", places["shipped"], "--dev-examples", places["empty"]],
+                        cwd=tmp_path).stderr
+    assert line.count("\n") == 1 and f"--dev-examples {places['empty']}: a directory, not a file" in line, line
+
+
 def test_missing_data_says_what_is_needed_and_how_to_get_it(places, tmp_path):
     line = run_train_py(["--preset", "minilm-cpu", "--data-dir", places["none"]], cwd=tmp_path).stderr
     assert "JSONL" in line and "premise, hypothesis, label" in line

@@ -155,3 +155,24 @@ def test_an_examples_file_without_examples_is_a_usage_error(tmp_path, capsys, mo
     empty.write_text("")
     line = refused(capsys, lambda: _main(module)(["--examples", str(empty), *extra]))
     assert f"error: --examples: {empty}: no examples" in line, line
+
+
+@pytest.mark.parametrize("module, flag, extra", [("zsnli.bench.side_by_side_cli", "--examples", ["--calibration", "none"]),
+                                                 ("zsnli.bench.side_by_side_cli", "--calibration", ["--examples", SMOKE]),
+                                                 ("zsnli.bench.throughput_gate", "--examples", ["--tiny", "--dry-run"]),
+                                                 ("zsnli.bench.batch_invariance", "--examples", []),
+                                                 ("zsnli.bench.random_models", "--examples",
+                                                  ["--arch", "deberta-tiny"])])
+def test_a_file_flag_given_a_directory_calls_it_a_directory(tmp_path, capsys, module, flag, extra):
+    """``python -m zsnli.bench --examples DIR`` said "no such file DIR", which sends a user looking for a missing
+    file; each file flag calls a directory a directory and a missing path missing, in one line naming the flag."""
+    if module.endswith("random_models"):
+        extra = [*extra, "--out", str(tmp_path / "m")]
+    for path, reason in ((tmp_path, "a directory, not a file"), (tmp_path / "none.jsonl", "no such file")):
+        main = _main(module)
+        if module.endswith("random_models"):  # returns 2 and prints the line itself
+            assert main([flag, str(path), *extra]) == 2
+            line = capsys.readouterr().err.strip()
+        else:
+            line = refused(capsys, lambda path=path: main([flag, str(path), *extra]))
+        assert line.count("\n") == 0 and f"{flag}" in line and f"{path}: {reason}" in line, line

@@ -192,7 +192,7 @@ def test_the_shipped_arm_follows_the_servers_calibration_lookup(tmp_path, bert_d
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (["--calibration", "missing.json"], "--calibration: no such file missing.json"),
+    (["--calibration", "missing.json"], "--calibration missing.json: no such file"),
     (["--calibration", "{bad}"], "--calibration: calibration file"),
     (["--embedding-dir", "no-such-dir"], "--embedding-dir no-such-dir: no such directory"),
     (["--variant", "shipped:ZSNLI_DTYPE=bfloat16"], "NAME 'shipped' is a built-in arm's name"),

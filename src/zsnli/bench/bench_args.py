@@ -10,6 +10,8 @@ before any work: `zsnli.harness.cli.UsageParser`'s ``error``), and the descripti
   without ``config.json``, or, where the command serves or scores the NLI model, no NLI cross-encoder (a sentence
   encoder, a head without an entailment label): `zsnli.training.usage.check_nli_model_dir` and
   `zsnli.training.usage.check_model_dir_arg`, ``train.py``'s rules and words, refused before any arm runs;
+* `check_file`: a file flag (``--examples``, ``--calibration``) given a missing path or a directory, each called so
+  (a directory was "no such file");
 * `check_device`: a ``--device`` this torch cannot use (``cuda`` without a GPU: `zsnli.runtime.devices.device_problem`,
   the server's own check), refused before any server starts or model loads;
 * `check_repo_root`: a ``--repo-root`` given that is not a checkout (a folder holding ``serve.sh`` or ``server.py``), refused before
@@ -30,7 +32,8 @@ from pathlib import Path
 from ..config import DTYPES
 from ..harness.cli import plain_text
 from ..harness.examples import HUB_PREFIX, ExamplesError, load_examples
-from ..training.usage import UsageError, check_device_arg, check_folder_arg, check_model_dir_arg, check_nli_model_dir
+from ..training.usage import (UsageError, check_device_arg, check_file_arg, check_folder_arg, check_model_dir_arg,
+                              check_nli_model_dir)
 
 _DEVICE = re.compile(r"(cpu|mps|cuda(:\d+)?)")
 CANONICAL_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -84,6 +87,16 @@ def check_model_dir(ap: argparse.ArgumentParser, model_dir: str | Path, flag: st
     comes from)."""
     try:
         (check_nli_model_dir if nli else check_model_dir_arg)(model_dir, flag, hint)
+    except UsageError as exc:
+        ap.error(str(exc))
+
+
+def check_file(ap: argparse.ArgumentParser, file: str | Path, flag: str, hint: str) -> None:
+    """``ap.error`` (one line naming ``flag`` and the value as given, ending with ``hint``) unless ``file`` is a file:
+    a directory there is called a directory, a missing path no such file, an empty value empty
+    (`zsnli.training.usage.check_file_arg`, ``train.py``'s words)."""
+    try:
+        check_file_arg(file, flag, hint)
     except UsageError as exc:
         ap.error(str(exc))
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..harness.cli import UsageParser, one_line, one_line_errors, usage_error
+from ..training.usage import UsageError, check_file_arg
 from .bench_args import command_description
 
 PROG = "python -m zsnli.bench.random_models"
@@ -200,8 +201,10 @@ def _corpus(examples: str | None) -> list[str]:
         return []
     from ..harness.examples import ExamplesError, load_examples
 
-    if not Path(examples).is_file():
-        raise ValueError(f"--examples {examples}: no such file")
+    try:
+        check_file_arg(examples, "--examples", "give a JSONL file in the examples format (DESIGN.md section 9)")
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
     try:
         return [t for d in load_examples(examples).examples for t in (d.text, *d.labels)]
     except ExamplesError as exc:

@@ -22,7 +22,7 @@ from ..config import closest_setting, setting_names
 from ..harness.cli import UsageParser, non_negative_int, number_type, positive_float, positive_int, output_file
 from ..harness.server import stops_servers
 from ..harness.examples import DEV_EXAMPLES, SHARED_PUBLIC_EXAMPLES, first_existing
-from .bench_args import check_device, check_examples, check_model_dir, check_repo_root, device_name
+from .bench_args import check_device, check_examples, check_file, check_model_dir, check_repo_root, device_name
 from .side_by_side import BUILTIN_SERVERS, failed_servers, run, server_base_settings, shipped_embedding_dir
 from .side_by_side_table import render
 from .reports import write_report
@@ -133,9 +133,8 @@ def resolve_shipped(ap: argparse.ArgumentParser, args: argparse.Namespace) -> No
             return
     else:
         path = Path(args.calibration)
-        if not path.is_file():
-            ap.error(f"--calibration: no such file {args.calibration} (resolved: {path.resolve()}); pass the "
-                     "shipped calibration.json, or none to leave out arm (d)")
+        check_file(ap, args.calibration, "--calibration", "pass the shipped calibration.json, or none to leave out "
+                   f"arm (d) (resolved: {path.resolve()})")
     try:
         scoring, _ = load_scoring_config(path)
     except ScoringConfigError as exc:
@@ -151,9 +150,9 @@ def resolve_examples(ap: argparse.ArgumentParser, given: str | None) -> str:
     public examples, else the repository's dev set, said in one line on stderr); a usage error when
     neither is there."""
     if given is not None:
-        if not given.startswith("hub:") and not Path(given).is_file():
-            ap.error(f"--examples: no such file {given} (resolved: {Path(given).resolve()}); pass --examples PATH "
-                     "(JSONL in DESIGN.md's examples format) or --examples hub:btzsc (needs network)")
+        if not given.startswith("hub:"):
+            check_file(ap, given, "--examples", "pass --examples PATH (JSONL in DESIGN.md's examples format) or "
+                       f"--examples hub:btzsc (needs network) (resolved: {Path(given).resolve()})")
         return given
     found = first_existing(SHARED_PUBLIC_EXAMPLES, DEV_EXAMPLES)
     if found is None:

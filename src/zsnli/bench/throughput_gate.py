@@ -50,8 +50,8 @@ from ..harness.examples import SHARED_PUBLIC_EXAMPLES, Example, ExamplesError, l
 from ..harness.load import run_requests
 from ..harness.server import start_server, stops_servers
 from ..harness.stats import latency_summary, per_second
-from .bench_args import (check_device, check_examples, check_model_dir, check_repo_root, command_description, device_name,
-                         dtype_name)
+from .bench_args import (check_device, check_examples, check_file, check_model_dir, check_repo_root,
+                         command_description, device_name, dtype_name)
 from .ceiling import LabelTooLong, compute_ceiling, matmul_rate, pair_token_counts, param_counts
 from ..runtime.devices import torch_build
 from .gate_plan import GateArm, materialise, plan, render_plan
@@ -251,9 +251,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         check_model_dir(ap, args.model_dir, hint="the gate serves it as serve.sh would; --random-deberta serves a "
                         "random-weight deberta-v3-base instead")
     check_repo_root(ap, args.repo_root)
-    if args.examples and not args.examples.startswith("hub:") and not Path(args.examples).is_file():
-        ap.error(f"--examples: no such file {args.examples}; pass --examples PATH (JSONL in DESIGN.md's examples "
-                 "format) or --examples hub:btzsc, or leave it out for the shared/synthetic default")
+    if args.examples and not args.examples.startswith("hub:"):
+        check_file(ap, args.examples, "--examples", "pass --examples PATH (JSONL in DESIGN.md's examples format) or "
+                   "--examples hub:btzsc, or leave it out for the shared/synthetic default")
     check_examples(ap, args.examples)  # read now: an empty file ended the run with exit 1
     check_device(ap, args.device)
     if args.docs is None:

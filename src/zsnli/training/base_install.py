@@ -39,7 +39,7 @@ from ..manifest import (BASE_VARIANT_SUBDIR, CALIBRATION_NAME, DATA_SOURCES_NAME
                         write_json)
 from ..scoring import ScoringConfigError, fitted_model_sha256
 from .base_run import WEIGHTS_NAME, Run, check_run
-from .usage import UsageError, check_model_dir_arg
+from .usage import UsageError, check_file_arg, check_model_dir_arg
 from .encoder_install import describes, recover, staging_dirs, swap_and_commit, top_manifest
 from .manifest_writer import TRAINED_EMBEDDING_KEY
 from ..harness.cli import json_problem
@@ -95,11 +95,7 @@ def _copy(src: Path, dst: Path) -> None:
 
 def read_calibration(path: Path) -> dict[str, Any]:
     """The calibration document at ``path`` (an object with ``chosen``); `UsageError` when it is not one."""
-    if Path(path).is_dir():
-        raise UsageError(f"--calibration {path}: a directory, not a file; give the calibration.json train.py select "
-                         "wrote for this base")
-    if not Path(path).is_file():
-        raise UsageError(f"--calibration {path}: no such file")
+    check_file_arg(path, "--calibration", "give the calibration.json train.py select wrote for this base")
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -23,8 +23,8 @@ from typing import Any, Sequence
 from ..manifest import MANIFEST_NAME, ManifestError, load_manifest, runs_path
 from .data_parallel import LaunchError, launch_from_env, per_device_batch
 from .presets import Preset, get_preset, sentence_encoder
-from .usage import (SHIPPED_MODEL_DIR, UsageError, check_folder_arg, check_model_dir_arg, check_nli_model_dir,
-                    check_output_file_arg, check_output_folder_arg, read_json)
+from .usage import (SHIPPED_MODEL_DIR, UsageError, check_file_arg, check_folder_arg, check_model_dir_arg,
+                    check_nli_model_dir, check_output_file_arg, check_output_folder_arg, read_json)
 from .verify import check_verify_args
 
 CHECKOUT = Path(__file__).resolve().parents[3]
@@ -118,9 +118,8 @@ def _check_dev_examples(args: argparse.Namespace) -> None:
     if args.no_dev_examples:
         args.dev_examples = None
         return
-    if not Path(args.dev_examples).is_file():
-        raise UsageError(f"--dev-examples {args.dev_examples}: no such file; give a JSONL file in the examples "
-                         f"format (the repository's is {DEV_EXAMPLES}) or --no-dev-examples")
+    check_file_arg(args.dev_examples, "--dev-examples", f"give a JSONL file in the examples format (the "
+                   f"repository's is {DEV_EXAMPLES}) or --no-dev-examples")
     if "zsc" in Path(args.dev_examples).parts:
         raise UsageError(f"--dev-examples {args.dev_examples}: the public zero-shot examples are for reporting "
                          f"only; give the team dev set ({DEV_EXAMPLES})")
