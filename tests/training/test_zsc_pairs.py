@@ -219,6 +219,13 @@ _SPOILED_SET = {  # spoil tiny_topic in a copy -> what the DataError names (the 
         '{"text": "x", "label_index": 0, "label": "nonsense"}\n'), "tiny_topic.jsonl:1: label \"nonsense\""),
     "rows not UTF-8": (lambda d: (d / "tiny_topic.jsonl").write_bytes(b'{"text": "\xe9", "label_index": 0}\n'),
                        "tiny_topic.jsonl: not UTF-8 text (byte 0xe9 at offset 10)"),
+    # a UTF-16 file was "not UTF-8 text (byte 0xff at offset 0)" here, but named with its iconv command by every
+    # other JSONL reader (`zsnli.harness.cli.encoding_problem`); without a byte-order mark it even decoded as UTF-8
+    "rows UTF-16": (lambda d: (d / "tiny_topic.jsonl").write_text('{"text": "x", "label_index": 0}\n',
+                                                                  encoding="utf-16"),
+                    "tiny_topic.jsonl is UTF-16 (its byte-order mark says so): JSONL is UTF-8; convert it, e.g. iconv"),
+    "rows UTF-16 without a mark": (lambda d: (d / "tiny_topic.jsonl").write_text(
+        '{"text": "x", "label_index": 0}\n', encoding="utf-16-le"), "tiny_topic.jsonl holds NUL bytes in its first line"),
 }
 
 

@@ -14,7 +14,8 @@ Both the zsc-dev sets (``train.py select``: `zsnli.selection.devsets`) and the z
 link to nothing, or one without its other half. Every refusal is a `ZscLayoutError` (a ``ValueError``) of one line
 naming the file (and the line of a row); the readers wrap it in their own error type.
 
-May import the standard library and `zsnli.harness.cli` (`json_syntax`; itself standard library only).
+May import the standard library and `zsnli.harness.cli` (`json_syntax`, `encoding_problem`; itself standard library
+only).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cli import json_syntax
+from .cli import encoding_problem, json_syntax
 
 ROWS_SUFFIX, LABELS_SUFFIX = ".jsonl", ".labels.json"
 
@@ -54,14 +55,20 @@ def _type(value: Any) -> str:
 
 def read_text(path: str | Path) -> str:
     """The UTF-8 text of ``path``. Raises `ZscLayoutError` naming it: a directory, a symbolic link to nothing, no
-    such file, bytes that are not UTF-8 (with the offset of the first bad byte), or another read failure."""
+    such file, a UTF-16/32 file (named, with the iconv command: `zsnli.harness.cli.encoding_problem`, the words of
+    every other JSONL reader), other bytes that are not UTF-8 (with the offset of the first bad byte), or another read
+    failure."""
     path = Path(path)
     if path.is_dir():
         raise ZscLayoutError(f"{path} is a directory, not a file")
     if path.is_symlink() and not path.exists():
         raise ZscLayoutError(f"{path} is a symbolic link to nothing ({os.readlink(path)})")
     try:
-        return path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
+        problem = encoding_problem(data[:4096])
+        if problem:
+            raise ZscLayoutError(f"{path} {problem}")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise ZscLayoutError(f"{path}: no such file") from None
     except UnicodeDecodeError as exc:
