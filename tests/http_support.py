@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import weakref
 
 import httpx
 
@@ -54,11 +55,16 @@ def request_bytes(method: str, path: str, body: bytes | None = None, headers: di
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b"")
 
 
+_UNREAD: "weakref.WeakKeyDictionary[socket.socket, bytes]" = weakref.WeakKeyDictionary()
+"""Bytes a `read_response` received past the response it returned (the start of the next, pipelined one)."""
+
+
 def read_response(sock: socket.socket, timeout: float = 30.0) -> tuple[int, dict[str, str], bytes]:
     """One HTTP/1.1 response with a Content-Length body: ``(status, lower-case headers, body)``.
+    Bytes received past it (pipelined answers in the same packet) are kept for the next call on ``sock``.
     Raises ``ConnectionError`` when the server closed or reset the connection first."""
     sock.settimeout(timeout)
-    data = b""
+    data = _UNREAD.pop(sock, b"")
     while b"\r\n\r\n" not in data:
         chunk = sock.recv(65536)
         if not chunk:
@@ -77,4 +83,6 @@ def read_response(sock: socket.socket, timeout: float = 30.0) -> tuple[int, dict
         if not chunk:
             raise ConnectionError("closed mid-body")
         rest += chunk
+    if rest[length:]:
+        _UNREAD[sock] = rest[length:]
     return status, headers, rest[:length]
