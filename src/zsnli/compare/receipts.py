@@ -1,9 +1,9 @@
 """The one receipt format of every bake-off report: canonical JSON, its sha256, an Ed25519 signature when
 a key is configured; one `verify`.
 
-Used by both front ends: ``validate.py bakeoff`` / ``compare`` seal their JSON report
-(`zsnli.compare.suite_bakeoff`), ``POST /v1/bakeoff`` seals its answer (`zsnli.compare.service.runner`).
-A report is a JSON object; its ``receipt`` (receipt ``version`` 3) is::
+Used by both front ends: ``validate.py bakeoff`` / ``compare`` seal their JSON report (`zsnli.compare.suite_bakeoff`),
+``POST /v1/bakeoff`` seals its answer (`zsnli.compare.service.runner`). A report is a JSON object; its ``receipt``
+(receipt ``version`` 3) is::
 
     {"version": 3, "sha256": hex sha256 of canonical_json(payload),
      "signature": base64 Ed25519 signature of those bytes, or null (unsigned: no key configured),
@@ -12,33 +12,30 @@ A report is a JSON object; its ``receipt`` (receipt ``version`` 3) is::
      calibration_sha256 where the arm has one, code version, parameters)},
      "not_run": {arm name: why it did not finish} (empty when every arm ran)}
 
-and the payload (`receipt_payload`) is ``{"receipt_version": the receipt's version as written, "report":
-every field of the report but "receipt", "key_order", "examples_sha256", "arms", "not_run"}``, serialised
-by `zsnli.manifest.canonical_json` (sorted keys, no whitespace, UTF-8). The version is signed as the
-receipt spells it and must be the JSON integer 3 (`verify`), and `load_report` refuses a number not written
-as canonical JSON writes it (``3e0``, ``3.0E0``, ``-0``: `NonCanonicalNumber`), so one receipt has one
-spelling of every signed number. Receipts sealed before ``not_run`` existed (issue 57) have no such key;
-their payload has none either, so they verify as they did, and `main` says that such a receipt does not
-list the arms that did not run (the report's own failed rows do). Canonical JSON sorts object keys, so the key order of an object
-where it carries meaning (`ORDERED_FIELDS`: the service's ``labels``, whose order is the probabilities'
-order) is signed beside it, in ``key_order``. Every field of the report is covered, so nothing can be added
-beside the signature; `verify` also refuses a receipt key outside `RECEIPT_KEYS`, and `main` a file with
-a key given twice in any object (a reader could take either value).
+and the payload (`receipt_payload`) is ``{"receipt_version": the receipt's version as written, "report": every field of
+the report but "receipt", "key_order", "examples_sha256", "arms", "not_run"}``, serialised by
+`zsnli.manifest.canonical_json` (sorted keys, no whitespace, UTF-8). The version is signed as the receipt spells it and
+must be the JSON integer 3 (`verify`), and `load_report` refuses a number not written as canonical JSON writes it
+(``3e0``, ``3.0E0``, ``-0``: `NonCanonicalNumber`), so one receipt has one spelling of every signed number. Receipts
+sealed before ``not_run`` existed (issue 57) have no such key; their payload has none either, so they verify as they
+did, and `main` says that such a receipt does not list the arms that did not run (the report's own failed rows do).
+Canonical JSON sorts object keys, so the key order of an object where it carries meaning (`ORDERED_FIELDS`: the
+service's ``labels``, whose order is the probabilities' order) is signed beside it, in ``key_order``. Every field of
+the report is covered, so nothing can be added beside the signature; `verify` also refuses a receipt key outside
+`RECEIPT_KEYS`, and `main` a file with a key given twice in any object (a reader could take either value).
 
-An unsigned receipt shows only that the file was not changed since someone computed its sha256 (anyone
-can recompute it); a signed one, that the holder of the key sealed it. So an unsigned receipt is never
-valid by default (`verify` with ``allow_unsigned=False``, ``verify-receipt`` without ``--allow-unsigned``):
-stripping a signature must not turn a refusal into a pass (the JWT ``alg: none`` class). It is never
-valid at all where the file says a key signed it (a ``key_id`` without a ``signature``, or the reverse)
-or where it claims to come from the service (`claims_service`: the service signs every answer).
-Receipts of versions 1 and 2 (the service's before this one format) are not vouched for.
+An unsigned receipt shows only that the file was not changed since someone computed its sha256 (anyone can recompute
+it); a signed one, that the holder of the key sealed it. So an unsigned receipt is never valid by default (`verify`
+with ``allow_unsigned=False``, ``verify-receipt`` without ``--allow-unsigned``): stripping a signature must not turn a
+refusal into a pass (the JWT ``alg: none`` class). It is never valid at all where the file says a key signed it (a
+``key_id`` without a ``signature``, or the reverse) or where it claims to come from the service (`claims_service`: the
+service signs every answer). Receipts of versions 1 and 2 (the service's before this one format) are not vouched for.
 
-The private key is a PKCS#8 PEM file: ``ZSNLI_RECEIPT_KEY`` (`KEY_ENV`) for both front ends (the
-service defaults to `default_key`; the command lines sign only when ``--receipt-key`` or
-``ZSNLI_RECEIPT_KEY`` names one), created with mode 0600 on first use. ``cryptography`` is imported
-lazily, so the server starts without it (bake-offs then answer 503).
-``python validate.py verify-receipt FILE [--public-key PEM] [--allow-unsigned]`` runs `main`.
-Imports only `zsnli.manifest`, `zsnli.harness.cli` (`one_line`, `json_problem`) (and ``cryptography`` inside functions).
+The private key is a PKCS#8 PEM file: ``ZSNLI_RECEIPT_KEY`` (`KEY_ENV`) for both front ends (the service defaults to
+`default_key`; the command lines sign only when ``--receipt-key`` or ``ZSNLI_RECEIPT_KEY`` names one), created with
+mode 0600 on first use. ``cryptography`` is imported lazily, so the server starts without it (bake-offs then answer
+503). ``python validate.py verify-receipt FILE [--public-key PEM] [--allow-unsigned]`` runs `main`. Imports only
+`zsnli.manifest`, `zsnli.harness.cli` (`one_line`, `json_problem`) (and ``cryptography`` inside functions).
 """
 
 from __future__ import annotations
@@ -393,10 +390,9 @@ def public_pem_of(path: Path, flag: str = "--public-key") -> bytes:
     """The public PEM of the key file at ``path``: a public key, or an unencrypted private key's public half (a run's
     ``--receipt-key``). Raises `ReceiptError`, one line naming ``flag``: unreadable (missing, a directory), or neither."""
     try:
-        data = path.read_bytes()
+        data, serialization = path.read_bytes(), _crypto()[0]
     except OSError as exc:
         raise ReceiptError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
-    serialization = _crypto()[0]
     for load in (serialization.load_pem_public_key, lambda d: serialization.load_pem_private_key(d, None).public_key()):
         try:
             return load(data).public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
