@@ -30,7 +30,9 @@ Steps, each timed and printed (podman only; Docker's ``build`` has no ``-v``):
    /v1/bakeoff`` (stored: ``GET /v1/bakeoffs/{id}`` 200), the root filesystem
    refuses a write, SIGTERM gives exit 0, and the store and the key
    (mode 0600) are on the bake-off volume, owned by the manifests' user;
-5. the image size.
+5. the image size; with ``--remove-image`` (CI: its disk is small, and the
+   grading harness builds a second environment after this) the image is then
+   removed, passed or failed; the base stays.
 
 Exit 0 when every step passed or the engine cannot run containers (SKIP),
 1 with one line ``container-test: FAIL <step>: <reason>`` (and the tail of the
@@ -312,6 +314,17 @@ def image_size_mb(engine: Engine, tag: str) -> float:
     return int(step("size", engine.cmd("image", "inspect", "--format", "{{.Size}}", tag), timeout=60).stdout) / 1e6
 
 
+def remove_image(engine: Engine, tag: str) -> None:
+    """``podman rmi -f tag``: frees the image's layers (about 2 GB, docs/deployment.md). Never raises: a failure
+    is one printed line, since the test's verdict is already decided."""
+    try:
+        proc = subprocess.run(engine.cmd("rmi", "-f", tag), capture_output=True, text=True, timeout=300)
+        outcome = "removed" if proc.returncode == 0 else f"not removed ({_last_line(proc)})"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        outcome = f"not removed ({exc})"
+    print(f"container-test: image {tag} {outcome}", flush=True)
+
+
 def default_wheels() -> Path | None:
     """The first local folder in ``$PIP_FIND_LINKS`` (pip's own setting here), else None."""
     for entry in os.environ.get("PIP_FIND_LINKS", "").split():
@@ -329,11 +342,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", default="localhost/zsnli:container-test", help="tag of the built image")
     parser.add_argument("--startup-timeout", type=positive_float, default=300.0,
                         help="seconds to wait for /health 200 (the manifests' startup probe allows 300)")
+    parser.add_argument("--remove-image", action="store_true",
+                        help="remove the built image at the end, passed or failed (the base is kept)")
     args = parser.parse_args(argv)
     if args.wheels is not None and not args.wheels.is_dir():
         parser.exit(2, f"container-test: --wheels {args.wheels}: not an existing folder\n")
     log_path = Path(tempfile.gettempdir()) / f"container-test-{os.getpid()}.log"
     times: dict[str, float] = {}
+    engine = None
     try:
         t0 = time.monotonic()
         engine = find_engine()
@@ -359,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
         if tail:
             print(f"--- last lines of the container's log ({log_path}) ---\n{tail}", file=sys.stderr, flush=True)
         return 1
+    finally:
+        if args.remove_image and engine is not None:
+            remove_image(engine, args.tag)
     timings = " ".join(f"{k}={v:.1f}" for k, v in times.items())
     print(f"container-test: OK image {size:.0f} MB; read-only root, manifests' user: /health 200, /classify valid, "
           f"bake-off stored on its volume, SIGTERM -> exit 0 ({timings})", flush=True)

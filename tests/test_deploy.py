@@ -259,6 +259,51 @@ def test_container_test_takes_torch_from_a_wheel_folder_only_when_it_holds_the_c
     assert not any("wheels" in a or "TORCH_INDEX_URL" in a for a in ct.build_args("b", None))
 
 
+def _fake_podman(tmp_path: Path, rc: int = 0) -> Path:
+    """A ``podman`` that appends its arguments to ``calls.txt`` beside it and exits ``rc``."""
+    exe = tmp_path / "podman"
+    exe.write_text(f'#!/bin/sh\necho "$@" >> "{tmp_path}/calls.txt"\nexit {rc}\n')
+    exe.chmod(0o755)
+    return exe
+
+
+@pytest.mark.parametrize("outcome", ["passed", "failed"])
+def test_container_test_removes_its_image_when_asked_passed_or_failed(tmp_path, monkeypatch, capsys, outcome):
+    ct = _container_test()
+    engine = ct.Engine(str(_fake_podman(tmp_path)), ["--runtime", "runc"], [])
+    monkeypatch.setattr(ct, "find_engine", lambda: engine)
+    monkeypatch.setattr(ct, "ensure_base", lambda e, base: False)
+    monkeypatch.setattr(ct, "build_image", lambda e, base, wheels, tag: None)
+    monkeypatch.setattr(ct, "image_size_mb", lambda e, tag: 2119.0)
+
+    def run_and_check(e, tag, timeout, log):
+        if outcome == "failed":
+            raise ct.HarnessFailure("run", "GET /health never answered 200")
+        return {"run_s": 1.0}
+
+    monkeypatch.setattr(ct, "run_and_check", run_and_check)
+    args = ["--wheels", str(tmp_path), "--tag", "localhost/zsnli:t"]
+    assert ct.main(args) == (0 if outcome == "passed" else 1)  # kept: nothing removed without the flag
+    assert not (tmp_path / "calls.txt").exists()
+    assert ct.main([*args, "--remove-image"]) == (0 if outcome == "passed" else 1)
+    assert (tmp_path / "calls.txt").read_text().splitlines() == ["--runtime runc rmi -f localhost/zsnli:t"]
+    assert "container-test: image localhost/zsnli:t removed" in capsys.readouterr().out
+
+
+def test_container_test_says_when_the_image_could_not_be_removed(tmp_path, capsys):
+    ct = _container_test()
+    ct.remove_image(ct.Engine(str(_fake_podman(tmp_path, rc=125)), [], []), "localhost/zsnli:t")
+    assert capsys.readouterr().out.startswith("container-test: image localhost/zsnli:t not removed (exit 125)")
+
+
+def test_ci_removes_the_container_image_before_the_harness_builds_its_environment():
+    """CI's disk held .venv-ci, the image and the harness's venv at once and ran out (2026-12-07)."""
+    run = (ROOT / ".ci" / "run").read_text()
+    assert "python .ci/container_test.py --remove-image" in run
+    assert run.index('wait "$CONTAINER_PID"') < run.index("python .ci/harness_serve.py")
+    assert "export PIP_NO_CACHE_DIR=1" in run
+
+
 def test_ci_runs_the_container_test():
     assert "python .ci/container_test.py" in (ROOT / ".ci" / "run").read_text()
 
