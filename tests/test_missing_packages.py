@@ -1,4 +1,4 @@
-"""A new terminal without the venv (issue 40 B): ``./serve.sh`` and ``python validate.py`` run by a python
+"""A new terminal without the venv (issue 40 B): ``./serve.sh``, ``python validate.py`` and ``python train.py`` run by a python
 that lacks a package end in one line naming it and the README's install command, exit 2, no traceback
 (`zsnli.exit_if_missing`); serve.sh prefers ``$VIRTUAL_ENV``'s python."""
 
@@ -51,12 +51,20 @@ def test_validate_without_the_packages_is_one_line(tmp_path):
     _one_line(proc, "python validate.py", "rich", "httpx")
 
 
-@pytest.mark.parametrize("script,command", [("validate.py", "python validate.py"), ("server.py", "server.py")])
+def test_train_without_the_packages_is_one_line(tmp_path):
+    """``python3 train.py --help`` in a new terminal printed a ModuleNotFoundError traceback (numpy)."""
+    proc = subprocess.run([str(_bare_python(tmp_path)), str(ROOT / "train.py"), "--help"], env=_env(),
+                          capture_output=True, text=True, timeout=60)
+    _one_line(proc, "python train.py", "numpy", "torch", "transformers")
+
+
+@pytest.mark.parametrize("script,command", [("validate.py", "python validate.py"), ("server.py", "server.py"),
+                                            ("train.py", "python train.py")])
 def test_a_package_that_fails_on_import_is_named_too(tmp_path, script, command):
     """A package found but not importable (a shim raising ModuleNotFoundError, as a broken install does)."""
     shim = tmp_path / "shim"
     shim.mkdir()
-    blocked = "rich" if script == "validate.py" else "fastapi"
+    blocked = {"validate.py": "rich", "server.py": "fastapi", "train.py": "numpy"}[script]
     (shim / f"{blocked}.py").write_text(f"raise ModuleNotFoundError(\"No module named '{blocked}'\", name='{blocked}')\n")
     proc = subprocess.run([sys.executable, str(ROOT / script), "--help"], env=_env(PYTHONPATH=str(shim)),
                           capture_output=True, text=True, timeout=120)

@@ -207,6 +207,21 @@ def test_an_unknown_option_is_named_under_its_command(command, capsys):
                       f"(see train.py {command} --help)"), err
 
 
+@pytest.mark.parametrize("word, hint", [("evalute", "did you mean 'evaluate'? "), ("selcet", "did you mean 'select'? "),
+                                        ("bogus", ""), ("model", "")])
+def test_an_unknown_command_is_named_with_the_commands(word, hint, capsys):
+    """`train.py evalute --model-dir model` said "train.py train: error: unrecognized arguments: evalute": a
+    mistyped command was read as the default command's argument. It is named, with the one meant and every command
+    (as validate.py names its own), before anything starts."""
+    from zsnli.train_cli import COMMANDS, main
+
+    assert {*COMMANDS, "select"} == set(_commands())  # every command the parser has is named
+    assert main([word, "--model-dir", "model"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"train.py: error: unknown command {word!r}; {hint}the commands are {', '.join(COMMANDS)}, "
+                   "select (none: train; train.py --help)"]
+
+
 @pytest.mark.parametrize("command", ["train", "calibrate", "evaluate", "verify", "encoder", "install-encoder",
                                      "install-base"])
 def test_an_error_of_a_command_carries_its_own_prefix(command, monkeypatch, capsys):

@@ -2,7 +2,7 @@
 
 ``zsnli.Client`` / ``zsnli.AsyncClient`` (and the client's errors) are the Python clients of the
 server (`zsnli.client`); they are imported on first use, so ``import zsnli`` (and the server)
-never needs httpx. `exit_if_missing` is the top-level scripts' (server.py, validate.py) check that the
+never needs httpx. `exit_if_missing` is the top-level scripts' (server.py, validate.py, train.py) check that the
 third-party packages they need are importable: one line naming the missing ones and the install command,
 exit 2, instead of a ``ModuleNotFoundError`` traceback.
 """

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .harness.cli import (
     fraction, non_negative_float, non_negative_int, number_type, positive_float, positive_int, usage_error,
-    one_line_errors,
+    one_line_errors, unknown_command,
 )
 from .manifest import MANIFEST_NAME, ManifestError, runs_path
 from .training.cli_checks import (
@@ -459,6 +459,8 @@ def main(argv: list[str]) -> int:
         from .selection.cli import main as select_main
 
         return select_main(argv[1:])
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:  # no command takes a first positional
+        return unknown_command("train.py", argv[0], (*COMMANDS, "select"), "none: train; train.py --help")
     if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
         argv = ["train", *argv]
     args = build_parser().parse_args(argv)

@@ -21,7 +21,7 @@ from rich.markup import escape
 from zsnli.harness.cli import (
     non_negative_seconds, positive_seconds,
     UsageParser, accuracy_target, non_negative_int, one_line_errors, positive_float, positive_int,
-    output_file, url_problem, usage_error,
+    output_file, url_problem, usage_error, unknown_command as _unknown_command,
 )
 from zsnli.harness.examples import DEFAULT_EXAMPLES, EXAMPLES_FORMAT, EXAMPLES_HINT, HUB_PREFIX, ExamplesError
 from zsnli.harness.load import DEFAULT_CONCURRENCY, DEFAULT_WARMUPS
@@ -266,14 +266,9 @@ def compare_main(argv: Sequence[str], console, progress: bool) -> int:
 
 def unknown_command(word: str) -> int:
     """Refuse ``validate.py WORD ...`` where ``WORD`` is no command (`COMMANDS`; the self-check takes no positional
-    argument, so a first word that is not an option is always meant as one): one line on stderr naming it, the
-    closest command when one is close (`difflib`) and every command; returns 2."""
-    import difflib
-
-    close = difflib.get_close_matches(word, list(COMMANDS), n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return usage_error("validate.py", f"unknown command {word!r}; {hint}the commands are {', '.join(COMMANDS)} "
-                       "(none: the self-check; validate.py --help)")
+    argument, so a first word that is not an option is always meant as one): `zsnli.harness.cli.unknown_command`;
+    returns 2."""
+    return _unknown_command("validate.py", word, COMMANDS, "none: the self-check; validate.py --help")
 
 
 LOG_WIDTH = 1000

@@ -162,6 +162,17 @@ def usage_error(prog: str, message: str) -> int:
     return USAGE_EXIT
 
 
+def unknown_command(prog: str, word: str, commands: tuple[str, ...], default: str) -> int:
+    """Refuse ``PROG WORD ...`` where ``WORD`` (a first argument that is no option) is none of ``commands``: one
+    line on stderr (`usage_error`) naming it, the closest command when one is close (`difflib`'s default cutoff
+    0.6) and every command, then ``default`` (what no command runs); returns `USAGE_EXIT` (2)."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(commands), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return usage_error(prog, f"unknown command {word!r}; {hint}the commands are {', '.join(commands)} ({default})")
+
+
 class UsageParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` that reports a usage mistake in one line on stderr and exits 2.
 
