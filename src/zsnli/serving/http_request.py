@@ -50,7 +50,8 @@ def parse_classify_request(payload: Any) -> tuple[ClassifyRequest, bool]:
     `zsnli.serving.api_types.misspelt_fields`; an Inference API payload, ``label`` without ``labels``
     or labels as one string with what to send instead: `zsnli.serving.api_types.classify_body_hint`).
     ``candidate_labels`` without a ``hypothesis_template`` get the pipeline's default template
-    (`zsnli.serving.api_types.classify_fields`)."""
+    (`zsnli.serving.api_types.classify_fields`). ``labels`` and ``candidate_labels`` both given is a 422, unless
+    one of them is null (not given)."""
     if not isinstance(payload, dict):
         raise ApiError(ErrorType.VALIDATION, f"body must be a JSON object, got {_json_type(payload)}", "body")
     duplicated = http_body.duplicate_keys_error(payload)  # an array item's (the body's own were refused at parse)
@@ -66,7 +67,14 @@ def parse_classify_request(payload: Any) -> tuple[ClassifyRequest, bool]:
         raise ApiError(ErrorType.VALIDATION, f"{misspelt[0]['field']}: {misspelt[0]['error']}", misspelt[0]["field"],
                        errors=misspelt)
     if "candidate_labels" in payload and "labels" in payload:
-        raise ApiError(ErrorType.VALIDATION, "give either labels or candidate_labels, not both", "candidate_labels")
+        # null is "not given", as for every optional field (clients that write every field): one of the two null
+        # leaves the other; both null are a missing labels
+        unset = "candidate_labels" if payload["candidate_labels"] is None else "labels" if payload["labels"] is None \
+            else None
+        if unset is None:
+            raise ApiError(ErrorType.VALIDATION, "give either labels or candidate_labels, not both",
+                           "candidate_labels")
+        payload = {k: v for k, v in payload.items() if k != unset}
     labels, template, used_alias = classify_fields(payload)
     if used_alias:
         payload = {k: v for k, v in payload.items() if k != "candidate_labels"}

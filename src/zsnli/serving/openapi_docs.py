@@ -92,13 +92,41 @@ PREDICT_ERROR_RESPONSES = {
     503: {**ERROR_RESPONSES[503], "description": "Loading, timed out, or more than ZSNLI_MAX_CONNECTIONS connections "
           "open; retry after `Retry-After` s (a full queue is the 429)."},
 }
+def classify_request_schema() -> dict:
+    """`ClassifyRequest`'s JSON schema as the wire takes it (`zsnli.serving.http_request.parse_classify_request`):
+    ``candidate_labels`` is a property too, the alias of ``labels``; one of the two is required as an array
+    (``anyOf``), and the other may be absent or null; ``multi_label`` and ``cascade`` also take null (their
+    defaults). The model alone says ``required: [text, labels]`` and plain booleans, which refused the README's
+    own ``candidate_labels`` bodies in a client generated from the schema."""
+    schema = ClassifyRequest.model_json_schema()
+    props = schema["properties"]
+    labels = {k: v for k, v in props["labels"].items() if k not in ("title", "description")}
+    props["candidate_labels"] = {
+        "title": "Candidate Labels",
+        "description": "The transformers pipeline's name for `labels` (give one of the two; the other may be "
+                       "null). Sent without hypothesis_template they get the pipeline's default template "
+                       "`This example is {}.`."}
+    for name in ("labels", "candidate_labels"):
+        props[name] = {**props[name], "anyOf": [labels, {"type": "null"}]}
+        for key in labels:
+            props[name].pop(key, None)
+    for name in ("multi_label", "cascade"):
+        boolean = {k: v for k, v in props[name].items() if k != "type"}
+        props[name] = {**boolean, "anyOf": [{"type": "boolean"}, {"type": "null"}]}
+    schema["required"] = ["text"]
+    schema["anyOf"] = [{"required": [name], "properties": {name: labels}} for name in ("labels", "candidate_labels")]
+    schema["not"] = {"required": ["labels", "candidate_labels"],  # both as arrays: "give either ..., not both"
+                     "properties": {"labels": {"type": "array"}, "candidate_labels": {"type": "array"}}}
+    return schema
+
+
 #: ``openapi_extra=`` of ``POST /classify``: the body's schema (one request or an array) and its examples.
 CLASSIFY_OPENAPI = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {
-            "schema": {"oneOf": [ClassifyRequest.model_json_schema(),
-                                 {"type": "array", "items": ClassifyRequest.model_json_schema(), "minItems": 1,
+            "schema": {"oneOf": [classify_request_schema(),
+                                 {"type": "array", "items": classify_request_schema(), "minItems": 1,
                                   "description": "Several documents, each with its own labels (at most "
                                   "ZSNLI_MAX_BATCH_ITEMS): answered by an array in the same order."}]},
             "examples": {
