@@ -13,7 +13,7 @@ from conftest import running_app
 
 from zsnli.errors import ApiError
 from zsnli.serving.http_request import parse_classify_request
-from zsnli.serving.openapi_docs import CLASSIFY_OPENAPI
+from zsnli.serving.openapi_docs import CLASSIFY_OPENAPI, ZERO_SHOT_OPENAPI
 
 pytestmark = pytest.mark.anyio
 
@@ -79,3 +79,17 @@ async def test_the_documented_schema_takes_what_the_server_takes_and_no_more(ber
             assert not check.is_valid(item), item
             assert (await client.post("/classify", json=item)).status_code == 422, item
     assert many["items"] == one
+
+
+async def test_the_inference_api_schema_takes_null_parameters_as_the_route_does(bert_dir, make_app):
+    """The route takes null for its optional parameters (their defaults, as /classify); its schema said string and
+    boolean."""
+    jsonschema = pytest.importorskip("jsonschema")
+    check = jsonschema.Draft202012Validator(ZERO_SHOT_OPENAPI["requestBody"]["content"]["application/json"]["schema"])
+    body = {"inputs": TEXT, "parameters": {"candidate_labels": NAMES, "hypothesis_template": None,
+                                           "multi_label": None, "cascade": None, "scoring": None}}
+    assert check.is_valid(body), [e.message for e in check.iter_errors(body)]
+    async with running_app(make_app(bert_dir)) as client:
+        for route in ("/v1/zero-shot-classification", "/"):
+            answer = await client.post(route, json=body)
+            assert answer.status_code == 200, answer.text

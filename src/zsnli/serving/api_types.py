@@ -310,12 +310,14 @@ class ZeroShotParameters(BaseModel):
     model_config = ConfigDict(extra="ignore")
     candidate_labels: Union[list[StrictStr], StrictStr] = Field(
         description="Label names, or one string of names separated by commas (split as the pipeline splits it).")
-    hypothesis_template: StrictStr = Field(
-        PIPELINE_TEMPLATE, description="One `{}` slot, filled with each label (the pipeline's default).")
-    multi_label: StrictBool = Field(False, description="Score each label on its own (entailment against its "
-                                    "alternative); with one label this is always so, as in the pipeline.")
-    cascade: StrictBool = Field(True, description="As `/classify`'s `cascade` (false: every label scored by the "
-                                "cross-encoder).")
+    hypothesis_template: StrictStr | None = Field(
+        PIPELINE_TEMPLATE, description="One `{}` slot, filled with each label (the pipeline's default; null: "
+        "the default).")
+    multi_label: StrictBool | None = Field(False, description="Score each label on its own (entailment against "
+                                           "its alternative); with one label this is always so, as in the "
+                                           "pipeline. null: the default (false).")
+    cascade: StrictBool | None = Field(True, description="As `/classify`'s `cascade` (false: every label scored by "
+                                       "the cross-encoder; null: the default, true).")
     scoring: Scoring | None = Field(None, description="zsnli's own parameter (the hosted API has none): "
                                        "`served`, `pipeline` or `embedding`, as in POST /classify (left out: the "
                                        "server's default, ZSNLI_SCORING).")
