@@ -79,11 +79,26 @@ def test_utf16_and_utf32_are_named_with_the_iconv_fix_in_zsnli_classifys_words(t
     assert message == str(classify.value).replace("--input ", "", 1)
 
 
-def test_bytes_that_are_not_utf8_are_one_line_naming_the_file(tmp_path):
+def test_bytes_that_are_not_utf8_are_one_line_naming_the_file_and_line(tmp_path):
+    """The line was not named (the server names the byte of a body: a file names its line)."""
     path = tmp_path / "latin.jsonl"
-    path.write_bytes(json.dumps(ROWS[0]).encode("utf-8").replace(b"text 0", b"caf\xe9"))  # Latin-1
-    with pytest.raises(ExamplesError, match=r"latin.jsonl: not UTF-8 \(byte 0xe9"):
+    latin = json.dumps(ROWS[1]).encode("utf-8").replace(b"text 1", b"caf\xe9")  # Latin-1
+    path.write_bytes(json.dumps(ROWS[0]).encode("utf-8") + b"\n" + latin + b"\n")
+    column = latin.index(b"\xe9") + 1
+    with pytest.raises(ExamplesError) as refused:
         load_examples(path)
+    assert str(refused.value) == f"{path}: not UTF-8 (byte 0xe9 on line 2 (byte {column} of the line)): JSONL is UTF-8"
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_a_json_error_on_a_line_is_about_the_line_alone(tmp_path, ending):
+    """``{"id": "x", "text": "broken`` said "Invalid control character (column 28)": the line was parsed with its
+    newline, so an unterminated string ran into it."""
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes((json.dumps(ROWS[0]) + ending + '{"id": "x", "text": "broken' + ending).encode())
+    with pytest.raises(ExamplesError) as refused:
+        load_examples(path)
+    assert str(refused.value) == f"{path}:2: not JSON (Unterminated string (column 21))"
 
 
 def test_first_existing_picks_the_first_file(tmp_path):

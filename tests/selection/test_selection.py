@@ -471,7 +471,7 @@ def _no_kind(data, kinds):
      "news.jsonl is a directory"),
     (lambda data, kinds: (data / "y.jsonl").symlink_to(data / "gone.jsonl"), "y.jsonl is a symbolic link to nothing"),
     (lambda data, kinds: (data / "news.jsonl").write_bytes(b'{"text": "caf\xe9", "label_index": 0}\n'),
-     "news.jsonl: not UTF-8 text (byte 0xe9 at offset 13)"),
+     "news.jsonl: not UTF-8 text (byte 0xe9 on line 1 (byte 14 of the line))"),
     (lambda data, kinds: (data / "news.labels.json").write_bytes(b'{"classes": ["\xff"]}'),
      "news.labels.json: not UTF-8 text"),
 ])

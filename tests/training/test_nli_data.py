@@ -58,3 +58,19 @@ def test_holdout_is_disjoint_by_premise():
     assert again_held == held and again_train == train
     with pytest.raises(DataError):
         hold_out_by_premise(rows, 401, seed=0)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
+def test_a_bad_line_of_an_nli_file_is_named_by_its_line(tmp_path, suffix):
+    """`read_jsonl` said "cannot read F: Expecting ... line 1 column 9": the line of the file was not named."""
+    import gzip
+
+    good = json.dumps({"premise": "p", "hypothesis": "h", "label": 0})
+    data = ("\ufeff" + good + "\r\n\n" + good + "\r\n" + '{"premise": "p", "hypothesis": "broken\r\n').encode()
+    path = tmp_path / f"nli{suffix}"
+    path.write_bytes(gzip.compress(data) if suffix.endswith(".gz") else data)
+    with pytest.raises(DataError) as refused:
+        nli_data.read_jsonl(path)
+    assert str(refused.value) == f"{path}:4: not JSON (Unterminated string (column 32))"
+    path.write_bytes((good + "\n" + good).encode() if suffix == ".jsonl" else gzip.compress((good + "\n").encode()))
+    assert nli_data.read_jsonl(path)[0] == json.loads(good)  # a BOM-less file, with and without a last newline

@@ -218,7 +218,7 @@ _SPOILED_SET = {  # spoil tiny_topic in a copy -> what the DataError names (the 
     "label not the class": (lambda d: (d / "tiny_topic.jsonl").write_text(
         '{"text": "x", "label_index": 0, "label": "nonsense"}\n'), "tiny_topic.jsonl:1: label \"nonsense\""),
     "rows not UTF-8": (lambda d: (d / "tiny_topic.jsonl").write_bytes(b'{"text": "\xe9", "label_index": 0}\n'),
-                       "tiny_topic.jsonl: not UTF-8 text (byte 0xe9 at offset 10)"),
+                       "tiny_topic.jsonl: not UTF-8 text (byte 0xe9 on line 1 (byte 11 of the line))"),
     # a UTF-16 file was "not UTF-8 text (byte 0xff at offset 0)" here, but named with its iconv command by every
     # other JSONL reader (`zsnli.harness.cli.encoding_problem`); without a byte-order mark it even decoded as UTF-8
     "rows UTF-16": (lambda d: (d / "tiny_topic.jsonl").write_text('{"text": "x", "label_index": 0}\n',
@@ -270,9 +270,22 @@ def test_an_excluded_file_that_is_not_utf8_is_named(tmp_path):
     from zsnli.training.zsc_nli import texts_of
 
     bad = tmp_path / "dev.jsonl"
-    bad.write_bytes(b'{"text": "caf\xe9"}\n')
-    with pytest.raises(DataError, match=re.escape(f"{bad}: not UTF-8 text (byte 0xe9 at offset 13)")):
+    bad.write_bytes(b'{"text": "a"}\n{"text": "caf\xe9"}\n')
+    with pytest.raises(DataError, match=re.escape(f"{bad}: not UTF-8 text (byte 0xe9 on line 2 (byte 14 of the line))")):
         texts_of([tmp_path])
     bad.write_text('{"text": "a"}\nnot json\n', encoding="utf-8")
     with pytest.raises(DataError, match=re.escape(f"{bad}:2: not JSON")):
         texts_of([bad])
+
+
+def test_zsc_rows_skip_a_utf8_byte_order_mark_and_crlf_line_ends(tmp_path):
+    """The zsc reader took a UTF-8 BOM as part of the first row ("Unexpected UTF-8 BOM"), which every other JSONL
+    reader skips (`zsnli.harness.cli.encoding_problem` calls the BOM fine)."""
+    from zsnli.harness.zsc_layout import ZscLayoutError, read_rows
+
+    path = tmp_path / "news.jsonl"
+    path.write_bytes('\ufeff{"text": "a", "label_index": 0}\r\n{"text": "b", "label_index": 1}\r\n'.encode())
+    assert read_rows(path, ("x", "y")) == [("a", 0), ("b", 1)]
+    path.write_bytes(b'{"text": "a", "label_index": 0}\r\n{"text": "b\r\n')
+    with pytest.raises(ZscLayoutError, match=re.escape(f"{path}:2: not JSON (Unterminated string (column 10))")):
+        read_rows(path, ("x", "y"))

@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from zsnli.metrics import wilson_interval
+from zsnli.harness.cli import jsonl_lines
 from zsnli.harness.examples import Example
 
 FORMAT_FIELDS = ("id", "dataset", "text", "labels", "label")
@@ -85,7 +86,7 @@ def read_metadata(path: str | Path, examples: Sequence[Example]) -> list[dict[st
     p = Path(str(path))
     extra: dict[str, dict[str, str]] = {}
     if p.is_file() and p.suffix != ".gz":
-        for line in p.read_text(encoding="utf-8-sig").split("\n"):  # not splitlines: U+2028 may sit inside a string
+        for line in jsonl_lines(p.read_text(encoding="utf-8-sig")):
             if not line.strip():
                 continue
             obj = json.loads(line)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from zsnli.harness.cli import encoding_problem, json_syntax
+from zsnli.harness.cli import encoding_problem, json_syntax, jsonl_lines, not_utf8_place
 from zsnli.manifest import sha256_file, sha256_json
 
 HUB_PREFIX = "hub:"
@@ -206,16 +206,17 @@ def load_examples(spec: str | Path, max_per_dataset: int | None = None, limit: i
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as raw:
-            problem = encoding_problem(raw.read(4096))
-        if problem:
-            raise ExamplesError(f"{path} {problem}")
-        with opener(path, "rt", encoding="utf-8-sig") as handle:  # a UTF-8 byte-order mark is skipped
-            examples = parse_examples(handle, str(path))
+            data = raw.read()
     except OSError as exc:
         raise ExamplesError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    problem = encoding_problem(data[:4096])
+    if problem:
+        raise ExamplesError(f"{path} {problem}")
+    try:
+        text = data.decode("utf-8-sig")  # a UTF-8 byte-order mark is skipped
     except UnicodeDecodeError as exc:
-        raise ExamplesError(f"{path}: not UTF-8 (byte 0x{exc.object[exc.start]:02x} is no UTF-8 character): "
-                            "JSONL is UTF-8") from exc
+        raise ExamplesError(f"{path}: not UTF-8 ({not_utf8_place(data, exc)}): JSONL is UTF-8") from None
+    examples = parse_examples(jsonl_lines(text), str(path))
     digest = sha256_file(path)
     if max_per_dataset is not None:
         kept: list[Example] = []

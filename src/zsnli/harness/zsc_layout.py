@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cli import encoding_problem, json_syntax
+from .cli import encoding_problem, json_syntax, jsonl_lines, not_utf8_place
 
 ROWS_SUFFIX, LABELS_SUFFIX = ".jsonl", ".labels.json"
 
@@ -68,12 +68,11 @@ def read_text(path: str | Path) -> str:
         problem = encoding_problem(data[:4096])
         if problem:
             raise ZscLayoutError(f"{path} {problem}")
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a UTF-8 byte-order mark is skipped, as every JSONL reader does
     except FileNotFoundError:
         raise ZscLayoutError(f"{path}: no such file") from None
     except UnicodeDecodeError as exc:
-        raise ZscLayoutError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
-                             f"{exc.start})") from None
+        raise ZscLayoutError(f"{path}: not UTF-8 text ({not_utf8_place(data, exc)})") from None
     except OSError as exc:
         raise ZscLayoutError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -121,7 +120,7 @@ def read_rows(path: str | Path, classes: tuple[str, ...] | list[str]) -> list[tu
     ``label`` given and not ``classes[label_index]``, ``text`` not a non-blank string; and for a file with no
     rows."""
     path, rows = Path(path), []
-    for n, line in enumerate(read_text(path).split("\n"), 1):
+    for n, line in enumerate(jsonl_lines(read_text(path)), 1):
         if not line.strip():
             continue
         try:

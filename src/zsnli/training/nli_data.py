@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..harness.cli import json_syntax, jsonl_lines
 from ..manifest import sha256_file
 
 LABELS = ("entailment", "neutral", "contradiction")
@@ -122,13 +123,23 @@ def _rows_from_records(records: Iterable[dict[str, Any]], counts: Counter) -> li
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSONL file (gzip-compressed when the name ends in ``.gz``). Raises ``DataError``."""
+    """Read a JSONL file (gzip-compressed when the name ends in ``.gz``; a UTF-8 byte-order mark skipped; blank
+    lines skipped). Raises ``DataError``: the file cannot be read or is not UTF-8, or a line is not JSON (named
+    ``path:line``)."""
     opener = gzip.open if str(path).endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
+        with opener(path, "rt", encoding="utf-8-sig") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise DataError(f"cannot read {path}: {exc}") from exc
+    rows = []
+    for n, line in enumerate(jsonl_lines(text), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{n}: not JSON ({json_syntax(exc, column=False)})") from None
+    return rows
 
 
 def load_source(source: Source) -> tuple[list[dict[str, str]], dict[str, int]]:

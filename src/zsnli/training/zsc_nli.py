@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..harness.cli import json_syntax
+from ..harness.cli import json_syntax, jsonl_lines
 from ..harness.zsc_layout import ZscLayoutError, read_labels, read_rows, read_text, set_names
 from .nli_data import DataError, Source
 
@@ -226,7 +226,7 @@ def texts_of(paths: Sequence[str | Path]) -> set[str]:
         files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path] if path.is_file() else []
         for f in files:
             try:
-                lines = read_text(f).split("\n")  # not splitlines: U+2028 may sit inside a string
+                lines = jsonl_lines(read_text(f))
             except ZscLayoutError as exc:
                 raise DataError(str(exc)) from None
             for n, line in enumerate(lines, 1):
