@@ -122,8 +122,11 @@ async def test_without_prometheus_client_the_server_runs_and_metrics_is_404(bert
     with caplog.at_level(logging.WARNING, logger="zsnli"):
         app = metrics_app(bert_dir)
         async with running_app(app) as client:
-            assert (await client.get("/metrics")).status_code == 404
+            off = await client.get("/metrics")
             assert (await client.post("/classify", json=BODY)).status_code == 200
+    # the 404 said "no route GET /metrics. Routes: ..." (found by a new-user pass): it says why, as the log does
+    assert off.status_code == 404
+    assert off.json()["error"] == f"GET /metrics is off: prometheus_client is not installed ({INSTALL_HINT})"
     warnings = [r.getMessage() for r in caplog.records if "/metrics" in r.getMessage()]
     assert len(warnings) == 1 and INSTALL_HINT in warnings[0]
 

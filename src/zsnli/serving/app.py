@@ -144,7 +144,12 @@ def not_found_message(app: FastAPI, method: str, path: str) -> str:
     """The message of a 404 for a path no route serves: the route it nearly is (the same path without its
     trailing slash, with other letter case, or with doubled slashes and ``.``/``..`` segments resolved as
     ``posixpath.normpath`` does: ``//classify``, ``/x/../classify``) and every route of `route_index`. Only the
-    request's method and path are used (never ``Host`` or ``X-Forwarded-*``); a path is never redirected."""
+    request's method and path are used (never ``Host`` or ``X-Forwarded-*``); a path is never redirected. A route an
+    extension left off (``app.state.routes_off``: path -> why, e.g. ``/metrics`` without prometheus_client) says
+    why instead."""
+    off = getattr(app.state, "routes_off", {}).get(path)
+    if off:
+        return off
     routes = route_index(app)
     hint = ""
     tidy = "/" + posixpath.normpath("/" + path).lstrip("/")

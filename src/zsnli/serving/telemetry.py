@@ -195,14 +195,16 @@ class RequestMetricsMiddleware:
 def metrics_extension(app, service: ZeroShotClassifier) -> None:
     """`zsnli.serving.app.create_app` extension: add ``GET /metrics`` and the request middleware.
 
-    Without ``prometheus_client`` nothing is added (``/metrics`` is then 404) and one
-    warning names what to install.
+    Without ``prometheus_client`` nothing is added (``/metrics`` is then a 404 saying why, with what to install:
+    ``app.state.routes_off``, `zsnli.serving.app.not_found_message`) and one warning says the same.
     """
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
         configure_logging(service.settings.log_level)
-        logger.warning("GET /metrics is off: prometheus_client is not installed (%s)", INSTALL_HINT)
+        off = f"GET /metrics is off: prometheus_client is not installed ({INSTALL_HINT})"
+        logger.warning("%s", off)
+        app.state.routes_off = {**getattr(app.state, "routes_off", {}), "/metrics": off}
         return
     metrics = ServiceMetrics(service)
     app.state.metrics = metrics
