@@ -21,6 +21,7 @@ ZERO_SHOT_ROUTES = ("/v1/zero-shot-classification", "/")
     ("sequences", TEXT, "text"),
     ("sequence", TEXT, "text"),
     ("template", "About {}.", "hypothesis_template"),
+    ("hypothesis", "About {}.", "hypothesis_template"),
 ])
 async def test_a_legacy_classify_field_is_a_422_naming_the_current_one(bert_dir, make_app, key, value, current):
     async with running_app(make_app(bert_dir)) as client:
@@ -40,6 +41,7 @@ async def test_a_legacy_classify_field_is_a_422_naming_the_current_one(bert_dir,
     ("multi_class", True, "multi_label"),
     ("labels", NAMES, "candidate_labels"),
     ("template", "About {}.", "hypothesis_template"),
+    ("hypothesis", "About {}.", "hypothesis_template"),
 ])
 @pytest.mark.parametrize("route", ZERO_SHOT_ROUTES)
 async def test_a_legacy_pipeline_parameter_is_a_422_naming_the_current_one(bert_dir, make_app, route, key, value,

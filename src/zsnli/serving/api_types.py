@@ -74,12 +74,15 @@ CLASSIFY_LEGACY = {
     "sequences": ("text", "the transformers pipeline's argument name"),
     "sequence": ("text", "the name of the text in the pipeline's answer"),
     "template": ("hypothesis_template", "hypothesis_template is the field's name"),
+    # {"hypothesis": "This is {}."} was dropped without a word and the labels scored as bare hypotheses
+    "hypothesis": ("hypothesis_template", "the hypothesis of each label is made from hypothesis_template"),
 }
 #: The same for the keys of the Inference API's ``parameters`` (`zsnli.serving.inference_api`).
 PARAMETER_LEGACY = {
     "multi_class": ("multi_label", "the transformers pipeline's former name for multi_label"),
     "labels": ("candidate_labels", "the Inference API's name for the labels"),
     "template": ("hypothesis_template", "hypothesis_template is the parameter's name"),
+    "hypothesis": ("hypothesis_template", "the hypothesis of each label is made from hypothesis_template"),
 }
 
 
