@@ -301,6 +301,51 @@ def test_reports_that_are_not_comparable_give_one_line_and_no_arm_or_slice_check
     assert len(out) == 1 and out[0].startswith("FAIL ") and out[0].endswith("not comparable")
 
 
+def _spoil(edit):
+    report = _report(0.70, 0.10, {"dataset=a": 0.05})
+    edit(report)
+    return report
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda r: r["arms"][0].pop("scores"), "arms[0].scores.means must be an object (an arm that ran holds its "
+                                           "scores)"),
+    (lambda r: r["arms"][0]["scores"]["means"].update(macro_f1=None), "arms[0].scores.means.macro_f1 must be a finite "
+                                                                      "number, not null"),
+    (lambda r: r["arms"][0]["scores"]["means"].update(ece="0.1"), "arms[0].scores.means.ece must be a finite number, "
+                                                                  "not a string"),
+    (lambda r: r["arms"][0]["scores"]["means"].update(ece=True), "arms[0].scores.means.ece must be a finite number, "
+                                                                 "not a boolean"),
+    (lambda r: r.update(protocol=[1]), "protocol must be an object, not a list"),
+    (lambda r: r.update(arms=[{}]), "arms[0].name must be a non-empty string, not null"),
+    (lambda r: r.update(arms=[1]), "arms[0] must be an object, not a number"),
+    (lambda r: r.update(arms=[]), "arms is empty"),
+    (lambda r: r["arms"].append(dict(r["arms"][0])), "arms[1].name 'zsnli' is given twice"),
+    (lambda r: r.pop("examples"), "examples.sha256 is missing (every report names the examples it ran on)"),
+    (lambda r: r["arms"][0]["declared_slices"]["dataset=a"].pop("gap"), "arms[0].declared_slices['dataset=a'] must "
+                                                                       "hold the numbers gap, accuracy and n"),
+])
+@pytest.mark.parametrize("side", ["REPORT", "--baseline"])
+def test_a_hand_edited_report_is_one_line_naming_the_field_not_a_traceback(tmp_path, capsys, edit, needle, side):
+    """``gate`` ended in a KeyError / TypeError / AttributeError traceback (exit 1) on a report whose arm had no scores,
+    a null or string macro-F1, a list for protocol, an arm without a name (found by a new-user pass)."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(_report(0.70, 0.10, {"dataset=a": 0.05})))
+    bad.write_text(json.dumps(_spoil(edit)))
+    report, baseline = (bad, good) if side == "REPORT" else (good, bad)
+    assert main(["gate", str(report), "--baseline", str(baseline)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == (f"validate.py gate: error: {bad}: not a bake-off report the gate can read: "
+                                         f"{needle}; write one with validate.py bakeoff --report\n")
+
+
+def test_a_failed_arm_needs_no_scores():
+    report = _spoil(lambda r: r["arms"][0].update(error="fit failed", scores=None))
+    from zsnli.compare.regression_gate import report_problem
+
+    assert report_problem(report) is None
+
+
 # ---- suite files and the whole run ----------------------------------------------------------------------------
 
 SUITE = """

@@ -21,6 +21,7 @@ Imports: the standard library and `zsnli.harness.cli` (standard library only: `j
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,62 @@ def load_report(path: str | Path) -> dict[str, Any]:
         raise GateInputError(f"{p}: not JSON ({json_problem(exc)})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
         raise GateInputError(f"{p}: not a bake-off report (no 'arms' list); write one with validate.py bakeoff --report")
+    problem = report_problem(data)
+    if problem:
+        raise GateInputError(f"{p}: not a bake-off report the gate can read: {problem}; write one with validate.py "
+                             "bakeoff --report")
     return data
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else {bool: "a boolean", str: "a string", list: "a list", dict: "an object"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
+def report_problem(report: dict[str, Any]) -> str | None:
+    """The first field of ``report`` (with its ``arms`` list) that the gate reads and that is not what
+    ``validate.py bakeoff --report`` writes, in words (``arms[0].scores.means.macro_f1 must be a finite number, not
+    null``); None when every one is. Read: ``examples.sha256``, ``protocol`` and ``options`` (objects or absent), and for
+    every arm its unique ``name`` and, when it did not fail (no ``error``), ``scores.means.macro_f1`` and ``ece``
+    and each ``declared_slices`` entry's ``gap``, ``accuracy`` and ``n``. A hand-edited report used to end the gate
+    in a traceback (KeyError, TypeError) instead of this line."""
+    examples = report.get("examples")
+    if not isinstance(examples, dict) or not isinstance(examples.get("sha256"), str):
+        return "examples.sha256 is missing (every report names the examples it ran on)"
+    for key in ("protocol", "options"):
+        if report.get(key) is not None and not isinstance(report[key], dict):
+            return f"{key} must be an object, not {_kind(report[key])}"
+    if not report["arms"]:
+        return "arms is empty"
+    names: set[str] = set()
+    for i, arm in enumerate(report["arms"]):
+        where = f"arms[{i}]"
+        if not isinstance(arm, dict):
+            return f"{where} must be an object, not {_kind(arm)}"
+        if not isinstance(arm.get("name"), str) or not arm["name"]:
+            return f"{where}.name must be a non-empty string, not {_kind(arm.get('name'))}"
+        if arm["name"] in names:
+            return f"{where}.name {arm['name']!r} is given twice"
+        names.add(arm["name"])
+        if arm.get("error"):
+            continue  # a failed arm holds no scores: nothing is read of it
+        means = (arm.get("scores") or {}).get("means") if isinstance(arm.get("scores"), dict) else None
+        if not isinstance(means, dict):
+            return f"{where}.scores.means must be an object (an arm that ran holds its scores)"
+        for metric in ("macro_f1", "ece"):
+            if not _number(means.get(metric)):
+                return f"{where}.scores.means.{metric} must be a finite number, not {_kind(means.get(metric))}"
+        slices = arm.get("declared_slices")
+        if slices is not None and not isinstance(slices, dict):
+            return f"{where}.declared_slices must be an object, not {_kind(slices)}"
+        for key, entry in (slices or {}).items():
+            if not isinstance(entry, dict) or not all(_number(entry.get(k)) for k in ("gap", "accuracy", "n")):
+                return f"{where}.declared_slices[{key!r}] must hold the numbers gap, accuracy and n"
+    return None
 
 
 def _arm_checks(name: str, old: dict, new: dict, f1_drop: float, ece_rise: float, slice_drop: float) -> list[Violation]:
@@ -97,7 +153,7 @@ def not_comparable(report: dict, baseline: dict) -> list[Violation]:
     holds) make every arm and slice check meaningless.
     """
     out = []
-    old_ex, new_ex = baseline.get("examples", {}).get("sha256"), report.get("examples", {}).get("sha256")
+    old_ex, new_ex = (baseline.get("examples") or {}).get("sha256"), (report.get("examples") or {}).get("sha256")
     if old_ex != new_ex:
         out.append(Violation("*", "examples", old_ex, new_ex, None,
                              f"examples differ (sha256 {str(old_ex)[:12]} -> {str(new_ex)[:12]}): not comparable"))
