@@ -116,3 +116,22 @@ def test_validate_lists_every_problem_and_hashes_examples():
     with pytest.raises(BakeoffInputError) as err:
         validate_request([1, 2], **limits)
     assert err.value.field == "body"
+
+
+@pytest.mark.parametrize("body, field, error", [
+    ({"candidatez": ["majority"]}, "candidatez", "unknown field; did you mean candidates?"),
+    ({"retian": True}, "retian", "unknown field; did you mean retain?"),
+    ({"Task_Description": "d"}, "Task_Description", "unknown field; did you mean task_description?"),
+    ({"examples": [{"input": "x", "expected": "a"}, {"text": "y", "expected": "b"}]}, "examples[1].text",
+     "unknown field (an examples file's name for the text; here it is input); did you mean examples[1].input?"),
+    ({"examples": [{"input": "x", "expecetd": "a"}, {"input": "y", "expected": "b"}]}, "examples[0].expecetd",
+     "unknown field; did you mean examples[0].expected?"),
+])
+def test_a_misspelt_field_is_named_not_ignored(body, field, error):
+    """``{"candidatez": ["majority"]}`` was ignored: every arm ran (and a typo'd ``retain`` stored nothing)."""
+    ok = {"task_description": "d", "examples": [{"input": "x", "expected": "a"}, {"input": "y", "expected": "b"}]}
+    limits = dict(incumbents=["majority"], challengers=[], max_examples=10, max_labels=5, max_input_chars=50)
+    with pytest.raises(BakeoffInputError) as err:
+        validate_request({**ok, **body}, **limits)
+    assert err.value.problems[0] == {"field": field, "error": error}
+    assert validate_request({**ok, "note": "kept for me"}, **limits).label_names == ["a", "b"]  # unlike no field: ignored

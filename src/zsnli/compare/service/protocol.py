@@ -31,8 +31,9 @@ from zsnli.compare.protocol import SERVICE_PROTOCOL, Plan, make_plan
 from zsnli.harness.examples import Example
 from zsnli.manifest import canonical_json
 from zsnli.metrics import N_BINS, argmax_random_ties, reliability_bins, score_rows
+from zsnli.serving.api_types import misspelt_fields
 
-from .schema import BakeoffRequest
+from .schema import BakeoffExample, BakeoffRequest
 
 RANKING_RULE = ranking_rule(1)
 """The ranking rule in words for a service bake-off: one dataset, the request's examples."""
@@ -138,9 +139,31 @@ def _field(loc: Sequence[Any]) -> str:
     return out or "body"
 
 
+#: Names of an examples file's rows (`zsnli.harness.examples`) for the fields of a bake-off example.
+EXAMPLE_LEGACY = {"text": ("input", "an examples file's name for the text; here it is input"),
+                  "label": ("expected", "an examples file's gold index; here the label itself is expected")}
+
+
+def misspelt_request_fields(payload: dict) -> list[dict[str, str]]:
+    """A ``{"field", "error"}`` problem per key of the body, or of an example, that looks like a misspelt field
+    (``candidatez``, ``retian``: `zsnli.serving.api_types.misspelt_fields`) or is an examples file's name
+    (``text``, ``label``: `EXAMPLE_LEGACY`). Such a key was ignored, so a typo'd ``candidates`` ran every arm and
+    a typo'd ``retain`` stored nothing; other unknown keys are still ignored, as on ``/classify``."""
+    out = misspelt_fields(payload, BakeoffRequest.model_fields)
+    examples = payload.get("examples")
+    for i, example in enumerate(examples if isinstance(examples, list) else []):
+        if isinstance(example, dict):
+            out += misspelt_fields(example, BakeoffExample.model_fields, prefix=f"examples[{i}].",
+                                   legacy=EXAMPLE_LEGACY)
+    return [{"field": p["field"], "error": p["error"]} for p in out]
+
+
 def _schema(payload: Any) -> BakeoffRequest:
     if not isinstance(payload, dict):
         raise BakeoffInputError([{"field": "body", "error": "body must be a JSON object"}])
+    misspelt = misspelt_request_fields(payload)
+    if misspelt:
+        raise BakeoffInputError(misspelt)
     try:
         return BakeoffRequest.model_validate(payload)
     except ValidationError as exc:
