@@ -130,7 +130,7 @@ def test_gpu_sh_out_that_cannot_be_written_is_refused_before_the_run(tmp_path, l
     proc = _gpu_sh(*lead, "--examples", str(examples), "--out", str(blocker / "dir" / "x.json"))
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    assert "--out" in lines[0] and "cannot be written" in lines[0] and "Traceback" not in proc.stderr
+    assert "--out" in lines[0] and f"{blocker} is a file, not a folder" in lines[0] and "Traceback" not in proc.stderr
 
 
 def test_every_report_flag_of_the_benches_and_validate_is_checked_at_parse_time():
@@ -157,7 +157,7 @@ def test_output_file_refuses_one_line_and_leaves_nothing_behind(tmp_path):
 
     blocker = tmp_path / "f"
     blocker.write_text("x")
-    with pytest.raises(argparse.ArgumentTypeError, match="cannot be written"):
+    with pytest.raises(argparse.ArgumentTypeError, match=f"{blocker} is a file, not a folder"):
         output_file(str(blocker / "x.json"))
     with pytest.raises(argparse.ArgumentTypeError, match="is a directory"):
         output_file(str(tmp_path))

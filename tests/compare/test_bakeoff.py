@@ -585,8 +585,10 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_any_arm_runs(tmp
     suite.write_text("[[arms]]\nname='m'\ntype='majority'\n")
     blocked = tmp_path / "file"
     blocked.write_text("")
+    # a file where a folder goes was "cannot be written (File exists)" (found by a new-user pass): it is named
     for flag, path, expected in (("--report", tmp_path, "is a directory"),
-                                 ("--report", blocked / "r.json", "cannot be written"),
+                                 ("--report", blocked / "r.json", f"{blocked} is a file, not a folder"),
+                                 ("--report", blocked / "sub" / "r.json", f"{blocked} is a file, not a folder"),
                                  ("--html", tmp_path, "is a directory")):
         with pytest.raises(SystemExit) as exited:  # refused while the flags parse (zsnli.harness.cli.output_file)
             main(["bakeoff", "--suite", str(suite), "--examples", str(examples_file), flag, str(path)])

@@ -36,11 +36,12 @@ def _settings(env):
     ("ZSNLI_RECEIPT_KEY", lambda d: (d / "key.pem").write_bytes(b"\x00\xff" * 40) and d / "key.pem",
      "not a readable unencrypted PEM key"),
     ("ZSNLI_RECEIPT_KEY", lambda d: d, "is a directory"),
-    ("ZSNLI_RECEIPT_KEY", lambda d: (d / "f").write_text("x") and d / "f" / "key.pem", "cannot be written"),
+    ("ZSNLI_RECEIPT_KEY", lambda d: (d / "f").write_text("x") and d / "f" / "key.pem", "/f is a file, not a folder"),
     ("ZSNLI_BAKEOFF_DB", lambda d: (d / "b.sqlite3").write_text("this is no database, " * 20) and d / "b.sqlite3",
      "is not a SQLite database"),
     ("ZSNLI_BAKEOFF_DB", lambda d: d, "is a directory"),
-    ("ZSNLI_BAKEOFF_DB", lambda d: (d / "f").write_text("x") and d / "f" / "sub" / "b.sqlite3", "cannot be written"),
+    ("ZSNLI_BAKEOFF_DB", lambda d: (d / "f").write_text("x") and d / "f" / "sub" / "b.sqlite3",
+     "/f is a file, not a folder"),
 ])
 def test_a_path_that_can_never_work_is_one_line_naming_the_variable(tmp_path, var, make, needle):
     path = make(tmp_path)
@@ -213,7 +214,8 @@ def test_an_unusable_runs_dir_is_refused_when_the_server_would_write_under_it(tm
     with pytest.raises(SettingsError) as err:
         check_paths(_settings(env), env)
     line = str(err.value)
-    assert line.startswith(f"ZSNLI_RUNS_DIR={runs}: ") and "cannot be written" in line and "\n" not in line, line
+    why = f"{tmp_path / 'afile'} is a file, not a folder" if "afile" in runs else "cannot be written"
+    assert line.startswith(f"ZSNLI_RUNS_DIR={runs}: ") and why in line and "\n" not in line, line
     elsewhere = {**env, "ZSNLI_BAKEOFF_DB": str(tmp_path / "b.sqlite3"), "ZSNLI_RECEIPT_KEY": str(tmp_path / "k.pem")}
     assert check_paths(_settings(elsewhere), elsewhere) == []
     monkeypatch.setenv("ZSNLI_RUNS_DIR", str(tmp_path / "runs"))

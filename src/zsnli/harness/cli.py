@@ -290,6 +290,13 @@ positive_ms = number_type(float, 0, MAX_WAIT_S * 1000, low_open=True)
 """argparse type: milliseconds in (0, `MAX_WAIT_S` x 1000] (a latency ceiling)."""
 
 
+def file_in_the_way(path: str | Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` when it is not a folder (a file where a folder of the path goes,
+    which ``mkdir`` calls "File exists" and ``open`` "Not a directory"), else None."""
+    existing = next((p for p in Path(path).parents if p.exists()), None)
+    return existing if existing is not None and not existing.is_dir() else None
+
+
 def output_file_problem(path: str | Path) -> str | None:
     """Why a file cannot be written at ``path`` (one line, no flag name), or None when it can: not a directory,
     its folder creatable and writable. Tried by creating the folders and opening the file for appending, which
@@ -298,6 +305,9 @@ def output_file_problem(path: str | Path) -> str | None:
     path = Path(path)
     if path.is_dir():
         return f"{path}: is a directory; give a file path"
+    blocking = file_in_the_way(path)
+    if blocking is not None:
+        return f"{path}: {blocking} is a file, not a folder"
     existed, made = path.exists(), [p for p in reversed(path.parents) if not p.exists()]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

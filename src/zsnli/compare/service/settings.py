@@ -22,6 +22,7 @@ from typing import Mapping
 
 from zsnli.compare.receipts import KEY_ENV, ReceiptError, Signer, default_key
 from zsnli.config import SettingsError
+from zsnli.harness.cli import file_in_the_way
 from zsnli.manifest import RUNS_ENV, runs_path
 
 
@@ -112,8 +113,12 @@ def parse_models(raw: str) -> tuple[tuple[str, str], ...]:
 def _folder_problem(path: Path, probe: bool) -> str | None:
     """Why the folder of ``path`` cannot take a new file, or None. probe: create the folder (as first use
     would) and a temporary file in it, the only test that also holds for root and read-only mounts; else
-    only look (the nearest existing ancestor must be a writable directory), creating nothing."""
+    only look (the nearest existing ancestor must be a writable directory), creating nothing. A file where a
+    folder of the path goes is named as such either way (`zsnli.harness.cli.file_in_the_way`)."""
     folder = path.parent
+    blocking = file_in_the_way(path)
+    if blocking is not None:
+        return f"{blocking} is a file, not a folder"
     if probe:
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -125,8 +130,6 @@ def _folder_problem(path: Path, probe: bool) -> str | None:
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    if not existing.is_dir():
-        return f"{existing} is not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"its folder {existing} is not writable"
     return None
