@@ -38,7 +38,9 @@ def test_verify_receipt_of_an_unreadable_file_is_one_line_exit_2(tmp_path, capsy
             "unreadable key": [str(report), "--public-key", str(tmp_path / "no-key.pem")]}[what]
     assert main(["verify-receipt", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("verify-receipt: ") and "Error" not in err[0], err
+    assert len(err) == 1 and err[0].startswith("validate.py verify-receipt: error: ") and "Error" not in err[0], err
+    if what == "directory":  # was "cannot read DIR: Is a directory", as no other command says it (a new-user pass)
+        assert err[0] == f"validate.py verify-receipt: error: {tmp_path}: a directory, not a file; give a bake-off JSON report"
 
 
 @pytest.mark.parametrize("given", [False, True])

@@ -92,7 +92,8 @@ def test_what_a_run_left_in_the_working_directory_is_never_read(tmp_path, monkey
     checks "no local key" still sees none, and nothing a test writes by default lands in the checkout."""
     import json
 
-    from zsnli.compare.receipts import Signer, local_public_pem, main, seal
+    from zsnli.compare.receipt_cli import main
+    from zsnli.compare.receipts import Signer, local_public_pem, seal
     from zsnli.compare.service.settings import BakeoffSettings
     from zsnli.selection import score_cache
 

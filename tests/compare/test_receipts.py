@@ -9,7 +9,8 @@ import stat
 
 import pytest
 
-from zsnli.compare.receipts import RECEIPT_VERSION, Signer, main, receipt_payload, seal, signer_for, verify
+from zsnli.compare.receipt_cli import main
+from zsnli.compare.receipts import RECEIPT_VERSION, Signer, receipt_payload, seal, signer_for, verify
 from zsnli.manifest import canonical_json
 
 
@@ -418,7 +419,7 @@ def test_public_key_flag_takes_the_private_key_that_signed_and_a_file_that_is_no
         (tmp_path / name).write_text(content)
         assert main([str(good), "--public-key", str(tmp_path / name)]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and err.startswith(f"verify-receipt: --public-key {tmp_path / name}: not ")
+        assert err.count("\n") == 1 and err.startswith(f"validate.py verify-receipt: error: --public-key {tmp_path / name}: not ")
         assert "Error" not in err and "--receipt-key" in err and "/v1/receipts/public-key" in err
 
 
@@ -430,6 +431,6 @@ def test_an_unreadable_public_key_names_its_flag_not_only_a_path(signer, tmp_pat
     for key in (tmp_path, tmp_path / "missing.pem"):
         assert main([str(good), "--public-key", str(key)]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and err.startswith(f"verify-receipt: --public-key {key}: cannot read it ("), err
+        assert err.count("\n") == 1 and err.startswith(f"validate.py verify-receipt: error: --public-key {key}: cannot read it ("), err
     assert main([str(tmp_path / "missing.json"), "--public-key", str(signer.path)]) == 2  # the report's own fault
-    assert capsys.readouterr().err.startswith(f"verify-receipt: cannot read {tmp_path / 'missing.json'}: ")
+    assert capsys.readouterr().err.startswith(f"validate.py verify-receipt: error: cannot read {tmp_path / 'missing.json'}: ")

@@ -229,14 +229,14 @@ def test_commands_name_an_empty_json_file_they_read(places, capsys, tmp_path):
 
 def test_verify_receipt_names_an_empty_file(tmp_path, capsys):
     """`validate.py verify-receipt empty.json` printed "verify-receipt: JSONDecodeError: ..." without the file."""
-    from zsnli.compare.receipts import main as verify_receipt
+    from zsnli.compare.receipt_cli import main as verify_receipt
 
     path = _empty(tmp_path)
     assert verify_receipt([str(path)]) == 2
-    assert capsys.readouterr().err == f"verify-receipt: {path}: not JSON (empty file)\n"
+    assert capsys.readouterr().err == f"validate.py verify-receipt: error: {path}: not JSON (empty file)\n"
     path.write_text("{")
     assert verify_receipt([str(path)]) == 2
-    assert capsys.readouterr().err.startswith(f"verify-receipt: {path}: not JSON (Expecting property name")
+    assert capsys.readouterr().err.startswith(f"validate.py verify-receipt: error: {path}: not JSON (Expecting property name")
 
 
 def test_every_command_has_a_description():

@@ -1,5 +1,5 @@
 """Command line of ``validate.py``: the self-check (default), ``compare`` (the bake-off) and
-``verify-receipt`` (the receipt of a bake-off report or service answer, offline: `zsnli.compare.receipts.main`).
+``verify-receipt`` (the receipt of a bake-off report or service answer, offline: `zsnli.compare.receipt_cli`).
 
 Exit codes: 0 all gates pass / every arm ran; 1 a gate failed / an arm
 failed; 2 bad usage, an unknown command or unreadable examples (one line on stderr, ``validate.py[ COMMAND]: error:
@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = output_console(sys.stdout)
     progress = sys.stderr.isatty()
     if argv and argv[0] == "verify-receipt":
-        from zsnli.compare.receipts import main as verify_receipt_main
+        from zsnli.compare.receipt_cli import main as verify_receipt_main
 
         return verify_receipt_main(argv[1:])
     if argv and argv[0] == "compare":

@@ -18,11 +18,11 @@ the report but "receipt", "key_order", "examples_sha256", "arms", "not_run"}``, 
 must be the JSON integer 3 (`verify`), and `load_report` refuses a number not written as canonical JSON writes it
 (``3e0``, ``3.0E0``, ``-0``: `NonCanonicalNumber`), so one receipt has one spelling of every signed number. Receipts
 sealed before ``not_run`` existed (issue 57) have no such key; their payload has none either, so they verify as they
-did, and `main` says that such a receipt does not list the arms that did not run (the report's own failed rows do).
+did, and ``verify-receipt`` says that such a receipt does not list the arms that did not run (the report's own failed rows do).
 Canonical JSON sorts object keys, so the key order of an object where it carries meaning (`ORDERED_FIELDS`: the
 service's ``labels``, whose order is the probabilities' order) is signed beside it, in ``key_order``. Every field of
 the report is covered, so nothing can be added beside the signature; `verify` also refuses a receipt key outside
-`RECEIPT_KEYS`, and `main` a file with a key given twice in any object (a reader could take either value).
+`RECEIPT_KEYS`, and `load_report` a file with a key given twice in any object (a reader could take either value).
 
 An unsigned receipt shows only that the file was not changed since someone computed its sha256 (anyone can recompute
 it); a signed one, that the holder of the key sealed it. So an unsigned receipt is never valid by default (`verify`
@@ -34,8 +34,8 @@ service signs every answer). Receipts of versions 1 and 2 (the service's before 
 The private key is a PKCS#8 PEM file: ``ZSNLI_RECEIPT_KEY`` (`KEY_ENV`) for both front ends (the service defaults to
 `default_key`; the command lines sign only when ``--receipt-key`` or ``ZSNLI_RECEIPT_KEY`` names one), created with
 mode 0600 on first use. ``cryptography`` is imported lazily, so the server starts without it (bake-offs then answer
-503). ``python validate.py verify-receipt FILE [--public-key PEM] [--allow-unsigned]`` runs `main`. Imports only
-`zsnli.manifest`, `zsnli.harness.cli` (`one_line`, `json_problem`) (and ``cryptography`` inside functions).
+503). ``python validate.py verify-receipt FILE [--public-key PEM] [--allow-unsigned]`` is
+`zsnli.compare.receipt_cli`. Imports only `zsnli.manifest` (and ``cryptography`` inside functions).
 """
 
 from __future__ import annotations
@@ -44,14 +44,12 @@ import base64
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from zsnli.manifest import canonical_json, runs_path
-from zsnli.harness.cli import json_problem, one_line
 
 RECEIPT_VERSION = 3
 KEY_ENV = "ZSNLI_RECEIPT_KEY"
@@ -67,21 +65,14 @@ def default_key() -> str:
 ORDERED_FIELDS = ("labels",)
 #: Keys of ``report["receipt"]``.
 RECEIPT_KEYS = frozenset({"version", "sha256", "signature", "key_id", "examples_sha256", "arms", "not_run"})
-#: What a valid receipt vouches for, as `main` prints it.
-COVERED = ("every field of the report (for a service answer: id, created_at, task_description, labels with their "
-           "order, n, scorecard with predictions when retained, winner), the examples' sha256 and each arm's "
-           "identity (model, calibration and code hashes, parameters), the arms that did not run and the receipt's "
-           "version")
 
 
 #: Top-level fields of a service answer (`zsnli.compare.service.runner`) that no command-line report has: a
 #: report holding any of them claims to come from the service, which always signs.
 SERVICE_FIELDS = ("id", "created_at", "task_description", "scorecard", "winner")
 
-#: ``verify-receipt`` exit codes (docs/bakeoff.md): valid (signed and checked, or unsigned and ``--allow-unsigned``),
-#: invalid (a problem, an unsigned receipt not accepted included), unreadable input or no public key for a signature.
-EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
-_KEY_NEEDED = "the receipt is signed: a public key is needed"
+#: The start of `verify`'s problem line for a signed receipt checked without a public key.
+KEY_NEEDED = "the receipt is signed: a public key is needed"
 
 
 class ReceiptError(RuntimeError):
@@ -132,7 +123,7 @@ def _json_type(value: Any) -> str:
             float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _receipt_of(report: Any) -> dict[str, Any]:
+def receipt_of(report: Any) -> dict[str, Any]:
     """``report["receipt"]``; raises `NotAReport` unless its fields have their JSON types."""
     if not isinstance(report, dict):
         raise NotAReport(f"the top level is {_json_type(report)}, not an object")
@@ -266,7 +257,7 @@ def verify(report: Any, public_pem: bytes | None = None, *, allow_unsigned: bool
     service answer, with a ``key_id``, or with ``public_pem``). Raises `NotAReport` when ``report`` is
     not an object with a receipt; ``ValueError`` on a bad PEM.
     """
-    receipt = _receipt_of(report)
+    receipt = receipt_of(report)
     problems = []
     version = receipt.get("version", 1)
     if type(version) is not int or version != RECEIPT_VERSION:  # 3.0 and True are not the integer 3
@@ -286,7 +277,7 @@ def verify(report: Any, public_pem: bytes | None = None, *, allow_unsigned: bool
     if receipt.get("key_id") is None:
         problems.append("the receipt is signed but names no key (key_id is null)")
     if public_pem is None:
-        return problems + [_KEY_NEEDED + " to check the signature"]
+        return problems + [KEY_NEEDED + " to check the signature"]
     return problems + _signature_problems(receipt, data, public_pem)
 
 
@@ -400,101 +391,3 @@ def public_pem_of(path: Path, flag: str = "--public-key") -> bytes:
             continue
     raise ReceiptError(f"{flag} {path}: not an unencrypted PEM key; pass the signer's public key (GET "
                        "/v1/receipts/public-key) or the --receipt-key file of the run")
-
-
-def _subject(report: dict[str, Any]) -> str:
-    if "id" in report:
-        return f"bake-off {report['id']}, winner {report.get('winner')}"
-    suite = report.get("suite") if isinstance(report.get("suite"), dict) else {}
-    return f"{report.get('tool', 'report')}, suite {suite.get('name')}"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``verify-receipt FILE [--public-key PEM] [--allow-unsigned]``; returns the exit code.
-
-    `EXIT_VALID` (0): a signed receipt whose signature the public key checks, or an unsigned one accepted by
-    ``--allow-unsigned`` (a command-line report only: `unsigned_problems`); `EXIT_INVALID` (1): any problem
-    `verify` finds, an unsigned receipt without ``--allow-unsigned`` included; `EXIT_UNREADABLE` (2): usage,
-    unreadable input, not a report with a receipt, or a signed receipt with no public key to check it.
-    FILE is a service answer or a ``validate.py bakeoff`` / ``compare`` JSON report. A signed receipt
-    without ``--public-key`` is checked against the public half of the local ``ZSNLI_RECEIPT_KEY`` (the
-    server's ``GET /v1/receipts/public-key`` gives it to anyone else).
-    """
-    from zsnli.harness.cli import UsageParser
-
-    p = UsageParser(prog="validate.py verify-receipt",
-                    description="Verify the receipt of a bake-off report (service answer or validate.py bakeoff/compare "
-                                "JSON report) offline. Exit 0 valid, 1 invalid (an unsigned receipt too, unless "
-                                "--allow-unsigned), 2 unreadable or no public key for a signed receipt.")
-    p.add_argument("file", type=Path, help="a bake-off report: JSON of POST /v1/bakeoff, GET /v1/bakeoffs/ID, or "
-                                           "validate.py bakeoff/compare --report")
-    p.add_argument("--public-key", type=Path, default=None,
-                   help="PEM public key (GET /v1/receipts/public-key) or the private key that signed (the run's "
-                        "--receipt-key file: its public half is used); default: the local ZSNLI_RECEIPT_KEY's")
-    p.add_argument("--allow-unsigned", action="store_true",
-                   help="accept an unsigned (sha256-only) receipt of a command-line report: it shows only that the "
-                        "file is unchanged since someone computed its sha256 (never accepted for a service answer)")
-    args = p.parse_args(argv)
-    try:
-        report = load_report(args.file.read_text(encoding="utf-8"))
-        receipt = _receipt_of(report)
-        pem = public_pem_of(args.public_key) if args.public_key is not None else None
-        if pem is None and receipt.get("signature") is not None:
-            pem = local_public_pem()
-        problems = verify(report, pem, allow_unsigned=args.allow_unsigned)
-    except DuplicateKey as exc:
-        print(f"INVALID: key {str(exc)!r} is given more than once in an object of {args.file}: a reader could take "
-              "either value, so the receipt vouches for neither")
-        return EXIT_INVALID
-    except NonCanonicalNumber as exc:
-        print(f"INVALID: the number {str(exc)!r} in {args.file} is not written as the receipt's canonical JSON writes "
-              "numbers (the signed bytes hold one spelling of each: the file was rewritten or changed)")
-        return EXIT_INVALID
-    except NotAReport as exc:
-        print(f"verify-receipt: {args.file} is not a bake-off report with a receipt: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    except OSError as exc:  # a missing or unreadable file (the report's or the key's)
-        print(f"verify-receipt: cannot read {exc.filename or args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    except RecursionError:  # JSON nested deeper than Python can walk: no report is
-        print(f"verify-receipt: {args.file} is nested too deeply to be a bake-off report", file=sys.stderr)
-        return EXIT_UNREADABLE
-    except json.JSONDecodeError as exc:  # (a ValueError) the report is not JSON, or an empty file
-        print(f"verify-receipt: {args.file}: not JSON ({json_problem(exc)})", file=sys.stderr)
-        return EXIT_UNREADABLE
-    except UnicodeDecodeError as exc:  # (a ValueError)
-        print(f"verify-receipt: {args.file}: not UTF-8 text ({one_line(exc)})", file=sys.stderr)
-        return EXIT_UNREADABLE
-    except (ValueError, ReceiptError) as exc:  # a key file that is no key names its flag (`public_pem_of`)
-        print(f"verify-receipt: {one_line(exc)}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    no_key = [line for line in problems if line.startswith(_KEY_NEEDED)]
-    if problems and len(no_key) == len(problems):
-        print(f"verify-receipt: --public-key is needed (the receipt is signed; no local key at "
-              f"{os.environ.get(KEY_ENV, '').strip() or default_key()})", file=sys.stderr)
-        return EXIT_UNREADABLE
-    if problems:
-        for line in problems:
-            print(f"INVALID: {line}")
-        return EXIT_INVALID
-    if receipt.get("signature") is None:
-        print(f"valid (unsigned, accepted by --allow-unsigned): receipt {receipt['sha256']} (the sha256 matches, "
-              f"which shows only that the file is unchanged since it was computed) ({_subject(report)})")
-    else:
-        print(f"valid: receipt {receipt['sha256']} signed by key {receipt['key_id']} ({_subject(report)})")
-    print(f"the receipt covers: {COVERED}")
-    print(not_run_line(receipt))
-    return EXIT_VALID
-
-
-def not_run_line(receipt: Mapping[str, Any]) -> str:
-    """What a valid receipt says about the arms that did not finish: each with its reason, that every arm ran,
-    or (a receipt sealed before ``not_run`` existed) that it does not say."""
-    if "not_run" not in receipt:
-        return ("arms that did not run: not listed (a receipt sealed before issue 57 has no not_run; the report's "
-                "failed rows say which arms failed)")
-    not_run = receipt["not_run"]
-    if not not_run:
-        return "arms that did not run: none (every arm of the bake-off finished)"
-    return (f"arms that did not run ({len(not_run)}, signed): "
-            + "; ".join(f"{arm}: {' '.join(str(why).split())}" for arm, why in not_run.items()))
