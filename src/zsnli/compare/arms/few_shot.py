@@ -78,19 +78,23 @@ def logreg(C: float, max_iter: int, seed: int):
     return LogisticRegression(C=C, max_iter=max_iter, random_state=seed)
 
 
-def fit_or_constant(model, x, labels: Sequence[str], classes: list[str]):
-    """Fit ``model`` unless the training rows hold a single class (then None: that class gets probability 1).
-
-    scikit-learn's warning that more than half the rows have their own class
-    is silenced: one or two rows per class is what few-shot means.
-    """
+def fit_few_shot(model, x, labels: Sequence[str], classes: list[str]):
+    """``model.fit(x, class indexes of labels)`` with scikit-learn's warning that more than half the rows have their
+    own class silenced: one or two rows per class is what few-shot means (it reached stderr from the in-sample
+    SVM fit of ``tfidf_linearsvc``, a fit made outside `fit_or_constant`). Returns ``model``."""
     import warnings
 
-    if len(classes) < 2:
-        return None
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The number of unique classes is greater than 50%")
-        model.fit(x, [classes.index(y) for y in labels])
+        return model.fit(x, [classes.index(y) for y in labels])
+
+
+def fit_or_constant(model, x, labels: Sequence[str], classes: list[str]):
+    """Fit ``model`` (`fit_few_shot`) unless the training rows hold a single class (then None: that class gets
+    probability 1)."""
+    if len(classes) < 2:
+        return None
+    fit_few_shot(model, x, labels, classes)
     return model
 
 
@@ -295,7 +299,7 @@ class TfidfLinearSvcArm(FittedClassifier):
             from sklearn.frozen import FrozenEstimator
 
             self.platt_fits["in-sample (a class has one training row)"] += 1
-            svm.fit(x, [self.classes_.index(y) for y in labels])
+            fit_few_shot(svm, x, labels, self.classes_)
             every = np.arange(len(labels))  # one "split" whose calibration rows are all the training rows
             model = CalibratedClassifierCV(FrozenEstimator(svm), method="sigmoid", cv=[(every, every)])
         self._model = fit_or_constant(model, x, labels, self.classes_)
