@@ -151,13 +151,14 @@ def resolve_examples(ap: argparse.ArgumentParser, given: str | None) -> str:
     neither is there."""
     if given is not None:
         if not given.startswith("hub:"):
-            check_file(ap, given, "--examples", "pass --examples PATH (JSONL in DESIGN.md's examples format) or "
-                       f"--examples hub:btzsc (needs network) (resolved: {Path(given).resolve()})")
+            check_file(ap, given, "--examples", "pass --examples PATH (JSONL as docs/bakeoff.md's 'The examples "
+                       f"file' says) or --examples hub:btzsc (needs network) (resolved: {Path(given).resolve()})")
         return given
     found = first_existing(SHARED_PUBLIC_EXAMPLES, DEV_EXAMPLES)
     if found is None:
         ap.error(f"--examples: neither {SHARED_PUBLIC_EXAMPLES} nor {DEV_EXAMPLES} is here (run from the repository "
-                 "root); pass --examples PATH (JSONL in DESIGN.md's examples format) or --examples hub:btzsc")
+                 "root); pass --examples PATH (JSONL as docs/bakeoff.md's 'The examples file' says) or --examples "
+                 "hub:btzsc")
     if str(found) != SHARED_PUBLIC_EXAMPLES:
         print(f"zsnli.bench: {SHARED_PUBLIC_EXAMPLES} not found: using the repository's {found} "
               "(pass --examples PATH or hub:btzsc for other data)", file=sys.stderr, flush=True)

@@ -252,8 +252,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "random-weight deberta-v3-base instead")
     check_repo_root(ap, args.repo_root)
     if args.examples and not args.examples.startswith("hub:"):
-        check_file(ap, args.examples, "--examples", "pass --examples PATH (JSONL in DESIGN.md's examples format) or "
-                   "--examples hub:btzsc, or leave it out for the shared/synthetic default")
+        check_file(ap, args.examples, "--examples", "pass --examples PATH (JSONL as docs/bakeoff.md's 'The "
+                   "examples file' says) or --examples hub:btzsc, or leave it out for the shared/synthetic default")
     check_examples(ap, args.examples)  # read now: an empty file ended the run with exit 1
     check_device(ap, args.device)
     if args.docs is None:

@@ -48,8 +48,8 @@ SHARED_PUBLIC_EXAMPLES = "../shared/data/zsc/public.jsonl"
 EXAMPLES_FORMAT = ("JSONL, one example a line: id, dataset, text, labels (the candidate label names), label "
                    "(the index of the gold one in labels)")
 #: what a command that needs examples says when it has none
-EXAMPLES_HINT = ("pass --examples PATH (JSONL in DESIGN.md's examples format, e.g. dev/zeroshot_dev.jsonl) "
-                 "or --examples hub:btzsc (needs network)")
+EXAMPLES_HINT = ("pass --examples PATH (JSONL as docs/bakeoff.md's 'The examples file' says, e.g. "
+                 "dev/zeroshot_dev.jsonl) or --examples hub:btzsc (needs network)")
 
 
 class ExamplesError(ValueError):
