@@ -136,15 +136,15 @@ def encoding_problem(head: bytes) -> str | None:
 
 def not_utf8_place(data: bytes, exc: UnicodeDecodeError) -> str:
     """Where the first byte of ``data`` (a JSONL file's bytes, those ``exc`` was raised on) that is not UTF-8 sits,
-    for an error line: ``byte 0xe9 on line 3 (byte 12 of the line)``; lines are counted at ``\n``."""
+    for an error line: ``byte 0xe9 on line 3 (byte 12 of the line)``; lines are counted at ``\\n``."""
     start = exc.start
     line, column = data.count(b"\n", 0, start) + 1, start - data.rfind(b"\n", 0, start)
     return f"byte 0x{data[start]:02x} on line {line} (byte {column} of the line)"
 
 
 def jsonl_lines(text: str) -> list[str]:
-    """The lines of a JSONL text, split at ``\n`` only (a U+2028 inside a string stays in it), each without its line
-    end (``\r`` too: CRLF files), so that a JSON error on a line is about the line alone: an unterminated string
+    """The lines of a JSONL text, split at ``\\n`` only (a U+2028 inside a string stays in it), each without its line
+    end (``\\r`` too: CRLF files), so that a JSON error on a line is about the line alone: an unterminated string
     is "Unterminated string", not "Invalid control character" at its newline."""
     return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
 

@@ -92,6 +92,8 @@ PREDICT_ERROR_RESPONSES = {
     503: {**ERROR_RESPONSES[503], "description": "Loading, timed out, or more than ZSNLI_MAX_CONNECTIONS connections "
           "open; retry after `Retry-After` s (a full queue is the 429)."},
 }
+
+
 def classify_request_schema() -> dict:
     """`ClassifyRequest`'s JSON schema as the wire takes it (`zsnli.serving.http_request.parse_classify_request`):
     ``candidate_labels`` is a property too, the alias of ``labels``; one of the two is required as an array
