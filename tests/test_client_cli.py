@@ -242,6 +242,8 @@ def test_cli_bad_lines_are_error_lines_and_the_rest_are_answered(server, bert_di
         assert "body must be a JSON object, got a string" in answers[1]["error"]  # the server's own answer
         assert answers[4]["error"].startswith("line 5: not valid JSON") and answers[4]["line"] == 5
         assert answers[5]["error"] == "line 6: not UTF-8 (byte 0xe9 at byte 14)"
+        # "invalid_encoding" here, "invalid_json" from the server for the same bytes (a new-user pass): one type
+        assert answers[4]["error_type"] == answers[5]["error_type"] == "invalid_json"
         # every error line names its input line, the server's 422s (not an object) too
         assert [a.get("line") for a in answers] == [None, 2, 3, 4, 5, 6, None, 8]
     over_http = [{k: v for k, v in a.items() if k != "request_id"} for a in outputs["--url"]]

@@ -143,7 +143,7 @@ def parse_line(n: int, raw: bytes, defaults: dict[str, Any]) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return _BadLine(line_error(n, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})",
-                                   "invalid_encoding", 400))
+                                   "invalid_json", 400))  # the server's error type for text that is not UTF-8
     try:
         doc = json.loads(text)
     except ValueError as exc:

@@ -79,7 +79,9 @@ def bakeoff_extension(bsettings: BakeoffSettings | None = None) -> Extension:
         from .compare.service.api import add_bakeoff_routes
 
         add_bakeoff_routes(app, service, bsettings=bsettings,
-                           read_json=lambda request: read_json_body(request, service.settings.max_body_bytes))
+                           read_json=lambda request: read_json_body(
+                               request, service.settings.max_body_bytes,
+                               expected="a JSON object with task_description and examples"))
 
     return extend
 

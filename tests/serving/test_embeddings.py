@@ -95,6 +95,37 @@ async def test_embedding_errors_name_the_field(tmp_path, bert_dir, deberta_dir):
 
 
 @pytest.mark.anyio
+async def test_token_ids_and_nested_texts_are_told_apart_and_an_empty_body_says_what_the_route_takes(
+        tmp_path, bert_dir, deberta_dir):
+    """A list of texts inside the list was "token ids are not accepted"; OpenAI's one token array ``[1, 2, 3]``
+    was blamed on ``input[0]``; an empty body was told to "send a JSON object with text and labels", /classify's
+    body, on every route (found by a new-user pass)."""
+    app = encoder_app(tmp_path, deberta_dir, bert_dir)
+    async with running_app(app) as client:
+        cases = [("/embed", {"inputs": [["a", "b"]]}, "inputs[0]: must be a string"),
+                 ("/embed", {"inputs": [[101, 102]]}, "inputs[0]: token ids are not accepted (send the text)"),
+                 ("/v1/embeddings", {"input": [1, 2, 3], "model": "m"},
+                  "input: token ids are not accepted (send the text)"),
+                 ("/v1/embeddings", {"input": [[1, 2], [3]], "model": "m"},
+                  "input[0]: token ids are not accepted (send the text)")]
+        for path, body, message in cases:
+            r = await client.post(path, json=body)
+            error = r.json()["error"]
+            assert r.status_code == 422 and (error["message"] if path.startswith("/v1") else error) == message, r.text
+        expected = {"/embed": "a JSON object with inputs (a text or a list of texts)",
+                    "/tokenize": "a JSON object with inputs (a text or a list of texts)",
+                    "/v1/embeddings": "a JSON object with model and input (a text or a list of texts)",
+                    "/predict": "a JSON object with inputs (a [premise, hypothesis] pair or a list of them)",
+                    "/v1/zero-shot-classification": "a JSON object with inputs and parameters.candidate_labels",
+                    "/classify": "a JSON object with text and labels"}
+        for path, what in expected.items():
+            r = await client.post(path, content=b"  ", headers={"content-type": "application/json"})
+            error = r.json()["error"]
+            assert r.status_code == 400 and (error["message"] if path.startswith("/v1/e") else error) == \
+                f"empty body: send {what}", (path, r.text)
+
+
+@pytest.mark.anyio
 async def test_no_encoder_is_one_clear_501(bert_dir, make_app):
     async with running_app(make_app(bert_dir)) as client:  # uncalibrated: no cosine term, no encoder
         r = await client.post("/embed", json={"inputs": "x"})

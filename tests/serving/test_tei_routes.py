@@ -77,3 +77,33 @@ async def test_a_full_queue_is_429_on_predict_and_503_on_zsnlis_own_routes(bert_
     assert re.fullmatch(r"overloaded: queue full \(\d+ of \d+ pairs admitted\); retry later", shown["error"])
     assert re.fullmatch(r"overloaded: queue full \(\d+ of \d+ pairs admitted\); retry later", predict.json()["error"])
     assert "429" not in responses["/classify"]["post"]["responses"]
+
+
+async def test_predict_takes_only_right_as_its_truncation_direction(bert_dir, make_app):
+    """Any value was taken (``"sideways"`` answered 200); ``/embed`` refused all but right (a new-user pass)."""
+    async with running_app(make_app(bert_dir)) as client:
+        for direction, status in (("right", 200), ("Right", 200), (None, 200), ("sideways", 422), ("Left", 422),
+                                  (3, 422)):
+            r = await client.post("/predict", json={"inputs": ["a cat sleeps", "an animal sleeps"],
+                                                    "truncation_direction": direction})
+            assert r.status_code == status, (direction, r.text)
+            if status == 422:
+                assert r.json()["field"] == "truncation_direction" and "only right" in r.json()["error"]
+
+
+def test_measuring_or_listing_a_long_texts_tokens_logs_no_indexing_warning(bert_dir, caplog):
+    """/embed with truncate false and /tokenize tokenise a text in full on purpose; transformers logged "Token indices
+    sequence length is longer than the specified maximum ... will result in indexing errors", which reads as a
+    fault in the server's log (a new-user pass)."""
+    import logging
+
+    from transformers import AutoTokenizer
+
+    from zsnli.runtime.embedding import SentenceEncoder
+    from zsnli.serving.tei import simple_tokens
+
+    long = "word " * 3000
+    with caplog.at_level(logging.WARNING):
+        assert SentenceEncoder(bert_dir).token_counts([long])[0] > 3000
+        assert len(simple_tokens(AutoTokenizer.from_pretrained(str(bert_dir)), long, True)) > 3000
+    assert not [r for r in caplog.records if "Token indices sequence length" in r.getMessage()]

@@ -214,7 +214,7 @@ class SentenceEncoder:
             return []
         with self._tok_lock:
             enc = self.tokenizer(list(texts), truncation=False, padding=False, return_attention_mask=False,
-                                 return_token_type_ids=False)
+                                 return_token_type_ids=False, verbose=False)  # measured, never fed whole
         return [len(ids) for ids in enc["input_ids"]]
 
     def embed(self, batch: Sequence[Encoded]) -> np.ndarray:

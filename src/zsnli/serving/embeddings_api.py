@@ -116,12 +116,15 @@ def _texts(value: Any, field: str, max_items: int) -> tuple[list[str], bool]:
         return [value], True
     if not isinstance(value, list) or not value:
         raise _invalid("must be a text or a non-empty list of texts", field)
+    if all(isinstance(x, int) and not isinstance(x, bool) for x in value):  # OpenAI's one token array
+        raise _invalid("token ids are not accepted (send the text)", field)
     if len(value) > max_items:
         raise _invalid(f"too many texts: {len(value)} > {max_items} (ZSNLI_MAX_BATCH_ITEMS); split the request",
                        field)
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            what = "token ids are not accepted (send the text)" if isinstance(item, (int, list)) else "must be a string"
+            ids = isinstance(item, list) and item and all(isinstance(x, int) and not isinstance(x, bool) for x in item)
+            what = "token ids are not accepted (send the text)" if ids else "must be a string"
             raise _invalid(what, f"{field}[{i}]")
     return list(value), False
 

@@ -359,17 +359,22 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def parse_json(text: str, items_alone: bool = False) -> Any:
+#: What an empty body is told to send, unless its route says (``expected=``): ``/classify``'s body.
+CLASSIFY_BODY = "a JSON object with text and labels"
+
+
+def parse_json(text: str, items_alone: bool = False, expected: str = CLASSIFY_BODY) -> Any:
     """Parse ``text``: `JsonNumber` for non-integers, ``NaN``/``Infinity`` refused, duplicate keys refused,
     lone surrogates in strings and keys replaced by U+FFFD (`zsnli.serving.text.clean_json_text`).
 
     ``items_alone``: a route whose array items fail alone (``POST /classify`` with an array): a key given twice
     inside an item is left to that item's check (`duplicate_keys_error` on the item: its objects keep the
     record), so the other items are answered; one outside the items still refuses the body.
-    Raises `BodyError` 400 ``invalid_json`` or 422 ``validation`` (duplicate key).
+    ``expected``: what the route takes, in words, for the message of an empty body. Raises `BodyError` 400
+    ``invalid_json`` or 422 ``validation`` (duplicate key).
     """
     if not text.strip():
-        raise BodyError(400, "invalid_json", "empty body: send a JSON object with text and labels", "body")
+        raise BodyError(400, "invalid_json", f"empty body: send {expected}", "body")
     flag = [False]
     try:
         value = json.loads(clean_json_text(text), parse_constant=_reject_constant, parse_float=JsonNumber,
@@ -405,12 +410,14 @@ def duplicate_keys_error(value: Any) -> BodyError | None:
 
 
 async def read_json_body(headers: Any, chunks: AsyncIterator[bytes], limit: int,
-                         disconnect_errors: tuple[type[BaseException], ...] = (), items_alone: bool = False) -> Any:
-    """`read_body`, `decode_text` and `parse_json` (with ``items_alone``) in one call: the parsed request value.
+                         disconnect_errors: tuple[type[BaseException], ...] = (), items_alone: bool = False,
+                         expected: str = CLASSIFY_BODY) -> Any:
+    """`read_body`, `decode_text` and `parse_json` (with ``items_alone`` and ``expected``) in one call: the parsed
+    request value.
 
     Raises `BodyError`; see the module docstring for every case.
     """
     raw, codec = await read_body(headers, chunks, limit, disconnect_errors)
     if not raw.strip():
-        raise BodyError(400, "invalid_json", "empty body: send a JSON object with text and labels", "body")
-    return parse_json(decode_text(raw, codec), items_alone)
+        raise BodyError(400, "invalid_json", f"empty body: send {expected}", "body")
+    return parse_json(decode_text(raw, codec), items_alone, expected)

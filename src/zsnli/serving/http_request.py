@@ -18,10 +18,11 @@ from .api_types import (CLASSIFY_FIELDS, CLASSIFY_LEGACY, EXAMPLE_LINE_FIELDS, C
 from ..errors import ApiError, ErrorType, error_type_for
 
 
-async def read_json_body(request: Request, limit: int, items_alone: bool = False) -> Any:
+async def read_json_body(request: Request, limit: int, items_alone: bool = False,
+                         expected: str = http_body.CLASSIFY_BODY) -> Any:
     """Read and parse a JSON body with `zsnli.serving.http_body.read_json_body` (the one place a body is read).
     ``items_alone``: an array's items fail alone, a key given twice inside one included (`parse_classify_request`
-    refuses that item).
+    refuses that item). ``expected``: what the route takes, in words (an empty body is told to send it).
 
     limit: bytes, on the wire and after ``Content-Encoding`` is undone. Raises ``ApiError``: the `BodyError`
     through the error table (415 not JSON, a charset other than UTF-8/16/32 or an unsupported
@@ -30,7 +31,7 @@ async def read_json_body(request: Request, limit: int, items_alone: bool = False
     """
     try:
         return await http_body.read_json_body(request.headers, request.stream(), limit, (ClientDisconnect,),
-                                              items_alone)
+                                              items_alone, expected)
     except http_body.BodyError as exc:
         raise ApiError(error_type_for(exc.error_type, exc.status), exc.message, exc.field,
                        errors=exc.errors) from None

@@ -92,7 +92,8 @@ async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
     classified (`zsnli.serving.routes_zsnli.classify_each`). Errors name the payload's fields
     (``parameters.candidate_labels[2]``, ``inputs[1]``); the first input that fails, fails the request."""
     settings = service.settings
-    payload = await read_json_body(request, settings.max_body_bytes)
+    payload = await read_json_body(request, settings.max_body_bytes,
+                                   expected="a JSON object with inputs and parameters.candidate_labels")
     call = inference_api.read_zero_shot(payload, settings.max_batch_items)
     try:
         req, _ = parse_classify_request({"text": "", **call.body})
@@ -117,7 +118,8 @@ async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
 async def _predict(service: ZeroShotClassifier, request: Request) -> Any:
     """A TEI ``/predict`` body (`zsnli.serving.tei.read_predict`) scored by the NLI head (`ZeroShotClassifier.predict`);
     errors name ``inputs`` / ``inputs[i]``, a full queue is TEI's 429 (`zsnli.serving.tei.tei_status`)."""
-    payload = await read_json_body(request, service.settings.max_body_bytes)
+    payload = await read_json_body(request, service.settings.max_body_bytes,
+                                   expected="a JSON object with inputs (a [premise, hypothesis] pair or a list of them)")
     call = tei.read_predict(payload, service.settings.max_batch_items)
     note_request(len(call.pairs), batch=not call.single, chars=sum(len(p) + len(h) for p, h in call.pairs),
                  family="predict")
@@ -135,7 +137,9 @@ async def _embed(service: ZeroShotClassifier, request: Request, *, openai: bool)
     service.check_ready()
     encoder = service.sentence_encoder()
     dim = encoder.dim if encoder is not None else 0
-    payload = await read_json_body(request, service.settings.max_body_bytes)
+    payload = await read_json_body(request, service.settings.max_body_bytes, expected=(
+        "a JSON object with model and input (a text or a list of texts)" if openai else
+        "a JSON object with inputs (a text or a list of texts)"))
     read = embeddings_api.read_openai if openai else embeddings_api.read_embed
     call = read(payload, service.settings.max_batch_items, dim)
     field = "input" if openai else "inputs"
@@ -154,7 +158,8 @@ async def _embed(service: ZeroShotClassifier, request: Request, *, openai: bool)
 
 async def _tokenize(service: ZeroShotClassifier, request: Request) -> Any:
     """A TEI ``/tokenize`` body (`zsnli.serving.tei.read_tokenize`): each text's `zsnli.serving.tei.simple_tokens`."""
-    payload = await read_json_body(request, service.settings.max_body_bytes)
+    payload = await read_json_body(request, service.settings.max_body_bytes,
+                                   expected="a JSON object with inputs (a text or a list of texts)")
     call = tei.read_tokenize(payload, service.settings.max_batch_items, service.settings.max_text_chars)
     return await service.with_tokenizer(
         lambda tokenizer: [tei.simple_tokens(tokenizer, text, call.add_special_tokens) for text in call.texts])

@@ -11,8 +11,8 @@ huggingface/text-embeddings-inference):
   ``version``, ``sha``, ``docker_label``, each filled from the zsnli setting that plays its part.
 * `read_predict` reads a ``/predict`` body: ``inputs`` is one (premise, hypothesis) pair
   ``[premise, hypothesis]`` or a list of pairs; ``raw_scores`` (default false) answers the logits
-  instead of the softmax over the head's classes; ``truncate`` and ``truncation_direction`` are accepted
-  and change nothing (the premise is always cut to the window, only on its own side: ``auto_truncate``).
+  instead of the softmax over the head's classes; ``truncate`` is accepted and changes nothing (the premise is
+  always cut to the window, only on its own side: ``auto_truncate``), ``truncation_direction`` may only be right.
   A single text is refused: an NLI head's classes (entailment, neutral, contradiction) describe a pair,
   so a text alone has no meaning for it (`zsnli.serving.app` says to send pairs, or ``/classify``).
   `predictions` builds the answer: per pair ``[{"score", "label"}]``, highest score first, as TEI.
@@ -62,7 +62,8 @@ PREDICT_OPENAPI = {
                 "raw_scores": {"type": "boolean", "default": False,
                                "description": "Answer the logits instead of the softmax over the classes."},
                 "truncate": {"type": "boolean", "description": "Accepted; the premise is always truncated."},
-                "truncation_direction": {"type": "string", "description": "Accepted; changes nothing."}}},
+                "truncation_direction": {"type": "string", "enum": ["right", "Right"],
+                                         "description": "Only right: the end of the premise is cut."}}},
             "examples": {
                 "pair": {"summary": "one (premise, hypothesis) pair",
                          "value": {"inputs": ["The striker scored twice.", "This text is about sport."]}},
@@ -116,7 +117,8 @@ def read_predict(payload: Any, max_items: int) -> PredictCall:
     ``max_client_batch_size``). A list of exactly two strings is one pair (TEI reads it so too).
     Raises ``ApiError`` 422 naming the field: body not an object, a misspelt key, ``inputs`` missing, a
     text alone or a list of texts (`PAIR_HINT`), a pair that is not two strings (``inputs[i]``), an empty
-    list or more than ``max_items`` pairs; ``raw_scores`` or ``truncate`` not a boolean.
+    list or more than ``max_items`` pairs; ``raw_scores`` or ``truncate`` not a boolean, ``truncation_direction``
+    other than right (as ``/embed``).
     """
     if not isinstance(payload, dict):
         raise _invalid("body must be a JSON object with inputs", "body")
@@ -130,6 +132,9 @@ def read_predict(payload: Any, max_items: int) -> PredictCall:
     for key in ("raw_scores", "truncate"):
         if key in payload and payload[key] is not None and not isinstance(payload[key], bool):
             raise _invalid("must be a boolean", key)
+    direction = payload.get("truncation_direction")  # any value was taken: "sideways" answered 200
+    if direction is not None and (not isinstance(direction, str) or direction.lower() != "right"):
+        raise _invalid("only right (the end of the premise is cut to fit the window)", "truncation_direction")
     raw = bool(payload.get("raw_scores") or False)
     if isinstance(inputs, str):
         raise _invalid(f"a text alone cannot be scored: {PAIR_HINT}", "inputs")
@@ -290,7 +295,7 @@ def simple_tokens(tokenizer, text: str, add_special_tokens: bool = True) -> list
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError("simple_tokens needs a fast tokenizer (offsets)")
     enc = tokenizer(text, add_special_tokens=add_special_tokens, truncation=False, return_offsets_mapping=True,
-                    return_special_tokens_mask=True)
+                    return_special_tokens_mask=True, verbose=False)  # no "longer than the maximum" log: by design
     byte_at = [0]
     for ch in text:
         byte_at.append(byte_at[-1] + len(ch.encode("utf-8", "surrogatepass")))
