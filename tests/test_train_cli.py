@@ -367,3 +367,16 @@ def test_a_broken_zsc_dir_is_one_line_before_training(tmp_path, bert_dir, capsys
                  ["encoder", "--zsc-dir", str(data), "--base-model", ENCODER, "--output-dir", str(tmp_path / "e")]):
         line = _one_line(capsys, lambda: main(argv))
         assert f"error: --zsc-dir {data}: {data}" in line and needle in line, line
+
+
+@pytest.mark.parametrize("value", ["-1e-5", "-2.5E+3", "-inf", "-Infinity"])
+def test_a_negative_number_in_exponent_form_is_refused_by_the_flags_own_rule(value, capsys):
+    """``--lr -1e-5`` said "argument --lr: expected one argument" (argparse took it for an option), while ``-3``
+    got the flag's own message (a new-user pass)."""
+    from zsnli.train_cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--preset", "tiny", "--dry-run", "--lr", value])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2 and err == [f"train.py train: error: argument --lr: expected a number > 0, got "
+                                               f"{value} (see train.py train --help)"]

@@ -192,8 +192,17 @@ class UsageParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` that reports a usage mistake in one line on stderr and exits 2.
 
     The parsers of sub-commands (``add_subparsers().add_parser``) are of this class too: argparse
-    builds them with the parent's class.
+    builds them with the parent's class. A negative number in exponent form (``--lr -1e-5``) or ``-inf`` is
+    read as a value, as ``-3`` and ``-0.5`` are (argparse took it for an option: "expected one argument"), so the
+    flag's own type names what it accepts.
     """
+
+    #: argparse's own pattern (``-3``, ``-.5``) widened to exponents (``-1e-5``, ``-2.5E+3``) and ``-inf``.
+    NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf(inity)?$", re.IGNORECASE)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = self.NEGATIVE_NUMBER
 
     def error(self, message: str) -> NoReturn:
         """Print ``PROG: error: MESSAGE (see PROG --help)`` and exit 2 (the flag named once: `undoubled`)."""
