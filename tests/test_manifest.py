@@ -191,3 +191,12 @@ def test_a_well_formed_manifest_passes_the_shape_check(tmp_path):
     path.write_text(json.dumps(doc), encoding="utf-8")
     assert load_manifest(path) == doc
     assert load_manifest(ROOT / "training_manifest.json")["files"]
+
+
+def test_the_shipped_records_agree_on_the_calibration_holdout():
+    """data_sources.json said 4000 rows (the preset's asked-for size), the manifest 4001 (the rows held out: whole
+    premise groups); the writer now records the second in both (a new-user pass)."""
+    sources = json.loads((ROOT / "data_sources.json").read_text())
+    holdout = next(s for s in sources["sources"] if s["name"] == "calibration-holdout")
+    counts = json.loads((ROOT / "training_manifest.json").read_text())["data"]["counts"]
+    assert holdout["rows"] == counts["holdout_rows"]

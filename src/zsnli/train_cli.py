@@ -206,8 +206,9 @@ def _zsc_mix_args(p: argparse.ArgumentParser) -> None:
                    help="share of classification texts (sets whose hypotheses can be negated) trained on negated "
                         "hypotheses: (text, not gold) contradiction, (text, not other) entailment (default 0)")
     p.add_argument("--zsc-hard-negatives", type=fraction, metavar="SHARE",
-                   help="share of classification negatives taken as the text's nearest wrong class by the sentence "
-                        "encoder in model/embedding instead of a uniform draw (default 0)")
+                   help="share of classification negatives taken as the text's nearest wrong class by the published "
+                        "all-MiniLM-L6-v2 sentence encoder (not model/embedding) instead of a uniform draw "
+                        "(default 0)")
 
 
 def _teacher_args(g) -> None:

@@ -34,6 +34,10 @@ def test_tiny_training_writes_model_and_manifests(tiny_run):
     roles = {s["name"]: s["role"] for s in sources["sources"]}
     assert roles["tiny:train"] == "train" and roles["tiny:validation"] == "validation"
     assert roles["calibration-holdout"] == "calibration hold-out"
+    # the rows held out, not the preset's asked-for 8 (whole premise groups: 9 here; the shipped record said 4000
+    # beside the manifest's 4001; a new-user pass)
+    holdout = next(s for s in sources["sources"] if s["name"] == "calibration-holdout")
+    assert holdout["rows"] == counts["holdout_rows"] == len((out.parent / "run" / "holdout.jsonl").read_text().splitlines())
     assert verify_model_dir(out / "model", out / "training_manifest.json") == manifest["model_sha256"]
 
 

@@ -309,7 +309,9 @@ def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None,
     A continued run also lists every source of its earlier runs (`lineage_sources` of its manifest's
     ``continued_from``, `lineage`); a distilled one its teacher (`teacher_sources`).
 
-    ``counts`` (`zsnli.training.nli_data.NliData.counts`) adds each loaded source's row counts as ``rows``.
+    ``counts`` (`zsnli.training.nli_data.NliData.counts`) adds each loaded source's row counts as ``rows``, and the
+    hold-out's: the rows actually held out (whole premise groups: ``holdout_rows``, e.g. 4001 for a preset's 4000),
+    the preset's asked-for size only without counts.
     """
     counts = counts or {}
     per_source = {**counts.get("sources", {}), **counts.get("zsc_train", {}).get("sets", {})}
@@ -330,7 +332,7 @@ def data_sources_doc(preset: "Preset", counts: dict[str, Any] | None = None,
             "role": "calibration hold-out",
             "licence": "as its train sources",
             "from": [s.name for s in preset.train_sources],
-            "rows": preset.n_holdout,
+            "rows": counts.get("holdout_rows", preset.n_holdout),
             "rule": "seeded premise groups taken from the deduplicated train rows; no premise on both sides",
         }
     )
