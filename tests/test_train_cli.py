@@ -380,3 +380,34 @@ def test_a_negative_number_in_exponent_form_is_refused_by_the_flags_own_rule(val
     err = capsys.readouterr().err.strip().splitlines()
     assert stopped.value.code == 2 and err == [f"train.py train: error: argument --lr: expected a number > 0, got "
                                                f"{value} (see train.py train --help)"]
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["verify", "--model-dir", ""], "--model-dir"), (["verify", "--manifest", ""], "--manifest"),
+    (["install-encoder", ""], "run_dir"), (["install-encoder", "runs/x", "--model-dir", ""], "--model-dir"),
+    (["install-encoder", "runs/x", "--manifest-dir", " "], "--manifest-dir"),
+    (["install-base", ""], "RUN_MODEL_DIR"), (["install-base", "runs/x", "--model-dir", ""], "--model-dir"),
+    (["install-base", "runs/x", "--calibration", ""], "--calibration"), (["select", "--kinds", ""], "--kinds"),
+    (["select", "--model-dir", ""], "--model-dir"),
+])
+def test_an_empty_path_is_refused_by_every_command_not_read_as_the_current_folder(argv, flag, capsys):
+    """``verify --model-dir ''`` verified model/ (the default), ``install-base ''`` looked in ``.``, ``select --kinds
+    ''`` said ".: a directory": Path('') is the current folder (a new-user pass)."""
+    from zsnli.train_cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    value = argv[argv.index(flag) + 1] if flag.startswith("--") else argv[1]
+    assert stopped.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"train.py {argv[0]}: error: argument {flag}: {value!r}: an empty value; give a path")
+
+
+@pytest.mark.parametrize("argv", [["gate", "", "--baseline", "b.json"], ["verify-receipt", ""],
+                                  ["bakeoff", "--suite", ""]])
+def test_validate_refuses_an_empty_path_too(argv, capsys):
+    from zsnli.compare.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2 and "'': an empty value; give a path" in capsys.readouterr().err

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .harness.cli import (
     fraction, non_negative_float, non_negative_int, number_type, positive_float, positive_int, usage_error,
-    one_line_errors, unknown_command,
+    one_line_errors, path_text, unknown_command,
 )
 from .manifest import MANIFEST_NAME, ManifestError, runs_path
 from .training.cli_checks import (
@@ -182,9 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="re-hash the model directory against the manifest",
                        description="Re-hash a model directory (or a run folder's model/) against its manifest: one "
                                    "line per check, then a summary; exit 1 when any check fails.")
-    v.add_argument("--model-dir", default=repo_default(SHIPPED_MODEL_DIR),
+    v.add_argument("--model-dir", type=path_text, default=repo_default(SHIPPED_MODEL_DIR),
                    help="a model directory, or a run folder (its model/ is checked)")
-    v.add_argument("--manifest", default=None, help="default: --model-dir's own encoder_manifest.json, else the "
+    v.add_argument("--manifest", type=path_text, default=None, help="default: --model-dir's own encoder_manifest.json, else the "
                                                     "encoder_manifest.json or training_manifest.json beside it")
 
     sub.add_parser("select", add_help=False,  # listed for --help; `main` hands select's argv to its own parser
@@ -252,10 +252,10 @@ def _install_encoder_parser(sub) -> None:
                        description="Copy RUN/model into MODEL_DIR/embedding with its encoder_manifest.json, rewrite "
                                    "training_manifest.json's embedding table and declare the run's sets in "
                                    "data_sources.json; then re-choose the scoring (train.py select).")
-    i.add_argument("run_dir", help="the encoder run's --output-dir (model/ and encoder_manifest.json)")
-    i.add_argument("--model-dir", default=repo_default(SHIPPED_MODEL_DIR),
+    i.add_argument("run_dir", type=path_text, help="the encoder run's --output-dir (model/ and encoder_manifest.json)")
+    i.add_argument("--model-dir", type=path_text, default=repo_default(SHIPPED_MODEL_DIR),
                    help="the served model directory whose embedding/ is replaced (default %(default)s)")
-    i.add_argument("--manifest-dir", default=None, help="default: the parent of --model-dir")
+    i.add_argument("--manifest-dir", type=path_text, default=None, help="default: the parent of --model-dir")
 
 
 def _encoder_parser(sub) -> None:

@@ -26,11 +26,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
 
 from ..harness.cli import (
+    path_type,
     UsageParser, non_negative_float, output_file, positive_float, positive_int, usage_error,
 )
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES
@@ -159,7 +159,7 @@ def build_parser() -> UsageParser:
     p = UsageParser(prog=PROG, description=command_description(__doc__))
     p.add_argument("--model-dir", default="model",
                    help="the NLI model served, with its calibration.json as the server finds it (default: %(default)s)")
-    p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES,
+    p.add_argument("--examples", type=path_type, default=SHARED_PUBLIC_EXAMPLES,
                    help="examples JSONL the documents come from (default: %(default)s)")
     p.add_argument("--docs", type=positive_int, default=300,
                    help="documents, taken evenly from each dataset (default: %(default)s)")

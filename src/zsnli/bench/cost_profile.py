@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..harness.cli import UsageParser, positive_int, usage_error
+from ..harness.cli import UsageParser, path_type, positive_int, usage_error
 from .bench_args import check_model_dir, command_description
 from ..harness.examples import SHARED_PUBLIC_EXAMPLES, ExamplesError, load_examples
 from .ceiling import cpu_info, cpu_tag
@@ -161,7 +161,7 @@ def build_parser() -> UsageParser:
     p = UsageParser(prog=PROG, description=command_description(__doc__))
     p.add_argument("--model-dir", default="model",
                    help="the NLI model served, with its calibration.json as the server finds it (default: %(default)s)")
-    p.add_argument("--examples", type=Path, default=SHARED_PUBLIC_EXAMPLES,
+    p.add_argument("--examples", type=path_type, default=SHARED_PUBLIC_EXAMPLES,
                    help="examples-format JSONL, for reporting only (default: the shared public examples, %(default)s)")
     p.add_argument("--docs", type=positive_int, default=100,
                    help="documents, taken evenly from each dataset (default: %(default)s)")

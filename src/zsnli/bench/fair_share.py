@@ -37,6 +37,7 @@ from pathlib import Path
 import httpx
 
 from ..harness.cli import (
+    path_type,
     UsageParser, non_negative_int, number_type, output_file, positive_int, positive_seconds,
 )
 from ..harness.examples import DEFAULT_EXAMPLES, Example, ExamplesError, load_examples
@@ -140,7 +141,7 @@ def _parser() -> UsageParser:
     p = UsageParser(prog="python -m zsnli.bench.fair_share", description=command_description(__doc__))
     p.add_argument("--model-dir", default="./model",
                    help="the model the server serves (ZSNLI_MODEL_DIR; default: %(default)s)")
-    p.add_argument("--repo", type=Path, default=ROOT,
+    p.add_argument("--repo", type=path_type, default=ROOT,
                    help="checkout whose serve.sh and src/ are measured (default: this one, %(default)s)")
     p.add_argument("--items", type=positive_int, default=64,
                    help="documents in the large array (default: %(default)s)")

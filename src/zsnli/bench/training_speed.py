@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zsnli.bench.ceiling import matmul_rate, pair_flops, param_counts
-from zsnli.harness.cli import UsageParser, non_negative_int, output_file, positive_int
+from zsnli.harness.cli import UsageParser, non_negative_int, output_file, path_type, positive_int
 from zsnli.bench.bench_args import check_model_dir, command_description
 
 
@@ -171,11 +171,11 @@ def _measure(args: argparse.Namespace, torch) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     """The CLI parser (`zsnli.harness.cli.UsageParser`: one-line errors, exit 2)."""
     p = UsageParser(prog="python -m zsnli.bench.training_speed", description=command_description(__doc__))
-    p.add_argument("--model-dir", type=Path, default=Path("model/embedding"),
+    p.add_argument("--model-dir", type=path_type, default=Path("model/embedding"),
                    help="the base encoder's model directory (default: %(default)s)")
-    p.add_argument("--nli-file", type=Path, action="append", required=True,
+    p.add_argument("--nli-file", type=path_type, action="append", required=True,
                    help="NLI JSONL(.gz) train file (repeatable), e.g. ../shared/data/nli/lingnli/train.jsonl.gz")
-    p.add_argument("--zsc-dir", type=Path, help="classification sets mixed in 1:1 (e.g. ../shared/data/zsc-train)")
+    p.add_argument("--zsc-dir", type=path_type, help="classification sets mixed in 1:1 (e.g. ../shared/data/zsc-train)")
     p.add_argument("--steps", type=positive_int, default=20,
                    help="timed optimiser steps per precision (default: %(default)s)")
     p.add_argument("--warmup", type=non_negative_int, default=2,

@@ -20,6 +20,7 @@ from typing import Sequence
 from zsnli.compare.protocol import PROTOCOLS
 from zsnli.compare.receipts import add_receipt_key_flag
 from zsnli.harness.cli import (
+    path_type,
     non_negative_seconds, positive_ms, positive_seconds,
     UsageParser, accuracy_target, non_negative_float, non_negative_int, number_type, open_fraction, positive_float,
     output_file, output_file_problem, positive_int, usage_error,
@@ -37,8 +38,8 @@ def bakeoff_parser() -> argparse.ArgumentParser:
                 description="Run the arms of a suite file (zero-shot and few-shot) on the same test rows of an "
                             "examples file; leaderboard with quality, latency, fit time, memory and cost; escalation; "
                             "declared and discovered slices; JSON + HTML report.")
-    p.add_argument("--suite", type=Path, required=True, help="suite file (TOML), e.g. suites/ci.toml")
-    p.add_argument("--root", type=Path, default=Path("."), help="project root (model/, serve.sh; default .)")
+    p.add_argument("--suite", type=path_type, required=True, help="suite file (TOML), e.g. suites/ci.toml")
+    p.add_argument("--root", type=path_type, default=Path("."), help="project root (model/, serve.sh; default .)")
     p.add_argument("--examples", default=None,
                    help=f"examples file ({EXAMPLES_FORMAT}; docs/bakeoff.md) or 'hub:btzsc'; default: the suite's "
                         "'examples', under --root")
@@ -75,8 +76,8 @@ def gate_parser() -> argparse.ArgumentParser:
     p = UsageParser(prog=GATE_PROG,
                 description="Exit 1 if, for any arm of the baseline, macro-F1 dropped, ECE rose, or a declared "
                             "slice fell further behind the arm's own accuracy, by more than the thresholds.")
-    p.add_argument("report", type=Path, help="bake-off JSON report to check")
-    p.add_argument("--baseline", type=Path, required=True, help="bake-off JSON report to hold it to")
+    p.add_argument("report", type=path_type, help="bake-off JSON report to check")
+    p.add_argument("--baseline", type=path_type, required=True, help="bake-off JSON report to hold it to")
     p.add_argument("--max-f1-drop", type=non_negative_float, default=DEFAULT_MAX_F1_DROP, help="default 0.02")
     p.add_argument("--max-ece-rise", type=non_negative_float, default=DEFAULT_MAX_ECE_RISE, help="default 0.02")
     p.add_argument("--max-slice-drop", type=non_negative_float, default=DEFAULT_MAX_SLICE_DROP, help="default 0.05")

@@ -19,6 +19,7 @@ from typing import Sequence
 from rich.markup import escape
 
 from zsnli.harness.cli import (
+    path_type,
     non_negative_seconds, positive_seconds,
     UsageParser, accuracy_target, non_negative_int, one_line_errors, positive_float, positive_int,
     output_file, url_problem, usage_error, unknown_command as _unknown_command,
@@ -47,7 +48,7 @@ EXAMPLES_HELP = (f"examples file ({EXAMPLES_FORMAT}) or 'hub:btzsc' (needs netwo
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", type=Path, default=Path("."),
+    p.add_argument("--root", type=path_type, default=Path("."),
                    help="project root holding model/, the manifests and serve.sh (default: current directory)")
     p.add_argument("--examples", default=None, help=EXAMPLES_HELP)
     p.add_argument("--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY, help="documents in flight (default 32)")
@@ -95,7 +96,7 @@ def compare_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", action="append", default=[], choices=("pipeline", "embedding"),
                    help="built-in baseline (repeatable): 'pipeline' = transformers zero-shot pipeline on "
                         "--pipeline-model; 'embedding' = all-MiniLM-L6-v2 cosine x scale -> softmax")
-    p.add_argument("--pipeline-model", type=Path, default=None,
+    p.add_argument("--pipeline-model", type=path_type, default=None,
                    help="NLI model directory of the pipeline baseline (default: the first --model-dir, else model/)")
     p.add_argument("--pipeline-batch-size", type=positive_int, default=1, help="the pipeline's batch_size (default 1)")
     p.add_argument("--embedding-scale", type=positive_float, default=20.0, help="cosine multiplier before softmax (default 20)")

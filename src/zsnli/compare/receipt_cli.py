@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 from zsnli.compare.receipts import (KEY_ENV, KEY_NEEDED, DuplicateKey, NonCanonicalNumber, NotAReport, ReceiptError,
                                     default_key, load_report, local_public_pem, public_pem_of, receipt_of,
                                     verify)
-from zsnli.harness.cli import UsageParser, json_problem, one_line, usage_error
+from zsnli.harness.cli import UsageParser, json_problem, one_line, path_type, usage_error
 
 PROG = "validate.py verify-receipt"
 #: What a valid receipt vouches for, as `main` prints it.
@@ -36,9 +36,9 @@ def _parser() -> UsageParser:
                     description="Verify the receipt of a bake-off report (service answer or validate.py bakeoff/compare "
                                 "JSON report) offline. Exit 0 valid, 1 invalid (an unsigned receipt too, unless "
                                 "--allow-unsigned), 2 unreadable or no public key for a signed receipt.")
-    p.add_argument("file", type=Path, help="a bake-off report: JSON of POST /v1/bakeoff, GET /v1/bakeoffs/ID, or "
+    p.add_argument("file", type=path_type, help="a bake-off report: JSON of POST /v1/bakeoff, GET /v1/bakeoffs/ID, or "
                                            "validate.py bakeoff/compare --report")
-    p.add_argument("--public-key", type=Path, default=None,
+    p.add_argument("--public-key", type=path_type, default=None,
                    help="PEM public key (GET /v1/receipts/public-key) or the private key that signed (the run's "
                         "--receipt-key file: its public half is used); default: the local ZSNLI_RECEIPT_KEY's")
     p.add_argument("--allow-unsigned", action="store_true",

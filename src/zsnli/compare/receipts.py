@@ -35,7 +35,8 @@ The private key is a PKCS#8 PEM file: ``ZSNLI_RECEIPT_KEY`` (`KEY_ENV`) for both
 `default_key`; the command lines sign only when ``--receipt-key`` or ``ZSNLI_RECEIPT_KEY`` names one), created with
 mode 0600 on first use. ``cryptography`` is imported lazily, so the server starts without it (bake-offs then answer
 503). ``python validate.py verify-receipt FILE [--public-key PEM] [--allow-unsigned]`` is
-`zsnli.compare.receipt_cli`. Imports only `zsnli.manifest` (and ``cryptography`` inside functions).
+`zsnli.compare.receipt_cli`. Imports only `zsnli.manifest`, `zsnli.harness.cli` (`path_type`) (and ``cryptography``
+inside functions).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
+from zsnli.harness.cli import path_type
 from zsnli.manifest import canonical_json, runs_path
 
 RECEIPT_VERSION = 3
@@ -352,7 +354,7 @@ def load_report(text: str) -> Any:
 
 def add_receipt_key_flag(parser) -> None:
     """``--receipt-key PEM`` (read by `signer_for`) on an argparse parser: ``validate.py bakeoff`` and ``compare``."""
-    parser.add_argument("--receipt-key", type=Path, default=None, metavar="PEM",
+    parser.add_argument("--receipt-key", type=path_type, default=None, metavar="PEM",
                         help="Ed25519 private key (PKCS#8 PEM, created when absent) that signs the report's receipt; "
                              f"default: {KEY_ENV} when set, else the receipt is unsigned (sha256 only)")
 

@@ -299,6 +299,26 @@ positive_ms = number_type(float, 0, MAX_WAIT_S * 1000, low_open=True)
 """argparse type: milliseconds in (0, `MAX_WAIT_S` x 1000] (a latency ceiling)."""
 
 
+def path_type(text: str) -> Path:
+    """argparse type of a path flag or argument: the path; an empty (or blank) value is refused in one line naming
+    the flag (``Path('')`` is the current folder, so ``--model-dir ''`` passed for ``.``; a new-user pass)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty value; give a path")
+    return Path(text)
+
+
+path_type.__name__ = "path"
+
+
+def path_text(text: str) -> str:
+    """`path_type` for a command that keeps its paths as text: the text as given; an empty value is refused."""
+    path_type(text)
+    return text
+
+
+path_text.__name__ = "path"
+
+
 def file_in_the_way(path: str | Path) -> Path | None:
     """The nearest existing ancestor of ``path`` when it is not a folder (a file where a folder of the path goes,
     which ``mkdir`` calls "File exists" and ``open`` "Not a directory"), else None."""

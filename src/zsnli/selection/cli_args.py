@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from . import grouped
-from ..harness.cli import positive_int
+from ..harness.cli import path_type, positive_int
 from ..training.cli_parser import TrainParser
 from ..training.usage import (check_file_arg, check_folder_arg, check_model_dir_arg, check_nli_model_dir,
                              check_output_file_arg)
@@ -44,25 +44,25 @@ def _premise_windows(text: str) -> PremiseWindows:
 def parser() -> TrainParser:
     """``train.py select``'s parser (`zsnli.training.cli_parser.TrainParser`: a mistake is one line, exit 2)."""
     p = TrainParser(prog=PROG, description=DESCRIPTION)
-    p.add_argument("--zsc-dev-dir", type=Path, default=ZSC_DEV_DEFAULT,
+    p.add_argument("--zsc-dev-dir", type=path_type, default=ZSC_DEV_DEFAULT,
                    help="zsc-dev folder: <name>.jsonl + <name>.labels.json per set (default %(default)s; docs/training.md)")
-    p.add_argument("--dev-examples", type=Path, default=Path("dev/zeroshot_dev.jsonl"),
+    p.add_argument("--dev-examples", type=path_type, default=Path("dev/zeroshot_dev.jsonl"),
                    help="the team-written dev set (examples format), chosen on beside zsc-dev (default %(default)s)")
-    p.add_argument("--cache", type=Path, default=default_cache_dir(),
+    p.add_argument("--cache", type=path_type, default=default_cache_dir(),
                    help="folder of the score cache (the model's logits per dev set; made when missing, reused "
                         "while the model, sets and rows are the same; default %(default)s)")
-    p.add_argument("--model-dir", type=Path, default=Path("model"),
+    p.add_argument("--model-dir", type=path_type, default=Path("model"),
                    help="the NLI cross-encoder whose scoring is chosen, e.g. model/base (default %(default)s)")
-    p.add_argument("--embedding-dir", type=Path, default=None,
+    p.add_argument("--embedding-dir", type=path_type, default=None,
                    help="sentence encoder of the cosine term (default: <model-dir>/embedding), e.g. one trained by "
                         "`train.py encoder`; its digest goes into the chosen scoring's embedding_sha256")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=path_type, default=None,
                    help="calibration.json to write (default: the model's own: inside a variant folder such as "
                         "model/base, else beside --model-dir's training_manifest.json; refused in another model's)")
-    p.add_argument("--data-sources", type=Path, default=None, help="data_sources.json to update (default: as --out)")
-    p.add_argument("--report-public", type=Path, default=None,
+    p.add_argument("--data-sources", type=path_type, default=None, help="data_sources.json to update (default: as --out)")
+    p.add_argument("--report-public", type=path_type, default=None,
                    help="examples file reported after the choice (e.g. ../shared/data/zsc/public.jsonl); never chosen on")
-    p.add_argument("--compare-with", type=Path, default=None, metavar="CALIBRATION",
+    p.add_argument("--compare-with", type=path_type, default=None, metavar="CALIBRATION",
                    help="with --kinds: another run's output on the same rows (e.g. with another --embedding-dir); its "
                         "served figures both ways of holding out are recorded beside this run's (kind_weighted."
                         "compared_with); refused when it was chosen on other rows")
@@ -77,7 +77,7 @@ def parser() -> TrainParser:
     p.add_argument("--premise-windows", type=_premise_windows, default=None, metavar="WINDOW:OVERLAP:RULE",
                    help="score long premises as overlapping windows, e.g. 128:0.5:max (a measurement of issue 30: "
                         "the server reads the premise cut to its window; default: the same)")
-    p.add_argument("--kinds", type=Path, default=None,
+    p.add_argument("--kinds", type=path_type, default=None,
                    help="benchmark_kinds.json (e.g. ../shared/data/zsc-dev/benchmark_kinds.json): choose on zsc-dev "
                         "with each set weighted by task kind as the benchmark is, among the per-group and calibrator "
                         "arms (zsnli.selection.grouped); the team dev set is then reported only")

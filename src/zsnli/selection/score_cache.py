@@ -38,7 +38,7 @@ import numpy as np
 
 from .devsets import DevSet, DevSetError, list_zsc_dev, read_examples, read_zsc_dev, stratified_subsample
 from .premise_windows import PremiseWindows, window_logits
-from ..harness.cli import UsageParser, non_negative_int, positive_int, usage_error
+from ..harness.cli import UsageParser, non_negative_int, path_type, positive_int, usage_error
 from ..manifest import runs_path, sha256_file
 from ..training.usage import (UsageError, check_device_arg, check_file_arg, check_folder_arg, check_nli_model_dir,
                               check_output_folder_arg)
@@ -387,14 +387,14 @@ PROG = "python -m zsnli.selection.score_cache"
 def _build_parser() -> UsageParser:
     """The command line of ``python -m zsnli.selection.score_cache`` (flags only; `_check_args` checks them)."""
     p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--zsc-dev-dir", type=Path, help="zsc-dev directory (../shared/data/zsc-dev)")
-    p.add_argument("--examples", type=Path, action="append", default=[],
+    p.add_argument("--zsc-dev-dir", type=path_type, help="zsc-dev directory (../shared/data/zsc-dev)")
+    p.add_argument("--examples", type=path_type, action="append", default=[],
                    help="examples-format file (repeatable), e.g. dev/zeroshot_dev.jsonl")
     p.add_argument("--examples-group", action="append", default=[],
                    help="cache group name of each --examples file (default: its stem)")
-    p.add_argument("--out", type=Path, default=default_cache_dir(),
+    p.add_argument("--out", type=path_type, default=default_cache_dir(),
                    help="cache directory (default runs/score_cache, or under $ZSNLI_RUNS_DIR)")
-    p.add_argument("--model-dir", type=Path, default=Path("model"), help="NLI model directory (default model/)")
+    p.add_argument("--model-dir", type=path_type, default=Path("model"), help="NLI model directory (default model/)")
     p.add_argument("--max-rows", type=positive_int, default=DEFAULT_MAX_ROWS, help="rows per dataset, stratified subsample")
     p.add_argument("--max-rows-for", action="append", default=[], metavar="NAME=ROWS", help="per-dataset override")
     p.add_argument("--seed", type=non_negative_int, default=0, help="subsample seed (default 0)")

@@ -42,7 +42,7 @@ from .base_run import WEIGHTS_NAME, Run, check_run
 from .usage import UsageError, check_file_arg, check_model_dir_arg
 from .encoder_install import describes, recover, staging_dirs, swap_and_commit, top_manifest
 from .manifest_writer import TRAINED_EMBEDDING_KEY
-from ..harness.cli import json_problem
+from ..harness.cli import json_problem, path_text
 
 BASE_DTYPE = "bfloat16"
 """The stored dtype of the installed base: bf16, what it is served in on a GPU (issue 56)."""
@@ -302,14 +302,14 @@ def add_parser(sub: Any, model_dir_default: str) -> None:
                        description="Check RUN_MODEL_DIR against its manifest, write MODEL_DIR/base (bfloat16 weights, "
                                    "its own training_manifest.json and data_sources.json) and pin it in the top-level "
                                    "training_manifest.json; then choose its scoring (train.py select, printed).")
-    i.add_argument("run_dir", metavar="RUN_MODEL_DIR",
+    i.add_argument("run_dir", metavar="RUN_MODEL_DIR", type=path_text,
                    help="the --model-dir of a finished train.py train run, its training_manifest.json and "
                         "data_sources.json in it or beside it (not a Trainer checkpoint-N folder)")
-    i.add_argument("--model-dir", default=model_dir_default,
+    i.add_argument("--model-dir", type=path_text, default=model_dir_default,
                    help="the served model directory that gets base/ (default %(default)s)")
-    i.add_argument("--manifest-dir", default=None, help="the top-level manifest's folder (default: the parent of "
+    i.add_argument("--manifest-dir", type=path_text, default=None, help="the top-level manifest's folder (default: the parent of "
                                                         "--model-dir)")
-    i.add_argument("--calibration", metavar="PATH", help="copied as base/calibration.json (default: none; the "
+    i.add_argument("--calibration", metavar="PATH", type=path_text, help="copied as base/calibration.json (default: none; the "
                                                          "command prints the train.py select that writes it)")
     i.add_argument("--base-licence", metavar="TEXT", help="the base model's licence (default: from its model card, "
                                                           "when the run's base is a local folder)")
