@@ -96,6 +96,8 @@ _CORPUS = [
 ]
 
 NLI_LABELS_DEFAULT = {0: "entailment", 1: "neutral", 2: "contradiction"}
+#: The labels of a tiny BERT used as a sentence encoder's base: transformers' defaults, no NLI head.
+ENCODER_LABELS = {0: "LABEL_0", 1: "LABEL_1"}
 NLI_LABELS_SHUFFLED = {0: "contradiction", 1: "entailment", 2: "neutral"}
 #: The 2-way head of the zeroshot-classifier v2.0 family and most recent zero-shot models.
 NLI_LABELS_2WAY = {0: "entailment", 1: "not_entailment"}

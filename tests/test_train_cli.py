@@ -411,3 +411,19 @@ def test_validate_refuses_an_empty_path_too(argv, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(argv)
     assert stopped.value.code == 2 and "'': an empty value; give a path" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, flag", [(["select", "--embedding-dir", "model"], "--embedding-dir"),
+                                        (["encoder", "--base-model", "model"], "--base-model")])
+def test_the_served_cross_encoder_is_no_sentence_encoder_for_any_command(argv, flag, capsys, tmp_path):
+    """``select --embedding-dir model`` ran for 102 s and rewrote calibration.json; ``encoder --base-model model``
+    trained from the NLI cross-encoder (a new-user pass). The mirror of the sentence encoder refused as an NLI model."""
+    from zsnli.train_cli import main
+
+    extra = ["--zsc-dir", str(tmp_path), "--output-dir", str(tmp_path / "out")] if argv[0] == "encoder" else []
+    assert main([*argv, *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [next(line for line in err if "cross-encoder" in line)] and err[0].startswith(
+        f"train.py {argv[0]}: error: {flag} model: this is a 3-way NLI cross-encoder (as the served model/), not a "
+        "sentence encoder; ")
+    assert not (tmp_path / "out").exists()

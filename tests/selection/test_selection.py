@@ -220,7 +220,7 @@ def test_cli_writes_calibration_and_sources(tmp_path, tiny_model_dir, monkeypatc
 
 
 def test_cli_embedding_dir_scores_and_records_another_encoder(tmp_path, tiny_model_dir, monkeypatch, capsys):
-    from conftest import build_bert_nli
+    from conftest import ENCODER_LABELS, build_bert_nli
     from test_devsets_negation import write_zsc
     from zsnli.runtime.embedding import embedding_digest
     from zsnli.selection.score_cache import load_all
@@ -233,7 +233,7 @@ def test_cli_embedding_dir_scores_and_records_another_encoder(tmp_path, tiny_mod
     ex = tmp_path / "ex.jsonl"
     ex.write_text("\n".join(json.dumps({"id": i, "dataset": "d", "text": f"the game {i}", "labels": ["sport", "business"],
                                         "label": i % 2}) for i in range(8)))
-    other = build_bert_nli(tmp_path / "encoder", seed=7)
+    other = build_bert_nli(tmp_path / "encoder", id2label=ENCODER_LABELS, seed=7)  # an encoder: no NLI head
     monkeypatch.setattr(sel, "candidates", lambda: [sel.Candidate("entailment_logprob", False, 10.0, "global")])
     base = ["--zsc-dev-dir", str(data), "--dev-examples", str(ex), "--model-dir", str(tiny_model_dir),
             "--data-sources", str(tmp_path / "sources.json"), "--max-rows", "18", "--max-rows-for", "topic=15"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import build_bert_nli, sigterm_at_step
+from conftest import ENCODER_LABELS, build_bert_nli, sigterm_at_step
 from zsnli.manifest import check_model_dir, hash_model_dir
 from zsnli.runtime.embedding import SentenceEncoder
 from zsnli.training import encoder as enc
@@ -52,7 +52,8 @@ def test_a_saved_sentence_encoder_carries_the_window_the_server_cuts_at(base, tm
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     # dropout on: a resumed run must also restore the RNG that draws the dropout masks
-    return build_bert_nli(tmp_path_factory.mktemp("encoder") / "base", dropout=0.1)
+    # no NLI head: a cross-encoder is refused as an encoder's base (check_encoder_dir)
+    return build_bert_nli(tmp_path_factory.mktemp("encoder") / "base", id2label=ENCODER_LABELS, dropout=0.1)
 
 
 def _preset(base: Path, **overrides):

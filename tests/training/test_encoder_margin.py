@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import build_bert_nli
+from conftest import ENCODER_LABELS, build_bert_nli
 from zsnli.manifest import sha256_file
 from zsnli.runtime.embedding import SentenceEncoder
 from zsnli.training import encoder as enc
@@ -40,7 +40,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
     description = root / "teacher_plan.json"
     description.write_text(json.dumps({"base_model": {"id": "org/teacher-base"}, "sources": [{"name": "tiny:train"}],
                                        "hyperparameters": {"zsc_exclude": [DEV]}}))
-    return {"base": build_bert_nli(root / "base", dropout=0.0),
+    return {"base": build_bert_nli(root / "base", id2label=ENCODER_LABELS, dropout=0.0),
             "teacher": build_bert_nli(root / "teacher", id2label=REVERSED, seed=3),
             "other": build_bert_nli(root / "other", seed=5), "description": description}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from . import grouped
 from ..harness.cli import path_type, positive_int
 from ..training.cli_parser import TrainParser
-from ..training.usage import (check_file_arg, check_folder_arg, check_model_dir_arg, check_nli_model_dir,
+from ..training.usage import (check_encoder_dir, check_file_arg, check_folder_arg, check_nli_model_dir,
                              check_output_file_arg)
 from .devsets import list_zsc_dev, read_examples, read_zsc_dev
 from .grouped import read_kinds
@@ -98,8 +98,8 @@ def check_args(args) -> None:
     args.max_rows_given = parse_max_rows_for(args.max_rows_for)
     args.max_rows_for = {**DEFAULT_MAX_ROWS_FOR, **args.max_rows_given}
     if args.embedding_dir is not None:
-        check_model_dir_arg(args.embedding_dir, "--embedding-dir", "give a sentence encoder directory, as "
-                            "model/embedding or one written by train.py encoder")
+        check_encoder_dir(args.embedding_dir, "--embedding-dir", "give a sentence encoder directory, as "
+                          "model/embedding or one written by train.py encoder")
     for flag, path, hint in (("--report-public", args.report_public, "give an examples file, e.g. "
                               "../shared/data/zsc/public.jsonl"),
                              ("--kinds", args.kinds, "give benchmark_kinds.json, e.g. "

