@@ -35,6 +35,30 @@ def test_verify_fails_on_a_flipped_byte(tiny_run, tmp_path):
         verify_model_dir(out / "model", out / "training_manifest.json")
 
 
+@pytest.mark.parametrize("spoil, line", [
+    (lambda f: f.unlink(), "MISSING   data_sources.json (declares every source of the manifest)"),
+    (lambda f: f.write_text("{}"), "MISMATCH  data_sources.json (declares every source of the manifest): not a "
+                                   "sources document"),
+    (lambda f: f.write_text(json.dumps({"sources": [s for s in json.loads(f.read_text())["sources"]
+                                                    if s["name"] != "tiny:train"]})),
+     "MISMATCH  data_sources.json (declares every source of the manifest): tiny:train is not declared"),
+])
+def test_verify_fails_when_data_sources_does_not_declare_what_the_manifest_trained_from(tiny_run, tmp_path, capsys,
+                                                                                       spoil, line):
+    """A deleted or emptied data_sources.json passed verify (OK 10/10; a new-user pass): what a model was trained
+    from is half of what verify vouches for."""
+    from zsnli.train_cli import main
+
+    out = tmp_path / "copy"
+    shutil.copytree(tiny_run["out"], out)
+    assert main(["verify", "--model-dir", str(out / "model")]) == 0
+    assert "OK        data_sources.json (declares every source of the manifest)" in capsys.readouterr().out
+    spoil(out / "data_sources.json")
+    assert main(["verify", "--model-dir", str(out / "model")]) == 1
+    printed = capsys.readouterr().out.splitlines()
+    assert line in printed and printed[-1].startswith("FAIL: ")
+
+
 def test_verify_takes_an_encoder_directory_with_its_own_manifest(tmp_path):
     """Issue 49: ``train.py verify --model-dir DIR [--manifest DIR/encoder_manifest.json]`` on a sentence encoder's
     directory checks its files against its own manifest (which cannot list itself): OK, and a changed byte fails."""

@@ -16,8 +16,8 @@ import argparse
 import os
 from pathlib import Path
 
-from ..manifest import (ENCODER_MANIFEST_NAME, MANIFEST_NAME, PIN_FIELD_ABSENT, PIN_FIELDS, VARIANT_DIRS, FileCheck,
-                        ManifestError, check_encoder_dir, check_model_dir, check_variants, is_encoder_manifest,
+from ..manifest import (DATA_SOURCES_NAME, ENCODER_MANIFEST_NAME, MANIFEST_NAME, PIN_FIELD_ABSENT, PIN_FIELDS,
+                        VARIANT_DIRS, FileCheck, ManifestError, check_encoder_dir, check_model_dir, check_variants, is_encoder_manifest,
                         load_manifest)
 from .encoder_install import install_checks
 from .usage import UsageError, check_model_dir_arg
@@ -88,10 +88,37 @@ def run_verify(args: argparse.Namespace) -> int:
 
         checks += check_teacher(manifest["teacher"])
     checks += install_checks(args.model_dir, args.manifest)
+    if not encoder:
+        declared = declared_sources_check(manifest, Path(args.manifest).parent / DATA_SOURCES_NAME)
+        checks += [declared] if declared.status != "absent" else []
     for check in checks:
         print(check_line(check))
     print(summary(checks, args.manifest, encoder))
     return 1 if any(c.status not in ("ok", "absent") for c in checks) else 0
+
+
+def declared_sources_check(manifest: dict, path: Path) -> FileCheck:
+    """Whether ``data_sources.json`` at ``path`` (beside a training manifest) declares every source the manifest
+    says the model was trained from (``data.sources``, by name): ``ok``; ``missing`` when the document is absent;
+    ``absent`` (no check) when the manifest names no source;
+    ``mismatch`` when it is no sources document or lacks a source (the ``actual`` names the first). A deleted or
+    emptied data_sources.json used to pass ``verify`` (a new-user pass): what a model was trained from is half
+    of what verify vouches for."""
+    import json
+
+    name = f"{DATA_SOURCES_NAME} (declares every source of the manifest)"
+    wanted = [s.get("name") if isinstance(s, dict) else s for s in (manifest.get("data") or {}).get("sources") or []]
+    if not wanted:  # a manifest naming no source (not one train.py writes): nothing to hold the document to
+        return FileCheck(name, "absent", None, None, file=False)
+    if not path.is_file():
+        return FileCheck(name, "missing", None, None, file=False)
+    try:
+        declared = {e.get("name") for e in json.loads(path.read_text(encoding="utf-8"))["sources"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return FileCheck(name, "mismatch", None, "not a sources document", file=False)
+    undeclared = [w for w in wanted if w not in declared]
+    return FileCheck(name, "mismatch" if undeclared else "ok", None, undeclared[0] if undeclared else None,
+                     file=False)
 
 
 def check_line(check: FileCheck) -> str:
@@ -100,6 +127,8 @@ def check_line(check: FileCheck) -> str:
     line = f"{check.status.upper():9s} {check.name}"
     if check.actual == PIN_FIELD_ABSENT:
         return f"{line}: the field is absent from the pin (a pin records {', '.join(PIN_FIELDS)})"
+    if check.name.startswith(DATA_SOURCES_NAME) and check.actual:
+        return f"{line}: {check.actual}" + (" is not declared" if check.actual != "not a sources document" else "")
     if check.status == "unlisted" and not check.file and check.name.rstrip("/") in VARIANT_DIRS:
         return f"{line}: a model folder no variants entry of the manifest pins (train.py install-base pins one)"
     return line
