@@ -74,3 +74,16 @@ def test_a_bad_line_of_an_nli_file_is_named_by_its_line(tmp_path, suffix):
     assert str(refused.value) == f"{path}:4: not JSON (Unterminated string (column 32))"
     path.write_bytes((good + "\n" + good).encode() if suffix == ".jsonl" else gzip.compress((good + "\n").encode()))
     assert nli_data.read_jsonl(path)[0] == json.loads(good)  # a BOM-less file, with and without a last newline
+
+
+@pytest.mark.parametrize("line, says", [('{"premise": "p", "hypothesis": "h", "label": "maybe"}',
+                                         "unrecognised NLI label: 'maybe'"),
+                                        ('["p", "h", 0]', "a row must be a JSON object, not list")])
+def test_a_row_no_rule_reads_is_named_by_file_and_line(tmp_path, line, says):
+    """"unrecognised NLI label: 'maybe'" named neither the file nor the line (a new-user pass)."""
+    good = json.dumps({"premise": "p", "hypothesis": "h", "label": 0})
+    path = tmp_path / "train.jsonl"
+    path.write_text(f"{good}\n\n{line}\n")
+    with pytest.raises(DataError) as refused:
+        nli_data.load_source(Source(name="x:train", kind="local", path=str(path), role="train", licence="test"))
+    assert str(refused.value) == f"{path}:3: {says}"

@@ -23,7 +23,7 @@ import random
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ..harness.cli import json_syntax, jsonl_lines
 from ..manifest import sha256_file
@@ -106,11 +106,21 @@ def normalise_label(value: Any) -> str | None:
     raise DataError(f"unrecognised NLI label: {value!r}")
 
 
-def _rows_from_records(records: Iterable[dict[str, Any]], counts: Counter) -> list[dict[str, str]]:
+def _rows_from_records(records: Iterable[dict[str, Any]], counts: Counter, where: Iterable[str] | None = None
+                       ) -> list[dict[str, str]]:
+    """The NLI rows of ``records`` (labels normalised; no gold label or an empty text dropped and counted).
+    ``where``: each record's place (``path:line``), put before a `DataError` about it (a label no rule reads)."""
     rows = []
+    places = iter(where) if where is not None else None
     for rec in records:
+        place = next(places) if places is not None else None
         counts["read"] += 1
-        label = normalise_label(rec.get("label"))
+        try:
+            if not isinstance(rec, Mapping):
+                raise DataError(f"a row must be a JSON object, not {type(rec).__name__}")
+            label = normalise_label(rec.get("label"))
+        except DataError as exc:
+            raise DataError(f"{place}: {exc}" if place else str(exc)) from None
         premise, hypothesis = rec.get("premise"), rec.get("hypothesis")
         if label is None:
             counts["dropped_no_gold_label"] += 1
@@ -126,20 +136,31 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Read a JSONL file (gzip-compressed when the name ends in ``.gz``; a UTF-8 byte-order mark skipped; blank
     lines skipped). Raises ``DataError``: the file cannot be read or is not UTF-8, or a line is not JSON (named
     ``path:line``)."""
+    return [row for _, row in read_numbered_jsonl(path)]
+
+
+def _numbered_rows(path: str | Path, text: str) -> list[tuple[int, Any]]:
+    """``(line number, parsed value)`` of every non-blank line of ``text`` (the JSONL file ``path``'s). Raises
+    ``DataError`` naming ``path:line`` for a line that is not JSON."""
+    rows = []
+    for n, line in enumerate(jsonl_lines(text), 1):
+        if line.strip():
+            try:
+                rows.append((n, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{n}: not JSON ({json_syntax(exc, column=False)})") from None
+    return rows
+
+
+def read_numbered_jsonl(path: str | Path) -> list[tuple[int, Any]]:
+    """`read_jsonl` with each row's line number: ``[(line, row), ...]``. Raises ``DataError`` as it does."""
     opener = gzip.open if str(path).endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8-sig") as handle:
             text = handle.read()
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise DataError(f"cannot read {path}: {exc}") from exc
-    rows = []
-    for n, line in enumerate(jsonl_lines(text), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{n}: not JSON ({json_syntax(exc, column=False)})") from None
-    return rows
+    return _numbered_rows(path, text)
 
 
 def load_source(source: Source) -> tuple[list[dict[str, str]], dict[str, int]]:
@@ -153,7 +174,8 @@ def load_source(source: Source) -> tuple[list[dict[str, str]], dict[str, int]]:
     if source.kind == "local":
         if not source.path:
             raise DataError(f"local source {source.name} has no path")
-        rows = _rows_from_records(read_jsonl(source.path), counts)
+        numbered = read_numbered_jsonl(source.path)
+        rows = _rows_from_records([r for _, r in numbered], counts, (f"{source.path}:{n}" for n, _ in numbered))
     elif source.kind == "hub":
         import datasets  # heavy import, only on this path
 
