@@ -33,9 +33,9 @@ EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 
 def _parser() -> UsageParser:
     p = UsageParser(prog=PROG,
-                    description="Verify the receipt of a bake-off report (service answer or validate.py bakeoff/compare "
-                                "JSON report) offline. Exit 0 valid, 1 invalid (an unsigned receipt too, unless "
-                                "--allow-unsigned), 2 unreadable or no public key for a signed receipt.")
+                    description="Verify the receipt of a bake-off report (service answer or validate.py "
+                                "bakeoff/compare JSON report) offline. Exit 0 valid, 1 invalid (an unsigned receipt "
+                                "too, unless --allow-unsigned), 2 unreadable or no public key for a signed receipt.")
     p.add_argument("file", type=path_type, help="a bake-off report: JSON of POST /v1/bakeoff, GET /v1/bakeoffs/ID, or "
                                            "validate.py bakeoff/compare --report")
     p.add_argument("--public-key", type=path_type, default=None,

@@ -18,7 +18,8 @@ the report but "receipt", "key_order", "examples_sha256", "arms", "not_run"}``, 
 must be the JSON integer 3 (`verify`), and `load_report` refuses a number not written as canonical JSON writes it
 (``3e0``, ``3.0E0``, ``-0``: `NonCanonicalNumber`), so one receipt has one spelling of every signed number. Receipts
 sealed before ``not_run`` existed (issue 57) have no such key; their payload has none either, so they verify as they
-did, and ``verify-receipt`` says that such a receipt does not list the arms that did not run (the report's own failed rows do).
+did, and ``verify-receipt`` says that such a receipt does not list the arms that did not run (the report's own
+failed rows do).
 Canonical JSON sorts object keys, so the key order of an object where it carries meaning (`ORDERED_FIELDS`: the
 service's ``labels``, whose order is the probabilities' order) is signed beside it, in ``key_order``. Every field of
 the report is covered, so nothing can be added beside the signature; `verify` also refuses a receipt key outside

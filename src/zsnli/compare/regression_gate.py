@@ -79,10 +79,10 @@ def _kind(value: Any) -> str:
 def report_problem(report: dict[str, Any]) -> str | None:
     """The first field of ``report`` (with its ``arms`` list) that the gate reads and that is not what
     ``validate.py bakeoff --report`` writes, in words (``arms[0].scores.means.macro_f1 must be a finite number, not
-    null``); None when every one is. Read: ``examples.sha256``, ``protocol`` and ``options`` (objects or absent), and for
-    every arm its unique ``name`` and, when it did not fail (no ``error``), ``scores.means.macro_f1`` and ``ece``
-    and each ``declared_slices`` entry's ``gap``, ``accuracy`` and ``n``. A hand-edited report used to end the gate
-    in a traceback (KeyError, TypeError) instead of this line."""
+    null``); None when every one is. Read: ``examples.sha256``, ``protocol`` and ``options`` (objects or absent),
+    and for every arm its unique ``name`` and, when it did not fail (no ``error``), ``scores.means.macro_f1`` and
+    ``ece`` and each ``declared_slices`` entry's ``gap``, ``accuracy`` and ``n``. A hand-edited report used to end
+    the gate in a traceback (KeyError, TypeError) instead of this line."""
     examples = report.get("examples")
     if not isinstance(examples, dict) or not isinstance(examples.get("sha256"), str):
         return "examples.sha256 is missing (every report names the examples it ran on)"

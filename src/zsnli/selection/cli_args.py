@@ -59,7 +59,8 @@ def parser() -> TrainParser:
     p.add_argument("--out", type=path_type, default=None,
                    help="calibration.json to write (default: the model's own: inside a variant folder such as "
                         "model/base, else beside --model-dir's training_manifest.json; refused in another model's)")
-    p.add_argument("--data-sources", type=path_type, default=None, help="data_sources.json to update (default: as --out)")
+    p.add_argument("--data-sources", type=path_type, default=None,
+                   help="data_sources.json to update (default: as --out)")
     p.add_argument("--report-public", type=path_type, default=None,
                    help="examples file reported after the choice (e.g. ../shared/data/zsc/public.jsonl); never chosen on")
     p.add_argument("--compare-with", type=path_type, default=None, metavar="CALIBRATION",

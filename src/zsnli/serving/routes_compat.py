@@ -118,8 +118,9 @@ async def _zero_shot(service: ZeroShotClassifier, request: Request) -> Any:
 async def _predict(service: ZeroShotClassifier, request: Request) -> Any:
     """A TEI ``/predict`` body (`zsnli.serving.tei.read_predict`) scored by the NLI head (`ZeroShotClassifier.predict`);
     errors name ``inputs`` / ``inputs[i]``, a full queue is TEI's 429 (`zsnli.serving.tei.tei_status`)."""
-    payload = await read_json_body(request, service.settings.max_body_bytes,
-                                   expected="a JSON object with inputs (a [premise, hypothesis] pair or a list of them)")
+    payload = await read_json_body(
+        request, service.settings.max_body_bytes,
+        expected="a JSON object with inputs (a [premise, hypothesis] pair or a list of them)")
     call = tei.read_predict(payload, service.settings.max_batch_items)
     note_request(len(call.pairs), batch=not call.single, chars=sum(len(p) + len(h) for p, h in call.pairs),
                  family="predict")

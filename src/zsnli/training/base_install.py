@@ -307,10 +307,11 @@ def add_parser(sub: Any, model_dir_default: str) -> None:
                         "data_sources.json in it or beside it (not a Trainer checkpoint-N folder)")
     i.add_argument("--model-dir", type=path_text, default=model_dir_default,
                    help="the served model directory that gets base/ (default %(default)s)")
-    i.add_argument("--manifest-dir", type=path_text, default=None, help="the top-level manifest's folder (default: the parent of "
-                                                        "--model-dir)")
-    i.add_argument("--calibration", metavar="PATH", type=path_text, help="copied as base/calibration.json (default: none; the "
-                                                         "command prints the train.py select that writes it)")
+    i.add_argument("--manifest-dir", type=path_text, default=None,
+                   help="the top-level manifest's folder (default: the parent of --model-dir)")
+    i.add_argument("--calibration", metavar="PATH", type=path_text,
+                   help="copied as base/calibration.json (default: none; the command prints the train.py select that "
+                        "writes it)")
     i.add_argument("--base-licence", metavar="TEXT", help="the base model's licence (default: from its model card, "
                                                           "when the run's base is a local folder)")
     i.add_argument("--base-note", metavar="TEXT", help="where the base model's weights came from when not from the "

@@ -139,7 +139,10 @@ def check_encoder_dir(model_dir: str | Path, flag: str, hint: str) -> None:
     path = Path(model_dir).expanduser()
     if any((path / name).is_file() for name in (ENCODER_MANIFEST_NAME, "sentence_bert_config.json")):
         return
-    config = read_json(path / "config.json")
+    try:
+        config = read_json(path / "config.json")
+    except UsageError as exc:  # named under the flag it came from
+        raise UsageError(f"{flag} {model_dir}: {exc}; {hint}") from None
     try:
         label_indices((config.get("id2label") if isinstance(config, dict) else None) or {})
     except ModelConfigError:

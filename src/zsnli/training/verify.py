@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 
 from ..manifest import (DATA_SOURCES_NAME, ENCODER_MANIFEST_NAME, MANIFEST_NAME, PIN_FIELD_ABSENT, PIN_FIELDS,
-                        VARIANT_DIRS, FileCheck, ManifestError, check_encoder_dir, check_model_dir, check_variants, is_encoder_manifest,
-                        load_manifest)
+                        VARIANT_DIRS, FileCheck, ManifestError, check_encoder_dir, check_model_dir, check_variants,
+                        is_encoder_manifest, load_manifest)
 from .encoder_install import install_checks
 from .usage import UsageError, check_model_dir_arg
 

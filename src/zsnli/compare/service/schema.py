@@ -40,7 +40,8 @@ class BakeoffExample(BaseModel):
 
 class BakeoffRequest(BaseModel):
     """The request body of ``POST /v1/bakeoff``: unknown fields are ignored, but one that looks like a misspelt
-    field (``candidatez``) is a 422 naming the field meant (`zsnli.compare.service.protocol.misspelt_request_fields`)."""
+    field (``candidatez``) is a 422 naming the field meant
+    (`zsnli.compare.service.protocol.misspelt_request_fields`)."""
 
     model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [EXAMPLE_BAKEOFF]})
     task_description: StrictStr = Field(description="What the labels mean, in a sentence (stored with the result).")
