@@ -420,7 +420,8 @@ def test_the_served_cross_encoder_is_no_sentence_encoder_for_any_command(argv, f
     trained from the NLI cross-encoder (a new-user pass). The mirror of the sentence encoder refused as an NLI model."""
     from zsnli.train_cli import main
 
-    extra = ["--zsc-dir", str(tmp_path), "--output-dir", str(tmp_path / "out")] if argv[0] == "encoder" else []
+    extra = (["--zsc-dir", str(tmp_path), "--output-dir", str(tmp_path / "out")] if argv[0] == "encoder" else
+             ["--zsc-dev-dir", str(tmp_path)])  # a clone without ../shared has no default zsc-dev (checked first)
     assert main([*argv, *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [next(line for line in err if "cross-encoder" in line)] and err[0].startswith(

@@ -184,9 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "line per check, then a summary; exit 1 when any check fails.")
     v.add_argument("--model-dir", type=path_text, default=repo_default(SHIPPED_MODEL_DIR),
                    help="a model directory, or a run folder (its model/ is checked)")
-    v.add_argument("--manifest", type=path_text, default=None,
-                   help="default: --model-dir's own encoder_manifest.json, else the encoder_manifest.json or "
-                        "training_manifest.json beside it")
+    v.add_argument("--manifest", type=path_text, default=None, help="default: --model-dir's own "
+                   "encoder_manifest.json, else the encoder_manifest.json or training_manifest.json beside it")
 
     sub.add_parser("select", add_help=False,  # listed for --help; `main` hands select's argv to its own parser
                    help="choose the served scoring by leave-one-dataset-out on zsc-dev, rewrite calibration.json "
