@@ -103,20 +103,18 @@ def check_model_dir_arg(model_dir: str | Path, flag: str = "--model-dir", hint: 
         raise UsageError(f"{flag} {model_dir}: not a model directory (no config.json); {hint}")
 
 
-def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
-    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is an NLI cross-encoder's directory
-    (`check_model_dir_arg`, then ``config.json``'s ``id2label`` read by the server's rule,
-    `zsnli.runtime.model_config.label_indices`: an entailment label and its alternative). A sentence encoder's
-    folder (its own `ENCODER_MANIFEST_NAME` or ``sentence_bert_config.json``, as ``model/embedding``) is named as
-    such. ``hint`` ends the line (default: what to give instead)."""
+def _nli_head(model_dir: str | Path, flag: str, hint: str) -> tuple[bool, str | None]:
+    """`check_model_dir_arg`, then what ``model_dir`` holds: ``(True, None)`` for a sentence encoder's folder (its own
+    `ENCODER_MANIFEST_NAME` or ``sentence_bert_config.json``, as ``model/embedding``), else ``(False, why)`` with why
+    ``config.json``'s ``id2label`` is no 3-way NLI head by the server's rule
+    (`zsnli.runtime.model_config.label_indices`: an entailment label and its alternative), None when it is one.
+    An unreadable config.json raises `UsageError` named under ``flag``."""
     from ..runtime.model_config import ModelConfigError, label_indices
 
-    hint = hint or f"give an NLI model directory (the shipped one is {SHIPPED_MODEL_DIR})"
     check_model_dir_arg(model_dir, flag, hint)
     path = Path(model_dir).expanduser()
     if any((path / name).is_file() for name in (ENCODER_MANIFEST_NAME, "sentence_bert_config.json")):
-        raise UsageError(f"{flag} {model_dir}: this is a sentence encoder (the cosine term's model, as "
-                         f"{SHIPPED_MODEL_DIR}/embedding), not a 3-way NLI model; {hint}")
+        return True, None
     try:
         config = read_json(path / "config.json")
     except UsageError as exc:  # named under the flag it came from
@@ -124,31 +122,33 @@ def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: 
     try:
         label_indices((config.get("id2label") if isinstance(config, dict) else None) or {})
     except ModelConfigError as exc:
-        raise UsageError(f"{flag} {model_dir}: not a 3-way NLI model ({exc}); {hint}") from None
+        return False, str(exc)
+    return False, None
+
+
+def check_nli_model_dir(model_dir: str | Path, flag: str = "--model-dir", hint: str | None = None) -> None:
+    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is an NLI cross-encoder's directory
+    (`_nli_head`: a model directory whose ``id2label`` has an entailment label and its alternative). A sentence
+    encoder's folder (as ``model/embedding``) is named as such. ``hint`` ends the line (default: what to give
+    instead)."""
+    hint = hint or f"give an NLI model directory (the shipped one is {SHIPPED_MODEL_DIR})"
+    encoder, not_nli = _nli_head(model_dir, flag, hint)
+    if encoder:
+        raise UsageError(f"{flag} {model_dir}: this is a sentence encoder (the cosine term's model, as "
+                         f"{SHIPPED_MODEL_DIR}/embedding), not a 3-way NLI model; {hint}")
+    if not_nli:
+        raise UsageError(f"{flag} {model_dir}: not a 3-way NLI model ({not_nli}); {hint}")
 
 
 def check_encoder_dir(model_dir: str | Path, flag: str, hint: str) -> None:
-    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is a model directory (`check_model_dir_arg`)
-    that is not a 3-way NLI cross-encoder: ``config.json``'s ``id2label`` read as the server reads an NLI head's
-    (`zsnli.runtime.model_config.label_indices`) without a sentence encoder's own files beside it. The mirror of
+    """Raise `UsageError` (one line naming ``flag``) unless ``model_dir`` is a model directory that is not a 3-way
+    NLI cross-encoder (`_nli_head`: a sentence encoder's own files, or no NLI head in ``id2label``). The mirror of
     `check_nli_model_dir`: the served model given where its sentence encoder goes was taken (``select
     --embedding-dir model`` rewrote calibration.json; ``encoder --base-model model`` trained from it)."""
-    from ..runtime.model_config import ModelConfigError, label_indices
-
-    check_model_dir_arg(model_dir, flag, hint)
-    path = Path(model_dir).expanduser()
-    if any((path / name).is_file() for name in (ENCODER_MANIFEST_NAME, "sentence_bert_config.json")):
-        return
-    try:
-        config = read_json(path / "config.json")
-    except UsageError as exc:  # named under the flag it came from
-        raise UsageError(f"{flag} {model_dir}: {exc}; {hint}") from None
-    try:
-        label_indices((config.get("id2label") if isinstance(config, dict) else None) or {})
-    except ModelConfigError:
-        return  # no NLI head: a plain encoder
-    raise UsageError(f"{flag} {model_dir}: this is a 3-way NLI cross-encoder (as the served {SHIPPED_MODEL_DIR}/), "
-                     f"not a sentence encoder; {hint}")
+    encoder, not_nli = _nli_head(model_dir, flag, hint)
+    if not encoder and not not_nli:
+        raise UsageError(f"{flag} {model_dir}: this is a 3-way NLI cross-encoder (as the served "
+                         f"{SHIPPED_MODEL_DIR}/), not a sentence encoder; {hint}")
 
 
 def check_device_arg(device: str, flag: str = "--device") -> None:
