@@ -12,7 +12,7 @@ deadline with 408, ``ZSNLI_MAX_CONNECTIONS`` cap, ``ZSNLI_KEEP_ALIVE_S``);
 
 Runs from a checkout without ``pip install``: the checkout's ``src/`` is put
 first on ``sys.path``, so only the third-party packages are needed; when one is missing it says so in one
-line (which, and the README's install command: `zsnli.exit_if_missing`) and exits 2.
+line (which, and the README's install command: `zsnli.import_entry`) and exits 2.
 """
 
 import sys
@@ -27,14 +27,8 @@ import zsnli  # noqa: E402  (standard library only)
 #: What serving imports (the product card's packages): named in one line, exit 2, when any is missing.
 SERVE_MODULES = ("fastapi", "uvicorn", "pydantic", "starlette", "torch", "transformers", "tokenizers",
                  "safetensors", "huggingface_hub", "numpy")
-zsnli.exit_if_missing("./serve.sh" if __name__ == "__main__" else "server.py", SERVE_MODULES)
-try:
-    from zsnli.serve import bare_app, main  # noqa: E402
-except ModuleNotFoundError as exc:  # one the list above does not name
-    if not exc.name or exc.name.split(".")[0] == "zsnli":
-        raise
-    print(zsnli.missing_line("server.py", [exc.name.split(".")[0]]), file=sys.stderr)
-    raise SystemExit(2) from None
+bare_app, main = zsnli.import_entry("./serve.sh" if __name__ == "__main__" else "server.py", SERVE_MODULES,
+                                    "zsnli.serve", "bare_app", "main", import_command="server.py")
 
 if __name__ == "__main__":  # serve.sh names itself in _ZSNLI_PROG, so a usage error names the command typed
     import os

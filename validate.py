@@ -10,7 +10,7 @@
 
 Runs from the checkout without installing the package: the checkout's src/ is
 put first on the import path; a missing third-party package is one line naming
-it and the README's install command, exit 2 (`zsnli.exit_if_missing`). All logic lives in zsnli.compare; see
+it and the README's install command, exit 2 (`zsnli.import_entry`). All logic lives in zsnli.compare; see
 `python validate.py --help`.
 """
 
@@ -23,14 +23,7 @@ import zsnli  # noqa: E402  (standard library only)
 
 #: What the validation commands import: named in one line, exit 2, when any is missing.
 VALIDATE_MODULES = ("rich", "httpx", "numpy")
-zsnli.exit_if_missing("python validate.py", VALIDATE_MODULES)
-try:
-    from zsnli.compare.cli import main  # noqa: E402
-except ModuleNotFoundError as exc:  # one the list above does not name
-    if not exc.name or exc.name.split(".")[0] == "zsnli":
-        raise
-    print(zsnli.missing_line("python validate.py", [exc.name.split(".")[0]]), file=sys.stderr)
-    raise SystemExit(2) from None
+main = zsnli.import_entry("python validate.py", VALIDATE_MODULES, "zsnli.compare.cli", "main")
 
 if __name__ == "__main__":
     sys.exit(main())

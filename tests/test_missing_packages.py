@@ -1,6 +1,6 @@
 """A new terminal without the venv (issue 40 B): ``./serve.sh``, ``python validate.py`` and ``python train.py`` run by a python
 that lacks a package end in one line naming it and the README's install command, exit 2, no traceback
-(`zsnli.exit_if_missing`); serve.sh prefers ``$VIRTUAL_ENV``'s python."""
+(`zsnli.import_entry`); serve.sh prefers ``$VIRTUAL_ENV``'s python."""
 
 from __future__ import annotations
 

@@ -2,11 +2,12 @@
 
 ``zsnli.Client`` / ``zsnli.AsyncClient`` (and the client's errors) are the Python clients of the
 server (`zsnli.client`); they are imported on first use, so ``import zsnli`` (and the server)
-never needs httpx. `exit_if_missing` is the top-level scripts' (server.py, validate.py, train.py) check that the
-third-party packages they need are importable: one line naming the missing ones and the install command,
-exit 2, instead of a ``ModuleNotFoundError`` traceback.
+never needs httpx. `import_entry` (with `exit_if_missing`) is the top-level scripts' (server.py, validate.py,
+train.py) check that the third-party packages they need are importable: one line naming the missing ones and the
+install command, exit 2, instead of a ``ModuleNotFoundError`` traceback.
 """
 
+import importlib
 import importlib.util
 import sys
 
@@ -49,6 +50,23 @@ def exit_if_missing(command: str, modules) -> None:
     if missing:
         print(missing_line(command, missing), file=sys.stderr)
         raise SystemExit(2)
+
+
+def import_entry(command: str, modules, module: str, *names: str, import_command: str | None = None):
+    """A top-level script's entry points: `exit_if_missing` (``command``, ``modules``), then ``module``'s attributes
+    ``names`` (one value for one name, else a tuple). A third-party package ``modules`` does not name that fails on
+    import (a broken install) is one `missing_line` too, under ``import_command`` (default ``command``), exit 2; a
+    failure inside zsnli itself is raised as it is."""
+    exit_if_missing(command, modules)
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as exc:  # one ``modules`` does not name
+        if not exc.name or exc.name.split(".")[0] == "zsnli":
+            raise
+        print(missing_line(import_command or command, [exc.name.split(".")[0]]), file=sys.stderr)
+        raise SystemExit(2) from None
+    values = tuple(getattr(loaded, name) for name in names)
+    return values[0] if len(values) == 1 else values
 
 
 def __getattr__(name: str):
