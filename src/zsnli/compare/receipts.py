@@ -51,7 +51,7 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from zsnli.harness.cli import path_type
+from zsnli.harness.cli import json_type, path_type
 from zsnli.manifest import canonical_json, runs_path
 
 RECEIPT_VERSION = 3
@@ -121,15 +121,10 @@ def seal(report: Mapping[str, Any], examples_sha256: str, arms: Mapping[str, Any
             "key_id": kid, "examples_sha256": examples_sha256, "arms": dict(arms), "not_run": not_run}
 
 
-def _json_type(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
-
-
 def receipt_of(report: Any) -> dict[str, Any]:
     """``report["receipt"]``; raises `NotAReport` unless its fields have their JSON types."""
     if not isinstance(report, dict):
-        raise NotAReport(f"the top level is {_json_type(report)}, not an object")
+        raise NotAReport(f"the top level is {json_type(report)}, not an object")
     receipt = report.get("receipt")
     if not isinstance(receipt, dict):
         raise NotAReport("no receipt object")
@@ -137,7 +132,7 @@ def receipt_of(report: Any) -> dict[str, Any]:
         raise NotAReport("receipt.sha256 is missing or not a string")
     for key in ("signature", "key_id"):
         if receipt.get(key) is not None and not isinstance(receipt[key], str):
-            raise NotAReport(f"receipt.{key} is {_json_type(receipt[key])}, not a string or null")
+            raise NotAReport(f"receipt.{key} is {json_type(receipt[key])}, not a string or null")
     if not isinstance(receipt.get("examples_sha256"), str) or not isinstance(receipt.get("arms"), dict):
         raise NotAReport("receipt.examples_sha256 (a string) or receipt.arms (an object) is missing")
     not_run = receipt.get("not_run", {})

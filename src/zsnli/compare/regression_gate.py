@@ -15,7 +15,7 @@ minimum support are not comparable: that is a violation too, and the only
 one reported (the arm checks would compare different rows). Condition 3 is what catches a change
 that lifts the averages while one group of documents loses ground.
 
-Imports: the standard library and `zsnli.harness.cli` (standard library only: `json_problem`).
+Imports: the standard library and `zsnli.harness.cli` (standard library only: `json_problem`, `json_type`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zsnli.harness.cli import json_problem
+from zsnli.harness.cli import json_problem, json_type
 
 DEFAULT_MAX_F1_DROP = 0.02
 DEFAULT_MAX_ECE_RISE = 0.02
@@ -71,11 +71,6 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _kind(value: Any) -> str:
-    return "null" if value is None else {bool: "a boolean", str: "a string", list: "a list", dict: "an object"}.get(
-        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
-
-
 def report_problem(report: dict[str, Any]) -> str | None:
     """The first field of ``report`` (with its ``arms`` list) that the gate reads and that is not what
     ``validate.py bakeoff --report`` writes, in words (``arms[0].scores.means.macro_f1 must be a finite number, not
@@ -88,16 +83,16 @@ def report_problem(report: dict[str, Any]) -> str | None:
         return "examples.sha256 is missing (every report names the examples it ran on)"
     for key in ("protocol", "options"):
         if report.get(key) is not None and not isinstance(report[key], dict):
-            return f"{key} must be an object, not {_kind(report[key])}"
+            return f"{key} must be an object, not {json_type(report[key])}"
     if not report["arms"]:
         return "arms is empty"
     names: set[str] = set()
     for i, arm in enumerate(report["arms"]):
         where = f"arms[{i}]"
         if not isinstance(arm, dict):
-            return f"{where} must be an object, not {_kind(arm)}"
+            return f"{where} must be an object, not {json_type(arm)}"
         if not isinstance(arm.get("name"), str) or not arm["name"]:
-            return f"{where}.name must be a non-empty string, not {_kind(arm.get('name'))}"
+            return f"{where}.name must be a non-empty string, not {json_type(arm.get('name'))}"
         if arm["name"] in names:
             return f"{where}.name {arm['name']!r} is given twice"
         names.add(arm["name"])
@@ -108,10 +103,10 @@ def report_problem(report: dict[str, Any]) -> str | None:
             return f"{where}.scores.means must be an object (an arm that ran holds its scores)"
         for metric in ("macro_f1", "ece"):
             if not _number(means.get(metric)):
-                return f"{where}.scores.means.{metric} must be a finite number, not {_kind(means.get(metric))}"
+                return f"{where}.scores.means.{metric} must be a finite number, not {json_type(means.get(metric))}"
         slices = arm.get("declared_slices")
         if slices is not None and not isinstance(slices, dict):
-            return f"{where}.declared_slices must be an object, not {_kind(slices)}"
+            return f"{where}.declared_slices must be an object, not {json_type(slices)}"
         for key, entry in (slices or {}).items():
             if not isinstance(entry, dict) or not all(_number(entry.get(k)) for k in ("gap", "accuracy", "n")):
                 return f"{where}.declared_slices[{key!r}] must hold the numbers gap, accuracy and n"

@@ -134,6 +134,13 @@ def encoding_problem(head: bytes) -> str | None:
     return None
 
 
+def json_type(value: Any) -> str:
+    """A JSON value's type in words, for a refusal: ``an object``, ``a list``, ``a string``, ``a boolean``, ``a number``,
+    ``null`` (another Python type by its name)."""
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "an object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
 def not_utf8_place(data: bytes, exc: UnicodeDecodeError) -> str:
     """Where the first byte of ``data`` (a JSONL file's bytes, those ``exc`` was raised on) that is not UTF-8 sits,
     for an error line: ``byte 0xe9 on line 3 (byte 12 of the line)``; lines are counted at ``\\n``."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cli import encoding_problem, json_syntax, jsonl_lines, not_utf8_place
+from .cli import encoding_problem, json_syntax, json_type, jsonl_lines, not_utf8_place
 
 ROWS_SUFFIX, LABELS_SUFFIX = ".jsonl", ".labels.json"
 
@@ -45,12 +45,6 @@ class Labels:
     task_kind: str = ""
     dataset: str | None = None
     source: dict[str, Any] = field(default_factory=dict)
-
-
-def _type(value: Any) -> str:
-    """A JSON value's type in words, for a refusal (``a list``, ``a string``...)."""
-    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "an object"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def read_text(path: str | Path) -> str:
@@ -82,11 +76,11 @@ def _strings(meta: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
     value = meta.get(key)
     if not isinstance(value, list):
         raise ZscLayoutError(f"{path}: {key} must be a list of strings, not "
-                             f"{'absent' if key not in meta else _type(value)}")
+                             f"{'absent' if key not in meta else json_type(value)}")
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
             raise ZscLayoutError(f"{path}: {key}[{i}] must be a non-blank string, not "
-                                 f"{'blank' if isinstance(item, str) else _type(item)}")
+                                 f"{'blank' if isinstance(item, str) else json_type(item)}")
     return tuple(value)
 
 
@@ -100,16 +94,16 @@ def read_labels(path: str | Path) -> Labels:
     except json.JSONDecodeError as exc:
         raise ZscLayoutError(f"{path}: not JSON ({json_syntax(exc)})") from None
     if not isinstance(meta, dict):
-        raise ZscLayoutError(f"{path}: must be a JSON object with classes and hypotheses, not {_type(meta)}")
+        raise ZscLayoutError(f"{path}: must be a JSON object with classes and hypotheses, not {json_type(meta)}")
     classes, hypotheses = _strings(meta, "classes", path), _strings(meta, "hypotheses", path)
     if len(classes) < 2 or len(classes) != len(hypotheses):
         raise ZscLayoutError(f"{path}: need >= 2 classes and one hypothesis per class (got {len(classes)} "
                              f"classes, {len(hypotheses)} hypotheses)")
     for key in ("task_kind", "dataset"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
-            raise ZscLayoutError(f"{path}: {key} must be a string, not {_type(meta[key])}")
+            raise ZscLayoutError(f"{path}: {key} must be a string, not {json_type(meta[key])}")
     if meta.get("source") is not None and not isinstance(meta["source"], dict):
-        raise ZscLayoutError(f"{path}: source must be an object (licence, repo...), not {_type(meta['source'])}")
+        raise ZscLayoutError(f"{path}: source must be an object (licence, repo...), not {json_type(meta['source'])}")
     return Labels(classes, hypotheses, meta.get("task_kind") or "", meta.get("dataset"), dict(meta.get("source") or {}))
 
 
@@ -128,7 +122,7 @@ def read_rows(path: str | Path, classes: tuple[str, ...] | list[str]) -> list[tu
         except json.JSONDecodeError as exc:
             raise ZscLayoutError(f"{path}:{n}: not JSON ({json_syntax(exc, column=False)})") from None
         if not isinstance(row, dict):
-            raise ZscLayoutError(f"{path}:{n}: a row must be a JSON object, not {_type(row)}")
+            raise ZscLayoutError(f"{path}:{n}: a row must be a JSON object, not {json_type(row)}")
         idx = row.get("label_index")
         if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(classes):
             raise ZscLayoutError(f"{path}:{n}: label_index must be an integer in [0, {len(classes)}), not "
