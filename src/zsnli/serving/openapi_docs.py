@@ -122,13 +122,14 @@ def classify_request_schema() -> dict:
     return schema
 
 
+_CLASSIFY_SCHEMA = classify_request_schema()
 #: ``openapi_extra=`` of ``POST /classify``: the body's schema (one request or an array) and its examples.
 CLASSIFY_OPENAPI = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {
-            "schema": {"oneOf": [classify_request_schema(),
-                                 {"type": "array", "items": classify_request_schema(), "minItems": 1,
+            "schema": {"oneOf": [_CLASSIFY_SCHEMA,
+                                 {"type": "array", "items": _CLASSIFY_SCHEMA, "minItems": 1,
                                   "description": "Several documents, each with its own labels (at most "
                                   "ZSNLI_MAX_BATCH_ITEMS): answered by an array in the same order."}]},
             "examples": {

@@ -139,19 +139,6 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return [row for _, row in read_numbered_jsonl(path)]
 
 
-def _numbered_rows(path: str | Path, text: str) -> list[tuple[int, Any]]:
-    """``(line number, parsed value)`` of every non-blank line of ``text`` (the JSONL file ``path``'s). Raises
-    ``DataError`` naming ``path:line`` for a line that is not JSON."""
-    rows = []
-    for n, line in enumerate(jsonl_lines(text), 1):
-        if line.strip():
-            try:
-                rows.append((n, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{n}: not JSON ({json_syntax(exc, column=False)})") from None
-    return rows
-
-
 def read_numbered_jsonl(path: str | Path) -> list[tuple[int, Any]]:
     """`read_jsonl` with each row's line number: ``[(line, row), ...]``. Raises ``DataError`` as it does."""
     opener = gzip.open if str(path).endswith(".gz") else open
@@ -160,7 +147,14 @@ def read_numbered_jsonl(path: str | Path) -> list[tuple[int, Any]]:
             text = handle.read()
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise DataError(f"cannot read {path}: {exc}") from exc
-    return _numbered_rows(path, text)
+    rows = []
+    for n, line in enumerate(jsonl_lines(text), 1):
+        if line.strip():
+            try:
+                rows.append((n, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{n}: not JSON ({json_syntax(exc, column=False)})") from None
+    return rows
 
 
 def load_source(source: Source) -> tuple[list[dict[str, str]], dict[str, int]]:
