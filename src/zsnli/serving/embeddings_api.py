@@ -110,21 +110,26 @@ def _check_keys(payload: Any, known: tuple[str, ...], texts_field: str) -> None:
         raise _invalid("field required (a text or a list of texts)", texts_field)
 
 
+def _token_ids(value: Any) -> bool:
+    """True for a non-empty list of integers (booleans are not): OpenAI's token-array input."""
+    return isinstance(value, list) and bool(value) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                           for x in value)
+
+
 def _texts(value: Any, field: str, max_items: int) -> tuple[list[str], bool]:
     """``(texts, single)`` of a text-or-list field; 422 naming ``field`` / ``field[i]`` otherwise."""
     if isinstance(value, str):
         return [value], True
     if not isinstance(value, list) or not value:
         raise _invalid("must be a text or a non-empty list of texts", field)
-    if all(isinstance(x, int) and not isinstance(x, bool) for x in value):  # OpenAI's one token array
+    if _token_ids(value):  # OpenAI's one token array
         raise _invalid("token ids are not accepted (send the text)", field)
     if len(value) > max_items:
         raise _invalid(f"too many texts: {len(value)} > {max_items} (ZSNLI_MAX_BATCH_ITEMS); split the request",
                        field)
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            ids = isinstance(item, list) and item and all(isinstance(x, int) and not isinstance(x, bool) for x in item)
-            what = "token ids are not accepted (send the text)" if ids else "must be a string"
+            what = "token ids are not accepted (send the text)" if _token_ids(item) else "must be a string"
             raise _invalid(what, f"{field}[{i}]")
     return list(value), False
 
