@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from conftest import ENCODER_LABELS, build_bert_nli
 from zsnli.manifest import sha256_file
@@ -202,6 +203,15 @@ def test_cli_margin_mse_run_records_the_teacher_and_writes_an_encoder_the_server
     last = in_batch.stderr.strip().splitlines()[-1]
     assert in_batch.returncode == 2 and last.startswith("train.py encoder: error:"), in_batch.stderr[-2000:]
     assert 'was started with loss "margin-mse", this command gives "in-batch"' in last
+
+    moved = tmp_path / "moved-base"  # other base weights are refused (the same ones moved resume: test_run_settings)
+    shutil.copytree(models["base"], moved)
+    args = _encoder_args({**models, "base": moved}, out, cache)
+    weights = load_file(moved / "model.safetensors")
+    save_file({k: v + 1.0 if v.is_floating_point() else v for k, v in weights.items()}, moved / "model.safetensors")
+    rebased = _cli(*args, "--loss", "margin-mse")
+    last = rebased.stderr.strip().splitlines()[-1]
+    assert rebased.returncode == 2 and 'was started with base_model {"weights_sha256": "' in last, rebased.stderr[-2000:]
 
     other = _cli(*_encoder_args(models, tmp_path / "out2", cache, teacher="other"), "--loss", "margin-mse")
     last = other.stderr.strip().splitlines()[-1]  # after the run's log lines: one error line, no traceback

@@ -3,7 +3,9 @@ that resumes it under others is refused with one line naming the setting and bot
 
 from __future__ import annotations
 
+import hashlib
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -35,3 +37,34 @@ def test_a_folder_without_a_record_is_resumed_and_given_one_and_a_fresh_start_re
     assert json.loads((tmp_path / SETTINGS_FILE).read_text()) == {"loss": "in-batch"}
     check_run_settings(tmp_path, {"loss": "mixed"}, resuming=False)  # --no-resume: a new run in the folder
     assert json.loads((tmp_path / SETTINGS_FILE).read_text()) == {"loss": "mixed"}
+
+
+def test_the_base_model_is_kept_by_its_weights_or_by_its_hub_name(tmp_path):
+    from zsnli.training.manifest_writer import run_base_identity
+    from zsnli.training.run_settings import base_identity
+
+    assert base_identity("org/model", "abc123", None) == {"id": "org/model", "revision": "abc123"}
+    assert base_identity("/a/b", None, "f" * 64) == {"weights_sha256": "f" * 64}
+    for name in ("a", "b"):  # the same weights in two folders (another machine's path) are one base model
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes(b"weights")
+    a, b, hub = (SimpleNamespace(base_model=m, base_revision=r) for m, r in
+                 ((str(tmp_path / "a"), None), (str(tmp_path / "b"), "r1"), ("org/not-a-folder", "r1")))
+    assert run_base_identity(a) == run_base_identity(b) == {"weights_sha256": hashlib.sha256(b"weights").hexdigest()}
+    assert run_base_identity(hub) == {"id": "org/not-a-folder", "revision": "r1"}  # never downloaded to hash it
+
+
+def test_a_resume_under_another_base_model_is_refused_and_an_older_record_gains_the_base(tmp_path, caplog):
+    old = {"max_length": 128, "distillation": None}  # a record written before the base model was kept
+    (tmp_path / SETTINGS_FILE).write_text(json.dumps(old))
+    with caplog.at_level("INFO", logger="zsnli.training.run_settings"):
+        check_run_settings(tmp_path, {**old, "base_model": {"weights_sha256": "aa"}}, resuming=True)
+    assert "has no base_model (written before it was kept)" in caplog.text
+    assert json.loads((tmp_path / SETTINGS_FILE).read_text())["base_model"] == {"weights_sha256": "aa"}
+    with pytest.raises(RunSettingsMismatch, match='base_model {"weights_sha256": "aa"}, this command gives '
+                                                  '{"weights_sha256": "bb"}'):
+        check_run_settings(tmp_path, {**old, "base_model": {"weights_sha256": "bb"}}, resuming=True)
+    with pytest.raises(RunSettingsMismatch, match="max_length 128, this command gives 64"):  # only the base is new
+        (tmp_path / SETTINGS_FILE).write_text(json.dumps(old))
+        check_run_settings(tmp_path, {"max_length": 64, "distillation": None, "base_model": {"id": "x"}}, True)
+    assert json.loads((tmp_path / SETTINGS_FILE).read_text()) == old  # a refused resume leaves the record as it was

@@ -48,7 +48,7 @@ from .data_parallel import LaunchError, launch_from_env
 from .distill import Distillation, teacher_entry
 from .encoder_data import NEGATIVES, EncoderCollator, EncoderData, build_encoder_data
 from .encoder_teacher import MARGIN_TEXT, check_loss, teacher_scores, teacher_settings
-from .manifest_writer import ENCODER_MANIFEST_NAME, TEACHER_KEY, base_weights_sha256, environment
+from .manifest_writer import ENCODER_MANIFEST_NAME, TEACHER_KEY, base_weights_sha256, environment, run_base_identity
 from .presets import Preset
 from .run_settings import check_run_settings, encoder_settings
 from .trainer import checkpoint_step, global_length_grouped_sampler, save_model, sorted_checkpoints
@@ -246,7 +246,7 @@ def train_encoder(preset: Preset, output_dir: str | Path, scale: float = DEFAULT
     trainer, tokenizer, stop = _build_trainer(preset, data, run_dir, scale, negatives, t0, stop_at_step,
                                               objective, scores)
     resumed_from = _checked_resume(trainer, run_dir, stop_at_step, resume)
-    settings = encoder_settings(objective, scale, negatives, preset.max_length, cache)
+    settings = encoder_settings(objective, scale, negatives, preset.max_length, cache, run_base_identity(preset))
     check_run_settings(run_dir, settings, resumed_from is not None)
     train_start = time.time()
     if resumed_from is not None and stop_at_step is not None and checkpoint_step(resumed_from) >= stop_at_step:

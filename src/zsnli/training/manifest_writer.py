@@ -9,10 +9,11 @@
   distilled a teacher (`zsnli.training.distill.teacher_entry`, handed in);
 * ``data_sources.json`` (`data_sources_doc`, `declare_sources`,
   `calibration_sources`): every source with its licence and role;
-* a base model's licence from its card (`card_licence`).
+* a base model's licence from its card (`card_licence`), and its identity in a run folder's
+  settings record (`run_base_identity`).
 
 Hashing, reading and verification are `zsnli.manifest` (the part the server
-uses). May import `zsnli.manifest`, the standard library and, inside
+uses). May import `zsnli.manifest`, `zsnli.training.run_settings`, the standard library and, inside
 functions, `zsnli.runtime.embedding` (the embedding digest) and
 torch/transformers (versions for the manifest's ``environment``); presets and
 data are passed in, never imported.
@@ -40,6 +41,7 @@ from ..manifest import (
     sha256_json,
     write_json,
 )
+from .run_settings import base_identity
 
 if TYPE_CHECKING:  # types only
     from .nli_data import NliData
@@ -145,6 +147,15 @@ def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
         if (path / name).is_file():
             return sha256_file(path / name)
     return None
+
+
+def run_base_identity(preset: "Preset") -> dict[str, Any]:
+    """``preset.base_model`` as a run's ``run_settings.json`` keeps it (`zsnli.training.run_settings.base_identity`):
+    a local folder by the sha256 of its weights (`base_weights_sha256`), a hub id by id and ``base_revision``
+    (never downloaded for this). Resuming a run folder under another base model is refused on it."""
+    base, revision = preset.base_model, preset.base_revision
+    local = Path(base).expanduser().is_dir()
+    return base_identity(base, revision, base_weights_sha256(base, revision) if local else None)
 
 
 def card_licence(base: str) -> str | None:

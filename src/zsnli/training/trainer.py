@@ -42,7 +42,7 @@ from .distill import (NO_GOLD, NO_GOLD_ID, TEACHER_COLUMN, Distillation, augment
                       distill_trainer_class, row_teacher_log_probs, teacher_entry, unique_pairs)
 from .data_parallel import LaunchError, any_rank, launch_from_env, leave_process_group, per_device_batch, replicas
 from .evaluation import accuracy_by_split
-from .manifest_writer import build_manifest, write_manifests
+from .manifest_writer import build_manifest, run_base_identity, write_manifests
 from .nli_data import DataError, NliData, build_nli_data
 from .nli_trainer import (COMPUTE_DTYPE, ID2LABEL, LABEL2ID, NOT_ENTAILMENT_ID, TARGET_IDS,  # noqa: F401 (re-exported)
                           global_length_grouped_sampler, load_base, nli_loss, nli_trainer_class, save_model)
@@ -341,7 +341,7 @@ def train(
         data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
         compute_metrics=compute_metrics, callbacks=trainer_callbacks(preset, t0, reset_best, stop),
     )
-    settings = nli_settings(preset.max_length, distill, _teacher_cache(data))
+    settings = nli_settings(preset.max_length, distill, _teacher_cache(data), run_base_identity(preset))
     checkpoint = _resume_point(output_dir, resume, settings, writer=launch.rank == 0)
     resumed_from = checkpoint.name if checkpoint else None
     train_start = time.time()
