@@ -428,3 +428,18 @@ def test_the_served_cross_encoder_is_no_sentence_encoder_for_any_command(argv, f
         f"train.py {argv[0]}: error: {flag} model: this is a 3-way NLI cross-encoder (as the served model/), not a "
         "sentence encoder; ")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["calibrate", "--dev-examples", "dev/zeroshot_dev.jsonl", "--no-dev-examples"],
+     "argument --no-dev-examples: not allowed with argument --dev-examples"),
+    (["calibrate", "--no-dev-examples", "--dev-examples", "x.jsonl"],
+     "argument --dev-examples: not allowed with argument --no-dev-examples"),
+    (["train", "--reset-best", "--no-resume"], "argument --no-resume: not allowed with argument --reset-best"),
+])
+def test_flags_that_contradict_each_other_are_refused_in_one_line(argv, said, capsys):
+    """`calibrate --no-dev-examples --dev-examples FILE` dropped FILE without a word, and `train --no-resume
+    --reset-best` accepted a flag that acts only on a resume: each pair is refused, naming both flags."""
+    from zsnli.train_cli import main
+
+    assert _one_line(capsys, lambda: main(argv)) == f"train.py {argv[0]}: error: {said} (see train.py {argv[0]} --help)"

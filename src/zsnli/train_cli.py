@@ -125,8 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--output-dir", help="checkpoints and logs (default runs/<preset>; runs/ is $ZSNLI_RUNS_DIR when set)")
     t.add_argument("--dry-run", action="store_true", help="print the plan as JSON after the checks a run makes (paths "
                                                           "included); load and download nothing")
-    t.add_argument("--no-resume", action="store_true")
-    t.add_argument("--reset-best", action="store_true",
+    resume = t.add_mutually_exclusive_group()  # --reset-best acts on a resume: with --no-resume it would do nothing
+    resume.add_argument("--no-resume", action="store_true")
+    resume.add_argument("--reset-best", action="store_true",
                    help="on resume, forget the best checkpoint/metric of earlier processes (their evaluation "
                         "is not comparable, e.g. written before a fix to evaluation)")
     t.add_argument("--max-steps", type=positive_int)
@@ -164,11 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     _preset_args(c, repo_default(SHIPPED_MODEL_DIR))
     c.add_argument("--out", default=None, help="calibration.json path (default: beside the manifest: inside a "
                                                "variant folder such as model/base; refused in another model's)")
-    c.add_argument("--dev-examples", default=repo_default(DEV_EXAMPLES),
-                   help="team-written zero-shot dev set (JSONL, examples format) for the rule choice "
-                        "(default: %(default)s)")
-    c.add_argument("--no-dev-examples", action="store_true",
-                   help="choose on the NLI tasks alone (lowest NLL on their select half)")
+    _dev_examples_args(c)
     c.add_argument("--tasks", type=positive_int, default=2000, help="synthetic choice tasks to build")
 
     e = sub.add_parser("evaluate", help="accuracy per validation and test split of a model directory",
@@ -191,6 +188,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="choose the served scoring by leave-one-dataset-out on zsc-dev, rewrite calibration.json "
                         "(`train.py select --help`)")
     return parser
+
+
+def _dev_examples_args(c: argparse.ArgumentParser) -> None:
+    """``calibrate``'s team dev set: ``--dev-examples FILE`` or ``--no-dev-examples``, never both (one line)."""
+    dev = c.add_mutually_exclusive_group()
+    dev.add_argument("--dev-examples", default=repo_default(DEV_EXAMPLES),
+                     help="team-written zero-shot dev set (JSONL, examples format) for the rule choice "
+                          "(default: %(default)s)")
+    dev.add_argument("--no-dev-examples", action="store_true",
+                     help="choose on the NLI tasks alone (lowest NLL on their select half)")
 
 
 def _zsc_mix_args(p: argparse.ArgumentParser) -> None:
@@ -420,11 +427,9 @@ def _drop_long_sequence_warning(record: logging.LogRecord) -> bool:
 def _quiet_known_noise() -> None:
     """Silence warnings that say nothing to a user of these commands.
 
-    transformers' "Token indices sequence length is longer than the specified
-    maximum" is logged when a text is tokenised in full to measure or clip it;
-    every model input is truncated to the window anyway. (The Trainer's
-    repeated ``pin_memory`` warning on CPU is avoided at the source: see
-    `zsnli.training.trainer`.)
+    transformers' "Token indices sequence length is longer than the specified maximum" is logged when a text is
+    tokenised in full to measure or clip it; every model input is truncated to the window anyway. (The Trainer's
+    repeated ``pin_memory`` warning on CPU is avoided at the source: see `zsnli.training.trainer`.)
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.getLogger("transformers.tokenization_utils_base").addFilter(_drop_long_sequence_warning)
