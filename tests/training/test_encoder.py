@@ -235,6 +235,7 @@ def test_stop_at_step_keeps_the_whole_schedule_and_a_reached_checkpoint_is_writt
     assert again["training"]["resumed_from_checkpoint"] == "checkpoint-4"
     assert again["training"]["steps"] == 4 and again["training"]["steps_this_process"] == 0
     assert again["training"]["final_loss"] == pytest.approx(short[4]["loss"], rel=1e-6)
+    assert again["training"]["final_loss_step"] == 4
     written = _weights(tmp_path / "run" / "model" / "model.safetensors")
     at_four = _weights(tmp_path / "run" / "run" / "checkpoint-4" / "model.safetensors")
     assert written.keys() <= at_four.keys() and all(torch.equal(written[k], at_four[k]) for k in written)

@@ -68,6 +68,15 @@ def test_sigterm_then_resume_gives_the_same_losses_as_a_straight_run(base, tmp_p
     assert got == pytest.approx(want, rel=1e-6, abs=1e-7)
 
 
+def test_the_final_loss_is_named_with_the_step_it_was_logged_at(base, tmp_path):
+    """``final_loss`` is the last LOGGED loss: with a loss logged every 3 steps of 8 it is step 6's (and step 1's
+    in a run shorter than the logging interval), so the manifest says which step it is."""
+    manifest = training.train(_preset(base, logging_steps=3), tmp_path / "model", tmp_path / "run")
+    logged = _losses(tmp_path / "run")
+    assert sorted(logged) == [1, 3, 6] and manifest["training"]["steps"] == 8
+    assert manifest["training"]["final_loss_step"] == 6 and manifest["training"]["final_loss"] == logged[6]
+
+
 def test_checkpoint_clock_writes_checkpoints_between_eval_steps(base, tmp_path):
     preset = _preset(base, checkpoint_every_s=1e-9, keep_checkpoints=20)  # due at every step, all kept
     training.train(preset, tmp_path / "model", tmp_path / "run")

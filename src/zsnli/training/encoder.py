@@ -423,10 +423,10 @@ def _figures(trainer, result, preset: Preset, resumed_from: Path | None, train_s
     """The manifest's ``training`` figures; ``result`` is ``None`` when a finished checkpoint was loaded."""
     first_step = checkpoint_step(resumed_from) if resumed_from else 0
     steps_here = trainer.state.global_step - first_step
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    return {
-        "steps": trainer.state.global_step, "epochs": trainer.state.epoch,
-        "first_logged_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
+    losses = [(h["step"], h["loss"]) for h in trainer.state.log_history if "loss" in h] or [(None, None)]
+    return {  # final_loss_step: the last logged step, not always the last step
+        "steps": trainer.state.global_step, "epochs": trainer.state.epoch, "first_logged_loss": losses[0][1],
+        "final_loss": losses[-1][1], "final_loss_step": losses[-1][0],
         "train_loss_mean_this_process": None if result is None else result.training_loss,
         "wall_seconds": round(time.time() - t0, 1),
         "train_seconds_this_process": round(train_seconds, 1),

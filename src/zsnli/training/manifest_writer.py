@@ -122,7 +122,7 @@ def trained_embedding(model_dir: str | Path, subdir: str = EMBEDDING_SUBDIR) -> 
         "data_sources": [s["name"] for s in run["data"]["sources"]],
         **({TEACHER_KEY: run[TEACHER_KEY]} if run.get(TEACHER_KEY) else {}),
         "hyperparameters": run["hyperparameters"],
-        "training": {k: run["training"].get(k) for k in ("steps", "epochs", "final_loss", "notes")},
+        "training": {k: run["training"].get(k) for k in ("steps", "epochs", "final_loss", "final_loss_step", "notes")},
         "files": files,
         "sha256": embedding_digest(sub),
     }

@@ -78,8 +78,8 @@ def plan(preset: Preset, model_dir: str | Path, output_dir: str | Path) -> dict[
             "base_model": {"id": preset.base_model_id, "revision": preset.base_revision, "weights_sha256": None},
             "data": {"counts": None, "holdout_sha256": None},
             "hyperparameters": hp,
-            "training": {"steps": None, "epochs": None, "final_loss": None, "best_metric": None,
-                         "validation": None, "wall_seconds": None, "train_pairs_per_second": None},
+            "training": {"steps": None, "epochs": None, "final_loss": None, "final_loss_step": None,
+                         "best_metric": None, "validation": None, "wall_seconds": None, "train_pairs_per_second": None},
             "environment": {"device": None, "torch": None, "transformers": None},
             "files": None,
         },
@@ -376,13 +376,14 @@ def _training_figures(trainer, result, final_eval: dict[str, Any], preset: Prese
     """The manifest's ``training`` object, in its key order, read from a finished Trainer (``t0``: the run's
     start, ``time.time()``; ``train_seconds``: this process's time in ``trainer.train``)."""
     state = trainer.state
-    losses = [h["loss"] for h in state.log_history if "loss" in h]
+    losses = [(h["step"], h["loss"]) for h in state.log_history if "loss" in h]
     first_step = checkpoint_step(resumed_from) if resumed_from else 0
     steps_this_run = result.global_step - first_step
     return {
         "steps": state.global_step,
         "epochs": state.epoch,
-        "final_loss": losses[-1] if losses else None,
+        "final_loss": losses[-1][1] if losses else None,
+        "final_loss_step": losses[-1][0] if losses else None,  # the last logged step, not always the last step
         "train_loss_mean": result.training_loss,
         "best_metric": state.best_metric,
         "best_checkpoint": Path(state.best_model_checkpoint).name if state.best_model_checkpoint else None,
