@@ -30,7 +30,8 @@ LATER_KEYS = ("base_model",)
 
 
 class RunSettingsMismatch(ValueError):
-    """The run folder to resume was started with other loss settings than the resuming command gives."""
+    """The run folder to resume was started with other loss settings or another base model than the resuming
+    command gives."""
 
 
 def check_run_settings(run_dir: str | Path, settings: Mapping[str, Any], resuming: bool, write: bool = True) -> None:
