@@ -203,6 +203,19 @@ def _the_run_folder_not_its_model(layout):
     return f"holds no config.json or model.safetensors but a model/ folder: give {layout.run / 'model'}"
 
 
+def _sentence_encoder_run(layout, inner: bool = False):
+    run = layout.tmp / "encoder-run"  # as train.py encoder writes it: model/ and encoder_manifest.json beside it
+    (run / "model").mkdir(parents=True)
+    (run / "model" / "config.json").write_text("{}")
+    (run / "encoder_manifest.json").write_text("{}")
+    layout.run = run / "model" if inner else run
+    return f"a sentence encoder (its encoder_manifest.json in {run}), not an NLI cross-encoder"
+
+
+def _sentence_encoder_runs_model(layout):
+    return _sentence_encoder_run(layout, inner=True)
+
+
 def _corrupt_sources_doc(layout):
     (layout.run.parent / "data_sources.json").write_text("{")
     return "data_sources.json: not readable JSON"
@@ -333,7 +346,8 @@ def _calibration_of_another_model(layout):
     _copy_of_the_served_zsc_dev, _a_folder_holding_zsc_dev, _zsc_dev_not_excluded, _benchmark_not_excluded,
     _teacher_saw_the_benchmark, _the_served_model, _a_copy_of_the_small_model, _existing_base,
     _calibration_of_another_model, _calibration_recording_no_model, _output_folder, _output_folder_of_a_model_elsewhere,
-    _the_folder_holding_the_served_model, _a_copy_of_the_installed_base,
+    _the_folder_holding_the_served_model, _a_copy_of_the_installed_base, _sentence_encoder_run,
+    _sentence_encoder_runs_model,
 ])
 def test_each_refusal_is_one_line_exit_2_and_changes_nothing(layout, make_fault, capsys):
     needle = make_fault(layout)

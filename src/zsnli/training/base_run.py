@@ -5,7 +5,8 @@ The run's ``--model-dir`` (RUN) holds the weights, config and tokenizer; its ``t
 ``data_sources.json`` lie in RUN or beside it. `check_run` refuses, each in one line
 (`zsnli.training.usage.UsageError`, exit 2): a folder with no model (`not_a_model_dir` names the folder meant:
 RUN/model, or the folder the manifest beside a run's ``--output-dir`` describes, never the served model), no
-manifest (`run_manifest_path`: a Trainer ``checkpoint-N`` folder), an installed base (`refuse_installed`), files that
+manifest (`run_manifest_path`: a Trainer ``checkpoint-N`` folder; a sentence encoder, `sentence_encoder_folder`, is
+named as such), an installed base (`refuse_installed`), files that
 are not the manifest's, a ``data_sources.json`` that is not a sources document (`read_sources`), an ``id2label``
 other than the 3-way head (`check_head`, `NLI_ID2LABEL`), recorded data through which zsc-dev or benchmark text
 could have reached the model (`zsnli.training.leak_check.leaked_text`), and a base model whose licence is not known
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..manifest import DATA_SOURCES_NAME, MANIFEST_NAME, ManifestError, check_model_dir, load_manifest
+from ..manifest import (DATA_SOURCES_NAME, ENCODER_MANIFEST_NAME, MANIFEST_NAME, ManifestError, check_model_dir,
+                        load_manifest)
 from .usage import UsageError
 from .encoder_install import describes
 from .leak_check import leaked_text
@@ -58,11 +60,16 @@ class Run:
 def run_manifest_path(run_dir: Path, served: Path | None = None) -> Path:
     """``training_manifest.json`` in ``run_dir``, else beside it (where ``train.py train`` writes it). Raises
     `UsageError` when ``run_dir`` is not a directory, holds no model (`not_a_model_dir`: the folder meant is named,
-    never the served model directory ``served``), or neither manifest exists (a Trainer checkpoint folder is
-    named)."""
+    never the served model directory ``served``), is a sentence encoder (`sentence_encoder_folder`: install-encoder
+    named), or neither manifest exists (a Trainer checkpoint folder is named)."""
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: {'a file, not a directory' if run_dir.exists() else 'no such directory'}; "
                          f"{RUN_HINT}")
+    encoder = sentence_encoder_folder(run_dir)
+    if encoder is not None:
+        raise UsageError(f"{run_dir}: a sentence encoder (its {ENCODER_MANIFEST_NAME} in {encoder}), not an NLI "
+                         "cross-encoder: install-base ships a train.py train run; a train.py encoder run is shipped "
+                         "with train.py install-encoder")
     if not any((run_dir / n).is_file() for n in ("config.json", WEIGHTS_NAME)):
         raise UsageError(not_a_model_dir(run_dir, served))
     for path in (run_dir / MANIFEST_NAME, run_dir.parent / MANIFEST_NAME):
@@ -72,6 +79,15 @@ def run_manifest_path(run_dir: Path, served: Path | None = None) -> Path:
     raise UsageError(f"{run_dir}: no {MANIFEST_NAME} in or beside it ({what}); Trainer checkpoint folders are not "
                      "installable: finish or stop the run (--time-budget-s saves the model) so it writes its "
                      "--model-dir and manifests")
+
+
+def sentence_encoder_folder(run_dir: Path) -> Path | None:
+    """The folder, ``run_dir`` or its parent, whose `ENCODER_MANIFEST_NAME` makes ``run_dir`` a sentence encoder (a
+    ``train.py encoder`` run, its ``model/`` or an installed ``model/embedding``), when no ``training_manifest.json``
+    lies in or beside ``run_dir``; else None."""
+    if any((d / MANIFEST_NAME).is_file() for d in (run_dir, run_dir.parent)):
+        return None
+    return next((d for d in (run_dir, run_dir.parent) if (d / ENCODER_MANIFEST_NAME).is_file()), None)
 
 
 OUTPUT_FILES = ("trainer_state.json", "run_settings.json", "holdout.jsonl")

@@ -116,7 +116,8 @@ def check_run_folder(run_dir: str | Path, model_dir: str | Path | None = None) -
     """The encoder run folder ``run_dir`` (expanded), once it holds ``model/config.json`` and
     `ENCODER_MANIFEST_NAME`. Raises `UsageError` (one line): a missing path or a file, the served encoder
     (``<model_dir>/embedding`` or anything inside the served ``model_dir``, as ``install-base`` refuses the served
-    model) or a copy of an installed one (its own `ENCODER_MANIFEST_NAME` beside its ``config.json``), the run's own
+    model) or a copy of an installed one (its own `ENCODER_MANIFEST_NAME` beside its ``config.json``), a ``train.py
+    train`` run (a ``training_manifest.json`` in it, or beside its ``config.json``: install-base named), the run's own
     ``model/`` folder (its parent holds the manifest: give the parent), a folder without those files."""
     run = Path(run_dir).expanduser()
     if not run.is_dir():
@@ -131,6 +132,11 @@ def check_run_folder(run_dir: str | Path, model_dir: str | Path | None = None) -
     if (run / "config.json").is_file() and (run / ENCODER_MANIFEST_NAME).is_file():
         raise UsageError(f"{run_dir} is an installed sentence encoder (its {ENCODER_MANIFEST_NAME} beside its "
                          f"config.json), not an encoder run: {RUN_HINT}, the one it came from")
+    nli_run = [d for d in (run, run.parent) if (d / MANIFEST_NAME).is_file() and (d == run or (run / "config.json")
+               .is_file()) and not (run / ENCODER_MANIFEST_NAME).is_file()]
+    if nli_run:
+        raise UsageError(f"{run_dir}: a train.py train run (its {MANIFEST_NAME} in {nli_run[0]}), an NLI "
+                         "cross-encoder, not a sentence encoder run: ship it with train.py install-base; " + RUN_HINT)
     if not (run / "model").is_dir() and (run.parent / ENCODER_MANIFEST_NAME).is_file():
         raise UsageError(f"{run_dir} is the model/ folder of the encoder run {run.parent}: give {run.parent} (its "
                          f"--output-dir, which holds model/ and {ENCODER_MANIFEST_NAME})")
