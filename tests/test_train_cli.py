@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -443,3 +444,18 @@ def test_flags_that_contradict_each_other_are_refused_in_one_line(argv, said, ca
     from zsnli.train_cli import main
 
     assert _one_line(capsys, lambda: main(argv)) == f"train.py {argv[0]}: error: {said} (see train.py {argv[0]} --help)"
+
+
+def test_a_data_dir_given_to_the_hub_preset_is_refused_not_ignored(tmp_path, capsys):
+    """`train.py train --preset deberta-v3-base --data-dir DIR` printed a plan (and would train) on the hub's
+    SNLI/MultiNLI/ANLI, DIR unread and unmentioned. It is one line naming the flag and the preset that reads local
+    files; the preset without --data-dir still plans."""
+    from zsnli.train_cli import main
+
+    line = _one_line(capsys, lambda: main(["train", "--preset", "deberta-v3-base", "--dry-run", "--data-dir",
+                                           str(tmp_path)]))
+    assert line == (f"train.py train: error: --data-dir {tmp_path}: the deberta-v3-base preset reads its NLI data "
+                    "from the hub (SNLI, MultiNLI and ANLI at pinned revisions), not from a folder; for local NLI "
+                    "files use --preset minilm-cpu (with --base-model DIR for another base)")
+    assert main(["train", "--preset", "deberta-v3-base", "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["preset"] == "deberta-v3-base"

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from ..manifest import MANIFEST_NAME, ManifestError, load_manifest, runs_path
 from .data_parallel import LaunchError, launch_from_env, per_device_batch
-from .presets import Preset, get_preset, sentence_encoder
+from .presets import DEFAULT_DATA_DIR, Preset, get_preset, sentence_encoder
 from .usage import (SHIPPED_MODEL_DIR, UsageError, check_file_arg, check_folder_arg, check_model_dir_arg,
                     check_encoder_dir, check_nli_model_dir, check_output_file_arg, check_output_folder_arg, read_json)
 from .verify import check_verify_args
@@ -421,6 +421,17 @@ def _check_train_paths(args: argparse.Namespace, preset: Preset) -> None:
               file=sys.stderr)
 
 
+def _check_data_dir_read(data_dir: str, preset: Preset) -> None:
+    """Refuse a ``--data-dir`` other than the default for a preset that reads no local NLI file (deberta-v3-base:
+    the hub at pinned revisions), which would ignore it without a word. Raises `UsageError` (one line)."""
+    if any(s.kind == "local" for s in preset.sources()):
+        return
+    if Path(data_dir).expanduser().resolve() != Path(repo_default(DEFAULT_DATA_DIR)).expanduser().resolve():
+        raise UsageError(f"--data-dir {data_dir}: the {preset.name} preset reads its NLI data from the hub (SNLI, "
+                         "MultiNLI and ANLI at pinned revisions), not from a folder; for local NLI files use "
+                         "--preset minilm-cpu (with --base-model DIR for another base)")
+
+
 def check_args(args: argparse.Namespace) -> Preset | None:
     """Check the parsed arguments of any command; returns the preset (None for verify).
 
@@ -439,6 +450,7 @@ def check_args(args: argparse.Namespace) -> Preset | None:
     if not getattr(args, "base_model_recorded", False):  # the manifest's base is a name: never loaded here
         _check_base_model(args.preset, args.base_model)
     preset = get_preset(args.preset, args.data_dir, args.base_model)
+    _check_data_dir_read(args.data_dir, preset)
     if args.command == "train":
         preset = with_zsc(preset, args)
         args.distill = check_distill(args, preset)
