@@ -455,7 +455,8 @@ def test_a_data_dir_given_to_the_hub_preset_is_refused_not_ignored(tmp_path, cap
     line = _one_line(capsys, lambda: main(["train", "--preset", "deberta-v3-base", "--dry-run", "--data-dir",
                                            str(tmp_path)]))
     assert line == (f"train.py train: error: --data-dir {tmp_path}: the deberta-v3-base preset reads its NLI data "
-                    "from the hub (SNLI, MultiNLI and ANLI at pinned revisions), not from a folder; for local NLI "
-                    "files use --preset minilm-cpu (with --base-model DIR for another base)")
+                    "from the hub (SNLI, MultiNLI and ANLI at pinned revisions), not from a folder; NLI files of your "
+                    "own train with --preset tiny --base-model DIR (train.jsonl and validation.jsonl in --data-dir; "
+                    "docs/training.md)")
     assert main(["train", "--preset", "deberta-v3-base", "--dry-run"]) == 0
     assert json.loads(capsys.readouterr().out)["preset"] == "deberta-v3-base"

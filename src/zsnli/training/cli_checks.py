@@ -428,8 +428,9 @@ def _check_data_dir_read(data_dir: str, preset: Preset) -> None:
         return
     if Path(data_dir).expanduser().resolve() != Path(repo_default(DEFAULT_DATA_DIR)).expanduser().resolve():
         raise UsageError(f"--data-dir {data_dir}: the {preset.name} preset reads its NLI data from the hub (SNLI, "
-                         "MultiNLI and ANLI at pinned revisions), not from a folder; for local NLI files use "
-                         "--preset minilm-cpu (with --base-model DIR for another base)")
+                         "MultiNLI and ANLI at pinned revisions), not from a folder; NLI files of your own train with "
+                         "--preset tiny --base-model DIR (train.jsonl and validation.jsonl in --data-dir; "
+                         "docs/training.md)")
 
 
 def check_args(args: argparse.Namespace) -> Preset | None:
