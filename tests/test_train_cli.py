@@ -446,7 +446,7 @@ def test_flags_that_contradict_each_other_are_refused_in_one_line(argv, said, ca
     assert _one_line(capsys, lambda: main(argv)) == f"train.py {argv[0]}: error: {said} (see train.py {argv[0]} --help)"
 
 
-def test_a_data_dir_given_to_the_hub_preset_is_refused_not_ignored(tmp_path, capsys):
+def test_a_data_dir_given_to_the_hub_preset_is_refused_not_ignored(tmp_path, capsys, monkeypatch):
     """`train.py train --preset deberta-v3-base --data-dir DIR` printed a plan (and would train) on the hub's
     SNLI/MultiNLI/ANLI, DIR unread and unmentioned. It is one line naming the flag and the preset that reads local
     files; the preset without --data-dir still plans."""
@@ -460,3 +460,8 @@ def test_a_data_dir_given_to_the_hub_preset_is_refused_not_ignored(tmp_path, cap
                     "docs/training.md)")
     assert main(["train", "--preset", "deberta-v3-base", "--dry-run"]) == 0
     assert json.loads(capsys.readouterr().out)["preset"] == "deberta-v3-base"
+    line = _one_line(capsys, lambda: main(["evaluate", "--preset", "deberta-v3-base", "--data-dir", str(tmp_path),
+                                           "--model-dir", str(ROOT / "model")]))
+    assert line.endswith("at pinned revisions), not from a folder: leave --data-dir out"), line  # no training hint
+    monkeypatch.chdir(tmp_path)  # the documented default as written, from anywhere, is the default
+    assert main(["train", "--preset", "deberta-v3-base", "--dry-run", "--data-dir", "../shared/data/nli"]) == 0

@@ -128,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume = t.add_mutually_exclusive_group()  # --reset-best acts on a resume: with --no-resume it would do nothing
     resume.add_argument("--no-resume", action="store_true")
     resume.add_argument("--reset-best", action="store_true",
-                   help="on resume, forget the best checkpoint/metric of earlier processes (their evaluation "
-                        "is not comparable, e.g. written before a fix to evaluation)")
+                        help="on resume, forget the best checkpoint/metric of earlier processes (their evaluation "
+                             "is not comparable, e.g. written before a fix to evaluation)")
     t.add_argument("--max-steps", type=positive_int)
     t.add_argument("--epochs", type=positive_float)
     t.add_argument("--batch-size", type=positive_int,

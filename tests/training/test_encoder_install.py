@@ -133,7 +133,7 @@ def test_every_refusal_of_install_encoder_is_one_line_exit_2_as_install_base_s(t
 
 
 @pytest.mark.parametrize("give", ["output-dir", "model-dir"])
-def test_a_cross_encoder_run_is_named_as_install_bases_not_called_incomplete(tmp_path, give):
+def test_a_cross_encoder_run_is_named_as_install_bases_not_called_incomplete(tmp_path, give, monkeypatch):
     """`install-encoder` given a train.py train run said only "no model/config.json" (or "no encoder_manifest.json"):
     it names what the folder is and the command that ships it, as install-base names an encoder run."""
     from zsnli.training.encoder_install import check_run_folder
@@ -145,9 +145,13 @@ def test_a_cross_encoder_run_is_named_as_install_bases_not_called_incomplete(tmp
     run = tmp_path / "nli" if give == "output-dir" else tmp_path / "nli" / "model"
     with pytest.raises(UsageError) as refused:
         check_run_folder(run)
+    with pytest.raises(UsageError, match=r"^\.: a train.py train run \(its training_manifest.json in "):
+        monkeypatch.chdir(run)  # `.`: its parent is looked at as well
+        check_run_folder(".")
     assert str(refused.value) == (f"{run}: a train.py train run (its training_manifest.json in {tmp_path / 'nli'}), an "
-                                  "NLI cross-encoder, not a sentence encoder run: ship it with train.py install-base; "
-                                  "give the --output-dir of a finished train.py encoder run")
+                                  "NLI cross-encoder, not a sentence encoder run: ship it with train.py install-base "
+                                  f"{tmp_path / 'nli' / 'model'}; give the --output-dir of a finished train.py encoder "
+                                  "run")
 
 
 def test_install_encoder_checks_everything_before_changing_anything(tiny_run, tmp_path):

@@ -204,14 +204,17 @@ def test_cli_margin_mse_run_records_the_teacher_and_writes_an_encoder_the_server
     assert in_batch.returncode == 2 and last.startswith("train.py encoder: error:"), in_batch.stderr[-2000:]
     assert 'was started with loss "margin-mse", this command gives "in-batch"' in last
 
-    moved = tmp_path / "moved-base"  # other base weights are refused (the same ones moved resume: test_run_settings)
-    shutil.copytree(models["base"], moved)
-    args = _encoder_args({**models, "base": moved}, out, cache)
-    weights = load_file(moved / "model.safetensors")
-    save_file({k: v + 1.0 if v.is_floating_point() else v for k, v in weights.items()}, moved / "model.safetensors")
-    rebased = _cli(*args, "--loss", "margin-mse")
-    last = rebased.stderr.strip().splitlines()[-1]
-    assert rebased.returncode == 2 and 'was started with base_model {"weights_sha256": "' in last, rebased.stderr[-2000:]
+    other_base = tmp_path / "other-base"  # other base weights are refused (moved ones resume: test_run_settings)
+    shutil.copytree(models["base"], other_base)
+    weights = load_file(other_base / "model.safetensors")
+    shifted = {k: v + 1.0 if v.is_floating_point() else v for k, v in weights.items()}
+    save_file(shifted, other_base / "model.safetensors")
+    rebased = _cli(*_encoder_args({**models, "base": other_base}, out, cache), "--loss", "margin-mse")
+    last, digest = rebased.stderr.strip().splitlines()[-1], sha256_file(models["base"] / "model.safetensors")
+    assert rebased.returncode == 2 and last.endswith(
+        f"was started from another base model (weights sha256 {digest[:12]}) than this command's (weights sha256 "
+        f"{sha256_file(other_base / 'model.safetensors')[:12]}): give --base-model the run's own base or another "
+        "--output-dir"), rebased.stderr[-2000:]
 
     other = _cli(*_encoder_args(models, tmp_path / "out2", cache, teacher="other"), "--loss", "margin-mse")
     last = other.stderr.strip().splitlines()[-1]  # after the run's log lines: one error line, no traceback

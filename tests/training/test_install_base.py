@@ -209,11 +209,27 @@ def _sentence_encoder_run(layout, inner: bool = False):
     (run / "model" / "config.json").write_text("{}")
     (run / "encoder_manifest.json").write_text("{}")
     layout.run = run / "model" if inner else run
-    return f"a sentence encoder (its encoder_manifest.json in {run}), not an NLI cross-encoder"
+    return (f"a sentence encoder (its encoder_manifest.json in {run}), not an NLI cross-encoder: install-base ships "
+            f"a train.py train run; ship this encoder run with train.py install-encoder {run}")
 
 
 def _sentence_encoder_runs_model(layout):
     return _sentence_encoder_run(layout, inner=True)
+
+
+def test_an_encoder_runs_model_given_as_dot_is_named_too(tmp_path, monkeypatch):
+    """`install-base .` inside an encoder run's model/ looked at `.`'s parent, `.` itself, and said "not a finished
+    run"; the folder is taken as absolute, so the encoder run beside it is found."""
+    from zsnli.training.base_run import run_manifest_path
+    from zsnli.training.usage import UsageError
+
+    (tmp_path / "run" / "model").mkdir(parents=True)
+    (tmp_path / "run" / "model" / "config.json").write_text("{}")
+    (tmp_path / "run" / "encoder_manifest.json").write_text("{}")
+    monkeypatch.chdir(tmp_path / "run" / "model")
+    with pytest.raises(UsageError) as refused:
+        run_manifest_path(Path("."))
+    assert str(refused.value).startswith(f".: a sentence encoder (its encoder_manifest.json in {tmp_path / 'run'})")
 
 
 def _corrupt_sources_doc(layout):

@@ -61,10 +61,28 @@ def test_a_resume_under_another_base_model_is_refused_and_an_older_record_gains_
         check_run_settings(tmp_path, {**old, "base_model": {"weights_sha256": "aa"}}, resuming=True)
     assert "has no base_model (written before it was kept)" in caplog.text
     assert json.loads((tmp_path / SETTINGS_FILE).read_text())["base_model"] == {"weights_sha256": "aa"}
-    with pytest.raises(RunSettingsMismatch, match='base_model {"weights_sha256": "aa"}, this command gives '
-                                                  '{"weights_sha256": "bb"}'):
-        check_run_settings(tmp_path, {**old, "base_model": {"weights_sha256": "bb"}}, resuming=True)
+    with pytest.raises(RunSettingsMismatch) as refused:
+        check_run_settings(tmp_path, {**old, "base_model": {"id": "org/base", "revision": None}}, resuming=True)
+    assert str(refused.value) == (f"{tmp_path} was started from another base model (weights sha256 aa) than this "
+                                  "command's (org/base@no pinned revision): give --base-model the run's own base or "
+                                  "another --output-dir")
+    assert not list(tmp_path.glob(".run_settings.json.*"))  # written whole: no partial file left
     with pytest.raises(RunSettingsMismatch, match="max_length 128, this command gives 64"):  # only the base is new
         (tmp_path / SETTINGS_FILE).write_text(json.dumps(old))
         check_run_settings(tmp_path, {"max_length": 64, "distillation": None, "base_model": {"id": "x"}}, True)
     assert json.loads((tmp_path / SETTINGS_FILE).read_text()) == old  # a refused resume leaves the record as it was
+
+
+def test_a_base_given_with_a_tilde_or_in_shards_is_still_one_base_model(tmp_path, monkeypatch):
+    from zsnli.training.manifest_writer import run_base_identity
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "model.safetensors").write_bytes(b"weights")
+    tilde = SimpleNamespace(base_model="~/base", base_revision=None)  # a quoted ~ was sent to the hub, unhashed
+    assert run_base_identity(tilde) == {"weights_sha256": hashlib.sha256(b"weights").hexdigest()}
+    (tmp_path / "sharded").mkdir()  # no single weights file: kept by its resolved path, wherever it was given from
+    (tmp_path / "sharded" / "model-00001-of-00002.safetensors").write_bytes(b"a")
+    monkeypatch.chdir(tmp_path / "base")
+    relative = SimpleNamespace(base_model="../sharded", base_revision=None)
+    assert run_base_identity(relative) == {"id": str((tmp_path / "sharded").resolve()), "revision": None}

@@ -67,12 +67,13 @@ def run_manifest_path(run_dir: Path, served: Path | None = None) -> Path:
                          f"{RUN_HINT}")
     encoder = sentence_encoder_folder(run_dir)
     if encoder is not None:
+        run = (encoder / "model").is_dir()
+        ship = f"; ship this encoder run with train.py install-encoder {encoder}" if run else ""
         raise UsageError(f"{run_dir}: a sentence encoder (its {ENCODER_MANIFEST_NAME} in {encoder}), not an NLI "
-                         "cross-encoder: install-base ships a train.py train run; a train.py encoder run is shipped "
-                         "with train.py install-encoder")
+                         f"cross-encoder: install-base ships a train.py train run{ship}")
     if not any((run_dir / n).is_file() for n in ("config.json", WEIGHTS_NAME)):
         raise UsageError(not_a_model_dir(run_dir, served))
-    for path in (run_dir / MANIFEST_NAME, run_dir.parent / MANIFEST_NAME):
+    for path in (run_dir / MANIFEST_NAME, run_dir.absolute().parent / MANIFEST_NAME):
         if path.is_file():
             return path
     what = "a Trainer checkpoint folder" if (run_dir / "trainer_state.json").is_file() else "not a finished run"
@@ -84,10 +85,11 @@ def run_manifest_path(run_dir: Path, served: Path | None = None) -> Path:
 def sentence_encoder_folder(run_dir: Path) -> Path | None:
     """The folder, ``run_dir`` or its parent, whose `ENCODER_MANIFEST_NAME` makes ``run_dir`` a sentence encoder (a
     ``train.py encoder`` run, its ``model/`` or an installed ``model/embedding``), when no ``training_manifest.json``
-    lies in or beside ``run_dir``; else None."""
-    if any((d / MANIFEST_NAME).is_file() for d in (run_dir, run_dir.parent)):
+    lies in or beside ``run_dir``; else None. ``run_dir`` may be relative (``.``: its parent is looked at too)."""
+    here = run_dir.absolute()
+    if any((d / MANIFEST_NAME).is_file() for d in (here, here.parent)):
         return None
-    return next((d for d in (run_dir, run_dir.parent) if (d / ENCODER_MANIFEST_NAME).is_file()), None)
+    return next((d for d in (here, here.parent) if (d / ENCODER_MANIFEST_NAME).is_file()), None)
 
 
 OUTPUT_FILES = ("trainer_state.json", "run_settings.json", "holdout.jsonl")
@@ -103,7 +105,7 @@ def described_dirs(run_dir: Path) -> list[Path]:
     """The folders beside ``run_dir`` (or in it) whose files are those that a ``training_manifest.json`` in or beside
     ``run_dir`` lists (`zsnli.training.encoder_install.describes`: names compared, nothing hashed), sorted."""
     found = []
-    for manifest in (run_dir / MANIFEST_NAME, run_dir.parent / MANIFEST_NAME):
+    for manifest in (run_dir / MANIFEST_NAME, run_dir.absolute().parent / MANIFEST_NAME):
         if manifest.is_file():
             found += [d for d in sorted(manifest.parent.iterdir()) if d.is_dir() and d != run_dir
                       and not d.name.startswith(".") and describes(d, manifest)]

@@ -421,16 +421,17 @@ def _check_train_paths(args: argparse.Namespace, preset: Preset) -> None:
               file=sys.stderr)
 
 
-def _check_data_dir_read(data_dir: str, preset: Preset) -> None:
-    """Refuse a ``--data-dir`` other than the default for a preset that reads no local NLI file (deberta-v3-base:
-    the hub at pinned revisions), which would ignore it without a word. Raises `UsageError` (one line)."""
-    if any(s.kind == "local" for s in preset.sources()):
+def _check_data_dir_read(data_dir: str, preset: Preset, command: str) -> None:
+    """Refuse a ``--data-dir`` other than the default (as written, or where it resolves) for a preset that reads no
+    local NLI file (deberta-v3-base: the hub at pinned revisions), which would ignore it without a word; ``train``'s
+    refusal names the preset that trains on files of your own. Raises `UsageError` (one line)."""
+    if any(s.kind == "local" for s in preset.sources()) or data_dir == DEFAULT_DATA_DIR:
         return
     if Path(data_dir).expanduser().resolve() != Path(repo_default(DEFAULT_DATA_DIR)).expanduser().resolve():
+        own = ("; NLI files of your own train with --preset tiny --base-model DIR (train.jsonl and validation.jsonl "
+               "in --data-dir; docs/training.md)") if command == "train" else ": leave --data-dir out"
         raise UsageError(f"--data-dir {data_dir}: the {preset.name} preset reads its NLI data from the hub (SNLI, "
-                         "MultiNLI and ANLI at pinned revisions), not from a folder; NLI files of your own train with "
-                         "--preset tiny --base-model DIR (train.jsonl and validation.jsonl in --data-dir; "
-                         "docs/training.md)")
+                         f"MultiNLI and ANLI at pinned revisions), not from a folder{own}")
 
 
 def check_args(args: argparse.Namespace) -> Preset | None:
@@ -450,8 +451,9 @@ def check_args(args: argparse.Namespace) -> Preset | None:
         return None
     if not getattr(args, "base_model_recorded", False):  # the manifest's base is a name: never loaded here
         _check_base_model(args.preset, args.base_model)
+        args.base_model = str(Path(args.base_model).expanduser()) if args.base_model else None  # a quoted ~ too
     preset = get_preset(args.preset, args.data_dir, args.base_model)
-    _check_data_dir_read(args.data_dir, preset)
+    _check_data_dir_read(args.data_dir, preset, args.command)
     if args.command == "train":
         preset = with_zsc(preset, args)
         args.distill = check_distill(args, preset)

@@ -423,7 +423,7 @@ def _figures(trainer, result, preset: Preset, resumed_from: Path | None, train_s
     """The manifest's ``training`` figures; ``result`` is ``None`` when a finished checkpoint was loaded."""
     first_step = checkpoint_step(resumed_from) if resumed_from else 0
     steps_here = trainer.state.global_step - first_step
-    losses = [(h["step"], h["loss"]) for h in trainer.state.log_history if "loss" in h] or [(None, None)]
+    losses = [(h.get("step"), h["loss"]) for h in trainer.state.log_history if "loss" in h] or [(None, None)]
     return {  # final_loss_step: the last logged step, not always the last step
         "steps": trainer.state.global_step, "epochs": trainer.state.epoch, "first_logged_loss": losses[0][1],
         "final_loss": losses[-1][1], "final_loss_step": losses[-1][0],

@@ -132,13 +132,16 @@ def check_run_folder(run_dir: str | Path, model_dir: str | Path | None = None) -
     if (run / "config.json").is_file() and (run / ENCODER_MANIFEST_NAME).is_file():
         raise UsageError(f"{run_dir} is an installed sentence encoder (its {ENCODER_MANIFEST_NAME} beside its "
                          f"config.json), not an encoder run: {RUN_HINT}, the one it came from")
-    nli_run = [d for d in (run, run.parent) if (d / MANIFEST_NAME).is_file() and (d == run or (run / "config.json")
+    here = run.absolute()  # `.` has a parent too
+    nli_run = [d for d in (here, here.parent) if (d / MANIFEST_NAME).is_file() and (d == here or (run / "config.json")
                .is_file()) and not (run / ENCODER_MANIFEST_NAME).is_file()]
     if nli_run:
+        model = next((d for d in (run, run / "model") if (d / "config.json").is_file()), None)
         raise UsageError(f"{run_dir}: a train.py train run (its {MANIFEST_NAME} in {nli_run[0]}), an NLI "
-                         "cross-encoder, not a sentence encoder run: ship it with train.py install-base; " + RUN_HINT)
-    if not (run / "model").is_dir() and (run.parent / ENCODER_MANIFEST_NAME).is_file():
-        raise UsageError(f"{run_dir} is the model/ folder of the encoder run {run.parent}: give {run.parent} (its "
+                         f"cross-encoder, not a sentence encoder run: ship it with train.py install-base"
+                         f"{f' {model}' if model else ''}; {RUN_HINT}")
+    if not (run / "model").is_dir() and (here.parent / ENCODER_MANIFEST_NAME).is_file():
+        raise UsageError(f"{run_dir} is the model/ folder of the encoder run {here.parent}: give {here.parent} (its "
                          f"--output-dir, which holds model/ and {ENCODER_MANIFEST_NAME})")
     for need in (run / "model" / "config.json", run / ENCODER_MANIFEST_NAME):
         if not need.is_file():

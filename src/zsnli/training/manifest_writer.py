@@ -122,7 +122,8 @@ def trained_embedding(model_dir: str | Path, subdir: str = EMBEDDING_SUBDIR) -> 
         "data_sources": [s["name"] for s in run["data"]["sources"]],
         **({TEACHER_KEY: run[TEACHER_KEY]} if run.get(TEACHER_KEY) else {}),
         "hyperparameters": run["hyperparameters"],
-        "training": {k: run["training"].get(k) for k in ("steps", "epochs", "final_loss", "final_loss_step", "notes")},
+        "training": {k: run["training"].get(k) for k in ("steps", "epochs", "final_loss", "final_loss_step", "notes")
+                     if k in run["training"] or k != "final_loss_step"},  # not in runs from before it was kept
         "files": files,
         "sha256": embedding_digest(sub),
     }
@@ -134,7 +135,7 @@ def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
     Returns ``None`` (with a warning) when the hub cannot be reached or no
     ``model.safetensors`` / ``pytorch_model.bin`` is found.
     """
-    path = Path(base_model)
+    path = Path(base_model).expanduser()
     if not path.is_dir():
         try:
             from huggingface_hub import snapshot_download
@@ -151,11 +152,14 @@ def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
 
 def run_base_identity(preset: "Preset") -> dict[str, Any]:
     """``preset.base_model`` as a run's ``run_settings.json`` keeps it (`zsnli.training.run_settings.base_identity`):
-    a local folder by the sha256 of its weights (`base_weights_sha256`), a hub id by id and ``base_revision``
-    (never downloaded for this). Resuming a run folder under another base model is refused on it."""
+    a local folder by the sha256 of its weights (`base_weights_sha256`; a sharded one, unhashed, by its resolved
+    path), a hub id by id and ``base_revision`` (never downloaded for this). Resuming a run folder under another base
+    model is refused on it."""
     base, revision = preset.base_model, preset.base_revision
-    local = Path(base).expanduser().is_dir()
-    return base_identity(base, revision, base_weights_sha256(base, revision) if local else None)
+    folder = Path(base).expanduser()
+    if not folder.is_dir():
+        return base_identity(base, revision, None)
+    return base_identity(str(folder.resolve()), revision, base_weights_sha256(base, revision))
 
 
 def card_licence(base: str) -> str | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -51,6 +52,11 @@ def check_run_settings(run_dir: str | Path, settings: Mapping[str, Any], resumin
         unrecorded = [k for k in LATER_KEYS if k in wanted and k not in saved]
         differ = [k for k in sorted(set(saved) | set(wanted))
                   if k not in unrecorded and saved.get(k) != wanted.get(k)]
+        if differ and differ[0] == "base_model":
+            raise RunSettingsMismatch(
+                f"{run_dir} was started from another base model ({base_text(saved['base_model'])}) than this "
+                f"command's ({base_text(wanted['base_model'])}): give --base-model the run's own base or another "
+                "--output-dir")
         if differ:
             k = differ[0]
             raise RunSettingsMismatch(
@@ -63,9 +69,20 @@ def check_run_settings(run_dir: str | Path, settings: Mapping[str, Any], resumin
     elif resuming:
         log.info("%s has no %s (a run folder from before the record): resuming it as it is, under this "
                  "command's settings", run_dir, SETTINGS_FILE)
-    if write:
+    if write:  # whole or not at all: the other ranks of a launched job read it meanwhile
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        partial = path.with_name(f".{SETTINGS_FILE}.{os.getpid()}")
+        partial.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(partial, path)
+
+
+def base_text(base: Any) -> str:
+    """A recorded base model (`base_identity`) in words: ``weights sha256 <12 hex>`` or ``<id>@<revision>``."""
+    if not isinstance(base, dict):
+        return json.dumps(base)
+    if base.get("weights_sha256"):
+        return f"weights sha256 {str(base['weights_sha256'])[:12]}"
+    return f"{base.get('id')}@{base.get('revision') or 'no pinned revision'}"
 
 
 def base_identity(base_model: str, revision: str | None, weights_sha256: str | None) -> dict[str, Any]:

@@ -376,7 +376,7 @@ def _training_figures(trainer, result, final_eval: dict[str, Any], preset: Prese
     """The manifest's ``training`` object, in its key order, read from a finished Trainer (``t0``: the run's
     start, ``time.time()``; ``train_seconds``: this process's time in ``trainer.train``)."""
     state = trainer.state
-    losses = [(h["step"], h["loss"]) for h in state.log_history if "loss" in h]
+    losses = [(h.get("step"), h["loss"]) for h in state.log_history if "loss" in h]
     first_step = checkpoint_step(resumed_from) if resumed_from else 0
     steps_this_run = result.global_step - first_step
     return {
