@@ -88,7 +88,8 @@ def base_text(base: Any) -> str:
 def base_identity(base_model: str, revision: str | None, weights_sha256: str | None) -> dict[str, Any]:
     """The base model a run starts from, as its record keeps it: ``{"weights_sha256": ...}`` when the weights
     were hashed (a local folder: the same weights under another path, on another machine, resume), else
-    ``{"id": base_model, "revision": revision}`` (a hub model, not downloaded to hash it)."""
+    ``{"id": base_model, "revision": revision}`` (a hub model, not downloaded to hash it; a sharded local folder,
+    given here by its resolved path)."""
     return {"weights_sha256": weights_sha256} if weights_sha256 else {"id": base_model, "revision": revision}
 
 
