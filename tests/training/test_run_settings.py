@@ -86,3 +86,28 @@ def test_a_base_given_with_a_tilde_or_in_shards_is_still_one_base_model(tmp_path
     monkeypatch.chdir(tmp_path / "base")
     relative = SimpleNamespace(base_model="../sharded", base_revision=None)
     assert run_base_identity(relative) == {"id": str((tmp_path / "sharded").resolve()), "revision": None}
+
+
+def test_the_base_weights_are_read_once_a_process_and_again_when_they_change(tmp_path, monkeypatch):
+    import os
+
+    from zsnli.training import manifest_writer
+
+    reads = []
+    monkeypatch.setattr(manifest_writer, "sha256_file", lambda p: reads.append(p) or hashlib.sha256(
+        open(p, "rb").read()).hexdigest())
+    (tmp_path / "base").mkdir()
+    weights = tmp_path / "base" / "model.safetensors"
+    weights.write_bytes(b"weights")
+    run = SimpleNamespace(base_model=str(tmp_path / "base"), base_revision=None)
+    first = manifest_writer.run_base_identity(run)["weights_sha256"]  # the run's start ...
+    assert manifest_writer.base_weights_sha256(str(tmp_path / "base"), None) == first  # ... and its manifest
+    assert first == hashlib.sha256(b"weights").hexdigest() and len(reads) == 1
+    weights.write_bytes(b"changed")  # same size: the new mtime alone makes it read again
+    os.utime(weights, ns=(1, 1))
+    assert manifest_writer.base_weights_sha256(str(tmp_path / "base"), None) == hashlib.sha256(b"changed").hexdigest()
+    weights.write_bytes(b"longer weights")  # another size
+    os.utime(weights, ns=(1, 1))
+    assert manifest_writer.base_weights_sha256(str(tmp_path / "base"), None) == hashlib.sha256(
+        b"longer weights").hexdigest()
+    assert len(reads) == 3

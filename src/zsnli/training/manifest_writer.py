@@ -21,6 +21,7 @@ data are passed in, never imported.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import platform
@@ -133,7 +134,8 @@ def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
     """sha256 of the base model's weight file (local directory or the hub snapshot at ``revision``).
 
     Returns ``None`` (with a warning) when the hub cannot be reached or no
-    ``model.safetensors`` / ``pytorch_model.bin`` is found.
+    ``model.safetensors`` / ``pytorch_model.bin`` is found. The file is read once a process
+    (`_weights_file_sha256`) unless it changes in between.
     """
     path = Path(base_model).expanduser()
     if not path.is_dir():
@@ -146,8 +148,17 @@ def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
             return None
     for name in ("model.safetensors", "pytorch_model.bin"):
         if (path / name).is_file():
-            return sha256_file(path / name)
+            stat = (path / name).stat()
+            return _weights_file_sha256(str((path / name).resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _weights_file_sha256(resolved: str, size: int, mtime_ns: int, inode: int) -> str:
+    """sha256 of one base weights file, hashed once a process while its size, mtime and inode stay (a run names its
+    base at the start, `run_base_identity`, and again in its manifest at the end: 0.4-0.7 GB read once, not twice).
+    The stat fields are the cache key only; a file replaced or rewritten in between is hashed again."""
+    return sha256_file(resolved)
 
 
 def run_base_identity(preset: "Preset") -> dict[str, Any]:
