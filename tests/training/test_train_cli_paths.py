@@ -95,6 +95,18 @@ def test_dry_run_of_a_run_that_can_start_still_prints_its_plan(places, capsys, m
     assert capsys.readouterr().out == "planned\n"
 
 
+def test_a_quoted_tilde_in_base_model_reaches_the_run_as_the_home_folder(places, capsys, monkeypatch):
+    """`train.py train --base-model "~/base"` (a quoted ~ the shell did not expand) passed the check but reached the
+    run unexpanded: a local base was taken for a hub id. The run is given the folder itself."""
+    from zsnli import train_cli
+
+    monkeypatch.setenv("HOME", str(Path(places["base"]).parent))
+    seen = []
+    monkeypatch.setattr(train_cli, "_train", lambda args, preset: seen.append((args.base_model, preset.base_model)) or 0)
+    assert main(_tiny(places, **{"--base-model": "~/base"}) + ["--dry-run"]) == 0
+    assert seen == [(places["base"], places["base"])], seen
+
+
 @pytest.mark.parametrize("command", ["train", "calibrate", "evaluate", "encoder"])
 @pytest.mark.parametrize("name, says", [("nothing", "no such directory"), ("a_file", "a file, not a directory"),
                                         ("empty", "not a model directory (no config.json)")])
