@@ -132,21 +132,34 @@ def check_run_folder(run_dir: str | Path, model_dir: str | Path | None = None) -
     if (run / "config.json").is_file() and (run / ENCODER_MANIFEST_NAME).is_file():
         raise UsageError(f"{run_dir} is an installed sentence encoder (its {ENCODER_MANIFEST_NAME} beside its "
                          f"config.json), not an encoder run: {RUN_HINT}, the one it came from")
-    here = run.absolute()  # `.` has a parent too
-    nli_run = [d for d in (here, here.parent) if (d / MANIFEST_NAME).is_file() and (d == here or (run / "config.json")
-               .is_file()) and not (run / ENCODER_MANIFEST_NAME).is_file()]
-    if nli_run:
+    nli_run = _train_run_manifest_folder(run)
+    if nli_run is not None:
         model = next((d for d in (run, run / "model") if (d / "config.json").is_file()), None)
-        raise UsageError(f"{run_dir}: a train.py train run (its {MANIFEST_NAME} in {nli_run[0]}), an NLI "
+        raise UsageError(f"{run_dir}: a train.py train run (its {MANIFEST_NAME} in {nli_run}), an NLI "
                          f"cross-encoder, not a sentence encoder run: ship it with train.py install-base"
                          f"{f' {model}' if model else ''}; {RUN_HINT}")
-    if not (run / "model").is_dir() and (here.parent / ENCODER_MANIFEST_NAME).is_file():
-        raise UsageError(f"{run_dir} is the model/ folder of the encoder run {here.parent}: give {here.parent} (its "
+    parent = run.absolute().parent  # `.` has a parent too
+    if not (run / "model").is_dir() and (parent / ENCODER_MANIFEST_NAME).is_file():
+        raise UsageError(f"{run_dir} is the model/ folder of the encoder run {parent}: give {parent} (its "
                          f"--output-dir, which holds model/ and {ENCODER_MANIFEST_NAME})")
     for need in (run / "model" / "config.json", run / ENCODER_MANIFEST_NAME):
         if not need.is_file():
             raise UsageError(f"{run_dir}: no {need.relative_to(run)}; {RUN_HINT}")
     return run
+
+
+def _train_run_manifest_folder(run: Path) -> Path | None:
+    """Where the `MANIFEST_NAME` of a ``train.py train`` run lies when ``run`` is one (its absolute path), or its
+    parent when ``run`` is that run's model folder (its own ``config.json`` beside the parent's manifest); None for
+    anything else, and for a folder that holds an `ENCODER_MANIFEST_NAME` (an encoder run's own)."""
+    if (run / ENCODER_MANIFEST_NAME).is_file():
+        return None
+    here = run.absolute()  # `.` has a parent too
+    if (here / MANIFEST_NAME).is_file():
+        return here
+    if (run / "config.json").is_file() and (here.parent / MANIFEST_NAME).is_file():
+        return here.parent
+    return None
 
 
 def top_manifest(manifest_dir: Path, given: bool, role: str) -> dict[str, Any]:
