@@ -156,7 +156,7 @@ def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
 @functools.lru_cache(maxsize=8)
 def _weights_file_sha256(resolved: str, size: int, mtime_ns: int, inode: int) -> str:
     """sha256 of one base weights file, hashed once a process while its size, mtime and inode stay (a run names its
-    base at the start, `run_base_identity`, and again in its manifest at the end: 0.4-0.7 GB read once, not twice).
+    base at the start, `run_base_identity`, and again in its manifest at the end: the weights read once, not twice).
     The stat fields are the cache key only; a file replaced or rewritten in between is hashed again."""
     return sha256_file(resolved)
 
