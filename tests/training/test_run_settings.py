@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -95,7 +96,7 @@ def test_the_base_weights_are_read_once_a_process_and_again_when_they_change(tmp
 
     reads = []
     monkeypatch.setattr(manifest_writer, "sha256_file", lambda p: reads.append(p) or hashlib.sha256(
-        open(p, "rb").read()).hexdigest())
+        Path(p).read_bytes()).hexdigest())
     (tmp_path / "base").mkdir()
     weights = tmp_path / "base" / "model.safetensors"
     weights.write_bytes(b"weights")

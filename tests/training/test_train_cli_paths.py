@@ -101,8 +101,9 @@ def test_a_quoted_tilde_in_base_model_reaches_the_run_as_the_home_folder(places,
     from zsnli import train_cli
 
     monkeypatch.setenv("HOME", str(Path(places["base"]).parent))
-    seen = []
-    monkeypatch.setattr(train_cli, "_train", lambda args, preset: seen.append((args.base_model, preset.base_model)) or 0)
+    seen = []  # what the run is handed: the command's --base-model and the preset's
+    monkeypatch.setattr(train_cli, "_train", lambda args, preset: seen.append((args.base_model, preset.base_model))
+                        or 0)
     assert main(_tiny(places, **{"--base-model": "~/base"}) + ["--dry-run"]) == 0
     assert seen == [(places["base"], places["base"])], seen
 
