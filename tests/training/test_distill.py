@@ -105,6 +105,33 @@ def test_cache_holds_the_teachers_log_probabilities_in_the_students_label_order(
     assert np.allclose(np.exp(cache).sum(1), 1.0, atol=1e-6)
 
 
+def test_the_teachers_weights_are_read_once_a_run_and_again_when_they_change(tmp_path, monkeypatch):
+    """The cache's identity and the manifest's teacher entry name the same file: one read, not two."""
+    import hashlib
+    import os
+
+    from zsnli.training import manifest_writer
+
+    reads = []
+    monkeypatch.setattr(manifest_writer, "sha256_file", lambda p: reads.append(p) or hashlib.sha256(
+        Path(p).read_bytes()).hexdigest())
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    (teacher / "pytorch_model.bin").write_bytes(b"old format")
+    assert d.teacher_weights_sha256(teacher) == hashlib.sha256(b"old format").hexdigest()
+    (teacher / "model.safetensors").write_bytes(b"teacher")  # preferred over pytorch_model.bin
+    assert d.teacher_weights_sha256(teacher) == d.teacher_weights_sha256(str(teacher)) == hashlib.sha256(
+        b"teacher").hexdigest()
+    assert len(reads) == 2
+    (teacher / "model.safetensors").write_bytes(b"TEACHER")  # same size: the new mtime alone makes it read again
+    os.utime(teacher / "model.safetensors", ns=(1, 1))
+    assert d.teacher_weights_sha256(teacher) == hashlib.sha256(b"TEACHER").hexdigest() and len(reads) == 3
+    (teacher / "model.safetensors").unlink()
+    (teacher / "pytorch_model.bin").unlink()
+    with pytest.raises(d.DataError, match="no model.safetensors or pytorch_model.bin"):
+        d.teacher_weights_sha256(teacher)
+
+
 def test_a_teacher_without_the_three_nli_labels_is_refused():
     with pytest.raises(d.DataError, match="three NLI labels"):
         d.label_order({"id2label": {"0": "entailment", "1": "not_entailment"}})

@@ -26,7 +26,8 @@ margin-mse`` (`zsnli.training.encoder`): its (text, hypothesis) pairs go through
 
 May import `zsnli.manifest`, `zsnli.harness.cli` (`json_problem`), `zsnli.training.nli_trainer`,
 `zsnli.training.zsc_nli`, `zsnli.training.nli_data` and, inside functions, `zsnli.runtime.progress`,
-`zsnli.training.manifest_writer` (the base's weights digest and licence), numpy, torch and transformers.
+`zsnli.training.manifest_writer` (the base's and the teacher's weights digests, the base's licence), numpy, torch
+and transformers.
 """
 
 from __future__ import annotations
@@ -240,11 +241,15 @@ def load_teacher(teacher_dir: str | Path):
 
 
 def teacher_weights_sha256(teacher_dir: str | Path) -> str:
-    """sha256 of the teacher's weight file (``model.safetensors``, else ``pytorch_model.bin``)."""
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        if (Path(teacher_dir) / name).is_file():
-            return sha256_file(Path(teacher_dir) / name)
-    raise DataError(f"--teacher {teacher_dir}: no model.safetensors or pytorch_model.bin")
+    """sha256 of the teacher's weight file (``model.safetensors``, else ``pytorch_model.bin``), read once a process
+    while it stays the same (`zsnli.training.manifest_writer.folder_weights_sha256`: the cache's identity and the
+    manifest's ``teacher`` entry name the same file). Raises `DataError` when the folder holds neither."""
+    from .manifest_writer import folder_weights_sha256
+
+    digest = folder_weights_sha256(teacher_dir)
+    if digest is None:
+        raise DataError(f"--teacher {teacher_dir}: no model.safetensors or pytorch_model.bin")
+    return digest
 
 
 def cache_file_name(digest: str) -> str:

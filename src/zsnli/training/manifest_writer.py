@@ -146,17 +146,32 @@ def base_weights_sha256(base_model: str, revision: str | None) -> str | None:
         except Exception as exc:  # pragma: no cover - network path
             log.warning("cannot hash base weights of %s: %s", base_model, exc)
             return None
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        if (path / name).is_file():
-            stat = (path / name).stat()
-            return _weights_file_sha256(str((path / name).resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    return folder_weights_sha256(path)
+
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+"""A model folder's weight file, by preference: the first of these that it holds is the one hashed."""
+
+
+def folder_weights_sha256(folder: str | Path) -> str | None:
+    """sha256 of a local model folder's weight file (the first of `WEIGHT_FILES` it holds), ``None`` when it holds
+    neither (a sharded checkpoint, or not a model folder). Used for a base model (`base_weights_sha256`) and a
+    distilling run's teacher (`zsnli.training.distill.teacher_weights_sha256`); read once a process while the file
+    stays the same (`_weights_file_sha256`)."""
+    folder = Path(folder).expanduser()
+    for name in WEIGHT_FILES:
+        file = folder / name
+        if file.is_file():
+            stat = file.stat()
+            return _weights_file_sha256(str(file.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
     return None
 
 
 @functools.lru_cache(maxsize=8)
 def _weights_file_sha256(resolved: str, size: int, mtime_ns: int, inode: int) -> str:
-    """sha256 of one base weights file, hashed once a process while its size, mtime and inode stay (a run names its
-    base at the start, `run_base_identity`, and again in its manifest at the end: the weights read once, not twice).
+    """sha256 of one weights file, hashed once a process while its size, mtime and inode stay (a run names its base
+    at the start, `run_base_identity`, and again in its manifest at the end; a distilling run names its teacher in
+    the cache's identity and again in the manifest: each file read once, not twice).
     The stat fields are the cache key only; a file replaced or rewritten in between is hashed again."""
     return sha256_file(resolved)
 
