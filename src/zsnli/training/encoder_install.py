@@ -26,8 +26,8 @@ encoder and ``data_sources.json`` return. ``data_sources.json`` must be a source
 `install_checks` is what ``train.py verify`` adds: an install a kill left unfinished, and data sources that do not
 declare the installed encoder's sets (`sources_check`).
 
-May import `zsnli.manifest`, `zsnli.scoring` (the calibration reader), `zsnli.training.usage` (the error, the folder checks) and
-`zsnli.training.manifest_writer`, `zsnli.harness.cli` (`json_problem`); no torch.
+May import `zsnli.manifest`, `zsnli.scoring` (the calibration reader), `zsnli.training.usage` (the error, the
+folder checks) and `zsnli.training.manifest_writer`, `zsnli.harness.cli` (`json_problem`); no torch.
 """
 
 from __future__ import annotations
