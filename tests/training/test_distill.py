@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -281,7 +282,11 @@ def test_cli_refuses_bad_distillation_arguments_in_one_line(models, tmp_path, ca
             "--zsc-dir", str(ZSC)]
     teacher = ["--teacher", str(models["teacher"]), "--teacher-description", str(good)]
     cache = ["--teacher-cache", str(tmp_path / "cache")]
+    unweighted = tmp_path / "unweighted"  # the teacher's folder without its weight file
+    shutil.copytree(models["teacher"], unweighted, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
     for extra, needle in [
+        (["--teacher", str(unweighted), "--teacher-description", str(good), *cache],
+         "no model.safetensors or pytorch_model.bin"),
         (["--distill-alpha", "0.5"], "--distill-alpha needs --teacher"),
         (["--teacher-cache-only"], "--teacher-cache-only needs --teacher"),
         (["--teacher", str(tmp_path), *cache], "not a model directory"),

@@ -9,8 +9,8 @@ May import `zsnli.training.presets`, `zsnli.training.data_parallel`, `zsnli.mani
 `zsnli.training.usage` (`UsageError` and the path checks) and `zsnli.training.verify` (``verify``'s argument checks)
 at module level, `zsnli.training.zsc_nli` (no torch)
 and `zsnli.harness.zsc_layout` inside `with_zsc`, `zsnli.training.manifest_writer` (the lineage
-check of a continued run's base) inside `_check_base_model` and `zsnli.training.distill` (no torch) inside
-`check_distill`, `check_encoder_teacher` and `_check_teacher`.
+check of a continued run's base, the teacher's weight file) inside `_check_base_model` and `_check_teacher`, and
+`zsnli.training.distill` (no torch) inside `check_distill`, `check_encoder_teacher` and `_check_teacher`.
 """
 
 from __future__ import annotations
@@ -303,11 +303,12 @@ def _check_teacher(args: argparse.Namespace, preset: Preset) -> dict[str, Any]:
     `zsnli.training.distill.Distillation` fields they give (teacher, description, cache_dir, batch_size,
     chunk_rows, cache_only); one-line `UsageError` otherwise (`check_distill`)."""
     from .distill import DEFAULT_CHUNK_ROWS, label_order, read_description
+    from .manifest_writer import weights_file
     from .nli_data import DataError
 
     teacher = Path(args.teacher).expanduser()
     check_nli_model_dir(args.teacher, "--teacher", "give the teacher's model folder or one of its checkpoint-N")
-    if not any((teacher / w).is_file() for w in ("model.safetensors", "pytorch_model.bin")):
+    if weights_file(teacher) is None:
         raise UsageError(f"--teacher {args.teacher}: no model.safetensors or pytorch_model.bin")
     if _launch().distributed:
         raise UsageError("--teacher: a distilling run builds its teacher cache in one process; launch it without "

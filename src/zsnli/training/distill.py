@@ -468,8 +468,9 @@ def check_teacher(entry: dict[str, Any]) -> list[FileCheck]:
     """``train.py verify`` of a manifest's ``teacher`` entry: the teacher's weights and its cache file re-hashed
     where the entry says they are; status ``ok``, ``mismatch`` or ``absent`` (not on this machine: they are
     never shipped)."""
-    weights = next((Path(entry["dir"]) / n for n in ("model.safetensors", "pytorch_model.bin")
-                    if (Path(entry["dir"]) / n).is_file()), None)
+    from .manifest_writer import weights_file
+
+    weights = weights_file(entry["dir"])  # hashed afresh below: verify re-reads, never trusts a process cache
     cache = Path(entry["cache"]["dir"]) / entry["cache"]["file"]
     out = []
     for name, path, want in (("teacher weights", weights, entry["weights_sha256"]),

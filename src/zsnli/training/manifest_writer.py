@@ -153,18 +153,22 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 """A model folder's weight file, by preference: the first of these that it holds is the one hashed."""
 
 
-def folder_weights_sha256(folder: str | Path) -> str | None:
-    """sha256 of a local model folder's weight file (the first of `WEIGHT_FILES` it holds), ``None`` when it holds
-    neither (a sharded checkpoint, or not a model folder). Used for a base model (`base_weights_sha256`) and a
-    distilling run's teacher (`zsnli.training.distill.teacher_weights_sha256`); read once a process while the file
-    stays the same (`_weights_file_sha256`)."""
+def weights_file(folder: str | Path) -> Path | None:
+    """A local model folder's weight file: the first of `WEIGHT_FILES` it holds, ``None`` when it holds neither (a
+    sharded checkpoint, or not a model folder)."""
     folder = Path(folder).expanduser()
-    for name in WEIGHT_FILES:
-        file = folder / name
-        if file.is_file():
-            stat = file.stat()
-            return _weights_file_sha256(str(file.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
-    return None
+    return next((folder / name for name in WEIGHT_FILES if (folder / name).is_file()), None)
+
+
+def folder_weights_sha256(folder: str | Path) -> str | None:
+    """sha256 of a local model folder's `weights_file`, ``None`` when it has none. Used for a base model
+    (`base_weights_sha256`) and a distilling run's teacher (`zsnli.training.distill.teacher_weights_sha256`); read
+    once a process while the file stays the same (`_weights_file_sha256`)."""
+    file = weights_file(folder)
+    if file is None:
+        return None
+    stat = file.stat()
+    return _weights_file_sha256(str(file.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
 @functools.lru_cache(maxsize=8)
